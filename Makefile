@@ -1,0 +1,51 @@
+# redislock: build, run, test, benchmark.
+SHELL := /bin/bash
+MODULE := target/release/libredislock.so
+RUN_DIR := .run
+REDLOCK_PORTS := 7001 7002 7003 7004 7005
+
+.PHONY: all deps build run test bench redlock-up redlock-down clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cargo build --release
+
+$(MODULE): build
+
+# One Redis with the module, in the foreground; Ctrl-C stops it.
+run: build
+	@echo "redislock: Redis on 127.0.0.1:6379 with the module; try: redis-cli LOCK.ACQUIRE demo me 10000"
+	@echo "redislock: press Ctrl-C to stop"
+	redis-server redis.conf
+
+test: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release
+
+bench: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash bench/module.sh
+
+# Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
+# Redlock quorum client; state and logs under .run/<port>.
+redlock-up: build
+	@for p in $(REDLOCK_PORTS); do \
+	  mkdir -p $(RUN_DIR)/$$p; \
+	  redis-server redlock.conf --loadmodule $(CURDIR)/$(MODULE) \
+	    --port $$p --dir $(CURDIR)/$(RUN_DIR)/$$p --daemonize yes \
+	    --pidfile $(CURDIR)/$(RUN_DIR)/$$p/redis.pid --logfile $(CURDIR)/$(RUN_DIR)/$$p/redis.log \
+	  && echo "redislock: started 127.0.0.1:$$p"; \
+	done
+
+redlock-down:
+	@for p in $(REDLOCK_PORTS); do \
+	  f=$(RUN_DIR)/$$p/redis.pid; \
+	  if [ -f $$f ] && kill $$(cat $$f) 2>/dev/null; then echo "redislock: stopped 127.0.0.1:$$p"; fi; \
+	  rm -f $$f; \
+	done
+
+clean:
+	cargo clean
+	rm -rf $(RUN_DIR)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing redislock needs, only where missing:
+# redis-server and redis-tools (the server, redis-cli, redis-benchmark) and
+# libclang with its headers (the redis-module crate generates its bindings
+# with bindgen at build time; libclang alone lacks stddef.h).
+set -euo pipefail
+
+wanted=(redis-server redis-tools libclang-dev)
+missing=()
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null; then
+  echo "install-deps: missing ${missing[*]} and no apt-get here; install them by hand" >&2
+  exit 1
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The package starts a system-wide server on 6379; our tests use their own.
+if [ -d /run/systemd/system ]; then $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true; fi

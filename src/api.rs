@@ -1,0 +1,299 @@
+//! The thin boundary to the Redis Module API.
+//!
+//! The `redis-module` crate's high-level wrappers allocate on every call
+//! (argument vectors, `CString`s for replies and replication) and unwrap
+//! the API function pointers. Lock commands run inside Redis's single
+//! thread, so the hot path goes through these small wrappers instead: no
+//! allocation, no panic. Every function pointer used here is checked once
+//! at load (`missing_functions`); the `None` arm below is therefore never
+//! taken in a loaded module, and it degrades to a harmless default rather
+//! than a panic.
+
+use std::ffi::{c_char, c_int, c_long, c_void, CStr};
+use std::ptr;
+
+use redis_module::raw;
+
+pub use raw::{RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
+
+/// Calls a Redis Module API function through its pointer.
+macro_rules! rm {
+    ($name:ident($($arg:expr),* $(,)?) else $default:expr) => {
+        // SAFETY: the pointers are filled by RedisModule_Init before any of
+        // our code runs; callers uphold the C API's contract for arguments.
+        match unsafe { raw::$name } {
+            Some(f) => unsafe { f($($arg),*) },
+            None => $default,
+        }
+    };
+}
+pub(crate) use rm;
+
+/// The API functions this module calls, checked at load.
+macro_rules! required_functions {
+    ($($name:ident),* $(,)?) => {
+        /// Names of required API functions the server did not provide.
+        pub fn missing_functions() -> Vec<&'static str> {
+            let mut missing = Vec::new();
+            $(
+                // SAFETY: reading a function pointer filled at init.
+                if unsafe { raw::$name }.is_none() {
+                    missing.push(stringify!($name));
+                }
+            )*
+            missing
+        }
+    };
+}
+
+required_functions!(
+    RedisModule_CreateCommand,
+    RedisModule_SetModuleOptions,
+    RedisModule_RegisterNumericConfig,
+    RedisModule_LoadConfigs,
+    RedisModule_OpenKey,
+    RedisModule_CloseKey,
+    RedisModule_KeyType,
+    RedisModule_ModuleTypeGetType,
+    RedisModule_ModuleTypeGetValue,
+    RedisModule_ModuleTypeSetValue,
+    RedisModule_DeleteKey,
+    RedisModule_SetExpire,
+    RedisModule_GetExpire,
+    RedisModule_StringPtrLen,
+    RedisModule_ReplyWithError,
+    RedisModule_ReplyWithSimpleString,
+    RedisModule_ReplyWithLongLong,
+    RedisModule_ReplyWithNull,
+    RedisModule_ReplyWithMap,
+    RedisModule_ReplyWithStringBuffer,
+    RedisModule_Replicate,
+    RedisModule_ReplicateVerbatim,
+    RedisModule_SignalModifiedKey,
+    RedisModule_NotifyKeyspaceEvent,
+    RedisModule_GetContextFlags,
+    RedisModule_Milliseconds,
+    RedisModule_EmitAOF,
+    RedisModule_SaveStringBuffer,
+    RedisModule_LoadStringBuffer,
+    RedisModule_SaveSigned,
+    RedisModule_LoadSigned,
+    RedisModule_IsIOError,
+    RedisModule_Free,
+    RedisModule_MallocSize,
+    RedisModule_DigestAddStringBuffer,
+    RedisModule_DigestAddLongLong,
+    RedisModule_DigestEndSequence,
+);
+
+pub const OK: c_int = raw::REDISMODULE_OK as c_int;
+pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;
+
+/// A command argument, binary safe. Same layout as the `argv` entries.
+#[repr(transparent)]
+pub struct Arg(*mut RedisModuleString);
+
+impl Arg {
+    /// Views `argv` as a slice of arguments.
+    ///
+    /// # Safety
+    /// `argv` must point to `argc` strings that outlive the returned slice
+    /// (true for a command's arguments during the command call).
+    pub unsafe fn slice<'a>(argv: *mut *mut RedisModuleString, argc: c_int) -> &'a [Arg] {
+        match usize::try_from(argc) {
+            Ok(n) if n > 0 && !argv.is_null() => std::slice::from_raw_parts(argv.cast::<Arg>(), n),
+            _ => &[],
+        }
+    }
+
+    pub fn raw(&self) -> *mut RedisModuleString {
+        self.0
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        string_bytes(self.0)
+    }
+}
+
+/// The bytes of a Redis string, valid while the string lives.
+pub fn string_bytes<'a>(s: *mut RedisModuleString) -> &'a [u8] {
+    let mut len = 0usize;
+    let p = rm!(RedisModule_StringPtrLen(s, &mut len) else ptr::null());
+    if p.is_null() || len == 0 {
+        return &[];
+    }
+    // SAFETY: Redis returned a pointer to `len` bytes owned by `s`.
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+}
+
+/// A command's context: replies, replication, notifications.
+#[derive(Clone, Copy)]
+pub struct Ctx(*mut RedisModuleCtx);
+
+impl Ctx {
+    pub fn new(ctx: *mut RedisModuleCtx) -> Self {
+        Ctx(ctx)
+    }
+
+    pub fn raw(self) -> *mut RedisModuleCtx {
+        self.0
+    }
+
+    pub fn reply_error(self, msg: &CStr) -> c_int {
+        rm!(RedisModule_ReplyWithError(self.0, msg.as_ptr()) else ERR)
+    }
+
+    pub fn reply_ok(self) -> c_int {
+        rm!(RedisModule_ReplyWithSimpleString(self.0, c"OK".as_ptr()) else ERR)
+    }
+
+    pub fn reply_integer(self, n: i64) -> c_int {
+        rm!(RedisModule_ReplyWithLongLong(self.0, n) else ERR)
+    }
+
+    pub fn reply_null(self) -> c_int {
+        rm!(RedisModule_ReplyWithNull(self.0) else ERR)
+    }
+
+    /// Starts a map of `pairs` entries (a flat array of twice that in RESP2).
+    pub fn reply_map(self, pairs: c_long) -> c_int {
+        rm!(RedisModule_ReplyWithMap(self.0, pairs) else ERR)
+    }
+
+    pub fn reply_bulk(self, bytes: &[u8]) -> c_int {
+        rm!(RedisModule_ReplyWithStringBuffer(self.0, bytes.as_ptr().cast::<c_char>(), bytes.len()) else ERR)
+    }
+
+    pub fn flags(self) -> c_int {
+        rm!(RedisModule_GetContextFlags(self.0) else 0)
+    }
+
+    /// Marks a key as changed: WATCH and client-side caching see it.
+    pub fn signal_modified(self, key: &Arg) {
+        rm!(RedisModule_SignalModifiedKey(self.0, key.raw()) else ERR);
+    }
+
+    /// A keyspace notification of the generic class (`g`).
+    pub fn notify(self, event: &CStr, key: &Arg) {
+        rm!(RedisModule_NotifyKeyspaceEvent(self.0, raw::REDISMODULE_NOTIFY_GENERIC, event.as_ptr(), key.raw()) else ERR);
+    }
+
+    /// Propagates the command exactly as received.
+    pub fn replicate_verbatim(self) {
+        rm!(RedisModule_ReplicateVerbatim(self.0) else ERR);
+    }
+
+    /// Propagates `cmd key owner token deadline`.
+    pub fn replicate_grant(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64) {
+        rm!(RedisModule_Replicate(
+            self.0,
+            cmd.as_ptr(),
+            c"sbll".as_ptr(),
+            key.raw(),
+            owner.as_ptr().cast::<c_char>(),
+            owner.len(),
+            token,
+            deadline_ms,
+        ) else ERR);
+    }
+
+    /// Propagates `cmd key n`, e.g. `PEXPIREAT key deadline`.
+    pub fn replicate_key_integer(self, cmd: &CStr, key: &Arg, n: i64) {
+        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"sl".as_ptr(), key.raw(), n) else ERR);
+    }
+
+    /// Propagates `cmd key`, e.g. `DEL key`.
+    pub fn replicate_key(self, cmd: &CStr, key: &Arg) {
+        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"s".as_ptr(), key.raw()) else ERR);
+    }
+
+    pub fn open_key(self, key: &Arg, mode: KeyMode) -> Key {
+        let raw_mode = match mode {
+            KeyMode::Read => raw::REDISMODULE_READ,
+            KeyMode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        } as c_int;
+        Key(rm!(RedisModule_OpenKey(self.0, key.raw(), raw_mode) else ptr::null_mut()))
+    }
+}
+
+/// Unix time in milliseconds, as Redis reads it.
+pub fn unix_millis() -> i64 {
+    rm!(RedisModule_Milliseconds() else 0)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeyMode {
+    Read,
+    Write,
+}
+
+/// What a key holds, as far as this module cares.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum KeyKind {
+    Empty,
+    Module(*mut RedisModuleType),
+    Other,
+}
+
+/// An open key, closed on drop.
+pub struct Key(*mut RedisModuleKey);
+
+impl Key {
+    pub fn kind(&self) -> KeyKind {
+        if self.0.is_null() {
+            return KeyKind::Empty;
+        }
+        let t = rm!(RedisModule_KeyType(self.0) else raw::REDISMODULE_KEYTYPE_EMPTY as c_int);
+        if t == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            KeyKind::Empty
+        } else if t == raw::REDISMODULE_KEYTYPE_MODULE as c_int {
+            KeyKind::Module(rm!(RedisModule_ModuleTypeGetType(self.0) else ptr::null_mut()))
+        } else {
+            KeyKind::Other
+        }
+    }
+
+    /// The module value stored at the key (null when none).
+    pub fn module_value(&self) -> *mut c_void {
+        if self.0.is_null() {
+            return ptr::null_mut();
+        }
+        rm!(RedisModule_ModuleTypeGetValue(self.0) else ptr::null_mut())
+    }
+
+    /// Replaces whatever the key holds with a module value (its TTL is
+    /// cleared). On failure ownership of `value` stays with the caller.
+    pub fn set_module_value(&self, ty: *mut RedisModuleType, value: *mut c_void) -> bool {
+        !self.0.is_null() && rm!(RedisModule_ModuleTypeSetValue(self.0, ty, value) else ERR) == OK
+    }
+
+    /// Sets the TTL in milliseconds from now.
+    pub fn set_expire_ms(&self, ttl_ms: i64) -> bool {
+        !self.0.is_null() && rm!(RedisModule_SetExpire(self.0, ttl_ms) else ERR) == OK
+    }
+
+    /// Remaining TTL in milliseconds, or -1 when the key has none.
+    pub fn remaining_ms(&self) -> i64 {
+        if self.0.is_null() {
+            return -1;
+        }
+        let ms = rm!(RedisModule_GetExpire(self.0) else raw::REDISMODULE_NO_EXPIRE as i64);
+        if ms == raw::REDISMODULE_NO_EXPIRE as i64 {
+            -1
+        } else {
+            ms.max(0)
+        }
+    }
+
+    pub fn delete(&self) -> bool {
+        !self.0.is_null() && rm!(RedisModule_DeleteKey(self.0) else ERR) == OK
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            rm!(RedisModule_CloseKey(self.0) else ());
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! Command argument parsing: typed requests or a clear error.
+//!
+//! Pure functions over byte strings, so every rule is unit tested without
+//! a server. Nothing here allocates unless it builds an error message.
+
+use std::borrow::Cow;
+use std::ffi::{CStr, CString};
+
+use crate::api::Arg;
+use crate::fencing::Token;
+
+/// Anything that exposes an argument's bytes.
+pub trait ArgBytes {
+    fn bytes(&self) -> &[u8];
+}
+
+impl ArgBytes for Arg {
+    fn bytes(&self) -> &[u8] {
+        Arg::bytes(self)
+    }
+}
+
+impl ArgBytes for &[u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ArgError {
+    /// Wrong argument count; carries the full error text.
+    Arity(&'static CStr),
+    EmptyOwner,
+    BadTtl,
+    TtlAboveMax(i64),
+    UnknownOption(Vec<u8>),
+    MissingValue(&'static str),
+    Repeated(&'static str),
+    BadToken,
+    BadDeadline,
+}
+
+impl ArgError {
+    pub fn message(&self) -> Cow<'static, CStr> {
+        match self {
+            ArgError::Arity(msg) => Cow::Borrowed(msg),
+            ArgError::EmptyOwner => Cow::Borrowed(c"ERR owner must not be empty"),
+            ArgError::BadTtl => Cow::Borrowed(c"ERR ttl must be a positive integer (milliseconds)"),
+            ArgError::BadToken => Cow::Borrowed(c"ERR token must be a non-negative integer"),
+            ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
+            ArgError::TtlAboveMax(max) => owned(format!("ERR ttl exceeds redislock.max-ttl ({max} ms)")),
+            ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
+            ArgError::MissingValue(option) => owned(format!("ERR {option} needs {}", value_name(option))),
+            ArgError::Repeated(option) => owned(format!("ERR {option} given more than once")),
+        }
+    }
+}
+
+fn value_name(option: &str) -> &'static str {
+    match option {
+        "FENCE" => "a token",
+        _ => "a value",
+    }
+}
+
+fn owned(s: String) -> Cow<'static, CStr> {
+    // The texts built above contain no NUL (`printable` maps it away).
+    match CString::new(s) {
+        Ok(c) => Cow::Owned(c),
+        Err(_) => Cow::Borrowed(c"ERR invalid arguments"),
+    }
+}
+
+/// A short, protocol-safe rendering of user bytes for an error message:
+/// an error reply must not contain CR, LF or NUL.
+fn printable(bytes: &[u8]) -> String {
+    const LIMIT: usize = 64;
+    let mut s: String = bytes
+        .iter()
+        .take(LIMIT)
+        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '?' })
+        .collect();
+    if bytes.len() > LIMIT {
+        s.push_str("...");
+    }
+    s
+}
+
+/// Parses a Redis integer strictly: an optional '-', then "0" or digits
+/// without a leading zero; no spaces, no '+', no overflow.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    match digits {
+        [] => return None,
+        [b'0'] => return if negative { None } else { Some(0) },
+        [b'0', ..] => return None,
+        _ => {}
+    }
+    let mut n: i64 = 0;
+    for &b in digits {
+        let d = match b {
+            b'0'..=b'9' => i64::from(b - b'0'),
+            _ => return None,
+        };
+        n = n.checked_mul(10)?;
+        n = if negative { n.checked_sub(d)? } else { n.checked_add(d)? };
+    }
+    Some(n)
+}
+
+fn parse_ttl(bytes: &[u8], max_ttl: i64) -> Result<i64, ArgError> {
+    match parse_i64(bytes) {
+        Some(ttl) if ttl > 0 && ttl <= max_ttl => Ok(ttl),
+        Some(ttl) if ttl > max_ttl => Err(ArgError::TtlAboveMax(max_ttl)),
+        _ => Err(ArgError::BadTtl),
+    }
+}
+
+fn parse_token(bytes: &[u8]) -> Result<Token, ArgError> {
+    match parse_i64(bytes) {
+        Some(t) if t >= 0 => Ok(t),
+        _ => Err(ArgError::BadToken),
+    }
+}
+
+fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
+    if bytes.is_empty() {
+        Err(ArgError::EmptyOwner)
+    } else {
+        Ok(bytes)
+    }
+}
+
+/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token]`
+#[derive(Debug)]
+pub struct Acquire<'a, A> {
+    pub key: &'a A,
+    pub owner: &'a [u8],
+    pub ttl_ms: i64,
+    /// The floor for the token; 0 when FENCE is not given.
+    pub fence: Token,
+}
+
+pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_, A>, ArgError> {
+    let [_, key, owner, ttl, options @ ..] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.acquire' command"));
+    };
+    let owner = parse_owner(owner.bytes())?;
+    let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
+    let mut fence = None;
+    let mut rest = options;
+    while let [name, tail @ ..] = rest {
+        let name = name.bytes();
+        if name.eq_ignore_ascii_case(b"FENCE") {
+            let [value, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue("FENCE"));
+            };
+            if fence.is_some() {
+                return Err(ArgError::Repeated("FENCE"));
+            }
+            fence = Some(parse_token(value.bytes())?);
+            rest = tail;
+        } else {
+            return Err(ArgError::UnknownOption(name.to_vec()));
+        }
+    }
+    Ok(Acquire { key, owner, ttl_ms, fence: fence.unwrap_or(0) })
+}
+
+/// `LOCK.RELEASE key owner`
+#[derive(Debug)]
+pub struct Release<'a, A> {
+    pub key: &'a A,
+    pub owner: &'a [u8],
+}
+
+pub fn parse_release<A: ArgBytes>(args: &[A]) -> Result<Release<'_, A>, ArgError> {
+    let [_, key, owner] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.release' command"));
+    };
+    Ok(Release { key, owner: parse_owner(owner.bytes())? })
+}
+
+/// `LOCK.EXTEND key owner ttl-ms`
+#[derive(Debug)]
+pub struct Extend<'a, A> {
+    pub key: &'a A,
+    pub owner: &'a [u8],
+    pub ttl_ms: i64,
+}
+
+pub fn parse_extend<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Extend<'_, A>, ArgError> {
+    let [_, key, owner, ttl] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.extend' command"));
+    };
+    let owner = parse_owner(owner.bytes())?;
+    Ok(Extend { key, owner, ttl_ms: parse_ttl(ttl.bytes(), max_ttl)? })
+}
+
+/// `LOCK.INFO key`
+pub fn parse_info<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
+    let [_, key] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.info' command"));
+    };
+    Ok(key)
+}
+
+/// `LOCK.APPLY key owner token deadline-unix-ms` (replicated form)
+#[derive(Debug)]
+pub struct Apply<'a, A> {
+    pub key: &'a A,
+    pub owner: &'a [u8],
+    pub token: Token,
+    /// Absolute Unix time in ms; 0 for no expiry.
+    pub deadline_ms: i64,
+}
+
+pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
+    let [_, key, owner, token, deadline] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command"));
+    };
+    let owner = parse_owner(owner.bytes())?;
+    let token = parse_token(token.bytes())?;
+    let deadline_ms = match parse_i64(deadline.bytes()) {
+        Some(d) if d >= 0 => d,
+        _ => return Err(ArgError::BadDeadline),
+    };
+    Ok(Apply { key, owner, token, deadline_ms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: i64 = 3_600_000;
+
+    fn argv<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
+        words.iter().map(|w| w.as_bytes()).collect()
+    }
+
+    fn message(e: ArgError) -> String {
+        e.message().to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn integers_are_parsed_strictly() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"42"), Some(42));
+        assert_eq!(parse_i64(b"-7"), Some(-7));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in ["", "-", "-0", "007", "+5", " 5", "5 ", "1e3", "1.5", "abc", "9223372036854775808", "5\0"] {
+            assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?} must not parse");
+        }
+    }
+
+    #[test]
+    fn acquire_parses_the_plain_form() {
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
+        let req = parse_acquire(&a, MAX).expect("valid");
+        assert_eq!(*req.key, b"k".as_slice());
+        assert_eq!(req.owner, b"me");
+        assert_eq!(req.ttl_ms, 1000);
+        assert_eq!(req.fence, 0);
+    }
+
+    #[test]
+    fn acquire_parses_fence_in_any_case() {
+        for word in ["FENCE", "fence", "FeNcE"] {
+            let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", word, "77"]);
+            assert_eq!(parse_acquire(&a, MAX).expect("valid").fence, 77);
+        }
+    }
+
+    #[test]
+    fn acquire_rejects_bad_input_with_clear_errors() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["LOCK.ACQUIRE", "k", "me"], "ERR wrong number of arguments for 'lock.acquire' command"),
+            (&["LOCK.ACQUIRE"], "ERR wrong number of arguments for 'lock.acquire' command"),
+            (&["LOCK.ACQUIRE", "k", "", "10"], "ERR owner must not be empty"),
+            (&["LOCK.ACQUIRE", "k", "me", "0"], "ERR ttl must be a positive integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "-5"], "ERR ttl must be a positive integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "1.5"], "ERR ttl must be a positive integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "3600001"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE"], "ERR FENCE needs a token"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "-1"], "ERR token must be a non-negative integer"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "x"], "ERR token must be a non-negative integer"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "FENCE", "2"], "ERR FENCE given more than once"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "NX"], "ERR unknown option 'NX'"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "bogus", "2"], "ERR unknown option 'bogus'"),
+        ];
+        for (words, expected) in cases {
+            let a = argv(words);
+            let err = parse_acquire(&a, MAX).expect_err("must be refused");
+            assert_eq!(message(err), *expected, "for {words:?}");
+        }
+    }
+
+    #[test]
+    fn error_messages_never_carry_protocol_bytes() {
+        let option: &[u8] = b"x\r\n-ERR\0injected";
+        let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", option];
+        let text = message(parse_acquire(&a, MAX).expect_err("unknown option"));
+        assert_eq!(text, "ERR unknown option 'x??-ERR?injected'");
+        let long = vec![b'a'; 1000];
+        let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", &long];
+        let text = message(parse_acquire(&a, MAX).expect_err("unknown option"));
+        assert!(text.len() < 100, "{text}");
+    }
+
+    #[test]
+    fn release_extend_info_apply_check_their_arity() {
+        assert!(parse_release(&argv(&["LOCK.RELEASE", "k", "me"])).is_ok());
+        assert_eq!(
+            message(parse_release(&argv(&["LOCK.RELEASE", "k"])).expect_err("arity")),
+            "ERR wrong number of arguments for 'lock.release' command"
+        );
+        assert_eq!(
+            message(parse_release(&argv(&["LOCK.RELEASE", "k", "me", "x"])).expect_err("arity")),
+            "ERR wrong number of arguments for 'lock.release' command"
+        );
+        assert_eq!(parse_extend(&argv(&["LOCK.EXTEND", "k", "me", "5"]), MAX).expect("valid").ttl_ms, 5);
+        assert_eq!(
+            message(parse_extend(&argv(&["LOCK.EXTEND", "k", "me", "0"]), MAX).expect_err("ttl")),
+            "ERR ttl must be a positive integer (milliseconds)"
+        );
+        assert_eq!(
+            message(parse_extend(&argv(&["LOCK.EXTEND", "k", "me"]), MAX).expect_err("arity")),
+            "ERR wrong number of arguments for 'lock.extend' command"
+        );
+        assert!(parse_info(&argv(&["LOCK.INFO", "k"])).is_ok());
+        assert_eq!(
+            message(parse_info(&argv(&["LOCK.INFO"])).expect_err("arity")),
+            "ERR wrong number of arguments for 'lock.info' command"
+        );
+        let words = argv(&["LOCK.APPLY", "k", "me", "9", "0"]);
+        let apply = parse_apply(&words).expect("valid");
+        assert_eq!((apply.token, apply.deadline_ms), (9, 0));
+        assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "9", "-1"])).expect_err("deadline"), ArgError::BadDeadline);
+        assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "", "9", "1"])).expect_err("owner"), ArgError::EmptyOwner);
+    }
+}

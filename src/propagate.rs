@@ -1,0 +1,84 @@
+//! How a change leaves a command: replication and the AOF, WATCH and
+//! client-side caching, keyspace notifications. And the receiving side of
+//! replication, `LOCK.APPLY`.
+//!
+//! A command that changes nothing calls none of this, so it leaves no
+//! trace, as a failed `SET NX` does not.
+//!
+//! A grant travels as `LOCK.APPLY key owner token deadline` with the
+//! absolute deadline: replaying a relative ttl would restart the lease on
+//! the replica or at AOF load. Releases travel as `DEL`, extensions as
+//! `PEXPIREAT`: Redis's own commands already carry exactly the effect.
+
+use std::ffi::c_int;
+
+use redis_module::raw;
+
+use crate::api::{unix_millis, Arg, Ctx, KeyKind, KeyMode};
+use crate::args;
+use crate::fencing::COUNTER;
+use crate::lock::{self, Lock};
+
+pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
+
+fn deadline_after(ttl_ms: i64) -> i64 {
+    unix_millis().saturating_add(ttl_ms)
+}
+
+/// A lock was granted or re-granted with a lease of `ttl_ms` from now.
+pub fn granted(ctx: Ctx, key: &Arg, lock: &Lock, ttl_ms: i64) {
+    ctx.replicate_grant(APPLY, key, &lock.owner, lock.token, deadline_after(ttl_ms));
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.acquire", key);
+}
+
+/// A lease now ends `ttl_ms` from now.
+pub fn extended(ctx: Ctx, key: &Arg, ttl_ms: i64) {
+    ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_after(ttl_ms));
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.extend", key);
+}
+
+/// A lock was released (its key deleted).
+pub fn released(ctx: Ctx, key: &Arg) {
+    ctx.replicate_key(c"DEL", key);
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.release", key);
+}
+
+/// `LOCK.APPLY key owner token deadline`: sets the key to exactly the lock
+/// its master granted. Accepted only from the master link or the AOF, so
+/// no client can forge an owner, a token or a deadline.
+pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
+    let trusted = (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int;
+    if ctx.flags() & trusted == 0 {
+        return ctx.reply_error(c"ERR LOCK.APPLY is accepted only from the master link or while loading the AOF");
+    }
+    let req = match args::parse_apply(argv) {
+        Ok(req) => req,
+        Err(e) => return ctx.reply_error(&e.message()),
+    };
+    COUNTER.observe(req.token);
+    let key = ctx.open_key(req.key, KeyMode::Write);
+    let remaining_ms = req.deadline_ms.saturating_sub(unix_millis());
+    if req.deadline_ms != 0 && remaining_ms <= 0 {
+        // The lease is already over here: the lock's state is "absent".
+        if key.kind() != KeyKind::Empty {
+            key.delete();
+        }
+    } else {
+        let value = Lock::new(req.owner, req.token).into_raw();
+        if !key.set_module_value(lock::registered_type(), value) {
+            // SAFETY: Redis did not take the value; it is still ours.
+            drop(unsafe { Box::from_raw(value.cast::<Lock>()) });
+            return ctx.reply_error(c"ERR could not store the lock");
+        }
+        if req.deadline_ms != 0 {
+            key.set_expire_ms(remaining_ms);
+        }
+    }
+    ctx.replicate_verbatim();
+    ctx.signal_modified(req.key);
+    ctx.notify(c"lock.acquire", req.key);
+    ctx.reply_ok()
+}
