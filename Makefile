@@ -23,7 +23,7 @@ run: build
 	redis-server redis.conf
 
 test: build
-	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --no-fail-fast
 
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash bench/module.sh

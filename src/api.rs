@@ -183,15 +183,15 @@ impl Ctx {
         rm!(RedisModule_ReplicateVerbatim(self.0) else ERR);
     }
 
-    /// Propagates `cmd key owner token deadline`.
-    pub fn replicate_grant(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64) {
+    /// Propagates `cmd key owner token deadline`. The strings are shared
+    /// with the caller's arguments, not copied.
+    pub fn replicate_grant(self, cmd: &CStr, key: &Arg, owner: &Arg, token: i64, deadline_ms: i64) {
         rm!(RedisModule_Replicate(
             self.0,
             cmd.as_ptr(),
-            c"sbll".as_ptr(),
+            c"ssll".as_ptr(),
             key.raw(),
-            owner.as_ptr().cast::<c_char>(),
-            owner.len(),
+            owner.raw(),
             token,
             deadline_ms,
         ) else ERR);
@@ -268,8 +268,26 @@ impl Key {
     }
 
     /// Sets the TTL in milliseconds from now.
-    pub fn set_expire_ms(&self, ttl_ms: i64) -> bool {
+    fn set_expire_ms(&self, ttl_ms: i64) -> bool {
         !self.0.is_null() && rm!(RedisModule_SetExpire(self.0, ttl_ms) else ERR) == OK
+    }
+
+    /// Makes the key expire exactly at `deadline_ms` (Unix ms), the value
+    /// replicas and the AOF receive. Redis 7.0's module API only takes a
+    /// ttl, which it adds to its own fresh clock read; when the clock reads
+    /// the same millisecond before and after, that read is known, so the
+    /// stored deadline is exact. A millisecond tick in between is retried.
+    pub fn expire_at(&self, deadline_ms: i64) -> bool {
+        for _ in 0..4 {
+            let now = unix_millis();
+            if !self.set_expire_ms(deadline_ms.saturating_sub(now).max(0)) {
+                return false;
+            }
+            if unix_millis() == now {
+                break;
+            }
+        }
+        true
     }
 
     /// Remaining TTL in milliseconds, or -1 when the key has none.

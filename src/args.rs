@@ -138,6 +138,8 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
     pub key: &'a A,
+    /// The owner argument itself, shared with replication.
+    pub owner_arg: &'a A,
     pub owner: &'a [u8],
     pub ttl_ms: i64,
     /// The floor for the token; 0 when FENCE is not given.
@@ -145,10 +147,10 @@ pub struct Acquire<'a, A> {
 }
 
 pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_, A>, ArgError> {
-    let [_, key, owner, ttl, options @ ..] = args else {
+    let [_, key, owner_arg, ttl, options @ ..] = args else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.acquire' command"));
     };
-    let owner = parse_owner(owner.bytes())?;
+    let owner = parse_owner(owner_arg.bytes())?;
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
     let mut fence = None;
     let mut rest = options;
@@ -167,7 +169,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_
             return Err(ArgError::UnknownOption(name.to_vec()));
         }
     }
-    Ok(Acquire { key, owner, ttl_ms, fence: fence.unwrap_or(0) })
+    Ok(Acquire { key, owner_arg, owner, ttl_ms, fence: fence.unwrap_or(0) })
 }
 
 /// `LOCK.RELEASE key owner`

@@ -57,10 +57,11 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
                 lock.token = req.fence;
                 COUNTER.observe(req.fence);
             }
-            if !key.set_expire_ms(req.ttl_ms) {
+            let deadline = propagate::deadline_after(req.ttl_ms);
+            if !key.expire_at(deadline) {
                 return ctx.reply_error(c"ERR could not set the lease");
             }
-            propagate::granted(ctx, req.key, lock, req.ttl_ms);
+            propagate::granted(ctx, req.key, req.owner_arg, lock.token, deadline);
             ctx.reply_integer(lock.token)
         }
         Slot::Free => {
@@ -73,14 +74,12 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
                 drop(unsafe { Box::from_raw(value.cast::<Lock>()) });
                 return ctx.reply_error(c"ERR could not store the lock");
             }
-            if !key.set_expire_ms(req.ttl_ms) {
+            let deadline = propagate::deadline_after(req.ttl_ms);
+            if !key.expire_at(deadline) {
                 key.delete();
                 return ctx.reply_error(c"ERR could not set the lease");
             }
-            // SAFETY: `value` is the lock just stored at this key.
-            if let Some(lock) = unsafe { lock::from_value(value) } {
-                propagate::granted(ctx, req.key, lock, req.ttl_ms);
-            }
+            propagate::granted(ctx, req.key, req.owner_arg, token, deadline);
             ctx.reply_integer(token)
         }
     }
@@ -109,10 +108,11 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     match slot(&key) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Held(lock) if lock.is_held_by(req.owner) => {
-            if !key.set_expire_ms(req.ttl_ms) {
+            let deadline = propagate::deadline_after(req.ttl_ms);
+            if !key.expire_at(deadline) {
                 return ctx.reply_error(c"ERR could not set the lease");
             }
-            propagate::extended(ctx, req.key, req.ttl_ms);
+            propagate::extended(ctx, req.key, deadline);
             ctx.reply_integer(1)
         }
         Slot::Held(_) | Slot::Free => ctx.reply_integer(0),

@@ -16,25 +16,27 @@ use redis_module::raw;
 
 use crate::api::{unix_millis, Arg, Ctx, KeyKind, KeyMode};
 use crate::args;
-use crate::fencing::COUNTER;
+use crate::fencing::{Token, COUNTER};
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
 
-fn deadline_after(ttl_ms: i64) -> i64 {
+/// The absolute deadline of a lease of `ttl_ms` starting now.
+pub fn deadline_after(ttl_ms: i64) -> i64 {
     unix_millis().saturating_add(ttl_ms)
 }
 
-/// A lock was granted or re-granted with a lease of `ttl_ms` from now.
-pub fn granted(ctx: Ctx, key: &Arg, lock: &Lock, ttl_ms: i64) {
-    ctx.replicate_grant(APPLY, key, &lock.owner, lock.token, deadline_after(ttl_ms));
+/// A lock was granted or re-granted to `owner` with `token`, its key set to
+/// expire at `deadline_ms`.
+pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
+    ctx.replicate_grant(APPLY, key, owner, token, deadline_ms);
     ctx.signal_modified(key);
     ctx.notify(c"lock.acquire", key);
 }
 
-/// A lease now ends `ttl_ms` from now.
-pub fn extended(ctx: Ctx, key: &Arg, ttl_ms: i64) {
-    ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_after(ttl_ms));
+/// A lease now ends at `deadline_ms`.
+pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
+    ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
     ctx.signal_modified(key);
     ctx.notify(c"lock.extend", key);
 }
@@ -60,8 +62,7 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
     };
     COUNTER.observe(req.token);
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let remaining_ms = req.deadline_ms.saturating_sub(unix_millis());
-    if req.deadline_ms != 0 && remaining_ms <= 0 {
+    if req.deadline_ms != 0 && req.deadline_ms <= unix_millis() {
         // The lease is already over here: the lock's state is "absent".
         if key.kind() != KeyKind::Empty {
             key.delete();
@@ -74,7 +75,7 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
             return ctx.reply_error(c"ERR could not store the lock");
         }
         if req.deadline_ms != 0 {
-            key.set_expire_ms(remaining_ms);
+            key.expire_at(req.deadline_ms);
         }
     }
     ctx.replicate_verbatim();

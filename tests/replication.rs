@@ -1,0 +1,250 @@
+//! Master/replica behaviour: what is replicated (LOCK.APPLY, PEXPIREAT, DEL),
+//! what is not (failed operations), and the counter after failover.
+
+mod common;
+
+use common::*;
+use redis::Connection;
+
+const MASTER_ARGS: &[&str] = &[
+    // No periodic PINGs into the replication stream, so master_repl_offset
+    // only moves when a command is propagated.
+    "--repl-ping-replica-period",
+    "3600",
+    "--repl-diskless-sync-delay",
+    "0",
+];
+
+fn far_future_token() -> i64 {
+    now_unix_us() + 1_000_000_000_000
+}
+
+fn pair() -> (Server, Server) {
+    let master = Server::start_with(MASTER_ARGS);
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    (master, replica)
+}
+
+/// `cmdstat_<name>` calls from INFO commandstats, 0 when absent.
+fn calls(c: &mut Connection, name: &str) -> i64 {
+    let text: String = cmd("INFO")
+        .arg("commandstats")
+        .query(c)
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{name}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| {
+            rest.split(',')
+                .next()
+                .expect("calls value")
+                .parse()
+                .expect("calls is an integer")
+        })
+        .unwrap_or(0)
+}
+
+/// The master replicates the absolute deadline it stored, so both sides
+/// hold the very same millisecond.
+fn assert_same_deadline(a: i64, b: i64, what: &str) {
+    assert_eq!(a, b, "{what}: deadlines differ");
+}
+
+#[test]
+fn grant_extend_release_and_fence_propagate() {
+    let (master, replica) = pair();
+    let mut m = master.conn();
+    let mut r = replica.conn();
+
+    let t = grant(&mut m, "k", "alice", 600_000);
+    wait1(&mut m);
+    let ri = info(&mut r, b"k").expect("replica must have the lock");
+    assert_eq!(ri.owner, b"alice");
+    assert_eq!(ri.token, t);
+    let mp = pexpiretime(&mut m, b"k");
+    let rp = pexpiretime(&mut r, b"k");
+    assert!(mp > 0, "master PEXPIRETIME {mp}");
+    assert_same_deadline(mp, rp, "PEXPIRETIME master vs replica after grant");
+
+    // Re-grant restarts the lease on the replica too.
+    assert_eq!(acquire(&mut m, b"k", b"alice", 1_200_000), Some(t));
+    wait1(&mut m);
+    let mp2 = pexpiretime(&mut m, b"k");
+    assert!(mp2 >= mp + 500_000, "master lease restarted");
+    assert_same_deadline(mp2, pexpiretime(&mut r, b"k"), "PEXPIRETIME after re-grant");
+    assert_eq!(info(&mut r, b"k").expect("replica lock").token, t);
+
+    // EXTEND propagates as PEXPIREAT.
+    assert_eq!(extend(&mut m, b"k", b"alice", 2_400_000), 1);
+    wait1(&mut m);
+    let mp3 = pexpiretime(&mut m, b"k");
+    assert!(mp3 >= mp2 + 1_000_000, "master lease extended");
+    assert_same_deadline(mp3, pexpiretime(&mut r, b"k"), "PEXPIRETIME after extend");
+    assert_eq!(
+        info(&mut r, b"k").expect("replica lock").token,
+        t,
+        "extend keeps token"
+    );
+
+    // FENCE-raised tokens propagate, including a re-grant raise.
+    let f = far_future_token();
+    assert_eq!(acquire_fence(&mut m, b"f", b"bob", 600_000, f), Some(f));
+    wait1(&mut m);
+    assert_eq!(info(&mut r, b"f").expect("replica f").token, f);
+    assert_eq!(
+        acquire_fence(&mut m, b"f", b"bob", 600_000, f + 5),
+        Some(f + 5)
+    );
+    wait1(&mut m);
+    assert_eq!(info(&mut r, b"f").expect("replica f").token, f + 5);
+
+    // RELEASE propagates: the key is gone on the replica.
+    assert_eq!(release(&mut m, b"k", b"alice"), 1);
+    wait1(&mut m);
+    assert!(
+        !exists(&mut r, b"k"),
+        "released lock must be gone on the replica"
+    );
+
+    // What the replica received: LOCK.APPLY, PEXPIREAT and DEL, never the
+    // client-facing commands.
+    // At least: grant k, grant f, re-grant f with a raised token.
+    assert!(
+        calls(&mut r, "lock.apply") >= 3,
+        "replica must execute LOCK.APPLY"
+    );
+    assert!(
+        calls(&mut r, "pexpireat") >= 1,
+        "extend must arrive as PEXPIREAT"
+    );
+    assert!(calls(&mut r, "del") >= 1, "release must arrive as DEL");
+    for c in ["lock.acquire", "lock.extend", "lock.release"] {
+        assert_eq!(calls(&mut r, c), 0, "replica must not receive {c}");
+    }
+
+    // The replica refuses writes from clients but serves LOCK.INFO.
+    let e = expect_err(&mut r, cmd("LOCK.ACQUIRE").arg("x").arg("o").arg(1000));
+    assert!(e.starts_with("READONLY"), "LOCK.ACQUIRE on a replica: {e}");
+}
+
+#[test]
+fn failed_ops_do_not_advance_replication_offset() {
+    let (master, replica) = pair();
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    grant(&mut m, "k", "holder", 600_000);
+    wait1(&mut m);
+    let off0 = info_field_i64(&mut m, "replication", "master_repl_offset");
+
+    assert_eq!(acquire(&mut m, b"k", b"other", 1000), None);
+    assert_eq!(acquire_fence(&mut m, b"k", b"other", 1000, 1 << 62), None);
+    assert_eq!(release(&mut m, b"k", b"other"), 0);
+    assert_eq!(extend(&mut m, b"k", b"other", 1000), 0);
+    assert_eq!(release(&mut m, b"missing", b"other"), 0);
+    assert_eq!(extend(&mut m, b"missing", b"other", 1000), 0);
+    let _ = expect_err(&mut m, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(0));
+    let _ = expect_err(
+        &mut m,
+        cmd("LOCK.ACQUIRE")
+            .arg("k")
+            .arg("holder")
+            .arg(1000)
+            .arg("FENCE"),
+    );
+    let _ = expect_err(&mut m, cmd("LOCK.ACQUIRE").arg("n").arg("").arg(1000));
+    let _ = expect_err(&mut m, cmd("LOCK.APPLY").arg("n").arg("o").arg(1).arg(0));
+    let _ = info(&mut m, b"k");
+    let off1 = info_field_i64(&mut m, "replication", "master_repl_offset");
+    assert_eq!(
+        off1, off0,
+        "failed lock operations were propagated to replicas"
+    );
+
+    assert_eq!(extend(&mut m, b"k", b"holder", 600_000), 1);
+    let off2 = info_field_i64(&mut m, "replication", "master_repl_offset");
+    assert!(off2 > off1, "a successful extend must be propagated");
+    wait1(&mut m);
+    assert_same_deadline(
+        pexpiretime(&mut m, b"k"),
+        pexpiretime(&mut r, b"k"),
+        "PEXPIRETIME after extend",
+    );
+}
+
+#[test]
+fn promoted_replica_continues_above_master_tokens() {
+    let (master, replica) = pair();
+    let mut m = master.conn();
+    let mut max = 0;
+    for i in 0..20 {
+        max = max.max(grant(&mut m, &format!("k{i}"), "o", 600_000));
+    }
+    // The highest token lives on no key by the time of failover.
+    let f = far_future_token();
+    assert_eq!(acquire_fence(&mut m, b"gone", b"o", 600_000, f), Some(f));
+    assert_eq!(release(&mut m, b"gone", b"o"), 1);
+    max = max.max(f);
+    wait1(&mut m);
+
+    let mut r = replica.conn();
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    assert_eq!(info_field(&mut r, "replication", "role"), "master");
+    let next = grant(&mut r, "new", "o", 1000);
+    assert!(
+        next > max,
+        "promoted replica's next token {next} must exceed every master token ({max})"
+    );
+    // Existing locks survived the failover with their owners.
+    assert_eq!(acquire(&mut r, b"k0", b"mallory", 1000), None);
+}
+
+#[test]
+fn late_replica_full_sync_gets_locks_and_counter() {
+    let master = Server::start_with(&[
+        "--repl-ping-replica-period",
+        "3600",
+        "--repl-diskless-sync",
+        "no",
+    ]);
+    let mut m = master.conn();
+    let t1 = grant(&mut m, "a", "alice", 600_000);
+    let f = far_future_token();
+    assert_eq!(acquire_fence(&mut m, b"b", b"bob", 900_000, f), Some(f));
+    let bin: &[u8] = b"bin\x00\xff";
+    acquire(&mut m, b"c", bin, 700_000).expect("grant c");
+    // Highest token on no key: the replica can only learn it from aux data.
+    let f2 = f + 1_000_000;
+    assert_eq!(acquire_fence(&mut m, b"gone", b"o", 600_000, f2), Some(f2));
+    assert_eq!(release(&mut m, b"gone", b"o"), 1);
+
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut r = replica.conn();
+    assert!(
+        info_field_i64(&mut m, "stats", "sync_full") >= 1,
+        "replica was expected to full-sync"
+    );
+    for (k, owner, token) in [
+        ("a", &b"alice"[..], t1),
+        ("b", &b"bob"[..], f),
+        ("c", bin, f + 1),
+    ] {
+        let i = info(&mut r, k.as_bytes()).unwrap_or_else(|| panic!("replica lacks {k}"));
+        assert_eq!(i.owner, owner, "owner of {k} on replica");
+        assert_eq!(i.token, token, "token of {k} on replica");
+        assert_eq!(
+            pexpiretime(&mut r, k.as_bytes()),
+            pexpiretime(&mut m, k.as_bytes()),
+            "PEXPIRETIME of {k} after full sync"
+        );
+    }
+    assert!(!exists(&mut r, b"gone"));
+
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    let next = grant(&mut r, "new", "o", 1000);
+    assert!(
+        next > f2,
+        "promoted late replica's next token {next} must exceed {f2} (counter via RDB aux)"
+    );
+}
