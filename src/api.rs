@@ -69,6 +69,8 @@ required_functions!(
     RedisModule_ReplyWithStringBuffer,
     RedisModule_Replicate,
     RedisModule_ReplicateVerbatim,
+    RedisModule_CreateStringFromLongLong,
+    RedisModule_FreeString,
     RedisModule_SignalModifiedKey,
     RedisModule_NotifyKeyspaceEvent,
     RedisModule_GetContextFlags,
@@ -183,23 +185,39 @@ impl Ctx {
         rm!(RedisModule_ReplicateVerbatim(self.0) else ERR);
     }
 
-    /// Propagates `cmd key owner token deadline`. The strings are shared
-    /// with the caller's arguments, not copied.
+    /// Propagates `cmd key owner token deadline`. Key and owner are the
+    /// caller's argument strings, shared rather than copied.
     pub fn replicate_grant(self, cmd: &CStr, key: &Arg, owner: &Arg, token: i64, deadline_ms: i64) {
+        let (token_s, deadline_s) = (self.integer_string(token), self.integer_string(deadline_ms));
+        if token_s.0.is_null() || deadline_s.0.is_null() {
+            rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"ssll".as_ptr(), key.raw(), owner.raw(), token, deadline_ms) else ERR);
+            return;
+        }
         rm!(RedisModule_Replicate(
             self.0,
             cmd.as_ptr(),
-            c"ssll".as_ptr(),
+            c"ssss".as_ptr(),
             key.raw(),
             owner.raw(),
-            token,
-            deadline_ms,
+            token_s.0,
+            deadline_s.0,
         ) else ERR);
     }
 
     /// Propagates `cmd key n`, e.g. `PEXPIREAT key deadline`.
     pub fn replicate_key_integer(self, cmd: &CStr, key: &Arg, n: i64) {
-        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"sl".as_ptr(), key.raw(), n) else ERR);
+        let n_s = self.integer_string(n);
+        if n_s.0.is_null() {
+            rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"sl".as_ptr(), key.raw(), n) else ERR);
+            return;
+        }
+        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"ss".as_ptr(), key.raw(), n_s.0) else ERR);
+    }
+
+    /// An integer as a Redis string. Cheaper for replication than the
+    /// `l` format, which builds a fresh sds and shrinks it per number.
+    fn integer_string(self, n: i64) -> OwnedString {
+        OwnedString(rm!(RedisModule_CreateStringFromLongLong(self.0, n) else ptr::null_mut()), self.0)
     }
 
     /// Propagates `cmd key`, e.g. `DEL key`.
@@ -213,6 +231,17 @@ impl Ctx {
             KeyMode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
         } as c_int;
         Key(rm!(RedisModule_OpenKey(self.0, key.raw(), raw_mode) else ptr::null_mut()))
+    }
+}
+
+/// A string this module created, freed on drop.
+struct OwnedString(*mut RedisModuleString, *mut RedisModuleCtx);
+
+impl Drop for OwnedString {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            rm!(RedisModule_FreeString(self.1, self.0) else ());
+        }
     }
 }
 
