@@ -220,11 +220,6 @@ impl Ctx {
         OwnedString(rm!(RedisModule_CreateStringFromLongLong(self.0, n) else ptr::null_mut()), self.0)
     }
 
-    /// Propagates `cmd key`, e.g. `DEL key`.
-    pub fn replicate_key(self, cmd: &CStr, key: &Arg) {
-        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"s".as_ptr(), key.raw()) else ERR);
-    }
-
     pub fn open_key(self, key: &Arg, mode: KeyMode) -> Key {
         let raw_mode = match mode {
             KeyMode::Read => raw::REDISMODULE_READ,

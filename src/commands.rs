@@ -9,7 +9,7 @@ use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::args;
 use crate::config;
 use crate::fencing::COUNTER;
-use crate::lock::{self, Lock};
+use crate::lock::{self, Lock, LockRef};
 use crate::propagate;
 
 const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -17,7 +17,7 @@ const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong k
 /// What an open key holds.
 enum Slot<'a> {
     Free,
-    Held(&'a mut Lock),
+    Held(LockRef<'a>),
     WrongType,
 }
 
@@ -26,7 +26,7 @@ fn slot(key: &Key) -> Slot<'_> {
         KeyKind::Empty => Slot::Free,
         KeyKind::Module(t) if t == lock::registered_type() => {
             // SAFETY: the value belongs to our type, so it is a `Lock`.
-            match unsafe { lock::from_value(key.module_value()) } {
+            match unsafe { Lock::borrow(key.module_value()) } {
                 Some(lock) => Slot::Held(lock),
                 None => Slot::WrongType,
             }
@@ -51,27 +51,24 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     match slot(&key) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Held(lock) if !lock.is_held_by(req.owner) => ctx.reply_null(),
-        Slot::Held(lock) => {
+        Slot::Held(mut lock) => {
             // Re-grant to the same owner: a retry after a lost reply.
-            if req.fence > lock.token {
-                lock.token = req.fence;
+            if req.fence > lock.token() {
+                lock.set_token(req.fence);
                 COUNTER.observe(req.fence);
             }
             let deadline = propagate::deadline_after(req.ttl_ms);
             if !key.expire_at(deadline) {
                 return ctx.reply_error(c"ERR could not set the lease");
             }
-            propagate::granted(ctx, req.key, req.owner_arg, lock.token, deadline);
-            ctx.reply_integer(lock.token)
+            propagate::granted(ctx, req.key, req.owner_arg, lock.token(), deadline);
+            ctx.reply_integer(lock.token())
         }
         Slot::Free => {
             let Some(token) = COUNTER.issue(req.fence) else {
                 return ctx.reply_error(c"ERR fencing token space exhausted");
             };
-            let value = Lock::new(req.owner, token).into_raw();
-            if !key.set_module_value(lock::registered_type(), value) {
-                // SAFETY: Redis did not take the value; it is still ours.
-                drop(unsafe { Box::from_raw(value.cast::<Lock>()) });
+            if !Lock::new(req.owner, token).is_some_and(|lock| lock::store(&key, lock)) {
                 return ctx.reply_error(c"ERR could not store the lock");
             }
             let deadline = propagate::deadline_after(req.ttl_ms);
@@ -129,9 +126,9 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
         Slot::Held(lock) => {
             ctx.reply_map(3);
             ctx.reply_bulk(b"owner");
-            ctx.reply_bulk(&lock.owner);
+            ctx.reply_bulk(lock.owner());
             ctx.reply_bulk(b"token");
-            ctx.reply_integer(lock.token);
+            ctx.reply_integer(lock.token());
             ctx.reply_bulk(b"pttl");
             ctx.reply_integer(key.remaining_ms())
         }

@@ -4,13 +4,17 @@
 //! The lease is not stored here: it is the key's Redis TTL, so PTTL,
 //! EXPIRE, PERSIST and Redis's own expiry work on a lock as on any key.
 
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ffi::{c_char, c_int, c_void};
-use std::ptr;
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of, ManuallyDrop};
+use std::ops::{Deref, DerefMut};
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::{native_types::RedisType, raw};
 
-use crate::api::{self, rm, RedisModuleIO, RedisModuleString, RedisModuleType};
+use crate::api::{self, rm, Key, RedisModuleIO, RedisModuleString, RedisModuleType};
 use crate::fencing::{Token, COUNTER};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
@@ -19,23 +23,122 @@ pub const TYPE_NAME: &str = "redislock";
 /// RDB encoding of a lock: owner (string buffer), token (signed).
 const ENCODING_VERSION: c_int = 1;
 
-pub struct Lock {
-    pub token: Token,
-    pub owner: Box<[u8]>,
+/// The fixed part of a lock allocation; the owner's bytes follow it.
+#[repr(C)]
+struct Header {
+    token: Token,
+    owner_len: usize,
 }
 
+/// A lock value: token and owner in a single allocation, so a grant costs
+/// one allocation and a held lock 16 bytes less than a token plus a boxed
+/// owner. The data type stores it as a thin pointer.
+pub struct Lock(NonNull<Header>);
+
 impl Lock {
-    pub fn new(owner: &[u8], token: Token) -> Self {
-        Lock { token, owner: owner.into() }
+    fn layout(owner_len: usize) -> Option<Layout> {
+        let size = size_of::<Header>().checked_add(owner_len)?;
+        Layout::from_size_align(size, align_of::<Header>()).ok()
+    }
+
+    /// `None` only for an owner too large to allocate.
+    pub fn new(owner: &[u8], token: Token) -> Option<Lock> {
+        let layout = Self::layout(owner.len())?;
+        // SAFETY: the layout has a non-zero size (the header).
+        let raw = unsafe { alloc(layout) }.cast::<Header>();
+        let Some(header) = NonNull::new(raw) else {
+            handle_alloc_error(layout);
+        };
+        // SAFETY: freshly allocated for a header plus `owner.len()` bytes.
+        unsafe {
+            header.as_ptr().write(Header { token, owner_len: owner.len() });
+            ptr::copy_nonoverlapping(owner.as_ptr(), header.as_ptr().add(1).cast::<u8>(), owner.len());
+        }
+        Some(Lock(header))
+    }
+
+    pub fn token(&self) -> Token {
+        // SAFETY: the header is initialised for the lock's whole life.
+        unsafe { self.0.as_ref().token }
+    }
+
+    pub fn set_token(&mut self, token: Token) {
+        // SAFETY: as above; `&mut self` makes the write exclusive.
+        unsafe { self.0.as_mut().token = token }
+    }
+
+    pub fn owner(&self) -> &[u8] {
+        // SAFETY: `owner_len` bytes follow the header, written in `new`.
+        unsafe {
+            let len = self.0.as_ref().owner_len;
+            std::slice::from_raw_parts(self.0.as_ptr().add(1).cast::<u8>(), len)
+        }
     }
 
     pub fn is_held_by(&self, owner: &[u8]) -> bool {
-        *self.owner == *owner
+        self.owner() == owner
     }
 
+    /// Hands the allocation to Redis as a module value.
     pub fn into_raw(self) -> *mut c_void {
-        Box::into_raw(Box::new(self)).cast()
+        let raw = self.0.as_ptr().cast::<c_void>();
+        std::mem::forget(self);
+        raw
     }
+
+    /// Takes back a value made by `into_raw`.
+    ///
+    /// # Safety
+    /// `value` must come from `into_raw` and not be owned by anyone else.
+    pub unsafe fn from_raw(value: *mut c_void) -> Option<Lock> {
+        NonNull::new(value.cast::<Header>()).map(Lock)
+    }
+
+    /// Borrows a value owned by Redis.
+    ///
+    /// # Safety
+    /// `value` must be a lock stored by this module's type and outlive `'a`.
+    pub unsafe fn borrow<'a>(value: *mut c_void) -> Option<LockRef<'a>> {
+        Self::from_raw(value).map(|lock| LockRef(ManuallyDrop::new(lock), PhantomData))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this very layout.
+        unsafe {
+            if let Some(layout) = Self::layout(self.0.as_ref().owner_len) {
+                dealloc(self.0.as_ptr().cast::<u8>(), layout);
+            }
+        }
+    }
+}
+
+/// A lock that Redis owns, borrowed for the length of a callback.
+pub struct LockRef<'a>(ManuallyDrop<Lock>, PhantomData<&'a mut Lock>);
+
+impl Deref for LockRef<'_> {
+    type Target = Lock;
+    fn deref(&self) -> &Lock {
+        &self.0
+    }
+}
+
+impl DerefMut for LockRef<'_> {
+    fn deref_mut(&mut self) -> &mut Lock {
+        &mut self.0
+    }
+}
+
+/// Stores `lock` at an open key, replacing what it held (and its TTL).
+pub fn store(key: &Key, lock: Lock) -> bool {
+    let value = lock.into_raw();
+    if key.set_module_value(registered_type(), value) {
+        return true;
+    }
+    // SAFETY: Redis did not take the value; it is still ours.
+    drop(unsafe { Lock::from_raw(value) });
+    false
 }
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
@@ -79,18 +182,8 @@ pub fn registered_type() -> *mut RedisModuleType {
     REGISTERED.load(Ordering::Relaxed)
 }
 
-/// Borrows the lock behind a module value pointer.
-///
-/// # Safety
-/// `value` must be a pointer stored by this module's type (a `Box<Lock>`).
-pub unsafe fn from_value<'a>(value: *mut c_void) -> Option<&'a mut Lock> {
-    value.cast::<Lock>().as_mut()
-}
-
 unsafe extern "C" fn free(value: *mut c_void) {
-    if !value.is_null() {
-        drop(Box::from_raw(value.cast::<Lock>()));
-    }
+    drop(Lock::from_raw(value));
 }
 
 unsafe extern "C" fn copy(
@@ -98,34 +191,34 @@ unsafe extern "C" fn copy(
     _to: *mut RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    match value.cast::<Lock>().as_ref() {
-        Some(lock) => Lock::new(&lock.owner, lock.token).into_raw(),
+    match Lock::borrow(value.cast_mut()).and_then(|lock| Lock::new(lock.owner(), lock.token())) {
+        Some(copy) => copy.into_raw(),
         None => ptr::null_mut(),
     }
 }
 
 /// Bytes this lock holds in the allocator, as the allocator counts them.
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    let Some(lock) = value.cast::<Lock>().as_ref() else {
-        return 0;
-    };
-    let own = rm!(RedisModule_MallocSize(value.cast_mut()) else std::mem::size_of::<Lock>());
-    let owner = rm!(RedisModule_MallocSize(lock.owner.as_ptr().cast_mut().cast()) else lock.owner.len());
-    own + owner
+    match Lock::borrow(value.cast_mut()) {
+        Some(lock) => rm!(RedisModule_MallocSize(value.cast_mut()) else size_of::<Header>() + lock.owner().len()),
+        None => 0,
+    }
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    if let Some(lock) = from_value(value) {
-        rm!(RedisModule_DigestAddStringBuffer(md, lock.owner.as_ptr().cast::<c_char>(), lock.owner.len()) else ());
-        rm!(RedisModule_DigestAddLongLong(md, lock.token) else ());
+    if let Some(lock) = Lock::borrow(value) {
+        let owner = lock.owner();
+        rm!(RedisModule_DigestAddStringBuffer(md, owner.as_ptr().cast::<c_char>(), owner.len()) else ());
+        rm!(RedisModule_DigestAddLongLong(md, lock.token()) else ());
         rm!(RedisModule_DigestEndSequence(md) else ());
     }
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
-    if let Some(lock) = from_value(value) {
-        rm!(RedisModule_SaveStringBuffer(rdb, lock.owner.as_ptr().cast::<c_char>(), lock.owner.len()) else ());
-        rm!(RedisModule_SaveSigned(rdb, lock.token) else ());
+    if let Some(lock) = Lock::borrow(value) {
+        let owner = lock.owner();
+        rm!(RedisModule_SaveStringBuffer(rdb, owner.as_ptr().cast::<c_char>(), owner.len()) else ());
+        rm!(RedisModule_SaveSigned(rdb, lock.token()) else ());
     }
 }
 
@@ -135,29 +228,26 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     if encver != ENCODING_VERSION {
         return ptr::null_mut();
     }
-    let Some(owner) = load_buffer(rdb) else {
+    let Some(lock) = load_lock(rdb) else {
         return ptr::null_mut();
     };
-    let token = rm!(RedisModule_LoadSigned(rdb) else 0);
-    if io_failed(rdb) || owner.is_empty() || token < 0 {
-        return ptr::null_mut();
-    }
-    COUNTER.observe(token);
-    Lock { token, owner }.into_raw()
+    COUNTER.observe(lock.token());
+    lock.into_raw()
 }
 
 /// Emits the lock as its replicated form with no deadline; Redis follows
 /// every key's rewrite with its own `PEXPIREAT`.
 unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleString, value: *mut c_void) {
-    if let Some(lock) = from_value(value) {
+    if let Some(lock) = Lock::borrow(value) {
+        let owner = lock.owner();
         rm!(RedisModule_EmitAOF(
             aof,
             c"LOCK.APPLY".as_ptr(),
             c"sbll".as_ptr(),
             key,
-            lock.owner.as_ptr().cast::<c_char>(),
-            lock.owner.len(),
-            lock.token,
+            owner.as_ptr().cast::<c_char>(),
+            owner.len(),
+            lock.token(),
             0i64,
         ) else ());
     }
@@ -185,14 +275,45 @@ unsafe fn io_failed(rdb: *mut RedisModuleIO) -> bool {
     rm!(RedisModule_IsIOError(rdb) else 1) != 0
 }
 
-/// Copies a string buffer out of the RDB into our own allocation.
-unsafe fn load_buffer(rdb: *mut RedisModuleIO) -> Option<Box<[u8]>> {
+/// Reads owner and token; `None` on an I/O error or invalid values.
+unsafe fn load_lock(rdb: *mut RedisModuleIO) -> Option<Lock> {
     let mut len = 0usize;
     let p = rm!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
     if io_failed(rdb) || p.is_null() {
         return None;
     }
-    let bytes: Box<[u8]> = std::slice::from_raw_parts(p.cast::<u8>(), len).into();
+    let owner = std::slice::from_raw_parts(p.cast::<u8>(), len);
+    let token = rm!(RedisModule_LoadSigned(rdb) else 0);
+    let lock = if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Lock::new(owner, token) };
     rm!(RedisModule_Free(p.cast()) else ());
-    Some(bytes)
+    lock
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_keeps_owner_and_token_in_one_allocation() {
+        let mut lock = Lock::new(b"owner\0\xff", 42).expect("allocates");
+        assert_eq!(lock.owner(), b"owner\0\xff");
+        assert_eq!(lock.token(), 42);
+        lock.set_token(43);
+        assert_eq!(lock.token(), 43);
+        assert!(lock.is_held_by(b"owner\0\xff"));
+        assert!(!lock.is_held_by(b"owner\0"));
+    }
+
+    #[test]
+    fn a_raw_value_round_trips_and_borrows_without_freeing() {
+        let raw = Lock::new(b"me", 7).expect("allocates").into_raw();
+        // SAFETY: `raw` came from `into_raw` just above.
+        unsafe {
+            let mut view = Lock::borrow(raw).expect("non-null");
+            view.set_token(8);
+            drop(view);
+            let lock = Lock::from_raw(raw).expect("non-null");
+            assert_eq!((lock.owner(), lock.token()), (&b"me"[..], 8));
+        }
+    }
 }

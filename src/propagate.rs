@@ -7,8 +7,11 @@
 //!
 //! A grant travels as `LOCK.APPLY key owner token deadline` with the
 //! absolute deadline: replaying a relative ttl would restart the lease on
-//! the replica or at AOF load. Releases travel as `DEL`, extensions as
-//! `PEXPIREAT`: Redis's own commands already carry exactly the effect.
+//! the replica or at AOF load. An extension travels as `PEXPIREAT` with the
+//! absolute deadline. A release travels as itself, verbatim: given the same
+//! lock state it has the same effect anywhere (on a replica, commands from
+//! the master see keys their lease has passed, and at AOF load nothing
+//! expires), and it avoids RM_Replicate's per-call command lookup.
 
 use std::ffi::c_int;
 
@@ -41,9 +44,9 @@ pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     ctx.notify(c"lock.extend", key);
 }
 
-/// A lock was released (its key deleted).
+/// A lock was released (its key deleted) by the command being executed.
 pub fn released(ctx: Ctx, key: &Arg) {
-    ctx.replicate_key(c"DEL", key);
+    ctx.replicate_verbatim();
     ctx.signal_modified(key);
     ctx.notify(c"lock.release", key);
 }
@@ -68,10 +71,7 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
             key.delete();
         }
     } else {
-        let value = Lock::new(req.owner, req.token).into_raw();
-        if !key.set_module_value(lock::registered_type(), value) {
-            // SAFETY: Redis did not take the value; it is still ours.
-            drop(unsafe { Box::from_raw(value.cast::<Lock>()) });
+        if !Lock::new(req.owner, req.token).is_some_and(|lock| lock::store(&key, lock)) {
             return ctx.reply_error(c"ERR could not store the lock");
         }
         if req.deadline_ms != 0 {

@@ -1,4 +1,4 @@
-//! Master/replica behaviour: what is replicated (LOCK.APPLY, PEXPIREAT, DEL),
+//! Master/replica behaviour: what is replicated (LOCK.APPLY, PEXPIREAT, LOCK.RELEASE),
 //! what is not (failed operations), and the counter after failover.
 
 mod common;
@@ -107,8 +107,9 @@ fn grant_extend_release_and_fence_propagate() {
         "released lock must be gone on the replica"
     );
 
-    // What the replica received: LOCK.APPLY, PEXPIREAT and DEL, never the
-    // client-facing commands.
+    // What the replica received: LOCK.APPLY and PEXPIREAT with absolute
+    // deadlines, and the release verbatim (deterministic given the same
+    // state); never the time-relative ACQUIRE or EXTEND.
     // At least: grant k, grant f, re-grant f with a raised token.
     assert!(
         calls(&mut r, "lock.apply") >= 3,
@@ -118,8 +119,11 @@ fn grant_extend_release_and_fence_propagate() {
         calls(&mut r, "pexpireat") >= 1,
         "extend must arrive as PEXPIREAT"
     );
-    assert!(calls(&mut r, "del") >= 1, "release must arrive as DEL");
-    for c in ["lock.acquire", "lock.extend", "lock.release"] {
+    assert!(
+        calls(&mut r, "lock.release") >= 1,
+        "release must arrive verbatim"
+    );
+    for c in ["lock.acquire", "lock.extend"] {
         assert_eq!(calls(&mut r, c), 0, "replica must not receive {c}");
     }
 
