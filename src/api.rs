@@ -14,7 +14,9 @@ use std::ptr;
 
 use redis_module::raw;
 
-pub use raw::{RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
+pub use raw::{
+    RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType,
+};
 
 /// Calls a Redis Module API function through its pointer.
 macro_rules! rm {
@@ -86,6 +88,19 @@ required_functions!(
     RedisModule_DigestAddStringBuffer,
     RedisModule_DigestAddLongLong,
     RedisModule_DigestEndSequence,
+    RedisModule_GetSelectedDb,
+    RedisModule_SelectDb,
+    RedisModule_StringDMA,
+    RedisModule_HoldString,
+    RedisModule_BlockClient,
+    RedisModule_UnblockClient,
+    RedisModule_GetBlockedClientPrivateData,
+    RedisModule_GetBlockedClientHandle,
+    RedisModule_SetDisconnectCallback,
+    RedisModule_CreateTimer,
+    RedisModule_StopTimer,
+    RedisModule_SubscribeToKeyspaceEvents,
+    RedisModule_SubscribeToServerEvent,
 );
 
 pub const OK: c_int = raw::REDISMODULE_OK as c_int;
@@ -108,12 +123,45 @@ impl Arg {
         }
     }
 
+    /// An argument view of a string this module holds.
+    pub fn of(s: &HeldString) -> &Arg {
+        // SAFETY: `Arg` is a transparent wrapper of the same pointer.
+        unsafe { &*(&s.0 as *const *mut RedisModuleString).cast::<Arg>() }
+    }
+
     pub fn raw(&self) -> *mut RedisModuleString {
         self.0
     }
 
     pub fn bytes(&self) -> &[u8] {
         string_bytes(self.0)
+    }
+
+    /// Keeps the string alive beyond the command (shared, or copied when
+    /// Redis cannot share it).
+    pub fn hold(&self) -> HeldString {
+        HeldString(rm!(RedisModule_HoldString(ptr::null_mut(), self.0) else ptr::null_mut()))
+    }
+}
+
+/// A string this module keeps across callbacks; freed on drop.
+pub struct HeldString(*mut RedisModuleString);
+
+impl HeldString {
+    pub fn is_valid(&self) -> bool {
+        !self.0.is_null()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        string_bytes(self.0)
+    }
+}
+
+impl Drop for HeldString {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            rm!(RedisModule_FreeString(ptr::null_mut(), self.0) else ());
+        }
     }
 }
 
@@ -168,6 +216,25 @@ impl Ctx {
 
     pub fn flags(self) -> c_int {
         rm!(RedisModule_GetContextFlags(self.0) else 0)
+    }
+
+    pub fn has_flags(self, flags: u32) -> bool {
+        self.flags() & flags as c_int != 0
+    }
+
+    pub fn selected_db(self) -> c_int {
+        rm!(RedisModule_GetSelectedDb(self.0) else 0)
+    }
+
+    pub fn select_db(self, db: c_int) -> bool {
+        rm!(RedisModule_SelectDb(self.0, db) else ERR) == OK
+    }
+
+    pub fn reply_error_text(self, msg: &str) -> c_int {
+        match std::ffi::CString::new(msg) {
+            Ok(c) => self.reply_error(&c),
+            Err(_) => self.reply_error(c"ERR"),
+        }
     }
 
     /// Marks a key as changed: WATCH and client-side caching see it.
@@ -256,6 +323,7 @@ pub enum KeyMode {
 pub enum KeyKind {
     Empty,
     Module(*mut RedisModuleType),
+    String,
     Other,
 }
 
@@ -272,6 +340,8 @@ impl Key {
             KeyKind::Empty
         } else if t == raw::REDISMODULE_KEYTYPE_MODULE as c_int {
             KeyKind::Module(rm!(RedisModule_ModuleTypeGetType(self.0) else ptr::null_mut()))
+        } else if t == raw::REDISMODULE_KEYTYPE_STRING as c_int {
+            KeyKind::String
         } else {
             KeyKind::Other
         }
@@ -312,6 +382,43 @@ impl Key {
             }
         }
         true
+    }
+
+    /// The key's absolute expiry in Unix ms, or `None` without a TTL.
+    /// Redis 7.0 only reports the remaining ttl against a fresh clock read;
+    /// bracketing it with reads of the same millisecond makes it exact.
+    pub fn deadline_ms(&self) -> Option<i64> {
+        let mut deadline = None;
+        for _ in 0..4 {
+            let before = unix_millis();
+            let remaining = self.remaining_ms();
+            if remaining < 0 {
+                return None;
+            }
+            deadline = Some(before.saturating_add(remaining));
+            if unix_millis() == before {
+                break;
+            }
+        }
+        deadline
+    }
+
+    /// The value of a string key (`None` for other types). Redis's DMA
+    /// read turns an embedded or integer string into a raw one in place.
+    pub fn string_value(&self) -> Option<&[u8]> {
+        if self.0.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = rm!(RedisModule_StringDMA(self.0, &mut len, raw::REDISMODULE_READ as c_int) else ptr::null_mut());
+        if p.is_null() {
+            return None;
+        }
+        if len == 0 {
+            return Some(&[]);
+        }
+        // SAFETY: Redis returned `len` readable bytes owned by the key.
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
     }
 
     /// Remaining TTL in milliseconds, or -1 when the key has none.

@@ -37,6 +37,7 @@ pub enum ArgError {
     MissingValue(&'static str),
     Repeated(&'static str),
     BadToken,
+    BadTimeout,
     BadDeadline,
 }
 
@@ -47,6 +48,7 @@ impl ArgError {
             ArgError::EmptyOwner => Cow::Borrowed(c"ERR owner must not be empty"),
             ArgError::BadTtl => Cow::Borrowed(c"ERR ttl must be a positive integer (milliseconds)"),
             ArgError::BadToken => Cow::Borrowed(c"ERR token must be a non-negative integer"),
+            ArgError::BadTimeout => Cow::Borrowed(c"ERR timeout must be a non-negative integer (milliseconds)"),
             ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
             ArgError::TtlAboveMax(max) => owned(format!("ERR ttl exceeds redislock.max-ttl ({max} ms)")),
             ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
@@ -59,6 +61,7 @@ impl ArgError {
 fn value_name(option: &str) -> &'static str {
     match option {
         "FENCE" => "a token",
+        "WAIT" => "a timeout",
         _ => "a value",
     }
 }
@@ -126,6 +129,13 @@ fn parse_token(bytes: &[u8]) -> Result<Token, ArgError> {
     }
 }
 
+fn parse_timeout(bytes: &[u8]) -> Result<i64, ArgError> {
+    match parse_i64(bytes) {
+        Some(t) if t >= 0 => Ok(t),
+        _ => Err(ArgError::BadTimeout),
+    }
+}
+
 fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
     if bytes.is_empty() {
         Err(ArgError::EmptyOwner)
@@ -134,7 +144,7 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
     }
 }
 
-/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token]`
+/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
     pub key: &'a A,
@@ -144,6 +154,9 @@ pub struct Acquire<'a, A> {
     pub ttl_ms: i64,
     /// The floor for the token; 0 when FENCE is not given.
     pub fence: Token,
+    /// How long to wait for a held lock, in ms (0: no limit); `None`
+    /// answers at once.
+    pub wait: Option<i64>,
 }
 
 pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_, A>, ArgError> {
@@ -152,24 +165,28 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_
     };
     let owner = parse_owner(owner_arg.bytes())?;
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
-    let mut fence = None;
+    let (mut fence, mut wait) = (None, None);
     let mut rest = options;
     while let [name, tail @ ..] = rest {
         let name = name.bytes();
-        if name.eq_ignore_ascii_case(b"FENCE") {
-            let [value, tail @ ..] = tail else {
-                return Err(ArgError::MissingValue("FENCE"));
+        let (option, slot, parse): (_, &mut Option<i64>, fn(&[u8]) -> Result<i64, ArgError>) =
+            if name.eq_ignore_ascii_case(b"FENCE") {
+                ("FENCE", &mut fence, parse_token)
+            } else if name.eq_ignore_ascii_case(b"WAIT") {
+                ("WAIT", &mut wait, parse_timeout)
+            } else {
+                return Err(ArgError::UnknownOption(name.to_vec()));
             };
-            if fence.is_some() {
-                return Err(ArgError::Repeated("FENCE"));
-            }
-            fence = Some(parse_token(value.bytes())?);
-            rest = tail;
-        } else {
-            return Err(ArgError::UnknownOption(name.to_vec()));
+        let [value, tail @ ..] = tail else {
+            return Err(ArgError::MissingValue(option));
+        };
+        if slot.is_some() {
+            return Err(ArgError::Repeated(option));
         }
+        *slot = Some(parse(value.bytes())?);
+        rest = tail;
     }
-    Ok(Acquire { key, owner_arg, owner, ttl_ms, fence: fence.unwrap_or(0) })
+    Ok(Acquire { key, owner_arg, owner, ttl_ms, fence: fence.unwrap_or(0), wait })
 }
 
 /// `LOCK.RELEASE key owner`
@@ -278,6 +295,17 @@ mod tests {
     }
 
     #[test]
+    fn acquire_parses_wait_and_fence_in_any_order() {
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "wait", "0", "FENCE", "9"]);
+        let req = parse_acquire(&a, MAX).expect("valid");
+        assert_eq!((req.wait, req.fence), (Some(0), 9));
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "WAIT", "250"]);
+        assert_eq!(parse_acquire(&a, MAX).expect("valid").wait, Some(250));
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
+        assert_eq!(parse_acquire(&a, MAX).expect("valid").wait, None);
+    }
+
+    #[test]
     fn acquire_rejects_bad_input_with_clear_errors() {
         let cases: &[(&[&str], &str)] = &[
             (&["LOCK.ACQUIRE", "k", "me"], "ERR wrong number of arguments for 'lock.acquire' command"),
@@ -292,6 +320,10 @@ mod tests {
             (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "x"], "ERR token must be a non-negative integer"),
             (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "FENCE", "2"], "ERR FENCE given more than once"),
             (&["LOCK.ACQUIRE", "k", "me", "10", "NX"], "ERR unknown option 'NX'"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT"], "ERR WAIT needs a timeout"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "-1"], "ERR timeout must be a non-negative integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "x"], "ERR timeout must be a non-negative integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "1", "wait", "2"], "ERR WAIT given more than once"),
             (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "bogus", "2"], "ERR unknown option 'bogus'"),
         ];
         for (words, expected) in cases {

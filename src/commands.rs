@@ -1,23 +1,31 @@
 //! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND and LOCK.INFO.
 //!
 //! Each is one key lookup, an owner check and, only when something
-//! changes, the write and its propagation.
+//! changes, the write and its propagation. A key holding a plain string is
+//! a lock held by the owner equal to its value (the `SET key owner NX PX`
+//! pattern), so services can move to these commands one at a time.
 
 use std::ffi::{c_int, CStr};
+
+use redis_module::raw;
 
 use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::args;
 use crate::config;
-use crate::fencing::COUNTER;
+use crate::fencing::{Token, COUNTER};
 use crate::lock::{self, Lock, LockRef};
 use crate::propagate;
+use crate::quarantine;
+use crate::waiters;
 
-const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// What an open key holds.
 enum Slot<'a> {
     Free,
     Held(LockRef<'a>),
+    /// A plain-string lock: the value is its owner.
+    PlainString(&'a [u8]),
     WrongType,
 }
 
@@ -31,6 +39,10 @@ fn slot(key: &Key) -> Slot<'_> {
                 None => Slot::WrongType,
             }
         }
+        KeyKind::String => match key.string_value() {
+            Some(owner) => Slot::PlainString(owner),
+            None => Slot::WrongType,
+        },
         _ => Slot::WrongType,
     }
 }
@@ -44,57 +56,108 @@ macro_rules! parse_or_reply {
     };
 }
 
-/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token]` → token or nil.
-pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
-    let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl()));
-    let key = ctx.open_key(req.key, KeyMode::Write);
-    match slot(&key) {
-        Slot::WrongType => ctx.reply_error(WRONGTYPE),
-        Slot::Held(lock) if !lock.is_held_by(req.owner) => ctx.reply_null(),
+/// The result of trying to give a lock to an owner.
+pub enum Attempt {
+    Granted(Token),
+    Held,
+    WrongType,
+    Failed(&'static CStr),
+}
+
+/// Gives the lock at `key` to `owner` if it is free or already theirs, and
+/// propagates the grant. Shared by ACQUIRE and by the waiters' handoff.
+pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, owner: &[u8], ttl_ms: i64, fence: Token) -> Attempt {
+    let deadline = match slot(key) {
+        Slot::WrongType => return Attempt::WrongType,
+        Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
+        Slot::PlainString(value) if value != owner => return Attempt::Held,
         Slot::Held(mut lock) => {
             // Re-grant to the same owner: a retry after a lost reply.
-            if req.fence > lock.token() {
-                lock.set_token(req.fence);
-                COUNTER.observe(req.fence);
+            if fence > lock.token() {
+                lock.set_token(fence);
+                COUNTER.observe(fence);
             }
-            let deadline = propagate::deadline_after(req.ttl_ms);
+            let deadline = propagate::deadline_after(ttl_ms);
             if !key.expire_at(deadline) {
-                return ctx.reply_error(c"ERR could not set the lease");
+                return Attempt::Failed(c"ERR could not set the lease");
             }
-            propagate::granted(ctx, req.key, req.owner_arg, lock.token(), deadline);
-            ctx.reply_integer(lock.token())
+            propagate::granted(ctx, key_name, owner_arg, lock.token(), deadline);
+            return Attempt::Granted(lock.token());
         }
-        Slot::Free => {
-            let Some(token) = COUNTER.issue(req.fence) else {
-                return ctx.reply_error(c"ERR fencing token space exhausted");
-            };
-            if !Lock::new(req.owner, token).is_some_and(|lock| lock::store(&key, lock)) {
-                return ctx.reply_error(c"ERR could not store the lock");
+        // The owner of a plain-string lock converts it and keeps its
+        // remaining lease.
+        Slot::PlainString(_) => key.deadline_ms().unwrap_or_else(|| propagate::deadline_after(ttl_ms)),
+        Slot::Free => propagate::deadline_after(ttl_ms),
+    };
+    let Some(token) = COUNTER.issue(fence) else {
+        return Attempt::Failed(c"ERR fencing token space exhausted");
+    };
+    if !Lock::new(owner, token).is_some_and(|lock| lock::store(key, lock)) {
+        return Attempt::Failed(c"ERR could not store the lock");
+    }
+    if !key.expire_at(deadline) {
+        key.delete();
+        return Attempt::Failed(c"ERR could not set the lease");
+    }
+    propagate::granted(ctx, key_name, owner_arg, token, deadline);
+    Attempt::Granted(token)
+}
+
+/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
+/// → token, or nil (held by another owner; or the wait timed out).
+pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
+    let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl()));
+    if let Some(left) = quarantine::remaining_ms() {
+        return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
+    }
+    let key = ctx.open_key(req.key, KeyMode::Write);
+    let db = ctx.selected_db();
+    if waiters::has_waiters(db, req.key.bytes()) {
+        // Whoever waits comes first, even if the lease just ran out.
+        waiters::serve(ctx, &key, db, req.key);
+    }
+    match try_acquire(ctx, &key, req.key, req.owner_arg, req.owner, req.ttl_ms, req.fence) {
+        Attempt::Granted(token) => ctx.reply_integer(token),
+        Attempt::WrongType => ctx.reply_error(WRONGTYPE),
+        Attempt::Failed(msg) => ctx.reply_error(msg),
+        Attempt::Held => match req.wait {
+            Some(timeout) if may_block(ctx) => {
+                waiters::enqueue(ctx, req.key, req.owner_arg, req.ttl_ms, req.fence, timeout, key.deadline_ms())
             }
-            let deadline = propagate::deadline_after(req.ttl_ms);
-            if !key.expire_at(deadline) {
-                key.delete();
-                return ctx.reply_error(c"ERR could not set the lease");
-            }
-            propagate::granted(ctx, req.key, req.owner_arg, token, deadline);
-            ctx.reply_integer(token)
-        }
+            _ => ctx.reply_null(),
+        },
     }
 }
 
-/// `LOCK.RELEASE key owner` → 1 if released, 0 otherwise.
+/// Inside MULTI/EXEC, a script or another context that cannot block, WAIT
+/// answers as if it were not given.
+fn may_block(ctx: Ctx) -> bool {
+    let no_blocking =
+        raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+    !ctx.has_flags(no_blocking)
+}
+
+/// `LOCK.RELEASE key owner` → 1 if released, 0 otherwise. The oldest
+/// waiter, if any, gets the lock in the same command.
 pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match slot(&key) {
-        Slot::WrongType => ctx.reply_error(WRONGTYPE),
-        Slot::Held(lock) if lock.is_held_by(req.owner) => {
-            key.delete();
-            propagate::released(ctx, req.key);
-            ctx.reply_integer(1)
-        }
-        Slot::Held(_) | Slot::Free => ctx.reply_integer(0),
+    let holder = match slot(&key) {
+        Slot::WrongType => return ctx.reply_error(WRONGTYPE),
+        Slot::Held(lock) => lock.is_held_by(req.owner),
+        Slot::PlainString(value) => value == req.owner,
+        Slot::Free => false,
+    };
+    if !holder {
+        return ctx.reply_integer(0);
     }
+    key.delete();
+    propagate::released(ctx, req.key);
+    let db = ctx.selected_db();
+    if waiters::has_waiters(db, req.key.bytes()) {
+        waiters::serve(ctx, &key, db, req.key);
+    }
+    ctx.reply_integer(1)
 }
 
 /// `LOCK.EXTEND key owner ttl-ms` → 1 if the lease now ends ttl-ms from
@@ -102,35 +165,48 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match slot(&key) {
-        Slot::WrongType => ctx.reply_error(WRONGTYPE),
-        Slot::Held(lock) if lock.is_held_by(req.owner) => {
-            let deadline = propagate::deadline_after(req.ttl_ms);
-            if !key.expire_at(deadline) {
-                return ctx.reply_error(c"ERR could not set the lease");
-            }
-            propagate::extended(ctx, req.key, deadline);
-            ctx.reply_integer(1)
-        }
-        Slot::Held(_) | Slot::Free => ctx.reply_integer(0),
+    let holder = match slot(&key) {
+        Slot::WrongType => return ctx.reply_error(WRONGTYPE),
+        Slot::Held(lock) => lock.is_held_by(req.owner),
+        Slot::PlainString(value) => value == req.owner,
+        Slot::Free => false,
+    };
+    if !holder {
+        return ctx.reply_integer(0);
     }
+    let deadline = propagate::deadline_after(req.ttl_ms);
+    if !key.expire_at(deadline) {
+        return ctx.reply_error(c"ERR could not set the lease");
+    }
+    propagate::extended(ctx, req.key, deadline);
+    ctx.reply_integer(1)
 }
 
-/// `LOCK.INFO key` → nil, or owner, token and remaining lease (pttl).
+/// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock),
+/// remaining lease (pttl) and the number of waiters.
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
+    let waiting = || waiters::waiter_count(ctx.selected_db(), key_name.bytes());
     match slot(&key) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => ctx.reply_null(),
-        Slot::Held(lock) => {
-            ctx.reply_map(3);
-            ctx.reply_bulk(b"owner");
-            ctx.reply_bulk(lock.owner());
-            ctx.reply_bulk(b"token");
-            ctx.reply_integer(lock.token());
-            ctx.reply_bulk(b"pttl");
-            ctx.reply_integer(key.remaining_ms())
-        }
+        Slot::Held(lock) => reply_info(ctx, lock.owner(), Some(lock.token()), key.remaining_ms(), waiting()),
+        Slot::PlainString(value) => reply_info(ctx, value, None, key.remaining_ms(), waiting()),
     }
+}
+
+fn reply_info(ctx: Ctx, owner: &[u8], token: Option<Token>, pttl: i64, waiting: usize) -> c_int {
+    ctx.reply_map(4);
+    ctx.reply_bulk(b"owner");
+    ctx.reply_bulk(owner);
+    ctx.reply_bulk(b"token");
+    match token {
+        Some(token) => ctx.reply_integer(token),
+        None => ctx.reply_null(),
+    };
+    ctx.reply_bulk(b"pttl");
+    ctx.reply_integer(pttl);
+    ctx.reply_bulk(b"waiters");
+    ctx.reply_integer(i64::try_from(waiting).unwrap_or(i64::MAX))
 }

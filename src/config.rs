@@ -7,13 +7,12 @@ use redis_module::configuration::{register_i64_configuration, ConfigurationFlags
 use redis_module::{raw, Context, RedisString};
 
 use crate::api::{rm, ERR, OK};
+use crate::quarantine::{QUARANTINE_DEFAULT, QUARANTINE_MS};
 
-/// Names accepted on the `loadmodule` line, each followed by its value.
-pub const KNOWN_ARGS: &[&str] = &["max-ttl"];
+/// A year: keeps `now + ttl` far from overflow and any lease sane.
+pub const DURATION_LIMIT: i64 = 31_536_000_000;
 
 pub const MAX_TTL_DEFAULT: i64 = 3_600_000;
-/// A year: keeps `now + ttl` far from overflow and any lease sane.
-pub const MAX_TTL_LIMIT: i64 = 31_536_000_000;
 
 /// The longest lease a command may ask for, in milliseconds.
 pub static MAX_TTL: AtomicI64 = AtomicI64::new(MAX_TTL_DEFAULT);
@@ -22,20 +21,39 @@ pub fn max_ttl() -> i64 {
     MAX_TTL.load(Ordering::Relaxed)
 }
 
+/// A numeric setting in milliseconds.
+struct Setting {
+    name: &'static str,
+    value: &'static AtomicI64,
+    default: i64,
+    min: i64,
+}
+
+const SETTINGS: [Setting; 2] = [
+    Setting { name: "max-ttl", value: &MAX_TTL, default: MAX_TTL_DEFAULT, min: 1 },
+    Setting { name: "quarantine", value: &QUARANTINE_MS, default: QUARANTINE_DEFAULT, min: 0 },
+];
+
 /// Registers the configuration with Redis, taking defaults from the
 /// `loadmodule` arguments, then lets Redis apply config-file lines.
 pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
+    for s in &SETTINGS {
+        s.value.store(s.default, Ordering::Relaxed);
+    }
     apply_module_args(args)?;
-    register_i64_configuration::<AtomicI64>(
-        ctx,
-        "max-ttl",
-        &MAX_TTL,
-        max_ttl(),
-        1,
-        MAX_TTL_LIMIT,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
+    for s in &SETTINGS {
+        let default = s.value.load(Ordering::Relaxed);
+        register_i64_configuration::<AtomicI64>(
+            ctx,
+            s.name,
+            s.value,
+            default,
+            s.min,
+            DURATION_LIMIT,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+    }
     if rm!(RedisModule_LoadConfigs(ctx.ctx) else ERR) != OK {
         return Err("Redis refused the module configuration (see the lines above)".into());
     }
@@ -51,18 +69,22 @@ fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
     for pair in args.chunks(2) {
         let [name, value] = pair else { continue };
         let (name, value) = (name.to_string_lossy(), value.to_string_lossy());
-        match name.as_str() {
-            "max-ttl" => MAX_TTL.store(parse_max_ttl(&value)?, Ordering::Relaxed),
-            _ => return Err(format!("unknown module argument '{name}' (known: {})", KNOWN_ARGS.join(", "))),
-        }
+        let Some(setting) = SETTINGS.iter().find(|s| s.name == name) else {
+            let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+            return Err(format!("unknown module argument '{name}' (known: {})", known.join(", ")));
+        };
+        setting.value.store(parse_duration(setting, &value)?, Ordering::Relaxed);
     }
     Ok(())
 }
 
-fn parse_max_ttl(value: &str) -> Result<i64, String> {
+fn parse_duration(setting: &Setting, value: &str) -> Result<i64, String> {
     match crate::args::parse_i64(value.as_bytes()) {
-        Some(ttl) if (1..=MAX_TTL_LIMIT).contains(&ttl) => Ok(ttl),
-        _ => Err(format!("max-ttl must be an integer from 1 to {MAX_TTL_LIMIT} (milliseconds), got '{value}'")),
+        Some(ms) if (setting.min..=DURATION_LIMIT).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "{} must be an integer from {} to {DURATION_LIMIT} (milliseconds), got '{value}'",
+            setting.name, setting.min
+        )),
     }
 }
 
@@ -71,11 +93,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn max_ttl_values_are_range_checked() {
-        assert_eq!(parse_max_ttl("60000"), Ok(60000));
-        assert_eq!(parse_max_ttl("31536000000"), Ok(MAX_TTL_LIMIT));
+    fn durations_are_range_checked() {
+        let [max_ttl, quarantine] = &SETTINGS;
+        assert_eq!(parse_duration(max_ttl, "60000"), Ok(60000));
+        assert_eq!(parse_duration(max_ttl, "31536000000"), Ok(DURATION_LIMIT));
         for bad in ["0", "-1", "31536000001", "banana", "", "1e3"] {
-            assert!(parse_max_ttl(bad).is_err(), "{bad:?} must be refused");
+            assert!(parse_duration(max_ttl, bad).is_err(), "max-ttl {bad:?} must be refused");
         }
+        assert_eq!(parse_duration(quarantine, "0"), Ok(0));
+        assert!(parse_duration(quarantine, "-1").is_err());
     }
 }

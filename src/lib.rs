@@ -9,6 +9,8 @@
 //! - `lock`: the lock value and its data type callbacks
 //! - `fencing`: the token counter
 //! - `propagate`: replication, AOF, WATCH and keyspace events; LOCK.APPLY
+//! - `waiters`: fair server-side waiting (WAIT) and the handoff
+//! - `quarantine`: the restart quarantine
 //! - `config`: module configuration
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
 
@@ -19,6 +21,8 @@ pub mod config;
 pub mod fencing;
 pub mod lock;
 pub mod propagate;
+pub mod quarantine;
+pub mod waiters;
 
 use std::ffi::{c_int, CStr};
 
@@ -104,6 +108,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));
         }
     }
+    if !waiters::subscribe(ctx.ctx) || !quarantine::subscribe(ctx.ctx) {
+        return fail(ctx, "could not subscribe to keyspace and server events");
+    }
+    quarantine::start();
     fencing::COUNTER.seed_from_clock();
     Status::Ok
 }

@@ -309,7 +309,7 @@ fn info_missing_resp2_resp3_and_persist() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 6, "{v:?}");
+            assert_eq!(items.len(), 8, "{v:?}");
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));
             assert_eq!(items[1], Value::BulkString(b"alice".to_vec()));
             assert_eq!(items[2], Value::BulkString(b"token".to_vec()));
@@ -317,6 +317,8 @@ fn info_missing_resp2_resp3_and_persist() {
             assert_eq!(items[4], Value::BulkString(b"pttl".to_vec()));
             let p = int_of(&items[5], "pttl");
             assert!(p > 0 && p <= 100_000, "pttl {p}");
+            assert_eq!(items[6], Value::BulkString(b"waiters".to_vec()));
+            assert_eq!(items[7], Value::Int(0), "waiters must be 0 with nobody waiting");
         }
         other => panic!("RESP2 LOCK.INFO must be a flat array, got {other:?}"),
     }
@@ -327,10 +329,35 @@ fn info_missing_resp2_resp3_and_persist() {
         matches!(v3, Value::Map(_)),
         "RESP3 LOCK.INFO must be a map, got {v3:?}"
     );
+    match &v3 {
+        Value::Map(pairs) => {
+            let keys: Vec<Vec<u8>> = pairs
+                .iter()
+                .map(|(k, _)| match k {
+                    Value::BulkString(b) => b.clone(),
+                    Value::SimpleString(s) => s.as_bytes().to_vec(),
+                    other => panic!("RESP3 LOCK.INFO map key {other:?}"),
+                })
+                .collect();
+            assert_eq!(
+                keys,
+                vec![
+                    b"owner".to_vec(),
+                    b"token".to_vec(),
+                    b"pttl".to_vec(),
+                    b"waiters".to_vec()
+                ],
+                "RESP3 LOCK.INFO fields: {v3:?}"
+            );
+            assert_eq!(pairs[3].1, Value::Int(0), "RESP3 waiters: {v3:?}");
+        }
+        other => panic!("RESP3 LOCK.INFO must be a map, got {other:?}"),
+    }
     let i3 = parse_info(v3).expect("RESP3 info");
     assert_eq!(i3.owner, b"alice");
     assert_eq!(i3.token, t);
     assert!(i3.pttl > 0 && i3.pttl <= 100_000);
+    assert_eq!(i3.waiters, 0);
     assert_eq!(
         ok_cmd(&mut c3, cmd("LOCK.INFO").arg("missing")),
         Value::Nil,
@@ -391,27 +418,39 @@ fn binary_safe_owners() {
 }
 
 #[test]
-fn wrongtype_on_list_and_string() {
+fn wrongtype_on_list_string_is_a_plain_lock() {
     let s = Server::start();
     let mut c = s.conn();
     ok_cmd(&mut c, cmd("RPUSH").arg("lst").arg("a").arg("b"));
     ok_cmd(&mut c, cmd("SET").arg("str").arg("value"));
-    for key in ["lst", "str"] {
-        let cases: Vec<redis::Cmd> = vec![
-            lock_cmd("LOCK.ACQUIRE", &[key.as_bytes(), b"o", b"1000"]),
-            lock_cmd(
-                "LOCK.ACQUIRE",
-                &[key.as_bytes(), b"o", b"1000", b"FENCE", b"5"],
-            ),
-            lock_cmd("LOCK.RELEASE", &[key.as_bytes(), b"o"]),
-            lock_cmd("LOCK.EXTEND", &[key.as_bytes(), b"o", b"1000"]),
-            lock_cmd("LOCK.INFO", &[key.as_bytes()]),
-        ];
-        for cm in &cases {
-            let e = expect_err(&mut c, cm);
-            assert_eq!(e, E_WRONGTYPE, "{}", describe(&cm.get_packed_command()));
-        }
+    let key = "lst";
+    let cases: Vec<redis::Cmd> = vec![
+        lock_cmd("LOCK.ACQUIRE", &[key.as_bytes(), b"o", b"1000"]),
+        lock_cmd(
+            "LOCK.ACQUIRE",
+            &[key.as_bytes(), b"o", b"1000", b"FENCE", b"5"],
+        ),
+        lock_cmd(
+            "LOCK.ACQUIRE",
+            &[key.as_bytes(), b"o", b"1000", b"WAIT", b"0"],
+        ),
+        lock_cmd("LOCK.RELEASE", &[key.as_bytes(), b"o"]),
+        lock_cmd("LOCK.EXTEND", &[key.as_bytes(), b"o", b"1000"]),
+        lock_cmd("LOCK.INFO", &[key.as_bytes()]),
+    ];
+    for cm in &cases {
+        let e = expect_err(&mut c, cm);
+        assert_eq!(e, E_WRONGTYPE, "{}", describe(&cm.get_packed_command()));
     }
+    // A plain string is a lock held by its value (docs: plain-string
+    // locks); another owner is refused and nothing changes.
+    assert_eq!(acquire(&mut c, b"str", b"o", 1000), None, "ACQUIRE str by another owner");
+    assert_eq!(acquire_fence(&mut c, b"str", b"o", 1000, 5), None);
+    assert_eq!(release(&mut c, b"str", b"o"), 0, "RELEASE str by another owner");
+    assert_eq!(extend(&mut c, b"str", b"o", 1000), 0, "EXTEND str by another owner");
+    let i = info_any(&mut c, b"str").expect("LOCK.INFO of a plain string");
+    assert_eq!(i.owner, b"value");
+    assert_eq!(i.token, None, "plain-string lock has no token");
     let l: Vec<String> = cmd("LRANGE")
         .arg("lst")
         .arg(0)
@@ -421,6 +460,8 @@ fn wrongtype_on_list_and_string() {
     assert_eq!(l, vec!["a", "b"], "list untouched");
     let v: String = cmd("GET").arg("str").query(&mut c).expect("GET");
     assert_eq!(v, "value", "string untouched");
+    let ty: String = cmd("TYPE").arg("str").query(&mut c).expect("TYPE str");
+    assert_eq!(ty, "string", "refused operations keep the string a string");
     assert_eq!(pttl(&mut c, b"str"), -1, "string got no TTL");
     assert_eq!(pttl(&mut c, b"lst"), -1, "list got no TTL");
 }

@@ -408,6 +408,14 @@ impl Server {
         self.start_again();
     }
 
+    /// Stop gracefully (see `stop`) if running, then start again with the
+    /// same port, dir and redis-server args but these module args.
+    pub fn restart_with_module_args(&mut self, module_args: &[&str]) {
+        self.stop();
+        self.module_args = module_args.iter().map(|s| s.to_string()).collect();
+        self.start_again();
+    }
+
     /// Start a stopped (or killed) server again on the same port, dir, args.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "start_again: server still running");
@@ -584,6 +592,17 @@ pub struct LockInfo {
     pub owner: Vec<u8>,
     pub token: i64,
     pub pttl: i64,
+    pub waiters: i64,
+}
+
+/// LOCK.INFO of any lock, including a plain-string lock (token nil).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnyLockInfo {
+    pub owner: Vec<u8>,
+    /// `None` for a plain-string lock.
+    pub token: Option<i64>,
+    pub pttl: i64,
+    pub waiters: i64,
 }
 
 fn bulk(v: &Value, what: &str) -> Vec<u8> {
@@ -594,40 +613,51 @@ fn bulk(v: &Value, what: &str) -> Vec<u8> {
     }
 }
 
+fn token_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::Nil => None,
+        Value::Int(i) => Some(*i),
+        other => panic!("LOCK.INFO token must be an integer or nil, got {other:?}"),
+    }
+}
+
 /// Parse a LOCK.INFO reply strictly: RESP2 flat array in the documented
-/// order `owner, <owner>, token, <n>, pttl, <ms>`, or a RESP3 map with
-/// exactly those three fields.
-pub fn parse_info(v: Value) -> Option<LockInfo> {
+/// order `owner, <owner>, token, <n|nil>, pttl, <ms>, waiters, <n>`, or a
+/// RESP3 map with exactly those four fields.
+pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
     match v {
         Value::Nil => None,
         Value::Array(items) => {
             assert_eq!(
                 items.len(),
-                6,
-                "LOCK.INFO RESP2 reply must have 6 elements: {items:?}"
+                8,
+                "LOCK.INFO RESP2 reply must have 8 elements: {items:?}"
             );
             assert_eq!(bulk(&items[0], "LOCK.INFO field 0"), b"owner", "{items:?}");
             assert_eq!(bulk(&items[2], "LOCK.INFO field 2"), b"token", "{items:?}");
             assert_eq!(bulk(&items[4], "LOCK.INFO field 4"), b"pttl", "{items:?}");
+            assert_eq!(bulk(&items[6], "LOCK.INFO field 6"), b"waiters", "{items:?}");
             match &items[1] {
                 Value::BulkString(_) => {}
                 other => panic!("LOCK.INFO owner must be a bulk string, got {other:?}"),
             }
-            Some(LockInfo {
+            Some(AnyLockInfo {
                 owner: bulk(&items[1], "owner"),
-                token: int_of(&items[3], "LOCK.INFO token"),
+                token: token_of(&items[3]),
                 pttl: int_of(&items[5], "LOCK.INFO pttl"),
+                waiters: int_of(&items[7], "LOCK.INFO waiters"),
             })
         }
         Value::Map(pairs) => {
             assert_eq!(
                 pairs.len(),
-                3,
-                "LOCK.INFO RESP3 map must have 3 fields: {pairs:?}"
+                4,
+                "LOCK.INFO RESP3 map must have 4 fields: {pairs:?}"
             );
             let mut owner = None;
             let mut token = None;
             let mut pttl = None;
+            let mut waiters = None;
             for (k, val) in &pairs {
                 match bulk(k, "LOCK.INFO map key").as_slice() {
                     b"owner" => {
@@ -637,21 +667,102 @@ pub fn parse_info(v: Value) -> Option<LockInfo> {
                         }
                         owner = Some(bulk(val, "owner"))
                     }
-                    b"token" => token = Some(int_of(val, "LOCK.INFO token")),
+                    b"token" => token = Some(token_of(val)),
                     b"pttl" => pttl = Some(int_of(val, "LOCK.INFO pttl")),
+                    b"waiters" => waiters = Some(int_of(val, "LOCK.INFO waiters")),
                     other => panic!(
                         "LOCK.INFO unexpected field {:?}",
                         String::from_utf8_lossy(other)
                     ),
                 }
             }
-            Some(LockInfo {
+            Some(AnyLockInfo {
                 owner: owner.expect("LOCK.INFO map lacks owner"),
                 token: token.expect("LOCK.INFO map lacks token"),
                 pttl: pttl.expect("LOCK.INFO map lacks pttl"),
+                waiters: waiters.expect("LOCK.INFO map lacks waiters"),
             })
         }
         other => panic!("LOCK.INFO: unexpected reply {other:?}"),
+    }
+}
+
+/// Like `parse_info_any`, for a module lock: the token must be an integer.
+pub fn parse_info(v: Value) -> Option<LockInfo> {
+    parse_info_any(v).map(|i| LockInfo {
+        token: i.token.unwrap_or_else(|| {
+            panic!(
+                "LOCK.INFO token is nil (a plain-string lock?) where a module lock was expected: owner {:?}",
+                String::from_utf8_lossy(&i.owner)
+            )
+        }),
+        owner: i.owner,
+        pttl: i.pttl,
+        waiters: i.waiters,
+    })
+}
+
+/// LOCK.INFO of any lock (plain-string locks included).
+pub fn info_any(con: &mut Connection, key: &[u8]) -> Option<AnyLockInfo> {
+    parse_info_any(ok_cmd(con, cmd("LOCK.INFO").arg(key)))
+}
+
+/// The `waiters` field of LOCK.INFO; panics when the key does not exist.
+pub fn waiters(con: &mut Connection, key: &[u8]) -> i64 {
+    info_any(con, key)
+        .unwrap_or_else(|| {
+            panic!(
+                "LOCK.INFO {}: key does not exist (expected a held lock)",
+                String::from_utf8_lossy(key)
+            )
+        })
+        .waiters
+}
+
+/// Poll LOCK.INFO until `waiters` equals `n` (10 s deadline).
+pub fn wait_waiters(con: &mut Connection, key: &[u8], n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let last = waiters(con, key);
+        if last == n {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out waiting for LOCK.INFO {} waiters == {n} (last seen {last})",
+                String::from_utf8_lossy(key)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// `CLIENT ID` of a connection.
+pub fn client_id(con: &mut Connection) -> i64 {
+    int_of(&ok_cmd(con, cmd("CLIENT").arg("ID")), "CLIENT ID")
+}
+
+/// `blocked_clients` from INFO clients.
+pub fn blocked_clients(con: &mut Connection) -> i64 {
+    info_field_i64(con, "clients", "blocked_clients")
+}
+
+/// Send a command without reading its reply (for blocking commands and
+/// pipelining across connections); read it later with `recv_reply`.
+pub fn send_cmd(con: &mut Connection, cmd: &redis::Cmd) {
+    let packed = cmd.get_packed_command();
+    con.send_packed_command(&packed)
+        .unwrap_or_else(|e| panic!("sending {} failed: {e}", describe(&packed)));
+}
+
+/// Read the next reply on `con`; a top-level error becomes `Err(text)`.
+/// Panics (naming `what`) on I/O errors, including the read timeout.
+pub fn recv_reply(con: &mut Connection, what: &str) -> Result<Value, String> {
+    match con.recv_response() {
+        Ok(Value::ServerError(e)) => Err(server_err_text(&e)),
+        Ok(v) => Ok(v),
+        Err(e) if e.code().is_some() && !e.is_io_error() => Err(err_text(&e)),
+        Err(e) => panic!("no reply to {what}: {e} ({e:?})"),
     }
 }
 

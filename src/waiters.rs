@@ -1,0 +1,387 @@
+//! Fair server-side waiting: `LOCK.ACQUIRE ... WAIT timeout-ms`.
+//!
+//! Each waited key has a FIFO queue of blocked clients. Whenever the lock
+//! may have become free, `serve` hands it to the oldest waiter within the
+//! same execution unit, so no other command runs in between and a newcomer
+//! cannot barge in:
+//! - RELEASE and ACQUIRE (a newcomer finding the lease expired) serve
+//!   inline, and the handoff is replicated right after their own effect;
+//! - a lease running out is caught by a timer per waited key set to the
+//!   deadline, so the handoff follows within a few milliseconds rather
+//!   than whenever Redis's background expiry samples the key;
+//! - DEL, FLUSHALL, overwrites and other commands are seen as keyspace or
+//!   server events, where writing is unsafe (the grant would be replicated
+//!   before the command that caused it); they schedule an immediate timer.
+//!
+//! Redis's own blocking on keys (RM_BlockClientOnKeys) was considered: it
+//! serves in arrival order after the signalling command, but the handoff
+//! would then be written from a blocked-client callback whose propagation
+//! Redis 7.0 orders separately from the command that freed the lock, and
+//! expiry and deletion do not signal keys there; LOCK.INFO needs the queue
+//! length anyway. An explicit queue keeps every handoff in one place.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex, TryLockError};
+
+use redis_module::raw;
+
+use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
+use crate::commands::{try_acquire, Attempt};
+use crate::fencing::Token;
+
+/// Waiters across all keys: lets the hot path skip the registry.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+struct Waiter {
+    client: *mut RedisModuleBlockedClient,
+    owner: HeldString,
+    ttl_ms: i64,
+    fence: Token,
+}
+
+struct Timer {
+    id: raw::RedisModuleTimerID,
+    due_ms: i64,
+    generation: u64,
+}
+
+struct Queue {
+    key: HeldString,
+    waiters: VecDeque<Waiter>,
+    timer: Option<Timer>,
+}
+
+/// What a timer carries: which queue to serve.
+struct TimerTarget {
+    db: c_int,
+    key: Box<[u8]>,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Registry {
+    queues: HashMap<c_int, HashMap<Box<[u8]>, Queue>>,
+    /// Blocked client → the queue it waits in.
+    clients: HashMap<usize, (c_int, Box<[u8]>)>,
+    timer_generation: u64,
+}
+
+// SAFETY: the registry is only touched with Redis's global lock held (the
+// main thread, or a module thread holding the GIL); the raw pointers in it
+// are Redis handles that are valid under that lock.
+unsafe impl Send for Registry {}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
+
+/// Runs `f` on the registry. `None` if it is already in use further up the
+/// stack (a Redis call re-entered us): callers then skip, never block.
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
+    match REGISTRY.try_lock() {
+        Ok(mut registry) => Some(f(&mut registry)),
+        Err(TryLockError::Poisoned(poisoned)) => Some(f(&mut poisoned.into_inner())),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+impl Registry {
+    fn queue_mut(&mut self, db: c_int, key: &[u8]) -> Option<&mut Queue> {
+        self.queues.get_mut(&db)?.get_mut(key)
+    }
+
+    fn pop_head(&mut self, db: c_int, key: &[u8]) -> Option<Waiter> {
+        let waiter = self.queue_mut(db, key)?.waiters.pop_front()?;
+        self.clients.remove(&(waiter.client as usize));
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        Some(waiter)
+    }
+
+    fn push_front(&mut self, db: c_int, key: &[u8], waiter: Waiter) -> Result<(), Waiter> {
+        let client = waiter.client as usize;
+        let Some(queue) = self.queue_mut(db, key) else {
+            return Err(waiter);
+        };
+        queue.waiters.push_front(waiter);
+        self.clients.insert(client, (db, key.into()));
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(c_int, Box<[u8]>)> {
+        let (db, key) = self.clients.remove(&(client as usize))?;
+        let queue = self.queue_mut(db, &key)?;
+        let position = queue.waiters.iter().position(|w| w.client == client)?;
+        queue.waiters.remove(position);
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        Some((db, key))
+    }
+
+    /// Drops the queue when nobody waits in it; returns its timer to stop.
+    fn drop_if_empty(&mut self, db: c_int, key: &[u8]) -> Option<Timer> {
+        let per_db = self.queues.get_mut(&db)?;
+        if !per_db.get(key)?.waiters.is_empty() {
+            return None;
+        }
+        let timer = per_db.remove(key).and_then(|q| q.timer);
+        if per_db.is_empty() {
+            self.queues.remove(&db);
+        }
+        timer
+    }
+}
+
+/// How a wait ended, handed to the blocked client's reply callback.
+enum Outcome {
+    Token(Token),
+    WrongType,
+    Error(&'static CStr),
+}
+
+/// True when someone waits for `key` in `db`. Free when nobody waits.
+pub fn has_waiters(db: c_int, key: &[u8]) -> bool {
+    WAITING.load(Ordering::Relaxed) > 0
+        && with_registry(|r| r.queue_mut(db, key).is_some_and(|q| !q.waiters.is_empty())).unwrap_or(false)
+}
+
+pub fn waiter_count(db: c_int, key: &[u8]) -> usize {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    with_registry(|r| r.queue_mut(db, key).map_or(0, |q| q.waiters.len())).unwrap_or(0)
+}
+
+/// Blocks the calling client at the tail of `key`'s queue. `lease_end` is
+/// the current holder's deadline (Unix ms), when its lock has one.
+pub fn enqueue(ctx: Ctx, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, timeout_ms: i64, lease_end: Option<i64>) -> c_int {
+    let client = rm!(RedisModule_BlockClient(
+        ctx.raw(),
+        Some(on_reply),
+        Some(on_timeout),
+        Some(free_outcome),
+        timeout_ms,
+    ) else ptr::null_mut());
+    if client.is_null() {
+        return ctx.reply_error(c"ERR could not block the client");
+    }
+    rm!(RedisModule_SetDisconnectCallback(client, Some(on_disconnect)) else ());
+    let db = ctx.selected_db();
+    let (key_held, owner_held) = (key.hold(), owner.hold());
+    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence };
+    let queued = with_registry(move |r| {
+        let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
+            key: key_held,
+            waiters: VecDeque::new(),
+            timer: None,
+        });
+        queue.waiters.push_back(waiter);
+        r.clients.insert(client as usize, (db, key.bytes().into()));
+        WAITING.fetch_add(1, Ordering::Relaxed);
+    });
+    if queued.is_none() {
+        unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
+        return api_ok();
+    }
+    if let Some(deadline) = lease_end {
+        arm(ctx, db, key.bytes(), deadline.saturating_add(1));
+    }
+    api_ok()
+}
+
+fn api_ok() -> c_int {
+    crate::api::OK
+}
+
+/// Hands the lock at `key` (open for writing in `ctx`'s database `db`) to
+/// the oldest waiters while it is free for them; arms the lease timer when
+/// it stays held.
+pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg) {
+    let name = key_name.bytes();
+    // Each head is taken out of the registry while Redis is called
+    // (replication and notifications may re-enter this module).
+    while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
+        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.owner.bytes(), head.ttl_ms, head.fence);
+        match attempt {
+            Attempt::Granted(token) => unblock_waiter(head, Outcome::Token(token)),
+            Attempt::WrongType => unblock_waiter(head, Outcome::WrongType),
+            Attempt::Failed(msg) => unblock_waiter(head, Outcome::Error(msg)),
+            Attempt::Held => {
+                // Back to the front of the line; if that fails, never leave
+                // a client blocked with nobody to serve it.
+                let mut unplaced = Some(head);
+                with_registry(|r| {
+                    if let Some(waiter) = unplaced.take() {
+                        unplaced = r.push_front(db, name, waiter).err();
+                    }
+                });
+                if let Some(waiter) = unplaced {
+                    unblock_waiter(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                }
+                if let Some(deadline) = key.deadline_ms() {
+                    arm(ctx, db, name, deadline.saturating_add(1));
+                }
+                break;
+            }
+        }
+    }
+    if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, name)) {
+        stop_timer(ctx, timer.id);
+    }
+}
+
+fn unblock_waiter(waiter: Waiter, outcome: Outcome) {
+    unblock(waiter.client, outcome);
+}
+
+fn unblock(client: *mut RedisModuleBlockedClient, outcome: Outcome) {
+    let data = Box::into_raw(Box::new(outcome));
+    if rm!(RedisModule_UnblockClient(client, data.cast()) else crate::api::ERR) != crate::api::OK {
+        // SAFETY: Redis did not take the outcome.
+        drop(unsafe { Box::from_raw(data) });
+    }
+}
+
+/// Makes sure `key`'s queue is served no later than `due_ms` (Unix ms).
+fn arm(ctx: Ctx, db: c_int, key: &[u8], due_ms: i64) {
+    let replaced = with_registry(|r| {
+        r.timer_generation = r.timer_generation.wrapping_add(1);
+        let generation = r.timer_generation;
+        let queue = r.queue_mut(db, key)?;
+        if queue.timer.as_ref().is_some_and(|t| t.due_ms <= due_ms) {
+            return None;
+        }
+        let target = Box::into_raw(Box::new(TimerTarget { db, key: key.into(), generation }));
+        let period = due_ms.saturating_sub(unix_millis()).max(0);
+        let id = rm!(RedisModule_CreateTimer(ctx.raw(), period, Some(on_timer), target.cast()) else 0);
+        queue.timer.replace(Timer { id, due_ms, generation })
+    });
+    if let Some(Some(old)) = replaced {
+        stop_timer(ctx, old.id);
+    }
+}
+
+fn stop_timer(ctx: Ctx, id: raw::RedisModuleTimerID) {
+    let mut data: *mut c_void = ptr::null_mut();
+    if rm!(RedisModule_StopTimer(ctx.raw(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
+        // SAFETY: every timer's data is a boxed `TimerTarget`.
+        drop(unsafe { Box::from_raw(data.cast::<TimerTarget>()) });
+    }
+}
+
+/// A waited key's timer: its lease may have run out, or an event may have
+/// freed it.
+unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    let target = Box::from_raw(data.cast::<TimerTarget>());
+    let ctx = Ctx::new(raw_ctx);
+    let key_name = with_registry(|r| {
+        let queue = r.queue_mut(target.db, &target.key)?;
+        if queue.timer.as_ref().is_some_and(|t| t.generation == target.generation) {
+            queue.timer = None;
+        }
+        Some(Arg::of(&queue.key).hold())
+    })
+    .flatten();
+    let Some(key_name) = key_name.filter(HeldString::is_valid) else {
+        return;
+    };
+    // Only a master grants; a replica follows its master's LOCK.APPLY.
+    if !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_MASTER) || !ctx.select_db(target.db) {
+        return;
+    }
+    let key = ctx.open_key(Arg::of(&key_name), KeyMode::Write);
+    serve(ctx, &key, target.db, Arg::of(&key_name));
+}
+
+/// Any keyspace event on a waited key may have freed it: serve soon.
+unsafe extern "C" fn on_keyspace_event(
+    raw_ctx: *mut RedisModuleCtx,
+    _class: c_int,
+    event: *const c_char,
+    key: *mut RedisModuleString,
+) -> c_int {
+    if WAITING.load(Ordering::Relaxed) == 0 || key.is_null() {
+        return 0;
+    }
+    // Our own commands serve inline.
+    if !event.is_null() && CStr::from_ptr(event).to_bytes().starts_with(b"lock.") {
+        return 0;
+    }
+    let ctx = Ctx::new(raw_ctx);
+    let db = ctx.selected_db();
+    let name = crate::api::string_bytes(key);
+    if has_waiters(db, name) {
+        arm(ctx, db, name, unix_millis());
+    }
+    0
+}
+
+/// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve
+/// every queue soon.
+unsafe extern "C" fn on_dataset_event(raw_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let ctx = Ctx::new(raw_ctx);
+    let queued: Vec<(c_int, Box<[u8]>)> = with_registry(|r| {
+        r.queues.iter().flat_map(|(db, keys)| keys.keys().map(move |k| (*db, k.clone()))).collect()
+    })
+    .unwrap_or_default();
+    let now = unix_millis();
+    for (db, key) in queued {
+        arm(ctx, db, &key, now);
+    }
+}
+
+unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
+    let ctx = Ctx::new(raw_ctx);
+    let data = rm!(RedisModule_GetBlockedClientPrivateData(raw_ctx) else ptr::null_mut());
+    match data.cast::<Outcome>().as_ref() {
+        Some(Outcome::Token(token)) => ctx.reply_integer(*token),
+        Some(Outcome::WrongType) => ctx.reply_error(crate::commands::WRONGTYPE),
+        Some(Outcome::Error(msg)) => ctx.reply_error(msg),
+        None => ctx.reply_null(),
+    }
+}
+
+/// The wait timed out (or CLIENT UNBLOCK): leave the queue, reply nil.
+unsafe extern "C" fn on_timeout(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
+    let ctx = Ctx::new(raw_ctx);
+    let client = rm!(RedisModule_GetBlockedClientHandle(raw_ctx) else ptr::null_mut());
+    leave(ctx, client);
+    ctx.reply_null()
+}
+
+unsafe extern "C" fn on_disconnect(raw_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
+    leave(Ctx::new(raw_ctx), client);
+}
+
+fn leave(ctx: Ctx, client: *mut RedisModuleBlockedClient) {
+    let stopped = with_registry(|r| {
+        let (db, key) = r.remove_client(client)?;
+        r.drop_if_empty(db, &key)
+    });
+    if let Some(Some(timer)) = stopped {
+        stop_timer(ctx, timer.id);
+    }
+}
+
+unsafe extern "C" fn free_outcome(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        drop(Box::from_raw(data.cast::<Outcome>()));
+    }
+}
+
+/// Subscribes to the events that can free a waited key.
+pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
+    let classes = raw::REDISMODULE_NOTIFY_ALL;
+    let keyspace = rm!(RedisModule_SubscribeToKeyspaceEvents(ctx, classes, Some(on_keyspace_event)) else 1);
+    let flush = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
+    let swap = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
+    let flushed = rm!(RedisModule_SubscribeToServerEvent(ctx, flush, Some(on_dataset_event)) else 1);
+    let swapped = rm!(RedisModule_SubscribeToServerEvent(ctx, swap, Some(on_dataset_event)) else 1);
+    keyspace == 0 && flushed == 0 && swapped == 0
+}
