@@ -25,8 +25,11 @@ run: build
 test: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --no-fail-fast
 
+# Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
+# contended waiting against the polling loop (benches/contended.rs).
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash bench/module.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
 # Redlock quorum client; state and logs under .run/<port>.

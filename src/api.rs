@@ -99,7 +99,9 @@ required_functions!(
     RedisModule_SetDisconnectCallback,
     RedisModule_CreateTimer,
     RedisModule_StopTimer,
-    RedisModule_SubscribeToKeyspaceEvents,
+    RedisModule_GetDetachedThreadSafeContext,
+    RedisModule_GetDbIdFromOptCtx,
+    RedisModule_GetKeyNameFromOptCtx,
     RedisModule_SubscribeToServerEvent,
 );
 

@@ -122,7 +122,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Held => match req.wait {
             Some(timeout) if may_block(ctx) => {
-                waiters::enqueue(ctx, req.key, req.owner_arg, req.ttl_ms, req.fence, timeout, key.deadline_ms())
+                waiters::enqueue(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, timeout)
             }
             _ => ctx.reply_null(),
         },

@@ -108,8 +108,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));
         }
     }
-    if !waiters::subscribe(ctx.ctx) || !quarantine::subscribe(ctx.ctx) {
-        return fail(ctx, "could not subscribe to keyspace and server events");
+    if !waiters::init(ctx.ctx) || !quarantine::subscribe(ctx.ctx) {
+        return fail(ctx, "could not subscribe to server events");
     }
     quarantine::start();
     fencing::COUNTER.seed_from_clock();

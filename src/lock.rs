@@ -162,7 +162,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
-        unlink2: None,
+        unlink2: Some(unlink),
         copy2: None,
         aux_save2: None,
     },
@@ -184,6 +184,16 @@ pub fn registered_type() -> *mut RedisModuleType {
 
 unsafe extern "C" fn free(value: *mut c_void) {
     drop(Lock::from_raw(value));
+}
+
+/// The key left the keyspace (DEL, UNLINK, overwrite, expiry): whoever
+/// waits for it may go ahead.
+unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+    let db = rm!(RedisModule_GetDbIdFromOptCtx(ctx) else -1);
+    let key = rm!(RedisModule_GetKeyNameFromOptCtx(ctx) else ptr::null());
+    if db >= 0 && !key.is_null() {
+        crate::waiters::key_unlinked(db, api::string_bytes(key.cast_mut()));
+    }
 }
 
 unsafe extern "C" fn copy(

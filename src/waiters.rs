@@ -9,9 +9,13 @@
 //! - a lease running out is caught by a timer per waited key set to the
 //!   deadline, so the handoff follows within a few milliseconds rather
 //!   than whenever Redis's background expiry samples the key;
-//! - DEL, FLUSHALL, overwrites and other commands are seen as keyspace or
-//!   server events, where writing is unsafe (the grant would be replicated
-//!   before the command that caused it); they schedule an immediate timer.
+//! - DEL, UNLINK, overwrites and expiry of a lock key are seen by the data
+//!   type's unlink callback, FLUSHDB/FLUSHALL/SWAPDB as server events; it
+//!   is unsafe to write there (the grant would be replicated before the
+//!   command that caused it), so they schedule an immediate timer. (A
+//!   keyspace-event subscription would see them too, but Redis then builds
+//!   a module context for every event of every command, about 600
+//!   instructions each, whether anyone waits or not.)
 //!
 //! Redis's own blocking on keys (RM_BlockClientOnKeys) was considered: it
 //! serves in arrival order after the signalling command, but the handoff
@@ -21,9 +25,9 @@
 //! length anyway. An explicit queue keeps every handoff in one place.
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, TryLockError};
 
 use redis_module::raw;
@@ -66,6 +70,8 @@ struct Registry {
     queues: HashMap<c_int, HashMap<Box<[u8]>, Queue>>,
     /// Blocked client → the queue it waits in.
     clients: HashMap<usize, (c_int, Box<[u8]>)>,
+    /// Clients granted a lock whose reply Redis has not sent yet.
+    granted: HashMap<usize, Token>,
     timer_generation: u64,
 }
 
@@ -139,6 +145,12 @@ enum Outcome {
     Error(&'static CStr),
 }
 
+/// The privdata of an unblocked client.
+struct Unblocked {
+    client: *mut RedisModuleBlockedClient,
+    outcome: Outcome,
+}
+
 /// True when someone waits for `key` in `db`. Free when nobody waits.
 pub fn has_waiters(db: c_int, key: &[u8]) -> bool {
     WAITING.load(Ordering::Relaxed) > 0
@@ -152,9 +164,9 @@ pub fn waiter_count(db: c_int, key: &[u8]) -> usize {
     with_registry(|r| r.queue_mut(db, key).map_or(0, |q| q.waiters.len())).unwrap_or(0)
 }
 
-/// Blocks the calling client at the tail of `key`'s queue. `lease_end` is
-/// the current holder's deadline (Unix ms), when its lock has one.
-pub fn enqueue(ctx: Ctx, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, timeout_ms: i64, lease_end: Option<i64>) -> c_int {
+/// Blocks the calling client at the tail of `key`'s queue; `held` is the
+/// open key, held by someone else.
+pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, timeout_ms: i64) -> c_int {
     let client = rm!(RedisModule_BlockClient(
         ctx.raw(),
         Some(on_reply),
@@ -183,9 +195,7 @@ pub fn enqueue(ctx: Ctx, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, time
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
         return api_ok();
     }
-    if let Some(deadline) = lease_end {
-        arm(ctx, db, key.bytes(), deadline.saturating_add(1));
-    }
+    arm(db, key.bytes(), next_check(held));
     api_ok()
 }
 
@@ -218,16 +228,27 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg) {
                 if let Some(waiter) = unplaced {
                     unblock_waiter(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
                 }
-                if let Some(deadline) = key.deadline_ms() {
-                    arm(ctx, db, name, deadline.saturating_add(1));
-                }
+                arm(db, name, next_check(key));
                 break;
             }
         }
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, name)) {
-        stop_timer(ctx, timer.id);
+        stop_timer(timer.id);
     }
+}
+
+/// How often a held, waited-for key is looked at besides its deadline.
+/// Catches what the module does not see: a lease changed with EXPIRE,
+/// PEXPIRE or PERSIST, a plain-string lock deleted with DEL.
+const POLL_MS: i64 = 50;
+
+/// When to look at a held, waited-for key again: just past its deadline
+/// (`expire_at` stores exact milliseconds; Redis expires after them), and
+/// no later than one poll interval from now.
+fn next_check(key: &Key) -> i64 {
+    let poll = unix_millis().saturating_add(POLL_MS);
+    key.deadline_ms().map_or(poll, |deadline| deadline.saturating_add(1).min(poll))
 }
 
 fn unblock_waiter(waiter: Waiter, outcome: Outcome) {
@@ -235,15 +256,27 @@ fn unblock_waiter(waiter: Waiter, outcome: Outcome) {
 }
 
 fn unblock(client: *mut RedisModuleBlockedClient, outcome: Outcome) {
-    let data = Box::into_raw(Box::new(outcome));
+    if let Outcome::Token(token) = outcome {
+        with_registry(|r| r.granted.insert(client as usize, token));
+    }
+    let data = Box::into_raw(Box::new(Unblocked { client, outcome }));
     if rm!(RedisModule_UnblockClient(client, data.cast()) else crate::api::ERR) != crate::api::OK {
         // SAFETY: Redis did not take the outcome.
         drop(unsafe { Box::from_raw(data) });
+        with_registry(|r| r.granted.remove(&(client as usize)));
     }
 }
 
+/// A context of this module for timers, usable where Redis hands us none
+/// (the unlink callback).
+static TIMER_CTX: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
+
+fn timer_ctx() -> *mut RedisModuleCtx {
+    TIMER_CTX.load(Ordering::Relaxed)
+}
+
 /// Makes sure `key`'s queue is served no later than `due_ms` (Unix ms).
-fn arm(ctx: Ctx, db: c_int, key: &[u8], due_ms: i64) {
+fn arm(db: c_int, key: &[u8], due_ms: i64) {
     let replaced = with_registry(|r| {
         r.timer_generation = r.timer_generation.wrapping_add(1);
         let generation = r.timer_generation;
@@ -253,17 +286,17 @@ fn arm(ctx: Ctx, db: c_int, key: &[u8], due_ms: i64) {
         }
         let target = Box::into_raw(Box::new(TimerTarget { db, key: key.into(), generation }));
         let period = due_ms.saturating_sub(unix_millis()).max(0);
-        let id = rm!(RedisModule_CreateTimer(ctx.raw(), period, Some(on_timer), target.cast()) else 0);
+        let id = rm!(RedisModule_CreateTimer(timer_ctx(), period, Some(on_timer), target.cast()) else 0);
         queue.timer.replace(Timer { id, due_ms, generation })
     });
     if let Some(Some(old)) = replaced {
-        stop_timer(ctx, old.id);
+        stop_timer(old.id);
     }
 }
 
-fn stop_timer(ctx: Ctx, id: raw::RedisModuleTimerID) {
+fn stop_timer(id: raw::RedisModuleTimerID) {
     let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(ctx.raw(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
+    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
         // SAFETY: every timer's data is a boxed `TimerTarget`.
         drop(unsafe { Box::from_raw(data.cast::<TimerTarget>()) });
     }
@@ -296,50 +329,33 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     serve(ctx, &key, target.db, Arg::of(&key_name));
 }
 
-/// Any keyspace event on a waited key may have freed it: serve soon.
-unsafe extern "C" fn on_keyspace_event(
-    raw_ctx: *mut RedisModuleCtx,
-    _class: c_int,
-    event: *const c_char,
-    key: *mut RedisModuleString,
-) -> c_int {
-    if WAITING.load(Ordering::Relaxed) == 0 || key.is_null() {
-        return 0;
+/// A lock key was deleted, overwritten or expired: serve its waiters soon.
+pub fn key_unlinked(db: c_int, key: &[u8]) {
+    if has_waiters(db, key) {
+        arm(db, key, unix_millis());
     }
-    // Our own commands serve inline.
-    if !event.is_null() && CStr::from_ptr(event).to_bytes().starts_with(b"lock.") {
-        return 0;
-    }
-    let ctx = Ctx::new(raw_ctx);
-    let db = ctx.selected_db();
-    let name = crate::api::string_bytes(key);
-    if has_waiters(db, name) {
-        arm(ctx, db, name, unix_millis());
-    }
-    0
 }
 
 /// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve
 /// every queue soon.
-unsafe extern "C" fn on_dataset_event(raw_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
     if WAITING.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let ctx = Ctx::new(raw_ctx);
     let queued: Vec<(c_int, Box<[u8]>)> = with_registry(|r| {
         r.queues.iter().flat_map(|(db, keys)| keys.keys().map(move |k| (*db, k.clone()))).collect()
     })
     .unwrap_or_default();
     let now = unix_millis();
     for (db, key) in queued {
-        arm(ctx, db, &key, now);
+        arm(db, &key, now);
     }
 }
 
 unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
     let ctx = Ctx::new(raw_ctx);
     let data = rm!(RedisModule_GetBlockedClientPrivateData(raw_ctx) else ptr::null_mut());
-    match data.cast::<Outcome>().as_ref() {
+    match data.cast::<Unblocked>().as_ref().map(|u| &u.outcome) {
         Some(Outcome::Token(token)) => ctx.reply_integer(*token),
         Some(Outcome::WrongType) => ctx.reply_error(crate::commands::WRONGTYPE),
         Some(Outcome::Error(msg)) => ctx.reply_error(msg),
@@ -351,37 +367,54 @@ unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut Red
 unsafe extern "C" fn on_timeout(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
     let ctx = Ctx::new(raw_ctx);
     let client = rm!(RedisModule_GetBlockedClientHandle(raw_ctx) else ptr::null_mut());
-    leave(ctx, client);
-    ctx.reply_null()
-}
-
-unsafe extern "C" fn on_disconnect(raw_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
-    leave(Ctx::new(raw_ctx), client);
-}
-
-fn leave(ctx: Ctx, client: *mut RedisModuleBlockedClient) {
-    let stopped = with_registry(|r| {
-        let (db, key) = r.remove_client(client)?;
-        r.drop_if_empty(db, &key)
-    });
-    if let Some(Some(timer)) = stopped {
-        stop_timer(ctx, timer.id);
+    if leave(client) {
+        return ctx.reply_null();
     }
+    // Granted in this same event-loop turn, before its reply went out: the
+    // lock is this client's, so say so (Redis will not call on_reply now).
+    match with_registry(|r| r.granted.get(&(client as usize)).copied()).flatten() {
+        Some(token) => ctx.reply_integer(token),
+        None => ctx.reply_null(),
+    }
+}
+
+unsafe extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
+    leave(client);
+}
+
+/// Takes a waiting client out of its queue and releases Redis's handle
+/// (a client blocked with RM_BlockClient is freed only by RM_UnblockClient,
+/// also after a timeout or a disconnect). False when the client was not
+/// waiting any more (already granted).
+fn leave(client: *mut RedisModuleBlockedClient) -> bool {
+    let Some(Some((stopped, ()))) = with_registry(|r| {
+        let (db, key) = r.remove_client(client)?;
+        Some((r.drop_if_empty(db, &key), ()))
+    }) else {
+        return false;
+    };
+    if let Some(timer) = stopped {
+        stop_timer(timer.id);
+    }
+    rm!(RedisModule_UnblockClient(client, ptr::null_mut()) else crate::api::ERR);
+    true
 }
 
 unsafe extern "C" fn free_outcome(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
-        drop(Box::from_raw(data.cast::<Outcome>()));
+        let unblocked = Box::from_raw(data.cast::<Unblocked>());
+        with_registry(|r| r.granted.remove(&(unblocked.client as usize)));
     }
 }
 
-/// Subscribes to the events that can free a waited key.
-pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
-    let classes = raw::REDISMODULE_NOTIFY_ALL;
-    let keyspace = rm!(RedisModule_SubscribeToKeyspaceEvents(ctx, classes, Some(on_keyspace_event)) else 1);
+/// Takes a context for timers and subscribes to the server events that can
+/// free waited keys.
+pub fn init(ctx: *mut RedisModuleCtx) -> bool {
+    let own = rm!(RedisModule_GetDetachedThreadSafeContext(ctx) else ptr::null_mut());
+    TIMER_CTX.store(own, Ordering::Relaxed);
     let flush = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
     let swap = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
     let flushed = rm!(RedisModule_SubscribeToServerEvent(ctx, flush, Some(on_dataset_event)) else 1);
     let swapped = rm!(RedisModule_SubscribeToServerEvent(ctx, swap, Some(on_dataset_event)) else 1);
-    keyspace == 0 && flushed == 0 && swapped == 0
+    !own.is_null() && flushed == 0 && swapped == 0
 }

@@ -1,0 +1,1028 @@
+//! Contended-lock benchmark: N clients fight over ONE key, each holding the
+//! lock for ~1 ms per grant.
+//!
+//!     cargo bench --bench contended
+//!
+//! Variants (each with N = 16 and N = 64 client threads, one connection each):
+//! - `module`:  `LOCK.ACQUIRE key owner-i 10000 WAIT 2000` (the client blocks on
+//!   the server until granted; FIFO handoff on release), hold ~1 ms,
+//!   `LOCK.RELEASE key owner-i` (must answer 1). A nil reply is a WAIT timeout:
+//!   counted as a failure, and the client tries again.
+//! - `polling`: the usual way without the module: `SET key owner-i NX PX 10000`,
+//!   on nil sleep 10 ms and retry; hold ~1 ms; release with `EVALSHA` of the
+//!   compare-and-delete script (must answer 1).
+//!
+//! Each wait (ACQUIRE sent -> grant received) goes into an HdrHistogram in
+//! microseconds. Mutual exclusion is checked with an AtomicBool held during
+//! the hold (and, for the module, fencing tokens must strictly increase); a
+//! violation aborts the run with an error.
+//!
+//! The benchmark starts its own redis-server (127.0.0.1, free port, temp dir,
+//! no persistence) with the module loaded, and kills it (by PID) on exit,
+//! also on panic (Drop guard) and, on Linux, when this process dies
+//! (PR_SET_PDEATHSIG).
+//!
+//! Environment:
+//!   REDISLOCK_MODULE  module to load (default <crate>/target/release/libredislock.so)
+//!   BENCH_SECONDS     measured seconds per run (default 5; 4 runs in total)
+//!
+//! Output: progress on stderr, the result table on stdout. Exit status 0 when
+//! every run completed without errors, 1 otherwise (module missing or without
+//! WAIT support, mutual-exclusion or fencing violation, a release that
+//! answered 0, an unexpected reply, server not starting, ...). WAIT timeouts
+//! are reported, not treated as errors.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use redis::{Connection, Value};
+
+/// Lease of every grant, both variants (ms).
+const LEASE_MS: u64 = 10_000;
+/// WAIT timeout of the module variant (ms). Modest, so that a client blocked
+/// in WAIT at the deadline returns promptly even if it is never granted.
+const WAIT_TIMEOUT_MS: u64 = 2_000;
+/// The workload: how long each client holds the lock per grant.
+const HOLD: Duration = Duration::from_millis(1);
+/// Sleep between two SET NX attempts of the polling variant.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// Client counts, each run for both variants.
+const CLIENTS: [usize; 2] = [16, 64];
+/// Default measured time per run (s); BENCH_SECONDS overrides.
+const DEFAULT_SECONDS: f64 = 5.0;
+/// Read timeout on every connection: well above the WAIT timeout, so only a
+/// wedged server trips it.
+const READ_TIMEOUT: Duration = Duration::from_millis(WAIT_TIMEOUT_MS + 10_000);
+/// The usual compare-and-delete release script.
+const RELEASE_SCRIPT: &str =
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+type Res<T> = Result<T, String>;
+
+// ---------------------------------------------------------------- server
+
+/// A private redis-server with the module; killed by PID when dropped.
+struct Server {
+    child: Option<Child>,
+    pid: u32,
+    port: u16,
+    log: PathBuf,
+    // Last, so the directory outlives the process (Drop::drop runs first anyway).
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Start on a free port; retried (fresh port, fresh dir) on a port race.
+    fn start(module: &Path) -> Res<Server> {
+        let mut last = String::new();
+        for _attempt in 0..5 {
+            match Server::start_once(module) {
+                Ok(s) => return Ok(s),
+                Err(e) if e.contains("Address already in use") => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(format!(
+            "redis-server found no free port in 5 attempts: {last}"
+        ))
+    }
+
+    fn start_once(module: &Path) -> Res<Server> {
+        let dir = tempfile::Builder::new()
+            .prefix("redislock-bench-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temp dir for redis-server: {e}"))?;
+        let log = dir.path().join("redis.log");
+        let port = free_port()?;
+        let mut cmd = Command::new("redis-server");
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("--logfile")
+            .arg(&log)
+            .args(["--daemonize", "no", "--save", "", "--appendonly", "no"])
+            .arg("--loadmodule")
+            .arg(module)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe; it only asks the kernel to
+            // SIGKILL the child if this process dies without its Drop guard
+            // having run (abort, SIGKILL, Ctrl-C).
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server: {e} (is it on PATH?)"))?;
+        let mut s = Server {
+            pid: child.id(),
+            child: Some(child),
+            port,
+            log,
+            _dir: dir,
+        };
+        match s.wait_ready() {
+            Ok(()) => Ok(s),
+            Err(e) => {
+                s.kill();
+                Err(format!("{e}\n--- redis-server log ---\n{}", s.log_tail(20)))
+            }
+        }
+    }
+
+    fn wait_ready(&mut self) -> Res<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let url = format!("redis://127.0.0.1:{}/", self.port);
+        let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    self.child = None;
+                    return Err(format!(
+                        "redis-server (pid {}, port {}) exited during startup ({st})",
+                        self.pid, self.port
+                    ));
+                }
+            }
+            let last = match client.get_connection_with_timeout(Duration::from_millis(500)) {
+                Ok(mut con) => {
+                    let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
+                    match redis::cmd("PING").query::<String>(&mut con) {
+                        Ok(s) if s == "PONG" => return Ok(()),
+                        Ok(s) => format!("PING answered {s:?}"),
+                        Err(e) => format!("PING failed: {e}"),
+                    }
+                }
+                Err(e) => format!("connect failed: {e}"),
+            };
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "redis-server (pid {}, port {}) not ready within 10 s; last: {last}",
+                    self.pid, self.port
+                ));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log_tail(&self, n: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// SIGTERM by PID, up to 2 s to exit, then SIGKILL; always reaped.
+    fn kill(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) on the PID of the child we spawned and have not reaped.
+        unsafe {
+            libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill(); // SIGKILL to the same PID
+        let _ = c.wait();
+    }
+
+    fn connect(&self) -> Res<Connection> {
+        let url = format!("redis://127.0.0.1:{}/", self.port);
+        let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+        let con = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .map_err(|e| format!("connect to redis-server on port {}: {e}", self.port))?;
+        con.set_read_timeout(Some(READ_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        con.set_write_timeout(Some(READ_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        Ok(con)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> Res<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("bind 127.0.0.1:0 to find a free port: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("local_addr of the probe listener: {e}"))
+}
+
+fn module_path() -> Res<PathBuf> {
+    let p = match std::env::var_os("REDISLOCK_MODULE") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/release/libredislock.so"
+        )),
+    };
+    if !p.is_file() {
+        return Err(format!(
+            "redislock module not found at {}: build it with `cargo build --release` \
+             or point REDISLOCK_MODULE at the .so",
+            p.display()
+        ));
+    }
+    // redis-server runs in its temp dir: give it an absolute path.
+    fs::canonicalize(&p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+fn bench_seconds() -> Res<f64> {
+    match std::env::var("BENCH_SECONDS") {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+            _ => Err(format!(
+                "BENCH_SECONDS must be a positive number of seconds, got {v:?}"
+            )),
+        },
+        _ => Ok(DEFAULT_SECONDS),
+    }
+}
+
+// ---------------------------------------------------------------- one run
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    Module,
+    Polling,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Module => "module",
+            Variant::Polling => "polling",
+        }
+    }
+}
+
+/// Shared by the clients of one run.
+struct RunCtx {
+    variant: Variant,
+    key: String,
+    sha: String,
+    deadline: Instant,
+    /// Set by a client that hit an error: everybody stops.
+    stop: AtomicBool,
+    /// Set while some client believes it holds the lock.
+    held: AtomicBool,
+    /// Last fencing token seen inside the critical section (module only).
+    last_token: AtomicI64,
+    /// Client that had the previous grant.
+    last_owner: AtomicUsize,
+    /// (client, message) of every client that failed.
+    errors: Mutex<Vec<(usize, String)>>,
+}
+
+impl RunCtx {
+    fn fail(&self, who: usize, msg: String) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((who, msg));
+    }
+
+    fn over(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || Instant::now() >= self.deadline
+    }
+}
+
+/// What one client (or, merged, one run) measured.
+struct Stats {
+    /// Waits of the grants received before the deadline (µs).
+    waits: Histogram<u64>,
+    /// Grants received before the deadline.
+    grants: u64,
+    /// Of `grants`, those that went to the client that had the previous grant.
+    repeats: u64,
+    /// Grants received after the deadline (released, not counted).
+    late_grants: u64,
+    /// WAIT answered nil (module only).
+    timeouts: u64,
+    /// Sum of (grant received -> release answered), over all grants (ns).
+    hold_ns: u128,
+    holds: u64,
+    /// Waits still open at the deadline (polling gave up; module granted or
+    /// timed out later): not in `waits`. Count and longest (µs, up to the deadline).
+    cut_waits: u64,
+    cut_wait_max_us: u64,
+}
+
+impl Stats {
+    fn new() -> Stats {
+        Stats {
+            // 1 µs .. 1 h, 3 significant digits.
+            waits: Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds"),
+            grants: 0,
+            repeats: 0,
+            late_grants: 0,
+            timeouts: 0,
+            hold_ns: 0,
+            holds: 0,
+            cut_waits: 0,
+            cut_wait_max_us: 0,
+        }
+    }
+
+    fn merge(&mut self, o: &Stats) {
+        self.waits
+            .add(&o.waits)
+            .expect("histograms with equal bounds merge");
+        self.grants += o.grants;
+        self.repeats += o.repeats;
+        self.late_grants += o.late_grants;
+        self.timeouts += o.timeouts;
+        self.hold_ns += o.hold_ns;
+        self.holds += o.holds;
+        self.cut_waits += o.cut_waits;
+        self.cut_wait_max_us = self.cut_wait_max_us.max(o.cut_wait_max_us);
+    }
+
+    fn cut(&mut self, t0: Instant, deadline: Instant) {
+        self.cut_waits += 1;
+        let us = deadline.saturating_duration_since(t0).as_micros() as u64;
+        self.cut_wait_max_us = self.cut_wait_max_us.max(us);
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::ServerError(e) => format!("error reply {e:?}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// One benchmark client: its number and its lock owner name.
+struct Client {
+    id: usize,
+    owner: String,
+}
+
+/// The critical section and the release, common to both variants.
+fn hold_and_release(
+    ctx: &RunCtx,
+    con: &mut Connection,
+    me: &Client,
+    t0: Instant,
+    granted: Instant,
+    token: Option<i64>,
+    st: &mut Stats,
+) -> Res<()> {
+    let (id, owner) = (me.id, me.owner.as_str());
+    if ctx.held.swap(true, Ordering::SeqCst) {
+        return Err(format!(
+            "MUTUAL EXCLUSION VIOLATED: {owner} was granted the lock while another client held it"
+        ));
+    }
+    let repeat = ctx.last_owner.swap(id, Ordering::SeqCst) == id;
+    if let Some(t) = token {
+        let prev = ctx.last_token.swap(t, Ordering::SeqCst);
+        if t <= prev {
+            return Err(format!(
+                "FENCING VIOLATED: {owner} got token {t} after token {prev} had been issued"
+            ));
+        }
+    }
+    thread::sleep(HOLD);
+    // Cleared before the release is sent: the next owner may be granted as
+    // soon as the server has processed it.
+    ctx.held.store(false, Ordering::SeqCst);
+    let (what, reply) = match ctx.variant {
+        Variant::Module => (
+            "LOCK.RELEASE",
+            redis::cmd("LOCK.RELEASE")
+                .arg(&ctx.key)
+                .arg(owner)
+                .query::<Value>(con),
+        ),
+        Variant::Polling => (
+            "EVALSHA compare-and-delete",
+            redis::cmd("EVALSHA")
+                .arg(&ctx.sha)
+                .arg(1)
+                .arg(&ctx.key)
+                .arg(owner)
+                .query::<Value>(con),
+        ),
+    };
+    match reply {
+        Ok(Value::Int(1)) => {}
+        Ok(Value::Int(0)) => {
+            return Err(format!(
+                "{what} answered 0: {owner} no longer held the lock it was granted"
+            ))
+        }
+        Ok(v) => return Err(format!("{what} answered {}, expected 1", describe(&v))),
+        Err(e) => return Err(format!("{what} failed: {e}")),
+    }
+    let released = Instant::now();
+    st.hold_ns += released.duration_since(granted).as_nanos();
+    st.holds += 1;
+    if granted <= ctx.deadline {
+        st.grants += 1;
+        st.repeats += u64::from(repeat);
+        st.waits
+            .saturating_record(granted.duration_since(t0).as_micros() as u64);
+    } else {
+        st.late_grants += 1;
+        st.cut(t0, ctx.deadline);
+    }
+    Ok(())
+}
+
+fn client_module(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) -> Res<()> {
+    let me = Client {
+        id,
+        owner: format!("owner-{id}"),
+    };
+    let owner = &me.owner;
+    while !ctx.over() {
+        let t0 = Instant::now();
+        let reply = redis::cmd("LOCK.ACQUIRE")
+            .arg(&ctx.key)
+            .arg(owner)
+            .arg(LEASE_MS)
+            .arg("WAIT")
+            .arg(WAIT_TIMEOUT_MS)
+            .query::<Value>(con);
+        let granted = Instant::now();
+        let token = match reply {
+            Ok(Value::Int(t)) => t,
+            Ok(Value::Nil) => {
+                if t0 < ctx.deadline && granted > ctx.deadline {
+                    st.cut(t0, ctx.deadline);
+                } else {
+                    st.timeouts += 1;
+                }
+                continue;
+            }
+            Ok(v) => {
+                return Err(format!(
+                    "LOCK.ACQUIRE ... WAIT answered {}, expected a token or nil",
+                    describe(&v)
+                ))
+            }
+            Err(e) => return Err(format!("LOCK.ACQUIRE ... WAIT failed: {e}")),
+        };
+        hold_and_release(ctx, con, &me, t0, granted, Some(token), st)?;
+    }
+    Ok(())
+}
+
+fn client_polling(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) -> Res<()> {
+    let me = Client {
+        id,
+        owner: format!("owner-{id}"),
+    };
+    let owner = &me.owner;
+    'outer: while !ctx.over() {
+        let t0 = Instant::now();
+        let granted = loop {
+            if ctx.over() {
+                st.cut(t0, ctx.deadline);
+                break 'outer;
+            }
+            let reply = redis::cmd("SET")
+                .arg(&ctx.key)
+                .arg(owner)
+                .arg("NX")
+                .arg("PX")
+                .arg(LEASE_MS)
+                .query::<Value>(con);
+            match reply {
+                Ok(Value::Okay) => break Instant::now(),
+                Ok(Value::Nil) => thread::sleep(POLL_INTERVAL),
+                Ok(v) => {
+                    return Err(format!(
+                        "SET NX PX answered {}, expected OK or nil",
+                        describe(&v)
+                    ))
+                }
+                Err(e) => return Err(format!("SET NX PX failed: {e}")),
+            }
+        };
+        hold_and_release(ctx, con, &me, t0, granted, None, st)?;
+    }
+    Ok(())
+}
+
+struct RunResult {
+    variant: Variant,
+    clients: usize,
+    seconds: f64,
+    stats: Stats,
+    errors: Vec<String>,
+    /// Why the run did not take place at all.
+    skipped: Option<String>,
+}
+
+fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &str) -> RunResult {
+    let key = format!("bench:contended:{}:{n}", variant.name());
+    let mut result = RunResult {
+        variant,
+        clients: n,
+        seconds,
+        stats: Stats::new(),
+        errors: Vec::new(),
+        skipped: None,
+    };
+    let mut cons = Vec::with_capacity(n);
+    for _ in 0..n {
+        match server.connect() {
+            Ok(c) => cons.push(c),
+            Err(e) => {
+                result.errors.push(e);
+                return result;
+            }
+        }
+    }
+    let start = Instant::now();
+    let ctx = RunCtx {
+        variant,
+        key: key.clone(),
+        sha: sha.to_string(),
+        deadline: start + Duration::from_secs_f64(seconds),
+        stop: AtomicBool::new(false),
+        held: AtomicBool::new(false),
+        last_token: AtomicI64::new(i64::MIN),
+        last_owner: AtomicUsize::new(usize::MAX),
+        errors: Mutex::new(Vec::new()),
+    };
+    let per_client: Vec<Stats> = thread::scope(|s| {
+        let handles: Vec<_> = cons
+            .into_iter()
+            .enumerate()
+            .map(|(id, mut con)| {
+                let ctx = &ctx;
+                s.spawn(move || {
+                    let mut st = Stats::new();
+                    let r = match ctx.variant {
+                        Variant::Module => client_module(ctx, &mut con, id, &mut st),
+                        Variant::Polling => client_polling(ctx, &mut con, id, &mut st),
+                    };
+                    if let Err(e) = r {
+                        ctx.fail(id, e);
+                    }
+                    st
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(st) => st,
+                Err(_) => {
+                    ctx.fail(usize::MAX, "a client thread panicked".into());
+                    Stats::new()
+                }
+            })
+            .collect()
+    });
+    let finished = Instant::now();
+    for st in &per_client {
+        result.stats.merge(st);
+    }
+    // One line per distinct message, naming the clients that hit it.
+    let mut errs = ctx.errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    errs.sort();
+    let mut grouped: Vec<(String, Vec<usize>)> = Vec::new();
+    for (who, msg) in errs {
+        match grouped.iter_mut().find(|(m, _)| *m == msg) {
+            Some((_, whos)) => whos.push(who),
+            None => grouped.push((msg, vec![who])),
+        }
+    }
+    result.errors = grouped
+        .into_iter()
+        .map(|(msg, whos)| {
+            let whos: Vec<String> = whos
+                .iter()
+                .map(|&w| {
+                    if w == usize::MAX {
+                        "?".into()
+                    } else {
+                        w.to_string()
+                    }
+                })
+                .collect();
+            format!("{msg} (client {})", whos.join(", "))
+        })
+        .collect();
+    // Every grant was released: the key must be gone. A leftover holder would
+    // mean the lock was handed to a client that never saw the grant.
+    if result.errors.is_empty() {
+        match server.connect().and_then(|mut c| {
+            redis::cmd("GET")
+                .arg(&key)
+                .query::<Option<String>>(&mut c)
+                .map_err(|e| e.to_string())
+        }) {
+            Ok(None) => {}
+            Ok(Some(holder)) => result.errors.push(format!(
+                "after all clients finished, {key} is still held by {holder:?} \
+                 (granted to a client that never received the grant?)"
+            )),
+            Err(e) => {
+                // A module lock is not a string: GET gives WRONGTYPE.
+                result.errors.push(format!(
+                    "after all clients finished, {key} still exists ({e})"
+                ))
+            }
+        }
+    }
+    if let Ok(mut c) = server.connect() {
+        let _ = redis::cmd("DEL").arg(&key).query::<Value>(&mut c);
+    }
+    let stopped = if finished >= ctx.deadline {
+        format!(
+            "all clients stopped {} ms after the deadline",
+            finished.duration_since(ctx.deadline).as_millis()
+        )
+    } else {
+        format!(
+            "all clients stopped early, {} ms into the run",
+            finished.duration_since(start).as_millis()
+        )
+    };
+    eprintln!(
+        "contended: {:<7} N={:<3} done: {} grants in {:.2} s, {stopped}{}",
+        variant.name(),
+        n,
+        result.stats.grants,
+        seconds,
+        if result.errors.is_empty() {
+            ""
+        } else {
+            " -- ERRORS"
+        }
+    );
+    result
+}
+
+// ---------------------------------------------------------------- preflight
+
+/// Is the module loaded, and does its ACQUIRE support WAIT?
+fn module_check(server: &Server) -> Res<()> {
+    let mut con = server.connect()?;
+    match redis::cmd("LOCK.INFO")
+        .arg("bench:preflight")
+        .query::<Value>(&mut con)
+    {
+        Ok(_) => {}
+        Err(e) => return Err(format!("the module is not loaded: LOCK.INFO failed: {e}")),
+    }
+    let reply = redis::cmd("LOCK.ACQUIRE")
+        .arg("bench:preflight")
+        .arg("preflight")
+        .arg(1000)
+        .arg("WAIT")
+        .arg(100)
+        .query::<Value>(&mut con);
+    match reply {
+        Ok(Value::Int(_)) => {}
+        Ok(v) => {
+            return Err(format!(
+                "LOCK.ACQUIRE on a free key with WAIT answered {}, expected a token",
+                describe(&v)
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "this module build does not support LOCK.ACQUIRE ... WAIT: \
+                 `LOCK.ACQUIRE bench:preflight preflight 1000 WAIT 100` answered: {e}"
+            ))
+        }
+    }
+    match redis::cmd("LOCK.RELEASE")
+        .arg("bench:preflight")
+        .arg("preflight")
+        .query::<Value>(&mut con)
+    {
+        Ok(Value::Int(1)) => Ok(()),
+        Ok(v) => Err(format!(
+            "LOCK.RELEASE of the preflight lock answered {}",
+            describe(&v)
+        )),
+        Err(e) => Err(format!("LOCK.RELEASE of the preflight lock failed: {e}")),
+    }
+}
+
+fn load_script(server: &Server) -> Res<String> {
+    let mut con = server.connect()?;
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(RELEASE_SCRIPT)
+        .query::<String>(&mut con)
+        .map_err(|e| format!("SCRIPT LOAD of the compare-and-delete script failed: {e}"))
+}
+
+// ---------------------------------------------------------------- report
+
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1000.0)
+}
+
+struct Row {
+    grants_per_s: f64,
+    p99_us: u64,
+}
+
+fn report(results: &[RunResult]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ncontended lock: one key, N clients (one connection each), hold {} ms per grant, {:.1} s per run",
+        HOLD.as_millis(),
+        results.first().map(|r| r.seconds).unwrap_or(0.0)
+    );
+    let _ = writeln!(
+        out,
+        "  module : LOCK.ACQUIRE key owner {LEASE_MS} WAIT {WAIT_TIMEOUT_MS}, hold, LOCK.RELEASE"
+    );
+    let _ = writeln!(
+        out,
+        "  polling: SET key owner NX PX {LEASE_MS} (retry after {} ms), hold, EVALSHA compare-and-delete",
+        POLL_INTERVAL.as_millis()
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<8} {:>3} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>11} {:>8} {:>8}",
+        "variant",
+        "N",
+        "grants/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "timeouts",
+        "same",
+        "hold+rel ms",
+        "limit/s",
+        "of limit"
+    );
+    let mut rows: Vec<(Variant, usize, Option<Row>)> = Vec::new();
+    for r in results {
+        if let Some(why) = &r.skipped {
+            let _ = writeln!(
+                out,
+                "{:<8} {:>3}   not run: {why}",
+                r.variant.name(),
+                r.clients
+            );
+            rows.push((r.variant, r.clients, None));
+            continue;
+        }
+        let s = &r.stats;
+        let gps = s.grants as f64 / r.seconds;
+        let (p50, p99, max) = if s.waits.is_empty() {
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        } else {
+            (
+                ms(s.waits.value_at_quantile(0.50)),
+                ms(s.waits.value_at_quantile(0.99)),
+                ms(s.waits.max()),
+            )
+        };
+        let (hold, limit, frac) = if s.holds == 0 {
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        } else {
+            let mean_ms = s.hold_ns as f64 / s.holds as f64 / 1e6;
+            let limit = 1000.0 / mean_ms;
+            (
+                format!("{mean_ms:.3}"),
+                format!("{limit:.0}"),
+                format!("{:.0}%", 100.0 * gps / limit),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:<8} {:>3} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>6} {:>11} {:>8} {:>8}{}",
+            r.variant.name(),
+            r.clients,
+            gps,
+            p50,
+            p99,
+            max,
+            if r.variant == Variant::Module {
+                s.timeouts.to_string()
+            } else {
+                "-".into()
+            },
+            if s.grants > 0 {
+                format!("{:.0}%", 100.0 * s.repeats as f64 / s.grants as f64)
+            } else {
+                "-".into()
+            },
+            hold,
+            limit,
+            frac,
+            if r.errors.is_empty() {
+                ""
+            } else {
+                "  ERRORS (see below)"
+            }
+        );
+        let ok = r.errors.is_empty() && !s.waits.is_empty();
+        rows.push((
+            r.variant,
+            r.clients,
+            ok.then(|| Row {
+                grants_per_s: gps,
+                p99_us: s.waits.value_at_quantile(0.99),
+            }),
+        ));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "ratios  N  grants/s module/polling  p99 wait polling/module"
+    );
+    for &n in &CLIENTS {
+        let get = |v: Variant| {
+            rows.iter()
+                .find(|(rv, rn, _)| *rv == v && *rn == n)
+                .and_then(|(_, _, row)| row.as_ref())
+        };
+        let (g, p) = match (get(Variant::Module), get(Variant::Polling)) {
+            (Some(m), Some(p)) => (
+                if p.grants_per_s > 0.0 {
+                    format!("{:.2}x", m.grants_per_s / p.grants_per_s)
+                } else {
+                    "-".into()
+                },
+                format!("{:.2}x", p.p99_us as f64 / m.p99_us.max(1) as f64),
+            ),
+            _ => ("n/a".into(), "n/a".into()),
+        };
+        let _ = writeln!(out, "       {n:>2}  {g:>23}  {p:>23}");
+    }
+    // Waits the table does not contain.
+    let mut cut = String::new();
+    for r in results.iter().filter(|r| r.skipped.is_none()) {
+        let s = &r.stats;
+        if s.cut_waits > 0 || s.late_grants > 0 {
+            let _ = writeln!(
+                cut,
+                "  {:<7} N={:<3} {} wait(s) still open at the deadline (longest {} ms so far), {} grant(s) after it",
+                r.variant.name(),
+                r.clients,
+                s.cut_waits,
+                ms(s.cut_wait_max_us),
+                s.late_grants
+            );
+        }
+    }
+    if !cut.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nwaits cut off by the deadline (not in the percentiles, nor in grants/s):"
+        );
+        out.push_str(&cut);
+    }
+    let _ = write!(
+        out,
+        "
+How to read it:
+- wait = from sending the acquire (the first SET NX for polling) until holding the lock.
+  grants/s = grants received before the deadline / run time. p50/p99/max are over those
+  grants' waits; waits still open at the deadline are listed separately (if any).
+- timeouts = WAIT answered nil after {WAIT_TIMEOUT_MS} ms: failed acquisitions, should be 0.
+- same = share of grants that went to the client that had the previous grant. With FIFO
+  handoff it is ~0%: the releaser queues behind the others. With polling the releaser
+  retries at once while everybody else sleeps, so it often wins again: that is what a
+  polling p50 of ~0 ms means, and it is why polling's grants/s stays close to the limit
+  while its p99/max (the clients that keep losing) explode.
+- hold+rel ms = mean time from receiving a grant until the release was answered (the
+  {} ms sleep, its overshoot, one round trip). limit/s = 1000 / that: what one key could
+  give if the next owner started exactly when the release reply arrived. 'of limit' =
+  grants/s / limit/s. The module can pass 100%: it grants the next waiter while the
+  releaser's reply is still on its way back.
+- With N clients always waiting, mean wait ~ N / grants/s - hold (Little's law). FIFO
+  keeps p50, p99 and max all close to N holds; compare the p99 column, and the ratios.
+- The server and all clients share two noisy cores: trust ratios more than absolute
+  numbers, and re-run before reading much into a difference of a few percent.
+",
+        HOLD.as_millis()
+    );
+    out
+}
+
+// ---------------------------------------------------------------- main
+
+fn run() -> Res<bool> {
+    let seconds = bench_seconds()?;
+    let module = module_path()?;
+    eprintln!("contended: module {}", module.display());
+    let server = Server::start(&module)?;
+    eprintln!(
+        "contended: redis-server pid {} on 127.0.0.1:{}",
+        server.pid, server.port
+    );
+    let module_ok = module_check(&server);
+    if let Err(e) = &module_ok {
+        eprintln!("contended: module variant cannot run: {e}");
+    }
+    let sha = load_script(&server)?;
+
+    let mut results = Vec::new();
+    for &n in &CLIENTS {
+        for variant in [Variant::Module, Variant::Polling] {
+            if variant == Variant::Module {
+                if let Err(e) = &module_ok {
+                    results.push(RunResult {
+                        variant,
+                        clients: n,
+                        seconds,
+                        stats: Stats::new(),
+                        errors: vec![e.clone()],
+                        skipped: Some("module check failed (see errors)".into()),
+                    });
+                    continue;
+                }
+            }
+            eprintln!(
+                "contended: {:<7} N={:<3} running for {seconds:.1} s ...",
+                variant.name(),
+                n
+            );
+            results.push(run_one(&server, variant, n, seconds, &sha));
+        }
+    }
+
+    print!("{}", report(&results));
+
+    let mut ok = true;
+    let mut seen = std::collections::HashSet::new();
+    for r in &results {
+        if r.errors.is_empty() {
+            continue;
+        }
+        ok = false;
+        eprintln!("contended: ERROR in {} N={}:", r.variant.name(), r.clients);
+        for e in r.errors.iter().take(5) {
+            if seen.insert(e.clone()) {
+                eprintln!("  {e}");
+            } else {
+                eprintln!("  (same as above)");
+            }
+        }
+    }
+    // The server log helps with errors that happened during a run.
+    if results
+        .iter()
+        .any(|r| r.skipped.is_none() && !r.errors.is_empty())
+    {
+        let tail = server.log_tail(10);
+        if !tail.is_empty() {
+            eprintln!("--- redis-server log tail ---\n{tail}");
+        }
+    }
+    Ok(ok)
+    // `server` dropped here: redis-server killed by PID.
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("contended: FAILED (see errors above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("contended: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
