@@ -12,7 +12,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	cargo build --release
+	cargo build --release --workspace
 
 $(MODULE): build
 
@@ -23,7 +23,7 @@ run: build
 	redis-server redis.conf
 
 test: build
-	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --no-fail-fast
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
 # contended waiting against the polling loop (benches/contended.rs).

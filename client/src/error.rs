@@ -1,0 +1,39 @@
+//! Typed errors. Each names every instance's outcome, so an operator sees
+//! which server answered what.
+
+use std::fmt;
+
+use crate::transport::InstanceOutcome;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No quorum granted the lock within the attempts allowed.
+    #[error("lock {resource:?} not acquired after {attempts} attempt(s): {}", Outcomes(.outcomes))]
+    NotAcquired { resource: String, attempts: u32, outcomes: Vec<InstanceOutcome> },
+    /// An extension did not reach a quorum in time: the lock is lost.
+    #[error("lock {resource:?} lost: extension reached no quorum: {}", Outcomes(.outcomes))]
+    QuorumLost { resource: String, outcomes: Vec<InstanceOutcome> },
+    /// The validity of the lock ran out before the operation.
+    #[error("lock {resource:?} already expired")]
+    Expired { resource: String },
+    /// A server answered in a way that no retry can fix.
+    #[error("{server}: {message}")]
+    Server { server: String, message: String },
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+/// Renders outcomes as `127.0.0.1:7001 granted (token 42), 127.0.0.1:7002 timeout, ...`.
+pub struct Outcomes<'a>(pub &'a [InstanceOutcome]);
+
+impl fmt::Display for Outcomes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, o) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{o}")?;
+        }
+        Ok(())
+    }
+}

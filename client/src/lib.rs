@@ -1,0 +1,21 @@
+//! redlock: the Redlock algorithm across independent Redis instances that
+//! run the redislock module (or, in script mode, plain Redis).
+//!
+//! - `quorum`: quorum, drift, validity and token arithmetic (no I/O)
+//! - `transport`: one reconnecting connection per server, with timeouts
+//! - `redlock`: acquire, extend, release, status; reentrancy
+//! - `guard`: automatic extension and the lost-lock signal
+//! - `settings`, `error`
+
+pub mod error;
+pub mod guard;
+pub mod quorum;
+pub mod redlock;
+pub mod settings;
+pub mod transport;
+
+pub use error::Error;
+pub use guard::LockGuard;
+pub use redlock::{Lock, Redlock, Released};
+pub use settings::{Mode, Settings};
+pub use transport::{InstanceOutcome, InstanceStatus, Outcome};

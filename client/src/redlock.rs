@@ -1,0 +1,369 @@
+//! The Redlock algorithm over N independent instances.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use rand::Rng;
+
+use crate::error::Error;
+use crate::guard::LockGuard;
+use crate::quorum;
+use crate::settings::{Mode, Settings};
+use crate::transport::{Instance, InstanceOutcome, InstanceStatus, Outcome};
+
+/// A lock held on a quorum.
+#[derive(Clone, Debug)]
+pub struct Lock {
+    pub resource: String,
+    /// The random owner value of this acquisition.
+    pub owner: String,
+    /// The fencing token (module mode): larger than every earlier holder's.
+    pub token: Option<i64>,
+    /// How long the lock is safe to use, from `acquired_at`.
+    pub validity: Duration,
+    pub acquired_at: Instant,
+    pub ttl: Duration,
+    /// Each instance's answer to the acquisition (after any write-back).
+    pub instances: Vec<InstanceOutcome>,
+    /// Instances whose smaller token was raised to `token` (FENCE).
+    pub fenced: usize,
+}
+
+impl Lock {
+    /// Validity left now; zero once it ran out.
+    pub fn remaining(&self) -> Duration {
+        self.validity.saturating_sub(self.acquired_at.elapsed())
+    }
+}
+
+struct Held {
+    lock: Lock,
+    count: usize,
+}
+
+pub(crate) struct Inner {
+    pub(crate) instances: Vec<Instance>,
+    pub(crate) settings: Settings,
+    quorum: usize,
+    /// Locks this handle holds, for reentrancy.
+    held: StdMutex<HashMap<String, Held>>,
+}
+
+/// A Redlock client. Cheap to clone; clones share connections and the
+/// reentrancy table.
+#[derive(Clone)]
+pub struct Redlock {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// The result of a release.
+#[derive(Clone, Debug)]
+pub struct Released {
+    /// Instances that released the lock.
+    pub released: usize,
+    /// Holds still open on this handle (reentrancy); 0 when released.
+    pub remaining_holds: usize,
+    pub instances: Vec<InstanceOutcome>,
+}
+
+fn new_owner() -> String {
+    let mut bytes = [0u8; 20];
+    rand::rng().fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Redlock {
+    /// A client for the servers at `urls` (`redis://host:port`). Connections
+    /// are made on first use and remade after a server comes back.
+    pub fn new<S: AsRef<str>>(urls: &[S], settings: Settings) -> Result<Redlock, Error> {
+        if urls.is_empty() {
+            return Err(Error::Config("no servers given".into()));
+        }
+        let instances = urls
+            .iter()
+            .map(|u| Instance::new(u.as_ref(), &settings).map_err(|e| Error::Config(format!("{}: {e}", u.as_ref()))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let quorum = settings.quorum.unwrap_or_else(|| quorum::majority(instances.len()));
+        if quorum == 0 || quorum > instances.len() {
+            return Err(Error::Config(format!("quorum {quorum} impossible with {} servers", instances.len())));
+        }
+        let (lo, hi) = settings.retry_delay;
+        if lo > hi {
+            return Err(Error::Config("retry delay range is reversed".into()));
+        }
+        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, held: StdMutex::new(HashMap::new()) }) })
+    }
+
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum
+    }
+
+    pub fn servers(&self) -> Vec<String> {
+        self.inner.instances.iter().map(|i| i.name.clone()).collect()
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// Takes `resource` for `ttl`, retrying as configured.
+    pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.lock_until(resource, ttl, None).await
+    }
+
+    /// One attempt, no retry.
+    pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        if let Some(lock) = self.reenter(resource) {
+            return Ok(lock);
+        }
+        let lock = self.attempt(resource, ttl).await.map_err(|outcomes| not_acquired(resource, 1, outcomes))??;
+        self.remember(&lock);
+        Ok(lock)
+    }
+
+    /// Takes `resource`, retrying until it is granted, the retries are used
+    /// up, or (with `deadline`) the deadline passes, whichever comes first.
+    /// With a deadline the retry count does not limit the attempts.
+    pub async fn lock_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
+        if let Some(lock) = self.reenter(resource) {
+            return Ok(lock);
+        }
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let outcomes = match self.attempt(resource, ttl).await {
+                Ok(Ok(lock)) => {
+                    self.remember(&lock);
+                    return Ok(lock);
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(outcomes) => outcomes,
+            };
+            let (lo, hi) = self.inner.settings.retry_delay;
+            let delay = if hi > lo { rand::rng().random_range(lo..=hi) } else { lo };
+            let out_of_time = match deadline {
+                Some(d) => Instant::now() + delay >= d,
+                None => attempts > self.inner.settings.retry_count,
+            };
+            if out_of_time {
+                return Err(not_acquired(resource, attempts, outcomes));
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One Redlock round. `Err(outcomes)` when not granted (and nothing is
+    /// left behind); `Ok(Err(_))` for errors no retry can fix.
+    async fn attempt(&self, resource: &str, ttl: Duration) -> Result<Result<Lock, Error>, Vec<InstanceOutcome>> {
+        let owner = new_owner();
+        let started = Instant::now();
+        let instances = &self.inner.instances;
+        let mut outcomes = join_all(instances.iter().map(|i| i.acquire(resource, &owner, ttl, None))).await;
+        if let Some(missing) = outcomes.iter().find(|o| o.outcome == Outcome::ModuleMissing) {
+            self.release_everywhere(resource, &owner).await;
+            return Ok(Err(module_missing(&missing.server)));
+        }
+        let granted: Vec<(usize, Option<i64>)> = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| match o.outcome {
+                Outcome::Granted { token } => Some((i, token)),
+                _ => None,
+            })
+            .collect();
+        if granted.len() < self.inner.quorum {
+            self.release_everywhere(resource, &owner).await;
+            return Err(outcomes);
+        }
+        let (token, fenced) = match self.inner.settings.mode {
+            Mode::Script => (None, 0),
+            Mode::Module => match self.reconcile(resource, &owner, ttl, &granted, &mut outcomes).await {
+                Some((token, fenced)) => (Some(token), fenced),
+                None => {
+                    self.release_everywhere(resource, &owner).await;
+                    return Err(outcomes);
+                }
+            },
+        };
+        let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
+        let Some(validity) = quorum::validity(ttl, started.elapsed(), drift) else {
+            self.release_everywhere(resource, &owner).await;
+            return Err(outcomes);
+        };
+        Ok(Ok(Lock {
+            resource: resource.to_string(),
+            owner,
+            token,
+            validity,
+            acquired_at: started,
+            ttl,
+            instances: outcomes,
+            fenced,
+        }))
+    }
+
+    /// Raises the granting instances that issued smaller tokens to the
+    /// largest one (see `quorum::reconcile` for why). Returns the token and
+    /// how many were raised, or `None` when fewer than a quorum agree.
+    async fn reconcile(
+        &self,
+        resource: &str,
+        owner: &str,
+        ttl: Duration,
+        granted: &[(usize, Option<i64>)],
+        outcomes: &mut [InstanceOutcome],
+    ) -> Option<(i64, usize)> {
+        let tokens: Vec<i64> = granted.iter().filter_map(|(_, t)| *t).collect();
+        let plan = quorum::reconcile(&tokens)?;
+        let behind: Vec<usize> = plan.behind.iter().filter_map(|&g| granted.get(g).map(|(i, _)| *i)).collect();
+        let raised = join_all(behind.iter().filter_map(|&i| {
+            let instance = self.inner.instances.get(i)?;
+            Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token)).await) })
+        }))
+        .await;
+        let mut fenced = 0;
+        for (i, outcome) in raised {
+            if outcome.outcome == (Outcome::Granted { token: Some(plan.token) }) {
+                fenced += 1;
+            }
+            if let Some(slot) = outcomes.get_mut(i) {
+                *slot = outcome;
+            }
+        }
+        let agreeing = outcomes.iter().filter(|o| o.outcome == Outcome::Granted { token: Some(plan.token) }).count();
+        (agreeing >= self.inner.quorum).then_some((plan.token, fenced))
+    }
+
+    /// Releases on every instance, including those that did not answer.
+    async fn release_everywhere(&self, resource: &str, owner: &str) -> Vec<InstanceOutcome> {
+        join_all(self.inner.instances.iter().map(|i| i.release(resource, owner))).await
+    }
+
+    /// Makes the lease `ttl` from now on a quorum, within the validity
+    /// left; returns the lock with its new validity.
+    pub async fn extend(&self, lock: &Lock, ttl: Duration) -> Result<Lock, Error> {
+        if lock.remaining().is_zero() {
+            return Err(Error::Expired { resource: lock.resource.clone() });
+        }
+        let started = Instant::now();
+        let outcomes =
+            join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))).await;
+        let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
+        let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
+        let validity = quorum::validity(ttl, started.elapsed(), drift);
+        match validity {
+            Some(validity) if extended >= self.inner.quorum && !lock.remaining().is_zero() => {
+                let extended_lock =
+                    Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() };
+                self.update_held(&extended_lock);
+                Ok(extended_lock)
+            }
+            _ => Err(Error::QuorumLost { resource: lock.resource.clone(), outcomes }),
+        }
+    }
+
+    /// Releases `lock` (for a lock taken twice through this handle, the
+    /// second release is the one that reaches the servers).
+    pub async fn release(&self, lock: &Lock) -> Result<Released, Error> {
+        let remaining_holds = self.forget(lock);
+        if remaining_holds > 0 {
+            return Ok(Released { released: 0, remaining_holds, instances: Vec::new() });
+        }
+        self.release_owner(&lock.resource, &lock.owner).await
+    }
+
+    /// Releases `resource` held by `owner` on every instance (no
+    /// reentrancy bookkeeping: for locks taken elsewhere).
+    pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
+        let instances = self.release_everywhere(resource, owner).await;
+        if let Some(missing) = instances.iter().find(|o| o.outcome == Outcome::ModuleMissing) {
+            return Err(module_missing(&missing.server));
+        }
+        let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
+        Ok(Released { released, remaining_holds: 0, instances })
+    }
+
+    /// Extends `resource` held by `owner` (for locks taken elsewhere).
+    pub async fn extend_owner(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock, Error> {
+        let lock = Lock {
+            resource: resource.to_string(),
+            owner: owner.to_string(),
+            token: None,
+            validity: ttl,
+            acquired_at: Instant::now(),
+            ttl,
+            instances: Vec::new(),
+            fenced: 0,
+        };
+        self.extend(&lock, ttl).await
+    }
+
+    /// Each instance's view of `resource`.
+    pub async fn status(&self, resource: &str) -> Vec<InstanceStatus> {
+        join_all(self.inner.instances.iter().map(|i| i.status(resource))).await
+    }
+
+    /// Takes `resource` and keeps it: extends it before the lease runs out
+    /// and signals when it is lost. Dropping the guard releases the lock.
+    pub async fn guard(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
+        let lock = self.lock_until(resource, ttl, deadline).await?;
+        Ok(LockGuard::start(self.clone(), lock))
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.inner.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A lock this handle already holds on `resource`, still valid.
+    fn reenter(&self, resource: &str) -> Option<Lock> {
+        let mut held = self.held();
+        let entry = held.get_mut(resource)?;
+        if entry.lock.remaining().is_zero() {
+            held.remove(resource);
+            return None;
+        }
+        entry.count += 1;
+        Some(entry.lock.clone())
+    }
+
+    fn remember(&self, lock: &Lock) {
+        self.held().insert(lock.resource.clone(), Held { lock: lock.clone(), count: 1 });
+    }
+
+    fn update_held(&self, lock: &Lock) {
+        if let Some(entry) = self.held().get_mut(&lock.resource) {
+            if entry.lock.owner == lock.owner {
+                entry.lock = lock.clone();
+            }
+        }
+    }
+
+    /// Drops one hold of `lock`; returns the holds left.
+    fn forget(&self, lock: &Lock) -> usize {
+        let mut held = self.held();
+        match held.get_mut(&lock.resource) {
+            Some(entry) if entry.lock.owner == lock.owner && entry.count > 1 => {
+                entry.count -= 1;
+                entry.count
+            }
+            Some(entry) if entry.lock.owner == lock.owner => {
+                held.remove(&lock.resource);
+                0
+            }
+            _ => 0,
+        }
+    }
+}
+
+fn not_acquired(resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
+    Error::NotAcquired { resource: resource.to_string(), attempts, outcomes }
+}
+
+fn module_missing(server: &str) -> Error {
+    Error::Server {
+        server: server.to_string(),
+        message: format!("LOCK.ACQUIRE unknown: is the redislock module loaded on {server}? (script mode serves plain Redis)"),
+    }
+}
