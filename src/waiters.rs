@@ -44,6 +44,8 @@ struct Waiter {
     owner: HeldString,
     ttl_ms: i64,
     fence: Token,
+    /// The module timer that ends the wait (`WAIT 0`: none).
+    deadline: Option<raw::RedisModuleTimerID>,
 }
 
 struct Timer {
@@ -70,8 +72,6 @@ struct Registry {
     queues: HashMap<c_int, HashMap<Box<[u8]>, Queue>>,
     /// Blocked client → the queue it waits in.
     clients: HashMap<usize, (c_int, Box<[u8]>)>,
-    /// Clients granted a lock whose reply Redis has not sent yet.
-    granted: HashMap<usize, Token>,
     timer_generation: u64,
 }
 
@@ -115,13 +115,15 @@ impl Registry {
         Ok(())
     }
 
-    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(c_int, Box<[u8]>)> {
+    /// Takes a client out of its queue; also returns the queue's timer to
+    /// stop when nobody is left in it.
+    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Option<Timer>)> {
         let (db, key) = self.clients.remove(&(client as usize))?;
         let queue = self.queue_mut(db, &key)?;
         let position = queue.waiters.iter().position(|w| w.client == client)?;
-        queue.waiters.remove(position);
+        let waiter = queue.waiters.remove(position)?;
         WAITING.fetch_sub(1, Ordering::Relaxed);
-        Some((db, key))
+        Some((waiter, self.drop_if_empty(db, &key)))
     }
 
     /// Drops the queue when nobody waits in it; returns its timer to stop.
@@ -141,14 +143,9 @@ impl Registry {
 /// How a wait ended, handed to the blocked client's reply callback.
 enum Outcome {
     Token(Token),
+    TimedOut,
     WrongType,
     Error(&'static CStr),
-}
-
-/// The privdata of an unblocked client.
-struct Unblocked {
-    client: *mut RedisModuleBlockedClient,
-    outcome: Outcome,
 }
 
 /// True when someone waits for `key` in `db`. Free when nobody waits.
@@ -166,21 +163,29 @@ pub fn waiter_count(db: c_int, key: &[u8]) -> usize {
 
 /// Blocks the calling client at the tail of `key`'s queue; `held` is the
 /// open key, held by someone else.
+///
+/// The wait's timeout is a module timer, not Redis's: every way a wait
+/// ends (grant, timeout, error) is then decided here, once, and answered
+/// through `on_reply`. With Redis's timeout, a grant and the timeout
+/// falling in the same event-loop turn left the client with no reply at
+/// all on Redis 7.0 (it skips both callbacks once a client is unblocked).
+/// For the same reason there is no timeout callback, so CLIENT UNBLOCK
+/// does not apply to lock waiters (CLIENT KILL does).
 pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, timeout_ms: i64) -> c_int {
-    let client = rm!(RedisModule_BlockClient(
-        ctx.raw(),
-        Some(on_reply),
-        Some(on_timeout),
-        Some(free_outcome),
-        timeout_ms,
-    ) else ptr::null_mut());
+    let client = rm!(RedisModule_BlockClient(ctx.raw(), Some(on_reply), None, Some(free_outcome), 0) else ptr::null_mut());
     if client.is_null() {
         return ctx.reply_error(c"ERR could not block the client");
     }
     rm!(RedisModule_SetDisconnectCallback(client, Some(on_disconnect)) else ());
     let db = ctx.selected_db();
     let (key_held, owner_held) = (key.hold(), owner.hold());
-    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence };
+    // Beyond a year is forever; it also keeps Redis's timer arithmetic
+    // (microseconds) from overflowing.
+    let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT).then(|| {
+        let data = Box::into_raw(Box::new(client as usize));
+        rm!(RedisModule_CreateTimer(timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
+    });
+    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, deadline };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
@@ -192,6 +197,9 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
         WAITING.fetch_add(1, Ordering::Relaxed);
     });
     if queued.is_none() {
+        if let Some(id) = deadline {
+            stop_wait_timer(id);
+        }
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
         return api_ok();
     }
@@ -251,19 +259,43 @@ fn next_check(key: &Key) -> i64 {
     key.deadline_ms().map_or(poll, |deadline| deadline.saturating_add(1).min(poll))
 }
 
+/// Ends a wait that is out of the registry: its timer goes, its answer is
+/// handed to Redis.
 fn unblock_waiter(waiter: Waiter, outcome: Outcome) {
+    if let Some(id) = waiter.deadline {
+        stop_wait_timer(id);
+    }
     unblock(waiter.client, outcome);
 }
 
 fn unblock(client: *mut RedisModuleBlockedClient, outcome: Outcome) {
-    if let Outcome::Token(token) = outcome {
-        with_registry(|r| r.granted.insert(client as usize, token));
-    }
-    let data = Box::into_raw(Box::new(Unblocked { client, outcome }));
+    let data = Box::into_raw(Box::new(outcome));
     if rm!(RedisModule_UnblockClient(client, data.cast()) else crate::api::ERR) != crate::api::OK {
         // SAFETY: Redis did not take the outcome.
         drop(unsafe { Box::from_raw(data) });
-        with_registry(|r| r.granted.remove(&(client as usize)));
+    }
+}
+
+fn stop_wait_timer(id: raw::RedisModuleTimerID) {
+    let mut data: *mut c_void = ptr::null_mut();
+    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
+        // SAFETY: a wait timer's data is a boxed client address.
+        drop(unsafe { Box::from_raw(data.cast::<usize>()) });
+    }
+}
+
+/// A wait's timeout passed: leave the queue, answer nil.
+unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    let client = *Box::from_raw(data.cast::<usize>()) as *mut RedisModuleBlockedClient;
+    if let Some(Some((_waiter, stopped))) = with_registry(|r| r.remove_client(client)) {
+        if let Some(timer) = stopped {
+            stop_timer(timer.id);
+        }
+        // This timer is the one firing: nothing to stop for the waiter.
+        unblock(client, Outcome::TimedOut);
     }
 }
 
@@ -355,55 +387,32 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::Re
 unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
     let ctx = Ctx::new(raw_ctx);
     let data = rm!(RedisModule_GetBlockedClientPrivateData(raw_ctx) else ptr::null_mut());
-    match data.cast::<Unblocked>().as_ref().map(|u| &u.outcome) {
+    match data.cast::<Outcome>().as_ref() {
         Some(Outcome::Token(token)) => ctx.reply_integer(*token),
         Some(Outcome::WrongType) => ctx.reply_error(crate::commands::WRONGTYPE),
         Some(Outcome::Error(msg)) => ctx.reply_error(msg),
-        None => ctx.reply_null(),
+        Some(Outcome::TimedOut) | None => ctx.reply_null(),
     }
 }
 
-/// The wait timed out (or CLIENT UNBLOCK): leave the queue, reply nil.
-unsafe extern "C" fn on_timeout(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let ctx = Ctx::new(raw_ctx);
-    let client = rm!(RedisModule_GetBlockedClientHandle(raw_ctx) else ptr::null_mut());
-    if leave(client) {
-        return ctx.reply_null();
-    }
-    // Granted in this same event-loop turn, before its reply went out: the
-    // lock is this client's, so say so (Redis will not call on_reply now).
-    match with_registry(|r| r.granted.get(&(client as usize)).copied()).flatten() {
-        Some(token) => ctx.reply_integer(token),
-        None => ctx.reply_null(),
-    }
-}
-
+/// The waiter's connection went away (or Redis unblocked it, e.g. on
+/// becoming a replica): leave the queue and free Redis's handle (a client
+/// blocked with RM_BlockClient is freed only by RM_UnblockClient).
 unsafe extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
-    leave(client);
-}
-
-/// Takes a waiting client out of its queue and releases Redis's handle
-/// (a client blocked with RM_BlockClient is freed only by RM_UnblockClient,
-/// also after a timeout or a disconnect). False when the client was not
-/// waiting any more (already granted).
-fn leave(client: *mut RedisModuleBlockedClient) -> bool {
-    let Some(Some((stopped, ()))) = with_registry(|r| {
-        let (db, key) = r.remove_client(client)?;
-        Some((r.drop_if_empty(db, &key), ()))
-    }) else {
-        return false;
-    };
-    if let Some(timer) = stopped {
-        stop_timer(timer.id);
+    if let Some(Some((waiter, stopped))) = with_registry(|r| r.remove_client(client)) {
+        if let Some(timer) = stopped {
+            stop_timer(timer.id);
+        }
+        if let Some(id) = waiter.deadline {
+            stop_wait_timer(id);
+        }
+        rm!(RedisModule_UnblockClient(client, ptr::null_mut()) else crate::api::ERR);
     }
-    rm!(RedisModule_UnblockClient(client, ptr::null_mut()) else crate::api::ERR);
-    true
 }
 
 unsafe extern "C" fn free_outcome(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
-        let unblocked = Box::from_raw(data.cast::<Unblocked>());
-        with_registry(|r| r.granted.remove(&(unblocked.client as usize)));
+        drop(Box::from_raw(data.cast::<Outcome>()));
     }
 }
 

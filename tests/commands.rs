@@ -318,7 +318,11 @@ fn info_missing_resp2_resp3_and_persist() {
             let p = int_of(&items[5], "pttl");
             assert!(p > 0 && p <= 100_000, "pttl {p}");
             assert_eq!(items[6], Value::BulkString(b"waiters".to_vec()));
-            assert_eq!(items[7], Value::Int(0), "waiters must be 0 with nobody waiting");
+            assert_eq!(
+                items[7],
+                Value::Int(0),
+                "waiters must be 0 with nobody waiting"
+            );
         }
         other => panic!("RESP2 LOCK.INFO must be a flat array, got {other:?}"),
     }
@@ -444,10 +448,22 @@ fn wrongtype_on_list_string_is_a_plain_lock() {
     }
     // A plain string is a lock held by its value (docs: plain-string
     // locks); another owner is refused and nothing changes.
-    assert_eq!(acquire(&mut c, b"str", b"o", 1000), None, "ACQUIRE str by another owner");
+    assert_eq!(
+        acquire(&mut c, b"str", b"o", 1000),
+        None,
+        "ACQUIRE str by another owner"
+    );
     assert_eq!(acquire_fence(&mut c, b"str", b"o", 1000, 5), None);
-    assert_eq!(release(&mut c, b"str", b"o"), 0, "RELEASE str by another owner");
-    assert_eq!(extend(&mut c, b"str", b"o", 1000), 0, "EXTEND str by another owner");
+    assert_eq!(
+        release(&mut c, b"str", b"o"),
+        0,
+        "RELEASE str by another owner"
+    );
+    assert_eq!(
+        extend(&mut c, b"str", b"o", 1000),
+        0,
+        "EXTEND str by another owner"
+    );
     let i = info_any(&mut c, b"str").expect("LOCK.INFO of a plain string");
     assert_eq!(i.owner, b"value");
     assert_eq!(i.token, None, "plain-string lock has no token");

@@ -97,9 +97,10 @@ fn is_documented_error(name: &str, nargs: usize, e: &str) -> bool {
 
 /// A valid `WAIT n` in the barrage can block the connection (up to forever
 /// with `WAIT 0`) when another owner holds the key. This watchdog, on its
-/// own connection, unblocks the barrage client whenever it is blocked
-/// (CLIENT UNBLOCK: the waiter gets nil, a legitimate reply) and counts how
-/// often that happened.
+/// own connection, releases `k` for whoever holds it whenever the barrage
+/// client is blocked (the waiter is then granted: a legitimate reply) and
+/// counts how often that happened. (CLIENT UNBLOCK does not apply to lock
+/// waiters.)
 struct Unblocker {
     stop: Arc<AtomicBool>,
     unblocked: Arc<AtomicUsize>,
@@ -107,7 +108,7 @@ struct Unblocker {
 }
 
 impl Unblocker {
-    fn start(s: &Server, victim_id: i64) -> Unblocker {
+    fn start(s: &Server) -> Unblocker {
         let stop = Arc::new(AtomicBool::new(false));
         let unblocked = Arc::new(AtomicUsize::new(0));
         let mut w = s.conn();
@@ -115,11 +116,10 @@ impl Unblocker {
         let handle = thread::spawn(move || {
             while !st.load(Ordering::Relaxed) {
                 if blocked_clients(&mut w) > 0 {
-                    let n = int_of(
-                        &ok_cmd(&mut w, cmd("CLIENT").arg("UNBLOCK").arg(victim_id)),
-                        "CLIENT UNBLOCK",
-                    );
-                    un.fetch_add(n as usize, Ordering::Relaxed);
+                    if let Some(holder) = info_any(&mut w, b"k") {
+                        let n = release(&mut w, b"k", &holder.owner);
+                        un.fetch_add(n as usize, Ordering::Relaxed);
+                    }
                 } else {
                     thread::sleep(Duration::from_millis(2));
                 }
@@ -151,7 +151,11 @@ impl Drop for Unblocker {
 fn malformed_barrage_never_drops_the_connection() {
     let mut s = Server::start();
     let mut c = s.conn();
-    let unblocker = Unblocker::start(&s, client_id(&mut c));
+    let unblocker = Unblocker::start(&s);
+    // `k` held by `owner` for the whole barrage, so that WAITs by others block.
+    let mut granted_keys: HashSet<Vec<u8>> = HashSet::new();
+    grant(&mut c, "k", "owner", 3_600_000);
+    granted_keys.insert(b"k".to_vec());
     let values = nasty_values();
     let names = [
         "LOCK.ACQUIRE",
@@ -170,7 +174,6 @@ fn malformed_barrage_never_drops_the_connection() {
         }
     };
     let mut rng = Lcg(0x5eed_1234_abcd_0001);
-    let mut granted_keys: HashSet<Vec<u8>> = HashSet::new();
     let mut sent = 0usize;
     let mut problems: Vec<String> = Vec::new();
     for round in 0..8 {
@@ -183,6 +186,15 @@ fn malformed_barrage_never_drops_the_connection() {
                 // legitimate reply paths are exercised amid the garbage.
                 if rng.below(3) == 0 {
                     for (a, v) in args.iter_mut().zip(valid_prefix(name)) {
+                        *a = v.to_vec();
+                    }
+                } else if name == "LOCK.ACQUIRE" && rng.below(2) == 0 {
+                    // Another owner WAITing on `k` (held by `owner` unless a
+                    // valid RELEASE freed it): blocking amid the garbage; the
+                    // Unblocker releases `k` so that the waiter is granted.
+                    let timeout: &[u8] = [&b"0"[..], b"100", b"1000"][rng.below(3)];
+                    let wait: [&[u8]; 5] = [b"k", b"other", b"1000", b"WAIT", timeout];
+                    for (a, v) in args.iter_mut().zip(wait) {
                         *a = v.to_vec();
                     }
                 }

@@ -412,8 +412,13 @@ impl Server {
     /// same port, dir and redis-server args but these module args.
     pub fn restart_with_module_args(&mut self, module_args: &[&str]) {
         self.stop();
-        self.module_args = module_args.iter().map(|s| s.to_string()).collect();
+        self.set_module_args(module_args);
         self.start_again();
+    }
+
+    /// Module args for the next `start_again` / `restart`.
+    pub fn set_module_args(&mut self, module_args: &[&str]) {
+        self.module_args = module_args.iter().map(|s| s.to_string()).collect();
     }
 
     /// Start a stopped (or killed) server again on the same port, dir, args.
@@ -636,7 +641,11 @@ pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
             assert_eq!(bulk(&items[0], "LOCK.INFO field 0"), b"owner", "{items:?}");
             assert_eq!(bulk(&items[2], "LOCK.INFO field 2"), b"token", "{items:?}");
             assert_eq!(bulk(&items[4], "LOCK.INFO field 4"), b"pttl", "{items:?}");
-            assert_eq!(bulk(&items[6], "LOCK.INFO field 6"), b"waiters", "{items:?}");
+            assert_eq!(
+                bulk(&items[6], "LOCK.INFO field 6"),
+                b"waiters",
+                "{items:?}"
+            );
             match &items[1] {
                 Value::BulkString(_) => {}
                 other => panic!("LOCK.INFO owner must be a bulk string, got {other:?}"),
@@ -763,6 +772,17 @@ pub fn recv_reply(con: &mut Connection, what: &str) -> Result<Value, String> {
         Ok(v) => Ok(v),
         Err(e) if e.code().is_some() && !e.is_io_error() => Err(err_text(&e)),
         Err(e) => panic!("no reply to {what}: {e} ({e:?})"),
+    }
+}
+
+/// Like `recv_reply`, but `None` when no reply arrives (read timeout or
+/// another I/O error) instead of panicking.
+pub fn try_recv_reply(con: &mut Connection) -> Option<Result<Value, String>> {
+    match con.recv_response() {
+        Ok(Value::ServerError(e)) => Some(Err(server_err_text(&e))),
+        Ok(v) => Some(Ok(v)),
+        Err(e) if e.code().is_some() && !e.is_io_error() => Some(Err(err_text(&e))),
+        Err(_) => None,
     }
 }
 
