@@ -120,26 +120,45 @@ impl Instance {
         }
     }
 
-    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, CallError> {
-        let mut conn = self.connection().await?;
-        match tokio::time::timeout(self.request_timeout, cmd.query_async::<T>(&mut conn)).await {
-            Err(_) => Err(CallError::Timeout),
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(classify(e)),
+    /// Runs a request within the request timeout. A connection that died
+    /// while idle (a server restarted between two requests) only shows it
+    /// on use; the request is then sent once more on the reconnected
+    /// connection, within the same timeout. Every request here is
+    /// idempotent (an acquire repeats with the same owner).
+    async fn request<T, F, Fut>(&self, send: F) -> Result<T, CallError>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut retried = false;
+        loop {
+            let conn = match tokio::time::timeout_at(deadline, self.connection()).await {
+                Err(_) => return Err(CallError::Timeout),
+                Ok(conn) => conn?,
+            };
+            match tokio::time::timeout_at(deadline, send(conn)).await {
+                Err(_) => return Err(CallError::Timeout),
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if !retried && (e.is_connection_dropped() || e.is_io_error()) => retried = true,
+                Ok(Err(e)) => return Err(classify(e)),
+            }
         }
     }
 
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, CallError> {
+        self.request(|mut conn| async move { cmd.query_async::<T>(&mut conn).await }).await
+    }
+
     async fn script<T: FromRedisValue>(&self, script: &Script, key: &str, args: &[&str]) -> Result<T, CallError> {
-        let mut conn = self.connection().await?;
-        let mut invocation = script.key(key);
-        for a in args {
-            invocation.arg(*a);
-        }
-        match tokio::time::timeout(self.request_timeout, invocation.invoke_async::<T>(&mut conn)).await {
-            Err(_) => Err(CallError::Timeout),
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(classify(e)),
-        }
+        self.request(|mut conn| async move {
+            let mut invocation = script.key(key);
+            for a in args {
+                invocation.arg(*a);
+            }
+            invocation.invoke_async::<T>(&mut conn).await
+        })
+        .await
     }
 
     fn outcome(&self, started: Instant, outcome: Outcome) -> InstanceOutcome {

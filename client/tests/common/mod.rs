@@ -1,0 +1,406 @@
+//! Harness for the redlock client's integration tests.
+//!
+//! Every test starts its own real `redis-server` processes on free local
+//! ports (bound to 127.0.0.1, no persistence, a temporary directory each),
+//! with the redislock module loaded unless a plain server is asked for.
+//! Faults are injected only into these processes, by the PID we spawned:
+//! SIGKILL, SIGSTOP/SIGCONT, restart on the same port. `Drop` resumes a
+//! frozen server and kills and reaps every process, also when the test
+//! panics.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+use redlock::{Redlock, Settings};
+
+/// How long a spawned server gets to answer PING.
+pub const READY_DEADLINE: Duration = Duration::from_secs(10);
+/// Upper bound on every direct (test-side) command, so a wedged server
+/// fails the test instead of hanging it.
+pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `$REDISLOCK_MODULE`, else `<workspace>/target/release/libredislock.so`.
+pub fn module_path() -> PathBuf {
+    let p = match std::env::var_os("REDISLOCK_MODULE") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/release/libredislock.so")),
+    };
+    assert!(
+        p.is_file(),
+        "redislock module not found at {} (build it with `cargo build --release -p redislock` \
+         in the workspace, or set REDISLOCK_MODULE)",
+        p.display()
+    );
+    p
+}
+
+pub fn now_unix_us() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock before 1970").as_micros() as i64
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local_addr").port()
+}
+
+pub struct Server {
+    pub port: u16,
+    pub pid: u32,
+    /// With the redislock module loaded.
+    pub module: bool,
+    child: Option<Child>,
+    frozen: bool,
+    dir: PathBuf,
+    log: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Server {
+    /// A server with the module, running and answering PING.
+    pub fn start() -> Server {
+        Self::start_kind(true)
+    }
+
+    /// A plain redis-server without the module.
+    pub fn start_plain() -> Server {
+        Self::start_kind(false)
+    }
+
+    fn start_kind(module: bool) -> Server {
+        let mut s = Self::spawn_kind(module);
+        s.wait_ready_or_retry();
+        s
+    }
+
+    /// Spawns without waiting for readiness (see `wait_ready_or_retry`).
+    fn spawn_kind(module: bool) -> Server {
+        let tmp = tempfile::Builder::new().prefix("redlock-client-test-").tempdir().expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        let log = dir.join("redis.log");
+        let mut s = Server { port: free_port(), pid: 0, module, child: None, frozen: false, dir, log, _tmp: tmp };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new("redis-server");
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(&self.log)
+            .arg("--daemonize")
+            .arg("no")
+            .arg("--save")
+            .arg("")
+            .arg("--appendonly")
+            .arg("no");
+        if self.module {
+            cmd.arg("--loadmodule").arg(module_path());
+        }
+        let child = cmd
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning redis-server failed: {e} (is it on PATH?)"));
+        self.pid = child.id();
+        self.child = Some(child);
+        self.frozen = false;
+    }
+
+    /// Waits for PING; when the port was taken meanwhile, moves to a new one.
+    fn wait_ready_or_retry(&mut self) {
+        for _ in 0..5 {
+            match self.wait_ready() {
+                Ok(()) => return,
+                Err(log) if log.contains("Address already in use") => {
+                    self.port = free_port();
+                    self.spawn();
+                }
+                Err(log) => panic!("redis-server on port {} did not start:\n{log}", self.port),
+            }
+        }
+        panic!("redis-server: no free port after 5 attempts");
+    }
+
+    /// Ok when PING answers; Err(log) when the process died or the deadline passed.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_DEADLINE;
+        let client = redis::Client::open(self.url()).expect("client");
+        loop {
+            if let Some(status) = self.child.as_mut().expect("spawned").try_wait().expect("try_wait") {
+                self.child = None;
+                return Err(format!("exited with {status}\n{}", self.log_tail()));
+            }
+            if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) {
+                let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
+                if let Ok(pong) = redis::cmd("PING").query::<String>(&mut con) {
+                    if pong == "PONG" {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                self.kill_child();
+                return Err(format!("not ready within {READY_DEADLINE:?}\n{}", self.log_tail()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(12)..].join("\n")
+    }
+
+    /// `redis://127.0.0.1:<port>`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `127.0.0.1:<port>`, as the client names servers.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        assert!(self.child.is_some(), "signal to a server that is not running (port {})", self.port);
+        // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+        let rc = unsafe { libc::kill(self.pid as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed: {}", self.pid, std::io::Error::last_os_error());
+    }
+
+    /// SIGSTOP: the server keeps its sockets but answers nothing.
+    pub fn freeze(&mut self) {
+        self.signal(libc::SIGSTOP);
+        self.frozen = true;
+    }
+
+    /// SIGCONT.
+    pub fn thaw(&mut self) {
+        if self.frozen {
+            self.signal(libc::SIGCONT);
+            self.frozen = false;
+        }
+    }
+
+    /// SIGKILL and reap: all data is gone (no persistence).
+    pub fn kill9(&mut self) {
+        assert!(self.child.is_some(), "kill9: server on port {} is not running", self.port);
+        self.kill_child();
+    }
+
+    /// Starts a killed server again, empty, on the same port.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart: server on port {} still running", self.port);
+        for _ in 0..50 {
+            self.spawn();
+            match self.wait_ready() {
+                Ok(()) => return,
+                Err(log) if log.contains("Address already in use") => std::thread::sleep(Duration::from_millis(100)),
+                Err(log) => panic!("redis-server did not restart on port {}:\n{log}", self.port),
+            }
+        }
+        panic!("redis-server could not get its port {} back", self.port);
+    }
+
+    fn kill_child(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if self.frozen {
+                // SAFETY: as in `signal`; the child is not reaped yet.
+                unsafe {
+                    libc::kill(self.pid as libc::pid_t, libc::SIGCONT);
+                }
+                self.frozen = false;
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A direct connection for test-side commands.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        let client = redis::Client::open(self.url()).expect("client");
+        match tokio::time::timeout(DIRECT_TIMEOUT, client.get_multiplexed_async_connection()).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => panic!("connect to {} failed: {e}", self.addr()),
+            Err(_) => panic!("connect to {} timed out", self.addr()),
+        }
+    }
+
+    /// Runs one command directly; a server error becomes `Err(text)`.
+    pub async fn cmd(&self, cmd: &redis::Cmd) -> Result<Value, String> {
+        let mut con = self.conn().await;
+        match tokio::time::timeout(DIRECT_TIMEOUT, cmd.query_async::<Value>(&mut con)).await {
+            Ok(Ok(Value::ServerError(e))) => Err(format!("{e:?}")),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if e.code().is_some() => Err(e.to_string()),
+            Ok(Err(e)) => panic!("{}: no reply: {e}", self.addr()),
+            Err(_) => panic!("{}: no reply within {DIRECT_TIMEOUT:?}", self.addr()),
+        }
+    }
+
+    pub async fn ok(&self, cmd: &redis::Cmd) -> Value {
+        self.cmd(cmd).await.unwrap_or_else(|e| panic!("{}: error reply: {e}", self.addr()))
+    }
+
+    /// LOCK.INFO key, parsed (RESP2 flat array).
+    pub async fn info(&self, key: &str) -> Option<Info> {
+        parse_info(self.ok(redis::cmd("LOCK.INFO").arg(key)).await)
+    }
+
+    /// GET key (script-mode locks on plain servers).
+    pub async fn get(&self, key: &str) -> Option<String> {
+        match self.ok(redis::cmd("GET").arg(key)).await {
+            Value::Nil => None,
+            Value::BulkString(b) => Some(String::from_utf8(b).expect("utf8")),
+            other => panic!("GET replied {other:?}"),
+        }
+    }
+
+    pub async fn pttl(&self, key: &str) -> i64 {
+        match self.ok(redis::cmd("PTTL").arg(key)).await {
+            Value::Int(n) => n,
+            other => panic!("PTTL replied {other:?}"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- redis-server port {} pid {} log tail ---\n{}", self.port, self.pid, self.log_tail());
+        }
+        self.kill_child();
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    pub owner: String,
+    /// None for a plain-string lock.
+    pub token: Option<i64>,
+    pub pttl: i64,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        other => panic!("expected a string, got {other:?}"),
+    }
+}
+
+pub fn parse_info(v: Value) -> Option<Info> {
+    let pairs: Vec<(Value, Value)> = match v {
+        Value::Nil => return None,
+        Value::Array(items) => {
+            let mut it = items.into_iter();
+            let mut pairs = Vec::new();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
+            }
+            pairs
+        }
+        Value::Map(pairs) => pairs,
+        other => panic!("LOCK.INFO replied {other:?}"),
+    };
+    let (mut owner, mut token, mut pttl) = (None, None, None);
+    for (k, v) in pairs {
+        match text(&k).as_str() {
+            "owner" => owner = Some(text(&v)),
+            "token" => {
+                token = match v {
+                    Value::Int(t) => Some(t),
+                    Value::Nil => None,
+                    other => panic!("LOCK.INFO token {other:?}"),
+                }
+            }
+            "pttl" => {
+                pttl = match v {
+                    Value::Int(t) => Some(t),
+                    other => panic!("LOCK.INFO pttl {other:?}"),
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(Info { owner: owner.expect("owner field"), token, pttl: pttl.expect("pttl field") })
+}
+
+/// N servers, started in parallel.
+pub struct Cluster {
+    pub servers: Vec<Server>,
+}
+
+impl Cluster {
+    /// `n` module servers.
+    pub fn start(n: usize) -> Cluster {
+        Self::start_kinds(&vec![true; n])
+    }
+
+    /// One server per entry: `true` with the module, `false` plain.
+    pub fn start_kinds(kinds: &[bool]) -> Cluster {
+        let mut servers: Vec<Server> = kinds.iter().map(|&m| Server::spawn_kind(m)).collect();
+        for s in &mut servers {
+            s.wait_ready_or_retry();
+        }
+        Cluster { servers }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Server::url).collect()
+    }
+
+    pub fn redlock(&self, settings: Settings) -> Redlock {
+        Redlock::new(&self.urls(), settings).expect("Redlock::new")
+    }
+
+    /// LOCK.INFO on every server (all must be running).
+    pub async fn infos(&self, key: &str) -> Vec<Option<Info>> {
+        let mut out = Vec::new();
+        for s in &self.servers {
+            out.push(s.info(key).await);
+        }
+        out
+    }
+}
+
+/// Settings for tests where time is not the subject: generous request
+/// timeouts (a loaded machine must not turn a healthy server into a
+/// "timeout"), short retry delays.
+pub fn relaxed() -> Settings {
+    Settings {
+        request_timeout: Duration::from_millis(500),
+        connect_timeout: Duration::from_millis(1000),
+        retry_count: 2,
+        retry_delay: (Duration::from_millis(5), Duration::from_millis(15)),
+        ..Settings::default()
+    }
+}
+
+/// Polls `f` every 5 ms until it is true; panics naming `what` after `timeout`.
+pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,384 @@
+//! The Redlock client against five real redis-servers with the redislock
+//! module (and plain ones where that is the point): grants, quorum loss,
+//! fencing write-back, module detection, reentrancy, extension, reconnects,
+//! script mode.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{now_unix_us, relaxed, Cluster, Info};
+use redlock::{quorum, Error, Mode, Outcome, Settings};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn happy_path_grants_on_all_five_with_one_token_and_releases() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    assert_eq!(rl.quorum(), 3);
+    let ttl = Duration::from_secs(10);
+
+    let lock = rl.lock("happy", ttl).await.expect("lock on five healthy servers");
+    let token = lock.token.expect("module mode yields a fencing token");
+    let drift = quorum::drift(ttl, rl.settings().drift_factor);
+    assert!(lock.validity <= ttl - drift, "validity {:?} must subtract the drift {drift:?} from {ttl:?}", lock.validity);
+    assert!(lock.validity > ttl - drift - MS(100), "validity {:?} lost more than 100 ms", lock.validity);
+    assert_eq!(lock.ttl, ttl);
+    assert_eq!(lock.owner.len(), 40, "owner is 20 random bytes in hex: {:?}", lock.owner);
+
+    assert_eq!(lock.instances.len(), 5);
+    for (o, s) in lock.instances.iter().zip(&c.servers) {
+        assert_eq!(o.server, s.addr(), "outcomes are in server order");
+        assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "after write-back: {o}");
+    }
+    // Five servers started at different instants issue different
+    // clock-seeded tokens: the lock's is their maximum, the rest were fenced.
+    assert!((1..=4).contains(&lock.fenced), "fenced {}", lock.fenced);
+    for (info, s) in c.infos("happy").await.into_iter().zip(&c.servers) {
+        let info = info.unwrap_or_else(|| panic!("{}: no lock after grant", s.addr()));
+        assert_eq!(info.owner, lock.owner, "{}", s.addr());
+        assert_eq!(info.token, Some(token), "{}: token must have been written back", s.addr());
+        assert!(info.pttl > 9_000 && info.pttl <= 10_000, "{}: pttl {}", s.addr(), info.pttl);
+    }
+
+    let released = rl.release(&lock).await.expect("release");
+    assert_eq!(released.released, 5, "{released:?}");
+    assert_eq!(released.remaining_holds, 0);
+    assert!(released.instances.iter().all(|o| o.outcome == Outcome::Done), "{released:?}");
+    assert_eq!(c.infos("happy").await, vec![None; 5], "keys gone after release");
+
+    // The resource is free again: another client takes it at once, with a larger token.
+    let other = c.redlock(relaxed());
+    let again = other.try_lock("happy", ttl).await.expect("free after release");
+    assert!(again.token.unwrap() > token);
+    other.release(&again).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_validity_left_means_not_granted_and_nothing_left_behind() {
+    let c = Cluster::start(5);
+
+    // ttl 1 ms, drift 2.01 ms: nothing can be left of the lease.
+    let rl = c.redlock(Settings { retry_count: 1, ..relaxed() });
+    match rl.lock("tiny", MS(1)).await {
+        Err(Error::NotAcquired { resource, attempts, .. }) => {
+            assert_eq!(resource, "tiny");
+            assert_eq!(attempts, 2, "retry_count 1 → two attempts");
+        }
+        other => panic!("ttl 1 ms must not be granted, got {other:?}"),
+    }
+    assert_eq!(c.infos("tiny").await, vec![None; 5]);
+
+    // A lease that would outlive the test on the servers (5 s) but whose
+    // validity is eaten by the drift (factor 1.0): every server granted it,
+    // so the client must have released it everywhere before returning.
+    let rl = c.redlock(Settings { retry_count: 0, drift_factor: 1.0, ..relaxed() });
+    match rl.lock("drift", Duration::from_secs(5)).await {
+        Err(Error::NotAcquired { attempts, outcomes, .. }) => {
+            assert_eq!(attempts, 1);
+            assert_eq!(outcomes.len(), 5);
+            for o in &outcomes {
+                assert!(matches!(o.outcome, Outcome::Granted { token: Some(_) }), "servers granted: {o}");
+            }
+        }
+        other => panic!("drift ≥ ttl must not be granted, got {other:?}"),
+    }
+    // No polling: the releases completed before `lock` returned.
+    assert_eq!(c.infos("drift").await, vec![None; 5], "a refused lock must be released everywhere");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_down_acquires_majority_down_fails_cleanly() {
+    let mut c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    // Connections established first: the servers die under live connections.
+    let warm = rl.lock("m", Duration::from_secs(10)).await.expect("warm-up lock");
+    rl.release(&warm).await.unwrap();
+
+    c.servers[1].kill9();
+    c.servers[3].kill9();
+    let lock = rl.lock("m", Duration::from_secs(10)).await.expect("3 of 5 is a quorum");
+    let token = lock.token.unwrap();
+    for (i, o) in lock.instances.iter().enumerate() {
+        if i == 1 || i == 3 {
+            assert!(matches!(o.outcome, Outcome::Unreachable(_)), "killed server {i}: {o}");
+        } else {
+            assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "live server {i}");
+        }
+    }
+    for i in [0, 2, 4] {
+        assert_eq!(c.servers[i].info("m").await.map(|i| i.owner), Some(lock.owner.clone()));
+    }
+    let released = rl.release(&lock).await.unwrap();
+    assert_eq!(released.released, 3, "{released:?}");
+
+    c.servers[4].kill9();
+    let err = rl.lock("m", Duration::from_secs(10)).await.expect_err("2 of 5 is no quorum");
+    let text = err.to_string();
+    println!("{text}");
+    match &err {
+        Error::NotAcquired { resource, attempts, outcomes } => {
+            assert_eq!(resource, "m");
+            assert_eq!(*attempts, 3, "retry_count 2 → three attempts");
+            assert_eq!(outcomes.len(), 5);
+            for (i, o) in outcomes.iter().enumerate() {
+                if [1, 3, 4].contains(&i) {
+                    assert!(matches!(o.outcome, Outcome::Unreachable(_)), "killed server {i}: {o}");
+                } else {
+                    assert!(matches!(o.outcome, Outcome::Granted { .. }), "live server {i}: {o}");
+                }
+            }
+        }
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    for s in &c.servers {
+        assert!(text.contains(&s.addr()), "error must name {}: {text}", s.addr());
+    }
+    assert!(text.contains("granted") && text.contains("unreachable"), "{text}");
+    // Nothing left behind on the live ones (ttl 10 s: no expiry could hide it).
+    for i in [0, 2] {
+        assert_eq!(c.servers[i].info("m").await, None, "live server {i} keeps no lock");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_are_the_quorum_maximum_written_back_and_survive_an_empty_restart() {
+    let mut c = Cluster::start(5);
+    // Raise server 0's counter far above the others' (clock-seeded) ones.
+    let big = now_unix_us() + 1_000_000_000_000;
+    let raised = c.servers[0].ok(redis::cmd("LOCK.ACQUIRE").arg("other").arg("x").arg(1000).arg("FENCE").arg(big)).await;
+    assert_eq!(raised, redis::Value::Int(big));
+
+    let rl = c.redlock(relaxed());
+    let first = rl.lock("f", Duration::from_secs(10)).await.expect("lock");
+    let token = first.token.unwrap();
+    assert_eq!(token, big + 1, "the lock's token is the largest any granting server issued");
+    assert_eq!(first.fenced, 4, "the four servers behind were raised (FENCE)");
+    for o in &first.instances {
+        assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "{o}");
+    }
+    for (info, s) in c.infos("f").await.into_iter().zip(&c.servers) {
+        assert_eq!(info.and_then(|i| i.token), Some(token), "{} holds the written-back token", s.addr());
+    }
+    rl.release(&first).await.unwrap();
+
+    // The server that issued the maximum loses everything: its counter
+    // restarts from the clock, far below `token`.
+    c.servers[0].kill9();
+    c.servers[0].restart();
+    let fresh = c.servers[0].ok(redis::cmd("LOCK.ACQUIRE").arg("probe").arg("p").arg(1000)).await;
+    match fresh {
+        redis::Value::Int(t) => assert!(t < token, "restarted server's own counter is behind ({t} vs {token})"),
+        other => panic!("{other:?}"),
+    }
+    c.servers[0].ok(redis::cmd("LOCK.RELEASE").arg("probe").arg("p")).await;
+    // The client's connection to server 0 died while idle; the transport
+    // resends on the new one, so server 0 takes part and must be fenced.
+    let second = rl.lock("f", Duration::from_secs(10)).await.expect("lock after restart");
+    let later = second.token.unwrap();
+    println!("first token {token}, after empty restart {later}, fenced {}: {:?}", second.fenced, second.instances);
+    assert!(later > token, "token went backwards: {later} after {token}");
+    assert!(second.fenced >= 1, "the restarted server was behind and must have been fenced");
+    for (info, s) in c.infos("f").await.into_iter().zip(&c.servers) {
+        assert_eq!(info.and_then(|i| i.token), Some(later), "{}", s.addr());
+    }
+    rl.release(&second).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_module_is_named_and_script_mode_serves_plain_redis() {
+    let c = Cluster::start_kinds(&[true, true, false, true, true]);
+    let plain = c.servers[2].addr();
+    let rl = c.redlock(relaxed());
+    match rl.lock("mm", Duration::from_secs(10)).await {
+        Err(Error::Server { server, message }) => {
+            assert_eq!(server, plain);
+            assert!(
+                message.contains(&format!("is the redislock module loaded on {plain}")),
+                "message must point at the module on {plain}: {message}"
+            );
+        }
+        other => panic!("expected Error::Server for the plain server, got {other:?}"),
+    }
+    for i in [0, 1, 3, 4] {
+        assert_eq!(c.servers[i].info("mm").await, None, "server {i}: grant rolled back");
+    }
+
+    let plain = Cluster::start_kinds(&[false; 5]);
+    let rl = plain.redlock(Settings { mode: Mode::Script, ..relaxed() });
+    let lock = rl.lock("sp", Duration::from_secs(10)).await.expect("script mode on plain servers");
+    assert_eq!(lock.token, None);
+    assert!(lock.instances.iter().all(|o| o.outcome == Outcome::Granted { token: None }), "{:?}", lock.instances);
+    for s in &plain.servers {
+        assert_eq!(s.get("sp").await, Some(lock.owner.clone()));
+    }
+    let rival = plain.redlock(Settings { mode: Mode::Script, retry_count: 0, ..relaxed() });
+    assert!(matches!(rival.lock("sp", Duration::from_secs(10)).await, Err(Error::NotAcquired { .. })));
+    for s in &plain.servers {
+        assert_eq!(s.get("sp").await, Some(lock.owner.clone()), "rival's failed attempt released nothing of ours");
+    }
+    let extended = rl.extend(&lock, Duration::from_secs(30)).await.expect("extend");
+    for s in &plain.servers {
+        assert!(s.pttl("sp").await > 20_000);
+    }
+    let released = rl.release(&extended).await.unwrap();
+    assert_eq!(released.released, 5);
+    for s in &plain.servers {
+        assert_eq!(s.get("sp").await, None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_mode_on_module_servers_interoperates() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(Settings { mode: Mode::Script, ..relaxed() });
+    let lock = rl.lock("sm", Duration::from_secs(5)).await.expect("script-mode lock");
+    assert_eq!(lock.token, None);
+    for info in c.infos("sm").await {
+        // A SET NX PX lock, seen by the module as a plain-string lock.
+        let Info { owner, token, .. } = info.expect("lock present");
+        assert_eq!((owner, token), (lock.owner.clone(), None));
+    }
+    // A module-mode client is excluded by it.
+    let module = c.redlock(Settings { retry_count: 0, ..relaxed() });
+    assert!(matches!(module.lock("sm", Duration::from_secs(5)).await, Err(Error::NotAcquired { .. })));
+
+    let extended = rl.extend(&lock, Duration::from_secs(60)).await.expect("extend");
+    assert!(extended.instances.iter().all(|o| o.outcome == Outcome::Done));
+    for s in &c.servers {
+        let pttl = s.pttl("sm").await;
+        assert!(pttl > 50_000, "{}: pttl {pttl} after extending to 60 s", s.addr());
+    }
+    let released = rl.release(&extended).await.unwrap();
+    assert_eq!(released.released, 5);
+    assert_eq!(c.infos("sm").await, vec![None; 5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_lock_on_one_handle() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let first = rl.lock("re", Duration::from_secs(10)).await.unwrap();
+    let t = Instant::now();
+    let second = rl.lock("re", Duration::from_secs(10)).await.expect("reentrant lock");
+    let waited = t.elapsed();
+    assert!(waited < MS(50), "second lock waited {waited:?}");
+    assert_eq!((&second.owner, second.token), (&first.owner, first.token));
+
+    let r1 = rl.release(&second).await.unwrap();
+    assert_eq!((r1.released, r1.remaining_holds), (0, 1), "{r1:?}");
+    for info in c.infos("re").await {
+        assert_eq!(info.map(|i| i.owner), Some(first.owner.clone()), "still held after the first release");
+    }
+    // Another handle is still excluded.
+    let other = c.redlock(Settings { retry_count: 0, ..relaxed() });
+    assert!(matches!(other.lock("re", Duration::from_secs(10)).await, Err(Error::NotAcquired { .. })));
+
+    let r2 = rl.release(&first).await.unwrap();
+    assert_eq!((r2.released, r2.remaining_holds), (5, 0), "{r2:?}");
+    assert_eq!(c.infos("re").await, vec![None; 5]);
+    // The hold count is back to zero: the next lock is a new acquisition.
+    let third = rl.lock("re", Duration::from_secs(10)).await.unwrap();
+    assert_ne!(third.owner, first.owner);
+    assert!(third.token > first.token);
+    rl.release(&third).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_recomputes_validity_and_reports_quorum_loss_and_expiry() {
+    let mut c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+
+    // Expired: a lock whose validity ran out cannot be extended.
+    let short = rl.lock("short", MS(150)).await.unwrap();
+    tokio::time::sleep(MS(250)).await; // time is the subject
+    match rl.extend(&short, Duration::from_secs(5)).await {
+        Err(Error::Expired { resource }) => assert_eq!(resource, "short"),
+        other => panic!("extending an expired lock must be Error::Expired, got {other:?}"),
+    }
+    assert_eq!(c.infos("short").await, vec![None; 5], "an expired lock is not revived");
+
+    let lock = rl.lock("ext", Duration::from_secs(2)).await.unwrap();
+    tokio::time::sleep(MS(300)).await; // time is the subject
+    let before = lock.remaining();
+    let ttl = Duration::from_secs(5);
+    let ext = rl.extend(&lock, ttl).await.expect("extend with all five up");
+    let drift = quorum::drift(ttl, rl.settings().drift_factor);
+    assert_eq!(ext.ttl, ttl);
+    assert_eq!((&ext.owner, ext.token), (&lock.owner, lock.token));
+    assert!(ext.acquired_at > lock.acquired_at, "validity counts from the extension");
+    assert!(ext.validity <= ttl - drift && ext.validity > ttl - drift - MS(100), "validity {:?}", ext.validity);
+    assert!(ext.remaining() > before + MS(2500), "remaining {:?} vs {before:?} before", ext.remaining());
+    assert!(ext.instances.iter().all(|o| o.outcome == Outcome::Done), "{:?}", ext.instances);
+    for info in c.infos("ext").await {
+        let info = info.unwrap();
+        assert!(info.pttl > 4_000, "server lease extended to 5 s: pttl {}", info.pttl);
+        assert_eq!(info.token, lock.token, "token unchanged by EXTEND");
+    }
+
+    for i in 0..3 {
+        c.servers[i].kill9();
+    }
+    let err = rl.extend(&ext, ttl).await.expect_err("two of five cannot extend");
+    let text = err.to_string();
+    println!("{text}");
+    match &err {
+        Error::QuorumLost { resource, outcomes } => {
+            assert_eq!(resource, "ext");
+            for (i, o) in outcomes.iter().enumerate() {
+                if i < 3 {
+                    assert!(!matches!(o.outcome, Outcome::Done), "killed server {i}: {o}");
+                } else {
+                    assert_eq!(o.outcome, Outcome::Done, "live server {i}");
+                }
+            }
+        }
+        other => panic!("expected QuorumLost, got {other:?}"),
+    }
+    for s in &c.servers {
+        assert!(text.contains(&s.addr()), "error must name {}: {text}", s.addr());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_comes_back_after_a_server_restart() {
+    let mut c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let warm = rl.lock("rc", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(warm.instances.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count(), 5);
+    rl.release(&warm).await.unwrap();
+
+    c.servers[4].kill9();
+    let down = rl.lock("rc", Duration::from_secs(10)).await.expect("4 of 5");
+    assert!(matches!(down.instances[4].outcome, Outcome::Unreachable(_)), "{}", down.instances[4]);
+    assert_eq!(down.instances.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count(), 4);
+    rl.release(&down).await.unwrap();
+
+    c.servers[4].restart();
+    let back = rl.lock("rc", Duration::from_secs(10)).await.expect("lock after restart");
+    let token = back.token.unwrap();
+    for o in &back.instances {
+        assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "the first lock after the restart: {o}");
+    }
+    assert_eq!(c.servers[4].info("rc").await.and_then(|i| i.token), Some(token));
+    rl.release(&back).await.unwrap();
+    assert!(token > down.token.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_while_idle_counts_in_the_next_lock() {
+    let mut c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let warm = rl.lock("idle", Duration::from_secs(10)).await.unwrap();
+    rl.release(&warm).await.unwrap();
+
+    // No request while it is down: the client's connection to it is idle.
+    c.servers[4].kill9();
+    c.servers[4].restart();
+    let lock = rl.lock("idle", Duration::from_secs(10)).await.expect("lock");
+    let token = lock.token.unwrap();
+    let granted = lock.instances.iter().filter(|o| o.outcome == Outcome::Granted { token: Some(token) }).count();
+    rl.release(&lock).await.unwrap();
+    assert_eq!(granted, 5, "server 4 is up again and must count: {}", redlock::error::Outcomes(&lock.instances));
+}
