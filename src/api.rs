@@ -136,7 +136,8 @@ impl Arg {
     }
 
     pub fn bytes(&self) -> &[u8] {
-        string_bytes(self.0)
+        // SAFETY: `argv` entries are valid strings for the command call.
+        unsafe { string_bytes(self.0) }
     }
 
     /// Keeps the string alive beyond the command (shared, or copied when
@@ -155,7 +156,8 @@ impl HeldString {
     }
 
     pub fn bytes(&self) -> &[u8] {
-        string_bytes(self.0)
+        // SAFETY: a held string lives until this value is dropped.
+        unsafe { string_bytes(self.0) }
     }
 }
 
@@ -168,7 +170,10 @@ impl Drop for HeldString {
 }
 
 /// The bytes of a Redis string, valid while the string lives.
-pub fn string_bytes<'a>(s: *mut RedisModuleString) -> &'a [u8] {
+///
+/// # Safety
+/// `s` must be null or a live Redis string that outlives `'a`.
+pub unsafe fn string_bytes<'a>(s: *mut RedisModuleString) -> &'a [u8] {
     let mut len = 0usize;
     let p = rm!(RedisModule_StringPtrLen(s, &mut len) else ptr::null());
     if p.is_null() || len == 0 {
@@ -359,7 +364,10 @@ impl Key {
 
     /// Replaces whatever the key holds with a module value (its TTL is
     /// cleared). On failure ownership of `value` stays with the caller.
-    pub fn set_module_value(&self, ty: *mut RedisModuleType, value: *mut c_void) -> bool {
+    ///
+    /// # Safety
+    /// `ty` must be a registered type and `value` a value of that type.
+    pub unsafe fn set_module_value(&self, ty: *mut RedisModuleType, value: *mut c_void) -> bool {
         !self.0.is_null() && rm!(RedisModule_ModuleTypeSetValue(self.0, ty, value) else ERR) == OK
     }
 

@@ -144,6 +144,8 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
     }
 }
 
+type ValueParser = fn(&[u8]) -> Result<i64, ArgError>;
+
 /// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
@@ -169,7 +171,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_
     let mut rest = options;
     while let [name, tail @ ..] = rest {
         let name = name.bytes();
-        let (option, slot, parse): (_, &mut Option<i64>, fn(&[u8]) -> Result<i64, ArgError>) =
+        let (option, slot, parse): (_, &mut Option<i64>, ValueParser) =
             if name.eq_ignore_ascii_case(b"FENCE") {
                 ("FENCE", &mut fence, parse_token)
             } else if name.eq_ignore_ascii_case(b"WAIT") {

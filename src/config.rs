@@ -63,7 +63,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
 /// Applies the `loadmodule` arguments: name/value pairs of known names,
 /// each value checked as CONFIG SET would.
 fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err("module arguments must be name/value pairs, e.g. `max-ttl 60000`".into());
     }
     for pair in args.chunks(2) {

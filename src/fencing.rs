@@ -18,6 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub type Token = i64;
 
 /// A monotonic token counter.
+#[derive(Default)]
 pub struct Counter(AtomicI64);
 
 /// The instance's counter. Only Redis's main thread (and a forked child, on

@@ -14,6 +14,10 @@
 //! - `config`: module configuration
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
 
+// Under `cargo test` the module entry point is not compiled (the unit tests
+// use the system allocator, not Redis's), so its helpers look unused.
+#![cfg_attr(test, allow(dead_code))]
+
 pub mod api;
 pub mod args;
 pub mod commands;
@@ -108,7 +112,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));
         }
     }
-    if !waiters::init(ctx.ctx) || !quarantine::subscribe(ctx.ctx) {
+    if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
     }
     quarantine::start();

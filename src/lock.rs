@@ -133,7 +133,8 @@ impl DerefMut for LockRef<'_> {
 /// Stores `lock` at an open key, replacing what it held (and its TTL).
 pub fn store(key: &Key, lock: Lock) -> bool {
     let value = lock.into_raw();
-    if key.set_module_value(registered_type(), value) {
+    // SAFETY: `value` is a `Lock` and the type is ours.
+    if unsafe { key.set_module_value(registered_type(), value) } {
         return true;
     }
     // SAFETY: Redis did not take the value; it is still ours.
@@ -192,7 +193,8 @@ unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const 
     let db = rm!(RedisModule_GetDbIdFromOptCtx(ctx) else -1);
     let key = rm!(RedisModule_GetKeyNameFromOptCtx(ctx) else ptr::null());
     if db >= 0 && !key.is_null() {
-        crate::waiters::key_unlinked(db, api::string_bytes(key.cast_mut()));
+        // SAFETY: Redis hands a live key name for the callback's duration.
+        crate::waiters::key_unlinked(db, unsafe { api::string_bytes(key.cast_mut()) });
     }
 }
 
@@ -319,9 +321,7 @@ mod tests {
         let raw = Lock::new(b"me", 7).expect("allocates").into_raw();
         // SAFETY: `raw` came from `into_raw` just above.
         unsafe {
-            let mut view = Lock::borrow(raw).expect("non-null");
-            view.set_token(8);
-            drop(view);
+            Lock::borrow(raw).expect("non-null").set_token(8);
             let lock = Lock::from_raw(raw).expect("non-null");
             assert_eq!((lock.owner(), lock.token()), (&b"me"[..], 8));
         }

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use redis_module::raw;
 
-use crate::api::{rm, RedisModuleCtx};
+use crate::api::{rm, Ctx, RedisModuleCtx};
 
 pub const QUARANTINE_DEFAULT: i64 = 0;
 
@@ -53,7 +53,7 @@ pub fn remaining_ms() -> Option<i64> {
 }
 
 /// Server event: loading started, ended or failed.
-pub unsafe extern "C" fn on_loading(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
+unsafe extern "C" fn on_loading(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
     match sub {
         raw::REDISMODULE_SUBEVENT_LOADING_RDB_START | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => {
             LOADING_PERSISTED.store(true, Ordering::Relaxed)
@@ -61,16 +61,14 @@ pub unsafe extern "C" fn on_loading(_ctx: *mut RedisModuleCtx, _event: raw::Redi
         raw::REDISMODULE_SUBEVENT_LOADING_REPL_START | raw::REDISMODULE_SUBEVENT_LOADING_FAILED => {
             LOADING_PERSISTED.store(false, Ordering::Relaxed)
         }
-        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            if LOADING_PERSISTED.swap(false, Ordering::Relaxed) {
-                UNTIL.store(0, Ordering::Relaxed);
-            }
+        raw::REDISMODULE_SUBEVENT_LOADING_ENDED if LOADING_PERSISTED.swap(false, Ordering::Relaxed) => {
+            UNTIL.store(0, Ordering::Relaxed)
         }
         _ => {}
     }
 }
 
-pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
+pub fn subscribe(ctx: Ctx) -> bool {
     let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_LOADING, dataver: 1 };
-    rm!(RedisModule_SubscribeToServerEvent(ctx, event, Some(on_loading)) else 1 as c_int) == 0
+    rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), event, Some(on_loading)) else 1 as c_int) == 0
 }

@@ -418,7 +418,8 @@ unsafe extern "C" fn free_outcome(_ctx: *mut RedisModuleCtx, data: *mut c_void) 
 
 /// Takes a context for timers and subscribes to the server events that can
 /// free waited keys.
-pub fn init(ctx: *mut RedisModuleCtx) -> bool {
+pub fn init(ctx: Ctx) -> bool {
+    let ctx = ctx.raw();
     let own = rm!(RedisModule_GetDetachedThreadSafeContext(ctx) else ptr::null_mut());
     TIMER_CTX.store(own, Ordering::Relaxed);
     let flush = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
