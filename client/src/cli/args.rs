@@ -1,0 +1,489 @@
+//! Command-line arguments (clap derive) and their conversion to `Settings`.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use redlock::{Mode, Settings};
+
+/// The five local instances of `make redlock-up`.
+pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,\
+                                   redis://127.0.0.1:7004,redis://127.0.0.1:7005";
+
+/// The longest ttl accepted: the largest `redislock.max-ttl` (365 days).
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0    success
+  1    error (a server answered with an error, fewer than a quorum reachable for status, I/O)
+  2    usage error (bad argument, duration, server URL or quorum)
+  3    acquire: lock not acquired
+  4    release: released on fewer than a quorum of servers
+  5    extend: the extension reached no quorum (lock lost)
+  run: the command's own status (128+N when killed by signal N), or
+  75   the lock was not taken, the command did not run (EX_TEMPFAIL)
+  76   the lock was lost while the command ran and it was stopped (--on-lost kill)
+  126  the command could not be executed; 127: command not found
+
+Durations: 500ms, 10s, 2m, 1h 30m (humantime).";
+
+const RUN_HELP: &str = "\
+The command gets REDLOCK_RESOURCE, REDLOCK_OWNER and REDLOCK_TOKEN (the fencing token;
+empty in script mode) in its environment. The lock is extended while it runs and
+released when it exits; SIGINT and SIGTERM sent to redlock are passed on to it.
+
+Exit status: the command's (128+N if killed by signal N); 75 if the lock was not
+taken (the command did not run); 76 if the lock was lost and the command stopped
+(--on-lost kill); 126/127 if the command could not be executed / was not found.
+
+Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh --full";
+
+/// Redlock across independent Redis servers running the redislock module.
+#[derive(Parser, Debug)]
+#[command(name = "redlock", version, after_help = EXIT_STATUS_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by every subcommand (accepted before or after it).
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Servers, comma-separated (redis://host:port; host:port is accepted too)
+    /// [default: redis://127.0.0.1:7001 ... 7005, the five of `make redlock-up`].
+    #[arg(long, env = "REDLOCK_SERVERS", value_delimiter = ',', default_value = DEFAULT_SERVERS,
+          value_name = "URL,...", global = true, hide_default_value = true)]
+    pub servers: Vec<String>,
+
+    /// module: LOCK.* commands with fencing tokens; script: SET NX PX and Lua, no tokens.
+    #[arg(long, value_enum, default_value_t = ModeArg::Module, global = true)]
+    pub mode: ModeArg,
+
+    /// Per-request timeout [default: 50ms].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true)]
+    pub request_timeout: Option<Duration>,
+
+    /// Timeout to (re)connect to a server [default: 200ms].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true)]
+    pub connect_timeout: Option<Duration>,
+
+    /// Attempts after the first one [default: 3]; with --wait the deadline rules instead.
+    #[arg(long, value_name = "N", global = true)]
+    pub retry_count: Option<u32>,
+
+    /// Random delay between attempts, MIN..MAX or one fixed value [default: 100ms..200ms].
+    #[arg(long, value_parser = parse_delay_range, value_name = "MIN..MAX", global = true)]
+    pub retry_delay: Option<DelayRange>,
+
+    /// Servers that must agree [default: a majority, N/2+1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N", global = true)]
+    pub quorum: Option<u32>,
+
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeArg {
+    Module,
+    Script,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Module => Mode::Module,
+            ModeArg::Script => Mode::Script,
+        }
+    }
+}
+
+/// `--retry-delay MIN..MAX`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DelayRange(pub Duration, pub Duration);
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Take a lock and print resource, owner, token and validity (it stays held until its ttl ends or a release).
+    Acquire(AcquireArgs),
+    /// Release a lock held by OWNER (as printed by acquire).
+    Release(ReleaseArgs),
+    /// Extend a lock held by OWNER to --ttl from now.
+    Extend(ExtendArgs),
+    /// Show each server's view of a resource.
+    Status(StatusArgs),
+    /// Run a command while holding the lock, like flock(1) across machines.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Measure throughput and latency against the servers.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct AcquireArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"))]
+    pub resource: String,
+    /// Lease length.
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub ttl: Duration,
+    /// Keep trying up to this long [default: no waiting, the retries of --retry-count].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReleaseArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"))]
+    pub resource: String,
+    /// The owner printed by acquire.
+    #[arg(value_parser = non_empty("owner"))]
+    pub owner: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ExtendArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"))]
+    pub resource: String,
+    /// The owner printed by acquire.
+    #[arg(value_parser = non_empty("owner"))]
+    pub owner: String,
+    /// New lease length, from now.
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub ttl: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"))]
+    pub resource: String,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLost {
+    /// SIGTERM the command, SIGKILL 5 s later, exit 76.
+    Kill,
+    /// Print a warning and let the command finish.
+    Warn,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"))]
+    pub resource: String,
+    /// Lease length; the lock is extended every ttl/3 while the command runs.
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s")]
+    pub ttl: Duration,
+    /// Wait up to this long for the lock [default: no waiting, the retries of --retry-count].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+    /// What to do when the lock is lost while the command runs.
+    #[arg(long, value_enum, default_value_t = OnLost::Kill)]
+    pub on_lost: OnLost,
+    /// The command and its arguments (after `--`, or after RESOURCE and the options).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
+          value_parser = clap::value_parser!(OsString))]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Workers of the parallel uncontended and floor phases (each phase also runs with 1).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub workers: u32,
+    /// Length of each phase (at most 1h).
+    #[arg(long, value_parser = parse_phase, value_name = "DURATION", default_value = "10s")]
+    pub duration: Duration,
+    /// Lease of every lock taken.
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s")]
+    pub ttl: Duration,
+    /// Workers of the contended phase, each with its own client and connections.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub contenders: u32,
+    /// How long a contender holds the lock.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1ms")]
+    pub hold: Duration,
+}
+
+/// A positive duration: `500ms`, `10s`, `2m`, `1h 30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_any_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?} is zero; give a positive duration such as 500ms, 10s or 2m"));
+    }
+    Ok(d)
+}
+
+/// A lease: at least 1 ms (the servers count in milliseconds), at most 365 days.
+pub fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("{s:?} is below 1ms, the smallest lease"));
+    }
+    if d > MAX_TTL {
+        return Err(format!("{s:?} is above 365 days, the largest lease"));
+    }
+    Ok(d)
+}
+
+/// A bench phase: positive, at most an hour.
+pub fn parse_phase(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > Duration::from_secs(3600) {
+        return Err(format!("{s:?} is above 1h, the longest bench phase"));
+    }
+    Ok(d)
+}
+
+/// `MIN..MAX` or one value (a fixed delay); zero is allowed here.
+pub fn parse_delay_range(s: &str) -> Result<DelayRange, String> {
+    let (lo, hi) = match s.split_once("..") {
+        Some((lo, hi)) => (parse_any_duration(lo)?, parse_any_duration(hi)?),
+        None => {
+            let d = parse_any_duration(s)?;
+            (d, d)
+        }
+    };
+    if lo > hi {
+        return Err(format!("{s:?}: MIN is above MAX"));
+    }
+    if hi > Duration::from_secs(3600) {
+        return Err(format!("{s:?}: a retry delay above 1h makes no sense"));
+    }
+    Ok(DelayRange(lo, hi))
+}
+
+fn parse_any_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty duration; examples: 500ms, 10s, 2m".into());
+    }
+    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e}); examples: 500ms, 10s, 2m"))
+}
+
+fn non_empty(what: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
+    move |s: &str| if s.is_empty() { Err(format!("the {what} must not be empty")) } else { Ok(s.to_string()) }
+}
+
+impl Global {
+    /// The server URLs, trimmed; `host:port` gets `redis://`.
+    pub fn urls(&self) -> Result<Vec<String>, String> {
+        let mut urls = Vec::with_capacity(self.servers.len());
+        for raw in &self.servers {
+            let s = raw.trim();
+            if s.is_empty() {
+                return Err(format!("empty entry in the server list {:?}", self.servers.join(",")));
+            }
+            urls.push(if s.contains("://") { s.to_string() } else { format!("redis://{s}") });
+        }
+        if urls.is_empty() {
+            return Err("no servers given".into());
+        }
+        Ok(urls)
+    }
+
+    /// The library settings these options describe, in `mode`.
+    pub fn settings(&self, mode: Mode) -> Settings {
+        let defaults = Settings::default();
+        Settings {
+            request_timeout: self.request_timeout.unwrap_or(defaults.request_timeout),
+            connect_timeout: self.connect_timeout.unwrap_or(defaults.connect_timeout),
+            retry_count: self.retry_count.unwrap_or(defaults.retry_count),
+            retry_delay: self.retry_delay.map(|DelayRange(lo, hi)| (lo, hi)).unwrap_or(defaults.retry_delay),
+            quorum: self.quorum.and_then(|q| usize::try_from(q).ok()),
+            mode,
+            ..defaults
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("redlock").chain(args.iter().copied()))
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn acquire_with_ttl_and_wait() {
+        let cli = parse(&["acquire", "orders:42", "--ttl", "10s", "--wait", "2m"]).expect("parses");
+        let Command::Acquire(a) = cli.command else { panic!("not acquire") };
+        assert_eq!(a.resource, "orders:42");
+        assert_eq!(a.ttl, ms(10_000));
+        assert_eq!(a.wait, Some(ms(120_000)));
+        assert!(!cli.global.json);
+    }
+
+    #[test]
+    fn durations_in_humantime_units() {
+        for (text, want) in [("500ms", ms(500)), ("10s", ms(10_000)), ("2m", ms(120_000)), ("1h 30m", ms(5_400_000))] {
+            let cli = parse(&["acquire", "r", "--ttl", text]).expect(text);
+            let Command::Acquire(a) = cli.command else { panic!("not acquire") };
+            assert_eq!(a.ttl, want, "{text}");
+        }
+    }
+
+    #[test]
+    fn zero_or_unparsable_durations_are_usage_errors() {
+        for bad in ["0s", "0ms", "abc", "10", "", "100us", "400d", "5 parsecs"] {
+            let err = parse(&["acquire", "r", "--ttl", bad]).expect_err(bad);
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{bad}");
+            assert_eq!(err.exit_code(), 2, "{bad}");
+        }
+        // A negative one reads as an unknown option: a usage error too.
+        assert_eq!(parse(&["acquire", "r", "--ttl", "-5s"]).expect_err("negative").exit_code(), 2);
+        let err = parse(&["acquire", "r", "--ttl", "1s", "--wait", "0s"]).expect_err("zero wait");
+        assert_eq!(err.exit_code(), 2);
+        let err = parse(&["bench", "--duration", "soon"]).expect_err("bad bench duration");
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(parse(&["bench", "--duration", "2h"]).expect_err("too long").exit_code(), 2);
+    }
+
+    #[test]
+    fn acquire_needs_a_ttl_and_a_resource() {
+        assert_eq!(parse(&["acquire", "r"]).expect_err("no ttl").kind(), ErrorKind::MissingRequiredArgument);
+        assert_eq!(
+            parse(&["acquire", "--ttl", "1s"]).expect_err("no resource").kind(),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(parse(&["acquire", "", "--ttl", "1s"]).expect_err("empty").kind(), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn release_and_extend_take_resource_and_owner() {
+        let cli = parse(&["release", "r", "abc123"]).expect("release");
+        let Command::Release(r) = cli.command else { panic!("not release") };
+        assert_eq!((r.resource.as_str(), r.owner.as_str()), ("r", "abc123"));
+        let cli = parse(&["extend", "r", "abc123", "--ttl", "30s"]).expect("extend");
+        let Command::Extend(e) = cli.command else { panic!("not extend") };
+        assert_eq!(e.ttl, ms(30_000));
+        assert!(parse(&["extend", "r", "abc123"]).is_err());
+        assert!(parse(&["release", "r"]).is_err());
+        assert!(parse(&["release", "r", ""]).is_err());
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        let cli = parse(&["--json", "--mode", "script", "status", "r"]).expect("before");
+        assert!(cli.global.json);
+        assert_eq!(cli.global.mode, ModeArg::Script);
+        let cli = parse(&["status", "r", "--json", "--mode", "script", "--quorum", "2"]).expect("after");
+        assert!(cli.global.json);
+        assert_eq!(cli.global.quorum, Some(2));
+        assert!(parse(&["status", "r", "--mode", "lua"]).is_err());
+        assert!(parse(&["status", "r", "--quorum", "0"]).is_err());
+    }
+
+    #[test]
+    fn servers_split_on_commas_and_default_to_the_five_local_ones() {
+        let cli = parse(&["status", "r", "--servers", "redis://a:1, b:2 ,redis://c:3"]).expect("servers");
+        assert_eq!(
+            cli.global.urls().expect("urls"),
+            ["redis://a:1", "redis://b:2", "redis://c:3"].map(String::from).to_vec()
+        );
+        let cli = parse(&["status", "r", "--servers", "a:1,,b:2"]).expect("parses");
+        assert!(cli.global.urls().is_err());
+        if std::env::var_os("REDLOCK_SERVERS").is_none() {
+            let cli = parse(&["status", "r"]).expect("default");
+            let urls = cli.global.urls().expect("urls");
+            assert_eq!(urls.len(), 5);
+            assert_eq!(urls[0], "redis://127.0.0.1:7001");
+            assert_eq!(urls[4], "redis://127.0.0.1:7005");
+        }
+    }
+
+    #[test]
+    fn settings_follow_the_flags_and_the_library_defaults() {
+        let cli = parse(&["status", "r"]).expect("defaults");
+        let s = cli.global.settings(Mode::Module);
+        let d = Settings::default();
+        assert_eq!(
+            (s.request_timeout, s.connect_timeout, s.retry_count, s.retry_delay, s.quorum),
+            (d.request_timeout, d.connect_timeout, d.retry_count, d.retry_delay, d.quorum)
+        );
+        let cli = parse(&[
+            "status",
+            "r",
+            "--request-timeout",
+            "20ms",
+            "--connect-timeout",
+            "1s",
+            "--retry-count",
+            "7",
+            "--retry-delay",
+            "5ms..15ms",
+            "--quorum",
+            "4",
+        ])
+        .expect("flags");
+        let s = cli.global.settings(Mode::Script);
+        assert_eq!(s.request_timeout, ms(20));
+        assert_eq!(s.connect_timeout, ms(1000));
+        assert_eq!(s.retry_count, 7);
+        assert_eq!(s.retry_delay, (ms(5), ms(15)));
+        assert_eq!(s.quorum, Some(4));
+        assert_eq!(s.mode, Mode::Script);
+    }
+
+    #[test]
+    fn retry_delay_is_a_range_or_one_value() {
+        assert_eq!(parse_delay_range("10ms..20ms"), Ok(DelayRange(ms(10), ms(20))));
+        assert_eq!(parse_delay_range("0ms..5ms"), Ok(DelayRange(ms(0), ms(5))));
+        assert_eq!(parse_delay_range("50ms"), Ok(DelayRange(ms(50), ms(50))));
+        assert!(parse_delay_range("20ms..10ms").is_err());
+        assert!(parse_delay_range("10ms..").is_err());
+        assert!(parse_delay_range("x..1s").is_err());
+        assert!(parse(&["status", "r", "--retry-delay", "2s..1s"]).is_err());
+    }
+
+    #[test]
+    fn run_takes_the_command_after_double_dash_or_directly() {
+        let cli =
+            parse(&["run", "r", "--ttl", "5s", "--wait", "30s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"]).expect("run");
+        let Command::Run(r) = cli.command else { panic!("not run") };
+        assert_eq!(r.command, ["sh", "-c", "echo $REDLOCK_TOKEN"].map(OsString::from).to_vec());
+        assert_eq!((r.ttl, r.wait, r.on_lost), (ms(5000), Some(ms(30_000)), OnLost::Kill));
+
+        // Options after the command belong to the command.
+        let cli = parse(&["run", "r", "--on-lost", "warn", "ls", "-l", "--ttl", "1s", "--json"]).expect("run");
+        assert!(!cli.global.json);
+        let Command::Run(r) = cli.command else { panic!("not run") };
+        assert_eq!(r.command, ["ls", "-l", "--ttl", "1s", "--json"].map(OsString::from).to_vec());
+        assert_eq!((r.ttl, r.wait, r.on_lost), (ms(10_000), None, OnLost::Warn));
+
+        assert_eq!(parse(&["run", "r"]).expect_err("no command").kind(), ErrorKind::MissingRequiredArgument);
+        assert_eq!(parse(&["run", "r", "--"]).expect_err("no command").kind(), ErrorKind::MissingRequiredArgument);
+        assert!(parse(&["run", "r", "--on-lost", "ignore", "--", "true"]).is_err());
+    }
+
+    #[test]
+    fn bench_defaults() {
+        let cli = parse(&["bench"]).expect("bench");
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        assert_eq!((b.workers, b.duration, b.ttl, b.contenders, b.hold), (32, ms(10_000), ms(10_000), 16, ms(1)));
+        let cli = parse(&["bench", "--workers", "4", "--duration", "500ms"]).expect("bench");
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        assert_eq!((b.workers, b.duration), (4, ms(500)));
+        assert!(parse(&["bench", "--workers", "0"]).is_err());
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,285 @@
+//! acquire, release, extend, status.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use redlock::{InstanceStatus, Redlock};
+use serde::Serialize;
+
+use super::args::{AcquireArgs, ExtendArgs, ReleaseArgs, StatusArgs};
+use super::exit::{self, Failure};
+use super::output::{self, cell, millis, outcomes_json, pairs, OutcomeJson};
+
+/// `now + wait`, or a usage error for a wait too long to represent.
+pub fn deadline(wait: Option<std::time::Duration>) -> Result<Option<Instant>, Failure> {
+    match wait {
+        None => Ok(None),
+        Some(w) => Instant::now()
+            .checked_add(w)
+            .map(Some)
+            .ok_or_else(|| Failure::usage(format!("--wait {} is too long", humantime::format_duration(w)))),
+    }
+}
+
+#[derive(Serialize)]
+struct AcquireJson<'a> {
+    resource: &'a str,
+    owner: &'a str,
+    token: Option<i64>,
+    validity_ms: u64,
+    ttl_ms: u64,
+    fenced: usize,
+    instances: Vec<OutcomeJson>,
+}
+
+pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32, Failure> {
+    let deadline = deadline(args.wait)?;
+    let lock = rl
+        .lock_until(&args.resource, args.ttl, deadline)
+        .await
+        .map_err(|e| Failure::from_lock_error(&e, exit::NOT_ACQUIRED))?;
+    // Validity left now, after the round trips, not at the acquisition.
+    let validity_ms = millis(lock.remaining());
+    if json {
+        output::json(&AcquireJson {
+            resource: &lock.resource,
+            owner: &lock.owner,
+            token: lock.token,
+            validity_ms,
+            ttl_ms: millis(lock.ttl),
+            fenced: lock.fenced,
+            instances: outcomes_json(&lock.instances),
+        })?;
+    } else {
+        output::stdout(&pairs(&[
+            ("resource", lock.resource.clone()),
+            ("owner", lock.owner.clone()),
+            ("token", lock.token.map(|t| t.to_string()).unwrap_or_default()),
+            ("validity_ms", validity_ms.to_string()),
+        ]))?;
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Serialize)]
+struct ReleaseJson<'a> {
+    resource: &'a str,
+    released: usize,
+    servers: usize,
+    quorum: usize,
+    instances: Vec<OutcomeJson>,
+}
+
+pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32, Failure> {
+    let released = rl
+        .release_owner(&args.resource, &args.owner)
+        .await
+        .map_err(|e| Failure::from_lock_error(&e, exit::NOT_RELEASED))?;
+    let (servers, quorum) = (rl.servers().len(), rl.quorum());
+    if json {
+        output::json(&ReleaseJson {
+            resource: &args.resource,
+            released: released.released,
+            servers,
+            quorum,
+            instances: outcomes_json(&released.instances),
+        })?;
+    } else {
+        output::stdout(&pairs(&[("released", released.released.to_string()), ("servers", servers.to_string())]))?;
+    }
+    if released.released >= quorum {
+        return Ok(exit::OK);
+    }
+    Err(Failure::new(
+        exit::NOT_RELEASED,
+        format!(
+            "lock {:?} of owner {:?} released on {} of {} servers, quorum {}: {}",
+            args.resource,
+            args.owner,
+            released.released,
+            servers,
+            quorum,
+            redlock::error::Outcomes(&released.instances)
+        ),
+    ))
+}
+
+#[derive(Serialize)]
+struct ExtendJson<'a> {
+    resource: &'a str,
+    owner: &'a str,
+    validity_ms: u64,
+    ttl_ms: u64,
+    extended: usize,
+    instances: Vec<OutcomeJson>,
+}
+
+pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, Failure> {
+    let lock = rl
+        .extend_owner(&args.resource, &args.owner, args.ttl)
+        .await
+        .map_err(|e| Failure::from_lock_error(&e, exit::QUORUM_LOST))?;
+    let extended = lock.instances.iter().filter(|o| o.outcome == redlock::Outcome::Done).count();
+    let validity_ms = millis(lock.remaining());
+    if json {
+        output::json(&ExtendJson {
+            resource: &args.resource,
+            owner: &args.owner,
+            validity_ms,
+            ttl_ms: millis(args.ttl),
+            extended,
+            instances: outcomes_json(&lock.instances),
+        })?;
+    } else {
+        output::stdout(&pairs(&[
+            ("resource", args.resource.clone()),
+            ("owner", args.owner.clone()),
+            ("validity_ms", validity_ms.to_string()),
+            ("extended", extended.to_string()),
+        ]))?;
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    server: &'a str,
+    reachable: bool,
+    owner: Option<&'a str>,
+    token: Option<i64>,
+    /// Remaining lease in ms; -1: the key has no TTL.
+    pttl_ms: Option<i64>,
+    waiters: Option<i64>,
+    error: Option<&'a str>,
+}
+
+pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, Failure> {
+    let statuses = rl.status(&args.resource).await;
+    if json {
+        let rows: Vec<StatusJson> = statuses
+            .iter()
+            .map(|s| StatusJson {
+                server: &s.server,
+                reachable: s.reachable,
+                owner: s.owner.as_deref(),
+                token: s.token,
+                pttl_ms: s.pttl,
+                waiters: s.waiters,
+                error: s.error.as_deref(),
+            })
+            .collect();
+        output::json(&rows)?;
+    } else {
+        output::stdout(&status_text(&args.resource, &statuses, rl.quorum()))?;
+    }
+    let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
+    if answered < rl.quorum() {
+        return Err(Failure::general(format!(
+            "only {answered} of {} servers answered without error (quorum {}): the state of {:?} is unknown",
+            statuses.len(),
+            rl.quorum(),
+            args.resource
+        )));
+    }
+    Ok(exit::OK)
+}
+
+fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
+    let dash = || "-".to_string();
+    let with_errors = statuses.iter().any(|s| s.error.is_some());
+    let mut header = vec!["SERVER", "REACHABLE", "OWNER", "TOKEN", "LEASE_MS", "WAITERS"];
+    if with_errors {
+        header.push("ERROR");
+    }
+    let rows: Vec<Vec<String>> = statuses
+        .iter()
+        .map(|s| {
+            let mut row = vec![
+                s.server.clone(),
+                if s.reachable { "yes" } else { "no" }.to_string(),
+                s.owner.as_deref().map(cell).unwrap_or_else(dash),
+                s.token.map(|t| t.to_string()).unwrap_or_else(dash),
+                s.pttl.map(|p| if p < 0 { "no-ttl".to_string() } else { p.to_string() }).unwrap_or_else(dash),
+                s.waiters.map(|w| w.to_string()).unwrap_or_else(dash),
+            ];
+            if with_errors {
+                row.push(s.error.clone().unwrap_or_else(dash));
+            }
+            row
+        })
+        .collect();
+    let mut text = output::table(&header, &rows);
+    text.push_str(&summary(resource, statuses, quorum));
+    text.push('\n');
+    text
+}
+
+/// Who holds `resource` according to the answers.
+fn summary(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
+    let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
+    let mut holders: HashMap<&str, usize> = HashMap::new();
+    for s in statuses {
+        if let Some(owner) = s.owner.as_deref() {
+            *holders.entry(owner).or_default() += 1;
+        }
+    }
+    let n = statuses.len();
+    if answered < quorum {
+        return format!("{resource:?}: unknown, {answered} of {n} servers answered (quorum {quorum})");
+    }
+    match holders.iter().max_by_key(|(_, count)| **count) {
+        None => format!("{resource:?} is free on {answered} of {n} servers (quorum {quorum})"),
+        Some((owner, &count)) if count >= quorum => {
+            format!("{resource:?} is held by {} on {count} of {n} servers (quorum {quorum})", cell(owner))
+        }
+        Some(_) => format!(
+            "{resource:?} is held by no owner on a quorum ({quorum} of {n}): {} holder(s) on {} server(s)",
+            holders.len(),
+            holders.values().sum::<usize>()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(server: &str, owner: Option<&str>) -> InstanceStatus {
+        InstanceStatus {
+            server: server.into(),
+            reachable: true,
+            owner: owner.map(String::from),
+            token: owner.map(|_| 7),
+            pttl: owner.map(|_| 900),
+            waiters: Some(0),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn summary_names_the_quorum_holder() {
+        let s = [st("a", Some("me")), st("b", Some("me")), st("c", None)];
+        assert_eq!(summary("r", &s, 2), "\"r\" is held by me on 2 of 3 servers (quorum 2)");
+        let s = [st("a", Some("me")), st("b", Some("you")), st("c", None)];
+        assert!(summary("r", &s, 2).contains("no owner on a quorum"));
+        let mut s = [st("a", None), st("b", None), st("c", None)];
+        assert_eq!(summary("r", &s, 2), "\"r\" is free on 3 of 3 servers (quorum 2)");
+        s[0].error = Some("timeout".into());
+        s[1].error = Some("timeout".into());
+        assert_eq!(summary("r", &s, 2), "\"r\": unknown, 1 of 3 servers answered (quorum 2)");
+    }
+
+    #[test]
+    fn status_table_has_an_error_column_only_when_needed() {
+        let mut s = vec![st("a", Some("me")), st("b", None)];
+        let text = status_text("r", &s, 2);
+        assert!(text.starts_with("SERVER  REACHABLE  OWNER  TOKEN  LEASE_MS  WAITERS\n"), "{text}");
+        assert!(text.contains("a       yes        me     7      900       0\n"), "{text}");
+        s[1].reachable = false;
+        s[1].waiters = None;
+        s[1].error = Some("timeout".into());
+        let text = status_text("r", &s, 2);
+        assert!(text.contains("ERROR"), "{text}");
+        assert!(text.contains("b       no         -      -      -         -        timeout"), "{text}");
+    }
+}

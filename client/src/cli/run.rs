@@ -1,0 +1,202 @@
+//! `redlock run`: flock(1) across machines. Takes the lock with a guard
+//! (which keeps extending it), runs the command, forwards SIGINT/SIGTERM to
+//! it, reacts when the lock is lost, releases when the command exits.
+
+use std::io::ErrorKind;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use redlock::{LockGuard, Redlock};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::args::{OnLost, RunArgs};
+use super::commands::deadline;
+use super::exit::{self, Failure};
+use super::output::warn;
+
+/// How long a command gets between SIGTERM and SIGKILL once the lock is lost.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
+    let Some((program, program_args)) = args.command.split_first() else {
+        return Err(Failure::usage("no command given"));
+    };
+    let name = program.to_string_lossy().into_owned();
+    // Installed first, so a signal while we wait for the lock or start the
+    // command does not kill us with the lock held.
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| Failure::general(format!("SIGINT handler: {e}")))?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| Failure::general(format!("SIGTERM handler: {e}")))?;
+
+    let deadline = deadline(args.wait)?;
+    let guard = tokio::select! {
+        taken = rl.guard(&args.resource, args.ttl, deadline) => taken.map_err(|e| {
+            Failure::new(exit::RUN_NOT_LOCKED, format!("{e}; {name:?} not run"))
+        })?,
+        _ = sigint.recv() => return Err(interrupted(libc::SIGINT, &args.resource)),
+        _ = sigterm.recv() => return Err(interrupted(libc::SIGTERM, &args.resource)),
+    };
+
+    let lock = guard.lock();
+    let mut command = Command::new(program);
+    command
+        .args(program_args)
+        .env("REDLOCK_RESOURCE", &args.resource)
+        .env("REDLOCK_OWNER", &lock.owner)
+        // Empty in script mode, which has no fencing tokens.
+        .env("REDLOCK_TOKEN", lock.token.map(|t| t.to_string()).unwrap_or_default())
+        .kill_on_drop(false);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            release(rl, guard, &args.resource, false).await;
+            let code = if e.kind() == ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE };
+            return Err(Failure::new(code, format!("cannot run {name:?}: {e}")));
+        }
+    };
+
+    let outcome = supervise(&mut child, &guard, args.on_lost, &args.resource, &name, &mut sigint, &mut sigterm).await;
+    let lost = guard.is_lost();
+    release(rl, guard, &args.resource, lost).await;
+    match outcome {
+        Supervised::Exited(status) => Ok(status_code(status)),
+        Supervised::StoppedAfterLoss(status) => {
+            warn(&format!(
+                "{name:?} stopped ({}) because the lock on {:?} was lost; exit {}",
+                describe(status),
+                args.resource,
+                exit::RUN_LOCK_LOST
+            ));
+            Ok(exit::RUN_LOCK_LOST)
+        }
+        Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
+    }
+}
+
+enum Supervised {
+    /// The command exited on its own (or after a forwarded signal), or
+    /// after a lost lock with `--on-lost warn`.
+    Exited(ExitStatus),
+    /// The lock was lost and the command was stopped (`--on-lost kill`).
+    StoppedAfterLoss(ExitStatus),
+    WaitFailed(std::io::Error),
+}
+
+async fn supervise(
+    child: &mut Child,
+    guard: &LockGuard,
+    on_lost: OnLost,
+    resource: &str,
+    name: &str,
+    sigint: &mut tokio::signal::unix::Signal,
+    sigterm: &mut tokio::signal::unix::Signal,
+) -> Supervised {
+    // Known while the child is not reaped, which is until `wait` returns.
+    let pid = child.id().and_then(|p| libc::pid_t::try_from(p).ok());
+    let mut lost = false;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    loop {
+        let kill_timer = async {
+            match kill_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            status = child.wait() => {
+                return match status {
+                    Ok(status) if lost && on_lost == OnLost::Kill => Supervised::StoppedAfterLoss(status),
+                    Ok(status) => Supervised::Exited(status),
+                    Err(e) => {
+                        let _ = child.start_kill();
+                        Supervised::WaitFailed(e)
+                    }
+                };
+            }
+            _ = guard.lost(), if !lost => {
+                lost = true;
+                match on_lost {
+                    OnLost::Kill => {
+                        warn(&format!(
+                            "LOCK LOST: {resource:?} could not be extended on a quorum while {name:?} runs; \
+                             sending SIGTERM, SIGKILL in {} s",
+                            KILL_GRACE.as_secs()
+                        ));
+                        send(pid, libc::SIGTERM);
+                        kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
+                    }
+                    OnLost::Warn => warn(&format!(
+                        "LOCK LOST: {resource:?} could not be extended on a quorum while {name:?} runs; \
+                         letting it finish (--on-lost warn): it no longer holds the lock"
+                    )),
+                }
+            }
+            _ = kill_timer => {
+                kill_at = None;
+                warn(&format!("{name:?} still running {} s after SIGTERM: SIGKILL", KILL_GRACE.as_secs()));
+                let _ = child.start_kill();
+            }
+            Some(()) = sigint.recv() => send(pid, libc::SIGINT),
+            Some(()) = sigterm.recv() => send(pid, libc::SIGTERM),
+        }
+    }
+}
+
+fn send(pid: Option<libc::pid_t>, signal: libc::c_int) {
+    if let Some(pid) = pid.filter(|p| *p > 0) {
+        // SAFETY: kill(2) on our own, not yet reaped child; no memory involved.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// Releases after the command; a short release is worth a warning (the
+/// rest of the lease then runs out on its own).
+async fn release(rl: &Redlock, guard: LockGuard, resource: &str, lost: bool) {
+    match guard.release().await {
+        Ok(r) if r.released >= rl.quorum() || lost => {}
+        Ok(r) => warn(&format!(
+            "lock {resource:?} released on {} of {} servers only: {}",
+            r.released,
+            rl.servers().len(),
+            redlock::error::Outcomes(&r.instances)
+        )),
+        Err(e) => warn(&format!("releasing {resource:?}: {e}")),
+    }
+}
+
+fn interrupted(signal: libc::c_int, resource: &str) -> Failure {
+    Failure::new(128 + signal, format!("interrupted while waiting for the lock on {resource:?}; command not run"))
+}
+
+/// The shell convention: the exit code, or 128 + the signal.
+fn status_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => exit::FAILURE,
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => "unknown status".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_follow_the_shell() {
+        assert_eq!(status_code(ExitStatus::from_raw(0)), 0);
+        assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGTERM)), 143);
+        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGKILL)), 137);
+    }
+}

@@ -1,0 +1,162 @@
+//! `redlock run` end to end: the real binary against five real servers.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{eventually, relaxed, Cluster};
+use tokio::process::{Child, Command};
+
+/// Exit status of `redlock run` when the lock was not taken (`redlock --help`).
+const RUN_NOT_LOCKED: i32 = 75;
+/// Exit status of `redlock run` when the lock was lost and the command stopped.
+const RUN_LOCK_LOST: i32 = 76;
+/// No CLI invocation here may take longer.
+const CLI_DEADLINE: Duration = Duration::from_secs(20);
+
+fn redlock(c: &Cluster, args: &[&str]) -> Command {
+    // Not the subject here: keep a loaded machine from turning a healthy
+    // server into a timeout.
+    redlock_with_timeout(c, "500ms", args)
+}
+
+fn redlock_with_timeout(c: &Cluster, request_timeout: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    cmd.env_remove("REDLOCK_SERVERS")
+        .arg("--servers")
+        .arg(c.urls().join(","))
+        .arg("--request-timeout")
+        .arg(request_timeout)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    ended: Instant,
+}
+
+async fn finish(child: Child, what: &str) -> Ran {
+    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: redlock did not exit within {CLI_DEADLINE:?}"))
+        .unwrap_or_else(|e| panic!("{what}: waiting for redlock: {e}"));
+    let ran = Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        ended: Instant::now(),
+    };
+    println!("{what}: exit {:?}\n  stdout: {:?}\n  stderr: {:?}", ran.code, ran.stdout, ran.stderr);
+    ran
+}
+
+async fn run(c: &Cluster, args: &[&str], what: &str) -> Ran {
+    finish(redlock(c, args).spawn().expect("spawn redlock"), what).await
+}
+
+fn token_of(stdout: &str) -> i64 {
+    stdout.trim().parse().unwrap_or_else(|e| panic!("REDLOCK_TOKEN {stdout:?} is not a token: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_gives_the_command_a_real_fencing_token_and_releases() {
+    let c = Cluster::start(5);
+    let lib = c.redlock(relaxed());
+    let before = lib.lock("cli-token", Duration::from_secs(5)).await.unwrap();
+    lib.release(&before).await.unwrap();
+
+    let ran = run(&c, &["run", "cli-token", "--ttl", "2s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"], "run").await;
+    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    let token = token_of(&ran.stdout);
+    assert_eq!(c.infos("cli-token").await, vec![None; 5], "released when the command exited");
+
+    let after = lib.lock("cli-token", Duration::from_secs(5)).await.unwrap();
+    lib.release(&after).await.unwrap();
+    assert!(
+        before.token.unwrap() < token && token < after.token.unwrap(),
+        "the command's token {token} must be a fencing token of the servers, between {:?} and {:?}",
+        before.token,
+        after.token
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_run_is_refused_without_wait_and_follows_with_wait() {
+    let c = Cluster::start(5);
+    let mut first = redlock(
+        &c,
+        &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo $REDLOCK_TOKEN $REDLOCK_OWNER; sleep 2"],
+    )
+    .spawn()
+    .expect("spawn first");
+    // The first holds the lock once every server shows an owner.
+    eventually(Duration::from_secs(10), "first run to hold the lock", || async {
+        c.infos("cli-shared").await.iter().all(Option::is_some)
+    })
+    .await;
+    assert!(first.try_wait().unwrap().is_none(), "first run ended early");
+
+    let refused = run(&c, &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo ran"], "no --wait").await;
+    assert_eq!(refused.code, Some(RUN_NOT_LOCKED), "stderr: {}", refused.stderr);
+    assert!(!refused.stdout.contains("ran"), "the command must not run: {:?}", refused.stdout);
+    assert!(first.try_wait().unwrap().is_none(), "the refusal took longer than the first's hold; rerun on a less loaded machine");
+
+    let waiting = redlock(&c, &["run", "cli-shared", "--ttl", "2s", "--wait", "10s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"])
+        .spawn()
+        .expect("spawn waiting");
+    let (first, waited) = tokio::join!(finish(first, "first"), finish(waiting, "--wait 10s"));
+    assert_eq!(first.code, Some(0), "stderr: {}", first.stderr);
+    assert_eq!(waited.code, Some(0), "stderr: {}", waited.stderr);
+    let first_token = token_of(first.stdout.split_whitespace().next().unwrap_or(""));
+    let waited_token = token_of(&waited.stdout);
+    assert!(waited_token > first_token, "{waited_token} after {first_token}");
+    assert!(waited.ended > first.ended, "the waiting run finished before the holder");
+    assert_eq!(c.infos("cli-shared").await, vec![None; 5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_passes_the_exit_status_through() {
+    let c = Cluster::start(5);
+    let ran = run(&c, &["run", "cli-exit", "--ttl", "2s", "--", "sh", "-c", "exit 7"], "exit 7").await;
+    assert_eq!(ran.code, Some(7), "stderr: {}", ran.stderr);
+    assert_eq!(c.infos("cli-exit").await, vec![None; 5], "released after a failing command too");
+    let ran = run(&c, &["run", "cli-exit", "--ttl", "2s", "--", "/nonexistent/command"], "not found").await;
+    assert_eq!(ran.code, Some(127), "stderr: {}", ran.stderr);
+    assert_eq!(c.infos("cli-exit").await, vec![None; 5], "released when the command could not start");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_stops_the_command_when_the_lock_is_lost() {
+    let mut c = Cluster::start(5);
+    let child = redlock_with_timeout(
+        &c,
+        "50ms",
+        &["run", "cli-lost", "--ttl", "600ms", "--", "sh", "-c", "echo started; exec sleep 30"],
+    )
+    .spawn()
+    .expect("spawn");
+    eventually(Duration::from_secs(10), "run to hold the lock", || async {
+        c.infos("cli-lost").await.iter().all(Option::is_some)
+    })
+    .await;
+    for i in 0..3 {
+        c.servers[i].freeze();
+    }
+    let frozen_at = Instant::now();
+    let ran = finish(child, "lost").await;
+    let took = ran.ended - frozen_at;
+    for i in 0..3 {
+        c.servers[i].thaw();
+    }
+    assert_eq!(ran.code, Some(RUN_LOCK_LOST), "stderr: {}", ran.stderr);
+    assert!(ran.stdout.contains("started"));
+    assert!(took < Duration::from_secs(3), "the command was stopped {took:?} after the majority froze");
+}
