@@ -29,6 +29,18 @@ pub struct Lock {
     pub instances: Vec<InstanceOutcome>,
     /// Instances whose smaller token was raised to `token` (FENCE).
     pub fenced: usize,
+    /// The place in line this lock was taken with (see `lock_until`).
+    pub ticket: Option<Ticket>,
+}
+
+/// A place in a resource's waiting line: a module lock on one designated
+/// instance, held alongside the quorum lock and released after it, so the
+/// next in line finds the resource free.
+#[derive(Clone, Debug)]
+pub struct Ticket {
+    instance: usize,
+    key: String,
+    owner: String,
 }
 
 impl Lock {
@@ -126,31 +138,95 @@ impl Redlock {
     /// Takes `resource`, retrying until it is granted, the retries are used
     /// up, or (with `deadline`) the deadline passes, whichever comes first.
     /// With a deadline the retry count does not limit the attempts.
+    ///
+    /// With a deadline in module mode, clients first take a place in the
+    /// resource's line: a module lock on a key derived from the resource,
+    /// on one instance chosen by hashing the resource, taken at once when
+    /// nobody is in line, else waited for in the module's first-come,
+    /// first-served queue (`LOCK.ACQUIRE ... WAIT`). At the head of the
+    /// line the quorum is tried promptly; holders give their place up right
+    /// after releasing the lock. Waiters are so served in turn instead of
+    /// polling after random delays. The line only orders the waiters: the
+    /// lock is still the quorum's, so a line instance that is down or
+    /// frozen costs fairness (the wait there is bounded by the ttl), never
+    /// safety.
     pub async fn lock_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
         if let Some(lock) = self.reenter(resource) {
             return Ok(lock);
         }
+        let ticket = match deadline {
+            Some(d) if self.inner.settings.mode == Mode::Module => self.join_line(resource, ttl, d).await,
+            _ => None,
+        };
+        let (lo, hi) = self.inner.settings.retry_delay;
+        let mut head_delay = Duration::from_millis(1);
         let mut attempts = 0u32;
         loop {
             attempts += 1;
             let outcomes = match self.attempt(resource, ttl).await {
-                Ok(Ok(lock)) => {
+                Ok(Ok(mut lock)) => {
+                    lock.ticket = ticket;
                     self.remember(&lock);
                     return Ok(lock);
                 }
-                Ok(Err(e)) => return Err(e),
+                Ok(Err(e)) => {
+                    self.leave_line(ticket).await;
+                    return Err(e);
+                }
                 Err(outcomes) => outcomes,
             };
-            let (lo, hi) = self.inner.settings.retry_delay;
-            let delay = if hi > lo { rand::rng().random_range(lo..=hi) } else { lo };
+            let delay = if ticket.is_some() {
+                // First in line: the resource frees up any moment now.
+                head_delay = (head_delay * 2).min(hi.max(Duration::from_millis(1)));
+                head_delay / 2
+            } else if hi > lo {
+                rand::rng().random_range(lo..=hi)
+            } else {
+                lo
+            };
             let out_of_time = match deadline {
                 Some(d) => Instant::now() + delay >= d,
                 None => attempts > self.inner.settings.retry_count,
             };
             if out_of_time {
+                self.leave_line(ticket).await;
                 return Err(not_acquired(resource, attempts, outcomes));
             }
             tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Takes the head of `resource`'s line: at once when nobody is in it,
+    /// else by waiting in the module's queue until `deadline` and at most
+    /// one ttl. `None` if the line's instance does not serve it.
+    async fn join_line(&self, resource: &str, ttl: Duration, deadline: Instant) -> Option<Ticket> {
+        let index = line_instance(resource, &self.servers());
+        let instance = self.inner.instances.get(index)?;
+        let ticket = Ticket { instance: index, key: format!("redlock:line:{resource}"), owner: new_owner() };
+        match instance.acquire(&ticket.key, &ticket.owner, ttl, None).await.outcome {
+            Outcome::Granted { .. } => return Some(ticket),
+            Outcome::Refused => {}
+            _ => return None,
+        }
+        let wait = deadline.saturating_duration_since(Instant::now()).min(ttl);
+        if wait.is_zero() {
+            return None;
+        }
+        match instance.wait_for(&ticket.key, &ticket.owner, ttl, wait).await.outcome {
+            Outcome::Granted { .. } => Some(ticket),
+            _ => {
+                // A grant that raced the timeout must not block the line.
+                instance.release(&ticket.key, &ticket.owner).await;
+                None
+            }
+        }
+    }
+
+    async fn leave_line(&self, ticket: Option<Ticket>) {
+        if let Some(t) = ticket {
+            if let Some(instance) = self.inner.instances.get(t.instance) {
+                instance.release(&t.key, &t.owner).await;
+            }
         }
     }
 
@@ -201,6 +277,7 @@ impl Redlock {
             ttl,
             instances: outcomes,
             fenced,
+            ticket: None,
         }))
     }
 
@@ -248,8 +325,17 @@ impl Redlock {
             return Err(Error::Expired { resource: lock.resource.clone() });
         }
         let started = Instant::now();
-        let outcomes =
-            join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))).await;
+        let line = async {
+            if let Some(t) = &lock.ticket {
+                if let Some(instance) = self.inner.instances.get(t.instance) {
+                    instance.extend(&t.key, &t.owner, ttl).await;
+                }
+            }
+        };
+        let (outcomes, ()) = futures::join!(
+            join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))),
+            line
+        );
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let validity = quorum::validity(ttl, started.elapsed(), drift);
@@ -271,7 +357,11 @@ impl Redlock {
         if remaining_holds > 0 {
             return Ok(Released { released: 0, remaining_holds, instances: Vec::new() });
         }
-        self.release_owner(&lock.resource, &lock.owner).await
+        let released = self.release_owner(&lock.resource, &lock.owner).await;
+        // The lock first, then the place in line: the next in line must
+        // find the resource free.
+        self.leave_line(lock.ticket.clone()).await;
+        released
     }
 
     /// Releases `resource` held by `owner` on every instance (no
@@ -296,6 +386,7 @@ impl Redlock {
             ttl,
             instances: Vec::new(),
             fenced: 0,
+            ticket: None,
         };
         self.extend(&lock, ttl).await
     }
@@ -357,6 +448,20 @@ impl Redlock {
     }
 }
 
+/// The instance that keeps `resource`'s line: the same for every client
+/// whatever the order of its server list (FNV-1a over the resource, among
+/// the servers sorted by name).
+fn line_instance(resource: &str, servers: &[String]) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in resource.bytes() {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut order: Vec<usize> = (0..servers.len()).collect();
+    order.sort_by(|&a, &b| servers[a].cmp(&servers[b]));
+    let pick = usize::try_from(hash % servers.len().max(1) as u64).unwrap_or(0);
+    order.get(pick).copied().unwrap_or(0)
+}
+
 fn not_acquired(resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
     Error::NotAcquired { resource: resource.to_string(), attempts, outcomes }
 }
@@ -365,5 +470,20 @@ fn module_missing(server: &str) -> Error {
     Error::Server {
         server: server.to_string(),
         message: format!("LOCK.ACQUIRE unknown: is the redislock module loaded on {server}? (script mode serves plain Redis)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_client_picks_the_same_line_instance_whatever_its_server_order() {
+        let a = vec!["h:1".to_string(), "h:2".to_string(), "h:3".to_string()];
+        let b = vec!["h:3".to_string(), "h:1".to_string(), "h:2".to_string()];
+        for r in ["orders:42", "x", "", "nightly-report"] {
+            assert_eq!(a[line_instance(r, &a)], b[line_instance(r, &b)], "{r}");
+        }
+        assert_eq!(line_instance("r", &[]), 0);
     }
 }

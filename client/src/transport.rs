@@ -216,6 +216,30 @@ impl Instance {
         self.outcome(started, one_or_zero(reply))
     }
 
+    /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... WAIT`)
+    /// on a connection of its own: a blocked command must not hold up the
+    /// shared connection. Closing it leaves the queue.
+    pub async fn wait_for(&self, key: &str, owner: &str, ttl: Duration, wait: Duration) -> InstanceOutcome {
+        let started = Instant::now();
+        let budget = wait.saturating_add(self.request_timeout);
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(budget));
+        let mut cmd = redis::cmd("LOCK.ACQUIRE");
+        cmd.arg(key).arg(owner).arg(millis(ttl)).arg("WAIT").arg(millis(wait).max(1));
+        let waited = async {
+            let mut conn = self.client.get_multiplexed_async_connection_with_config(&config).await?;
+            cmd.query_async::<Option<i64>>(&mut conn).await
+        };
+        let outcome = match tokio::time::timeout(budget.saturating_add(self.connect_timeout), waited).await {
+            Err(_) => Outcome::Timeout,
+            Ok(Ok(Some(token))) => Outcome::Granted { token: Some(token) },
+            Ok(Ok(None)) => Outcome::Refused,
+            Ok(Err(e)) => classify(e).into(),
+        };
+        self.outcome(started, outcome)
+    }
+
     /// This server's view of `key`.
     pub async fn status(&self, key: &str) -> InstanceStatus {
         let mut status = InstanceStatus {
