@@ -222,6 +222,14 @@ impl Redlock {
         }
     }
 
+    /// Gives up the place in line a lock was taken with, for a lock that
+    /// outlives this handle (its release will not come from here): the
+    /// next in line then polls the quorum instead of waiting out the place.
+    pub async fn leave_line_of(&self, lock: &mut Lock) {
+        self.leave_line(lock.ticket.take()).await;
+        self.update_held(lock);
+    }
+
     async fn leave_line(&self, ticket: Option<Ticket>) {
         if let Some(t) = ticket {
             if let Some(instance) = self.inner.instances.get(t.instance) {

@@ -34,10 +34,13 @@ struct AcquireJson<'a> {
 
 pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32, Failure> {
     let deadline = deadline(args.wait)?;
-    let lock = rl
+    let mut lock = rl
         .lock_until(&args.resource, args.ttl, deadline)
         .await
         .map_err(|e| Failure::from_lock_error(&e, exit::NOT_ACQUIRED))?;
+    // The lock outlives this process and is released by another one, which
+    // knows nothing of the place in line: give it up now.
+    rl.leave_line_of(&mut lock).await;
     // Validity left now, after the round trips, not at the acquisition.
     let validity_ms = millis(lock.remaining());
     if json {

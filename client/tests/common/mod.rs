@@ -291,6 +291,7 @@ pub struct Info {
     /// None for a plain-string lock.
     pub token: Option<i64>,
     pub pttl: i64,
+    pub waiters: i64,
 }
 
 fn text(v: &Value) -> String {
@@ -315,7 +316,7 @@ pub fn parse_info(v: Value) -> Option<Info> {
         Value::Map(pairs) => pairs,
         other => panic!("LOCK.INFO replied {other:?}"),
     };
-    let (mut owner, mut token, mut pttl) = (None, None, None);
+    let (mut owner, mut token, mut pttl, mut waiters) = (None, None, None, 0);
     for (k, v) in pairs {
         match text(&k).as_str() {
             "owner" => owner = Some(text(&v)),
@@ -332,10 +333,15 @@ pub fn parse_info(v: Value) -> Option<Info> {
                     other => panic!("LOCK.INFO pttl {other:?}"),
                 }
             }
+            "waiters" => {
+                if let Value::Int(n) = v {
+                    waiters = n;
+                }
+            }
             _ => {}
         }
     }
-    Some(Info { owner: owner.expect("owner field"), token, pttl: pttl.expect("pttl field") })
+    Some(Info { owner: owner.expect("owner field"), token, pttl: pttl.expect("pttl field"), waiters })
 }
 
 /// N servers, started in parallel.
