@@ -47,6 +47,17 @@ fn slot(key: &Key) -> Slot<'_> {
     }
 }
 
+/// Whether `owner` holds the lock at `key` (a module lock or a
+/// plain-string one); `None` when the key holds another type.
+fn holds(key: &Key, owner: &[u8]) -> Option<bool> {
+    match slot(key) {
+        Slot::WrongType => None,
+        Slot::Held(lock) => Some(lock.is_held_by(owner)),
+        Slot::PlainString(value) => Some(value == owner),
+        Slot::Free => Some(false),
+    }
+}
+
 macro_rules! parse_or_reply {
     ($ctx:expr, $parsed:expr) => {
         match $parsed {
@@ -142,14 +153,10 @@ fn may_block(ctx: Ctx) -> bool {
 pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let holder = match slot(&key) {
-        Slot::WrongType => return ctx.reply_error(WRONGTYPE),
-        Slot::Held(lock) => lock.is_held_by(req.owner),
-        Slot::PlainString(value) => value == req.owner,
-        Slot::Free => false,
-    };
-    if !holder {
-        return ctx.reply_integer(0);
+    match holds(&key, req.owner) {
+        None => return ctx.reply_error(WRONGTYPE),
+        Some(false) => return ctx.reply_integer(0),
+        Some(true) => {}
     }
     key.delete();
     propagate::released(ctx, req.key);
@@ -165,14 +172,10 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let holder = match slot(&key) {
-        Slot::WrongType => return ctx.reply_error(WRONGTYPE),
-        Slot::Held(lock) => lock.is_held_by(req.owner),
-        Slot::PlainString(value) => value == req.owner,
-        Slot::Free => false,
-    };
-    if !holder {
-        return ctx.reply_integer(0);
+    match holds(&key, req.owner) {
+        None => return ctx.reply_error(WRONGTYPE),
+        Some(false) => return ctx.reply_integer(0),
+        Some(true) => {}
     }
     let deadline = propagate::deadline_after(req.ttl_ms);
     if !key.expire_at(deadline) {
