@@ -179,6 +179,10 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
     rm!(RedisModule_SetDisconnectCallback(client, Some(on_disconnect)) else ());
     let db = ctx.selected_db();
     let (key_held, owner_held) = (key.hold(), owner.hold());
+    if !key_held.is_valid() || !owner_held.is_valid() {
+        unblock(client, Outcome::Error(c"ERR could not keep the request"));
+        return crate::api::OK;
+    }
     // Beyond a year is forever; it also keeps Redis's timer arithmetic
     // (microseconds) from overflowing.
     let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT).then(|| {
@@ -201,13 +205,9 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
             stop_wait_timer(id);
         }
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
-        return api_ok();
+        return crate::api::OK;
     }
     arm(db, key.bytes(), next_check(held));
-    api_ok()
-}
-
-fn api_ok() -> c_int {
     crate::api::OK
 }
 
