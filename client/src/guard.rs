@@ -89,8 +89,10 @@ async fn keep(redlock: Redlock, shared: Arc<Mutex<Lock>>, lost: CancellationToke
     loop {
         let current = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let every = Duration::try_from_secs_f64(current.ttl.as_secs_f64() * fraction).unwrap_or(current.ttl);
-        let valid_until = current.acquired_at + current.validity;
-        let next = (Instant::now() + every).min(valid_until);
+        // Checked: a ttl near Duration::MAX must not overflow an Instant.
+        let far = |from: Instant, by: Duration| from.checked_add(by).unwrap_or(from + Duration::from_secs(86_400 * 365));
+        let valid_until = far(current.acquired_at, current.validity);
+        let next = far(Instant::now(), every).min(valid_until);
         tokio::time::sleep_until(next.into()).await;
         if Instant::now() >= valid_until {
             lost.cancel();

@@ -177,7 +177,7 @@ impl Redlock {
             };
             let delay = if ticket.is_some() {
                 // First in line: the resource frees up any moment now.
-                head_delay = (head_delay * 2).min(hi.max(Duration::from_millis(1)));
+                head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
                 head_delay / 2
             } else if hi > lo {
                 rand::rng().random_range(lo..=hi)
@@ -185,7 +185,7 @@ impl Redlock {
                 lo
             };
             let out_of_time = match deadline {
-                Some(d) => Instant::now() + delay >= d,
+                Some(d) => Instant::now().checked_add(delay).is_none_or(|t| t >= d),
                 None => attempts > self.inner.settings.retry_count,
             };
             if out_of_time {

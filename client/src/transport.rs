@@ -130,7 +130,8 @@ impl Instance {
         F: Fn(ConnectionManager) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let now = tokio::time::Instant::now();
+        let deadline = now.checked_add(self.request_timeout).unwrap_or(now + Duration::from_secs(86_400));
         let mut retried = false;
         loop {
             let conn = match tokio::time::timeout_at(deadline, self.connection()).await {
