@@ -77,7 +77,8 @@ pub enum Attempt {
 
 /// Gives the lock at `key` to `owner` if it is free or already theirs, and
 /// propagates the grant. Shared by ACQUIRE and by the waiters' handoff.
-pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, owner: &[u8], ttl_ms: i64, fence: Token) -> Attempt {
+pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms: i64, fence: Token) -> Attempt {
+    let owner = owner_arg.bytes();
     let deadline = match slot(key) {
         Slot::WrongType => return Attempt::WrongType,
         Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
@@ -122,12 +123,11 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let db = ctx.selected_db();
-    if waiters::has_waiters(db, req.key.bytes()) {
+    if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
         // Whoever waits comes first, even if the lease just ran out.
         waiters::serve(ctx, &key, db, req.key);
     }
-    match try_acquire(ctx, &key, req.key, req.owner_arg, req.owner, req.ttl_ms, req.fence) {
+    match try_acquire(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence) {
         Attempt::Granted(token) => ctx.reply_integer(token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
@@ -160,8 +160,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     }
     key.delete();
     propagate::released(ctx, req.key);
-    let db = ctx.selected_db();
-    if waiters::has_waiters(db, req.key.bytes()) {
+    if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
         waiters::serve(ctx, &key, db, req.key);
     }
     ctx.reply_integer(1)
@@ -190,7 +189,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
-    let waiting = || waiters::waiter_count(ctx.selected_db(), key_name.bytes());
+    let waiting = || waiters::count_in(ctx, key_name.bytes());
     match slot(&key) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => ctx.reply_null(),

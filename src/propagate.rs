@@ -55,8 +55,7 @@ pub fn released(ctx: Ctx, key: &Arg) {
 /// its master granted. Accepted only from the master link or the AOF, so
 /// no client can forge an owner, a token or a deadline.
 pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
-    let trusted = (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int;
-    if ctx.flags() & trusted == 0 {
+    if !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) {
         return ctx.reply_error(c"ERR LOCK.APPLY is accepted only from the master link or while loading the AOF");
     }
     let req = match args::parse_apply(argv) {

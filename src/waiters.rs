@@ -148,17 +148,30 @@ enum Outcome {
     Error(&'static CStr),
 }
 
-/// True when someone waits for `key` in `db`. Free when nobody waits.
-pub fn has_waiters(db: c_int, key: &[u8]) -> bool {
-    WAITING.load(Ordering::Relaxed) > 0
-        && with_registry(|r| r.queue_mut(db, key).is_some_and(|q| !q.waiters.is_empty())).unwrap_or(false)
-}
-
-pub fn waiter_count(db: c_int, key: &[u8]) -> usize {
+/// How many wait for `key` in `db`. Free when nobody waits anywhere.
+fn waiter_count(db: c_int, key: &[u8]) -> usize {
     if WAITING.load(Ordering::Relaxed) == 0 {
         return 0;
     }
     with_registry(|r| r.queue_mut(db, key).map_or(0, |q| q.waiters.len())).unwrap_or(0)
+}
+
+/// How many wait for `key` in the command's database. Nothing is looked
+/// up (not even the database) when nobody waits anywhere.
+pub fn count_in(ctx: Ctx, key: &[u8]) -> usize {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    waiter_count(ctx.selected_db(), key)
+}
+
+/// The command's database when someone waits for `key` there.
+pub fn queued_in(ctx: Ctx, key: &[u8]) -> Option<c_int> {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let db = ctx.selected_db();
+    (waiter_count(db, key) > 0).then_some(db)
 }
 
 /// Blocks the calling client at the tail of `key`'s queue; `held` is the
@@ -219,7 +232,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg) {
     // Each head is taken out of the registry while Redis is called
     // (replication and notifications may re-enter this module).
     while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
-        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.owner.bytes(), head.ttl_ms, head.fence);
+        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence);
         match attempt {
             Attempt::Granted(token) => unblock_waiter(head, Outcome::Token(token)),
             Attempt::WrongType => unblock_waiter(head, Outcome::WrongType),
@@ -363,7 +376,7 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
 
 /// A lock key was deleted, overwritten or expired: serve its waiters soon.
 pub fn key_unlinked(db: c_int, key: &[u8]) {
-    if has_waiters(db, key) {
+    if waiter_count(db, key) > 0 {
         arm(db, key, unix_millis());
     }
 }

@@ -59,6 +59,8 @@ pub(crate) struct Inner {
     pub(crate) instances: Vec<Instance>,
     pub(crate) settings: Settings,
     quorum: usize,
+    /// Instance indexes in server-name order, for `line_instance`.
+    line_order: Vec<usize>,
     /// Locks this handle holds, for reentrancy.
     held: StdMutex<HashMap<String, Held>>,
 }
@@ -105,7 +107,9 @@ impl Redlock {
         if lo > hi {
             return Err(Error::Config("retry delay range is reversed".into()));
         }
-        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, held: StdMutex::new(HashMap::new()) }) })
+        let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
+        let line_order = by_name(&names);
+        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, line_order, held: StdMutex::new(HashMap::new()) }) })
     }
 
     pub fn quorum(&self) -> usize {
@@ -200,7 +204,7 @@ impl Redlock {
     /// else by waiting in the module's queue until `deadline` and at most
     /// one ttl. `None` if the line's instance does not serve it.
     async fn join_line(&self, resource: &str, ttl: Duration, deadline: Instant) -> Option<Ticket> {
-        let index = line_instance(resource, &self.servers());
+        let index = line_instance(resource, &self.inner.line_order);
         let instance = self.inner.instances.get(index)?;
         let ticket = Ticket { instance: index, key: format!("redlock:line:{resource}"), owner: new_owner() };
         match instance.acquire(&ticket.key, &ticket.owner, ttl, None).await.outcome {
@@ -459,15 +463,20 @@ impl Redlock {
 /// The instance that keeps `resource`'s line: the same for every client
 /// whatever the order of its server list (FNV-1a over the resource, among
 /// the servers sorted by name).
-fn line_instance(resource: &str, servers: &[String]) -> usize {
+fn line_instance(resource: &str, by_name: &[usize]) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in resource.bytes() {
         hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
+    let pick = usize::try_from(hash % by_name.len().max(1) as u64).unwrap_or(0);
+    by_name.get(pick).copied().unwrap_or(0)
+}
+
+/// Indexes of `servers` in name order: the same for every client.
+fn by_name(servers: &[String]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..servers.len()).collect();
     order.sort_by(|&a, &b| servers[a].cmp(&servers[b]));
-    let pick = usize::try_from(hash % servers.len().max(1) as u64).unwrap_or(0);
-    order.get(pick).copied().unwrap_or(0)
+    order
 }
 
 fn not_acquired(resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
@@ -490,8 +499,8 @@ mod tests {
         let a = vec!["h:1".to_string(), "h:2".to_string(), "h:3".to_string()];
         let b = vec!["h:3".to_string(), "h:1".to_string(), "h:2".to_string()];
         for r in ["orders:42", "x", "", "nightly-report"] {
-            assert_eq!(a[line_instance(r, &a)], b[line_instance(r, &b)], "{r}");
+            assert_eq!(a[line_instance(r, &by_name(&a))], b[line_instance(r, &by_name(&b))], "{r}");
         }
-        assert_eq!(line_instance("r", &[]), 0);
+        assert_eq!(line_instance("r", &by_name(&[])), 0);
     }
 }
