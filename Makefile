@@ -8,8 +8,13 @@ REDLOCK_PORTS := 7001 7002 7003 7004 7005
 
 all: build
 
+# Servers beyond Debian's redis-server that `make test` also runs against.
+TEST_SERVERS := valkey-8.1
+VALKEY := $(CURDIR)/.servers/valkey-8.1/redis-server
+
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-servers.sh $(TEST_SERVERS)
 
 build: deps
 	cargo build --release --workspace
@@ -23,7 +28,7 @@ run: build
 	redis-server redis.conf
 
 test: build
-	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) REDISLOCK_VALKEY=$(VALKEY) cargo test --release --workspace --no-fail-fast
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
 # contended waiting against the polling loop (benches/contended.rs).

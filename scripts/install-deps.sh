@@ -2,10 +2,11 @@
 # Installs what building and testing redislock needs, only where missing:
 # redis-server and redis-tools (the server, redis-cli, redis-benchmark) and
 # libclang with its headers (the redis-module crate generates its bindings
-# with bindgen at build time; libclang alone lacks stddef.h).
+# with bindgen at build time; libclang alone lacks stddef.h), and faketime
+# (clock-skew fault tests run a server under libfaketime).
 set -euo pipefail
 
-wanted=(redis-server redis-tools libclang-dev)
+wanted=(redis-server redis-tools libclang-dev faketime)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
