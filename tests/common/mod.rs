@@ -41,12 +41,39 @@ pub fn module_path() -> PathBuf {
     p
 }
 
+/// The server binary the suite runs against: `$REDISLOCK_SERVER` (e.g.
+/// Valkey's, from `make test`), else `redis-server` from PATH.
+pub fn server_binary() -> PathBuf {
+    match std::env::var_os("REDISLOCK_SERVER") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from("redis-server"),
+    }
+}
+
+/// Valkey 8.1's server, for tests that must also run there: `$REDISLOCK_VALKEY`
+/// (set by `make test`), else `.servers/valkey-8.1/redis-server` in this
+/// repository. `None` when neither exists (the test then says so).
+pub fn valkey_binary() -> Option<PathBuf> {
+    let p = match std::env::var_os("REDISLOCK_VALKEY") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.servers/valkey-8.1/redis-server")),
+    };
+    p.is_file().then_some(p)
+}
+
 /// Microseconds since the Unix epoch, from the system clock.
 pub fn now_unix_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("system clock before 1970")
         .as_micros() as i64
+}
+
+/// A fencing token well above anything a server's counter (seeded from
+/// the clock in µs at load) reaches by itself during a test, and within
+/// the default `redislock.max-token-lead` (60 s): 30 s ahead of the clock.
+pub fn far_future_token() -> i64 {
+    now_unix_us() + 30_000_000
 }
 
 /// Milliseconds since the Unix epoch, from the system clock.
@@ -68,6 +95,16 @@ pub struct StartError {
     pub log_tail: String,
 }
 
+/// The readiness check reached a server that is not the one spawned.
+const NOT_OURS: &str = "another process answers on this port";
+
+impl StartError {
+    /// Another process holds (or won) the port: retry on another one.
+    pub fn port_taken(&self) -> bool {
+        self.log_tail.contains("Address already in use") || self.message.contains(NOT_OURS)
+    }
+}
+
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -80,6 +117,8 @@ impl std::fmt::Display for StartError {
 
 pub struct Server {
     pub port: u16,
+    /// The server executable (see `server_binary`).
+    pub binary: PathBuf,
     pub dir: PathBuf,
     pub pid: u32,
     child: Option<Child>,
@@ -114,6 +153,18 @@ impl Server {
     /// Like `start_full`, but reports a failed start instead of panicking.
     /// Returns promptly when the process exits during startup.
     pub fn try_start_full(module_args: &[&str], args: &[&str]) -> Result<Server, StartError> {
+        Self::try_start_binary(&server_binary(), module_args, args)
+    }
+
+    /// A server from the given executable (e.g. `valkey_binary()`).
+    pub fn start_binary(binary: &Path, module_args: &[&str], args: &[&str]) -> Server {
+        match Self::try_start_binary(binary, module_args, args) {
+            Ok(s) => s,
+            Err(e) => panic!("{} did not start: {e}", binary.display()),
+        }
+    }
+
+    pub fn try_start_binary(binary: &Path, module_args: &[&str], args: &[&str]) -> Result<Server, StartError> {
         let module = module_path();
         let tmp = tempfile::Builder::new()
             .prefix("redislock-test-")
@@ -124,6 +175,7 @@ impl Server {
         let _ = module;
         let mut s = Server {
             port: 0,
+            binary: binary.to_path_buf(),
             dir,
             pid: 0,
             child: None,
@@ -133,11 +185,11 @@ impl Server {
             _tmp: tmp,
         };
         let mut last_err = None;
-        for _attempt in 0..5 {
+        for _attempt in 0..10 {
             s.port = free_port();
             match s.launch() {
                 Ok(()) => return Ok(s),
-                Err(e) if e.log_tail.contains("Address already in use") => {
+                Err(e) if e.port_taken() => {
                     last_err = Some(e);
                     continue;
                 }
@@ -232,7 +284,7 @@ impl Server {
     fn launch(&mut self) -> Result<(), StartError> {
         let log_start = self.log_len();
         let args = self.build_args();
-        let child = Command::new("redis-server")
+        let child = Command::new(&self.binary)
             .args(&args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -272,10 +324,28 @@ impl Server {
             match client.get_connection_with_timeout(Duration::from_millis(500)) {
                 Ok(mut con) => {
                     let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
-                    match redis::cmd("PING").query::<String>(&mut con) {
-                        Ok(s) if s == "PONG" => return Ok(()),
-                        Ok(s) => last = format!("PING answered {s:?}"),
-                        Err(e) => last = format!("PING failed: {e}"),
+                    // Free ports are found by binding port 0 and letting
+                    // go, so two tests can pick the same one: only the
+                    // server we spawned counts as ready.
+                    match redis::cmd("INFO").arg("server").query::<String>(&mut con) {
+                        // Ours; ready once it has loaded its data (PING
+                        // answers LOADING until then).
+                        Ok(s) if info_pid(&s) == Some(self.pid) => match redis::cmd("PING").query::<String>(&mut con) {
+                            Ok(p) if p == "PONG" => return Ok(()),
+                            Ok(p) => last = format!("PING answered {p:?}"),
+                            Err(e) => last = format!("PING failed: {e}"),
+                        },
+                        Ok(s) if info_pid(&s).is_some() => {
+                            let log_tail = self.log_since(log_start);
+                            self.kill_child();
+                            return Err(StartError {
+                                exited: None,
+                                message: format!("{NOT_OURS} ({}, not pid {})", self.port, self.pid),
+                                log_tail,
+                            });
+                        }
+                        Ok(s) => last = format!("INFO server answered {s:?}"),
+                        Err(e) => last = format!("INFO server failed: {e}"),
                     }
                 }
                 Err(e) => last = format!("connect failed: {e}"),
@@ -342,6 +412,35 @@ impl Server {
                     false
                 }
             },
+        }
+    }
+
+    /// SIGSTOP the server (it stops reading its sockets, like a lagging host).
+    pub fn sigstop(&self) {
+        // SAFETY: kill(2) on the PID of the child we spawned and still own.
+        assert_eq!(unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGSTOP) }, 0, "SIGSTOP");
+    }
+
+    /// SIGCONT a server stopped with `sigstop`.
+    pub fn sigcont(&self) {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGCONT) }, 0, "SIGCONT");
+    }
+
+    /// Waits for the server to exit on its own (e.g. after SHUTDOWN) and
+    /// returns its status; `None` if it still runs after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let c = self.child.as_mut()?;
+            if let Some(status) = c.try_wait().expect("try_wait on redis-server") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -428,7 +527,7 @@ impl Server {
         for _ in 0..20 {
             match self.launch() {
                 Ok(()) => return,
-                Err(e) if e.log_tail.contains("Address already in use") => {
+                Err(e) if e.port_taken() => {
                     last = Some(e);
                     // The port is briefly held by something else; back off and retry.
                     std::thread::sleep(Duration::from_millis(100));
@@ -442,6 +541,10 @@ impl Server {
             last.expect("an error")
         );
     }
+}
+
+fn info_pid(info: &str) -> Option<u32> {
+    info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|p| p.trim().parse().ok())
 }
 
 impl Drop for Server {
