@@ -103,7 +103,33 @@ required_functions!(
     RedisModule_GetDbIdFromOptCtx,
     RedisModule_GetKeyNameFromOptCtx,
     RedisModule_SubscribeToServerEvent,
+    RedisModule_AvoidReplicaTraffic,
+    RedisModule_Call,
+    RedisModule_FreeCallReply,
+    RedisModule_CallReplyType,
+    RedisModule_CallReplyStringPtr,
+    RedisModule_CallReplyArrayElement,
+    RedisModule_GetServerInfo,
+    RedisModule_FreeServerInfo,
+    RedisModule_ServerInfoGetFieldSigned,
+    RedisModule_ServerInfoGetFieldC,
+    RedisModule_GetCommand,
+    RedisModule_SetCommandInfo,
+    RedisModule_RegisterInfoFunc,
+    RedisModule_InfoAddSection,
+    RedisModule_InfoAddFieldLongLong,
+    RedisModule_InfoAddFieldCString,
+    RedisModule_Log,
 );
+
+/// Whether the server has an optional API function (newer than Redis 7.0).
+macro_rules! has {
+    ($name:ident) => {
+        // SAFETY: reading a function pointer filled at init.
+        unsafe { raw::$name }.is_some()
+    };
+}
+pub(crate) use has;
 
 pub const OK: c_int = raw::REDISMODULE_OK as c_int;
 pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;
@@ -314,6 +340,19 @@ impl Drop for OwnedString {
     }
 }
 
+/// Whether `Key::expire_at` stores a deadline that has already passed as
+/// it is (Redis 7.2+, Valkey), rather than as "now" (Redis 7.0).
+pub fn sets_past_deadlines() -> bool {
+    has!(RedisModule_SetAbsExpire)
+}
+
+/// Clients are paused (CLIENT PAUSE WRITE/ALL, FAILOVER, SHUTDOWN waiting
+/// for replicas, a Cluster manual failover): nothing may be written, and
+/// Redis keeps expired keys in place until the pause ends.
+pub fn writes_paused() -> bool {
+    rm!(RedisModule_AvoidReplicaTraffic() else 1) != 0
+}
+
 /// Unix time in milliseconds, as Redis reads it.
 pub fn unix_millis() -> i64 {
     rm!(RedisModule_Milliseconds() else 0)
@@ -377,11 +416,21 @@ impl Key {
     }
 
     /// Makes the key expire exactly at `deadline_ms` (Unix ms), the value
-    /// replicas and the AOF receive. Redis 7.0's module API only takes a
-    /// ttl, which it adds to its own fresh clock read; when the clock reads
-    /// the same millisecond before and after, that read is known, so the
-    /// stored deadline is exact. A millisecond tick in between is retried.
+    /// replicas and the AOF receive.
+    ///
+    /// Redis 7.2+ and Valkey take the absolute deadline (RM_SetAbsExpire).
+    /// Redis 7.0 only takes a ttl, which it adds to its own fresh clock
+    /// read; when the clock reads the same millisecond before and after,
+    /// that read is known, so the stored deadline is exact (a tick in
+    /// between is retried). A deadline already past cannot be expressed as
+    /// a ttl there: the key then expires now (see `sets_past_deadlines`).
     pub fn expire_at(&self, deadline_ms: i64) -> bool {
+        if self.0.is_null() {
+            return false;
+        }
+        if sets_past_deadlines() {
+            return rm!(RedisModule_SetAbsExpire(self.0, deadline_ms) else ERR) == OK;
+        }
         for _ in 0..4 {
             let now = unix_millis();
             if !self.set_expire_ms(deadline_ms.saturating_sub(now).max(0)) {
@@ -395,9 +444,17 @@ impl Key {
     }
 
     /// The key's absolute expiry in Unix ms, or `None` without a TTL.
-    /// Redis 7.0 only reports the remaining ttl against a fresh clock read;
-    /// bracketing it with reads of the same millisecond makes it exact.
+    /// Exact: the server's absolute value where it has RM_GetAbsExpire;
+    /// on Redis 7.0 the remaining ttl (against a fresh clock read)
+    /// bracketed by reads of the same millisecond.
     pub fn deadline_ms(&self) -> Option<i64> {
+        if self.0.is_null() {
+            return None;
+        }
+        if has!(RedisModule_GetAbsExpire) {
+            let at = rm!(RedisModule_GetAbsExpire(self.0) else raw::REDISMODULE_NO_EXPIRE as i64);
+            return (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at);
+        }
         let mut deadline = None;
         for _ in 0..4 {
             let before = unix_millis();
@@ -411,6 +468,16 @@ impl Key {
             }
         }
         deadline
+    }
+
+    /// Remaining lease in ms against a fresh clock read (-1: no TTL).
+    /// Redis 8.x and Valkey count RM_GetExpire from the command's start
+    /// time, so it is derived from the absolute deadline where exact.
+    pub fn pttl(&self) -> i64 {
+        if has!(RedisModule_GetAbsExpire) {
+            return self.deadline_ms().map_or(-1, |at| at.saturating_sub(unix_millis()).max(0));
+        }
+        self.remaining_ms()
     }
 
     /// The value of a string key (`None` for other types). Redis's DMA
@@ -432,7 +499,7 @@ impl Key {
     }
 
     /// Remaining TTL in milliseconds, or -1 when the key has none.
-    pub fn remaining_ms(&self) -> i64 {
+    fn remaining_ms(&self) -> i64 {
         if self.0.is_null() {
             return -1;
         }
@@ -454,5 +521,96 @@ impl Drop for Key {
         if !self.0.is_null() {
             rm!(RedisModule_CloseKey(self.0) else ());
         }
+    }
+}
+
+/// A section of INFO, read through the module API; freed on drop.
+pub struct ServerInfo(*mut raw::RedisModuleServerInfoData, *mut RedisModuleCtx);
+
+impl ServerInfo {
+    pub fn read(ctx: Ctx, section: &CStr) -> ServerInfo {
+        ServerInfo(rm!(RedisModule_GetServerInfo(ctx.0, section.as_ptr()) else ptr::null_mut()), ctx.0)
+    }
+
+    /// An integer field; `None` when absent or not an integer.
+    pub fn integer(&self, field: &CStr) -> Option<i64> {
+        if self.0.is_null() {
+            return None;
+        }
+        let mut err: c_int = 0;
+        let n = rm!(RedisModule_ServerInfoGetFieldSigned(self.0, field.as_ptr(), &mut err) else 0);
+        (err == 0).then_some(n)
+    }
+
+    /// A text field, compared without allocating.
+    pub fn text_is(&self, field: &CStr, expected: &CStr) -> bool {
+        if self.0.is_null() {
+            return false;
+        }
+        let p = rm!(RedisModule_ServerInfoGetFieldC(self.0, field.as_ptr()) else ptr::null());
+        // SAFETY: Redis returns a NUL-terminated string owned by the info data.
+        !p.is_null() && unsafe { CStr::from_ptr(p) } == expected
+    }
+}
+
+impl Drop for ServerInfo {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            rm!(RedisModule_FreeServerInfo(self.1, self.0) else ());
+        }
+    }
+}
+
+/// A reply of RM_Call; freed on drop.
+struct CallReply(*mut raw::RedisModuleCallReply);
+
+impl Drop for CallReply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            rm!(RedisModule_FreeCallReply(self.0) else ());
+        }
+    }
+}
+
+impl Ctx {
+    /// `CONFIG GET name` → the value's bytes passed to `f` (`None` when
+    /// the server has no such setting).
+    pub fn config_get<R>(self, name: &CStr, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let reply = CallReply(rm!(RedisModule_Call(self.0, c"CONFIG".as_ptr(), c"cc".as_ptr(), c"GET".as_ptr(), name.as_ptr()) else ptr::null_mut()));
+        if reply.0.is_null() {
+            return None;
+        }
+        let value = rm!(RedisModule_CallReplyArrayElement(reply.0, 1) else ptr::null_mut());
+        if value.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = rm!(RedisModule_CallReplyStringPtr(value, &mut len) else ptr::null());
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: the reply owns `len` bytes at `p` until it is freed below.
+        Some(f(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }))
+    }
+
+    /// `PEXPIREAT key deadline` through the server, for a deadline that
+    /// may have passed: on a replica (from its master) and while loading,
+    /// Redis stores such a deadline as given instead of deleting the key.
+    /// Not propagated (the caller propagates its own command).
+    pub fn pexpireat_via_call(self, key: &Arg, deadline_ms: i64) -> bool {
+        let reply = CallReply(rm!(RedisModule_Call(self.0, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), key.raw(), deadline_ms as std::ffi::c_longlong) else ptr::null_mut()));
+        !reply.0.is_null() && rm!(RedisModule_CallReplyType(reply.0) else -1) == raw::REDISMODULE_REPLY_INTEGER as c_int
+    }
+
+    /// Logs a warning line in the server log, prefixed `redislock:`.
+    pub fn log_warning(self, message: &str) {
+        log(self.0, c"warning", message);
+    }
+}
+
+/// Logs a line in the server log (`ctx` may be null), prefixed `redislock:`.
+pub fn log(ctx: *mut RedisModuleCtx, level: &CStr, message: &str) {
+    if let Ok(text) = std::ffi::CString::new(message.replace('\0', "?")) {
+        rm!(RedisModule_Log(ctx, level.as_ptr(), c"redislock: %s".as_ptr(), text.as_ptr()) else ());
     }
 }

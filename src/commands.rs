@@ -12,7 +12,8 @@ use redis_module::raw;
 use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::args;
 use crate::config;
-use crate::fencing::{Token, COUNTER};
+use crate::fencing::{self, Token, COUNTER};
+use crate::gate;
 use crate::lock::{self, Lock, LockRef};
 use crate::propagate;
 use crate::quarantine;
@@ -97,8 +98,11 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
             return Attempt::Granted(lock.token());
         }
         // The owner of a plain-string lock converts it and keeps its
-        // remaining lease.
-        Slot::PlainString(_) => key.deadline_ms().unwrap_or_else(|| propagate::deadline_after(ttl_ms)),
+        // remaining lease, up to the longest lease a lock may have.
+        Slot::PlainString(_) => {
+            let longest = propagate::deadline_after(config::max_ttl());
+            key.deadline_ms().map_or_else(|| propagate::deadline_after(ttl_ms), |at| at.min(longest))
+        }
         Slot::Free => propagate::deadline_after(ttl_ms),
     };
     let Some(token) = COUNTER.issue(fence) else {
@@ -121,6 +125,11 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl()));
     if let Some(left) = quarantine::remaining_ms() {
         return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
+    }
+    if req.fence != 0 {
+        if let Err(ceiling) = fencing::check_lead(req.fence) {
+            return ctx.reply_error_text(&fencing::lead_error("FENCE token", ceiling));
+        }
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
@@ -161,7 +170,13 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     key.delete();
     propagate::released(ctx, req.key);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
-        waiters::serve(ctx, &key, db, req.key);
+        // RELEASE frees memory and runs under OOM; the handoff is a grant,
+        // which ACQUIRE (deny-oom) could not make now.
+        if ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_OOM) {
+            waiters::defer(db, req.key.bytes(), gate::Refusal::OutOfMemory);
+        } else {
+            waiters::serve(ctx, &key, db, req.key);
+        }
     }
     ctx.reply_integer(1)
 }
@@ -193,8 +208,8 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     match slot(&key) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => ctx.reply_null(),
-        Slot::Held(lock) => reply_info(ctx, lock.owner(), Some(lock.token()), key.remaining_ms(), waiting()),
-        Slot::PlainString(value) => reply_info(ctx, value, None, key.remaining_ms(), waiting()),
+        Slot::Held(lock) => reply_info(ctx, lock.owner(), Some(lock.token()), key.pttl(), waiting()),
+        Slot::PlainString(value) => reply_info(ctx, value, None, key.pttl(), waiting()),
     }
 }
 

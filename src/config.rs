@@ -21,17 +21,35 @@ pub fn max_ttl() -> i64 {
     MAX_TTL.load(Ordering::Relaxed)
 }
 
+/// A minute: far more than clocks kept by NTP disagree, so the quorum
+/// client can still raise one instance to another's token, and short
+/// enough for a quarantine to cover it.
+pub const MAX_TOKEN_LEAD_DEFAULT: i64 = 60_000;
+
+/// How far ahead of the clock floor (Unix µs) a token brought by a request
+/// may be, in milliseconds (see `fencing::check_lead`).
+pub static MAX_TOKEN_LEAD: AtomicI64 = AtomicI64::new(MAX_TOKEN_LEAD_DEFAULT);
+
+pub fn max_token_lead() -> i64 {
+    MAX_TOKEN_LEAD.load(Ordering::Relaxed)
+}
+
 /// A numeric setting in milliseconds.
 struct Setting {
     name: &'static str,
     value: &'static AtomicI64,
     default: i64,
     min: i64,
+    /// Fixed once the server runs: CONFIG SET refuses it rather than
+    /// accept a value that would change nothing.
+    immutable: bool,
 }
 
-const SETTINGS: [Setting; 2] = [
-    Setting { name: "max-ttl", value: &MAX_TTL, default: MAX_TTL_DEFAULT, min: 1 },
-    Setting { name: "quarantine", value: &QUARANTINE_MS, default: QUARANTINE_DEFAULT, min: 0 },
+const SETTINGS: [Setting; 3] = [
+    Setting { name: "max-ttl", value: &MAX_TTL, default: MAX_TTL_DEFAULT, min: 1, immutable: false },
+    // The quarantine is decided when the module loads.
+    Setting { name: "quarantine", value: &QUARANTINE_MS, default: QUARANTINE_DEFAULT, min: 0, immutable: true },
+    Setting { name: "max-token-lead", value: &MAX_TOKEN_LEAD, default: MAX_TOKEN_LEAD_DEFAULT, min: 0, immutable: false },
 ];
 
 /// Registers the configuration with Redis, taking defaults from the
@@ -50,7 +68,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             default,
             s.min,
             DURATION_LIMIT,
-            ConfigurationFlags::DEFAULT,
+            if s.immutable { ConfigurationFlags::IMMUTABLE } else { ConfigurationFlags::DEFAULT },
             None,
         );
     }
@@ -94,7 +112,7 @@ mod tests {
 
     #[test]
     fn durations_are_range_checked() {
-        let [max_ttl, quarantine] = &SETTINGS;
+        let [max_ttl, quarantine, _lead] = &SETTINGS;
         assert_eq!(parse_duration(max_ttl, "60000"), Ok(60000));
         assert_eq!(parse_duration(max_ttl, "31536000000"), Ok(DURATION_LIMIT));
         for bad in ["0", "-1", "31536000001", "banana", "", "1e3"] {

@@ -54,6 +54,39 @@ impl Counter {
     }
 }
 
+/// A token a request brings (FENCE, a replicated grant, a restored lock)
+/// may lead the clock floor (Unix µs) by at most `redislock.max-token-lead`.
+/// Without a bound one request could push the counter to the end of the
+/// token space for every key, or so far ahead of the clock that a restart
+/// without data would issue smaller tokens. A token the counter has
+/// already reached changes nothing and is always accepted.
+/// `Err` carries the largest token accepted now.
+pub fn check_lead(token: Token) -> Result<(), Token> {
+    if token <= COUNTER.current() {
+        return Ok(());
+    }
+    let ceiling = ceiling(crate::config::max_token_lead());
+    if token <= ceiling {
+        Ok(())
+    } else {
+        Err(ceiling)
+    }
+}
+
+/// The largest token allowed with a lead of `lead_ms` over the clock.
+fn ceiling(lead_ms: i64) -> Token {
+    unix_micros().saturating_add(lead_ms.saturating_mul(1000))
+}
+
+/// The error text for a token beyond the bound; `what` names it.
+pub fn lead_error(what: &str, ceiling: Token) -> String {
+    format!(
+        "ERR {what} is ahead of this server's clock by more than redislock.max-token-lead ({} ms); \
+         the largest accepted now is {ceiling}",
+        crate::config::max_token_lead()
+    )
+}
+
 /// The token that follows `counter` given a floor of `min`.
 pub fn next_token(counter: Token, min: Token) -> Option<Token> {
     Some(counter.checked_add(1)?.max(min))
@@ -101,6 +134,14 @@ mod tests {
         let c = counter.issue(b + 100).expect("token");
         assert_eq!(c, b + 100);
         assert_eq!(counter.current(), c);
+    }
+
+    #[test]
+    fn the_ceiling_leads_the_clock_by_the_lead() {
+        let before = unix_micros();
+        let c = ceiling(60_000);
+        assert!(c >= before + 60_000_000 && c <= unix_micros() + 60_000_000);
+        assert_eq!(ceiling(i64::MAX), i64::MAX, "saturates instead of overflowing");
     }
 
     #[test]

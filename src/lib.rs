@@ -23,6 +23,7 @@ pub mod args;
 pub mod commands;
 pub mod config;
 pub mod fencing;
+pub mod gate;
 pub mod lock;
 pub mod propagate;
 pub mod quarantine;
@@ -38,20 +39,26 @@ use lock::LOCK_TYPE;
 
 type Handler = fn(Ctx, &[Arg]) -> c_int;
 
-/// A command as Redis sees it: flags and key positions make Cluster
-/// routing, COMMAND INFO/GETKEYS and ACL key patterns work.
+/// A command as Redis sees it. Flags and the key position make Cluster
+/// routing, COMMAND GETKEYS and ACL key patterns work on every server; the
+/// command info (arity, a key spec with its access flags, docs) and the
+/// ACL categories are declared where the server supports them.
 struct Command {
     name: &'static CStr,
     flags: &'static CStr,
-    first_key: c_int,
-    last_key: c_int,
-    key_step: c_int,
     handler: raw::RedisModuleCmdFunc,
+    arity: c_int,
+    /// `REDISMODULE_CMD_KEY_*` of the key at position 1.
+    key_flags: u32,
+    /// ACL categories (Redis 7.2+, Valkey 8.1+).
+    acl: &'static CStr,
+    summary: &'static CStr,
+    complexity: &'static CStr,
 }
 
 /// Adapts a handler to the C calling convention.
 macro_rules! command {
-    ($name:literal, $handler:path, $flags:literal) => {{
+    ($name:literal, $handler:path, $flags:literal, $($field:ident: $value:expr),* $(,)?) => {{
         unsafe extern "C" fn call(
             ctx: *mut RedisModuleCtx,
             argv: *mut *mut RedisModuleString,
@@ -62,18 +69,85 @@ macro_rules! command {
             handler(Ctx::new(ctx), unsafe { Arg::slice(argv, argc) });
             api::OK
         }
-        Command { name: $name, flags: $flags, first_key: 1, last_key: 1, key_step: 1, handler: Some(call) }
+        Command { name: $name, flags: $flags, handler: Some(call), $($field: $value),* }
     }};
 }
 
+const RW: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS;
+
 fn command_table() -> [Command; 5] {
     [
-        command!(c"lock.acquire", commands::acquire, c"write deny-oom fast"),
-        command!(c"lock.release", commands::release, c"write fast"),
-        command!(c"lock.extend", commands::extend, c"write fast"),
-        command!(c"lock.info", commands::info, c"readonly fast"),
-        command!(c"lock.apply", propagate::apply, c"write"),
+        command!(c"lock.acquire", commands::acquire, c"write deny-oom fast",
+            arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast blocking",
+            summary: c"Takes a lock for an owner with a lease, or waits in line (WAIT); replies the fencing token",
+            complexity: c"O(1)"),
+        command!(c"lock.release", commands::release, c"write fast",
+            arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, acl: c"write fast",
+            summary: c"Releases a lock if the owner holds it; the oldest waiter gets it",
+            complexity: c"O(1)"),
+        command!(c"lock.extend", commands::extend, c"write fast",
+            arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast",
+            summary: c"Restarts the lease of a lock the owner holds",
+            complexity: c"O(1)"),
+        command!(c"lock.info", commands::info, c"readonly fast",
+            arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
+            summary: c"Owner, fencing token, remaining lease and waiters of a lock",
+            complexity: c"O(1)"),
+        command!(c"lock.apply", propagate::apply, c"write",
+            arity: 5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
+            summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
+            complexity: c"O(1)"),
     ]
+}
+
+/// Declares arity, key spec and docs (Redis 7.0+), and the ACL categories
+/// where the server has them. Redis copies what it is given.
+fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
+    let name = c.name.to_string_lossy();
+    let cmd = rm!(RedisModule_GetCommand(ctx.ctx, c.name.as_ptr()) else std::ptr::null_mut());
+    if cmd.is_null() {
+        return Err(format!("could not find command {name} after creating it"));
+    }
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    let key = raw::RedisModuleCommandKeySpec {
+        notes: std::ptr::null(),
+        flags: u64::from(c.key_flags),
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+        },
+        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
+        },
+    };
+    // SAFETY: an all-zero key spec is the array's terminator.
+    let mut key_specs = [key, unsafe { std::mem::zeroed() }];
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: c.summary.as_ptr(),
+        complexity: c.complexity.as_ptr(),
+        since: c"0.1.0".as_ptr(),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: c.arity,
+        key_specs: key_specs.as_mut_ptr(),
+        args: std::ptr::null_mut(),
+    };
+    if rm!(RedisModule_SetCommandInfo(cmd, &info) else api::ERR) != api::OK {
+        return Err(format!("Redis refused the command info of {name}"));
+    }
+    if api::has!(RedisModule_SetCommandACLCategories)
+        && rm!(RedisModule_SetCommandACLCategories(cmd, c.acl.as_ptr()) else api::ERR) != api::OK
+    {
+        return Err(format!("Redis refused the ACL categories of {name}"));
+    }
+    Ok(())
 }
 
 fn fail(ctx: &Context, message: &str) -> Status {
@@ -99,23 +173,18 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
     rm!(RedisModule_SetModuleOptions(ctx.ctx, options) else ());
     for c in command_table() {
-        let status = rm!(RedisModule_CreateCommand(
-            ctx.ctx,
-            c.name.as_ptr(),
-            c.handler,
-            c.flags.as_ptr(),
-            c.first_key,
-            c.last_key,
-            c.key_step,
-        ) else api::ERR);
+        let status = rm!(RedisModule_CreateCommand(ctx.ctx, c.name.as_ptr(), c.handler, c.flags.as_ptr(), 1, 1, 1) else api::ERR);
         if status != api::OK {
             return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));
+        }
+        if let Err(e) = describe(ctx, &c) {
+            return fail(ctx, &e);
         }
     }
     if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
     }
-    quarantine::start();
+    quarantine::start(Ctx::new(ctx.ctx));
     fencing::COUNTER.seed_from_clock();
     Status::Ok
 }

@@ -234,8 +234,10 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     }
 }
 
-/// Loads a lock (RDB, DEBUG RELOAD, RESTORE, full sync). Raises the
-/// counter to its token so this instance never issues that token again.
+/// Loads a lock (RDB, DEBUG RELOAD, RESTORE, MIGRATE, full sync). Raises
+/// the counter to its token so this instance never issues that token
+/// again. A RESTORE (a client's payload, not a load of this server's own
+/// files or its master's) may not bring a token beyond the lead bound.
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
     if encver != ENCODING_VERSION {
         return ptr::null_mut();
@@ -243,6 +245,13 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     let Some(lock) = load_lock(rdb) else {
         return ptr::null_mut();
     };
+    if !crate::quarantine::loading() {
+        if let Err(ceiling) = crate::fencing::check_lead(lock.token()) {
+            let reason = crate::fencing::lead_error("RESTORE refused: the lock's token", ceiling);
+            api::log(ptr::null_mut(), c"warning", &reason);
+            return ptr::null_mut();
+        }
+    }
     COUNTER.observe(lock.token());
     lock.into_raw()
 }
@@ -280,6 +289,7 @@ unsafe extern "C" fn aux_load(rdb: *mut RedisModuleIO, encver: c_int, when: c_in
         return api::ERR;
     }
     COUNTER.observe(counter);
+    crate::quarantine::loaded_counter(counter);
     api::OK
 }
 

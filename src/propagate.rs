@@ -17,9 +17,9 @@ use std::ffi::c_int;
 
 use redis_module::raw;
 
-use crate::api::{unix_millis, Arg, Ctx, KeyKind, KeyMode};
+use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
-use crate::fencing::{Token, COUNTER};
+use crate::fencing::{self, Token, COUNTER};
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
@@ -51,6 +51,18 @@ pub fn released(ctx: Ctx, key: &Arg) {
     ctx.notify(c"lock.release", key);
 }
 
+/// Sets a replayed deadline exactly, also one already past. Redis 7.0 can
+/// only express that through PEXPIREAT itself (a module ttl cannot be
+/// negative); it keeps such a key on a replica and while loading.
+fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) -> bool {
+    // A margin of a tick: `expire_at` must not see the deadline pass.
+    if api::sets_past_deadlines() || deadline_ms > unix_millis().saturating_add(1) {
+        key.expire_at(deadline_ms)
+    } else {
+        ctx.pexpireat_via_call(key_name, deadline_ms)
+    }
+}
+
 /// `LOCK.APPLY key owner token deadline`: sets the key to exactly the lock
 /// its master granted. Accepted only from the master link or the AOF, so
 /// no client can forge an owner, a token or a deadline.
@@ -62,20 +74,20 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
         Ok(req) => req,
         Err(e) => return ctx.reply_error(&e.message()),
     };
+    if let Err(ceiling) = fencing::check_lead(req.token) {
+        return ctx.reply_error_text(&fencing::lead_error("token", ceiling));
+    }
     COUNTER.observe(req.token);
+    // The lock is stored whatever the local clock says: this replays what
+    // the master did at this offset. A deadline that has passed here is
+    // stored as it is (Redis expires the key on the master's DEL, or once
+    // loading ends), so a later PEXPIREAT from an extension still finds it.
     let key = ctx.open_key(req.key, KeyMode::Write);
-    if req.deadline_ms != 0 && req.deadline_ms <= unix_millis() {
-        // The lease is already over here: the lock's state is "absent".
-        if key.kind() != KeyKind::Empty {
-            key.delete();
-        }
-    } else {
-        if !Lock::new(req.owner, req.token).is_some_and(|lock| lock::store(&key, lock)) {
-            return ctx.reply_error(c"ERR could not store the lock");
-        }
-        if req.deadline_ms != 0 {
-            key.expire_at(req.deadline_ms);
-        }
+    if !Lock::new(req.owner, req.token).is_some_and(|lock| lock::store(&key, lock)) {
+        return ctx.reply_error(c"ERR could not store the lock");
+    }
+    if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {
+        return ctx.reply_error(c"ERR could not set the lease");
     }
     ctx.replicate_verbatim();
     ctx.signal_modified(req.key);

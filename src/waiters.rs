@@ -35,6 +35,7 @@ use redis_module::raw;
 use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 use crate::commands::{try_acquire, Attempt};
 use crate::fencing::Token;
+use crate::gate;
 
 /// Waiters across all keys: lets the hot path skip the registry.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -73,6 +74,10 @@ struct Registry {
     /// Blocked client → the queue it waits in.
     clients: HashMap<usize, (c_int, Box<[u8]>)>,
     timer_generation: u64,
+    /// Queues whose handoff the server's state refused (see `gate`): one
+    /// timer retries them all, so a long pause costs one check per tick.
+    deferred: Vec<(c_int, Box<[u8]>)>,
+    retry_timer: Option<raw::RedisModuleTimerID>,
 }
 
 // SAFETY: the registry is only touched with Redis's global lock held (the
@@ -366,12 +371,47 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     let Some(key_name) = key_name.filter(HeldString::is_valid) else {
         return;
     };
-    // Only a master grants; a replica follows its master's LOCK.APPLY.
-    if !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_MASTER) || !ctx.select_db(target.db) {
+    // A handoff here is a write no client asked for now: only what a
+    // client's ACQUIRE could do may happen (see `gate`).
+    if let Some(refusal) = gate::refusal(ctx) {
+        defer(target.db, &target.key, refusal);
+        return;
+    }
+    if !ctx.select_db(target.db) {
         return;
     }
     let key = ctx.open_key(Arg::of(&key_name), KeyMode::Write);
     serve(ctx, &key, target.db, Arg::of(&key_name));
+}
+
+/// Parks a queue whose handoff the server refused; the retry timer serves
+/// it once writes are allowed again.
+pub fn defer(db: c_int, key: &[u8], refusal: gate::Refusal) {
+    let arm_retry = with_registry(|r| {
+        if !r.deferred.iter().any(|(d, k)| *d == db && **k == *key) {
+            r.deferred.push((db, key.into()));
+        }
+        r.retry_timer.is_none()
+    });
+    if arm_retry == Some(true) {
+        let id = rm!(RedisModule_CreateTimer(timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
+        with_registry(|r| r.retry_timer = Some(id));
+    }
+}
+
+/// The deferred queues' timer: still refused, wait again; else serve them.
+unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    with_registry(|r| r.retry_timer = None);
+    if let Some(refusal) = gate::refusal(Ctx::new(raw_ctx)) {
+        let id = rm!(RedisModule_CreateTimer(timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
+        with_registry(|r| r.retry_timer = Some(id));
+        return;
+    }
+    let deferred = with_registry(|r| std::mem::take(&mut r.deferred)).unwrap_or_default();
+    let now = unix_millis();
+    for (db, key) in deferred {
+        arm(db, &key, now);
+    }
 }
 
 /// A lock key was deleted, overwritten or expired: serve its waiters soon.

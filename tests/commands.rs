@@ -18,7 +18,6 @@ const E_TTL: &str = "ERR ttl must be a positive integer (milliseconds)";
 const E_FENCE_NEEDS: &str = "ERR FENCE needs a token";
 const E_FENCE_TWICE: &str = "ERR FENCE given more than once";
 const E_TOKEN: &str = "ERR token must be a non-negative integer";
-const E_EXHAUSTED: &str = "ERR fencing token space exhausted";
 const E_APPLY: &str =
     "ERR LOCK.APPLY is accepted only from the master link or while loading the AOF";
 const E_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -663,23 +662,34 @@ fn error_table_exact_texts_and_nothing_changes() {
 }
 
 #[test]
-fn fencing_token_space_exhausted() {
+fn fence_beyond_the_lead_is_refused_and_exhausts_nothing() {
     let s = Server::start();
+    let mut admin = s.conn();
+    // The case: a user confined to one tenant's keys.
+    ok_cmd(&mut admin, cmd("ACL").arg("SETUSER").arg("tenant").arg("on").arg(">pw").arg("~tenantA:*").arg("+@all"));
     let mut c = s.conn();
-    let max = i64::MAX;
-    let t = acquire_fence(&mut c, b"top", b"o", 100_000, max).expect("FENCE i64::MAX");
-    assert_eq!(t, max, "FENCE 2^63-1 must be granted as exactly 2^63-1");
-    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("next").arg("o").arg(1000));
-    assert_eq!(e, E_EXHAUSTED);
-    assert!(
-        !exists(&mut c, b"next"),
-        "exhausted grant must not create the key"
-    );
-    let inf = info(&mut c, b"top").expect("top still held");
-    assert_eq!(inf.token, max);
-    // The server keeps running.
-    let pong: String = cmd("PING").query(&mut c).expect("PING after exhaustion");
-    assert_eq!(pong, "PONG");
+    ok_cmd(&mut c, cmd("AUTH").arg("tenant").arg("pw"));
+    for far in [i64::MAX, i64::MAX - 1, now_unix_us() + 61_000_000] {
+        let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("tenantA:x").arg("me").arg(1000).arg("FENCE").arg(far));
+        assert!(
+            e.starts_with("ERR FENCE token is ahead of this server's clock by more than redislock.max-token-lead (60000 ms)"),
+            "{e}"
+        );
+        assert!(!exists(&mut admin, b"tenantA:x"), "a refused FENCE creates nothing");
+    }
+    // Every other key and database still grants, with clock-sized tokens.
+    let t = grant(&mut admin, "other", "o", 1000);
+    assert!(t < now_unix_us() + 1_000_000, "the counter was not pushed ahead: {t}");
+    ok_cmd(&mut admin, cmd("SELECT").arg(3));
+    assert!(grant(&mut admin, "db3", "o", 1000) > t);
+    // Within the lead a FENCE is honoured exactly; the bound is a setting.
+    let near = now_unix_us() + 50_000_000;
+    assert_eq!(acquire_fence(&mut c, b"tenantA:y", b"me", 1000, near), Some(near));
+    ok_cmd(&mut admin, cmd("CONFIG").arg("SET").arg("redislock.max-token-lead").arg(0));
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("tenantA:z").arg("me").arg(1000).arg("FENCE").arg(near + 10_000_000));
+    assert!(e.contains("max-token-lead (0 ms)"), "{e}");
+    // A FENCE the counter has already reached changes nothing: accepted.
+    assert!(acquire_fence(&mut c, b"tenantA:z", b"me", 1000, near).expect("granted") > near);
 }
 
 // ---------------------------------------------------------------------------
@@ -1023,7 +1033,7 @@ fn failed_ops_do_not_invalidate_watch_successful_ops_do() {
 
     ok_cmd(&mut a, cmd("WATCH").arg("k").arg("missing"));
     assert_eq!(acquire(&mut b, b"k", b"other", 1000), None);
-    assert_eq!(acquire_fence(&mut b, b"k", b"other", 1000, 1 << 60), None);
+    assert_eq!(acquire_fence(&mut b, b"k", b"other", 1000, far_future_token()), None);
     assert_eq!(release(&mut b, b"k", b"other"), 0);
     assert_eq!(extend(&mut b, b"k", b"other", 1000), 0);
     assert_eq!(release(&mut b, b"missing", b"other"), 0);
@@ -1178,7 +1188,7 @@ fn failed_ops_do_not_grow_the_aof() {
     assert!(s0 > 0, "AOF must have content after a SET and a grant");
 
     assert_eq!(acquire(&mut c, b"k", b"other", 1000), None);
-    assert_eq!(acquire_fence(&mut c, b"k", b"other", 1000, 1 << 60), None);
+    assert_eq!(acquire_fence(&mut c, b"k", b"other", 1000, far_future_token()), None);
     assert_eq!(release(&mut c, b"k", b"other"), 0);
     assert_eq!(extend(&mut c, b"k", b"other", 1000), 0);
     assert_eq!(release(&mut c, b"missing", b"other"), 0);

@@ -6,12 +6,6 @@ mod common;
 use common::*;
 use redis::{Connection, Value};
 
-/// A token far above anything the load-time counter (Unix µs) could reach by
-/// itself during the test: now + ~11.5 days in µs.
-fn far_future_token() -> i64 {
-    now_unix_us() + 1_000_000_000_000
-}
-
 #[derive(Debug, PartialEq)]
 struct Snapshot {
     owner: Vec<u8>,
@@ -347,7 +341,7 @@ fn dump_restore_to_second_server() {
     let s2 = Server::start();
     let mut c1 = s1.conn();
     let mut c2 = s2.conn();
-    let big: i64 = 9_000_000_000_000_000_000;
+    let big = far_future_token();
     let owner: &[u8] = b"own\x00er\xff";
     assert_eq!(acquire_fence(&mut c1, b"k", owner, 600_000, big), Some(big));
     let payload = match ok_cmd(&mut c1, cmd("DUMP").arg("k")) {

@@ -198,78 +198,128 @@ fn no_quarantine_after_loading_an_rdb_but_quarantine_when_it_is_missing() {
     assert!(n > 50_000 && n <= 60_000, "ms left {n}");
 }
 
-#[test]
-fn no_quarantine_after_loading_an_aof() {
-    let mut srv = Server::start_full(&[], &["--appendonly", "yes", "--save", ""]);
+/// Grants a lock, then stops the server as `stop` says, then starts it
+/// again with a 60 s quarantine. Returns the server, the lock's token and
+/// whether ACQUIRE of another key is quarantined after the restart.
+fn restart_after(args: &[&str], stop: impl FnOnce(&mut Server, &mut Connection)) -> (Server, i64, bool) {
+    let mut srv = Server::start_with(args);
     let mut c = srv.conn();
     let t = grant(&mut c, "old", "alice", 600_000);
-    wait_aof_flushed(&mut c);
+    stop(&mut srv, &mut c);
     drop(c);
-    srv.kill9();
-    let _ = std::fs::remove_file(srv.dir.join("dump.rdb"));
     srv.set_module_args(&["quarantine", "60000"]);
     srv.start_again();
     let mut c = srv.conn();
-    let i = info(&mut c, b"old").expect("the lock came back from the AOF");
-    assert_eq!((i.owner.as_slice(), i.token), (&b"alice"[..], t));
-    match try_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("new").arg("bob").arg(1000)) {
-        Ok(Value::Int(x)) => assert!(x > t),
-        other => panic!("state was loaded from the AOF: no quarantine expected, got {other:?}"),
-    }
+    let quarantined = match try_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("new").arg("bob").arg(1000)) {
+        Ok(Value::Int(x)) => {
+            assert!(x > t, "tokens increase across the restart");
+            false
+        }
+        Err(e) if quarantine_ms_left(&e).is_some() => true,
+        other => panic!("LOCK.ACQUIRE after the restart: {other:?}"),
+    };
+    (srv, t, quarantined)
+}
+
+fn kill9(srv: &mut Server, c: &mut Connection) {
+    wait_aof_flushed(c);
+    srv.kill9();
+}
+
+fn shutdown(srv: &mut Server, _c: &mut Connection) {
+    srv.stop();
 }
 
 #[test]
-fn config_get_set_quarantine_does_not_start_one() {
-    let srv = Server::start();
+fn aof_with_fsync_always_after_a_crash_skips_the_quarantine() {
+    let (srv, t, quarantined) = restart_after(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""], kill9);
+    assert!(!quarantined, "every acknowledged write was on disk");
+    let i = info(&mut srv.conn(), b"old").expect("the lock came back from the AOF");
+    assert_eq!((i.owner.as_slice(), i.token), (&b"alice"[..], t));
+}
+
+#[test]
+fn aof_with_fsync_everysec_after_a_crash_quarantines() {
+    let (srv, _, quarantined) = restart_after(&["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""], kill9);
+    assert!(quarantined, "a crash with everysec may have lost the last second of grants");
+    assert!(info(&mut srv.conn(), b"old").is_some(), "what was on disk is still loaded");
+}
+
+#[test]
+fn aof_with_fsync_everysec_after_a_clean_shutdown_skips_the_quarantine() {
+    let (srv, t, quarantined) = restart_after(&["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""], shutdown);
+    assert!(!quarantined, "SHUTDOWN fsyncs the AOF and the module recorded it");
+    assert_eq!(info(&mut srv.conn(), b"old").expect("loaded").token, t);
+    assert!(!srv.dir.join("redislock-clean-shutdown").exists(), "the marker is consumed at load");
+}
+
+#[test]
+fn a_stale_rdb_after_a_crash_quarantines() {
+    // The case: SAVE, grant, kill -9, restart.
+    let (srv, _, quarantined) = restart_after(&["--appendonly", "no", "--save", ""], |srv, c| {
+        assert_eq!(ok_cmd(c, &cmd("SAVE")), Value::Okay);
+        grant(c, "after-save", "carol", 600_000);
+        srv.kill9();
+    });
+    assert!(quarantined, "the RDB lacks the grant made after it");
     let mut c = srv.conn();
-    assert_eq!(config_quarantine(&mut c), "0");
-    let r = ok_cmd(
-        &mut c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("redislock.quarantine")
-            .arg(5000),
-    );
-    assert_eq!(r, Value::Okay);
-    assert_eq!(config_quarantine(&mut c), "5000");
-    assert!(
-        grant(&mut c, "k", "o", 1000) > 0,
-        "CONFIG SET must not start a quarantine"
-    );
-    for bad in ["-1", "abc", "31536000001"] {
-        let e = expect_err(
-            &mut c,
-            cmd("CONFIG")
-                .arg("SET")
-                .arg("redislock.quarantine")
-                .arg(bad),
-        );
-        assert!(
-            e.starts_with("ERR"),
-            "CONFIG SET redislock.quarantine {bad}: {e}"
-        );
+    assert!(info(&mut c, b"old").is_some() && info(&mut c, b"after-save").is_none());
+}
+
+#[test]
+fn shutdown_nosave_after_unsaved_grants_quarantines() {
+    let (_srv, _, quarantined) = restart_after(&["--appendonly", "no", "--save", ""], |srv, c| {
+        assert_eq!(ok_cmd(c, &cmd("SAVE")), Value::Okay);
+        assert_eq!(extend(c, b"old", b"alice", 600_000), 1);
+        srv.stop(); // SHUTDOWN NOSAVE: the extension is in no file
+    });
+    assert!(quarantined, "the RDB lacks the extension made after it");
+}
+
+#[test]
+fn a_clean_shutdown_with_its_rdb_skips_the_quarantine_once() {
+    let (mut srv, t, quarantined) = restart_after(&["--appendonly", "no", "--save", "3600 1"], shutdown);
+    assert!(!quarantined, "SHUTDOWN saved every write");
+    assert_eq!(info(&mut srv.conn(), b"old").expect("loaded").token, t);
+    // The marker spoke for that start only: a crash now quarantines, even
+    // though the RDB on disk is the same file.
+    srv.kill9();
+    srv.start_again();
+    expect_quarantine(&mut srv.conn(), cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1000));
+}
+
+#[test]
+fn an_older_rdb_put_back_after_a_clean_shutdown_quarantines() {
+    let (_srv, _, quarantined) = restart_after(&["--appendonly", "no", "--save", "3600 1"], |srv, c| {
+        assert_eq!(ok_cmd(c, &cmd("SAVE")), Value::Okay);
+        let older = std::fs::read(srv.dir.join("dump.rdb")).expect("read dump.rdb");
+        grant(c, "later", "carol", 600_000);
+        srv.stop(); // clean: saves, records the marker
+        std::fs::write(srv.dir.join("dump.rdb"), older).expect("put the older RDB back");
+    });
+    assert!(quarantined, "the marker names the RDB the shutdown wrote, not this one");
+}
+
+#[test]
+fn debug_reload_does_not_lift_a_running_quarantine() {
+    let srv = Server::start_full(&["quarantine", "60000"], &["--save", ""]);
+    let mut c = srv.conn();
+    expect_quarantine(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1000));
+    assert_eq!(ok_cmd(&mut c, &cmd("DEBUG").arg("RELOAD")), Value::Okay);
+    let n = expect_quarantine(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1000));
+    assert!(n > 50_000, "{n}");
+}
+
+#[test]
+fn config_set_quarantine_is_refused_not_ignored() {
+    let srv = Server::start_full(&["quarantine", "100"], &[]);
+    let mut c = srv.conn();
+    assert_eq!(config_quarantine(&mut c), "100");
+    for value in ["5000", "0", "-1", "abc"] {
+        let e = expect_err(&mut c, cmd("CONFIG").arg("SET").arg("redislock.quarantine").arg(value));
+        assert!(e.starts_with("ERR") && e.contains("redislock.quarantine"), "CONFIG SET redislock.quarantine {value}: {e}");
     }
-    assert_eq!(
-        config_quarantine(&mut c),
-        "5000",
-        "rejected values change nothing"
-    );
-    let r = ok_cmd(
-        &mut c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("redislock.quarantine")
-            .arg("31536000000"),
-    );
-    assert_eq!(r, Value::Okay, "the documented maximum is accepted");
-    assert_eq!(
-        ok_cmd(
-            &mut c,
-            cmd("CONFIG").arg("SET").arg("redislock.quarantine").arg(0)
-        ),
-        Value::Okay
-    );
-    assert!(grant(&mut c, "k2", "o", 1000) > 0);
+    assert_eq!(config_quarantine(&mut c), "100", "the value in force is shown, unchanged");
 }
 
 #[test]

@@ -15,10 +15,6 @@ const MASTER_ARGS: &[&str] = &[
     "0",
 ];
 
-fn far_future_token() -> i64 {
-    now_unix_us() + 1_000_000_000_000
-}
-
 fn pair() -> (Server, Server) {
     let master = Server::start_with(MASTER_ARGS);
     let replica = Server::start();
@@ -142,7 +138,7 @@ fn failed_ops_do_not_advance_replication_offset() {
     let off0 = info_field_i64(&mut m, "replication", "master_repl_offset");
 
     assert_eq!(acquire(&mut m, b"k", b"other", 1000), None);
-    assert_eq!(acquire_fence(&mut m, b"k", b"other", 1000, 1 << 62), None);
+    assert_eq!(acquire_fence(&mut m, b"k", b"other", 1000, far_future_token()), None);
     assert_eq!(release(&mut m, b"k", b"other"), 0);
     assert_eq!(extend(&mut m, b"k", b"other", 1000), 0);
     assert_eq!(release(&mut m, b"missing", b"other"), 0);

@@ -722,7 +722,7 @@ fn fence_with_wait_applies_at_handoff() {
     let mut h = srv.conn();
     let mut o = srv.conn();
     let th = grant(&mut h, "k", "h", 60_000);
-    let f: i64 = 10_000_000_000_000_000;
+    let f = far_future_token();
     assert!(th < f);
     let mut w = waiter(&srv, Duration::from_secs(10));
     let mut c = acq_wait("k", "w", 60_000, 10_000);

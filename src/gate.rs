@@ -1,0 +1,93 @@
+//! Whether the module may write on its own, outside a client's command.
+//!
+//! A handoff driven by a timer, an unlink callback or a server event is a
+//! write no client asked for at that moment. It must do only what a
+//! client's `LOCK.ACQUIRE` could do then: Redis refuses that command on a
+//! replica, while writes are paused, under OOM (it is `deny-oom`), when
+//! `min-replicas-to-write` is unmet, and while a disk error stops writes.
+//! Writing during a pause is worse than unfair: Redis does not delete
+//! expired keys then, so a lock that looks absent is still stored, and
+//! storing a new one over it trips Redis's own assertion.
+//!
+//! This runs only on those rare paths (never on a command's hot path), so
+//! it reads the server's state through INFO and CONFIG.
+
+use std::ffi::CStr;
+
+use redis_module::raw;
+
+use crate::api::{self, Ctx, ServerInfo};
+
+/// Why the module may not write now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Replica,
+    Paused,
+    OutOfMemory,
+    NoReplicas,
+    DiskError,
+}
+
+impl Refusal {
+    /// How soon to ask again. A pause is usually short and its end should
+    /// be noticed at once; the others last longer.
+    pub fn retry_ms(self) -> i64 {
+        match self {
+            Refusal::Paused => 10,
+            _ => 100,
+        }
+    }
+}
+
+/// `None` when a grant may be written now.
+pub fn refusal(ctx: Ctx) -> Option<Refusal> {
+    let flags = ctx.flags();
+    if flags & raw::REDISMODULE_CTX_FLAGS_MASTER as i32 == 0 {
+        return Some(Refusal::Replica);
+    }
+    if api::writes_paused() {
+        return Some(Refusal::Paused);
+    }
+    if flags & raw::REDISMODULE_CTX_FLAGS_OOM as i32 != 0 {
+        return Some(Refusal::OutOfMemory);
+    }
+    if too_few_good_replicas(ctx) {
+        return Some(Refusal::NoReplicas);
+    }
+    if disk_error_stops_writes(ctx) {
+        return Some(Refusal::DiskError);
+    }
+    None
+}
+
+/// `min-replicas-to-write` unmet. INFO shows the count of good replicas
+/// only when the setting is on, so nothing more is read otherwise.
+fn too_few_good_replicas(ctx: Ctx) -> bool {
+    let Some(good) = ServerInfo::read(ctx, c"replication").integer(c"min_slaves_good_slaves") else {
+        return false;
+    };
+    let wanted = ctx.config_get(c"min-replicas-to-write", |v| crate::args::parse_i64(v)).flatten().unwrap_or(0);
+    good < wanted
+}
+
+/// The disk errors for which Redis refuses write commands (MISCONF).
+fn disk_error_stops_writes(ctx: Ctx) -> bool {
+    let persistence = ServerInfo::read(ctx, c"persistence");
+    if persistence.integer(c"aof_enabled") == Some(1) && persistence.text_is(c"aof_last_write_status", c"err") {
+        return true;
+    }
+    persistence.text_is(c"rdb_last_bgsave_status", c"err")
+        && ctx.config_get(c"stop-writes-on-bgsave-error", |v| v == b"yes").unwrap_or(true)
+        && !ctx.config_get(c"save", |v| v.is_empty()).unwrap_or(false)
+}
+
+/// A refusal as the error a client would see, for logs.
+pub fn describe(refusal: Refusal) -> &'static CStr {
+    match refusal {
+        Refusal::Replica => c"this instance is a replica",
+        Refusal::Paused => c"writes are paused",
+        Refusal::OutOfMemory => c"OOM",
+        Refusal::NoReplicas => c"NOREPLICAS",
+        Refusal::DiskError => c"MISCONF",
+    }
+}

@@ -1,0 +1,155 @@
+//! ACL and command metadata, on Redis 7.0 and on Valkey 8.1.
+//!
+//! Everywhere: real arity, a read-only key spec for LOCK.INFO (so `%R~`
+//! users can read a lock) and docs, through the command-info API (7.0+);
+//! restricting by command name. Where the server can categorise module
+//! commands (Redis 7.2+, Valkey 8.1): ACQUIRE/RELEASE/EXTEND in @write and
+//! @fast, ACQUIRE also in @blocking, INFO in @read and @fast.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use redis::{Connection, Value};
+
+/// The servers these tests run on: the suite's server, and Valkey 8.1
+/// (installed by `make test`; the test fails without it, rather than
+/// passing without having checked it).
+fn servers() -> Vec<(String, PathBuf)> {
+    let valkey = valkey_binary().expect("Valkey 8.1 not found: run `make deps` or set REDISLOCK_VALKEY");
+    vec![("default".into(), server_binary()), ("valkey-8.1".into(), valkey)]
+}
+
+fn user(srv: &Server, name: &str, rules: &[&str]) -> Connection {
+    let mut admin = srv.conn();
+    let mut setuser = cmd("ACL");
+    setuser.arg("SETUSER").arg(name).arg("reset").arg("on").arg(">pw");
+    for r in rules {
+        setuser.arg(*r);
+    }
+    ok_cmd(&mut admin, &setuser);
+    let mut c = srv.conn();
+    ok_cmd(&mut c, cmd("AUTH").arg(name).arg("pw"));
+    c
+}
+
+/// The COMMAND INFO entry of one command (name, arity, flags, ..., key specs at 8).
+fn command_info(c: &mut Connection, command: &str) -> Vec<Value> {
+    match ok_cmd(c, cmd("COMMAND").arg("INFO").arg(command)) {
+        Value::Array(mut entries) if entries.len() == 1 => match entries.remove(0) {
+            Value::Array(entry) => entry,
+            other => panic!("COMMAND INFO {command}: {other:?}"),
+        },
+        other => panic!("COMMAND INFO {command}: {other:?}"),
+    }
+}
+
+fn is_noperm(r: Result<Value, String>) -> bool {
+    matches!(r, Err(e) if e.starts_with("NOPERM"))
+}
+
+/// Whether the server categorises module commands (checked from outside:
+/// LOCK.INFO lists ACL categories in COMMAND INFO).
+fn categorises(c: &mut Connection) -> bool {
+    let v = ok_cmd(c, cmd("COMMAND").arg("INFO").arg("lock.info"));
+    format!("{v:?}").contains("@read")
+}
+
+#[test]
+fn arity_key_specs_and_docs_are_declared() {
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut c = srv.conn();
+        for (command, arity) in [("lock.acquire", -4), ("lock.release", 3), ("lock.extend", 4), ("lock.info", 2), ("lock.apply", 5)] {
+            let entry = command_info(&mut c, command);
+            assert_eq!(entry.get(1), Some(&Value::Int(arity)), "{name}: arity of {command}: {entry:?}");
+        }
+        for (args, command) in [(&["k"][..], "lock.acquire"), (&["k", "o", "1"][..], "lock.release"), (&["k", "extra"][..], "lock.info")] {
+            let mut c2 = cmd(command);
+            for a in args {
+                c2.arg(*a);
+            }
+            let e = expect_err(&mut c, &c2);
+            assert_eq!(e, format!("ERR wrong number of arguments for '{command}' command"), "{name}");
+        }
+        let docs = format!("{:?}", ok_cmd(&mut c, cmd("COMMAND").arg("DOCS").arg("lock.acquire")));
+        assert!(docs.contains("fencing token"), "{name}: summary in COMMAND DOCS: {docs}");
+        // LOCK.INFO reads its key (RO); ACQUIRE reads and writes it (RW).
+        let key_spec = |c: &mut Connection, command: &str| format!("{:?}", command_info(c, command).get(8));
+        let ro = key_spec(&mut c, "lock.info");
+        assert!(ro.contains("\"RO\"") && !ro.contains("\"RW\""), "{name}: {ro}");
+        let rw = key_spec(&mut c, "lock.acquire");
+        assert!(rw.contains("\"RW\""), "{name}: {rw}");
+    }
+}
+
+#[test]
+fn read_only_key_patterns_read_locks_and_cannot_take_them() {
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        grant(&mut admin, "app:x", "owner", 60_000);
+        let mut reader = user(&srv, "reader", &["%R~app:*", "+@all"]);
+        let i = info(&mut reader, b"app:x").unwrap_or_else(|| panic!("{name}: %R~app:* reads LOCK.INFO"));
+        assert_eq!(i.owner, b"owner");
+        for c in [
+            cmd("LOCK.ACQUIRE").arg("app:y").arg("me").arg(1000).clone(),
+            cmd("LOCK.RELEASE").arg("app:x").arg("owner").clone(),
+            cmd("LOCK.EXTEND").arg("app:x").arg("owner").arg(1000).clone(),
+        ] {
+            assert!(is_noperm(try_cmd(&mut reader, &c)), "{name}: a read-only key pattern may not write");
+        }
+        assert_eq!(info(&mut admin, b"app:x").expect("still held").owner, b"owner");
+    }
+}
+
+#[test]
+fn restricting_by_command_name_works_everywhere() {
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        grant(&mut admin, "k", "owner", 60_000);
+        let mut observer = user(&srv, "observer", &["~*", "+@all", "-lock.acquire", "-lock.release", "-lock.extend"]);
+        assert!(is_noperm(try_cmd(&mut observer, cmd("LOCK.ACQUIRE").arg("j").arg("me").arg(1000))), "{name}");
+        assert!(is_noperm(try_cmd(&mut observer, cmd("LOCK.RELEASE").arg("k").arg("owner"))), "{name}");
+        assert!(is_noperm(try_cmd(&mut observer, cmd("LOCK.EXTEND").arg("k").arg("owner").arg(1000))), "{name}");
+        assert!(info(&mut observer, b"k").is_some(), "{name}: LOCK.INFO still allowed");
+    }
+}
+
+#[test]
+fn categories_where_the_server_supports_them() {
+    let mut checked = Vec::new();
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        if !categorises(&mut admin) {
+            continue; // Redis 7.0: no API for it; see the test above.
+        }
+        checked.push(name.clone());
+        grant(&mut admin, "k", "owner", 60_000);
+        let mut no_write = user(&srv, "nowrite", &["~*", "+@all", "-@write"]);
+        for c in [
+            cmd("LOCK.ACQUIRE").arg("j").arg("me").arg(1000).clone(),
+            cmd("LOCK.RELEASE").arg("k").arg("owner").clone(),
+            cmd("LOCK.EXTEND").arg("k").arg("owner").arg(1000).clone(),
+        ] {
+            assert!(is_noperm(try_cmd(&mut no_write, &c)), "{name}: -@write");
+        }
+        assert!(info(&mut no_write, b"k").is_some(), "{name}: LOCK.INFO is not @write");
+        let mut read_only = user(&srv, "readonly", &["~*", "+@read"]);
+        assert!(info(&mut read_only, b"k").is_some(), "{name}: +@read runs LOCK.INFO");
+        assert!(is_noperm(try_cmd(&mut read_only, cmd("LOCK.ACQUIRE").arg("j").arg("me").arg(1000))), "{name}");
+        let mut no_blocking = user(&srv, "noblock", &["~*", "+@all", "-@blocking"]);
+        assert!(
+            is_noperm(try_cmd(&mut no_blocking, cmd("LOCK.ACQUIRE").arg("k").arg("me").arg(1000).arg("WAIT").arg(100))),
+            "{name}: -@blocking"
+        );
+        assert!(grant(&mut srv.conn(), "free", "me", 1000) > 0);
+        let mut fast_only = user(&srv, "fast", &["~*", "+@fast"]);
+        assert!(info(&mut fast_only, b"k").is_some(), "{name}: @fast");
+        assert_eq!(release(&mut fast_only, b"k", b"owner"), 1, "{name}: @fast");
+    }
+    assert!(checked.contains(&"valkey-8.1".to_string()), "Valkey 8.1 categorises module commands: {checked:?}");
+}
