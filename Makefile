@@ -46,6 +46,11 @@ redlock-up: build
 	    --pidfile $(CURDIR)/$(RUN_DIR)/$$p/redis.pid --logfile $(CURDIR)/$(RUN_DIR)/$$p/redis.log \
 	  && echo "redislock: started 127.0.0.1:$$p"; \
 	done
+	@echo "redislock: note: a server that did not load data from a clean shutdown refuses grants"
+	@echo "redislock:   (TRYAGAIN restart quarantine) for redislock.quarantine = 60 s (redlock.conf):"
+	@echo "redislock:   it may have granted, before it lost them, locks a client still holds."
+	@echo "redislock:   Fresh servers wait it out once; 'make redlock-down' stops them cleanly, so the"
+	@echo "redislock:   next 'make redlock-up' skips it. 'redlock status <resource>' shows the time left."
 
 redlock-down:
 	@for p in $(REDLOCK_PORTS); do \

@@ -11,6 +11,8 @@
 //! - `propagate`: replication, AOF, WATCH and keyspace events; LOCK.APPLY
 //! - `waiters`: fair server-side waiting (WAIT) and the handoff
 //! - `quarantine`: the restart quarantine
+//! - `gate`: whether the module may write outside a client's command
+//! - `info`: the `INFO redislock` section
 //! - `config`: module configuration
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
 
@@ -24,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod fencing;
 pub mod gate;
+pub mod info;
 pub mod lock;
 pub mod propagate;
 pub mod quarantine;
@@ -183,6 +186,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
+    }
+    if !info::register(ctx.ctx) {
+        return fail(ctx, "could not register the INFO section");
     }
     quarantine::start(Ctx::new(ctx.ctx));
     fencing::COUNTER.seed_from_clock();

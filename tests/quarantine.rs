@@ -372,4 +372,26 @@ fn redlock_conf_quarantine_equals_max_ttl() {
         .parse()
         .unwrap_or_else(|e| panic!("quarantine {q:?}: {e}"));
     assert!(ms > 0);
+    let lead: i64 = value_of("redislock.max-token-lead")
+        .unwrap_or_else(|| panic!("{path} sets no redislock.max-token-lead"))
+        .parse()
+        .expect("max-token-lead is an integer");
+    assert!(lead <= ms, "the quarantine must cover max-token-lead in {path} ({ms} < {lead})");
+}
+
+#[test]
+fn info_redislock_shows_the_quarantine_and_the_settings() {
+    let srv = Server::start_full(&["quarantine", "60000", "max-ttl", "30000"], &[]);
+    let mut c = srv.conn();
+    let left = info_field_i64(&mut c, "redislock", "redislock_quarantine_ms_left");
+    assert!(left > 50_000 && left <= 60_000, "{left}");
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_quarantine_ms"), 60_000);
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_ttl_ms"), 30_000);
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_token_lead_ms"), 60_000);
+
+    let fresh = Server::start();
+    let mut c = fresh.conn();
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_quarantine_ms_left"), 0);
+    let t = grant(&mut c, "k", "o", 1000);
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_highest_token"), t);
 }

@@ -66,6 +66,9 @@ pub struct InstanceStatus {
     /// Remaining lease in ms (-1: no TTL).
     pub pttl: Option<i64>,
     pub waiters: Option<i64>,
+    /// Restart quarantine left on the instance, in ms (0: none; `None`:
+    /// unknown, e.g. script mode).
+    pub quarantine_ms_left: Option<i64>,
     pub error: Option<String>,
 }
 
@@ -250,6 +253,7 @@ impl Instance {
             token: None,
             pttl: None,
             waiters: None,
+            quarantine_ms_left: None,
             error: None,
         };
         let reply = match self.mode {
@@ -263,6 +267,10 @@ impl Instance {
                 if self.mode == Mode::Script && status.owner.is_some() {
                     status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
                 }
+                if self.mode == Mode::Module {
+                    let info = self.query::<String>(redis::cmd("INFO").arg("redislock")).await.ok();
+                    status.quarantine_ms_left = info.as_deref().and_then(|text| info_field(text, "redislock_quarantine_ms_left"));
+                }
             }
             Err(CallError::Reply(e)) => {
                 status.reachable = true;
@@ -273,6 +281,11 @@ impl Instance {
         }
         status
     }
+}
+
+/// An integer field of an INFO reply (`name:value` lines).
+fn info_field(text: &str, name: &str) -> Option<i64> {
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
 }
 
 fn fill_status(status: &mut InstanceStatus, value: Value, mode: Mode) {

@@ -153,6 +153,8 @@ struct StatusJson<'a> {
     /// Remaining lease in ms; -1: the key has no TTL.
     pttl_ms: Option<i64>,
     waiters: Option<i64>,
+    /// Restart quarantine left in ms (0: none; null: unknown).
+    quarantine_ms_left: Option<i64>,
     error: Option<&'a str>,
 }
 
@@ -168,6 +170,7 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
                 token: s.token,
                 pttl_ms: s.pttl,
                 waiters: s.waiters,
+                quarantine_ms_left: s.quarantine_ms_left,
                 error: s.error.as_deref(),
             })
             .collect();
@@ -190,7 +193,11 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
 fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
     let dash = || "-".to_string();
     let with_errors = statuses.iter().any(|s| s.error.is_some());
+    let quarantined = statuses.iter().any(|s| s.quarantine_ms_left.is_some_and(|ms| ms > 0));
     let mut header = vec!["SERVER", "REACHABLE", "OWNER", "TOKEN", "LEASE_MS", "WAITERS"];
+    if quarantined {
+        header.push("QUARANTINE_MS_LEFT");
+    }
     if with_errors {
         header.push("ERROR");
     }
@@ -205,6 +212,9 @@ fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> St
                 s.pttl.map(|p| if p < 0 { "no-ttl".to_string() } else { p.to_string() }).unwrap_or_else(dash),
                 s.waiters.map(|w| w.to_string()).unwrap_or_else(dash),
             ];
+            if quarantined {
+                row.push(s.quarantine_ms_left.filter(|ms| *ms > 0).map(|ms| ms.to_string()).unwrap_or_else(dash));
+            }
             if with_errors {
                 row.push(s.error.clone().unwrap_or_else(dash));
             }
@@ -255,6 +265,7 @@ mod tests {
             token: owner.map(|_| 7),
             pttl: owner.map(|_| 900),
             waiters: Some(0),
+            quarantine_ms_left: Some(0),
             error: None,
         }
     }
@@ -284,5 +295,16 @@ mod tests {
         let text = status_text("r", &s, 2);
         assert!(text.contains("ERROR"), "{text}");
         assert!(text.contains("b       no         -      -      -         -        timeout"), "{text}");
+    }
+
+    #[test]
+    fn status_table_shows_a_quarantine_only_when_one_runs() {
+        let mut s = vec![st("a", None), st("b", None)];
+        assert!(!status_text("r", &s, 2).contains("QUARANTINE"));
+        s[1].quarantine_ms_left = Some(41_250);
+        let text = status_text("r", &s, 2);
+        assert!(text.starts_with("SERVER  REACHABLE  OWNER  TOKEN  LEASE_MS  WAITERS  QUARANTINE_MS_LEFT\n"), "{text}");
+        assert!(text.contains("b       yes        -      -      -         0        41250\n"), "{text}");
+        assert!(text.contains("a       yes        -      -      -         0        -\n"), "{text}");
     }
 }
