@@ -593,6 +593,18 @@ impl Ctx {
         Some(f(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }))
     }
 
+    /// Asks Redis to run `EXISTS key` as a module call, which applies
+    /// Cluster redirection like a client's command: `Err(errno)` when Redis
+    /// refuses (EPERM: the key is served by another node; ENETDOWN/EROFS:
+    /// the cluster is down).
+    pub fn probe_key(self, key: &Arg) -> Result<(), i32> {
+        let reply = CallReply(rm!(RedisModule_Call(self.0, c"EXISTS".as_ptr(), c"s".as_ptr(), key.raw()) else ptr::null_mut()));
+        if reply.0.is_null() {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        Ok(())
+    }
+
     /// `PEXPIREAT key deadline` through the server, for a deadline that
     /// may have passed: on a replica (from its master) and while loading,
     /// Redis stores such a deadline as given instead of deleting the key.

@@ -11,7 +11,12 @@
 //! clock stepped back, since one Redis grants far fewer than a million
 //! locks a second.
 
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, Ordering};
+
+use redis_module::raw;
+
+use crate::api::{rm, Ctx, RedisModuleCtx};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Tokens are Redis integers: non-negative and at most `i64::MAX`.
@@ -52,6 +57,26 @@ impl Counter {
     pub fn seed_from_clock(&self) {
         self.observe(unix_micros());
     }
+
+    /// Raises the counter above every token an old master can have issued
+    /// that this instance never received (asynchronous replication): those
+    /// are at most its clock floor plus the allowed lead.
+    pub fn seed_for_promotion(&self) {
+        self.observe(ceiling(crate::config::max_token_lead()));
+    }
+}
+
+/// Server event: this instance became a master (REPLICAOF NO ONE, a
+/// Cluster or Sentinel failover).
+unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
+    if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        COUNTER.seed_for_promotion();
+    }
+}
+
+pub fn subscribe(ctx: Ctx) -> bool {
+    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, dataver: 1 };
+    rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), event, Some(on_role_changed)) else 1) == 0
 }
 
 /// A token a request brings (FENCE, a replicated grant, a restored lock)

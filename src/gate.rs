@@ -26,6 +26,7 @@ pub enum Refusal {
     OutOfMemory,
     NoReplicas,
     DiskError,
+    ClusterDown,
 }
 
 impl Refusal {
@@ -81,6 +82,35 @@ fn disk_error_stops_writes(ctx: Ctx) -> bool {
         && !ctx.config_get(c"save", |v| v.is_empty()).unwrap_or(false)
 }
 
+/// Where a waited key is served from this node's point of view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Here (always, outside Cluster).
+    Local,
+    /// Another node serves its slot (resharded, migrating without the
+    /// key, reassigned): its waiters must go there.
+    Elsewhere,
+    /// The cluster is down: nobody may write; wait.
+    ClusterDown,
+}
+
+/// Whether this node may hand over `key` in a Cluster. Redis answers with
+/// its own redirection rules (a key of a MIGRATING slot that has left is
+/// elsewhere, an IMPORTING slot is not served yet).
+pub fn placement(ctx: Ctx, key: &crate::api::Arg) -> Placement {
+    if ctx.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as i32 == 0 {
+        return Placement::Local;
+    }
+    match ctx.probe_key(key) {
+        Ok(()) => Placement::Local,
+        Err(EPERM) => Placement::Elsewhere,
+        Err(_) => Placement::ClusterDown,
+    }
+}
+
+/// errno for "operation not permitted" (Linux and the BSDs agree).
+const EPERM: i32 = 1;
+
 /// A refusal as the error a client would see, for logs.
 pub fn describe(refusal: Refusal) -> &'static CStr {
     match refusal {
@@ -89,5 +119,6 @@ pub fn describe(refusal: Refusal) -> &'static CStr {
         Refusal::OutOfMemory => c"OOM",
         Refusal::NoReplicas => c"NOREPLICAS",
         Refusal::DiskError => c"MISCONF",
+        Refusal::ClusterDown => c"CLUSTERDOWN",
     }
 }

@@ -187,6 +187,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
     }
+    if !fencing::subscribe(Ctx::new(ctx.ctx)) {
+        return fail(ctx, "could not subscribe to replication role changes");
+    }
     if !info::register(ctx.ctx) {
         return fail(ctx, "could not register the INFO section");
     }

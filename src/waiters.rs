@@ -371,17 +371,39 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     let Some(key_name) = key_name.filter(HeldString::is_valid) else {
         return;
     };
+    if !ctx.select_db(target.db) {
+        return;
+    }
     // A handoff here is a write no client asked for now: only what a
-    // client's ACQUIRE could do may happen (see `gate`).
+    // client's ACQUIRE could do may happen (see `gate`), and only on the
+    // node that serves the key's slot.
+    match gate::placement(ctx, Arg::of(&key_name)) {
+        gate::Placement::Local => {}
+        gate::Placement::ClusterDown => return defer(target.db, &target.key, gate::Refusal::ClusterDown),
+        gate::Placement::Elsewhere => return turn_away(target.db, &target.key, MOVED_AWAY),
+    }
     if let Some(refusal) = gate::refusal(ctx) {
         defer(target.db, &target.key, refusal);
         return;
     }
-    if !ctx.select_db(target.db) {
-        return;
-    }
     let key = ctx.open_key(Arg::of(&key_name), KeyMode::Write);
     serve(ctx, &key, target.db, Arg::of(&key_name));
+}
+
+/// What waiters hear when their key's slot left this node. Redis cannot
+/// redirect clients blocked by a module, and a grant here would make a
+/// second holder beside the lock on its new node; a cluster client retries
+/// TRYAGAIN and is then redirected by Redis itself.
+const MOVED_AWAY: &CStr = c"TRYAGAIN redislock: the lock's slot is no longer served by this node (resharding or failover); retry the command";
+
+/// Answers every waiter of a queue with `msg` and drops the queue.
+fn turn_away(db: c_int, key: &[u8], msg: &'static CStr) {
+    while let Some(head) = with_registry(|r| r.pop_head(db, key)).flatten() {
+        unblock_waiter(head, Outcome::Error(msg));
+    }
+    if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, key)) {
+        stop_timer(timer.id);
+    }
 }
 
 /// Parks a queue whose handoff the server refused; the retry timer serves

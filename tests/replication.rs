@@ -199,6 +199,31 @@ fn promoted_replica_continues_above_master_tokens() {
     assert_eq!(acquire(&mut r, b"k0", b"mallory", 1000), None);
 }
 
+/// A grant the replica never received (its link was down) is outnumbered
+/// by the promoted replica's first token: promotion raises the counter past
+/// anything the old master could issue (clock floor plus the allowed lead).
+#[test]
+fn promoted_replica_exceeds_a_grant_it_never_received() {
+    let (mut master, replica) = pair();
+    let mut m = master.conn();
+    let seen = grant(&mut m, "seen", "o", 600_000);
+    wait1(&mut m);
+    replica.sigstop();
+    let killed = int_of(&ok_cmd(&mut m, cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica")), "CLIENT KILL");
+    assert_eq!(killed, 1, "the replica's link dropped");
+    let plain = grant(&mut m, "lost", "o", 600_000);
+    let fenced = acquire_fence(&mut m, b"lost-fenced", b"o", 600_000, far_future_token()).expect("granted");
+    master.kill9();
+    replica.sigcont();
+
+    let mut r = replica.conn();
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    assert_eq!(info(&mut r, b"seen").map(|i| i.token), Some(seen));
+    assert!(info(&mut r, b"lost").is_none(), "the replica never had the lost grant");
+    let next = grant(&mut r, "lost", "other", 1000);
+    assert!(next > plain && next > fenced, "promoted token {next} must exceed the lost grants {plain} and {fenced}");
+}
+
 #[test]
 fn late_replica_full_sync_gets_locks_and_counter() {
     let master = Server::start_with(&[

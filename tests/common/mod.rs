@@ -6,6 +6,8 @@
 //! the test panics.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
@@ -165,25 +167,7 @@ impl Server {
     }
 
     pub fn try_start_binary(binary: &Path, module_args: &[&str], args: &[&str]) -> Result<Server, StartError> {
-        let module = module_path();
-        let tmp = tempfile::Builder::new()
-            .prefix("redislock-test-")
-            .tempdir()
-            .expect("create temp dir for redis-server");
-        let dir = tmp.path().to_path_buf();
-        let log = dir.join("redis.log");
-        let _ = module;
-        let mut s = Server {
-            port: 0,
-            binary: binary.to_path_buf(),
-            dir,
-            pid: 0,
-            child: None,
-            module_args: module_args.iter().map(|s| s.to_string()).collect(),
-            extra_args: args.iter().map(|s| s.to_string()).collect(),
-            log,
-            _tmp: tmp,
-        };
+        let mut s = Self::unstarted(binary, module_args, args);
         let mut last_err = None;
         for _attempt in 0..10 {
             s.port = free_port();
@@ -197,6 +181,34 @@ impl Server {
             }
         }
         Err(last_err.expect("at least one attempt"))
+    }
+
+    /// A server of the suite's binary on exactly `port` (one attempt; the
+    /// caller picks ports, e.g. a Cluster node whose bus port must be free).
+    pub fn try_start_at(port: u16, module_args: &[&str], args: &[&str]) -> Result<Server, StartError> {
+        let mut s = Self::unstarted(&server_binary(), module_args, args);
+        s.port = port;
+        s.launch().map(|()| s)
+    }
+
+    fn unstarted(binary: &Path, module_args: &[&str], args: &[&str]) -> Server {
+        let tmp = tempfile::Builder::new()
+            .prefix("redislock-test-")
+            .tempdir()
+            .expect("create temp dir for redis-server");
+        let dir = tmp.path().to_path_buf();
+        let log = dir.join("redis.log");
+        Server {
+            port: 0,
+            binary: binary.to_path_buf(),
+            dir,
+            pid: 0,
+            child: None,
+            module_args: module_args.iter().map(|s| s.to_string()).collect(),
+            extra_args: args.iter().map(|s| s.to_string()).collect(),
+            log,
+            _tmp: tmp,
+        }
     }
 
     /// Is persistence configured (AOF on, or non-empty save points)?
