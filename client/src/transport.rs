@@ -1,13 +1,20 @@
-//! One connection per server: a multiplexed connection that reconnects,
+//! One connection per instance: a multiplexed connection that reconnects,
 //! with connect and per-request timeouts. Requests to one server travel on
 //! one connection in order, so a release sent after an acquire that timed
 //! out is executed after it: a late acquire cannot land after its release.
+//!
+//! An instance is a standalone server (`redis://host:port`) or a whole
+//! Redis Cluster (`redis+cluster://host:port,host:port,...`, its seed
+//! nodes): the cluster connection sends each command to its key's master
+//! over one connection per node, follows MOVED/ASK and retries TRYAGAIN.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, RedisError, Script, Value};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, Value};
 use tokio::sync::Mutex;
 
 use crate::settings::{Mode, Settings};
@@ -73,13 +80,69 @@ pub struct InstanceStatus {
 }
 
 pub struct Instance {
-    /// `host:port`, as errors name the server.
+    /// `host:port` (`cluster:host:port,...` for a cluster), as errors name
+    /// the instance.
     pub name: String,
-    client: redis::Client,
-    conn: Mutex<Option<ConnectionManager>>,
+    client: Client,
+    conn: Mutex<Option<Link>>,
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
+}
+
+/// The URL scheme of a Redis Cluster instance: seed nodes, comma-separated.
+pub const CLUSTER_SCHEME: &str = "redis+cluster://";
+
+enum Client {
+    Single(redis::Client),
+    /// Seed node URLs (`redis://...`).
+    Cluster(Vec<String>),
+}
+
+/// A live connection to an instance; cheap to clone (both kinds multiplex).
+#[derive(Clone)]
+enum Link {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Link::Single(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(&'a mut self, pipeline: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Link::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Link::Single(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The seed node URLs of a `redis+cluster://[user:pass@]host:port,host:port`
+/// URL; credentials given once apply to every seed.
+fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
+    let rest = url.strip_prefix(CLUSTER_SCHEME).ok_or_else(|| format!("not a {CLUSTER_SCHEME} URL"))?;
+    let rest = rest.trim_end_matches('/');
+    let (auth, hosts) = match rest.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), rest),
+    };
+    let seeds: Vec<String> = hosts.split(',').map(str::trim).map(|h| format!("redis://{auth}{h}")).collect();
+    if hosts.split(',').any(|h| h.trim().is_empty()) {
+        return Err(format!("empty seed node in {url:?}"));
+    }
+    Ok(seeds)
 }
 
 enum CallError {
@@ -90,9 +153,18 @@ enum CallError {
 
 impl Instance {
     pub fn new(url: &str, settings: &Settings) -> Result<Instance, RedisError> {
-        let client = redis::Client::open(url)?;
-        let info = client.get_connection_info();
-        let name = format!("{}", info.addr());
+        let (client, name) = if url.starts_with(CLUSTER_SCHEME) {
+            let seeds = cluster_seeds(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad cluster URL", e)))?;
+            let mut names = Vec::with_capacity(seeds.len());
+            for seed in &seeds {
+                names.push(redis::Client::open(seed.as_str())?.get_connection_info().addr().to_string());
+            }
+            (Client::Cluster(seeds), format!("cluster:{}", names.join(",")))
+        } else {
+            let client = redis::Client::open(url)?;
+            let name = client.get_connection_info().addr().to_string();
+            (Client::Single(client), name)
+        };
         Ok(Instance {
             name,
             client,
@@ -103,16 +175,26 @@ impl Instance {
         })
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, CallError> {
+    async fn connection(&self) -> Result<Link, CallError> {
         let mut slot = self.conn.lock().await;
         if let Some(conn) = slot.as_ref() {
             return Ok(conn.clone());
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.request_timeout))
-            .set_number_of_retries(1);
-        let connecting = ConnectionManager::new_with_config(self.client.clone(), config);
+        let connecting = async {
+            match &self.client {
+                Client::Single(client) => {
+                    let config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(self.connect_timeout))
+                        .set_response_timeout(Some(self.request_timeout))
+                        .set_number_of_retries(1);
+                    ConnectionManager::new_with_config(client.clone(), config).await.map(Link::Single)
+                }
+                Client::Cluster(seeds) => {
+                    let client = self.cluster_client(seeds, self.request_timeout)?;
+                    client.get_async_connection().await.map(Link::Cluster)
+                }
+            }
+        };
         match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(conn)) => {
                 *slot = Some(conn.clone());
@@ -123,6 +205,15 @@ impl Instance {
         }
     }
 
+    /// A cluster client whose commands give up after `response_timeout`;
+    /// the request deadline above bounds MOVED/ASK/TRYAGAIN retries too.
+    fn cluster_client(&self, seeds: &[String], response_timeout: Duration) -> redis::RedisResult<ClusterClient> {
+        ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(response_timeout)
+            .build()
+    }
+
     /// Runs a request within the request timeout. A connection that died
     /// while idle (a server restarted between two requests) only shows it
     /// on use; the request is then sent once more on the reconnected
@@ -130,7 +221,7 @@ impl Instance {
     /// idempotent (an acquire repeats with the same owner).
     async fn request<T, F, Fut>(&self, send: F) -> Result<T, CallError>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Link) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let now = tokio::time::Instant::now();
@@ -232,8 +323,18 @@ impl Instance {
         let mut cmd = redis::cmd("LOCK.ACQUIRE");
         cmd.arg(key).arg(owner).arg(millis(ttl)).arg("WAIT").arg(millis(wait).max(1));
         let waited = async {
-            let mut conn = self.client.get_multiplexed_async_connection_with_config(&config).await?;
-            cmd.query_async::<Option<i64>>(&mut conn).await
+            match &self.client {
+                Client::Single(client) => {
+                    let mut conn = client.get_multiplexed_async_connection_with_config(&config).await?;
+                    cmd.query_async::<Option<i64>>(&mut conn).await
+                }
+                // Its own cluster connection too: a TRYAGAIN (the key's slot
+                // moved while waiting) is retried at the key's new master.
+                Client::Cluster(seeds) => {
+                    let mut conn = self.cluster_client(seeds, budget)?.get_async_connection().await?;
+                    cmd.query_async::<Option<i64>>(&mut conn).await
+                }
+            }
         };
         let outcome = match tokio::time::timeout(budget.saturating_add(self.connect_timeout), waited).await {
             Err(_) => Outcome::Timeout,
@@ -268,8 +369,8 @@ impl Instance {
                     status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
                 }
                 if self.mode == Mode::Module {
-                    let info = self.query::<String>(redis::cmd("INFO").arg("redislock")).await.ok();
-                    status.quarantine_ms_left = info.as_deref().and_then(|text| info_field(text, "redislock_quarantine_ms_left"));
+                    let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
+                    status.quarantine_ms_left = info.and_then(quarantine_left);
                 }
             }
             Err(CallError::Reply(e)) => {
@@ -280,6 +381,16 @@ impl Instance {
             Err(CallError::Unreachable(e)) => status.error = Some(e),
         }
         status
+    }
+}
+
+/// `redislock_quarantine_ms_left` of an `INFO redislock` reply; from a
+/// cluster (one reply per node) the longest, since any node may refuse.
+fn quarantine_left(reply: Value) -> Option<i64> {
+    const FIELD: &str = "redislock_quarantine_ms_left";
+    match reply {
+        Value::Map(per_node) => per_node.into_iter().filter_map(|(_, v)| quarantine_left(v)).max(),
+        other => String::from_redis_value(other).ok().and_then(|text| info_field(&text, FIELD)),
     }
 }
 

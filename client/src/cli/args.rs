@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use redlock::transport::CLUSTER_SCHEME;
 use redlock::{Mode, Settings};
 
 /// The five local instances of `make redlock-up`.
@@ -52,7 +53,9 @@ pub struct Cli {
 /// Options shared by every subcommand (accepted before or after it).
 #[derive(Args, Debug, Clone)]
 pub struct Global {
-    /// Servers, comma-separated (redis://host:port; host:port is accepted too)
+    /// Servers, comma-separated (redis://host:port; host:port is accepted too).
+    /// A Redis Cluster counts as one server: redis+cluster://host:port,host:port
+    /// (its seed nodes run up to the next entry with a scheme)
     /// [default: redis://127.0.0.1:7001 ... 7005, the five of `make redlock-up`].
     #[arg(long, env = "REDLOCK_SERVERS", value_delimiter = ',', default_value = DEFAULT_SERVERS,
           value_name = "URL,...", global = true, hide_default_value = true)]
@@ -282,6 +285,14 @@ impl Global {
             if s.is_empty() {
                 return Err(format!("empty entry in the server list {:?}", self.servers.join(",")));
             }
+            if !s.contains("://") {
+                // A scheme-less entry after a cluster URL is one more seed.
+                if let Some(cluster) = urls.last_mut().filter(|u: &&mut String| u.starts_with(CLUSTER_SCHEME)) {
+                    cluster.push(',');
+                    cluster.push_str(s);
+                    continue;
+                }
+            }
             urls.push(if s.contains("://") { s.to_string() } else { format!("redis://{s}") });
         }
         if urls.is_empty() {
@@ -394,6 +405,11 @@ mod tests {
         assert_eq!(
             cli.global.urls().expect("urls"),
             ["redis://a:1", "redis://b:2", "redis://c:3"].map(String::from).to_vec()
+        );
+        let cli = parse(&["status", "r", "--servers", "redis+cluster://a:1,b:2,redis://c:3,redis+cluster://d:4"]).expect("cluster");
+        assert_eq!(
+            cli.global.urls().expect("urls"),
+            ["redis+cluster://a:1,b:2", "redis://c:3", "redis+cluster://d:4"].map(String::from).to_vec()
         );
         let cli = parse(&["status", "r", "--servers", "a:1,,b:2"]).expect("parses");
         assert!(cli.global.urls().is_err());
