@@ -4,13 +4,16 @@ MODULE := target/release/libredislock.so
 RUN_DIR := .run
 REDLOCK_PORTS := 7001 7002 7003 7004 7005
 
-.PHONY: all deps build run test bench redlock-up redlock-down clean
+.PHONY: all deps build run test test-all bench redlock-up redlock-down clean
 
 all: build
 
-# Servers beyond Debian's redis-server that `make test` also runs against.
+# Servers beyond Debian's redis-server (7.0) that `make test` also runs the
+# module's suite against; `make test-all` adds the rest (scripts/install-servers.sh).
 TEST_SERVERS := valkey-8.1
+ALL_SERVERS := valkey-8.1 valkey-9.1 redis-8.2
 VALKEY := $(CURDIR)/.servers/valkey-8.1/redis-server
+TEST_ENV := REDISLOCK_MODULE=$(CURDIR)/$(MODULE) REDISLOCK_VALKEY=$(VALKEY)
 
 deps:
 	@scripts/install-deps.sh
@@ -27,8 +30,18 @@ run: build
 	@echo "redislock: press Ctrl-C to stop"
 	redis-server redis.conf
 
+# Module and client suites on Redis 7.0, then the module's suite on each of
+# TEST_SERVERS (REDISLOCK_SERVER picks the server binary the tests start).
 test: build
-	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) REDISLOCK_VALKEY=$(VALKEY) cargo test --release --workspace --no-fail-fast
+	$(TEST_ENV) cargo test --release --workspace --no-fail-fast
+	@for s in $(TEST_SERVERS); do \
+	  echo "redislock: module suite on $$s"; \
+	  $(TEST_ENV) REDISLOCK_SERVER=$(CURDIR)/.servers/$$s/redis-server cargo test --release -p redislock --no-fail-fast || exit 1; \
+	done
+
+test-all: build
+	@scripts/install-servers.sh $(ALL_SERVERS)
+	$(MAKE) test TEST_SERVERS="$(ALL_SERVERS)"
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
 # contended waiting against the polling loop (benches/contended.rs), then
