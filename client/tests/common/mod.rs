@@ -76,7 +76,7 @@ pub struct Opts {
     /// Without the redislock module.
     pub plain: bool,
     /// After the module path on the `--loadmodule` line, e.g.
-    /// `["redislock.quarantine", "2000"]`.
+    /// `["quarantine", "2000"]` (the `redislock.quarantine` config).
     pub module_args: Vec<String>,
     /// The server executable; `None` for `redis-server` from PATH.
     pub binary: Option<PathBuf>,
@@ -88,7 +88,7 @@ pub struct Opts {
 
 impl Opts {
     pub fn quarantine(ms: u64) -> Opts {
-        Opts { module_args: vec!["redislock.quarantine".into(), ms.to_string()], ..Opts::default() }
+        Opts { module_args: vec!["quarantine".into(), ms.to_string()], ..Opts::default() }
     }
 
     /// Valkey 8.1, panicking with the fix when it is not installed.
