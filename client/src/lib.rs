@@ -3,7 +3,7 @@
 //!
 //! - `quorum`: quorum, drift, validity and token arithmetic (no I/O)
 //! - `transport`: one reconnecting connection per server, with timeouts
-//! - `redlock`: acquire, extend, release, status; reentrancy
+//! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `guard`: automatic extension and the lost-lock signal
 //! - `settings`, `error`
 

@@ -1,7 +1,7 @@
 //! The Redlock algorithm over N independent instances.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -31,6 +31,10 @@ pub struct Lock {
     pub fenced: usize,
     /// The place in line this lock was taken with (see `lock_until`).
     pub ticket: Option<Ticket>,
+    /// Holds of this acquisition, shared by its copies: 1 at the grant,
+    /// one more per `reenter`, one less per release; the servers release
+    /// the lock when it reaches 0.
+    holds: Arc<AtomicUsize>,
 }
 
 /// A place in a resource's waiting line: a module lock on one designated
@@ -48,11 +52,39 @@ impl Lock {
     pub fn remaining(&self) -> Duration {
         self.validity.saturating_sub(self.acquired_at.elapsed())
     }
-}
 
-struct Held {
-    lock: Lock,
-    count: usize,
+    /// Re-enters the lock: its holder takes it once more, at once and
+    /// without asking the servers, and must release it once more. Every
+    /// `Redlock::release` of this lock or of a copy drops one hold; the
+    /// last one releases it on the servers. Reentrancy belongs to the
+    /// holder of the lock, never to a handle or a resource name: another
+    /// task, even on the same handle, that asks for the resource waits
+    /// like any other client.
+    ///
+    /// `Error::Expired` when the validity of this copy ran out (re-enter
+    /// the latest copy, e.g. `LockGuard::lock()`, or the one `extend`
+    /// returned) or every hold was released already.
+    pub fn reenter(&self) -> Result<Lock, Error> {
+        let expired = || Error::Expired { resource: self.resource.clone() };
+        if self.remaining().is_zero() {
+            return Err(expired());
+        }
+        self.holds.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n > 0).then(|| n + 1)).map_err(|_| expired())?;
+        Ok(self.clone())
+    }
+
+    /// Holds not yet released (0 once the lock was released).
+    pub fn holds(&self) -> usize {
+        self.holds.load(Ordering::SeqCst)
+    }
+
+    /// Drops one hold; returns the holds left (0: release on the servers).
+    pub(crate) fn drop_hold(&self) -> usize {
+        match self.holds.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+            Ok(before) => before.saturating_sub(1),
+            Err(_) => 0,
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -61,12 +93,13 @@ pub(crate) struct Inner {
     quorum: usize,
     /// Instance indexes in server-name order, for `line_instance`.
     line_order: Vec<usize>,
-    /// Locks this handle holds, for reentrancy.
-    held: StdMutex<HashMap<String, Held>>,
 }
 
-/// A Redlock client. Cheap to clone; clones share connections and the
-/// reentrancy table.
+/// A Redlock client. Cheap to clone; clones share connections. Every
+/// `lock`, `try_lock`, `lock_until` and `guard` is a new acquisition with
+/// its own owner, so tasks sharing a handle exclude each other like
+/// separate processes; a holder re-enters with `Lock::reenter` or
+/// `LockGuard::reenter`.
 #[derive(Clone)]
 pub struct Redlock {
     pub(crate) inner: Arc<Inner>,
@@ -77,7 +110,7 @@ pub struct Redlock {
 pub struct Released {
     /// Instances that released the lock.
     pub released: usize,
-    /// Holds still open on this handle (reentrancy); 0 when released.
+    /// Holds of the lock still open (see `Lock::reenter`); 0 when released.
     pub remaining_holds: usize,
     pub instances: Vec<InstanceOutcome>,
 }
@@ -109,7 +142,7 @@ impl Redlock {
         }
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
-        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, line_order, held: StdMutex::new(HashMap::new()) }) })
+        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, line_order }) })
     }
 
     pub fn quorum(&self) -> usize {
@@ -131,12 +164,7 @@ impl Redlock {
 
     /// One attempt, no retry.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        if let Some(lock) = self.reenter(resource) {
-            return Ok(lock);
-        }
-        let lock = self.attempt(resource, ttl).await.map_err(|outcomes| not_acquired(resource, 1, outcomes))??;
-        self.remember(&lock);
-        Ok(lock)
+        self.attempt(resource, ttl).await.map_err(|outcomes| not_acquired(resource, 1, outcomes))?
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -155,9 +183,6 @@ impl Redlock {
     /// frozen costs fairness (the wait there is bounded by the ttl), never
     /// safety.
     pub async fn lock_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        if let Some(lock) = self.reenter(resource) {
-            return Ok(lock);
-        }
         let ticket = match deadline {
             Some(d) if self.inner.settings.mode == Mode::Module => self.join_line(resource, ttl, d).await,
             _ => None,
@@ -170,7 +195,6 @@ impl Redlock {
             let outcomes = match self.attempt(resource, ttl).await {
                 Ok(Ok(mut lock)) => {
                     lock.ticket = ticket;
-                    self.remember(&lock);
                     return Ok(lock);
                 }
                 Ok(Err(e)) => {
@@ -231,7 +255,6 @@ impl Redlock {
     /// next in line then polls the quorum instead of waiting out the place.
     pub async fn leave_line_of(&self, lock: &mut Lock) {
         self.leave_line(lock.ticket.take()).await;
-        self.update_held(lock);
     }
 
     async fn leave_line(&self, ticket: Option<Ticket>) {
@@ -290,6 +313,7 @@ impl Redlock {
             instances: outcomes,
             fenced,
             ticket: None,
+            holds: Arc::new(AtomicUsize::new(1)),
         }))
     }
 
@@ -353,22 +377,24 @@ impl Redlock {
         let validity = quorum::validity(ttl, started.elapsed(), drift);
         match validity {
             Some(validity) if extended >= self.inner.quorum && !lock.remaining().is_zero() => {
-                let extended_lock =
-                    Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() };
-                self.update_held(&extended_lock);
-                Ok(extended_lock)
+                Ok(Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() })
             }
             _ => Err(Error::QuorumLost { resource: lock.resource.clone(), outcomes }),
         }
     }
 
-    /// Releases `lock` (for a lock taken twice through this handle, the
-    /// second release is the one that reaches the servers).
+    /// Drops one hold of `lock`; the last one (see `Lock::reenter`)
+    /// releases it on every instance.
     pub async fn release(&self, lock: &Lock) -> Result<Released, Error> {
-        let remaining_holds = self.forget(lock);
+        let remaining_holds = lock.drop_hold();
         if remaining_holds > 0 {
             return Ok(Released { released: 0, remaining_holds, instances: Vec::new() });
         }
+        self.release_on_servers(lock).await
+    }
+
+    /// Releases `lock` on every instance, whatever its holds.
+    pub(crate) async fn release_on_servers(&self, lock: &Lock) -> Result<Released, Error> {
         let released = self.release_owner(&lock.resource, &lock.owner).await;
         // The lock first, then the place in line: the next in line must
         // find the resource free.
@@ -377,7 +403,7 @@ impl Redlock {
     }
 
     /// Releases `resource` held by `owner` on every instance (no
-    /// reentrancy bookkeeping: for locks taken elsewhere).
+    /// hold counting: for locks taken elsewhere).
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
         let instances = self.release_everywhere(resource, owner).await;
         if let Some(missing) = instances.iter().find(|o| o.outcome == Outcome::ModuleMissing) {
@@ -399,6 +425,7 @@ impl Redlock {
             instances: Vec::new(),
             fenced: 0,
             ticket: None,
+            holds: Arc::new(AtomicUsize::new(1)),
         };
         self.extend(&lock, ttl).await
     }
@@ -413,50 +440,6 @@ impl Redlock {
     pub async fn guard(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
         let lock = self.lock_until(resource, ttl, deadline).await?;
         Ok(LockGuard::start(self.clone(), lock))
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
-        self.inner.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// A lock this handle already holds on `resource`, still valid.
-    fn reenter(&self, resource: &str) -> Option<Lock> {
-        let mut held = self.held();
-        let entry = held.get_mut(resource)?;
-        if entry.lock.remaining().is_zero() {
-            held.remove(resource);
-            return None;
-        }
-        entry.count += 1;
-        Some(entry.lock.clone())
-    }
-
-    fn remember(&self, lock: &Lock) {
-        self.held().insert(lock.resource.clone(), Held { lock: lock.clone(), count: 1 });
-    }
-
-    fn update_held(&self, lock: &Lock) {
-        if let Some(entry) = self.held().get_mut(&lock.resource) {
-            if entry.lock.owner == lock.owner {
-                entry.lock = lock.clone();
-            }
-        }
-    }
-
-    /// Drops one hold of `lock`; returns the holds left.
-    fn forget(&self, lock: &Lock) -> usize {
-        let mut held = self.held();
-        match held.get_mut(&lock.resource) {
-            Some(entry) if entry.lock.owner == lock.owner && entry.count > 1 => {
-                entry.count -= 1;
-                entry.count
-            }
-            Some(entry) if entry.lock.owner == lock.owner => {
-                held.remove(&lock.resource);
-                0
-            }
-            _ => 0,
-        }
     }
 }
 

@@ -257,33 +257,53 @@ async fn script_mode_on_module_servers_interoperates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reentrant_lock_on_one_handle() {
+async fn a_holder_reenters_through_its_lock_and_the_last_release_frees_it() {
     let c = Cluster::start(5);
     let rl = c.redlock(relaxed());
     let first = rl.lock("re", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(first.holds(), 1);
     let t = Instant::now();
-    let second = rl.lock("re", Duration::from_secs(10)).await.expect("reentrant lock");
-    let waited = t.elapsed();
-    assert!(waited < MS(50), "second lock waited {waited:?}");
-    assert_eq!((&second.owner, second.token), (&first.owner, first.token));
+    let second = first.reenter().expect("the holder re-enters");
+    assert!(t.elapsed() < MS(5), "re-entry asks no server");
+    assert_eq!((&second.owner, second.token, second.holds()), (&first.owner, first.token, 2));
+
+    // The same handle asking for the resource is another acquisition, and
+    // excluded like any other client.
+    let same_handle = rl.try_lock("re", Duration::from_secs(10)).await;
+    assert!(matches!(same_handle, Err(Error::NotAcquired { .. })), "{same_handle:?}");
 
     let r1 = rl.release(&second).await.unwrap();
     assert_eq!((r1.released, r1.remaining_holds), (0, 1), "{r1:?}");
     for info in c.infos("re").await {
         assert_eq!(info.map(|i| i.owner), Some(first.owner.clone()), "still held after the first release");
     }
-    // Another handle is still excluded.
     let other = c.redlock(Settings { retry_count: 0, ..relaxed() });
     assert!(matches!(other.lock("re", Duration::from_secs(10)).await, Err(Error::NotAcquired { .. })));
 
     let r2 = rl.release(&first).await.unwrap();
     assert_eq!((r2.released, r2.remaining_holds), (5, 0), "{r2:?}");
     assert_eq!(c.infos("re").await, vec![None; 5]);
-    // The hold count is back to zero: the next lock is a new acquisition.
+    assert!(matches!(first.reenter(), Err(Error::Expired { .. })), "a released lock cannot be re-entered");
     let third = rl.lock("re", Duration::from_secs(10)).await.unwrap();
     assert_ne!(third.owner, first.owner);
     assert!(third.token > first.token);
     rl.release(&third).await.unwrap();
+
+    // A guard re-enters as a guard of its own; the last one releases.
+    let guard = rl.guard("re", Duration::from_secs(2), None).await.unwrap();
+    let inner = guard.reenter().expect("guard re-entry");
+    assert_eq!(inner.token(), guard.token());
+    let r = guard.release().await.unwrap();
+    assert_eq!((r.released, r.remaining_holds), (0, 1), "{r:?}");
+    // Still extended while the inner hold lasts: past the 2 s ttl.
+    tokio::time::sleep(MS(2500)).await;
+    assert!(!inner.is_lost());
+    for info in c.infos("re").await {
+        assert_eq!(info.map(|i| i.owner), Some(inner.lock().owner.clone()), "kept alive by the remaining hold");
+    }
+    let r = inner.release().await.unwrap();
+    assert_eq!((r.released, r.remaining_holds), (5, 0), "{r:?}");
+    assert_eq!(c.infos("re").await, vec![None; 5]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,11 +3,20 @@
 //! Every test starts its own real `redis-server` processes on free local
 //! ports (bound to 127.0.0.1, no persistence, a temporary directory each),
 //! with the redislock module loaded unless a plain server is asked for.
+//! A server may also get module args (e.g. `redislock.quarantine`), be
+//! Valkey 8.1 (`$REDISLOCK_VALKEY`), and run under libfaketime.
+//! Free ports are found by binding port 0 and letting go, so two tests can
+//! pick the same one: a server counts as started only when `INFO server`
+//! names the PID we spawned; otherwise it is killed and another port tried.
 //! Faults are injected only into these processes, by the PID we spawned:
 //! SIGKILL, SIGSTOP/SIGCONT, restart on the same port. `Drop` resumes a
 //! frozen server and kills and reaps every process, also when the test
 //! panics.
 #![allow(dead_code)]
+
+pub mod fence;
+pub mod history;
+pub mod proxy;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -42,6 +51,61 @@ pub fn now_unix_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock before 1970").as_micros() as i64
 }
 
+/// Valkey 8.1's server (libfaketime works with it, not with Debian's
+/// jemalloc redis-server): `$REDISLOCK_VALKEY` (set by `make test`), else
+/// `<workspace>/.servers/valkey-8.1/redis-server`; `None` when neither exists.
+pub fn valkey_binary() -> Option<PathBuf> {
+    let p = match std::env::var_os("REDISLOCK_VALKEY") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.servers/valkey-8.1/redis-server")),
+    };
+    p.is_file().then_some(p)
+}
+
+/// libfaketime's preload library (Debian's `faketime` package), if installed.
+pub fn libfaketime() -> Option<PathBuf> {
+    ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+/// How to start one server.
+#[derive(Clone, Debug, Default)]
+pub struct Opts {
+    /// Without the redislock module.
+    pub plain: bool,
+    /// After the module path on the `--loadmodule` line, e.g.
+    /// `["quarantine", "2000"]` (the `redislock.quarantine` config).
+    pub module_args: Vec<String>,
+    /// The server executable; `None` for `redis-server` from PATH.
+    pub binary: Option<PathBuf>,
+    /// Run under libfaketime with this `FAKETIME` spec (e.g. `"+2s"`, or
+    /// `"+0 x2"` for a clock running twice as fast). Needs a server that
+    /// tolerates it (Valkey, see `valkey_binary`).
+    pub faketime: Option<String>,
+}
+
+impl Opts {
+    pub fn quarantine(ms: u64) -> Opts {
+        Opts { module_args: vec!["quarantine".into(), ms.to_string()], ..Opts::default() }
+    }
+
+    /// Valkey 8.1, panicking with the fix when it is not installed.
+    pub fn valkey() -> Opts {
+        let binary = valkey_binary().expect(
+            "Valkey 8.1 not found: run `scripts/install-servers.sh valkey-8.1` (make test does) or set REDISLOCK_VALKEY",
+        );
+        Opts { binary: Some(binary), ..Opts::default() }
+    }
+
+    /// Valkey under libfaketime with `spec`.
+    pub fn valkey_faketime(spec: &str) -> Opts {
+        assert!(libfaketime().is_some(), "libfaketime not found: install Debian's faketime (scripts/install-deps.sh)");
+        Opts { faketime: Some(spec.to_string()), ..Opts::valkey() }
+    }
+}
+
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().expect("local_addr").port()
@@ -52,6 +116,7 @@ pub struct Server {
     pub pid: u32,
     /// With the redislock module loaded.
     pub module: bool,
+    pub opts: Opts,
     child: Option<Child>,
     frozen: bool,
     dir: PathBuf,
@@ -71,23 +136,30 @@ impl Server {
     }
 
     fn start_kind(module: bool) -> Server {
-        let mut s = Self::spawn_kind(module);
+        Self::start_opts(Opts { plain: !module, ..Opts::default() })
+    }
+
+    /// A server as `opts` say, running and answering PING.
+    pub fn start_opts(opts: Opts) -> Server {
+        let mut s = Self::spawn_opts(opts);
         s.wait_ready_or_retry();
         s
     }
 
     /// Spawns without waiting for readiness (see `wait_ready_or_retry`).
-    fn spawn_kind(module: bool) -> Server {
+    fn spawn_opts(opts: Opts) -> Server {
         let tmp = tempfile::Builder::new().prefix("redlock-client-test-").tempdir().expect("temp dir");
         let dir = tmp.path().to_path_buf();
         let log = dir.join("redis.log");
-        let mut s = Server { port: free_port(), pid: 0, module, child: None, frozen: false, dir, log, _tmp: tmp };
+        let module = !opts.plain;
+        let mut s = Server { port: free_port(), pid: 0, module, opts, child: None, frozen: false, dir, log, _tmp: tmp };
         s.spawn();
         s
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new("redis-server");
+        let binary = self.opts.binary.clone().unwrap_or_else(|| PathBuf::from("redis-server"));
+        let mut cmd = Command::new(&binary);
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -103,7 +175,11 @@ impl Server {
             .arg("--appendonly")
             .arg("no");
         if self.module {
-            cmd.arg("--loadmodule").arg(module_path());
+            cmd.arg("--loadmodule").arg(module_path()).args(&self.opts.module_args);
+        }
+        if let Some(spec) = &self.opts.faketime {
+            let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
+            cmd.env("LD_PRELOAD", lib).env("FAKETIME", spec).env("FAKETIME_DONT_RESET", "1");
         }
         let child = cmd
             .current_dir(&self.dir)
@@ -111,7 +187,7 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawning redis-server failed: {e} (is it on PATH?)"));
+            .unwrap_or_else(|e| panic!("spawning {} failed: {e} (is it on PATH?)", binary.display()));
         self.pid = child.id();
         self.child = Some(child);
         self.frozen = false;
@@ -119,17 +195,17 @@ impl Server {
 
     /// Waits for PING; when the port was taken meanwhile, moves to a new one.
     fn wait_ready_or_retry(&mut self) {
-        for _ in 0..5 {
+        for _ in 0..10 {
             match self.wait_ready() {
                 Ok(()) => return,
-                Err(log) if log.contains("Address already in use") => {
+                Err(log) if port_taken(&log) => {
                     self.port = free_port();
                     self.spawn();
                 }
                 Err(log) => panic!("redis-server on port {} did not start:\n{log}", self.port),
             }
         }
-        panic!("redis-server: no free port after 5 attempts");
+        panic!("redis-server: no free port after 10 attempts");
     }
 
     /// Ok when PING answers; Err(log) when the process died or the deadline passed.
@@ -143,10 +219,21 @@ impl Server {
             }
             if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) {
                 let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
-                if let Ok(pong) = redis::cmd("PING").query::<String>(&mut con) {
-                    if pong == "PONG" {
-                        return Ok(());
+                // Only the process we spawned counts: another test's
+                // server may have won the port.
+                match redis::cmd("INFO").arg("server").query::<String>(&mut con) {
+                    Ok(info) if info_pid(&info) == Some(self.pid) => {
+                        if let Ok(pong) = redis::cmd("PING").query::<String>(&mut con) {
+                            if pong == "PONG" {
+                                return Ok(());
+                            }
+                        }
                     }
+                    Ok(info) if info_pid(&info).is_some() => {
+                        self.kill_child();
+                        return Err(format!("{NOT_OURS} {} (not pid {})", self.port, self.pid));
+                    }
+                    _ => {}
                 }
             }
             if Instant::now() > deadline {
@@ -207,7 +294,7 @@ impl Server {
             self.spawn();
             match self.wait_ready() {
                 Ok(()) => return,
-                Err(log) if log.contains("Address already in use") => std::thread::sleep(Duration::from_millis(100)),
+                Err(log) if port_taken(&log) => std::thread::sleep(Duration::from_millis(100)),
                 Err(log) => panic!("redis-server did not restart on port {}:\n{log}", self.port),
             }
         }
@@ -274,6 +361,17 @@ impl Server {
             other => panic!("PTTL replied {other:?}"),
         }
     }
+}
+
+/// `wait_ready` found another process on the port.
+const NOT_OURS: &str = "another process answers on port";
+
+fn port_taken(log: &str) -> bool {
+    log.contains("Address already in use") || log.contains(NOT_OURS)
+}
+
+fn info_pid(info: &str) -> Option<u32> {
+    info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|p| p.trim().parse().ok())
 }
 
 impl Drop for Server {
@@ -357,7 +455,12 @@ impl Cluster {
 
     /// One server per entry: `true` with the module, `false` plain.
     pub fn start_kinds(kinds: &[bool]) -> Cluster {
-        let mut servers: Vec<Server> = kinds.iter().map(|&m| Server::spawn_kind(m)).collect();
+        Self::start_opts(kinds.iter().map(|&m| Opts { plain: !m, ..Opts::default() }).collect())
+    }
+
+    /// One server per entry of `opts`.
+    pub fn start_opts(opts: Vec<Opts>) -> Cluster {
+        let mut servers: Vec<Server> = opts.into_iter().map(Server::spawn_opts).collect();
         for s in &mut servers {
             s.wait_ready_or_retry();
         }
