@@ -84,6 +84,9 @@ pub struct Opts {
     /// `"+0 x2"` for a clock running twice as fast). Needs a server that
     /// tolerates it (Valkey, see `valkey_binary`).
     pub faketime: Option<String>,
+    /// A Redis Cluster node (`cluster-enabled yes`); its port comes from
+    /// 10000-12999 so that the bus port (+10000) is valid and free.
+    pub cluster_node: bool,
 }
 
 impl Opts {
@@ -109,6 +112,29 @@ impl Opts {
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().expect("local_addr").port()
+}
+
+/// A port below the ephemeral range whose cluster bus port is free too.
+fn free_cluster_port() -> u16 {
+    let mut state = now_unix_us() as u64 ^ ((std::process::id() as u64) << 32) | 1;
+    loop {
+        // xorshift64: candidates spread over the range without a dependency.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let port = 10_000 + (state % 3000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn pick_port(opts: &Opts) -> u16 {
+    if opts.cluster_node {
+        free_cluster_port()
+    } else {
+        free_port()
+    }
 }
 
 pub struct Server {
@@ -152,7 +178,7 @@ impl Server {
         let dir = tmp.path().to_path_buf();
         let log = dir.join("redis.log");
         let module = !opts.plain;
-        let mut s = Server { port: free_port(), pid: 0, module, opts, child: None, frozen: false, dir, log, _tmp: tmp };
+        let mut s = Server { port: pick_port(&opts), pid: 0, module, opts, child: None, frozen: false, dir, log, _tmp: tmp };
         s.spawn();
         s
     }
@@ -177,6 +203,9 @@ impl Server {
         if self.module {
             cmd.arg("--loadmodule").arg(module_path()).args(&self.opts.module_args);
         }
+        if self.opts.cluster_node {
+            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"]);
+        }
         if let Some(spec) = &self.opts.faketime {
             let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
             cmd.env("LD_PRELOAD", lib).env("FAKETIME", spec).env("FAKETIME_DONT_RESET", "1");
@@ -199,7 +228,7 @@ impl Server {
             match self.wait_ready() {
                 Ok(()) => return,
                 Err(log) if port_taken(&log) => {
-                    self.port = free_port();
+                    self.port = pick_port(&self.opts);
                     self.spawn();
                 }
                 Err(log) => panic!("redis-server on port {} did not start:\n{log}", self.port),
