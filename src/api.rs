@@ -120,6 +120,9 @@ required_functions!(
     RedisModule_InfoAddFieldLongLong,
     RedisModule_InfoAddFieldCString,
     RedisModule_Log,
+    RedisModule_RegisterCommandFilter,
+    RedisModule_CommandFilterArgsCount,
+    RedisModule_CommandFilterArgGet,
 );
 
 /// Whether the server has an optional API function (newer than Redis 7.0).

@@ -17,6 +17,7 @@ use crate::gate;
 use crate::lock::{self, Lock, LockRef};
 use crate::propagate;
 use crate::quarantine;
+use crate::stats::{self, Cause};
 use crate::waiters;
 
 pub const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -70,10 +71,19 @@ macro_rules! parse_or_reply {
 
 /// The result of trying to give a lock to an owner.
 pub enum Attempt {
-    Granted(Token),
+    Granted(Token, Grant),
     Held,
     WrongType,
     Failed(&'static CStr),
+}
+
+/// How a lock was granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// It was free (or the owner's plain string).
+    New,
+    /// The owner already held it: same token, new lease.
+    Regrant,
 }
 
 /// Gives the lock at `key` to `owner` if it is free or already theirs, and
@@ -95,7 +105,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
                 return Attempt::Failed(c"ERR could not set the lease");
             }
             propagate::granted(ctx, key_name, owner_arg, lock.token(), deadline);
-            return Attempt::Granted(lock.token());
+            return Attempt::Granted(lock.token(), Grant::Regrant);
         }
         // The owner of a plain-string lock converts it and keeps its
         // remaining lease, up to the longest lease a lock may have.
@@ -116,7 +126,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
         return Attempt::Failed(c"ERR could not set the lease");
     }
     propagate::granted(ctx, key_name, owner_arg, token, deadline);
-    Attempt::Granted(token)
+    Attempt::Granted(token, Grant::New)
 }
 
 /// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
@@ -124,6 +134,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
 pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl()));
     if let Some(left) = quarantine::remaining_ms() {
+        stats::QUARANTINE_REFUSED.bump();
         return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
     }
     if req.fence != 0 {
@@ -134,17 +145,26 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key = ctx.open_key(req.key, KeyMode::Write);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
         // Whoever waits comes first, even if the lease just ran out.
-        waiters::serve(ctx, &key, db, req.key);
+        waiters::serve(ctx, &key, db, req.key, Cause::Expiry);
     }
     match try_acquire(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence) {
-        Attempt::Granted(token) => ctx.reply_integer(token),
+        Attempt::Granted(token, how) => {
+            match how {
+                Grant::New => stats::ACQUIRE_NEW.bump(),
+                Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
+            }
+            ctx.reply_integer(token)
+        }
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Held => match req.wait {
             Some(timeout) if may_block(ctx) => {
                 waiters::enqueue(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, timeout)
             }
-            _ => ctx.reply_null(),
+            _ => {
+                stats::ACQUIRE_REFUSED.bump();
+                ctx.reply_null()
+            }
         },
     }
 }
@@ -164,9 +184,13 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key = ctx.open_key(req.key, KeyMode::Write);
     match holds(&key, req.owner) {
         None => return ctx.reply_error(WRONGTYPE),
-        Some(false) => return ctx.reply_integer(0),
+        Some(false) => {
+            stats::RELEASE_REFUSED.bump();
+            return ctx.reply_integer(0);
+        }
         Some(true) => {}
     }
+    stats::RELEASE_DONE.bump();
     key.delete();
     propagate::released(ctx, req.key);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
@@ -175,7 +199,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
         if ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_OOM) {
             waiters::defer(db, req.key.bytes(), gate::Refusal::OutOfMemory);
         } else {
-            waiters::serve(ctx, &key, db, req.key);
+            waiters::serve(ctx, &key, db, req.key, Cause::Release);
         }
     }
     ctx.reply_integer(1)
@@ -188,7 +212,10 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key = ctx.open_key(req.key, KeyMode::Write);
     match holds(&key, req.owner) {
         None => return ctx.reply_error(WRONGTYPE),
-        Some(false) => return ctx.reply_integer(0),
+        Some(false) => {
+            stats::EXTEND_REFUSED.bump();
+            return ctx.reply_integer(0);
+        }
         Some(true) => {}
     }
     let deadline = propagate::deadline_after(req.ttl_ms);
@@ -196,6 +223,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
         return ctx.reply_error(c"ERR could not set the lease");
     }
     propagate::extended(ctx, req.key, deadline);
+    stats::EXTEND_DONE.bump();
     ctx.reply_integer(1)
 }
 

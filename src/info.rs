@@ -10,6 +10,8 @@ use crate::api::rm;
 use crate::config;
 use crate::fencing::COUNTER;
 use crate::quarantine;
+use crate::stats;
+use crate::waiters;
 
 fn field(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, value: i64) {
     rm!(RedisModule_InfoAddFieldLongLong(ctx, name.as_ptr(), value) else 0);
@@ -20,6 +22,31 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     if rm!(RedisModule_InfoAddSection(ctx, std::ptr::null()) else crate::api::ERR) != crate::api::OK {
         return;
     }
+    let counters: [(&CStr, &stats::Counter); 16] = [
+        (c"acquire_granted_new", &stats::ACQUIRE_NEW),
+        (c"acquire_granted_regrant", &stats::ACQUIRE_REGRANT),
+        (c"acquire_granted_handoff", &stats::WAIT_GRANTED),
+        (c"acquire_refused_held", &stats::ACQUIRE_REFUSED),
+        (c"acquire_refused_quarantine", &stats::QUARANTINE_REFUSED),
+        (c"release_done", &stats::RELEASE_DONE),
+        (c"release_refused", &stats::RELEASE_REFUSED),
+        (c"extend_done", &stats::EXTEND_DONE),
+        (c"extend_refused", &stats::EXTEND_REFUSED),
+        (c"wait_started", &stats::WAIT_STARTED),
+        (c"wait_granted", &stats::WAIT_GRANTED),
+        (c"wait_timed_out", &stats::WAIT_TIMED_OUT),
+        (c"wait_cancelled", &stats::WAIT_CANCELLED),
+        (c"handoff_release", &stats::HANDOFF_RELEASE),
+        (c"handoff_expiry", &stats::HANDOFF_EXPIRY),
+        (c"handoff_delete", &stats::HANDOFF_DELETE),
+    ];
+    for (name, counter) in counters {
+        field(ctx, name, counter.get());
+    }
+    let (clients_waiting, keys_waited) = waiters::gauges();
+    field(ctx, c"locks", stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed).max(0));
+    field(ctx, c"clients_waiting", clients_waiting);
+    field(ctx, c"keys_waited", keys_waited);
     field(ctx, c"quarantine_ms_left", quarantine::remaining_ms().unwrap_or(0));
     field(ctx, c"highest_token", COUNTER.current());
     field(ctx, c"max_ttl_ms", config::max_ttl());

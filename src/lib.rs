@@ -30,6 +30,7 @@ pub mod info;
 pub mod lock;
 pub mod propagate;
 pub mod quarantine;
+pub mod stats;
 pub mod waiters;
 
 use std::ffi::{c_int, CStr};

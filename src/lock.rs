@@ -54,6 +54,7 @@ impl Lock {
             header.as_ptr().write(Header { token, owner_len: owner.len() });
             ptr::copy_nonoverlapping(owner.as_ptr(), header.as_ptr().add(1).cast::<u8>(), owner.len());
         }
+        crate::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Lock(header))
     }
 
@@ -105,6 +106,7 @@ impl Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
+        crate::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: allocated in `new` with this very layout.
         unsafe {
             if let Some(layout) = Self::layout(self.0.as_ref().owner_len) {
@@ -209,10 +211,19 @@ unsafe extern "C" fn copy(
     }
 }
 
-/// Bytes this lock holds in the allocator, as the allocator counts them.
+/// The allocation every server makes around a module value (its type and
+/// value pointers) and leaves out of MEMORY USAGE.
+const MODULE_VALUE_WRAPPER: usize = 2 * size_of::<*mut c_void>();
+
+/// Bytes this lock costs beyond the key: its allocation, as the allocator
+/// counts it, and the server's wrapper around it. Without the wrapper a
+/// lock looked as cheap as the same plain string, which it is not.
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     match Lock::borrow(value.cast_mut()) {
-        Some(lock) => rm!(RedisModule_MallocSize(value.cast_mut()) else size_of::<Header>() + lock.owner().len()),
+        Some(lock) => {
+            let own = rm!(RedisModule_MallocSize(value.cast_mut()) else size_of::<Header>() + lock.owner().len());
+            own + MODULE_VALUE_WRAPPER
+        }
         None => 0,
     }
 }

@@ -33,9 +33,11 @@ use std::sync::{LazyLock, Mutex, TryLockError};
 use redis_module::raw;
 
 use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
+use crate::api::KeyKind;
 use crate::commands::{try_acquire, Attempt};
 use crate::fencing::Token;
 use crate::gate;
+use crate::stats::{self, Cause};
 
 /// Waiters across all keys: lets the hot path skip the registry.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -59,6 +61,8 @@ struct Queue {
     key: HeldString,
     waiters: VecDeque<Waiter>,
     timer: Option<Timer>,
+    /// What freed the lock, when an event (not the lease timer) said so.
+    freed_by: Option<Cause>,
 }
 
 /// What a timer carries: which queue to serve.
@@ -153,6 +157,16 @@ enum Outcome {
     Error(&'static CStr),
 }
 
+/// Clients waiting now, and the keys they wait for (for INFO).
+pub fn gauges() -> (i64, i64) {
+    let clients = i64::try_from(WAITING.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+    if clients == 0 {
+        return (0, 0);
+    }
+    let keys = with_registry(|r| r.queues.values().map(HashMap::len).sum::<usize>()).unwrap_or(0);
+    (clients, i64::try_from(keys).unwrap_or(i64::MAX))
+}
+
 /// How many wait for `key` in `db`. Free when nobody waits anywhere.
 fn waiter_count(db: c_int, key: &[u8]) -> usize {
     if WAITING.load(Ordering::Relaxed) == 0 {
@@ -213,10 +227,12 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
             key: key_held,
             waiters: VecDeque::new(),
             timer: None,
+            freed_by: None,
         });
         queue.waiters.push_back(waiter);
         r.clients.insert(client as usize, (db, key.bytes().into()));
         WAITING.fetch_add(1, Ordering::Relaxed);
+        stats::WAIT_STARTED.bump();
     });
     if queued.is_none() {
         if let Some(id) = deadline {
@@ -225,23 +241,29 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
         return crate::api::OK;
     }
-    arm(db, key.bytes(), next_check(held));
+    if let Some(due) = next_check(held) {
+        arm(db, key.bytes(), due);
+    }
     crate::api::OK
 }
 
 /// Hands the lock at `key` (open for writing in `ctx`'s database `db`) to
 /// the oldest waiters while it is free for them; arms the lease timer when
-/// it stays held.
-pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg) {
+/// it stays held. `cause` is what freed it, for INFO.
+pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
     // Each head is taken out of the registry while Redis is called
     // (replication and notifications may re-enter this module).
     while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
         let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence);
         match attempt {
-            Attempt::Granted(token) => unblock_waiter(head, Outcome::Token(token)),
-            Attempt::WrongType => unblock_waiter(head, Outcome::WrongType),
-            Attempt::Failed(msg) => unblock_waiter(head, Outcome::Error(msg)),
+            Attempt::Granted(token, _) => {
+                stats::WAIT_GRANTED.bump();
+                cause.counter().bump();
+                unblock_waiter(head, Outcome::Token(token));
+            }
+            Attempt::WrongType => cancel(head, Outcome::WrongType),
+            Attempt::Failed(msg) => cancel(head, Outcome::Error(msg)),
             Attempt::Held => {
                 // Back to the front of the line; if that fails, never leave
                 // a client blocked with nobody to serve it.
@@ -252,9 +274,11 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg) {
                     }
                 });
                 if let Some(waiter) = unplaced {
-                    unblock_waiter(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                    cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
                 }
-                arm(db, name, next_check(key));
+                if let Some(due) = next_check(key) {
+                    arm(db, name, due);
+                }
                 break;
             }
         }
@@ -264,17 +288,31 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg) {
     }
 }
 
-/// How often a held, waited-for key is looked at besides its deadline.
-/// Catches what the module does not see: a lease changed with EXPIRE,
-/// PEXPIRE or PERSIST, a plain-string lock deleted with DEL.
-const POLL_MS: i64 = 50;
+/// How often a waited-for plain-string lock (`SET key owner NX PX`) is
+/// looked at besides its deadline: Redis tells a module nothing when a
+/// string is deleted.
+const PLAIN_STRING_POLL_MS: i64 = 50;
 
-/// When to look at a held, waited-for key again: just past its deadline
-/// (`expire_at` stores exact milliseconds; Redis expires after them), and
-/// no later than one poll interval from now.
-fn next_check(key: &Key) -> i64 {
-    let poll = unix_millis().saturating_add(POLL_MS);
-    key.deadline_ms().map_or(poll, |deadline| deadline.saturating_add(1).min(poll))
+/// When to look at a held, waited-for key again, if ever: just past its
+/// deadline (`expire_at` stores exact milliseconds; Redis expires after
+/// them). A module lock needs nothing else, so an idle wait costs nothing:
+/// whatever frees it earlier (RELEASE, DEL, an overwrite, expiry after a
+/// shortening PEXPIRE, FLUSHALL, SWAPDB) reaches the data type's unlink
+/// callback or a server event, and a lengthened lease is found held at the
+/// old deadline and re-armed. A persisted lock waits for those events.
+fn next_check(key: &Key) -> Option<i64> {
+    let deadline = key.deadline_ms().map(|d| d.saturating_add(1));
+    if key.kind() != KeyKind::String {
+        return deadline;
+    }
+    let poll = unix_millis().saturating_add(PLAIN_STRING_POLL_MS);
+    Some(deadline.map_or(poll, |d| d.min(poll)))
+}
+
+/// Ends a wait without a grant or a timeout.
+fn cancel(waiter: Waiter, outcome: Outcome) {
+    stats::WAIT_CANCELLED.bump();
+    unblock_waiter(waiter, outcome);
 }
 
 /// Ends a wait that is out of the registry: its timer goes, its answer is
@@ -313,6 +351,7 @@ unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_voi
             stop_timer(timer.id);
         }
         // This timer is the one firing: nothing to stop for the waiter.
+        stats::WAIT_TIMED_OUT.bump();
         unblock(client, Outcome::TimedOut);
     }
 }
@@ -360,15 +399,15 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     }
     let target = Box::from_raw(data.cast::<TimerTarget>());
     let ctx = Ctx::new(raw_ctx);
-    let key_name = with_registry(|r| {
+    let queued = with_registry(|r| {
         let queue = r.queue_mut(target.db, &target.key)?;
         if queue.timer.as_ref().is_some_and(|t| t.generation == target.generation) {
             queue.timer = None;
         }
-        Some(Arg::of(&queue.key).hold())
+        Some((Arg::of(&queue.key).hold(), queue.freed_by))
     })
     .flatten();
-    let Some(key_name) = key_name.filter(HeldString::is_valid) else {
+    let Some((key_name, freed_by)) = queued.filter(|(name, _)| name.is_valid()) else {
         return;
     };
     if !ctx.select_db(target.db) {
@@ -386,8 +425,11 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
         defer(target.db, &target.key, refusal);
         return;
     }
+    if freed_by.is_some() {
+        with_registry(|r| r.queue_mut(target.db, &target.key).map(|q| q.freed_by = None));
+    }
     let key = ctx.open_key(Arg::of(&key_name), KeyMode::Write);
-    serve(ctx, &key, target.db, Arg::of(&key_name));
+    serve(ctx, &key, target.db, Arg::of(&key_name), freed_by.unwrap_or(Cause::Expiry));
 }
 
 /// What waiters hear when their key's slot left this node. Redis cannot
@@ -399,7 +441,7 @@ const MOVED_AWAY: &CStr = c"TRYAGAIN redislock: the lock's slot is no longer ser
 /// Answers every waiter of a queue with `msg` and drops the queue.
 fn turn_away(db: c_int, key: &[u8], msg: &'static CStr) {
     while let Some(head) = with_registry(|r| r.pop_head(db, key)).flatten() {
-        unblock_waiter(head, Outcome::Error(msg));
+        cancel(head, Outcome::Error(msg));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, key)) {
         stop_timer(timer.id);
@@ -437,9 +479,61 @@ unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) 
 }
 
 /// A lock key was deleted, overwritten or expired: serve its waiters soon.
+/// A deletion at or after the deadline the queue's timer waits for is the
+/// lease running out; before it, a delete.
 pub fn key_unlinked(db: c_int, key: &[u8]) {
-    if waiter_count(db, key) > 0 {
-        arm(db, key, unix_millis());
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let now = unix_millis();
+    let waited = with_registry(|r| {
+        let queue = r.queue_mut(db, key).filter(|q| !q.waiters.is_empty())?;
+        let lease_over = queue.timer.as_ref().is_some_and(|t| t.due_ms <= now.saturating_add(1));
+        queue.freed_by = Some(if lease_over { Cause::Expiry } else { Cause::Delete });
+        Some(())
+    })
+    .flatten();
+    if waited.is_some() {
+        arm(db, key, now);
+    }
+}
+
+/// Commands that change a key's lease. Redis tells a module nothing when
+/// a TTL changes, and a keyspace-event subscription would cost every
+/// LOCK.* command a module context (they notify in the same class); a
+/// command filter sees each command before it runs for a call and, while
+/// nobody waits, one load.
+const LEASE_COMMANDS: [&[u8]; 5] = [b"pexpire", b"expire", b"pexpireat", b"expireat", b"persist"];
+
+unsafe extern "C" fn lease_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if rm!(RedisModule_CommandFilterArgsCount(fctx) else 0) < 2 {
+        return;
+    }
+    let arg = |pos: c_int| {
+        let s = rm!(RedisModule_CommandFilterArgGet(fctx, pos) else ptr::null_mut());
+        // SAFETY: Redis hands the command's live argument for the call.
+        (!s.is_null()).then(|| unsafe { crate::api::string_bytes(s) })
+    };
+    let Some(name) = arg(0) else { return };
+    if !LEASE_COMMANDS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+        return;
+    }
+    if let Some(key) = arg(1) {
+        lease_may_change(key);
+    }
+}
+
+/// A lease command is about to run on `key` (in a database the filter
+/// does not know): look at each queue of that name right after it.
+fn lease_may_change(key: &[u8]) {
+    let dbs: Vec<c_int> = with_registry(|r| r.queues.iter().filter(|(_, keys)| keys.contains_key(key)).map(|(db, _)| *db).collect())
+        .unwrap_or_default();
+    let now = unix_millis();
+    for db in dbs {
+        arm(db, key, now);
     }
 }
 
@@ -450,7 +544,14 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::Re
         return;
     }
     let queued: Vec<(c_int, Box<[u8]>)> = with_registry(|r| {
-        r.queues.iter().flat_map(|(db, keys)| keys.keys().map(move |k| (*db, k.clone()))).collect()
+        let mut all = Vec::new();
+        for (db, keys) in r.queues.iter_mut() {
+            for (key, queue) in keys.iter_mut() {
+                queue.freed_by = Some(Cause::Delete);
+                all.push((*db, key.clone()));
+            }
+        }
+        all
     })
     .unwrap_or_default();
     let now = unix_millis();
@@ -481,6 +582,7 @@ unsafe extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, client: *mut Redis
         if let Some(id) = waiter.deadline {
             stop_wait_timer(id);
         }
+        stats::WAIT_CANCELLED.bump();
         rm!(RedisModule_UnblockClient(client, ptr::null_mut()) else crate::api::ERR);
     }
 }
@@ -501,5 +603,7 @@ pub fn init(ctx: Ctx) -> bool {
     let swap = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
     let flushed = rm!(RedisModule_SubscribeToServerEvent(ctx, flush, Some(on_dataset_event)) else 1);
     let swapped = rm!(RedisModule_SubscribeToServerEvent(ctx, swap, Some(on_dataset_event)) else 1);
-    !own.is_null() && flushed == 0 && swapped == 0
+    let noself = raw::REDISMODULE_CMDFILTER_NOSELF as c_int;
+    let filtered = !rm!(RedisModule_RegisterCommandFilter(ctx, Some(lease_filter), noself) else ptr::null_mut()).is_null();
+    !own.is_null() && flushed == 0 && swapped == 0 && filtered
 }

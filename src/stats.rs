@@ -1,0 +1,70 @@
+//! What `INFO redislock` counts. Counters change only on Redis's main
+//! thread, so a relaxed load and store (no locked instruction on the hot
+//! path) counts exactly; the live-lock gauge is also lowered by lazy-free
+//! threads freeing values, so it uses atomic add and sub.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+
+    #[inline]
+    pub fn bump(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    pub fn get(&self) -> i64 {
+        i64::try_from(self.0.load(Relaxed)).unwrap_or(i64::MAX)
+    }
+}
+
+/// ACQUIRE granted a free lock (or converted the owner's plain string).
+pub static ACQUIRE_NEW: Counter = Counter::new();
+/// ACQUIRE by the current owner: the lease restarted, same token.
+pub static ACQUIRE_REGRANT: Counter = Counter::new();
+/// ACQUIRE answered nil (held by another), without waiting.
+pub static ACQUIRE_REFUSED: Counter = Counter::new();
+/// ACQUIRE refused by the restart quarantine.
+pub static QUARANTINE_REFUSED: Counter = Counter::new();
+pub static RELEASE_DONE: Counter = Counter::new();
+pub static RELEASE_REFUSED: Counter = Counter::new();
+pub static EXTEND_DONE: Counter = Counter::new();
+pub static EXTEND_REFUSED: Counter = Counter::new();
+pub static WAIT_STARTED: Counter = Counter::new();
+/// Waits ended by a grant: every one is a handoff.
+pub static WAIT_GRANTED: Counter = Counter::new();
+pub static WAIT_TIMED_OUT: Counter = Counter::new();
+/// Waits ended otherwise: disconnect, unblocked by the server, the key's
+/// slot moved away, an error.
+pub static WAIT_CANCELLED: Counter = Counter::new();
+pub static HANDOFF_RELEASE: Counter = Counter::new();
+pub static HANDOFF_EXPIRY: Counter = Counter::new();
+pub static HANDOFF_DELETE: Counter = Counter::new();
+
+/// Lock values in memory: held locks, plus leases that ran out and that
+/// Redis has not reclaimed yet.
+pub static LOCKS: AtomicI64 = AtomicI64::new(0);
+
+/// What freed a lock that was handed to a waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    Release,
+    /// The lease ran out (or was shortened with PEXPIRE).
+    Expiry,
+    /// DEL, UNLINK, an overwrite, FLUSHDB/FLUSHALL, SWAPDB.
+    Delete,
+}
+
+impl Cause {
+    pub fn counter(self) -> &'static Counter {
+        match self {
+            Cause::Release => &HANDOFF_RELEASE,
+            Cause::Expiry => &HANDOFF_EXPIRY,
+            Cause::Delete => &HANDOFF_DELETE,
+        }
+    }
+}
