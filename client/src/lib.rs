@@ -18,4 +18,4 @@ pub use error::Error;
 pub use guard::LockGuard;
 pub use redlock::{Lock, Redlock, Released};
 pub use settings::{Mode, Settings};
-pub use transport::{InstanceOutcome, InstanceStatus, Outcome};
+pub use transport::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::quorum;
 use crate::settings::{Mode, Settings};
-use crate::transport::{Instance, InstanceOutcome, InstanceStatus, Outcome};
+use crate::transport::{Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -433,6 +433,12 @@ impl Redlock {
     /// Each instance's view of `resource`.
     pub async fn status(&self, resource: &str) -> Vec<InstanceStatus> {
         join_all(self.inner.instances.iter().map(|i| i.status(resource))).await
+    }
+
+    /// Every instance's lock service as a whole: reachable, quarantine,
+    /// locks held, waiters, highest token (`INFO redislock`).
+    pub async fn summary(&self) -> Vec<InstanceSummary> {
+        join_all(self.inner.instances.iter().map(|i| i.summary())).await
     }
 
     /// Takes `resource` and keeps it: extends it before the lease runs out

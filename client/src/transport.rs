@@ -79,6 +79,21 @@ pub struct InstanceStatus {
     pub error: Option<String>,
 }
 
+/// One instance's lock service as a whole (`INFO redislock`), for
+/// `status` without a resource. A cluster's nodes are added up (locks,
+/// waiters) or the largest taken (quarantine, highest token).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceSummary {
+    pub server: String,
+    pub reachable: bool,
+    pub quarantine_ms_left: Option<i64>,
+    pub locks: Option<i64>,
+    pub clients_waiting: Option<i64>,
+    pub keys_waited: Option<i64>,
+    pub highest_token: Option<i64>,
+    pub error: Option<String>,
+}
+
 pub struct Instance {
     /// `host:port` (`cluster:host:port,...` for a cluster), as errors name
     /// the instance.
@@ -345,6 +360,30 @@ impl Instance {
         self.outcome(started, outcome)
     }
 
+    /// This instance's lock service as a whole.
+    pub async fn summary(&self) -> InstanceSummary {
+        let mut summary = InstanceSummary { server: self.name.clone(), ..InstanceSummary::default() };
+        let reply = match self.mode {
+            Mode::Module => self.query::<Value>(redis::cmd("INFO").arg("redislock")).await,
+            Mode::Script => self.query::<Value>(&redis::cmd("PING")).await,
+        };
+        match reply {
+            Ok(value) => {
+                summary.reachable = true;
+                if self.mode == Mode::Module {
+                    summarize(&mut summary, &info_texts(value));
+                }
+            }
+            Err(CallError::Reply(e)) => {
+                summary.reachable = true;
+                summary.error = Some(e);
+            }
+            Err(CallError::Timeout) => summary.error = Some("timeout".into()),
+            Err(CallError::Unreachable(e)) => summary.error = Some(e),
+        }
+        summary
+    }
+
     /// This server's view of `key`.
     pub async fn status(&self, key: &str) -> InstanceStatus {
         let mut status = InstanceStatus {
@@ -387,10 +426,32 @@ impl Instance {
 /// `redislock_quarantine_ms_left` of an `INFO redislock` reply; from a
 /// cluster (one reply per node) the longest, since any node may refuse.
 fn quarantine_left(reply: Value) -> Option<i64> {
-    const FIELD: &str = "redislock_quarantine_ms_left";
+    info_texts(reply).iter().filter_map(|text| info_field(text, "redislock_quarantine_ms_left")).max()
+}
+
+/// The text of each node's INFO reply: one for a server, one per node for
+/// a cluster.
+fn info_texts(reply: Value) -> Vec<String> {
     match reply {
-        Value::Map(per_node) => per_node.into_iter().filter_map(|(_, v)| quarantine_left(v)).max(),
-        other => String::from_redis_value(other).ok().and_then(|text| info_field(&text, FIELD)),
+        Value::Map(per_node) => per_node.into_iter().flat_map(|(_, v)| info_texts(v)).collect(),
+        other => String::from_redis_value(other).ok().into_iter().collect(),
+    }
+}
+
+fn summarize(summary: &mut InstanceSummary, texts: &[String]) {
+    let each = |name: &str| texts.iter().filter_map(|t| info_field(t, name)).collect::<Vec<i64>>();
+    let sum = |name: &str| {
+        let values = each(name);
+        (!values.is_empty()).then(|| values.iter().sum())
+    };
+    let max = |name: &str| each(name).into_iter().max();
+    summary.quarantine_ms_left = max("redislock_quarantine_ms_left");
+    summary.highest_token = max("redislock_highest_token");
+    summary.locks = sum("redislock_locks");
+    summary.clients_waiting = sum("redislock_clients_waiting");
+    summary.keys_waited = sum("redislock_keys_waited");
+    if summary.highest_token.is_none() {
+        summary.error = Some("no redislock section in INFO (module not loaded?)".into());
     }
 }
 

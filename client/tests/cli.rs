@@ -160,3 +160,48 @@ async fn run_stops_the_command_when_the_lock_is_lost() {
     assert!(ran.stdout.contains("started"));
     assert!(took < Duration::from_secs(3), "the command was stopped {took:?} after the majority froze");
 }
+
+/// `redlock status` without a resource: each server's summary from
+/// `INFO redislock`, as a table and as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_without_a_resource_summarises_each_server() {
+    let mut opts = vec![common::Opts::default(), common::Opts::default(), common::Opts::quarantine(60_000)];
+    opts.push(common::Opts::default());
+    let mut c = common::Cluster::start_opts(opts);
+    let held = redlock(&c, &["acquire", "report", "--ttl", "60s"]).spawn().expect("spawn");
+    let held = finish(held, "acquire").await;
+    assert_eq!(held.code, Some(0), "acquired on 3 of 4");
+    // One client waiting on the first server.
+    let mut waiter = c.servers[0].conn().await;
+    let wait = tokio::spawn(async move {
+        redis::cmd("LOCK.ACQUIRE").arg("report").arg("w").arg(1000).arg("WAIT").arg(20_000).query_async::<redis::Value>(&mut waiter).await
+    });
+    eventually(Duration::from_secs(10), "the waiter queued", || async {
+        c.servers[0].info("report").await.is_some_and(|i| i.waiters == 1)
+    })
+    .await;
+    c.servers[3].kill9();
+
+    let json = finish(redlock(&c, &["status", "--json"]).spawn().expect("spawn"), "status --json").await;
+    assert_eq!(json.code, Some(0), "3 of 4 answered: a quorum");
+    let rows: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    let rows = rows.as_array().expect("one row per server");
+    assert_eq!(rows.len(), 4);
+    for (i, row) in rows.iter().enumerate().take(3) {
+        assert_eq!(row["reachable"], true, "server {i}: {row}");
+        let quarantined = i == 2;
+        assert_eq!(row["quarantine_ms_left"].as_i64().map(|ms| ms > 0), Some(quarantined), "server {i}: {row}");
+        assert_eq!(row["locks"], if quarantined { 0 } else { 1 }, "server {i}: {row}");
+        assert_eq!(row["clients_waiting"], if i == 0 { 1 } else { 0 }, "server {i}: {row}");
+        assert!(row["highest_token"].as_i64().is_some_and(|t| t > 0), "server {i}: {row}");
+    }
+    assert_eq!(rows[3]["reachable"], false, "the killed server: {}", rows[3]);
+
+    let text = finish(redlock(&c, &["status"]).spawn().expect("spawn"), "status").await;
+    let header = text.stdout.lines().next().unwrap_or_default().to_string();
+    for column in ["SERVER", "REACHABLE", "QUARANTINE_MS_LEFT", "LOCKS", "WAITERS", "HIGHEST_TOKEN"] {
+        assert!(header.contains(column), "{column} in {header:?}");
+    }
+    c.servers[0].ok(redis::cmd("DEL").arg("report")).await;
+    assert!(matches!(wait.await.expect("waiter task"), Ok(redis::Value::Int(_))));
+}

@@ -117,7 +117,8 @@ pub enum Command {
     Release(ReleaseArgs),
     /// Extend a lock held by OWNER to --ttl from now.
     Extend(ExtendArgs),
-    /// Show each server's view of a resource.
+    /// Show each server's view of a resource, or without one each server's
+    /// summary (reachable, quarantine, locks held, waiters, highest token).
     Status(StatusArgs),
     /// Run a command while holding the lock, like flock(1) across machines.
     #[command(after_help = RUN_HELP)]
@@ -164,9 +165,10 @@ pub struct ExtendArgs {
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// The lock's name (a Redis key on every server).
+    /// The lock's name (a Redis key on every server); without it, each
+    /// server's summary: reachable, quarantine, locks held, waiters, highest token.
     #[arg(value_parser = non_empty("resource"))]
-    pub resource: String,
+    pub resource: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use redlock::{InstanceStatus, Redlock};
+use redlock::{InstanceStatus, InstanceSummary, Redlock};
 use serde::Serialize;
 
 use super::args::{AcquireArgs, ExtendArgs, ReleaseArgs, StatusArgs};
@@ -158,8 +158,86 @@ struct StatusJson<'a> {
     error: Option<&'a str>,
 }
 
+#[derive(Serialize)]
+struct SummaryJson<'a> {
+    server: &'a str,
+    reachable: bool,
+    /// Restart quarantine left in ms (0: none; null: unknown).
+    quarantine_ms_left: Option<i64>,
+    /// Lock values in memory (held, or run out and not reclaimed yet).
+    locks: Option<i64>,
+    clients_waiting: Option<i64>,
+    keys_waited: Option<i64>,
+    highest_token: Option<i64>,
+    error: Option<&'a str>,
+}
+
+/// `status` without a resource: each server's lock service as a whole.
+async fn summary_status(rl: &Redlock, json: bool) -> Result<i32, Failure> {
+    let summaries = rl.summary().await;
+    if json {
+        let rows: Vec<SummaryJson> = summaries
+            .iter()
+            .map(|s| SummaryJson {
+                server: &s.server,
+                reachable: s.reachable,
+                quarantine_ms_left: s.quarantine_ms_left,
+                locks: s.locks,
+                clients_waiting: s.clients_waiting,
+                keys_waited: s.keys_waited,
+                highest_token: s.highest_token,
+                error: s.error.as_deref(),
+            })
+            .collect();
+        output::json(&rows)?;
+    } else {
+        output::stdout(&summary_text(&summaries))?;
+    }
+    let answered = summaries.iter().filter(|s| s.reachable && s.error.is_none()).count();
+    if answered < rl.quorum() {
+        return Err(Failure::general(format!(
+            "only {answered} of {} servers answered without error (quorum {})",
+            summaries.len(),
+            rl.quorum()
+        )));
+    }
+    Ok(exit::OK)
+}
+
+fn summary_text(summaries: &[InstanceSummary]) -> String {
+    let dash = || "-".to_string();
+    let number = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_else(dash);
+    let with_errors = summaries.iter().any(|s| s.error.is_some());
+    let mut header = vec!["SERVER", "REACHABLE", "QUARANTINE_MS_LEFT", "LOCKS", "WAITERS", "WAITED_KEYS", "HIGHEST_TOKEN"];
+    if with_errors {
+        header.push("ERROR");
+    }
+    let rows: Vec<Vec<String>> = summaries
+        .iter()
+        .map(|s| {
+            let mut row = vec![
+                s.server.clone(),
+                if s.reachable { "yes" } else { "no" }.to_string(),
+                number(s.quarantine_ms_left),
+                number(s.locks),
+                number(s.clients_waiting),
+                number(s.keys_waited),
+                number(s.highest_token),
+            ];
+            if with_errors {
+                row.push(s.error.clone().unwrap_or_else(dash));
+            }
+            row
+        })
+        .collect();
+    output::table(&header, &rows)
+}
+
 pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, Failure> {
-    let statuses = rl.status(&args.resource).await;
+    let Some(resource) = args.resource.as_deref() else {
+        return summary_status(rl, json).await;
+    };
+    let statuses = rl.status(resource).await;
     if json {
         let rows: Vec<StatusJson> = statuses
             .iter()
@@ -176,7 +254,7 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
             .collect();
         output::json(&rows)?;
     } else {
-        output::stdout(&status_text(&args.resource, &statuses, rl.quorum()))?;
+        output::stdout(&status_text(resource, &statuses, rl.quorum()))?;
     }
     let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
     if answered < rl.quorum() {
@@ -184,7 +262,7 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
             "only {answered} of {} servers answered without error (quorum {}): the state of {:?} is unknown",
             statuses.len(),
             rl.quorum(),
-            args.resource
+            resource
         )));
     }
     Ok(exit::OK)
