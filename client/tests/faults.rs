@@ -419,10 +419,16 @@ async fn slow_network_acquisitions_end_in_time_and_never_return_a_lock_without_v
                         }
                         seen.push(info);
                     }
-                    assert!(
-                        holding >= 3,
-                        "a returned lock held on {holding} servers only: lock {lock:?}, servers (proxied first) {seen:?}"
-                    );
+                    // Only a look taken within the validity proves anything
+                    // (a stalled test process may look after the leases ended).
+                    if lock.remaining().is_zero() {
+                        println!("{slow} slow: the quorum check ended after the validity; not counted");
+                    } else {
+                        assert!(
+                            holding >= 3,
+                            "a returned lock held on {holding} servers only: lock {lock:?}, servers (proxied first) {seen:?}"
+                        );
+                    }
                     granted += 1;
                     history.record("one", lock.token.expect("token"), arrived, Instant::now());
                     rl.release(&lock).await.expect("release");
