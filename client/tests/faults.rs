@@ -9,6 +9,10 @@
 //! `--nocapture` to see them); README's "Safety under faults" table holds
 //! them. Scenarios run one at a time (timing is part of what they check).
 
+// `serial()` is held through each test on purpose: every test has its own
+// runtime on its own thread, and the guard only keeps them one at a time.
+#![allow(clippy::await_holding_lock)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};
