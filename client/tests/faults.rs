@@ -9,6 +9,10 @@
 //! `--nocapture` to see them); README's "Safety under faults" table holds
 //! them. Scenarios run one at a time (timing is part of what they check).
 
+// `serial()` is held through each test on purpose: every test has its own
+// runtime on its own thread, and the guard only keeps them one at a time.
+#![allow(clippy::await_holding_lock)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};
@@ -419,10 +423,16 @@ async fn slow_network_acquisitions_end_in_time_and_never_return_a_lock_without_v
                         }
                         seen.push(info);
                     }
-                    assert!(
-                        holding >= 3,
-                        "a returned lock held on {holding} servers only: lock {lock:?}, servers (proxied first) {seen:?}"
-                    );
+                    // Only a look taken within the validity proves anything
+                    // (a stalled test process may look after the leases ended).
+                    if lock.remaining().is_zero() {
+                        println!("{slow} slow: the quorum check ended after the validity; not counted");
+                    } else {
+                        assert!(
+                            holding >= 3,
+                            "a returned lock held on {holding} servers only: lock {lock:?}, servers (proxied first) {seen:?}"
+                        );
+                    }
                     granted += 1;
                     history.record("one", lock.token.expect("token"), arrived, Instant::now());
                     rl.release(&lock).await.expect("release");
