@@ -320,6 +320,13 @@ impl Redlock {
     /// Raises the granting instances that issued smaller tokens to the
     /// largest one (see `quorum::reconcile` for why). Returns the token and
     /// how many were raised, or `None` when fewer than a quorum agree.
+    ///
+    /// A token the others refuse as too far ahead of their clocks
+    /// (`max-token-lead`: an instance whose clock or counter runs far
+    /// ahead) would otherwise fail every acquisition it takes part in. Its
+    /// granter is then counted out, as if it had failed, its grant released,
+    /// and the rest agree among themselves: ordering still holds, since two
+    /// quorums of the rest share an instance of the rest.
     async fn reconcile(
         &self,
         resource: &str,
@@ -328,25 +335,56 @@ impl Redlock {
         granted: &[(usize, Option<i64>)],
         outcomes: &mut [InstanceOutcome],
     ) -> Option<(i64, usize)> {
-        let tokens: Vec<i64> = granted.iter().filter_map(|(_, t)| *t).collect();
-        let plan = quorum::reconcile(&tokens)?;
-        let behind: Vec<usize> = plan.behind.iter().filter_map(|&g| granted.get(g).map(|(i, _)| *i)).collect();
-        let raised = join_all(behind.iter().filter_map(|&i| {
-            let instance = self.inner.instances.get(i)?;
-            Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token)).await) })
-        }))
-        .await;
+        let mut candidates: Vec<(usize, i64)> = granted.iter().filter_map(|&(i, t)| Some((i, t?))).collect();
         let mut fenced = 0;
-        for (i, outcome) in raised {
-            if outcome.outcome == (Outcome::Granted { token: Some(plan.token) }) {
-                fenced += 1;
+        loop {
+            let tokens: Vec<i64> = candidates.iter().map(|&(_, t)| t).collect();
+            let plan = quorum::reconcile(&tokens)?;
+            let behind: Vec<usize> = plan.behind.iter().filter_map(|&g| candidates.get(g).map(|&(i, _)| i)).collect();
+            let raised = join_all(behind.iter().filter_map(|&i| {
+                let instance = self.inner.instances.get(i)?;
+                Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token)).await) })
+            }))
+            .await;
+            let mut too_far_ahead = false;
+            for (i, outcome) in raised {
+                if outcome.outcome == (Outcome::Granted { token: Some(plan.token) }) {
+                    fenced += 1;
+                    if let Some(c) = candidates.iter_mut().find(|c| c.0 == i) {
+                        c.1 = plan.token;
+                    }
+                } else if matches!(&outcome.outcome, Outcome::Failed(msg) if msg.contains("max-token-lead")) {
+                    // Still holds the lock with its own token.
+                    too_far_ahead = true;
+                    continue;
+                } else {
+                    candidates.retain(|c| c.0 != i);
+                }
+                if let Some(slot) = outcomes.get_mut(i) {
+                    *slot = outcome;
+                }
             }
-            if let Some(slot) = outcomes.get_mut(i) {
-                *slot = outcome;
+            let agreeing = candidates.iter().filter(|&&(_, t)| t == plan.token).count();
+            if agreeing >= self.inner.quorum {
+                return Some((plan.token, fenced));
+            }
+            if !too_far_ahead {
+                return None;
+            }
+            let (ahead, rest): (Vec<(usize, i64)>, Vec<(usize, i64)>) = candidates.into_iter().partition(|&(_, t)| t >= plan.token);
+            candidates = rest;
+            for (i, _) in ahead {
+                if let Some(instance) = self.inner.instances.get(i) {
+                    instance.release(resource, owner).await;
+                }
+                if let Some(slot) = outcomes.get_mut(i) {
+                    slot.outcome = Outcome::Failed(format!("token {} is too far ahead for the other instances' max-token-lead; not counted", plan.token));
+                }
+            }
+            if candidates.len() < self.inner.quorum {
+                return None;
             }
         }
-        let agreeing = outcomes.iter().filter(|o| o.outcome == Outcome::Granted { token: Some(plan.token) }).count();
-        (agreeing >= self.inner.quorum).then_some((plan.token, fenced))
     }
 
     /// Releases on every instance, including those that did not answer.

@@ -403,3 +403,29 @@ async fn a_server_restarted_while_idle_counts_in_the_next_lock() {
     rl.release(&lock).await.unwrap();
     assert_eq!(granted, 5, "server 4 is up again and must count: {}", redlock::error::Outcomes(&lock.instances));
 }
+
+/// One instance whose counter runs far ahead of the others' clocks (a
+/// clock minutes ahead, a FENCE its own bound allowed) issues tokens the
+/// others refuse to be raised to. It is counted out like a failed instance
+/// instead of failing every acquisition it takes part in; the rest agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_whose_tokens_run_far_ahead_is_counted_out_not_fatal() {
+    let lenient = common::Opts { module_args: vec!["max-token-lead".into(), "31536000000".into()], ..common::Opts::default() };
+    let c = Cluster::start_opts(vec![lenient, common::Opts::default(), common::Opts::default()]);
+    let far = now_unix_us() + 10 * 24 * 3600 * 1_000_000;
+    let pushed = c.servers[0].ok(redis::cmd("LOCK.ACQUIRE").arg("push").arg("o").arg(1000).arg("FENCE").arg(far)).await;
+    assert_eq!(pushed, redis::Value::Int(far));
+    let rl = c.redlock(relaxed());
+    let mut last = 0;
+    for round in 0..5 {
+        let lock = rl.try_lock("res", Duration::from_secs(10)).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let token = lock.token.expect("module token");
+        assert!(token > last && token < far, "round {round}: token {token} (previous {last}, far {far})");
+        assert!(c.servers[0].info("res").await.is_none(), "round {round}: the far-ahead grant was released");
+        for s in &c.servers[1..] {
+            assert_eq!(s.info("res").await.and_then(|i| i.token), Some(token), "round {round}: the rest agree");
+        }
+        rl.release(&lock).await.expect("release");
+        last = token;
+    }
+}
