@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# bench/module.sh -- throughput of the redislock commands against stock Redis
+# benches/module.sh -- throughput of the redislock commands against stock Redis
 # equivalents, measured with redis-benchmark on a private redis-server.
 #
-#   bash bench/module.sh
+#   bash benches/module.sh
 #
 # Pairs (each run once without pipelining, -P 1, and once with -P 16; 50 clients):
 #   ACQUIRE  LOCK.ACQUIRE k owner 30000   vs  SET k owner NX PX 30000
@@ -47,7 +47,7 @@ LOG=""
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
-    printf '\nbench/module.sh: FAILED: %s\n' "$*" >&2
+    printf '\nbenches/module.sh: FAILED: %s\n' "$*" >&2
     exit 1
 }
 
@@ -67,7 +67,7 @@ cleanup() {
             sleep 0.1
         done
         if kill -0 "$SERVER_PID" 2>/dev/null; then
-            printf 'bench/module.sh: redis-server %s ignored SIGTERM, sending SIGKILL\n' "$SERVER_PID" >&2
+            printf 'benches/module.sh: redis-server %s ignored SIGTERM, sending SIGKILL\n' "$SERVER_PID" >&2
             kill -KILL "$SERVER_PID" 2>/dev/null || true
         fi
         wait "$SERVER_PID" 2>/dev/null || true
@@ -83,10 +83,10 @@ cleanup() {
     exit "$rc"
 }
 trap cleanup EXIT
-trap 'printf "\nbench/module.sh: interrupted\n" >&2; exit 130' INT
+trap 'printf "\nbenches/module.sh: interrupted\n" >&2; exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
-trap 'printf "bench/module.sh: command failed (line %s): %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
+trap 'printf "benches/module.sh: command failed (line %s): %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 # ---------------------------------------------------------------- checks
 for tool in redis-server redis-cli redis-benchmark awk timeout; do
