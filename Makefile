@@ -45,11 +45,11 @@ test-all: build
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
 # contended waiting against the polling loop (benches/contended.rs), then
-# ACQUIRE/RELEASE on a 3-master Redis Cluster (bench/cluster.sh).
+# ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh).
 bench: build
-	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash bench/module.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
-	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash bench/cluster.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
 # Redlock quorum client; state and logs under .run/<port>.

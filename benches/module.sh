@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# bench/module.sh -- throughput of the redislock commands against stock Redis
+# benches/module.sh -- throughput of the redislock commands against stock Redis
 # equivalents, measured with redis-benchmark on a private redis-server.
 #
-#   bash bench/module.sh
+#   bash benches/module.sh
 #
 # Pairs (each run once without pipelining, -P 1, and once with -P 16; 50 clients):
 #   ACQUIRE  LOCK.ACQUIRE k owner 30000   vs  SET k owner NX PX 30000
 #   RELEASE  LOCK.RELEASE k owner         vs  EVALSHA <compare-and-delete> 1 k owner
 #   EXTEND   LOCK.EXTEND  k owner 30000   vs  EVALSHA <compare-and-pexpire> 1 k owner 30000
 #
+# ACQUIRE runs twice per round: on the server without persistence (as every
+# other pair), and on a second server with the module and the persistence of
+# redlock.conf, the deployment Redlock users run: appendonly yes, appendfsync
+# everysec (its AOF lives in this script's temporary directory, removed at the
+# end). Both ratios are printed side by side. RDB snapshots are off on both.
+#
 # Environment:
 #   REDISLOCK_MODULE  module to load (default: <repo>/target/release/libredislock.so)
 #   BENCH_N1          requests per run at -P 1  (default 250000)
 #   BENCH_N16         requests per run at -P 16 (default 1500000)
+#   BENCH_AOF_N1      requests per ACQUIRE run with AOF at -P 1  (default: BENCH_N1)
+#   BENCH_AOF_N16     requests per ACQUIRE run with AOF at -P 16 (default 500000)
 #   BENCH_ROUNDS      rounds per pair/pipeline, module and baseline interleaved (default 3)
 #   BENCH_TIMEOUT     seconds before one redis-benchmark run is considered hung (default 600)
 #
@@ -28,6 +36,8 @@ REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 MODULE=${REDISLOCK_MODULE:-$REPO_ROOT/target/release/libredislock.so}
 N1=${BENCH_N1:-250000}
 N16=${BENCH_N16:-1500000}
+AOF_N1=${BENCH_AOF_N1:-$N1}
+AOF_N16=${BENCH_AOF_N16:-500000}
 ROUNDS=${BENCH_ROUNDS:-3}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-600}
 
@@ -40,18 +50,37 @@ LUA_RELEASE="if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',
 LUA_EXTEND="if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end"
 
 TMPD=""
-SERVER_PID=""
 BENCH_PID=""
+# Two servers, both with the module: "plain" (no persistence; every pair) and
+# "aof" (appendonly yes, appendfsync everysec; ACQUIRE only). rcli, bench_run
+# and the helpers act on the current one, chosen by use_server.
+declare -A SRV_PID=() SRV_PORT=() SRV_LOG=()
+SERVER=""       # name of the current server
+SERVER_PID=""
 PORT=""
 LOG=""
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
-    printf '\nbench/module.sh: FAILED: %s\n' "$*" >&2
+    printf '\nbenches/module.sh: FAILED: %s\n' "$*" >&2
     exit 1
 }
 
 # ---------------------------------------------------------------- cleanup
+stop_pid() { # pid of a redis-server this script started: SIGTERM, SIGKILL after 10 s
+    local pid=$1 i
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        printf 'benches/module.sh: redis-server %s ignored SIGTERM, sending SIGKILL\n' "$pid" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM HUP ERR
@@ -59,21 +88,10 @@ cleanup() {
         kill -TERM "$BENCH_PID" 2>/dev/null || true
         wait "$BENCH_PID" 2>/dev/null || true
     fi
-    if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        local i
-        for ((i = 0; i < 100; i++)); do
-            kill -0 "$SERVER_PID" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$SERVER_PID" 2>/dev/null; then
-            printf 'bench/module.sh: redis-server %s ignored SIGTERM, sending SIGKILL\n' "$SERVER_PID" >&2
-            kill -KILL "$SERVER_PID" 2>/dev/null || true
-        fi
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
+    local pid
+    for pid in "${SRV_PID[@]}"; do stop_pid "$pid"; done
     if ((rc != 0 && rc != 130 && rc != 143)) && [[ -n $LOG && -s $LOG ]]; then
-        printf -- '--- last lines of the redis-server log (%s) ---\n' "$LOG" >&2
+        printf -- '--- last lines of the redis-server log (%s server, %s) ---\n' "${SERVER:-?}" "$LOG" >&2
         tail -n 25 "$LOG" >&2 || true
         printf -- '---\n' >&2
     fi
@@ -83,19 +101,19 @@ cleanup() {
     exit "$rc"
 }
 trap cleanup EXIT
-trap 'printf "\nbench/module.sh: interrupted\n" >&2; exit 130' INT
+trap 'printf "\nbenches/module.sh: interrupted\n" >&2; exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
-trap 'printf "bench/module.sh: command failed (line %s): %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
+trap 'printf "benches/module.sh: command failed (line %s): %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 # ---------------------------------------------------------------- checks
 for tool in redis-server redis-cli redis-benchmark awk timeout; do
     command -v "$tool" >/dev/null 2>&1 || die "required tool '$tool' not found on PATH"
 done
-for v in N1 N16 ROUNDS BENCH_TIMEOUT; do
+for v in N1 N16 AOF_N1 AOF_N16 ROUNDS BENCH_TIMEOUT; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer (got '${!v}')"
 done
-((N1 <= 99999999 && N16 <= 99999999)) || die "request counts must stay below 10^8 (key names have 12 digits, ACQUIRE key space is 10^8)"
+((N1 <= 99999999 && N16 <= 99999999 && AOF_N1 <= 99999999 && AOF_N16 <= 99999999)) || die "request counts must stay below 10^8 (key names have 12 digits, ACQUIRE key space is 10^8)"
 ((${#OWNER} == 20)) || die "internal: owner must be 20 bytes"
 
 [[ $MODULE == /* ]] || MODULE=$PWD/$MODULE
@@ -106,7 +124,6 @@ fi
 [[ -r $MODULE ]] || die "module not readable: $MODULE"
 
 TMPD=$(mktemp -d "${TMPDIR:-/tmp}/redislock-bench.XXXXXX")
-LOG=$TMPD/redis.log
 
 # ---------------------------------------------------------------- server
 rcli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
@@ -127,16 +144,29 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.clos
     return 1
 }
 
+use_server() { # name: make it the server rcli, bench_run and the helpers talk to
+    [[ -n ${SRV_PID[$1]:-} ]] || die "internal: no server named '$1'"
+    SERVER=$1 SERVER_PID=${SRV_PID[$1]} PORT=${SRV_PORT[$1]} LOG=${SRV_LOG[$1]}
+}
+
+# start_server NAME DIR persistence-args...: a redis-server with the module,
+# working directory (and AOF, if any) DIR, log DIR/redis.log; becomes current.
 start_server() {
+    local name=$1 dir=$2
+    shift 2
     local attempt i pid_seen
+    mkdir -p -- "$dir"
+    SERVER=$name
+    LOG=$dir/redis.log
     for attempt in 1 2 3 4 5; do
         PORT=$(free_port) || die "could not find a free local port"
         : >"$LOG"
         redis-server --port "$PORT" --bind 127.0.0.1 --protected-mode yes \
-            --save "" --appendonly no --daemonize no \
-            --dir "$TMPD" --logfile "$LOG" \
+            --save "" "$@" --daemonize no \
+            --dir "$dir" --logfile "$LOG" \
             --loadmodule "$MODULE" </dev/null >/dev/null 2>&1 &
         SERVER_PID=$!
+        SRV_PID[$name]=$SERVER_PID SRV_PORT[$name]=$PORT SRV_LOG[$name]=$LOG
         for ((i = 0; i < 150; i++)); do
             kill -0 "$SERVER_PID" 2>/dev/null || break
             # Make sure the server answering is ours, not someone else's on a clashing port.
@@ -145,10 +175,11 @@ start_server() {
             sleep 0.1
         done
         if kill -0 "$SERVER_PID" 2>/dev/null; then
-            die "redis-server (pid $SERVER_PID) did not answer on 127.0.0.1:$PORT within 15 s"
+            die "redis-server ($name, pid $SERVER_PID) did not answer on 127.0.0.1:$PORT within 15 s"
         fi
         wait "$SERVER_PID" 2>/dev/null || true
         SERVER_PID=""
+        SRV_PID[$name]=""
         if grep -qi 'address already in use' "$LOG"; then
             log "port $PORT was taken meanwhile, retrying with another port"
             continue
@@ -175,10 +206,36 @@ cmd_calls() { # lowercase command name -> calls so far
         END { print (v == "" ? 0 : v) }'
 }
 dbsize() { rcli DBSIZE | tr -d '\r'; }
+# flush: FLUSHALL SYNC on the current server; on the AOF server also rewrite the
+# AOF (to an empty base), so that every run starts from the same small file and
+# none inherits the previous run's growth or its automatic rewrite.
 flush() {
     local r
     r=$(rcli FLUSHALL SYNC | tr -d '\r')
-    [[ $r == OK ]] || die "FLUSHALL SYNC replied '$r'"
+    [[ $r == OK ]] || die "FLUSHALL SYNC replied '$r' ($SERVER server)"
+    if [[ $(info_field persistence aof_enabled) == 1 ]]; then
+        aof_rewrite
+    fi
+}
+aof_rewrite() { # BGREWRITEAOF on the current server and wait for it to finish
+    local r i st
+    wait_aof_idle
+    r=$(rcli BGREWRITEAOF | tr -d '\r')
+    [[ $r == *started* || $r == *scheduled* ]] || die "BGREWRITEAOF replied '$r' ($SERVER server)"
+    wait_aof_idle
+    st=$(info_field persistence aof_last_bgrewrite_status)
+    [[ $st == ok ]] || die "AOF rewrite failed (aof_last_bgrewrite_status: $st, $SERVER server)"
+}
+wait_aof_idle() { # until no AOF rewrite runs or is scheduled (at most 120 s)
+    local i st
+    for ((i = 0; i < 1200; i++)); do
+        st=$(rcli INFO persistence | tr -d '\r')
+        if [[ $st == *$'\naof_rewrite_in_progress:0\n'* && $st == *$'\naof_rewrite_scheduled:0\n'* ]]; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    die "an AOF rewrite was still running after 120 s ($SERVER server)"
 }
 now() { date +%s.%N; }
 fmt_rate() { awk -v x="$1" 'BEGIN{printf "%.0f", x}'; }
@@ -278,15 +335,33 @@ median() { # numbers...
 }
 
 # ---------------------------------------------------------------- start
-log "starting redis-server with $MODULE"
-start_server
-log "redis-server pid $SERVER_PID on 127.0.0.1:$PORT (dir $TMPD)"
+log "starting redis-server with $MODULE, no persistence"
+start_server plain "$TMPD" --appendonly no
+log "redis-server (no persistence) pid $SERVER_PID on 127.0.0.1:$PORT (dir $TMPD)"
+log "starting redis-server with $MODULE, appendonly yes, appendfsync everysec"
+start_server aof "$TMPD/aof" --appendonly yes --appendfsync everysec
+log "redis-server (AOF everysec) pid $SERVER_PID on 127.0.0.1:$PORT (dir $TMPD/aof)"
+expect "aof server: appendonly" '^appendonly yes$' "$(rcli CONFIG GET appendonly | tr -d '\r' | paste -sd' ')"
+expect "aof server: appendfsync" '^appendfsync everysec$' "$(rcli CONFIG GET appendfsync | tr -d '\r' | paste -sd' ')"
+expect "aof server: aof_enabled" '^1$' "$(info_field persistence aof_enabled)"
+expect "aof server: AOF directory" "^dir $TMPD/aof\$" "$(rcli CONFIG GET dir | tr -d '\r' | paste -sd' ')"
+AOF_FS=$(df -PT -- "$TMPD/aof" 2>/dev/null | awk 'NR==2{print $2 " on " $1}') || true
+use_server plain
 
 SERVER_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1=="redis_version"{print $2}')
 CPU_MODEL=$(awk -F': *' '/^model name/{print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
 
 # ---------------------------------------------------------------- sanity
 log "sanity checks"
+use_server aof
+flush
+e0=$(total_errors)
+expect "LOCK.ACQUIRE on a free key (AOF server)" '^\(integer\) [0-9]+$' "$(rcli --no-raw LOCK.ACQUIRE bench:sanity "$OWNER" "$TTL")"
+expect "SET NX PX on a free key (AOF server)" '^OK$' "$(rcli SET bench:sanity2 "$OWNER" NX PX "$TTL" | tr -d '\r')"
+e1=$(total_errors)
+((e1 == e0)) || die "sanity checks on the AOF server produced $((e1 - e0)) error replies"
+flush
+use_server plain
 flush
 SHA_RELEASE=$(rcli SCRIPT LOAD "$LUA_RELEASE" | tr -d '\r')
 SHA_EXTEND=$(rcli SCRIPT LOAD "$LUA_EXTEND" | tr -d '\r')
@@ -323,6 +398,8 @@ bench tool:   $(redis-benchmark --version 2>&1 | head -n 1)
 CPUs:         $(nproc) (${CPU_MODEL:-unknown model}), load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)
 module:       $MODULE ($(stat -c '%s bytes, built %y' "$MODULE" 2>/dev/null | cut -d. -f1))
 setup:        $CLIENTS clients, requests per run: $N1 at -P 1, $N16 at -P 16; $ROUNDS round(s) (module/baseline interleaved), median ops/s
+persistence:  none (RDB and AOF off); ACQUIRE also with appendonly yes, appendfsync everysec,
+              $AOF_N1 requests at -P 1, $AOF_N16 at -P 16; AOF in $TMPD/aof (${AOF_FS:-unknown filesystem})
 owner:        $OWNER (${#OWNER} bytes), ttl ${TTL} ms
 
 EOF
@@ -330,16 +407,32 @@ EOF
 # ---------------------------------------------------------------- runs
 declare -A MOD_RPS BASE_RPS MOD_FRAC BASE_FRAC
 
+declare -A AOF_BPR AOF_REWRITES AOF_DELAYED
+
 # one_run PAIR PIPELINE VARIANT N -> appends to MOD_RPS/BASE_RPS, MOD_FRAC/BASE_FRAC
+# PAIR ACQUIRE_AOF is ACQUIRE on the AOF server (and also records AOF bytes per
+# request, automatic rewrites and delayed fsyncs during the run).
 one_run() {
-    local pair=$1 p=$2 variant=$3 n=$4 frac after
-    case $pair/$variant in
-    ACQUIRE/module)
+    local pair=$1 p=$2 variant=$3 n=$4 frac after cmdpair=$1 aof0 rw0 df0 aofnote=""
+    if [[ $pair == ACQUIRE_AOF ]]; then
+        use_server aof
+        cmdpair=ACQUIRE
+    else
+        use_server plain
+    fi
+    if [[ $SERVER == aof ]]; then
         flush
+        aof0=$(info_field persistence aof_current_size)
+        rw0=$(info_field persistence aof_rewrites)
+        df0=$(info_field persistence aof_delayed_fsync)
+    fi
+    case $cmdpair/$variant in
+    ACQUIRE/module)
+        [[ $SERVER == aof ]] || flush
         bench_run "$n" "$ACQ_KEYSPACE" "$p" lock.acquire -- LOCK.ACQUIRE 'lock:__rand_int__' "$OWNER" "$TTL"
         after=$(dbsize); frac=$(pct "$after" "$RUN_CALLS") ;;
     ACQUIRE/baseline)
-        flush
+        [[ $SERVER == aof ]] || flush
         bench_run "$n" "$ACQ_KEYSPACE" "$p" set -- SET 'lock:__rand_int__' "$OWNER" NX PX "$TTL"
         after=$(dbsize); frac=$(pct "$after" "$RUN_CALLS") ;;
     RELEASE/module)
@@ -363,6 +456,17 @@ one_run() {
         ((after == n)) || die "EXTEND (script): $((n - after)) of $n keys vanished during the run"
         frac=100.0% ;;
     esac
+    if [[ $SERVER == aof ]]; then
+        local st bpr
+        st=$(info_field persistence aof_last_write_status)
+        [[ $st == ok ]] || die "AOF write failed during ACQUIRE ($variant, -P $p): aof_last_write_status $st"
+        wait_aof_idle  # an automatic rewrite started by the run has finished: aof_current_size is settled
+        bpr=$(awk -v a="$aof0" -v b="$(info_field persistence aof_current_size)" -v n="$RUN_CALLS" 'BEGIN{printf "%.0f", (b-a)/n}')
+        AOF_BPR[$p/$variant]+="$bpr "
+        AOF_REWRITES[$p/$variant]=$((${AOF_REWRITES[$p/$variant]:-0} + $(info_field persistence aof_rewrites) - rw0))
+        AOF_DELAYED[$p/$variant]=$((${AOF_DELAYED[$p/$variant]:-0} + $(info_field persistence aof_delayed_fsync) - df0))
+        aofnote=", AOF $bpr B/request"
+    fi
     if [[ $variant == module ]]; then
         MOD_RPS[$pair/$p]+="$RUN_RPS "
         MOD_FRAC[$pair/$p]+="$frac "
@@ -371,12 +475,12 @@ one_run() {
         BASE_FRAC[$pair/$p]+="$frac "
     fi
     local what
-    case $pair in
-    ACQUIRE) what="new keys: $frac of requests" ;;
+    case $cmdpair in
+    ACQUIRE) what="new keys: $frac of requests$aofnote" ;;
     RELEASE) what="released a held lock: $frac of requests" ;;
     *) what="on a held lock: $frac of requests" ;;
     esac
-    log "$(printf '%-7s -P %-2s %-8s %10s ops/s  (%s s, %s calls, %s)' "$pair" "$p" "$variant" \
+    log "$(printf '%-11s -P %-2s %-8s %10s ops/s  (%s s, %s calls, %s)' "$pair" "$p" "$variant" \
         "$(fmt_rate "$RUN_RPS")" "$RUN_SECS" "$RUN_CALLS" "$what")"
 }
 
@@ -389,9 +493,18 @@ for pair in "${PAIRS[@]}"; do
             log "$pair -P $p round $round/$ROUNDS ($n requests)"
             one_run "$pair" "$p" module "$n"
             one_run "$pair" "$p" baseline "$n"
+            if [[ $pair == ACQUIRE ]]; then
+                if ((p == 1)); then an=$AOF_N1; else an=$AOF_N16; fi
+                log "$pair -P $p round $round/$ROUNDS with AOF everysec ($an requests)"
+                one_run ACQUIRE_AOF "$p" module "$an"
+                one_run ACQUIRE_AOF "$p" baseline "$an"
+            fi
         done
     done
 done
+use_server aof
+flush
+use_server plain
 flush
 
 # ---------------------------------------------------------------- table
@@ -447,6 +560,49 @@ done
 echo "  EXTEND: same population as RELEASE; every request hits a held lock (DBSIZE checked unchanged after each run)."
 echo "  Error replies (INFO stats total_error_replies) and executed command counts (INFO commandstats) were checked after every run."
 echo "  Targets: every pair >=1.00x at -P 1; at -P 16 ACQUIRE >=0.95x, RELEASE and EXTEND >=2.00x. PASS/MISS uses the unrounded ratio."
+echo
+
+# ---------------------------------------------------------------- persistence table
+printf 'ACQUIRE vs SET NX PX, without and with AOF (ops/s, median of %d run(s) each; ratio = module/baseline)\n' "$ROUNDS"
+printf '%-15s %-4s %9s %12s %12s %7s %16s\n' persistence pipe requests module baseline ratio 'AOF B/req m|b'
+printf '%-15s %-4s %9s %12s %12s %7s %16s\n' --------------- ---- --------- ------------ ------------ ------- ----------------
+for p in "${PIPES[@]}"; do
+    for key in ACQUIRE ACQUIRE_AOF; do
+        # shellcheck disable=SC2086
+        m=$(median ${MOD_RPS[$key/$p]})
+        # shellcheck disable=SC2086
+        b=$(median ${BASE_RPS[$key/$p]})
+        if [[ $key == ACQUIRE ]]; then
+            label="no persistence"; bytes=-
+            if ((p == 1)); then n=$N1; else n=$N16; fi
+        else
+            label="AOF everysec"
+            if ((p == 1)); then n=$AOF_N1; else n=$AOF_N16; fi
+            # shellcheck disable=SC2086
+            bytes="$(median ${AOF_BPR[$p/module]}) | $(median ${AOF_BPR[$p/baseline]})"
+        fi
+        printf '%-15s P%-3s %9s %12s %12s %7s %16s\n' "$label" "$p" "$n" "$(fmt_rate "$m")" "$(fmt_rate "$b")" \
+            "$(awk -v m="$m" -v b="$b" 'BEGIN{printf "%.2f", m/b}')" "$bytes"
+    done
+done
+echo
+echo "Per-run ops/s with AOF everysec (module | baseline), in run order:"
+for p in "${PIPES[@]}"; do
+    printf '  ACQUIRE  P%-3s module: %s| baseline: %s\n' "$p" \
+        "$(for x in ${MOD_RPS[ACQUIRE_AOF/$p]}; do printf '%s ' "$(fmt_rate "$x")"; done)" \
+        "$(for x in ${BASE_RPS[ACQUIRE_AOF/$p]}; do printf '%s ' "$(fmt_rate "$x")"; done)"
+done
+echo
+echo "Notes:"
+echo "  AOF everysec: a second redis-server with the module, --appendonly yes --appendfsync everysec (redlock.conf's"
+echo "    persistence; RDB snapshots off, like the server without persistence), AOF on ${AOF_FS:-unknown filesystem}."
+echo "    Its runs interleave with the others (each round: module, baseline without AOF, then module, baseline with AOF)."
+echo "    FLUSHALL and BGREWRITEAOF before every run, so each starts from an empty AOF."
+echo "  AOF B/req: growth of aof_current_size per request (median): what each grant costs the AOF."
+for p in "${PIPES[@]}"; do
+    printf '  P%-3s automatic AOF rewrites during the runs: module %s, baseline %s; delayed fsyncs (aof_delayed_fsync): module %s, baseline %s\n' \
+        "$p" "${AOF_REWRITES[$p/module]}" "${AOF_REWRITES[$p/baseline]}" "${AOF_DELAYED[$p/module]}" "${AOF_DELAYED[$p/baseline]}"
+done
 echo
 
 # ---------------------------------------------------------------- memory

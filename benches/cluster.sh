@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench/cluster.sh -- the redislock commands against their stock Redis
+# benches/cluster.sh -- the redislock commands against their stock Redis
 # equivalents on a 3-master Redis Cluster (module on every node), measured
 # with `redis-benchmark --cluster`.
 #
-#   bash bench/cluster.sh
+#   bash benches/cluster.sh
 #
 # Pairs (50 clients, -P 1; keys carry redis-benchmark's {tag}, which it
 # rewrites per client to a hash tag its node serves):
@@ -35,7 +35,7 @@ PIDS=()
 PORTS=()
 
 log() { printf '[cluster-bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { printf '\nbench/cluster.sh: FAILED: %s\n' "$*" >&2; exit 1; }
+die() { printf '\nbenches/cluster.sh: FAILED: %s\n' "$*" >&2; exit 1; }
 
 cleanup() {
     local rc=$? pid
