@@ -167,10 +167,20 @@ impl Server {
             let last = match client.get_connection_with_timeout(Duration::from_millis(500)) {
                 Ok(mut con) => {
                     let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
-                    match redis::cmd("PING").query::<String>(&mut con) {
-                        Ok(s) if s == "PONG" => return Ok(()),
-                        Ok(s) => format!("PING answered {s:?}"),
-                        Err(e) => format!("PING failed: {e}"),
+                    // Only the process we spawned counts: another program
+                    // may have won the port between its probe and our bind.
+                    match redis::cmd("INFO").arg("server").query::<String>(&mut con) {
+                        Ok(info) => match info.lines().find_map(|l| l.strip_prefix("process_id:")).map(str::trim) {
+                            Some(pid) if pid == self.pid.to_string() => return Ok(()),
+                            Some(pid) => {
+                                return Err(format!(
+                                    "Address already in use: port {} answered by pid {pid}, not {}",
+                                    self.port, self.pid
+                                ))
+                            }
+                            None => "INFO server has no process_id yet".to_string(),
+                        },
+                        Err(e) => format!("INFO server failed: {e}"),
                     }
                 }
                 Err(e) => format!("connect failed: {e}"),
