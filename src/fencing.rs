@@ -67,10 +67,13 @@ impl Counter {
 }
 
 /// Server event: this instance became a master (REPLICAOF NO ONE, a
-/// Cluster or Sentinel failover).
+/// Cluster or Sentinel failover), or a replica. One callback per event and
+/// module, so the waiters' part is called from here.
 unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         COUNTER.seed_for_promotion();
+    } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+        crate::waiters::demoted();
     }
 }
 

@@ -421,9 +421,12 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
         gate::Placement::ClusterDown => return defer(target.db, &target.key, gate::Refusal::ClusterDown),
         gate::Placement::Elsewhere => return turn_away(target.db, &target.key, MOVED_AWAY),
     }
-    if let Some(refusal) = gate::refusal(ctx) {
-        defer(target.db, &target.key, refusal);
-        return;
+    match gate::refusal(ctx) {
+        // A replica never grants: whoever still waits here (a server that
+        // keeps blocked clients across a demotion) must ask the master.
+        Some(gate::Refusal::Replica) => return turn_away(target.db, &target.key, NOW_A_REPLICA),
+        Some(refusal) => return defer(target.db, &target.key, refusal),
+        None => {}
     }
     if freed_by.is_some() {
         with_registry(|r| r.queue_mut(target.db, &target.key).map(|q| q.freed_by = None));
@@ -437,6 +440,8 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
 /// second holder beside the lock on its new node; a cluster client retries
 /// TRYAGAIN and is then redirected by Redis itself.
 const MOVED_AWAY: &CStr = c"TRYAGAIN redislock: the lock's slot is no longer served by this node (resharding or failover); retry the command";
+
+const NOW_A_REPLICA: &CStr = c"TRYAGAIN redislock: this node became a replica while you waited; retry the command on the master";
 
 /// Answers every waiter of a queue with `msg` and drops the queue.
 fn turn_away(db: c_int, key: &[u8], msg: &'static CStr) {
@@ -540,6 +545,16 @@ fn lease_may_change(key: &[u8]) {
 /// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve
 /// every queue soon.
 unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+    look_at_every_queue(Some(Cause::Delete));
+}
+
+/// This node became a replica: its waiters are turned away (see
+/// `on_timer`) unless the server already unblocked them (Redis does).
+pub fn demoted() {
+    look_at_every_queue(None);
+}
+
+fn look_at_every_queue(freed_by: Option<Cause>) {
     if WAITING.load(Ordering::Relaxed) == 0 {
         return;
     }
@@ -547,7 +562,9 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::Re
         let mut all = Vec::new();
         for (db, keys) in r.queues.iter_mut() {
             for (key, queue) in keys.iter_mut() {
-                queue.freed_by = Some(Cause::Delete);
+                if freed_by.is_some() {
+                    queue.freed_by = freed_by;
+                }
                 all.push((*db, key.clone()));
             }
         }
@@ -567,9 +584,17 @@ unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut Red
         Some(Outcome::Token(token)) => ctx.reply_integer(*token),
         Some(Outcome::WrongType) => ctx.reply_error(crate::commands::WRONGTYPE),
         Some(Outcome::Error(msg)) => ctx.reply_error(msg),
-        Some(Outcome::TimedOut) | None => ctx.reply_null(),
+        Some(Outcome::TimedOut) => ctx.reply_null(),
+        // Not answered by this module: the server ended the wait itself and
+        // the client is still there (Valkey 9 on becoming a replica calls the
+        // disconnect callback of a client it keeps). Nil would read as "held
+        // by another"; this says retry, like Redis's own UNBLOCKED.
+        None => ctx.reply_error(SERVER_ENDED_WAIT),
     }
 }
+
+const SERVER_ENDED_WAIT: &CStr =
+    c"UNBLOCKED redislock: the server ended the wait (e.g. this node became a replica); retry the command";
 
 /// The waiter's connection went away (or Redis unblocked it, e.g. on
 /// becoming a replica): leave the queue and free Redis's handle (a client

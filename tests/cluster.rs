@@ -239,6 +239,7 @@ fn cluster_failover_keeps_locks_exact_and_unblocks_waiters_of_the_old_master() {
     });
 
     let err = assert_turned_away(&mut waiter, "the old master's waiter");
+    eprintln!("the old master's waiter heard: {err}");
     assert!(err.starts_with("UNBLOCKED") || err.starts_with("TRYAGAIN"), "waiter: {err}");
 
     let kept = info(&mut r, key.as_bytes()).expect("the lock survived the failover");

@@ -224,6 +224,27 @@ fn promoted_replica_exceeds_a_grant_it_never_received() {
     assert!(next > plain && next > fenced, "promoted token {next} must exceed the lost grants {plain} and {fenced}");
 }
 
+/// A master turned replica while clients wait: they are told to retry
+/// (Redis: its own UNBLOCKED; servers that keep blocked clients across the
+/// demotion: the module's TRYAGAIN), promptly, and never granted there.
+#[test]
+fn waiters_of_a_demoted_master_are_told_to_retry() {
+    let master = Server::start_with(MASTER_ARGS);
+    let other = Server::start();
+    let mut m = master.conn();
+    grant(&mut m, "k", "holder", 600_000);
+    let mut w = master.conn();
+    w.set_read_timeout(Some(std::time::Duration::from_secs(10))).expect("read timeout");
+    send_cmd(&mut w, cmd("LOCK.ACQUIRE").arg("k").arg("w").arg(10_000).arg("WAIT").arg(60_000));
+    wait_waiters(&mut m, b"k", 1);
+    let started = std::time::Instant::now();
+    ok_cmd(&mut m, cmd("REPLICAOF").arg("127.0.0.1").arg(other.port));
+    let reply = recv_reply(&mut w, "the demoted master's waiter");
+    eprintln!("waiter after demotion: {reply:?} after {:?}", started.elapsed());
+    let err = reply.expect_err("an error, not a grant or a nil");
+    assert!(err.starts_with("UNBLOCKED") || err.starts_with("TRYAGAIN"), "{err}");
+}
+
 #[test]
 fn late_replica_full_sync_gets_locks_and_counter() {
     let master = Server::start_with(&[
