@@ -32,8 +32,7 @@ use std::sync::{LazyLock, Mutex, TryLockError};
 
 use redis_module::raw;
 
-use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
-use crate::api::KeyKind;
+use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 use crate::commands::{try_acquire, Attempt};
 use crate::fencing::Token;
 use crate::gate;
@@ -468,10 +467,12 @@ pub fn defer(db: c_int, key: &[u8], refusal: gate::Refusal) {
     }
 }
 
-/// The deferred queues' timer: still refused, wait again; else serve them.
+/// The deferred queues' timer: still refused, wait again; else hand them
+/// to their own timers. A node that became a replica will not become
+/// writable for them: `on_timer` turns their waiters away.
 unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     with_registry(|r| r.retry_timer = None);
-    if let Some(refusal) = gate::refusal(Ctx::new(raw_ctx)) {
+    if let Some(refusal) = gate::refusal(Ctx::new(raw_ctx)).filter(|r| *r != gate::Refusal::Replica) {
         let id = rm!(RedisModule_CreateTimer(timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
         with_registry(|r| r.retry_timer = Some(id));
         return;

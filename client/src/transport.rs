@@ -153,17 +153,29 @@ fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
         Some((auth, hosts)) => (format!("{auth}@"), hosts),
         None => (String::new(), rest),
     };
-    let seeds: Vec<String> = hosts.split(',').map(str::trim).map(|h| format!("redis://{auth}{h}")).collect();
-    if hosts.split(',').any(|h| h.trim().is_empty()) {
-        return Err(format!("empty seed node in {url:?}"));
-    }
-    Ok(seeds)
+    hosts
+        .split(',')
+        .map(str::trim)
+        .map(|h| if h.is_empty() { Err(format!("empty seed node in {url:?}")) } else { Ok(format!("redis://{auth}{h}")) })
+        .collect()
 }
 
 enum CallError {
     Timeout,
     Unreachable(String),
     Reply(String),
+}
+
+impl CallError {
+    /// For `status` and `summary`: whether the server was reached, and
+    /// what went wrong.
+    fn for_status(self) -> (bool, Option<String>) {
+        match self {
+            CallError::Reply(e) => (true, Some(e)),
+            CallError::Timeout => (false, Some("timeout".into())),
+            CallError::Unreachable(e) => (false, Some(e)),
+        }
+    }
 }
 
 impl Instance {
@@ -374,12 +386,7 @@ impl Instance {
                     summarize(&mut summary, &info_texts(value));
                 }
             }
-            Err(CallError::Reply(e)) => {
-                summary.reachable = true;
-                summary.error = Some(e);
-            }
-            Err(CallError::Timeout) => summary.error = Some("timeout".into()),
-            Err(CallError::Unreachable(e)) => summary.error = Some(e),
+            Err(e) => (summary.reachable, summary.error) = e.for_status(),
         }
         summary
     }
@@ -412,12 +419,7 @@ impl Instance {
                     status.quarantine_ms_left = info.and_then(quarantine_left);
                 }
             }
-            Err(CallError::Reply(e)) => {
-                status.reachable = true;
-                status.error = Some(e);
-            }
-            Err(CallError::Timeout) => status.error = Some("timeout".into()),
-            Err(CallError::Unreachable(e)) => status.error = Some(e),
+            Err(e) => (status.reachable, status.error) = e.for_status(),
         }
         status
     }

@@ -429,3 +429,40 @@ async fn an_instance_whose_tokens_run_far_ahead_is_counted_out_not_fatal() {
         last = token;
     }
 }
+
+/// The same fallback under contention: 8 tasks on one shared handle and 4
+/// separate handles, every hold recorded. Counting the far-ahead instance
+/// out never lets two holders in, and tokens keep increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_stay_apart_while_a_far_ahead_instance_is_counted_out() {
+    let lenient = common::Opts { module_args: vec!["max-token-lead".into(), "31536000000".into()], ..common::Opts::default() };
+    let c = Cluster::start_opts(vec![lenient, common::Opts::default(), common::Opts::default()]);
+    let far = now_unix_us() + 10 * 24 * 3600 * 1_000_000;
+    c.servers[0].ok(redis::cmd("LOCK.ACQUIRE").arg("push").arg("o").arg(1000).arg("FENCE").arg(far)).await;
+    let shared = c.redlock(relaxed());
+    let history = common::history::History::new();
+    let stop = Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    for client in 0..12 {
+        let rl = if client < 8 { shared.clone() } else { c.redlock(relaxed()) };
+        let history = history.clone();
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < stop {
+                let Ok(lock) = rl.try_lock("res", Duration::from_secs(2)).await else { continue };
+                let granted = Instant::now();
+                let token = lock.token.expect("module token");
+                assert!(token < far, "a far-ahead token was returned: {token}");
+                tokio::time::sleep(MS(1)).await;
+                history.record(format!("client {client}"), token, granted, Instant::now());
+                rl.release(&lock).await.expect("release");
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t).await.expect("client stuck").expect("client panicked");
+    }
+    let verdict = history.check();
+    println!("far-ahead instance counted out: {} grants, {} overlaps", verdict.grants, verdict.overlaps.len());
+    verdict.assert_exclusive("far-ahead instance counted out");
+    assert!(verdict.grants >= 20, "only {} grants in 2 s", verdict.grants);
+}

@@ -194,10 +194,15 @@ async fn summary_status(rl: &Redlock, json: bool) -> Result<i32, Failure> {
         output::stdout(&summary_text(&summaries))?;
     }
     let answered = summaries.iter().filter(|s| s.reachable && s.error.is_none()).count();
+    quorum_answered(rl, answered, summaries.len(), "")
+}
+
+/// Exit status of `status`: a general failure when fewer than a quorum
+/// answered without error (`unknown` says what is then unknown).
+fn quorum_answered(rl: &Redlock, answered: usize, servers: usize, unknown: &str) -> Result<i32, Failure> {
     if answered < rl.quorum() {
         return Err(Failure::general(format!(
-            "only {answered} of {} servers answered without error (quorum {})",
-            summaries.len(),
+            "only {answered} of {servers} servers answered without error (quorum {}){unknown}",
             rl.quorum()
         )));
     }
@@ -257,15 +262,7 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
         output::stdout(&status_text(resource, &statuses, rl.quorum()))?;
     }
     let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
-    if answered < rl.quorum() {
-        return Err(Failure::general(format!(
-            "only {answered} of {} servers answered without error (quorum {}): the state of {:?} is unknown",
-            statuses.len(),
-            rl.quorum(),
-            resource
-        )));
-    }
-    Ok(exit::OK)
+    quorum_answered(rl, answered, statuses.len(), &format!(": the state of {resource:?} is unknown"))
 }
 
 fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
