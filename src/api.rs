@@ -545,6 +545,16 @@ impl ServerInfo {
         (err == 0).then_some(n)
     }
 
+    /// A text field, copied (for load-time decisions, not the hot path).
+    pub fn text(&self, field: &CStr) -> Option<String> {
+        if self.0.is_null() {
+            return None;
+        }
+        let p = rm!(RedisModule_ServerInfoGetFieldC(self.0, field.as_ptr()) else ptr::null());
+        // SAFETY: Redis returns a NUL-terminated string owned by the info data.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
     /// A text field, compared without allocating.
     pub fn text_is(&self, field: &CStr, expected: &CStr) -> bool {
         if self.0.is_null() {

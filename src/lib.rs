@@ -194,15 +194,35 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !info::register(ctx.ctx) {
         return fail(ctx, "could not register the INFO section");
     }
+    lock::learn_memory_accounting(&api::ServerInfo::read(Ctx::new(ctx.ctx), c"server"));
     quarantine::start(Ctx::new(ctx.ctx));
     fencing::COUNTER.seed_from_clock();
     Status::Ok
 }
 
+/// A decimal component of the crate version, parsed at compile time.
+const fn version_part(text: &str) -> i32 {
+    let bytes = text.as_bytes();
+    let mut n = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        n = n * 10 + (bytes[i] - b'0') as i32;
+        i += 1;
+    }
+    n
+}
+
+/// `MODULE LIST`'s `ver`: the crate version as major·10000 + minor·100 +
+/// patch (0.1.0 is 100, 1.2.3 is 10203), the convention of Redis's own
+/// modules.
+pub const MODULE_VERSION: i32 = version_part(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+    + version_part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + version_part(env!("CARGO_PKG_VERSION_PATCH"));
+
 #[cfg(not(test))]
 redis_module::redis_module! {
     name: "redislock",
-    version: 1,
+    version: MODULE_VERSION,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [LOCK_TYPE],
     init: init,

@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop};
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use redis_module::{native_types::RedisType, raw};
 
@@ -215,14 +215,36 @@ unsafe extern "C" fn copy(
 /// value pointers) and leaves out of MEMORY USAGE.
 const MODULE_VALUE_WRAPPER: usize = 2 * size_of::<*mut c_void>();
 
+/// The server's object header (`robj`: type, encoding, lru, refcount,
+/// pointer) that holds the module value in the keyspace.
+const VALUE_OBJECT_HEADER: usize = 16;
+
+/// Whether MEMORY USAGE leaves out the object holding a module value.
+/// Redis before 8 counts a string's object (its embstr allocation) but
+/// only `mem_usage` for a module value; Redis 8 and Valkey 8 count the
+/// object themselves. Decided once at load from INFO server.
+static OBJECT_UNCOUNTED: AtomicBool = AtomicBool::new(false);
+
+/// Records, from the server's name and version, whether `mem_usage` must
+/// add the object header for MEMORY USAGE to show what a lock costs.
+pub fn learn_memory_accounting(info: &crate::api::ServerInfo) {
+    let valkey = info.text(c"valkey_version").is_some();
+    let redis_major = info
+        .text(c"redis_version")
+        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
+    OBJECT_UNCOUNTED.store(!valkey && redis_major.is_some_and(|m| m < 8), Ordering::Relaxed);
+}
+
 /// Bytes this lock costs beyond the key: its allocation, as the allocator
-/// counts it, and the server's wrapper around it. Without the wrapper a
-/// lock looked as cheap as the same plain string, which it is not.
+/// counts it, the server's wrapper around it and, where MEMORY USAGE
+/// leaves it out, the object holding that wrapper. Without them a lock
+/// looked cheaper next to the same plain string than it is.
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     match Lock::borrow(value.cast_mut()) {
         Some(lock) => {
             let own = rm!(RedisModule_MallocSize(value.cast_mut()) else size_of::<Header>() + lock.owner().len());
-            own + MODULE_VALUE_WRAPPER
+            let object = if OBJECT_UNCOUNTED.load(Ordering::Relaxed) { VALUE_OBJECT_HEADER } else { 0 };
+            own + MODULE_VALUE_WRAPPER + object
         }
         None => 0,
     }

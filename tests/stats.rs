@@ -191,15 +191,22 @@ fn used_per_key(c: &mut Connection, n: usize, make: impl Fn(usize) -> redis::Cmd
     (info_field_i64(c, "memory", "used_memory") - before) as f64 / n as f64
 }
 
-/// MEMORY USAGE tells a lock from the same plain string by about what a
-/// lock really costs more (measured here through used_memory), no longer
-/// reporting both alike.
+/// MEMORY USAGE tells a lock from the same plain string by what a lock
+/// really costs more (measured here through used_memory). On Redis 7.0
+/// that is the lock's allocation, the module-value wrapper and the object
+/// holding it, against one embstr allocation: 32 B with this owner, of
+/// which MEMORY USAGE once showed 16 (it leaves the object out for module
+/// values; the module now adds it there). Valkey 8.1 counts the object
+/// itself and embeds keys and small values in it, so its figures differ
+/// by a few bytes of layout the module cannot see: a wider margin there.
 #[test]
 fn memory_usage_reports_what_a_lock_costs_beyond_a_plain_string() {
     const N: usize = 20_000;
     let owner = "bench-owner-00000001";
     let server = Server::start();
     let mut c = server.conn();
+    let server_info: String = cmd("INFO").arg("server").query(&mut c).expect("INFO server");
+    let valkey = server_info.contains("valkey_version:");
     let key = |i: usize| format!("key:{i:08}");
     let lock = used_per_key(&mut c, N, |i| cmd("LOCK.ACQUIRE").arg(key(i)).arg(owner).arg(3_600_000).clone());
     let reported_lock = int_of(&ok_cmd(&mut c, cmd("MEMORY").arg("USAGE").arg(key(1))), "MEMORY USAGE");
@@ -207,6 +214,34 @@ fn memory_usage_reports_what_a_lock_costs_beyond_a_plain_string() {
     let reported_string = int_of(&ok_cmd(&mut c, cmd("MEMORY").arg("USAGE").arg(key(1))), "MEMORY USAGE");
     let (measured, reported) = (lock - string, (reported_lock - reported_string) as f64);
     eprintln!("per key: lock {lock:.1} B, string {string:.1} B; MEMORY USAGE {reported_lock} vs {reported_string}");
+    let margin = if valkey { 14.0 } else { 8.0 };
     assert!(reported >= 16.0, "a lock reported only {reported} B above the same string");
-    assert!((measured - reported).abs() <= 16.0, "lock costs {measured:.1} B more than a string; MEMORY USAGE says {reported}");
+    assert!(
+        (measured - reported).abs() <= margin,
+        "lock costs {measured:.1} B more than a string; MEMORY USAGE says {reported} (margin {margin})"
+    );
+}
+
+/// MODULE LIST's version is the crate's (major·10000 + minor·100 + patch),
+/// not a constant that drifts from the release.
+#[test]
+fn module_list_reports_the_crate_version() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let modules: Vec<Vec<Value>> = cmd("MODULE").arg("LIST").query(&mut c).expect("MODULE LIST");
+    let ver = modules
+        .iter()
+        .find_map(|m| {
+            let fields: Vec<String> = m.iter().map(|v| match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                Value::Int(n) => n.to_string(),
+                other => format!("{other:?}"),
+            }).collect();
+            let at = |k: &str| fields.iter().position(|f| f == k).and_then(|i| fields.get(i + 1)).cloned();
+            (at("name").as_deref() == Some("redislock")).then(|| at("ver")).flatten()
+        })
+        .expect("redislock in MODULE LIST");
+    let parts: Vec<i64> = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse().expect("numeric version")).collect();
+    assert_eq!(ver, (parts[0] * 10_000 + parts[1] * 100 + parts[2]).to_string());
 }
