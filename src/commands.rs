@@ -105,6 +105,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
                 return Attempt::Failed(c"ERR could not set the lease");
             }
             propagate::granted(ctx, key_name, owner_arg, lock.token(), deadline);
+            waiters::lease_changed(ctx, key_name.bytes(), deadline);
             return Attempt::Granted(lock.token(), Grant::Regrant);
         }
         // The owner of a plain-string lock converts it and keeps its
@@ -223,6 +224,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
         return ctx.reply_error(c"ERR could not set the lease");
     }
     propagate::extended(ctx, req.key, deadline);
+    waiters::lease_changed(ctx, req.key.bytes(), deadline);
     stats::EXTEND_DONE.bump();
     ctx.reply_integer(1)
 }

@@ -62,6 +62,12 @@ struct Queue {
     timer: Option<Timer>,
     /// What freed the lock, when an event (not the lease timer) said so.
     freed_by: Option<Cause>,
+    /// When the lease last seen ends (just past it), as armed for it; an
+    /// earlier check (after a command that named the key) is no lease end.
+    lease_due_ms: Option<i64>,
+    /// A command named the key since the last EXEC (it may be queued in a
+    /// MULTI and change the lease only then).
+    touched: bool,
 }
 
 /// What a timer carries: which queue to serve.
@@ -81,6 +87,8 @@ struct Registry {
     /// timer retries them all, so a long pause costs one check per tick.
     deferred: Vec<(c_int, Box<[u8]>)>,
     retry_timer: Option<raw::RedisModuleTimerID>,
+    /// Queues marked `touched`, looked at after the next EXEC.
+    touched: Vec<(c_int, Box<[u8]>)>,
 }
 
 // SAFETY: the registry is only touched with Redis's global lock held (the
@@ -192,6 +200,15 @@ pub fn queued_in(ctx: Ctx, key: &[u8]) -> Option<c_int> {
     (waiter_count(db, key) > 0).then_some(db)
 }
 
+/// A command changed the lease of the lock at `key` to end at
+/// `deadline_ms`: its waiters, if any, are served when it ends, not at the
+/// old deadline (Redis's own expiry may find the key much later).
+pub fn lease_changed(ctx: Ctx, key: &[u8], deadline_ms: i64) {
+    if let Some(db) = queued_in(ctx, key) {
+        arm_lease(db, key, Some(deadline_ms.saturating_add(1)));
+    }
+}
+
 /// Blocks the calling client at the tail of `key`'s queue; `held` is the
 /// open key, held by someone else.
 ///
@@ -227,6 +244,8 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
             waiters: VecDeque::new(),
             timer: None,
             freed_by: None,
+            lease_due_ms: None,
+            touched: false,
         });
         queue.waiters.push_back(waiter);
         r.clients.insert(client as usize, (db, key.bytes().into()));
@@ -240,9 +259,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
         return crate::api::OK;
     }
-    if let Some(due) = next_check(held) {
-        arm(db, key.bytes(), due);
-    }
+    arm_lease(db, key.bytes(), next_check(held));
     crate::api::OK
 }
 
@@ -275,9 +292,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
                 if let Some(waiter) = unplaced {
                     cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
                 }
-                if let Some(due) = next_check(key) {
-                    arm(db, name, due);
-                }
+                arm_lease(db, name, next_check(key));
                 break;
             }
         }
@@ -361,6 +376,16 @@ static TIMER_CTX: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
 
 fn timer_ctx() -> *mut RedisModuleCtx {
     TIMER_CTX.load(Ordering::Relaxed)
+}
+
+/// Arms `key`'s queue for the end of the lease at `due_ms` (none: a lease
+/// without end, which only events can free), and records that end: a
+/// deletion from then on is the lease running out.
+fn arm_lease(db: c_int, key: &[u8], due_ms: Option<i64>) {
+    with_registry(|r| r.queue_mut(db, key).map(|q| q.lease_due_ms = due_ms));
+    if let Some(due) = due_ms {
+        arm(db, key, due);
+    }
 }
 
 /// Makes sure `key`'s queue is served no later than `due_ms` (Unix ms).
@@ -485,8 +510,8 @@ unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) 
 }
 
 /// A lock key was deleted, overwritten or expired: serve its waiters soon.
-/// A deletion at or after the deadline the queue's timer waits for is the
-/// lease running out; before it, a delete.
+/// A deletion at or after the lease's end last seen is the lease running
+/// out; before it, a delete.
 pub fn key_unlinked(db: c_int, key: &[u8]) {
     if WAITING.load(Ordering::Relaxed) == 0 {
         return;
@@ -494,7 +519,7 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
     let now = unix_millis();
     let waited = with_registry(|r| {
         let queue = r.queue_mut(db, key).filter(|q| !q.waiters.is_empty())?;
-        let lease_over = queue.timer.as_ref().is_some_and(|t| t.due_ms <= now.saturating_add(1));
+        let lease_over = queue.lease_due_ms.is_some_and(|due| due <= now.saturating_add(1));
         queue.freed_by = Some(if lease_over { Cause::Expiry } else { Cause::Delete });
         Some(())
     })
@@ -504,18 +529,19 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
     }
 }
 
-/// Commands that change a key's lease. Redis tells a module nothing when
-/// a TTL changes, and a keyspace-event subscription would cost every
-/// LOCK.* command a module context (they notify in the same class); a
-/// command filter sees each command before it runs for a call and, while
-/// nobody waits, one load.
-const LEASE_COMMANDS: [&[u8]; 5] = [b"pexpire", b"expire", b"pexpireat", b"expireat", b"persist"];
-
+/// Any command may change a waited key's lease: PEXPIRE and its kin
+/// under any name (rename-command), inside MULTI, from Lua or a function,
+/// GETEX, SET ... KEEPTTL on a plain-string lock. Redis tells a module
+/// nothing when a TTL changes, and a keyspace-event subscription would
+/// cost every DEL and EXPIRE in the server a module context; a command
+/// filter sees each command before it runs, for one load while nobody
+/// waits. A command naming a waited key at position 1 (where every
+/// command that sets a TTL takes its key) gets the key looked at right
+/// after it: the check is a timer, which runs once the command, and the
+/// event-loop turn that ran it, are done. A command queued in MULTI runs
+/// only at EXEC, so the key is marked and looked at again after EXEC.
 unsafe extern "C" fn lease_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     if WAITING.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    if rm!(RedisModule_CommandFilterArgsCount(fctx) else 0) < 2 {
         return;
     }
     let arg = |pos: c_int| {
@@ -523,8 +549,15 @@ unsafe extern "C" fn lease_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
         // SAFETY: Redis hands the command's live argument for the call.
         (!s.is_null()).then(|| unsafe { crate::api::string_bytes(s) })
     };
-    let Some(name) = arg(0) else { return };
-    if !LEASE_COMMANDS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+    let count = rm!(RedisModule_CommandFilterArgsCount(fctx) else 0);
+    if count == 1 {
+        if arg(0).is_some_and(|name| name.eq_ignore_ascii_case(b"exec")) {
+            look_at_queues_touched_in_multi();
+        }
+        return;
+    }
+    // LOCK.* commands serve and re-arm their queues themselves.
+    if count < 2 || arg(0).is_some_and(|name| name.len() > 5 && name[..5].eq_ignore_ascii_case(b"lock.")) {
         return;
     }
     if let Some(key) = arg(1) {
@@ -532,14 +565,46 @@ unsafe extern "C" fn lease_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     }
 }
 
-/// A lease command is about to run on `key` (in a database the filter
-/// does not know): look at each queue of that name right after it.
+/// A command is about to run on `key` (in a database the filter does not
+/// know): look at each waited queue of that name right after it, and
+/// again after the next EXEC.
 fn lease_may_change(key: &[u8]) {
-    let dbs: Vec<c_int> = with_registry(|r| r.queues.iter().filter(|(_, keys)| keys.contains_key(key)).map(|(db, _)| *db).collect())
-        .unwrap_or_default();
+    let dbs: Vec<c_int> = with_registry(|r| {
+        let mut dbs = Vec::new();
+        for (db, keys) in r.queues.iter_mut() {
+            if let Some(queue) = keys.get_mut(key) {
+                if !queue.touched {
+                    queue.touched = true;
+                    r.touched.push((*db, key.into()));
+                }
+                dbs.push(*db);
+            }
+        }
+        dbs
+    })
+    .unwrap_or_default();
     let now = unix_millis();
     for db in dbs {
         arm(db, key, now);
+    }
+}
+
+/// An EXEC is about to run: the queues a command named since the last
+/// EXEC are looked at once it is done.
+fn look_at_queues_touched_in_multi() {
+    let touched: Vec<(c_int, Box<[u8]>)> = with_registry(|r| {
+        let touched = std::mem::take(&mut r.touched);
+        for (db, key) in &touched {
+            if let Some(queue) = r.queue_mut(*db, key) {
+                queue.touched = false;
+            }
+        }
+        touched
+    })
+    .unwrap_or_default();
+    let now = unix_millis();
+    for (db, key) in touched {
+        arm(db, &key, now);
     }
 }
 
