@@ -6,14 +6,20 @@
 //! The quarantine starts when the module loads and is lifted early only
 //! by data that cannot have lost a grant or an extension, loaded while the
 //! server starts:
-//! - an AOF, with `appendfsync always` (every write is on disk before its
-//!   reply leaves);
-//! - data written by a clean shutdown that this module recorded: at the
-//!   SHUTDOWN event (after Redis's final save and AOF fsync) it writes a
-//!   marker file beside the data, naming the fencing counter when the RDB
-//!   holds every write, and whether the AOF was fsynced. The marker is
-//!   read and deleted at the next load, so it speaks for one start only;
-//!   an RDB is trusted only if its saved counter is the marker's.
+//! - an AOF written with `appendfsync always` (every write is on disk
+//!   before its reply leaves). What counts is the policy the data was
+//!   written under, not the new start's: a run with `appendonly yes` and
+//!   `appendfsync always` from its start keeps a record beside the data,
+//!   removed (durably) as soon as the policy changes;
+//! - exactly the data a clean shutdown left, as this module recorded it:
+//!   at the SHUTDOWN event (after Redis's final save and AOF fsync) it
+//!   writes a marker beside the data with the fencing counter and a
+//!   content identity of the RDB when it holds every write, and of the
+//!   AOF (its manifest and every file named there) when it was fsynced.
+//!   The marker is read and deleted at the next load, so it speaks for one
+//!   start only; the data loaded must have the identity it names, so an
+//!   older backup put back, or another server's files, are not vouched
+//!   for.
 //!
 //! A stale RDB (saved, then more grants, then a crash), an AOF with
 //! `everysec` after a crash, and any load once the server runs (DEBUG
@@ -65,35 +71,167 @@ fn monotonic_ms() -> i64 {
     i64::try_from(epoch.elapsed().as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Records that this run writes its AOF with `appendfsync always`.
+const ALWAYS_FILE: &str = "redislock-aof-always";
+const ALWAYS_TEXT: &str = "redislock appendfsync always v1\n";
+
+/// The previous run wrote its AOF with `appendfsync always` throughout.
+static PREVIOUS_ALWAYS: AtomicBool = AtomicBool::new(false);
+
 /// What a clean shutdown recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Marker {
     /// The fencing counter, when the last RDB held every write.
     rdb_counter: Option<i64>,
-    /// The AOF was on and written without error, and fsynced at exit.
-    aof: bool,
+    /// The identity of that RDB.
+    rdb: Option<u64>,
+    /// The identity of the AOF, when it was on, written without error, and
+    /// fsynced at exit.
+    aof: Option<u64>,
+}
+
+fn render_optional(v: Option<impl std::fmt::Display>) -> String {
+    v.map_or_else(|| "none".to_string(), |v| v.to_string())
 }
 
 impl Marker {
     fn render(&self) -> String {
-        let rdb = self.rdb_counter.map_or_else(|| "none".to_string(), |c| c.to_string());
-        format!("redislock clean shutdown v1 rdb-counter={rdb} aof={}\n", u8::from(self.aof))
+        format!(
+            "redislock clean shutdown v2 rdb-counter={} rdb={} aof={}\n",
+            render_optional(self.rdb_counter),
+            render_optional(self.rdb.map(|id| format!("{id:016x}"))),
+            render_optional(self.aof.map(|id| format!("{id:016x}"))),
+        )
     }
 
     fn parse(text: &str) -> Option<Marker> {
-        let rest = text.strip_suffix('\n')?.strip_prefix("redislock clean shutdown v1 ")?;
-        let (rdb, aof) = rest.split_once(' ')?;
-        let rdb_counter = match rdb.strip_prefix("rdb-counter=")? {
-            "none" => None,
-            n => Some(crate::args::parse_i64(n.as_bytes())?),
+        let rest = text.strip_suffix('\n')?.strip_prefix("redislock clean shutdown v2 ")?;
+        let mut fields = rest.split(' ');
+        let mut field = |name: &str| fields.next()?.strip_prefix(name).map(|v| (v != "none").then_some(v));
+        let rdb_counter = match field("rdb-counter=")? {
+            Some(n) => Some(crate::args::parse_i64(n.as_bytes())?),
+            None => None,
         };
-        let aof = match aof.strip_prefix("aof=")? {
-            "0" => false,
-            "1" => true,
-            _ => return None,
+        let hex = |v: &str| (v.len() == 16).then(|| u64::from_str_radix(v, 16).ok()).flatten();
+        let rdb = match field("rdb=")? {
+            Some(v) => Some(hex(v)?),
+            None => None,
         };
-        Some(Marker { rdb_counter, aof })
+        let aof = match field("aof=")? {
+            Some(v) => Some(hex(v)?),
+            None => None,
+        };
+        if fields.next().is_some() || rdb.is_some() != rdb_counter.is_some() {
+            return None;
+        }
+        Some(Marker { rdb_counter, rdb, aof })
     }
+}
+
+/// FNV-1a, 64 bits: enough to tell data files apart, no dependency.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// How much of a file's end its identity reads.
+const TAIL: u64 = 4096;
+
+/// Adds a data file's size and last 4 KiB to `hash`. An RDB ends with the
+/// CRC64 of its whole content; an AOF only grows at its end, so an older
+/// copy differs in size, and another server's in its content.
+fn hash_file(hash: &mut Fnv, path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    hash.write(&size.to_le_bytes());
+    file.seek(SeekFrom::Start(size.saturating_sub(TAIL)))?;
+    let mut tail = Vec::with_capacity(TAIL as usize);
+    file.take(TAIL).read_to_end(&mut tail)?;
+    hash.write(&tail);
+    Ok(())
+}
+
+/// A configuration value as text (empty when unknown).
+fn config_text(ctx: Ctx, name: &std::ffi::CStr) -> String {
+    ctx.config_get(name, |v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default()
+}
+
+/// The identity of the RDB file in the server's directory.
+fn rdb_identity(ctx: Ctx) -> Option<u64> {
+    let name = config_text(ctx, c"dbfilename");
+    let mut hash = Fnv::new();
+    hash_file(&mut hash, std::path::Path::new(&name)).ok()?;
+    Some(hash.0)
+}
+
+/// The identity of the AOF: its manifest and every file it names. `None`
+/// when a file cannot be read or named plainly (quoted names).
+fn aof_identity(ctx: Ctx) -> Option<u64> {
+    let dir = std::path::PathBuf::from(config_text(ctx, c"appenddirname"));
+    let manifest_path = dir.join(format!("{}.manifest", config_text(ctx, c"appendfilename")));
+    let manifest = std::fs::read(&manifest_path).ok()?;
+    let mut hash = Fnv::new();
+    hash.write(&manifest);
+    for line in String::from_utf8_lossy(&manifest).lines() {
+        let mut words = line.split(' ');
+        if words.next() != Some("file") {
+            continue;
+        }
+        let name = words.next().filter(|n| !n.is_empty() && !n.starts_with('"'))?;
+        hash.write(name.as_bytes());
+        hash_file(&mut hash, &dir.join(name)).ok()?;
+    }
+    Some(hash.0)
+}
+
+/// Writes or removes a small file durably (the file, then its directory).
+fn write_durably(name: &str, text: Option<&str>) -> std::io::Result<()> {
+    use std::io::Write;
+    match text {
+        Some(text) => {
+            let mut file = std::fs::File::create(name)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+        }
+        None => match std::fs::remove_file(name) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            other => other?,
+        },
+    }
+    std::fs::File::open(".")?.sync_all()
+}
+
+/// Keeps the `appendfsync always` record true of this run: present only
+/// while the AOF is on with `always` since the start. A run that turns
+/// `always` on later may have acknowledged writes not yet on disk, so
+/// only the start writes it; any change away removes it.
+fn keep_always_record(ctx: Ctx, at_start: bool) {
+    let always = config_text(ctx, c"appendonly") == "yes" && config_text(ctx, c"appendfsync") == "always";
+    let present = std::path::Path::new(ALWAYS_FILE).exists();
+    let wanted = always && (at_start || present);
+    if wanted == present && !at_start {
+        return;
+    }
+    if let Err(e) = write_durably(ALWAYS_FILE, wanted.then_some(ALWAYS_TEXT)) {
+        ctx.log_warning(&format!("could not update {ALWAYS_FILE}: {e}; a start after a crash will quarantine"));
+        // Unsure what is on disk: make sure it does not vouch.
+        let _ = std::fs::remove_file(ALWAYS_FILE);
+    }
+}
+
+/// Server event: a configuration change, possibly of the AOF's policy.
+unsafe extern "C" fn on_config_change(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+    keep_always_record(Ctx::new(ctx), false);
 }
 
 /// At module load: consumes the previous shutdown's marker, starts the
@@ -107,6 +245,9 @@ pub fn start(ctx: Ctx) {
     if let Ok(mut slot) = MARKER.lock() {
         *slot = marker.filter(|_| removed);
     }
+    let previous_always = std::fs::read_to_string(ALWAYS_FILE).is_ok_and(|text| text == ALWAYS_TEXT);
+    PREVIOUS_ALWAYS.store(previous_always, Ordering::Relaxed);
+    keep_always_record(ctx, true);
     let ms = QUARANTINE_MS.load(Ordering::Relaxed);
     if ms > 0 {
         UNTIL.store(monotonic_ms().saturating_add(ms).max(1), Ordering::Relaxed);
@@ -185,8 +326,14 @@ unsafe extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _event: raw::RedisModu
 fn loaded_everything(ctx: Ctx, load: u8) -> bool {
     let marker = MARKER.lock().ok().and_then(|m| *m);
     match load {
-        AOF_LOAD => marker.is_some_and(|m| m.aof) || ctx.config_get(c"appendfsync", |v| v == b"always").unwrap_or(false),
-        RDB_LOAD => marker.and_then(|m| m.rdb_counter).is_some_and(|c| c == LOADED_COUNTER.load(Ordering::Relaxed)),
+        AOF_LOAD => {
+            PREVIOUS_ALWAYS.load(Ordering::Relaxed)
+                || marker.and_then(|m| m.aof).is_some_and(|id| aof_identity(ctx) == Some(id))
+        }
+        RDB_LOAD => {
+            marker.and_then(|m| m.rdb_counter).is_some_and(|c| c == LOADED_COUNTER.load(Ordering::Relaxed))
+                && marker.and_then(|m| m.rdb).is_some_and(|id| rdb_identity(ctx) == Some(id))
+        }
         _ => false,
     }
 }
@@ -201,7 +348,13 @@ unsafe extern "C" fn on_shutdown(ctx: *mut RedisModuleCtx, _event: raw::RedisMod
     if !rdb_complete && !aof {
         return;
     }
-    let marker = Marker { rdb_counter: rdb_complete.then(|| COUNTER.current()), aof };
+    let rdb = rdb_complete.then(|| rdb_identity(ctx)).flatten();
+    let aof = aof.then(|| aof_identity(ctx)).flatten();
+    if rdb.is_none() && aof.is_none() {
+        ctx.log_warning("could not identify the data files at shutdown; the next start will quarantine");
+        return;
+    }
+    let marker = Marker { rdb_counter: rdb.map(|_| COUNTER.current()), rdb, aof };
     if let Err(e) = write_marker(&marker) {
         ctx.log_warning(&format!("could not record the clean shutdown in {MARKER_FILE}: {e}; the next start will quarantine"));
     }
@@ -217,8 +370,10 @@ fn write_marker(marker: &Marker) -> std::io::Result<()> {
 pub fn subscribe(ctx: Ctx) -> bool {
     let loading = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_LOADING, dataver: 1 };
     let shutdown = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SHUTDOWN, dataver: 1 };
+    let config = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_CONFIG, dataver: 1 };
     rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), loading, Some(on_loading)) else 1 as c_int) == 0
         && rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), shutdown, Some(on_shutdown)) else 1 as c_int) == 0
+        && rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), config, Some(on_config_change)) else 1 as c_int) == 0
 }
 
 #[cfg(test)]
@@ -228,21 +383,45 @@ mod tests {
     #[test]
     fn a_marker_round_trips_and_rejects_anything_else() {
         for m in [
-            Marker { rdb_counter: Some(1_795_000_000_000_123), aof: false },
-            Marker { rdb_counter: None, aof: true },
-            Marker { rdb_counter: Some(0), aof: true },
+            Marker { rdb_counter: Some(1_795_000_000_000_123), rdb: Some(0x0123_4567_89ab_cdef), aof: None },
+            Marker { rdb_counter: None, rdb: None, aof: Some(7) },
+            Marker { rdb_counter: Some(0), rdb: Some(u64::MAX), aof: Some(0) },
         ] {
             assert_eq!(Marker::parse(&m.render()), Some(m));
         }
         for bad in [
             "",
-            "redislock clean shutdown v1 rdb-counter=12 aof=1",
-            "redislock clean shutdown v2 rdb-counter=12 aof=1\n",
-            "redislock clean shutdown v1 rdb-counter=+12 aof=1\n",
-            "redislock clean shutdown v1 rdb-counter=12 aof=2\n",
-            "redislock clean shutdown v1 rdb-counter=12\n",
+            // v1 named no data: it cannot vouch for any.
+            "redislock clean shutdown v1 rdb-counter=12 aof=1\n",
+            "redislock clean shutdown v2 rdb-counter=12 rdb=0000000000000001 aof=none",
+            "redislock clean shutdown v2 rdb-counter=+12 rdb=0000000000000001 aof=none\n",
+            "redislock clean shutdown v2 rdb-counter=12 rdb=none aof=none\n",
+            "redislock clean shutdown v2 rdb-counter=none rdb=0000000000000001 aof=none\n",
+            "redislock clean shutdown v2 rdb-counter=12 rdb=1 aof=none\n",
+            "redislock clean shutdown v2 rdb-counter=12 rdb=0000000000000001 aof=none extra\n",
+            "redislock clean shutdown v2 rdb-counter=12 rdb=0000000000000001\n",
         ] {
             assert_eq!(Marker::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_file_identity_follows_size_and_content() {
+        let dir = std::env::temp_dir().join(format!("redislock-identity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("data");
+        let id = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).expect("write");
+            let mut h = Fnv::new();
+            hash_file(&mut h, &path).expect("hash");
+            h.0
+        };
+        let long: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let mut changed_at_end = long.clone();
+        changed_at_end[9_999] ^= 1;
+        assert_eq!(id(&long), id(&long));
+        assert_ne!(id(&long), id(&long[..9_999]), "a shorter (older) copy");
+        assert_ne!(id(&long), id(&changed_at_end), "other content at the end");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

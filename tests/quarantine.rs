@@ -300,6 +300,134 @@ fn an_older_rdb_put_back_after_a_clean_shutdown_quarantines() {
     assert!(quarantined, "the marker names the RDB the shutdown wrote, not this one");
 }
 
+/// Copies a data directory (the AOF directory: flat) for a backup.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("read the directory") {
+        let entry = entry.expect("directory entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy a file");
+    }
+}
+
+/// Whether ACQUIRE of a fresh key is refused by the quarantine.
+fn quarantined_now(srv: &Server) -> bool {
+    match try_cmd(&mut srv.conn(), cmd("LOCK.ACQUIRE").arg("probe").arg("p").arg(1000)) {
+        Ok(Value::Int(_)) => false,
+        Err(e) if quarantine_ms_left(&e).is_some() => true,
+        other => panic!("LOCK.ACQUIRE probe: {other:?}"),
+    }
+}
+
+/// The case: a clean stop, an AOF backup, a grant, another clean
+/// stop (the marker now vouches for the AOF with the grant), the backup
+/// put back. The marker must not vouch for the older AOF.
+#[test]
+fn an_older_aof_put_back_after_a_clean_shutdown_quarantines() {
+    let mut srv = Server::start_with(&["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]);
+    grant(&mut srv.conn(), "before", "A", 600_000);
+    srv.stop();
+    let backup = srv.dir.join("aof-backup");
+    copy_dir(&srv.dir.join("appendonlydir"), &backup);
+    srv.start_again();
+    grant(&mut srv.conn(), "orders:42", "B", 600_000);
+    srv.stop();
+    assert!(srv.dir.join("redislock-clean-shutdown").exists(), "the clean stop was recorded");
+    copy_dir(&backup, &srv.dir.join("appendonlydir"));
+    srv.set_module_args(&["quarantine", "60000"]);
+    srv.start_again();
+    let mut c = srv.conn();
+    assert!(info(&mut c, b"orders:42").is_none(), "the older AOF lacks B's grant");
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("orders:42").arg("C").arg(1000));
+    assert!(quarantine_ms_left(&e).is_some(), "C must not get orders:42 while B may hold it: {e}");
+}
+
+/// The RDB case: SAVE, a copy, an EXTEND (the counter does not
+/// move), SHUTDOWN SAVE, the copy put back. Same counter, older data.
+#[test]
+fn an_older_rdb_with_the_marker_s_counter_put_back_quarantines() {
+    let mut srv = Server::start_with(&["--appendonly", "no", "--save", "3600 1"]);
+    let mut c = srv.conn();
+    grant(&mut c, "old", "alice", 5_000);
+    assert_eq!(ok_cmd(&mut c, &cmd("SAVE")), Value::Okay);
+    let copy = std::fs::read(srv.dir.join("dump.rdb")).expect("read dump.rdb");
+    assert_eq!(extend(&mut c, b"old", b"alice", 600_000), 1);
+    drop(c);
+    srv.stop(); // SHUTDOWN SAVE: the marker names this RDB, with the same counter
+    std::fs::write(srv.dir.join("dump.rdb"), copy).expect("put the copy back");
+    srv.set_module_args(&["quarantine", "60000"]);
+    srv.start_again();
+    assert!(quarantined_now(&srv), "the copy's lease of `old` ends before the extension alice holds");
+}
+
+/// Another server's files are not this server's data.
+#[test]
+fn another_server_s_rdb_put_in_place_quarantines() {
+    let mut a = Server::start_with(&["--appendonly", "no", "--save", "3600 1"]);
+    let mut b = Server::start_with(&["--appendonly", "no", "--save", "3600 1"]);
+    // Both counters end at the same token, so the saved counter alone
+    // cannot tell the two RDBs apart.
+    let token = far_future_token();
+    for (srv, owner) in [(&a, "on-a"), (&b, "on-b")] {
+        let granted = acquire_fence(&mut srv.conn(), b"k", owner.as_bytes(), 600_000, token);
+        assert_eq!(granted, Some(token));
+    }
+    a.stop();
+    b.stop();
+    std::fs::copy(b.dir.join("dump.rdb"), a.dir.join("dump.rdb")).expect("b's RDB into a's dir");
+    a.set_module_args(&["quarantine", "60000"]);
+    a.start_again();
+    assert!(quarantined_now(&a), "a's marker does not vouch for b's data");
+}
+
+/// The policy that wrote the data decides, not the new start's.
+#[test]
+fn an_aof_written_under_everysec_then_started_with_always_quarantines() {
+    let mut srv = Server::start_with(&["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]);
+    let mut c = srv.conn();
+    grant(&mut c, "k", "a", 600_000);
+    wait_aof_flushed(&mut c);
+    drop(c);
+    srv.kill9();
+    srv.set_extra_args(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""]);
+    srv.set_module_args(&["quarantine", "60000"]);
+    srv.start_again();
+    assert!(quarantined_now(&srv), "everysec may have lost acknowledged grants before the crash");
+}
+
+#[test]
+fn a_switch_away_from_always_at_runtime_quarantines_after_a_crash() {
+    let mut srv = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""]);
+    assert!(srv.dir.join("redislock-aof-always").exists(), "the run records its policy");
+    let mut c = srv.conn();
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("appendfsync").arg("everysec"));
+    assert!(!srv.dir.join("redislock-aof-always").exists(), "the record goes with the policy");
+    grant(&mut c, "k", "a", 600_000);
+    wait_aof_flushed(&mut c);
+    drop(c);
+    srv.kill9();
+    srv.set_module_args(&["quarantine", "60000"]);
+    srv.start_again();
+    assert!(quarantined_now(&srv), "writes after the switch were under everysec");
+}
+
+/// Turning `always` on at runtime does not vouch for what was acknowledged
+/// before, possibly not yet on disk.
+#[test]
+fn always_turned_on_at_runtime_is_not_recorded() {
+    let mut srv = Server::start_with(&["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]);
+    let mut c = srv.conn();
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("appendfsync").arg("always"));
+    grant(&mut c, "k", "a", 600_000);
+    drop(c);
+    assert!(!srv.dir.join("redislock-aof-always").exists());
+    srv.kill9();
+    srv.set_extra_args(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""]);
+    srv.set_module_args(&["quarantine", "60000"]);
+    srv.start_again();
+    assert!(quarantined_now(&srv));
+}
+
 #[test]
 fn debug_reload_does_not_lift_a_running_quarantine() {
     let srv = Server::start_full(&["quarantine", "60000"], &["--save", ""]);

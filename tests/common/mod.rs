@@ -527,6 +527,12 @@ impl Server {
         self.start_again();
     }
 
+    /// redis-server args for the next `start_again` / `restart` (the same
+    /// port and dir; e.g. another `--appendfsync`).
+    pub fn set_extra_args(&mut self, args: &[&str]) {
+        self.extra_args = args.iter().map(|s| s.to_string()).collect();
+    }
+
     /// Module args for the next `start_again` / `restart`.
     pub fn set_module_args(&mut self, module_args: &[&str]) {
         self.module_args = module_args.iter().map(|s| s.to_string()).collect();
