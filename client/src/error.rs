@@ -3,20 +3,25 @@
 
 use std::fmt;
 
+use crate::quorum::NotGranted;
 use crate::transport::InstanceOutcome;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No quorum granted the lock within the attempts allowed.
-    #[error("lock {resource:?} not acquired after {attempts} attempt(s): {}", Outcomes(.outcomes))]
-    NotAcquired { resource: String, attempts: u32, outcomes: Vec<InstanceOutcome> },
+    /// No quorum granted the lock within the attempts allowed; `why` (of
+    /// the last attempt, whose outcomes these are) tells a held lock from
+    /// servers in quarantine and from too few servers answering.
+    #[error("lock {resource:?} not acquired after {attempts} attempt(s) ({}): {}", Why(.why), Outcomes(.outcomes))]
+    NotAcquired { resource: String, attempts: u32, why: NotGranted, outcomes: Vec<InstanceOutcome> },
     /// An extension did not reach a quorum in time: the lock is lost.
     #[error("lock {resource:?} lost: extension reached no quorum: {}", Outcomes(.outcomes))]
     QuorumLost { resource: String, outcomes: Vec<InstanceOutcome> },
     /// The validity of the lock ran out before the operation.
     #[error("lock {resource:?} already expired")]
     Expired { resource: String },
-    /// A server answered in a way that no retry can fix.
+    /// A server answered in a way that no retry can fix. (A single
+    /// instance's failure, e.g. one without the module, is not one: it
+    /// counts as an instance that did not grant.)
     #[error("{server}: {message}")]
     Server { server: String, message: String },
     #[error("configuration: {0}")]
@@ -35,5 +40,23 @@ impl fmt::Display for Outcomes<'_> {
             write!(f, "{o}")?;
         }
         Ok(())
+    }
+}
+
+/// Renders why no quorum granted.
+pub struct Why<'a>(pub &'a NotGranted);
+
+impl fmt::Display for Why<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            NotGranted::Held => f.write_str("held by another owner"),
+            NotGranted::Quarantine { ms_left, instances } => write!(
+                f,
+                "{instances} server(s) in restart quarantine, {} left",
+                crate::transport::seconds_left(*ms_left)
+            ),
+            NotGranted::NoQuorum => f.write_str("too few servers answered for a quorum"),
+            NotGranted::NoValidity => f.write_str("granted too late: no validity left"),
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod transport;
 
 pub use error::Error;
 pub use guard::LockGuard;
-pub use redlock::{Lock, Redlock, Released};
+pub use quorum::NotGranted;
+pub use redlock::{Lock, Redlock, Released, Retry};
 pub use settings::{Mode, Settings};
-pub use transport::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
+pub use transport::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, UnreachableCause};

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::transport::{InstanceOutcome, Outcome};
+
 /// A majority of `n` instances: n/2 + 1.
 pub fn majority(n: usize) -> usize {
     n / 2 + 1
@@ -49,6 +51,69 @@ pub fn reconcile(tokens: &[i64]) -> Option<Reconciliation> {
     Some(Reconciliation { token, behind })
 }
 
+/// Why an acquisition round got no quorum, from its outcomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotGranted {
+    /// Enough servers answered, and too many of them hold the lock for
+    /// another owner: it is held (or being contended for).
+    Held,
+    /// Restart quarantines stand between the client and a quorum: had the
+    /// `instances` in quarantine granted, a quorum would have. `ms_left`:
+    /// until enough of them are out of it (the shortest wait that can
+    /// help; other refusals may still follow).
+    Quarantine { ms_left: u64, instances: usize },
+    /// Fewer than a quorum of servers answered at all (unreachable,
+    /// timeouts, error replies such as authentication or a missing
+    /// module): no vote was possible.
+    NoQuorum,
+    /// A quorum granted, but no validity was left after the round trips
+    /// and the drift (or the granters' tokens could not be agreed on).
+    NoValidity,
+}
+
+impl NotGranted {
+    /// A stable name for scripts: `held`, `quarantine`, `no_quorum`, `no_validity`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NotGranted::Held => "held",
+            NotGranted::Quarantine { .. } => "quarantine",
+            NotGranted::NoQuorum => "no_quorum",
+            NotGranted::NoValidity => "no_validity",
+        }
+    }
+}
+
+/// Why the round with these `outcomes` got no quorum of `quorum`. Only
+/// the servers that answered the lock question (granted, refused, in
+/// quarantine) voted: fewer voters than a quorum is `NoQuorum` whatever
+/// they said (two refusals beside three unreachable servers do not show
+/// the lock held on a quorum). Otherwise the quarantine is named when it
+/// alone stands in the way, and `Held` when refusals do.
+pub fn not_granted(outcomes: &[InstanceOutcome], quorum: usize) -> NotGranted {
+    let granted = outcomes.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count();
+    let held = outcomes.iter().filter(|o| o.outcome == Outcome::Refused).count();
+    let mut quarantined: Vec<u64> = outcomes
+        .iter()
+        .filter_map(|o| match o.outcome {
+            Outcome::Quarantine { ms_left } => Some(ms_left),
+            _ => None,
+        })
+        .collect();
+    if granted + held + quarantined.len() < quorum {
+        return NotGranted::NoQuorum;
+    }
+    if granted >= quorum {
+        return NotGranted::NoValidity;
+    }
+    if !quarantined.is_empty() && granted + quarantined.len() >= quorum {
+        quarantined.sort_unstable();
+        let needed = quorum - granted;
+        let ms_left = quarantined.get(needed.saturating_sub(1)).copied().unwrap_or(0);
+        return NotGranted::Quarantine { ms_left, instances: quarantined.len() };
+    }
+    NotGranted::Held
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +145,43 @@ mod tests {
         assert_eq!(validity(MS(10), MS(9), MS(2)), None);
         assert_eq!(validity(MS(10), MS(50), MS(2)), None);
         assert_eq!(validity(MS(10), MS(7), MS(2)), Some(MS(1)));
+    }
+
+    fn round(outcomes: &[Outcome]) -> Vec<InstanceOutcome> {
+        outcomes
+            .iter()
+            .enumerate()
+            .map(|(i, o)| InstanceOutcome { server: format!("s{i}"), outcome: o.clone(), latency: MS(1) })
+            .collect()
+    }
+
+    #[test]
+    fn why_not_granted() {
+        use crate::transport::UnreachableCause::ConnectionRefused;
+        let g = Outcome::Granted { token: Some(1) };
+        let r = Outcome::Refused;
+        let q = |ms| Outcome::Quarantine { ms_left: ms };
+        let down = Outcome::Unreachable { cause: ConnectionRefused, detail: String::new() };
+        let t = Outcome::Timeout;
+        // Two refusals beside three unreachable servers: no vote, not "held".
+        assert_eq!(not_granted(&round(&[r.clone(), r.clone(), down.clone(), down.clone(), t.clone()]), 3), NotGranted::NoQuorum);
+        assert_eq!(not_granted(&round(&[down.clone(), down.clone(), down.clone()]), 2), NotGranted::NoQuorum);
+        assert_eq!(not_granted(&round(&[r.clone(), r.clone(), r.clone(), down.clone(), down.clone()]), 3), NotGranted::Held);
+        assert_eq!(not_granted(&round(&[g.clone(), g.clone(), r.clone(), r.clone(), down.clone()]), 3), NotGranted::Held);
+        // Every server in quarantine: the third shortest counts (quorum 3).
+        let all_q = [q(500), q(60_000), q(59_000), q(58_000), q(57_000)];
+        assert_eq!(not_granted(&round(&all_q), 3), NotGranted::Quarantine { ms_left: 58_000, instances: 5 });
+        // Two grants: the shortest quarantine is enough.
+        assert_eq!(
+            not_granted(&round(&[g.clone(), g.clone(), q(9_000), q(4_000), down.clone()]), 3),
+            NotGranted::Quarantine { ms_left: 4_000, instances: 2 }
+        );
+        // Quarantines that could not make a quorum anyway: refusals decide.
+        assert_eq!(not_granted(&round(&[r.clone(), r.clone(), r.clone(), q(1_000), g.clone()]), 3), NotGranted::Held);
+        // Quarantined voters without a quorum of voters: no quorum.
+        assert_eq!(not_granted(&round(&[q(1_000), q(1_000), down.clone(), down.clone(), t]), 3), NotGranted::NoQuorum);
+        assert_eq!(not_granted(&round(&[g.clone(), g.clone(), g, r, down]), 3), NotGranted::NoValidity);
+        assert_eq!(NotGranted::Quarantine { ms_left: 1, instances: 1 }.kind(), "quarantine");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use rand::Rng;
 
 use crate::error::Error;
 use crate::guard::LockGuard;
-use crate::quorum;
+use crate::quorum::{self, NotGranted};
 use crate::settings::{Mode, Settings};
 use crate::transport::{Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
 
@@ -115,6 +115,23 @@ pub struct Released {
     pub instances: Vec<InstanceOutcome>,
 }
 
+/// A failed attempt of `lock_until_observed`, reported before its retry.
+#[derive(Debug)]
+pub struct Retry<'a> {
+    /// Attempts made so far (1 for the first).
+    pub attempt: u32,
+    /// Why this attempt got no quorum.
+    pub why: NotGranted,
+    /// Each instance's answer to it.
+    pub outcomes: &'a [InstanceOutcome],
+    /// The wait before the next attempt.
+    pub delay: Duration,
+}
+
+/// While restart quarantines stand in the way, attempts are at most this
+/// far apart (and one comes right when enough quarantines end).
+const QUARANTINE_POLL: Duration = Duration::from_secs(1);
+
 fn new_owner() -> String {
     let mut bytes = [0u8; 20];
     rand::rng().fill(&mut bytes);
@@ -130,7 +147,11 @@ impl Redlock {
         }
         let instances = urls
             .iter()
-            .map(|u| Instance::new(u.as_ref(), &settings).map_err(|e| Error::Config(format!("{}: {e}", u.as_ref()))))
+            .map(|u| {
+                let url = u.as_ref();
+                crate::transport::check_url(url).map_err(|e| Error::Config(format!("{url}: {e}")))?;
+                Instance::new(url, &settings).map_err(|e| Error::Config(format!("{url}: {e}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let quorum = settings.quorum.unwrap_or_else(|| quorum::majority(instances.len()));
         if quorum == 0 || quorum > instances.len() {
@@ -164,7 +185,7 @@ impl Redlock {
 
     /// One attempt, no retry.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.attempt(resource, ttl).await.map_err(|outcomes| not_acquired(resource, 1, outcomes))?
+        self.attempt(resource, ttl).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -182,7 +203,29 @@ impl Redlock {
     /// lock is still the quorum's, so a line instance that is down or
     /// frozen costs fairness (the wait there is bounded by the ttl), never
     /// safety.
+    ///
+    /// Servers in restart quarantine (`TRYAGAIN restart quarantine`) never
+    /// count as granting. When their quarantine alone stands between the
+    /// client and a quorum, attempts come at most a second apart and right
+    /// when enough quarantines end; without a deadline, a quarantine that
+    /// outlasts the retries left ends the attempts at once
+    /// (`Error::NotAcquired` with `NotGranted::Quarantine`).
     pub async fn lock_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
+        self.lock_until_observed(resource, ttl, deadline, |_| {}).await
+    }
+
+    /// `lock_until`, calling `observe` after each failed attempt that will
+    /// be retried (e.g. to show why it waits).
+    pub async fn lock_until_observed<F>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        mut observe: F,
+    ) -> Result<Lock, Error>
+    where
+        F: FnMut(&Retry<'_>) + Send,
+    {
         let ticket = match deadline {
             Some(d) if self.inner.settings.mode == Mode::Module => self.join_line(resource, ttl, d).await,
             _ => None,
@@ -193,16 +236,13 @@ impl Redlock {
         loop {
             attempts += 1;
             let outcomes = match self.attempt(resource, ttl).await {
-                Ok(Ok(mut lock)) => {
+                Ok(mut lock) => {
                     lock.ticket = ticket;
                     return Ok(lock);
                 }
-                Ok(Err(e)) => {
-                    self.leave_line(ticket).await;
-                    return Err(e);
-                }
                 Err(outcomes) => outcomes,
             };
+            let why = quorum::not_granted(&outcomes, self.inner.quorum);
             let delay = if ticket.is_some() {
                 // First in line: the resource frees up any moment now.
                 head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
@@ -212,16 +252,36 @@ impl Redlock {
             } else {
                 lo
             };
+            // Nothing is granted before enough quarantines end: no point
+            // asking more often than once a second, nor long after they end.
+            let quarantine = match why {
+                NotGranted::Quarantine { ms_left, .. } => Some(Duration::from_millis(ms_left)),
+                _ => None,
+            };
+            let wait = quarantine.map_or(delay, |q| delay.max(q.min(QUARANTINE_POLL)));
             let out_of_time = match deadline {
                 Some(d) => Instant::now().checked_add(delay).is_none_or(|t| t >= d),
-                None => attempts > self.inner.settings.retry_count,
+                None => {
+                    let retries_left = self.inner.settings.retry_count.saturating_add(1).saturating_sub(attempts);
+                    attempts > self.inner.settings.retry_count || quarantine.is_some_and(|q| q > hi.saturating_mul(retries_left))
+                }
             };
             if out_of_time {
                 self.leave_line(ticket).await;
-                return Err(not_acquired(resource, attempts, outcomes));
+                return Err(self.not_acquired(resource, attempts, outcomes));
             }
-            tokio::time::sleep(delay).await;
+            let wait = match deadline {
+                Some(d) => wait.min(d.saturating_duration_since(Instant::now())),
+                None => wait,
+            };
+            observe(&Retry { attempt: attempts, why, outcomes: &outcomes, delay: wait });
+            tokio::time::sleep(wait).await;
         }
+    }
+
+    fn not_acquired(&self, resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
+        let why = quorum::not_granted(&outcomes, self.inner.quorum);
+        Error::NotAcquired { resource: resource.to_string(), attempts, why, outcomes }
     }
 
     /// Takes the head of `resource`'s line: at once when nobody is in it,
@@ -266,16 +326,14 @@ impl Redlock {
     }
 
     /// One Redlock round. `Err(outcomes)` when not granted (and nothing is
-    /// left behind); `Ok(Err(_))` for errors no retry can fix.
-    async fn attempt(&self, resource: &str, ttl: Duration) -> Result<Result<Lock, Error>, Vec<InstanceOutcome>> {
+    /// left behind). Only grants count: an instance that failed in any way
+    /// (unreachable, timed out, in quarantine, without the module, ...)
+    /// is one that did not grant.
+    async fn attempt(&self, resource: &str, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
         let instances = &self.inner.instances;
         let mut outcomes = join_all(instances.iter().map(|i| i.acquire(resource, &owner, ttl, None))).await;
-        if let Some(missing) = outcomes.iter().find(|o| o.outcome == Outcome::ModuleMissing) {
-            self.release_everywhere(resource, &owner).await;
-            return Ok(Err(module_missing(&missing.server)));
-        }
         let granted: Vec<(usize, Option<i64>)> = outcomes
             .iter()
             .enumerate()
@@ -303,7 +361,7 @@ impl Redlock {
             self.release_everywhere(resource, &owner).await;
             return Err(outcomes);
         };
-        Ok(Ok(Lock {
+        Ok(Lock {
             resource: resource.to_string(),
             owner,
             token,
@@ -314,7 +372,7 @@ impl Redlock {
             fenced,
             ticket: None,
             holds: Arc::new(AtomicUsize::new(1)),
-        }))
+        })
     }
 
     /// Raises the granting instances that issued smaller tokens to the
@@ -444,9 +502,6 @@ impl Redlock {
     /// hold counting: for locks taken elsewhere).
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
         let instances = self.release_everywhere(resource, owner).await;
-        if let Some(missing) = instances.iter().find(|o| o.outcome == Outcome::ModuleMissing) {
-            return Err(module_missing(&missing.server));
-        }
         let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
         Ok(Released { released, remaining_holds: 0, instances })
     }
@@ -483,7 +538,13 @@ impl Redlock {
     /// and signals when it is lost. Dropping the guard releases the lock.
     pub async fn guard(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
         let lock = self.lock_until(resource, ttl, deadline).await?;
-        Ok(LockGuard::start(self.clone(), lock))
+        Ok(self.keep(lock))
+    }
+
+    /// Keeps `lock` (e.g. from `lock_until_observed`) as `guard` does:
+    /// extended before its lease runs out, released when the guard goes.
+    pub fn keep(&self, lock: Lock) -> LockGuard {
+        LockGuard::start(self.clone(), lock)
     }
 }
 
@@ -504,17 +565,6 @@ fn by_name(servers: &[String]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..servers.len()).collect();
     order.sort_by(|&a, &b| servers[a].cmp(&servers[b]));
     order
-}
-
-fn not_acquired(resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
-    Error::NotAcquired { resource: resource.to_string(), attempts, outcomes }
-}
-
-fn module_missing(server: &str) -> Error {
-    Error::Server {
-        server: server.to_string(),
-        message: format!("LOCK.ACQUIRE unknown: is the redislock module loaded on {server}? (script mode serves plain Redis)"),
-    }
 }
 
 #[cfg(test)]

@@ -28,12 +28,104 @@ pub enum Outcome {
     Refused,
     /// Released or extended.
     Done,
+    /// Connected, but no reply within the request timeout (the server may
+    /// still execute the request).
     Timeout,
-    Unreachable(String),
-    /// An error reply.
+    /// No connection: `cause` says why, `detail` is the client library's text.
+    Unreachable { cause: UnreachableCause, detail: String },
+    /// The instance is in its restart quarantine (`TRYAGAIN restart
+    /// quarantine`): it grants nothing for `ms_left` more. A temporary
+    /// refusal, never a grant.
+    Quarantine { ms_left: u64 },
+    /// The server refused our credentials or permissions (`NOAUTH`,
+    /// `WRONGPASS`, `NOPERM`, a failed `AUTH` while connecting).
+    AuthFailed(String),
+    /// Any other error reply.
     Failed(String),
-    /// The server does not know the module's commands.
+    /// The server does not know the module's commands (`unknown command`).
     ModuleMissing,
+}
+
+/// Why a server could not be reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnreachableCause {
+    /// Nothing listens there (`ECONNREFUSED`).
+    ConnectionRefused,
+    /// The host name does not resolve.
+    Dns,
+    /// No connection within the connect (or request) timeout.
+    ConnectTimeout,
+    /// Any other I/O error (reset, broken pipe, no route, ...).
+    Io,
+}
+
+impl UnreachableCause {
+    /// A stable name for scripts: `connection_refused`, `dns_failure`,
+    /// `connect_timeout`, `unreachable`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            UnreachableCause::ConnectionRefused => "connection_refused",
+            UnreachableCause::Dns => "dns_failure",
+            UnreachableCause::ConnectTimeout => "connect_timeout",
+            UnreachableCause::Io => "unreachable",
+        }
+    }
+}
+
+impl Outcome {
+    /// A stable, machine-readable name of the outcome: `granted`,
+    /// `refused`, `ok`, `timeout`, `connection_refused`, `dns_failure`,
+    /// `connect_timeout`, `unreachable`, `quarantine`, `auth_failed`,
+    /// `module_missing`, `error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Granted { .. } => "granted",
+            Outcome::Refused => "refused",
+            Outcome::Done => "ok",
+            Outcome::Timeout => "timeout",
+            Outcome::Unreachable { cause, .. } => cause.kind(),
+            Outcome::Quarantine { .. } => "quarantine",
+            Outcome::AuthFailed(_) => "auth_failed",
+            Outcome::Failed(_) => "error",
+            Outcome::ModuleMissing => "module_missing",
+        }
+    }
+
+    /// Whether the server answered the lock question itself: granted,
+    /// refused, done, or in quarantine. Timeouts, unreachable servers and
+    /// error replies (auth, module missing, ...) did not.
+    pub fn answered(&self) -> bool {
+        matches!(self, Outcome::Granted { .. } | Outcome::Refused | Outcome::Done | Outcome::Quarantine { .. })
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Granted { token: Some(t) } => write!(f, "granted (token {t})"),
+            Outcome::Granted { token: None } => write!(f, "granted"),
+            Outcome::Refused => write!(f, "refused"),
+            Outcome::Done => write!(f, "ok"),
+            Outcome::Timeout => write!(f, "timeout (no reply within the request timeout)"),
+            Outcome::Unreachable { cause: UnreachableCause::ConnectionRefused, .. } => write!(f, "connection refused"),
+            Outcome::Unreachable { cause: UnreachableCause::Dns, detail } => write!(f, "DNS lookup failed ({detail})"),
+            Outcome::Unreachable { cause: UnreachableCause::ConnectTimeout, detail } => write!(f, "connect timeout ({detail})"),
+            Outcome::Unreachable { cause: UnreachableCause::Io, detail } => write!(f, "unreachable ({detail})"),
+            Outcome::Quarantine { ms_left } => write!(f, "in restart quarantine, {} left", seconds_left(*ms_left)),
+            Outcome::AuthFailed(e) => write!(f, "authentication failed ({e})"),
+            Outcome::Failed(e) => write!(f, "error ({e})"),
+            Outcome::ModuleMissing => write!(f, "LOCK.* unknown: is the redislock module loaded there?"),
+        }
+    }
+}
+
+/// `57.8 s`, `850 ms`: a remaining time for messages.
+pub fn seconds_left(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,17 +137,7 @@ pub struct InstanceOutcome {
 
 impl fmt::Display for InstanceOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ", self.server)?;
-        match &self.outcome {
-            Outcome::Granted { token: Some(t) } => write!(f, "granted (token {t})"),
-            Outcome::Granted { token: None } => write!(f, "granted"),
-            Outcome::Refused => write!(f, "refused"),
-            Outcome::Done => write!(f, "ok"),
-            Outcome::Timeout => write!(f, "timeout"),
-            Outcome::Unreachable(e) => write!(f, "unreachable ({e})"),
-            Outcome::Failed(e) => write!(f, "error ({e})"),
-            Outcome::ModuleMissing => write!(f, "LOCK.* unknown"),
-        }
+        write!(f, "{} {}", self.server, self.outcome)
     }
 }
 
@@ -76,7 +158,11 @@ pub struct InstanceStatus {
     /// Restart quarantine left on the instance, in ms (0: none; `None`:
     /// unknown, e.g. script mode).
     pub quarantine_ms_left: Option<i64>,
+    /// What went wrong, as text.
     pub error: Option<String>,
+    /// What went wrong, classified (`Timeout`, `Unreachable`, `AuthFailed`,
+    /// `ModuleMissing`, `Failed`); `None` when the server answered.
+    pub failure: Option<Outcome>,
 }
 
 /// One instance's lock service as a whole (`INFO redislock`), for
@@ -92,6 +178,8 @@ pub struct InstanceSummary {
     pub keys_waited: Option<i64>,
     pub highest_token: Option<i64>,
     pub error: Option<String>,
+    /// What went wrong, classified, as in `InstanceStatus::failure`.
+    pub failure: Option<Outcome>,
 }
 
 pub struct Instance {
@@ -160,26 +248,23 @@ fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
-enum CallError {
-    Timeout,
-    Unreachable(String),
-    Reply(String),
-}
+/// A failed request, classified: one of the failure variants of `Outcome`.
+type CallError = Outcome;
 
-impl CallError {
-    /// For `status` and `summary`: whether the server was reached, and
-    /// what went wrong.
-    fn for_status(self) -> (bool, Option<String>) {
-        match self {
-            CallError::Reply(e) => (true, Some(e)),
-            CallError::Timeout => (false, Some("timeout".into())),
-            CallError::Unreachable(e) => (false, Some(e)),
-        }
-    }
+/// For `status` and `summary`: whether the server was reached (it replied,
+/// if with an error), what went wrong as text, and classified.
+fn for_status(e: CallError, server: &str) -> (bool, Option<String>, Option<Outcome>) {
+    let reached = !matches!(e, Outcome::Timeout | Outcome::Unreachable { .. });
+    let text = match &e {
+        Outcome::ModuleMissing => format!("LOCK.* unknown: is the redislock module loaded on {server}?"),
+        other => other.to_string(),
+    };
+    (reached, Some(text), Some(e))
 }
 
 impl Instance {
     pub fn new(url: &str, settings: &Settings) -> Result<Instance, RedisError> {
+        check_url(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad server URL", e)))?;
         let (client, name) = if url.starts_with(CLUSTER_SCHEME) {
             let seeds = cluster_seeds(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad cluster URL", e)))?;
             let mut names = Vec::with_capacity(seeds.len());
@@ -213,7 +298,11 @@ impl Instance {
                     let config = ConnectionManagerConfig::new()
                         .set_connection_timeout(Some(self.connect_timeout))
                         .set_response_timeout(Some(self.request_timeout))
-                        .set_number_of_retries(1);
+                        // No retries with backoff delays inside the manager:
+                        // a refused connection must come back as such within
+                        // the request timeout, not as a timeout. `request`
+                        // retries a dropped connection once itself.
+                        .set_number_of_retries(0);
                     ConnectionManager::new_with_config(client.clone(), config).await.map(Link::Single)
                 }
                 Client::Cluster(seeds) => {
@@ -227,8 +316,8 @@ impl Instance {
                 *slot = Some(conn.clone());
                 Ok(conn)
             }
-            Ok(Err(e)) => Err(CallError::Unreachable(e.to_string())),
-            Err(_) => Err(CallError::Unreachable("connect timeout".into())),
+            Ok(Err(e)) => Err(classify_connect(e)),
+            Err(_) => Err(connect_timeout(self.connect_timeout)),
         }
     }
 
@@ -256,7 +345,8 @@ impl Instance {
         let mut retried = false;
         loop {
             let conn = match tokio::time::timeout_at(deadline, self.connection()).await {
-                Err(_) => return Err(CallError::Timeout),
+                // Still connecting when the request's time ran out.
+                Err(_) => return Err(connect_timeout(self.request_timeout.min(self.connect_timeout))),
                 Ok(conn) => conn?,
             };
             match tokio::time::timeout_at(deadline, send(conn)).await {
@@ -301,7 +391,7 @@ impl Instance {
                 match self.query::<Option<i64>>(&cmd).await {
                     Ok(Some(token)) => Outcome::Granted { token: Some(token) },
                     Ok(None) => Outcome::Refused,
-                    Err(e) => e.into(),
+                    Err(e) => e,
                 }
             }
             Mode::Script => {
@@ -310,7 +400,7 @@ impl Instance {
                 match self.query::<Value>(&cmd).await {
                     Ok(Value::Okay) | Ok(Value::SimpleString(_)) => Outcome::Granted { token: None },
                     Ok(_) => Outcome::Refused,
-                    Err(e) => e.into(),
+                    Err(e) => e,
                 }
             }
         };
@@ -367,7 +457,7 @@ impl Instance {
             Err(_) => Outcome::Timeout,
             Ok(Ok(Some(token))) => Outcome::Granted { token: Some(token) },
             Ok(Ok(None)) => Outcome::Refused,
-            Ok(Err(e)) => classify(e).into(),
+            Ok(Err(e)) => classify(e),
         };
         self.outcome(started, outcome)
     }
@@ -386,7 +476,7 @@ impl Instance {
                     summarize(&mut summary, &info_texts(value));
                 }
             }
-            Err(e) => (summary.reachable, summary.error) = e.for_status(),
+            Err(e) => (summary.reachable, summary.error, summary.failure) = for_status(e, &self.name),
         }
         summary
     }
@@ -402,6 +492,7 @@ impl Instance {
             waiters: None,
             quarantine_ms_left: None,
             error: None,
+            failure: None,
         };
         let reply = match self.mode {
             Mode::Module => self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await,
@@ -419,7 +510,7 @@ impl Instance {
                     status.quarantine_ms_left = info.and_then(quarantine_left);
                 }
             }
-            Err(e) => (status.reachable, status.error) = e.for_status(),
+            Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
         }
         status
     }
@@ -453,7 +544,8 @@ fn summarize(summary: &mut InstanceSummary, texts: &[String]) {
     summary.clients_waiting = sum("redislock_clients_waiting");
     summary.keys_waited = sum("redislock_keys_waited");
     if summary.highest_token.is_none() {
-        summary.error = Some("no redislock section in INFO (module not loaded?)".into());
+        summary.error = Some(format!("no redislock section in INFO: is the redislock module loaded on {}?", summary.server));
+        summary.failure = Some(Outcome::ModuleMissing);
     }
 }
 
@@ -496,7 +588,7 @@ fn one_or_zero(reply: Result<i64, CallError>) -> Outcome {
     match reply {
         Ok(1) => Outcome::Done,
         Ok(_) => Outcome::Refused,
-        Err(e) => e.into(),
+        Err(e) => e,
     }
 }
 
@@ -504,23 +596,147 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn classify(e: RedisError) -> CallError {
-    if e.is_timeout() {
-        CallError::Timeout
-    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_unrecoverable_error() {
-        CallError::Unreachable(e.to_string())
-    } else {
-        CallError::Reply(e.to_string())
+fn connect_timeout(after: Duration) -> Outcome {
+    Outcome::Unreachable {
+        cause: UnreachableCause::ConnectTimeout,
+        detail: format!("no connection within {}", ms_text(after)),
     }
 }
 
-impl From<CallError> for Outcome {
-    fn from(e: CallError) -> Outcome {
-        match e {
-            CallError::Timeout => Outcome::Timeout,
-            CallError::Unreachable(msg) => Outcome::Unreachable(msg),
-            CallError::Reply(msg) if msg.to_ascii_lowercase().contains("unknown command") => Outcome::ModuleMissing,
-            CallError::Reply(msg) => Outcome::Failed(msg),
+fn ms_text(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+/// A failed connection attempt: refused, DNS, timeout, authentication or
+/// another I/O error.
+fn classify_connect(e: RedisError) -> Outcome {
+    let text = e.to_string();
+    if let Some(auth) = auth_failure(&e) {
+        return auth;
+    }
+    let cause = if e.is_connection_refusal() || text.contains("Connection refused") {
+        UnreachableCause::ConnectionRefused
+    } else if is_dns_failure(&text) {
+        UnreachableCause::Dns
+    } else if e.is_timeout() {
+        UnreachableCause::ConnectTimeout
+    } else if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) || e.code().is_some() {
+        // An error reply while setting the connection up (e.g. SELECT).
+        return Outcome::Failed(text);
+    } else {
+        UnreachableCause::Io
+    };
+    Outcome::Unreachable { cause, detail: text }
+}
+
+/// The resolver's own words (std's getaddrinfo error, the redis crate's
+/// empty lookup), as no error kind tells a DNS failure apart.
+fn is_dns_failure(text: &str) -> bool {
+    text.contains("failed to lookup address information") || text.contains("No address found for host")
+}
+
+/// `NOAUTH`, `WRONGPASS`, `NOPERM`, or a failed `AUTH` while connecting.
+fn auth_failure(e: &RedisError) -> Option<Outcome> {
+    let auth_code = matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
+    (e.kind() == redis::ErrorKind::AuthenticationFailed || auth_code).then(|| Outcome::AuthFailed(reply_text(e)))
+}
+
+/// `CODE detail`, as the server sent it, for error replies; the client
+/// library's text otherwise.
+fn reply_text(e: &RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// `TRYAGAIN restart quarantine: 57800 ms left` → 57800.
+fn quarantine_ms_left(e: &RedisError) -> Option<u64> {
+    if e.code() != Some("TRYAGAIN") {
+        return None;
+    }
+    let rest = e.detail()?.trim().strip_prefix("restart quarantine:")?;
+    rest.trim().strip_suffix("ms left")?.trim().parse().ok()
+}
+
+/// A failed request on an established connection.
+fn classify(e: RedisError) -> Outcome {
+    if e.is_timeout() {
+        return Outcome::Timeout;
+    }
+    if let Some(ms_left) = quarantine_ms_left(&e) {
+        return Outcome::Quarantine { ms_left };
+    }
+    if let Some(auth) = auth_failure(&e) {
+        return auth;
+    }
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_unrecoverable_error() {
+        return classify_connect(e);
+    }
+    if e.code().is_some() && e.detail().is_some_and(|d| d.to_ascii_lowercase().contains("unknown command")) {
+        return Outcome::ModuleMissing;
+    }
+    Outcome::Failed(reply_text(&e))
+}
+
+/// Checks a server URL for what the client library's parser reports only
+/// as "did not parse": the scheme, the host, the port.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!("{url:?} has no scheme; use redis://host:port or redis+cluster://host:port,..."));
+    };
+    match scheme {
+        "redis" => check_host_port(rest),
+        "redis+cluster" => {
+            let hosts = rest.trim_end_matches('/').rsplit_once('@').map_or(rest, |(_, h)| h);
+            for seed in hosts.split(',') {
+                check_host_port(seed.trim())?;
+            }
+            Ok(())
+        }
+        "unix" | "redis+unix" => {
+            if rest.is_empty() {
+                Err(format!("{url:?}: missing socket path"))
+            } else {
+                Ok(())
+            }
+        }
+        "rediss" => Err(format!("unsupported scheme {scheme}: this build has no TLS; use redis:// or redis+cluster://")),
+        "" => Err(format!("{url:?}: missing scheme; use redis:// or redis+cluster://")),
+        other => Err(format!("unsupported scheme {other}, use redis:// or redis+cluster://")),
+    }
+}
+
+/// `[user:pass@]host[:port][/db]`.
+fn check_host_port(authority_and_path: &str) -> Result<(), String> {
+    let authority = authority_and_path.split(['/', '?']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, rest)) => (host, rest.strip_prefix(':')),
+            None => return Err(format!("{host_port:?}: unclosed [ in an IPv6 address")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("missing host in {authority_and_path:?}; e.g. redis://127.0.0.1:6379"));
+    }
+    if let Some(port) = port {
+        if port.is_empty() {
+            return Err(format!("missing port after {host}:"));
+        }
+        if !port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("port {port:?} is not a number"));
+        }
+        match port.parse::<u32>() {
+            Ok(p) if (1..=65535).contains(&p) => {}
+            _ => return Err(format!("port {port} out of range 1-65535")),
         }
     }
+    Ok(())
 }

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{now_unix_us, relaxed, Cluster, Info};
-use redlock::{quorum, Error, Mode, Outcome, Settings};
+use redlock::{quorum, Error, Mode, NotGranted, Outcome, Settings, UnreachableCause};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -62,9 +62,10 @@ async fn no_validity_left_means_not_granted_and_nothing_left_behind() {
     // ttl 1 ms, drift 2.01 ms: nothing can be left of the lease.
     let rl = c.redlock(Settings { retry_count: 1, ..relaxed() });
     match rl.lock("tiny", MS(1)).await {
-        Err(Error::NotAcquired { resource, attempts, .. }) => {
+        Err(Error::NotAcquired { resource, attempts, why, .. }) => {
             assert_eq!(resource, "tiny");
             assert_eq!(attempts, 2, "retry_count 1 → two attempts");
+            assert_eq!(why, NotGranted::NoValidity);
         }
         other => panic!("ttl 1 ms must not be granted, got {other:?}"),
     }
@@ -75,8 +76,9 @@ async fn no_validity_left_means_not_granted_and_nothing_left_behind() {
     // so the client must have released it everywhere before returning.
     let rl = c.redlock(Settings { retry_count: 0, drift_factor: 1.0, ..relaxed() });
     match rl.lock("drift", Duration::from_secs(5)).await {
-        Err(Error::NotAcquired { attempts, outcomes, .. }) => {
+        Err(Error::NotAcquired { attempts, outcomes, why, .. }) => {
             assert_eq!(attempts, 1);
+            assert_eq!(why, NotGranted::NoValidity, "granted by all, but too late");
             assert_eq!(outcomes.len(), 5);
             for o in &outcomes {
                 assert!(matches!(o.outcome, Outcome::Granted { token: Some(_) }), "servers granted: {o}");
@@ -102,7 +104,10 @@ async fn minority_down_acquires_majority_down_fails_cleanly() {
     let token = lock.token.unwrap();
     for (i, o) in lock.instances.iter().enumerate() {
         if i == 1 || i == 3 {
-            assert!(matches!(o.outcome, Outcome::Unreachable(_)), "killed server {i}: {o}");
+            assert!(
+                matches!(o.outcome, Outcome::Unreachable { cause: UnreachableCause::ConnectionRefused, .. }),
+                "killed server {i}: {o}"
+            );
         } else {
             assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "live server {i}");
         }
@@ -118,13 +123,17 @@ async fn minority_down_acquires_majority_down_fails_cleanly() {
     let text = err.to_string();
     println!("{text}");
     match &err {
-        Error::NotAcquired { resource, attempts, outcomes } => {
+        Error::NotAcquired { resource, attempts, why, outcomes } => {
             assert_eq!(resource, "m");
+            assert_eq!(*why, NotGranted::NoQuorum, "2 answers of 5: no quorum could vote");
             assert_eq!(*attempts, 3, "retry_count 2 → three attempts");
             assert_eq!(outcomes.len(), 5);
             for (i, o) in outcomes.iter().enumerate() {
                 if [1, 3, 4].contains(&i) {
-                    assert!(matches!(o.outcome, Outcome::Unreachable(_)), "killed server {i}: {o}");
+                    assert!(
+                        matches!(o.outcome, Outcome::Unreachable { cause: UnreachableCause::ConnectionRefused, .. }),
+                        "killed server {i}: {o}"
+                    );
                 } else {
                     assert!(matches!(o.outcome, Outcome::Granted { .. }), "live server {i}: {o}");
                 }
@@ -135,7 +144,8 @@ async fn minority_down_acquires_majority_down_fails_cleanly() {
     for s in &c.servers {
         assert!(text.contains(&s.addr()), "error must name {}: {text}", s.addr());
     }
-    assert!(text.contains("granted") && text.contains("unreachable"), "{text}");
+    assert!(text.contains("granted") && text.contains("connection refused"), "{text}");
+    assert!(text.contains("too few servers answered for a quorum"), "{text}");
     // Nothing left behind on the live ones (ttl 10 s: no expiry could hide it).
     for i in [0, 2] {
         assert_eq!(c.servers[i].info("m").await, None, "live server {i} keeps no lock");
@@ -189,20 +199,34 @@ async fn fencing_tokens_are_the_quorum_maximum_written_back_and_survive_an_empty
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_module_is_named_and_script_mode_serves_plain_redis() {
+    // One server without the module is one instance that does not grant,
+    // not a fatal error: the other four are a quorum.
     let c = Cluster::start_kinds(&[true, true, false, true, true]);
     let plain = c.servers[2].addr();
     let rl = c.redlock(relaxed());
-    match rl.lock("mm", Duration::from_secs(10)).await {
-        Err(Error::Server { server, message }) => {
-            assert_eq!(server, plain);
-            assert!(
-                message.contains(&format!("is the redislock module loaded on {plain}")),
-                "message must point at the module on {plain}: {message}"
-            );
-        }
-        other => panic!("expected Error::Server for the plain server, got {other:?}"),
-    }
+    let lock = rl.lock("mm", Duration::from_secs(10)).await.expect("4 module servers of 5 are a quorum");
+    assert_eq!(lock.instances[2].outcome, Outcome::ModuleMissing, "{}", lock.instances[2]);
+    let text = lock.instances[2].to_string();
+    assert!(text.starts_with(&plain) && text.contains("redislock module"), "the outcome names the server and the module: {text}");
     for i in [0, 1, 3, 4] {
+        assert_eq!(c.servers[i].info("mm").await.map(|i| i.owner), Some(lock.owner.clone()), "server {i}");
+    }
+    let released = rl.release(&lock).await.expect("release");
+    assert_eq!(released.released, 4, "{released:?}");
+    assert_eq!(released.instances[2].outcome, Outcome::ModuleMissing);
+
+    // Three without it: no quorum can answer, and the error says why.
+    let c = Cluster::start_kinds(&[true, false, false, true, false]);
+    let rl = c.redlock(Settings { retry_count: 0, ..relaxed() });
+    match rl.lock("mm", Duration::from_secs(10)).await {
+        Err(Error::NotAcquired { why: NotGranted::NoQuorum, outcomes, .. }) => {
+            for i in [1, 2, 4] {
+                assert_eq!(outcomes[i].outcome, Outcome::ModuleMissing, "{}", outcomes[i]);
+            }
+        }
+        other => panic!("expected NotAcquired with NoQuorum, got {other:?}"),
+    }
+    for i in [0, 3] {
         assert_eq!(c.servers[i].info("mm").await, None, "server {i}: grant rolled back");
     }
 
@@ -243,7 +267,7 @@ async fn script_mode_on_module_servers_interoperates() {
     }
     // A module-mode client is excluded by it.
     let module = c.redlock(Settings { retry_count: 0, ..relaxed() });
-    assert!(matches!(module.lock("sm", Duration::from_secs(5)).await, Err(Error::NotAcquired { .. })));
+    assert!(matches!(module.lock("sm", Duration::from_secs(5)).await, Err(Error::NotAcquired { why: NotGranted::Held, .. })));
 
     let extended = rl.extend(&lock, Duration::from_secs(60)).await.expect("extend");
     assert!(extended.instances.iter().all(|o| o.outcome == Outcome::Done));
@@ -372,7 +396,11 @@ async fn connection_comes_back_after_a_server_restart() {
 
     c.servers[4].kill9();
     let down = rl.lock("rc", Duration::from_secs(10)).await.expect("4 of 5");
-    assert!(matches!(down.instances[4].outcome, Outcome::Unreachable(_)), "{}", down.instances[4]);
+    assert!(
+        matches!(down.instances[4].outcome, Outcome::Unreachable { cause: UnreachableCause::ConnectionRefused, .. }),
+        "{}",
+        down.instances[4]
+    );
     assert_eq!(down.instances.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count(), 4);
     rl.release(&down).await.unwrap();
 
@@ -465,4 +493,57 @@ async fn holders_stay_apart_while_a_far_ahead_instance_is_counted_out() {
     println!("far-ahead instance counted out: {} grants, {} overlaps", verdict.grants, verdict.overlaps.len());
     verdict.assert_exclusive("far-ahead instance counted out");
     assert!(verdict.grants >= 20, "only {} grants in 2 s", verdict.grants);
+}
+
+/// Servers in restart quarantine answer `TRYAGAIN restart quarantine`:
+/// never a grant. Without a deadline a quarantine that outlasts the
+/// retries ends them at once, naming it; with one, the client polls at
+/// most once a second and takes the lock right when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_quarantine_never_grants_and_a_deadline_waits_it_out() {
+    let c = Cluster::start_opts(vec![common::Opts::quarantine(2_500), common::Opts::quarantine(2_500), common::Opts::default()]);
+    let rl = c.redlock(relaxed());
+
+    let asked = Instant::now();
+    let left = match rl.lock("q", Duration::from_secs(10)).await {
+        Err(Error::NotAcquired { why: NotGranted::Quarantine { ms_left, instances: 2 }, attempts, outcomes, .. }) => {
+            assert!(ms_left > 0 && ms_left <= 2_500, "{ms_left}");
+            assert_eq!(attempts, 1, "retries cannot outlast the quarantine: none made");
+            assert!(matches!(outcomes[0].outcome, Outcome::Quarantine { .. }), "{}", outcomes[0]);
+            assert!(matches!(outcomes[2].outcome, Outcome::Granted { token: Some(_) }), "{}", outcomes[2]);
+            Duration::from_millis(ms_left)
+        }
+        other => panic!("one grant and two quarantines must not be a lock: {other:?}"),
+    };
+    assert!(asked.elapsed() < Duration::from_millis(1_000), "gave up at once: {:?}", asked.elapsed());
+    assert_eq!(c.servers[2].info("q").await, None, "the lone grant was rolled back");
+
+    let mut retries = Vec::new();
+    let lock = rl
+        .lock_until_observed("q", Duration::from_secs(10), Some(Instant::now() + Duration::from_secs(20)), |r| {
+            retries.push((r.why, r.delay))
+        })
+        .await
+        .expect("granted once the quarantine ended");
+    let waited = asked.elapsed();
+    println!("granted after {waited:?}, retries {retries:?}");
+    assert!(waited + Duration::from_millis(50) >= left, "granted after {waited:?}, {left:?} of quarantine left");
+    assert!(retries.iter().all(|(why, _)| matches!(why, NotGranted::Quarantine { .. })), "{retries:?}");
+    assert!(retries.iter().all(|(_, delay)| *delay <= Duration::from_secs(1)), "at most a second apart: {retries:?}");
+    assert!(retries.len() <= 6, "polled about once a second, not every 5-15 ms: {} retries", retries.len());
+    let token = lock.token.expect("token");
+    let mut holding = 0;
+    for (i, o) in lock.instances.iter().enumerate() {
+        match o.outcome {
+            // The servers' quarantines end a few ms apart.
+            Outcome::Quarantine { .. } => assert_eq!(c.servers[i].info("q").await, None, "server {i}"),
+            _ => {
+                assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "server {i}");
+                assert_eq!(c.servers[i].info("q").await.and_then(|i| i.token), Some(token), "server {i}");
+                holding += 1;
+            }
+        }
+    }
+    assert!(holding >= rl.quorum(), "{holding} granted");
+    rl.release(&lock).await.expect("release");
 }

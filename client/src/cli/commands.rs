@@ -342,6 +342,7 @@ mod tests {
             waiters: Some(0),
             quarantine_ms_left: Some(0),
             error: None,
+            failure: None,
         }
     }
 

@@ -82,7 +82,8 @@ pub fn cell(s: &str) -> String {
 #[derive(Serialize)]
 pub struct OutcomeJson {
     pub server: String,
-    /// granted, refused, ok, timeout, unreachable, error, module_missing
+    /// granted, refused, ok, timeout, unreachable, quarantine,
+    /// auth_failed, error, module_missing
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<i64>,
@@ -98,7 +99,9 @@ impl From<&InstanceOutcome> for OutcomeJson {
             Outcome::Refused => ("refused", None, None),
             Outcome::Done => ("ok", None, None),
             Outcome::Timeout => ("timeout", None, None),
-            Outcome::Unreachable(e) => ("unreachable", None, Some(e.clone())),
+            Outcome::Unreachable { .. } => ("unreachable", None, Some(o.outcome.to_string())),
+            Outcome::Quarantine { .. } => ("quarantine", None, Some(o.outcome.to_string())),
+            Outcome::AuthFailed(_) => ("auth_failed", None, Some(o.outcome.to_string())),
             Outcome::Failed(e) => ("error", None, Some(e.clone())),
             Outcome::ModuleMissing => ("module_missing", None, None),
         };
