@@ -4,20 +4,37 @@
 
 mod cli;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
 fn main() {
     let cli = match cli::args::Cli::try_parse() {
         Ok(cli) => cli,
-        // Usage errors exit 2; --help and --version exit 0.
-        Err(e) => e.exit(),
+        Err(e) => {
+            let informational = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if informational || !cli::json_requested(std::env::args_os()) {
+                // Usage errors exit 2; --help and --version exit 0.
+                e.exit();
+            }
+            // With --json, clap's usage errors are error objects too.
+            let text = e.render().to_string();
+            // The error's paragraph, on one line (the usage and the tips follow).
+            let paragraph: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+            let joined = paragraph.join(" ");
+            let message = joined.strip_prefix("error: ").unwrap_or(&joined).to_string();
+            let failure = cli::exit::Failure::usage(message).with("usage", text.trim_end());
+            cli::report(&failure, true);
+            std::process::exit(failure.code);
+        }
     };
+    let json = cli.global.json;
     let code = match cli::execute(cli) {
         Ok(code) => code,
         Err(failure) => {
-            if !failure.message.is_empty() {
-                cli::output::warn(&failure.message);
-            }
+            cli::report(&failure, json);
             failure.code
         }
     };

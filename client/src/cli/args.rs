@@ -17,16 +17,20 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    success
-  1    error (a server answered with an error, fewer than a quorum reachable for status, I/O)
+  1    error (writing the output, or another error no retry can fix)
   2    usage error (bad argument, duration, server URL or quorum)
-  3    acquire: lock not acquired
-  4    release: released on fewer than a quorum of servers
-  5    extend: the extension reached no quorum (lock lost)
+  3    acquire: not acquired, held by another owner (or granted too late to be valid)
+  4    release: the servers answered, and fewer than a quorum released
+  5    extend: the servers answered, and fewer than a quorum extended (lock lost)
+  6    any command: no quorum reachable, fewer than a quorum of servers answered at all
+       (connection refused, DNS failure, timeout, authentication, module missing)
+  7    acquire: not acquired, the servers are in their restart quarantine (temporary)
   run: the command's own status (128+N when killed by signal N), or
-  75   the lock was not taken, the command did not run (EX_TEMPFAIL)
-  76   the lock was lost while the command ran and it was stopped (--on-lost kill)
+  75   the lock was not taken (held, no quorum, quarantine), the command did not run
+  76   the lock was lost while the command ran and it was stopped (run's --on-lost kill, the default)
   126  the command could not be executed; 127: command not found
 
+With --json, every failure prints {\"error\": {\"kind\", \"message\", \"exit_code\", ...}} on stdout.
 Durations: 500ms, 10s, 2m, 1h 30m (humantime).";
 
 const RUN_HELP: &str = "\
@@ -38,7 +42,7 @@ Exit status: the command's (128+N if killed by signal N); 75 if the lock was not
 taken (the command did not run); 76 if the lock was lost and the command stopped
 (--on-lost kill); 126/127 if the command could not be executed / was not found.
 
-Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh --full";
+Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh full";
 
 /// Redlock across independent Redis servers running the redislock module.
 #[derive(Parser, Debug)]
@@ -66,23 +70,24 @@ pub struct Global {
     pub mode: ModeArg,
 
     /// Per-request timeout [default: 50ms].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true, allow_hyphen_values = true)]
     pub request_timeout: Option<Duration>,
 
     /// Timeout to (re)connect to a server [default: 200ms].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true, allow_hyphen_values = true)]
     pub connect_timeout: Option<Duration>,
 
-    /// Attempts after the first one [default: 3]; with --wait the deadline rules instead.
-    #[arg(long, value_name = "N", global = true)]
+    /// Acquisition attempts after the first one, when there is no deadline [default: 3].
+    #[arg(long, value_name = "N", global = true, allow_negative_numbers = true)]
     pub retry_count: Option<u32>,
 
-    /// Random delay between attempts, MIN..MAX or one fixed value [default: 100ms..200ms].
-    #[arg(long, value_parser = parse_delay_range, value_name = "MIN..MAX", global = true)]
+    /// Random delay between acquisition attempts, MIN..MAX or one fixed value [default: 100ms..200ms].
+    #[arg(long, value_parser = parse_delay_range, value_name = "MIN..MAX", global = true, allow_hyphen_values = true)]
     pub retry_delay: Option<DelayRange>,
 
     /// Servers that must agree [default: a majority, N/2+1].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N", global = true)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N", global = true,
+          allow_negative_numbers = true)]
     pub quorum: Option<u32>,
 
     /// Print JSON instead of text.
@@ -133,10 +138,10 @@ pub struct AcquireArgs {
     #[arg(value_parser = non_empty("resource"))]
     pub resource: String,
     /// Lease length.
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// Keep trying up to this long [default: no waiting, the retries of --retry-count].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
 }
 
@@ -159,7 +164,7 @@ pub struct ExtendArgs {
     #[arg(value_parser = non_empty("owner"))]
     pub owner: String,
     /// New lease length, from now.
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
 }
 
@@ -185,10 +190,10 @@ pub struct RunArgs {
     #[arg(value_parser = non_empty("resource"))]
     pub resource: String,
     /// Lease length; the lock is extended every ttl/3 while the command runs.
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s")]
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// Wait up to this long for the lock [default: no waiting, the retries of --retry-count].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
     /// What to do when the lock is lost while the command runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill)]
@@ -202,19 +207,19 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Workers of the parallel uncontended and floor phases (each phase also runs with 1).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
     pub workers: u32,
     /// Length of each phase (at most 1h).
-    #[arg(long, value_parser = parse_phase, value_name = "DURATION", default_value = "10s")]
+    #[arg(long, value_parser = parse_phase, value_name = "DURATION", default_value = "10s", allow_hyphen_values = true)]
     pub duration: Duration,
     /// Lease of every lock taken.
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s")]
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// Workers of the contended phase, each with its own client and connections.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub contenders: u32,
     /// How long a contender holds the lock.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1ms")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1ms", allow_hyphen_values = true)]
     pub hold: Duration,
 }
 
@@ -270,6 +275,9 @@ fn parse_any_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     if t.is_empty() {
         return Err("empty duration; examples: 500ms, 10s, 2m".into());
+    }
+    if t.starts_with('-') {
+        return Err(format!("{t:?} is negative: durations must be positive, e.g. 500ms, 10s, 2m"));
     }
     humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e}); examples: 500ms, 10s, 2m"))
 }
@@ -357,8 +365,21 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::ValueValidation, "{bad}");
             assert_eq!(err.exit_code(), 2, "{bad}");
         }
-        // A negative one reads as an unknown option: a usage error too.
-        assert_eq!(parse(&["acquire", "r", "--ttl", "-5s"]).expect_err("negative").exit_code(), 2);
+        // A negative one is a value, refused as negative (not clap's tip
+        // about an unknown option).
+        for args in [
+            ["acquire", "r", "--ttl", "-5s", "--wait", "1s"],
+            ["acquire", "r", "--ttl", "1s", "--wait", "-1s"],
+            ["acquire", "r", "--ttl", "1s", "--request-timeout", "-5ms"],
+        ] {
+            let err = parse(&args).expect_err("negative");
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}");
+            assert_eq!(err.exit_code(), 2);
+            let text = err.to_string();
+            assert!(text.contains("must be positive"), "{text}");
+            assert!(!text.contains("tip:"), "{text}");
+        }
+        assert!(parse_delay_range("-5ms..1s").is_err_and(|e| e.contains("must be positive")));
         let err = parse(&["acquire", "r", "--ttl", "1s", "--wait", "0s"]).expect_err("zero wait");
         assert_eq!(err.exit_code(), 2);
         let err = parse(&["bench", "--duration", "soon"]).expect_err("bad bench duration");

@@ -25,7 +25,8 @@ use serde::Serialize;
 
 use super::args::{BenchArgs, Global};
 use super::exit::{self, Failure};
-use super::output;
+use super::explain;
+use super::output::{self, Op};
 
 /// Target throughput of the uncontended module phase at 32 workers.
 const TARGET_CYCLES_PER_SEC: f64 = 20_000.0;
@@ -260,19 +261,13 @@ async fn preflight(module: &Redlock, script: &Redlock, ttl: Duration, run: &str)
     let statuses = module.status(&resource).await;
     let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
     if answered < module.quorum() {
-        let detail: Vec<String> =
-            statuses.iter().map(|s| format!("{} {}", s.server, s.error.as_deref().unwrap_or("ok"))).collect();
-        return Err(Failure::general(format!(
-            "only {answered} of {} servers answered without error (quorum {}; the bench needs the redislock module): {}",
-            statuses.len(),
-            module.quorum(),
-            detail.join(", ")
-        )));
+        let outcomes: Vec<_> = statuses.iter().map(|s| explain::as_outcome(&s.server, s.failure.as_ref())).collect();
+        return Err(explain::no_quorum("cannot bench (it needs the redislock module)", &outcomes, module.quorum(), Op::Release));
     }
     // One cycle in each mode also loads the Lua scripts and opens connections.
     for rl in [module, script] {
-        let lock = rl.lock(&resource, ttl).await.map_err(|e| Failure::from_lock_error(&e, exit::FAILURE))?;
-        rl.release(&lock).await.map_err(|e| Failure::from_lock_error(&e, exit::FAILURE))?;
+        let lock = rl.lock(&resource, ttl).await.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
+        rl.release(&lock).await.map_err(|e| explain::other(&e))?;
     }
     Ok(())
 }
@@ -321,9 +316,8 @@ struct BenchJson<'a> {
 pub async fn bench(global: &Global, args: &BenchArgs, json: bool) -> Result<i32, Failure> {
     let urls = global.urls().map_err(Failure::usage)?;
     let settings = global.settings(Mode::Module);
-    let module = Redlock::new(&urls, settings.clone()).map_err(|e| Failure::from_lock_error(&e, exit::FAILURE))?;
-    let script = Redlock::new(&urls, Settings { mode: Mode::Script, ..settings.clone() })
-        .map_err(|e| Failure::from_lock_error(&e, exit::FAILURE))?;
+    let module = Redlock::new(&urls, settings.clone()).map_err(|e| explain::other(&e))?;
+    let script = Redlock::new(&urls, Settings { mode: Mode::Script, ..settings.clone() }).map_err(|e| explain::other(&e))?;
     let first = urls.first().ok_or_else(|| Failure::usage("no servers given"))?;
     let floor = Arc::new(Instance::new(first, &settings).map_err(|e| Failure::usage(format!("{first}: {e}")))?);
     let workers = usize::try_from(args.workers).map_err(|e| Failure::usage(e.to_string()))?;
@@ -346,7 +340,7 @@ pub async fn bench(global: &Global, args: &BenchArgs, json: bool) -> Result<i32,
     }
     let mut clients = Vec::with_capacity(contenders);
     for _ in 0..contenders {
-        let client = Redlock::new(&urls, settings.clone()).map_err(|e| Failure::from_lock_error(&e, exit::FAILURE))?;
+        let client = Redlock::new(&urls, settings.clone()).map_err(|e| explain::other(&e))?;
         let _ = client.status(&warm).await; // connect before the phase starts
         clients.push(client);
     }

@@ -3,12 +3,14 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use redlock::{InstanceStatus, InstanceSummary, Redlock};
+use redlock::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Redlock};
 use serde::Serialize;
 
 use super::args::{AcquireArgs, ExtendArgs, ReleaseArgs, StatusArgs};
 use super::exit::{self, Failure};
-use super::output::{self, cell, millis, outcomes_json, pairs, OutcomeJson};
+use super::explain;
+use super::output::{self, ceil_secs, cell, millis, outcomes_json, pairs, Op, OutcomeJson};
+use super::progress::Waiting;
 
 /// `now + wait`, or a usage error for a wait too long to represent.
 pub fn deadline(wait: Option<std::time::Duration>) -> Result<Option<Instant>, Failure> {
@@ -34,10 +36,11 @@ struct AcquireJson<'a> {
 
 pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32, Failure> {
     let deadline = deadline(args.wait)?;
-    let mut lock = rl
-        .lock_until(&args.resource, args.ttl, deadline)
-        .await
-        .map_err(|e| Failure::from_lock_error(&e, exit::NOT_ACQUIRED))?;
+    let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
+    let taken = rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await;
+    waiting.finish();
+    let mut lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
+    explain::warn_misconfigured(&lock.instances, rl.quorum());
     // The lock outlives this process and is released by another one, which
     // knows nothing of the place in line: give it up now.
     rl.leave_line_of(&mut lock).await;
@@ -51,7 +54,7 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
             validity_ms,
             ttl_ms: millis(lock.ttl),
             fenced: lock.fenced,
-            instances: outcomes_json(&lock.instances),
+            instances: outcomes_json(&lock.instances, Op::Acquire),
         })?;
     } else {
         output::stdout(&pairs(&[
@@ -74,37 +77,23 @@ struct ReleaseJson<'a> {
 }
 
 pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32, Failure> {
-    let released = rl
-        .release_owner(&args.resource, &args.owner)
-        .await
-        .map_err(|e| Failure::from_lock_error(&e, exit::NOT_RELEASED))?;
+    let released = rl.release_owner(&args.resource, &args.owner).await.map_err(|e| explain::other(&e))?;
     let (servers, quorum) = (rl.servers().len(), rl.quorum());
+    if released.released < quorum {
+        return Err(explain::not_released(&args.resource, &args.owner, released.released, &released.instances, quorum));
+    }
     if json {
         output::json(&ReleaseJson {
             resource: &args.resource,
             released: released.released,
             servers,
             quorum,
-            instances: outcomes_json(&released.instances),
+            instances: outcomes_json(&released.instances, Op::Release),
         })?;
     } else {
         output::stdout(&pairs(&[("released", released.released.to_string()), ("servers", servers.to_string())]))?;
     }
-    if released.released >= quorum {
-        return Ok(exit::OK);
-    }
-    Err(Failure::new(
-        exit::NOT_RELEASED,
-        format!(
-            "lock {:?} of owner {:?} released on {} of {} servers, quorum {}: {}",
-            args.resource,
-            args.owner,
-            released.released,
-            servers,
-            quorum,
-            redlock::error::Outcomes(&released.instances)
-        ),
-    ))
+    Ok(exit::OK)
 }
 
 #[derive(Serialize)]
@@ -121,7 +110,7 @@ pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, 
     let lock = rl
         .extend_owner(&args.resource, &args.owner, args.ttl)
         .await
-        .map_err(|e| Failure::from_lock_error(&e, exit::QUORUM_LOST))?;
+        .map_err(|e| explain::not_extended(&e, rl.quorum(), &args.owner))?;
     let extended = lock.instances.iter().filter(|o| o.outcome == redlock::Outcome::Done).count();
     let validity_ms = millis(lock.remaining());
     if json {
@@ -131,7 +120,7 @@ pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, 
             validity_ms,
             ttl_ms: millis(args.ttl),
             extended,
-            instances: outcomes_json(&lock.instances),
+            instances: outcomes_json(&lock.instances, Op::Extend),
         })?;
     } else {
         output::stdout(&pairs(&[
@@ -145,9 +134,12 @@ pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, 
 }
 
 #[derive(Serialize)]
-struct StatusJson<'a> {
+struct StatusRowJson<'a> {
     server: &'a str,
     reachable: bool,
+    /// free, held, quarantine (free, but in restart quarantine),
+    /// unreachable, error (replied with an error)
+    state: &'static str,
     owner: Option<&'a str>,
     token: Option<i64>,
     /// Remaining lease in ms; -1: the key has no TTL.
@@ -155,7 +147,31 @@ struct StatusJson<'a> {
     waiters: Option<i64>,
     /// Restart quarantine left in ms (0: none; null: unknown).
     quarantine_ms_left: Option<i64>,
+    /// What went wrong, for scripts: connection_refused, dns_failure,
+    /// timeout, connect_timeout, unreachable, auth_failed, module_missing, error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    resource: &'a str,
+    /// held (by one owner on a quorum), free (grantable now), quarantine
+    /// (not grantable until restart quarantines end), split (no owner on a
+    /// quorum, and not grantable now), unknown (fewer than a quorum answered)
+    state: &'static str,
+    /// The summary line of the text output.
+    summary: String,
+    quorum: usize,
+    servers: usize,
+    answered: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+    /// With state quarantine: until enough quarantines end for a quorum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quarantine_ms_left: Option<u64>,
+    instances: Vec<StatusRowJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -169,42 +185,42 @@ struct SummaryJson<'a> {
     clients_waiting: Option<i64>,
     keys_waited: Option<i64>,
     highest_token: Option<i64>,
+    /// As in `status RESOURCE`: what went wrong, for scripts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     error: Option<&'a str>,
 }
 
 /// `status` without a resource: each server's lock service as a whole.
 async fn summary_status(rl: &Redlock, json: bool) -> Result<i32, Failure> {
     let summaries = rl.summary().await;
+    let rows: Vec<SummaryJson> = summaries
+        .iter()
+        .map(|s| SummaryJson {
+            server: &s.server,
+            reachable: s.reachable,
+            quarantine_ms_left: s.quarantine_ms_left,
+            locks: s.locks,
+            clients_waiting: s.clients_waiting,
+            keys_waited: s.keys_waited,
+            highest_token: s.highest_token,
+            kind: s.failure.as_ref().map(Outcome::kind),
+            error: s.error.as_deref(),
+        })
+        .collect();
+    let answered = summaries.iter().filter(|s| s.reachable && s.error.is_none()).count();
+    if answered < rl.quorum() {
+        let pseudo: Vec<InstanceOutcome> = summaries.iter().map(|s| explain::as_outcome(&s.server, s.failure.as_ref())).collect();
+        let failure = explain::no_quorum("the servers' state is unknown", &pseudo, rl.quorum(), Op::Release).with("instances", &rows);
+        if !json {
+            output::stdout(&summary_text(&summaries))?;
+        }
+        return Err(failure);
+    }
     if json {
-        let rows: Vec<SummaryJson> = summaries
-            .iter()
-            .map(|s| SummaryJson {
-                server: &s.server,
-                reachable: s.reachable,
-                quarantine_ms_left: s.quarantine_ms_left,
-                locks: s.locks,
-                clients_waiting: s.clients_waiting,
-                keys_waited: s.keys_waited,
-                highest_token: s.highest_token,
-                error: s.error.as_deref(),
-            })
-            .collect();
         output::json(&rows)?;
     } else {
         output::stdout(&summary_text(&summaries))?;
-    }
-    let answered = summaries.iter().filter(|s| s.reachable && s.error.is_none()).count();
-    quorum_answered(rl, answered, summaries.len(), "")
-}
-
-/// Exit status of `status`: a general failure when fewer than a quorum
-/// answered without error (`unknown` says what is then unknown).
-fn quorum_answered(rl: &Redlock, answered: usize, servers: usize, unknown: &str) -> Result<i32, Failure> {
-    if answered < rl.quorum() {
-        return Err(Failure::general(format!(
-            "only {answered} of {servers} servers answered without error (quorum {}){unknown}",
-            rl.quorum()
-        )));
     }
     Ok(exit::OK)
 }
@@ -243,26 +259,168 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
         return summary_status(rl, json).await;
     };
     let statuses = rl.status(resource).await;
-    if json {
-        let rows: Vec<StatusJson> = statuses
-            .iter()
-            .map(|s| StatusJson {
-                server: &s.server,
-                reachable: s.reachable,
-                owner: s.owner.as_deref(),
-                token: s.token,
-                pttl_ms: s.pttl,
-                waiters: s.waiters,
-                quarantine_ms_left: s.quarantine_ms_left,
-                error: s.error.as_deref(),
-            })
-            .collect();
-        output::json(&rows)?;
-    } else {
-        output::stdout(&status_text(resource, &statuses, rl.quorum()))?;
+    let quorum = rl.quorum();
+    let verdict = verdict(&statuses, quorum);
+    let rows: Vec<StatusRowJson> = statuses
+        .iter()
+        .map(|s| StatusRowJson {
+            server: &s.server,
+            reachable: s.reachable,
+            state: row_state(s),
+            owner: s.owner.as_deref(),
+            token: s.token,
+            pttl_ms: s.pttl,
+            waiters: s.waiters,
+            quarantine_ms_left: s.quarantine_ms_left,
+            kind: s.failure.as_ref().map(Outcome::kind),
+            error: s.error.as_deref(),
+        })
+        .collect();
+    if let Verdict::Unknown { .. } = verdict {
+        let pseudo: Vec<InstanceOutcome> = statuses.iter().map(|s| explain::as_outcome(&s.server, s.failure.as_ref())).collect();
+        let failure = explain::no_quorum(&format!("the state of {resource:?} is unknown"), &pseudo, quorum, Op::Release)
+            .with("resource", resource)
+            .with("instances", &rows);
+        if !json {
+            output::stdout(&status_text(resource, &statuses, quorum))?;
+        }
+        return Err(failure);
     }
-    let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
-    quorum_answered(rl, answered, statuses.len(), &format!(": the state of {resource:?} is unknown"))
+    if json {
+        output::json(&StatusJson {
+            resource,
+            state: verdict.state(),
+            summary: verdict.text(resource, statuses.len(), quorum),
+            quorum,
+            servers: statuses.len(),
+            answered: statuses.iter().filter(|s| answered(s)).count(),
+            owner: match verdict {
+                Verdict::Held { owner, .. } => Some(owner),
+                _ => None,
+            },
+            quarantine_ms_left: match verdict {
+                Verdict::Quarantine { ms_left, .. } => Some(ms_left),
+                _ => None,
+            },
+            instances: rows,
+        })?;
+    } else {
+        output::stdout(&status_text(resource, &statuses, quorum))?;
+    }
+    Ok(exit::OK)
+}
+
+fn answered(s: &InstanceStatus) -> bool {
+    s.reachable && s.error.is_none()
+}
+
+/// Restart quarantine left on a server that answered, if one runs.
+fn quarantined(s: &InstanceStatus) -> Option<u64> {
+    s.quarantine_ms_left.filter(|ms| *ms > 0).and_then(|ms| u64::try_from(ms).ok())
+}
+
+fn row_state(s: &InstanceStatus) -> &'static str {
+    if !answered(s) {
+        if s.reachable {
+            "error"
+        } else {
+            "unreachable"
+        }
+    } else if s.owner.is_some() {
+        "held"
+    } else if quarantined(s).is_some() {
+        "quarantine"
+    } else {
+        "free"
+    }
+}
+
+/// What the answers say about a resource, as a whole.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict<'a> {
+    /// Fewer than a quorum answered.
+    Unknown { answered: usize },
+    /// One owner on a quorum.
+    Held { owner: &'a str, count: usize },
+    /// A quorum would grant it now (`quarantined`: answering servers in
+    /// restart quarantine, which would not).
+    Free { answered: usize, quarantined: usize },
+    /// Free, but restart quarantines keep a quorum from granting it for
+    /// `ms_left` (`instances` in quarantine).
+    Quarantine { ms_left: u64, instances: usize },
+    /// No owner on a quorum, and not grantable now.
+    Split { holders: usize, servers: usize },
+}
+
+impl Verdict<'_> {
+    fn state(&self) -> &'static str {
+        match self {
+            Verdict::Unknown { .. } => "unknown",
+            Verdict::Held { .. } => "held",
+            Verdict::Free { .. } => "free",
+            Verdict::Quarantine { .. } => "quarantine",
+            Verdict::Split { .. } => "split",
+        }
+    }
+
+    fn text(&self, resource: &str, n: usize, quorum: usize) -> String {
+        match self {
+            Verdict::Unknown { answered } => {
+                format!("{resource:?}: unknown, {answered} of {n} servers answered (quorum {quorum})")
+            }
+            Verdict::Held { owner, count } => {
+                format!("{resource:?} is held by {} on {count} of {n} servers (quorum {quorum})", cell(owner))
+            }
+            Verdict::Free { answered, quarantined: 0 } => {
+                format!("{resource:?} is free on {answered} of {n} servers (quorum {quorum})")
+            }
+            Verdict::Free { answered, quarantined } => format!(
+                "{resource:?} is free on {answered} of {n} servers (quorum {quorum}; {quarantined} in restart quarantine)"
+            ),
+            Verdict::Quarantine { ms_left, instances } => format!(
+                "{resource:?} is not grantable for {} s on {instances} of {n} servers (restart quarantine)",
+                ceil_secs(*ms_left)
+            ),
+            Verdict::Split { holders, servers } => format!(
+                "{resource:?} is held by no owner on a quorum ({quorum} of {n}): {holders} holder(s) on {servers} server(s)"
+            ),
+        }
+    }
+}
+
+/// Who holds `resource` according to the answers, and whether a quorum
+/// could grant it now. A server in restart quarantine never counts as
+/// granting: when quarantines alone keep a quorum from granting a free
+/// resource, the verdict is `Quarantine`, never `Free`.
+fn verdict(statuses: &[InstanceStatus], quorum: usize) -> Verdict<'_> {
+    let answering: Vec<&InstanceStatus> = statuses.iter().filter(|s| answered(s)).collect();
+    if answering.len() < quorum {
+        return Verdict::Unknown { answered: answering.len() };
+    }
+    let mut holders: HashMap<&str, usize> = HashMap::new();
+    for s in &answering {
+        if let Some(owner) = s.owner.as_deref() {
+            *holders.entry(owner).or_default() += 1;
+        }
+    }
+    if let Some((owner, &count)) = holders.iter().max_by_key(|(_, count)| **count) {
+        if count >= quorum {
+            return Verdict::Held { owner, count };
+        }
+    }
+    let free_now = answering.iter().filter(|s| s.owner.is_none() && quarantined(s).is_none()).count();
+    let quarantined_total = answering.iter().filter(|s| quarantined(s).is_some()).count();
+    let split = Verdict::Split { holders: holders.len(), servers: holders.values().sum() };
+    if free_now >= quorum {
+        return if holders.is_empty() { Verdict::Free { answered: answering.len(), quarantined: quarantined_total } } else { split };
+    }
+    let mut waiting: Vec<u64> = answering.iter().filter(|s| s.owner.is_none()).filter_map(|s| quarantined(s)).collect();
+    if !waiting.is_empty() && free_now + waiting.len() >= quorum {
+        waiting.sort_unstable();
+        let ms_left = waiting.get(quorum - free_now - 1).copied().unwrap_or(0);
+        return Verdict::Quarantine { ms_left, instances: quarantined_total };
+    }
+    split
 }
 
 fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
@@ -302,30 +460,9 @@ fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> St
     text
 }
 
-/// Who holds `resource` according to the answers.
+/// The summary line: who holds `resource`, or whether it is grantable.
 fn summary(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
-    let answered = statuses.iter().filter(|s| s.reachable && s.error.is_none()).count();
-    let mut holders: HashMap<&str, usize> = HashMap::new();
-    for s in statuses {
-        if let Some(owner) = s.owner.as_deref() {
-            *holders.entry(owner).or_default() += 1;
-        }
-    }
-    let n = statuses.len();
-    if answered < quorum {
-        return format!("{resource:?}: unknown, {answered} of {n} servers answered (quorum {quorum})");
-    }
-    match holders.iter().max_by_key(|(_, count)| **count) {
-        None => format!("{resource:?} is free on {answered} of {n} servers (quorum {quorum})"),
-        Some((owner, &count)) if count >= quorum => {
-            format!("{resource:?} is held by {} on {count} of {n} servers (quorum {quorum})", cell(owner))
-        }
-        Some(_) => format!(
-            "{resource:?} is held by no owner on a quorum ({quorum} of {n}): {} holder(s) on {} server(s)",
-            holders.len(),
-            holders.values().sum::<usize>()
-        ),
-    }
+    verdict(statuses, quorum).text(resource, statuses.len(), quorum)
 }
 
 #[cfg(test)]
@@ -357,6 +494,25 @@ mod tests {
         s[0].error = Some("timeout".into());
         s[1].error = Some("timeout".into());
         assert_eq!(summary("r", &s, 2), "\"r\": unknown, 1 of 3 servers answered (quorum 2)");
+    }
+
+    #[test]
+    fn a_quarantine_that_keeps_a_quorum_from_granting_is_never_free() {
+        let q = |server: &str, ms: i64| InstanceStatus { quarantine_ms_left: Some(ms), ..st(server, None) };
+        let s = [q("a", 57_800), q("b", 57_700), q("c", 57_900)];
+        assert_eq!(summary("orders:42", &s, 2), "\"orders:42\" is not grantable for 58 s on 3 of 3 servers (restart quarantine)");
+        assert_eq!(verdict(&s, 2), Verdict::Quarantine { ms_left: 57_800, instances: 3 });
+        // One free server: the shortest quarantine of the rest decides.
+        let s = [st("a", None), q("b", 9_000), q("c", 4_200)];
+        assert_eq!(summary("r", &s, 2), "\"r\" is not grantable for 5 s on 2 of 3 servers (restart quarantine)");
+        // A quorum free without the quarantined one: free, and said so.
+        let s = [st("a", None), st("b", None), q("c", 4_200)];
+        assert_eq!(summary("r", &s, 2), "\"r\" is free on 3 of 3 servers (quorum 2; 1 in restart quarantine)");
+        // Held on a quorum: held, whatever the quarantines.
+        let held = |server: &str| InstanceStatus { quarantine_ms_left: Some(1_000), ..st(server, Some("me")) };
+        assert_eq!(verdict(&[held("a"), held("b"), q("c", 1_000)], 2), Verdict::Held { owner: "me", count: 2 });
+        assert_eq!(row_state(&q("a", 1)), "quarantine");
+        assert_eq!(row_state(&held("a")), "held");
     }
 
     #[test]

@@ -5,7 +5,9 @@ pub mod args;
 pub mod bench;
 pub mod commands;
 pub mod exit;
+pub mod explain;
 pub mod output;
+pub mod progress;
 pub mod run;
 
 use redlock::Redlock;
@@ -29,8 +31,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         return bench::bench(&global, args, json).await;
     }
     let urls = global.urls().map_err(Failure::usage)?;
-    let redlock = Redlock::new(&urls, global.settings(global.mode.into()))
-        .map_err(|e| Failure::from_lock_error(&e, exit::USAGE))?;
+    let redlock = Redlock::new(&urls, global.settings(global.mode.into())).map_err(|e| explain::other(&e))?;
     match &command {
         Command::Acquire(args) => commands::acquire(&redlock, args, json).await,
         Command::Release(args) => commands::release(&redlock, args, json).await,
@@ -38,5 +39,23 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Status(args) => commands::status(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,
         Command::Bench(args) => bench::bench(&global, args, json).await,
+    }
+}
+
+/// Whether `--json` is among the raw arguments (before a `--`), for
+/// reporting clap's own usage errors as JSON too.
+pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    args.into_iter().skip(1).take_while(|a| a != "--").any(|a| a == "--json")
+}
+
+/// Reports a failure: one line on stderr, and with `json` the error object
+/// on stdout.
+pub fn report(failure: &Failure, json: bool) {
+    if json {
+        // Nothing better to do when stdout is gone.
+        let _ = output::json(&failure.to_json());
+    }
+    if !failure.message.is_empty() {
+        output::warn(&failure.message);
     }
 }

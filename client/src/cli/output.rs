@@ -18,6 +18,7 @@ pub fn stdout(text: &str) -> Result<(), Failure> {
 }
 
 /// One line on stderr, prefixed `redlock: `; errors writing it are ignored.
+/// (Also with `--json`: stdout carries the JSON, stderr the words.)
 pub fn warn(message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "redlock: {message}");
 }
@@ -78,39 +79,94 @@ pub fn cell(s: &str) -> String {
     }
 }
 
+/// The operation an outcome answers: a refusal means "held by another
+/// owner" to an acquire and "not held by this owner" to a release or an
+/// extend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Acquire,
+    Release,
+    Extend,
+}
+
+/// The stable name of one server's outcome for scripts: the library's
+/// `Outcome::kind`, with a refusal named for the operation (`held`,
+/// `not_held`).
+pub fn outcome_kind(outcome: &Outcome, op: Op) -> &'static str {
+    match (outcome, op) {
+        (Outcome::Refused, Op::Acquire) => "held",
+        (Outcome::Refused, _) => "not_held",
+        (other, _) => other.kind(),
+    }
+}
+
+/// One server's outcome for people, named for the operation.
+pub fn outcome_text(o: &InstanceOutcome, op: Op) -> String {
+    match (&o.outcome, op) {
+        (Outcome::Refused, Op::Acquire) => format!("{} held by another owner", o.server),
+        (Outcome::Refused, _) => format!("{} not held by this owner", o.server),
+        (Outcome::ModuleMissing, _) => format!("{} LOCK.* unknown (no redislock module)", o.server),
+        _ => o.to_string(),
+    }
+}
+
+/// `a, b, c` of `outcome_text`.
+pub fn outcomes_text(outcomes: &[InstanceOutcome], op: Op) -> String {
+    outcomes.iter().map(|o| outcome_text(o, op)).collect::<Vec<_>>().join(", ")
+}
+
 /// One server's answer, for JSON.
 #[derive(Serialize)]
 pub struct OutcomeJson {
     pub server: String,
     /// granted, refused, ok, timeout, unreachable, quarantine,
-    /// auth_failed, error, module_missing
+    /// auth_failed, module_missing, error
     pub outcome: &'static str,
+    /// The finer, stable name: granted, held, not_held, ok, timeout,
+    /// connection_refused, dns_failure, connect_timeout, unreachable,
+    /// quarantine, auth_failed, module_missing, error
+    pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantine_ms_left: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub latency_ms: f64,
 }
 
-impl From<&InstanceOutcome> for OutcomeJson {
-    fn from(o: &InstanceOutcome) -> OutcomeJson {
-        let (outcome, token, error) = match &o.outcome {
-            Outcome::Granted { token } => ("granted", *token, None),
-            Outcome::Refused => ("refused", None, None),
-            Outcome::Done => ("ok", None, None),
-            Outcome::Timeout => ("timeout", None, None),
-            Outcome::Unreachable { .. } => ("unreachable", None, Some(o.outcome.to_string())),
-            Outcome::Quarantine { .. } => ("quarantine", None, Some(o.outcome.to_string())),
-            Outcome::AuthFailed(_) => ("auth_failed", None, Some(o.outcome.to_string())),
-            Outcome::Failed(e) => ("error", None, Some(e.clone())),
-            Outcome::ModuleMissing => ("module_missing", None, None),
+impl OutcomeJson {
+    pub fn new(o: &InstanceOutcome, op: Op) -> OutcomeJson {
+        let (outcome, token, quarantine_ms_left, error) = match &o.outcome {
+            Outcome::Granted { token } => ("granted", *token, None, None),
+            Outcome::Refused => ("refused", None, None, None),
+            Outcome::Done => ("ok", None, None, None),
+            Outcome::Timeout => ("timeout", None, None, Some(o.outcome.to_string())),
+            Outcome::Unreachable { .. } => ("unreachable", None, None, Some(o.outcome.to_string())),
+            Outcome::Quarantine { ms_left } => ("quarantine", None, Some(*ms_left), Some(o.outcome.to_string())),
+            Outcome::AuthFailed(_) => ("auth_failed", None, None, Some(o.outcome.to_string())),
+            Outcome::Failed(_) => ("error", None, None, Some(o.outcome.to_string())),
+            Outcome::ModuleMissing => ("module_missing", None, None, Some(o.outcome.to_string())),
         };
-        OutcomeJson { server: o.server.clone(), outcome, token, error, latency_ms: millis_f64(o.latency) }
+        OutcomeJson {
+            server: o.server.clone(),
+            outcome,
+            kind: outcome_kind(&o.outcome, op),
+            token,
+            quarantine_ms_left,
+            error,
+            latency_ms: millis_f64(o.latency),
+        }
     }
 }
 
-pub fn outcomes_json(outcomes: &[InstanceOutcome]) -> Vec<OutcomeJson> {
-    outcomes.iter().map(OutcomeJson::from).collect()
+pub fn outcomes_json(outcomes: &[InstanceOutcome], op: Op) -> Vec<OutcomeJson> {
+    outcomes.iter().map(|o| OutcomeJson::new(o, op)).collect()
+}
+
+/// Whole seconds left, rounded up: never "0 s" while something is left.
+pub fn ceil_secs(ms: u64) -> u64 {
+    ms.div_ceil(1000)
 }
 
 #[cfg(test)]

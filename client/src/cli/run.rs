@@ -14,7 +14,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use super::args::{OnLost, RunArgs};
 use super::commands::deadline;
 use super::exit::{self, Failure};
+use super::explain;
 use super::output::warn;
+use super::progress::Waiting;
 
 /// How long a command gets between SIGTERM and SIGKILL once the lock is lost.
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -30,13 +32,22 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| Failure::general(format!("SIGTERM handler: {e}")))?;
 
     let deadline = deadline(args.wait)?;
-    let guard = tokio::select! {
-        taken = rl.guard(&args.resource, args.ttl, deadline) => taken.map_err(|e| {
-            Failure::new(exit::RUN_NOT_LOCKED, format!("{e}; {name:?} not run"))
-        })?,
-        _ = sigint.recv() => return Err(interrupted(libc::SIGINT, &args.resource)),
-        _ = sigterm.recv() => return Err(interrupted(libc::SIGTERM, &args.resource)),
+    let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
+    let taken = tokio::select! {
+        taken = rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()) => taken,
+        _ = sigint.recv() => {
+            waiting.finish();
+            return Err(interrupted(libc::SIGINT, &args.resource));
+        }
+        _ = sigterm.recv() => {
+            waiting.finish();
+            return Err(interrupted(libc::SIGTERM, &args.resource));
+        }
     };
+    waiting.finish();
+    let lock = taken.map_err(|e| explain::for_run(explain::not_acquired(&e, rl.quorum()), &name))?;
+    explain::warn_misconfigured(&lock.instances, rl.quorum());
+    let guard = rl.keep(lock);
 
     let lock = guard.lock();
     let mut command = Command::new(program);
@@ -51,8 +62,12 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         Ok(child) => child,
         Err(e) => {
             release(rl, guard, &args.resource, false).await;
-            let code = if e.kind() == ErrorKind::NotFound { exit::NOT_FOUND } else { exit::CANNOT_EXECUTE };
-            return Err(Failure::new(code, format!("cannot run {name:?}: {e}")));
+            let (code, kind) = if e.kind() == ErrorKind::NotFound {
+                (exit::NOT_FOUND, "command_not_found")
+            } else {
+                (exit::CANNOT_EXECUTE, "cannot_execute")
+            };
+            return Err(Failure::new(code, kind, format!("cannot run {name:?}: {e}")));
         }
     };
 
@@ -61,15 +76,17 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     release(rl, guard, &args.resource, lost).await;
     match outcome {
         Supervised::Exited(status) => Ok(status_code(status)),
-        Supervised::StoppedAfterLoss(status) => {
-            warn(&format!(
+        Supervised::StoppedAfterLoss(status) => Err(Failure::new(
+            exit::RUN_LOCK_LOST,
+            "lock_lost",
+            format!(
                 "{name:?} stopped ({}) because the lock on {:?} was lost; exit {}",
                 describe(status),
                 args.resource,
                 exit::RUN_LOCK_LOST
-            ));
-            Ok(exit::RUN_LOCK_LOST)
-        }
+            ),
+        )
+        .with("resource", &args.resource)),
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
     }
 }
@@ -168,7 +185,7 @@ async fn release(rl: &Redlock, guard: LockGuard, resource: &str, lost: bool) {
 }
 
 fn interrupted(signal: libc::c_int, resource: &str) -> Failure {
-    Failure::new(128 + signal, format!("interrupted while waiting for the lock on {resource:?}; command not run"))
+    Failure::new(128 + signal, "interrupted", format!("interrupted while waiting for the lock on {resource:?}; command not run"))
 }
 
 /// The shell convention: the exit code, or 128 + the signal.

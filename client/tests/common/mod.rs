@@ -87,11 +87,19 @@ pub struct Opts {
     /// A Redis Cluster node (`cluster-enabled yes`); its port comes from
     /// 10000-12999 so that the bus port (+10000) is valid and free.
     pub cluster_node: bool,
+    /// `--requirepass`: clients must authenticate. `Server::url` then
+    /// carries the password (`bare_url` does not).
+    pub requirepass: Option<String>,
 }
 
 impl Opts {
     pub fn quarantine(ms: u64) -> Opts {
         Opts { module_args: vec!["quarantine".into(), ms.to_string()], ..Opts::default() }
+    }
+
+    /// A server with the module that asks for `password`.
+    pub fn requirepass(password: &str) -> Opts {
+        Opts { requirepass: Some(password.to_string()), ..Opts::default() }
     }
 
     /// Valkey 8.1, panicking with the fix when it is not installed.
@@ -203,6 +211,9 @@ impl Server {
         if self.module {
             cmd.arg("--loadmodule").arg(module_path()).args(&self.opts.module_args);
         }
+        if let Some(password) = &self.opts.requirepass {
+            cmd.arg("--requirepass").arg(password);
+        }
         if self.opts.cluster_node {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"]);
         }
@@ -279,8 +290,17 @@ impl Server {
         lines[lines.len().saturating_sub(12)..].join("\n")
     }
 
-    /// `redis://127.0.0.1:<port>`
+    /// `redis://127.0.0.1:<port>`, with the password if the server asks
+    /// for one (`redis://:<password>@127.0.0.1:<port>`).
     pub fn url(&self) -> String {
+        match &self.opts.requirepass {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => self.bare_url(),
+        }
+    }
+
+    /// `redis://127.0.0.1:<port>`, never with a password.
+    pub fn bare_url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
