@@ -5,6 +5,7 @@
 //! fencing token from a per-instance monotonic counter.
 //!
 //! - `args`: command argument parsing
+//! - `clock`: the monotonic clock, and steps of the wall clock
 //! - `commands`: the lock commands
 //! - `lock`: the lock value and its data type callbacks
 //! - `fencing`: the token counter
@@ -22,6 +23,7 @@
 
 pub mod api;
 pub mod args;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod fencing;

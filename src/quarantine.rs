@@ -27,8 +27,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::Mutex;
 
 use redis_module::raw;
 
@@ -40,9 +39,8 @@ pub const QUARANTINE_DEFAULT: i64 = 0;
 /// `redislock.quarantine`, in milliseconds.
 pub static QUARANTINE_MS: AtomicI64 = AtomicI64::new(QUARANTINE_DEFAULT);
 
-/// Monotonic ms (since `EPOCH`) until which ACQUIRE is refused; 0 = off.
+/// Monotonic ms (`clock::mono_ms`) until which ACQUIRE is refused; 0 = off.
 static UNTIL: AtomicI64 = AtomicI64::new(0);
-static EPOCH: OnceLock<Instant> = OnceLock::new();
 
 /// The server is still starting: its event loop has not run yet.
 static STARTING: AtomicBool = AtomicBool::new(true);
@@ -67,8 +65,7 @@ static MARKER: Mutex<Option<Marker>> = Mutex::new(None);
 const MARKER_FILE: &str = "redislock-clean-shutdown";
 
 fn monotonic_ms() -> i64 {
-    let epoch = EPOCH.get_or_init(Instant::now);
-    i64::try_from(epoch.elapsed().as_millis()).unwrap_or(i64::MAX)
+    crate::clock::mono_ms()
 }
 
 /// Records that this run writes its AOF with `appendfsync always`.

@@ -32,6 +32,7 @@ use std::sync::{LazyLock, Mutex, TryLockError};
 
 use redis_module::raw;
 
+use crate::clock;
 use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 use crate::commands::{try_acquire, Attempt};
 use crate::fencing::Token;
@@ -48,6 +49,9 @@ struct Waiter {
     fence: Token,
     /// The module timer that ends the wait (`WAIT 0`: none).
     deadline: Option<raw::RedisModuleTimerID>,
+    /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
+    /// timer is only a wake-up, since Redis keys timers to the wall clock.
+    due_mono_ms: i64,
 }
 
 struct Timer {
@@ -140,6 +144,12 @@ impl Registry {
         let waiter = queue.waiters.remove(position)?;
         WAITING.fetch_sub(1, Ordering::Relaxed);
         Some((waiter, self.drop_if_empty(db, &key)))
+    }
+
+    fn waiter_mut(&mut self, client: usize) -> Option<&mut Waiter> {
+        let (db, key) = self.clients.get(&client)?;
+        let (db, key) = (*db, key.clone());
+        self.queue_mut(db, &key)?.waiters.iter_mut().find(|w| w.client as usize == client)
     }
 
     /// Drops the queue when nobody waits in it; returns its timer to stop.
@@ -237,7 +247,8 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
         let data = Box::into_raw(Box::new(client as usize));
         rm!(RedisModule_CreateTimer(timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
     });
-    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, deadline };
+    let due_mono_ms = clock::mono_ms().saturating_add(timeout_ms);
+    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, deadline, due_mono_ms };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
@@ -354,9 +365,24 @@ fn stop_wait_timer(id: raw::RedisModuleTimerID) {
     }
 }
 
-/// A wait's timeout passed: leave the queue, answer nil.
+/// A wait's timer fired: the timeout passed (leave the queue, answer nil),
+/// or the wall clock stepped forward and fired it early (wait again for
+/// what is left on the monotonic clock).
 unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if data.is_null() {
+        return;
+    }
+    let address = *data.cast::<usize>();
+    let rearmed = with_registry(|r| {
+        let waiter = r.waiter_mut(address)?;
+        let left = waiter.due_mono_ms.saturating_sub(clock::mono_ms());
+        if left <= 0 {
+            return None;
+        }
+        waiter.deadline = Some(rm!(RedisModule_CreateTimer(timer_ctx(), left, Some(on_wait_timeout), data) else 0));
+        Some(())
+    });
+    if matches!(rearmed, Some(Some(()))) {
         return;
     }
     let client = *Box::from_raw(data.cast::<usize>()) as *mut RedisModuleBlockedClient;
@@ -608,6 +634,51 @@ fn look_at_queues_touched_in_multi() {
     }
 }
 
+/// The wall clock's offset from the monotonic clock, as last seen.
+static STEPS: Mutex<clock::StepDetector> = Mutex::new(clock::StepDetector::new());
+
+/// Server cron (an event-loop timer on the monotonic clock, `hz` times a
+/// second): a step of the wall clock moved every module timer by the step.
+/// A forward step fires wait timers early, which they notice themselves; a
+/// backward one holds them back by the whole step, so they are re-armed
+/// with what is left of each wait on the monotonic clock.
+unsafe extern "C" fn on_cron(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+    let stepped = match STEPS.try_lock() {
+        Ok(mut steps) => steps.stepped(unix_millis(), clock::mono_ms()),
+        Err(_) => false,
+    };
+    if stepped && WAITING.load(Ordering::Relaxed) > 0 {
+        rearm_after_step();
+    }
+}
+
+/// Re-creates every wait timer, and the retry timer, from the monotonic
+/// clock.
+fn rearm_after_step() {
+    let now = clock::mono_ms();
+    with_registry(|r| {
+        for keys in r.queues.values_mut() {
+            for queue in keys.values_mut() {
+                for waiter in queue.waiters.iter_mut() {
+                    let Some(id) = waiter.deadline else { continue };
+                    let mut data: *mut c_void = ptr::null_mut();
+                    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) != crate::api::OK || data.is_null() {
+                        continue;
+                    }
+                    let left = waiter.due_mono_ms.saturating_sub(now).max(0);
+                    waiter.deadline = Some(rm!(RedisModule_CreateTimer(timer_ctx(), left, Some(on_wait_timeout), data) else 0));
+                }
+            }
+        }
+        if let Some(id) = r.retry_timer {
+            let mut data: *mut c_void = ptr::null_mut();
+            if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK {
+                r.retry_timer = Some(rm!(RedisModule_CreateTimer(timer_ctx(), 0, Some(on_retry), ptr::null_mut()) else 0));
+            }
+        }
+    });
+}
+
 /// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve
 /// every queue soon.
 unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
@@ -692,9 +763,11 @@ pub fn init(ctx: Ctx) -> bool {
     TIMER_CTX.store(own, Ordering::Relaxed);
     let flush = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
     let swap = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
+    let cron = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_CRON_LOOP, dataver: 1 };
     let flushed = rm!(RedisModule_SubscribeToServerEvent(ctx, flush, Some(on_dataset_event)) else 1);
     let swapped = rm!(RedisModule_SubscribeToServerEvent(ctx, swap, Some(on_dataset_event)) else 1);
+    let crons = rm!(RedisModule_SubscribeToServerEvent(ctx, cron, Some(on_cron)) else 1);
     let noself = raw::REDISMODULE_CMDFILTER_NOSELF as c_int;
     let filtered = !rm!(RedisModule_RegisterCommandFilter(ctx, Some(lease_filter), noself) else ptr::null_mut()).is_null();
-    !own.is_null() && flushed == 0 && swapped == 0 && filtered
+    !own.is_null() && flushed == 0 && swapped == 0 && crons == 0 && filtered
 }

@@ -63,6 +63,15 @@ pub fn valkey_binary() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// libfaketime's preload library (Debian's `faketime` package, which
+/// `make test` installs), if present.
+pub fn libfaketime() -> Option<PathBuf> {
+    ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
 /// Microseconds since the Unix epoch, from the system clock.
 pub fn now_unix_us() -> i64 {
     SystemTime::now()
@@ -126,6 +135,8 @@ pub struct Server {
     child: Option<Child>,
     module_args: Vec<String>,
     extra_args: Vec<String>,
+    /// Extra environment of the server process (e.g. libfaketime's).
+    envs: Vec<(String, String)>,
     log: PathBuf,
     // Kept last so the directory outlives the process (fields drop in order,
     // but Drop::drop runs first anyway).
@@ -167,7 +178,26 @@ impl Server {
     }
 
     pub fn try_start_binary(binary: &Path, module_args: &[&str], args: &[&str]) -> Result<Server, StartError> {
+        Self::try_start_binary_env(binary, module_args, args, &[])
+    }
+
+    /// A server from `binary` with extra environment variables (e.g.
+    /// LD_PRELOAD of libfaketime).
+    pub fn start_binary_env(binary: &Path, module_args: &[&str], args: &[&str], envs: &[(&str, &str)]) -> Server {
+        match Self::try_start_binary_env(binary, module_args, args, envs) {
+            Ok(s) => s,
+            Err(e) => panic!("{} did not start: {e}", binary.display()),
+        }
+    }
+
+    pub fn try_start_binary_env(
+        binary: &Path,
+        module_args: &[&str],
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<Server, StartError> {
         let mut s = Self::unstarted(binary, module_args, args);
+        s.envs = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let mut last_err = None;
         for _attempt in 0..10 {
             s.port = free_port();
@@ -206,6 +236,7 @@ impl Server {
             child: None,
             module_args: module_args.iter().map(|s| s.to_string()).collect(),
             extra_args: args.iter().map(|s| s.to_string()).collect(),
+            envs: Vec::new(),
             log,
             _tmp: tmp,
         }
@@ -298,6 +329,7 @@ impl Server {
         let args = self.build_args();
         let child = Command::new(&self.binary)
             .args(&args)
+            .envs(self.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
