@@ -3,7 +3,7 @@
 //! module missing, restart quarantine and a held lock are told apart in
 //! the text, the exit status and the `--json` error object; bad URLs and
 //! negative durations say what is wrong; the help of each command names
-//! only its own options.
+//! only its own options; `redlock bench` reports ratios, not targets.
 //! The real binary against real servers (or none at all).
 
 mod common;
@@ -474,4 +474,52 @@ async fn each_command_help_mentions_only_options_it_has() {
         let has_wait = defined.contains(&"--wait".to_string());
         assert_eq!(has_wait, ["acquire", "run"].contains(&command), "{command}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_reports_what_it_measured_and_ratios_from_the_same_run_without_targets() {
+    let c = Cluster::start(3);
+    let servers = c.urls().join(",");
+    let args = ["bench", "--workers", "2", "--contenders", "2", "--duration", "150ms", "--ttl", "2s"];
+    let ran = cli(&servers, &args).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    for gone in ["MISSED", "[met]", "target", "32 worker"] {
+        assert!(!ran.stdout.contains(gone), "{gone:?} in:\n{}", ran.stdout);
+    }
+    for line in [
+        "module/script cycles/s, 1 worker(s)",
+        "module/script cycles/s, 2 worker(s)",
+        "quorum/floor cycles/s, 1 worker(s) (module, 3 servers vs 1)",
+        "quorum/floor cycles/s, 2 worker(s) (module, 3 servers vs 1)",
+        "contended: ",
+    ] {
+        assert!(ran.stdout.contains(line), "{line:?} in:\n{}", ran.stdout);
+    }
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let ran = cli(&servers, &json_args).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let report: Value = serde_json::from_str(ran.stdout.trim()).expect("JSON");
+    assert!(report.get("targets").is_none(), "{report}");
+    assert_eq!(report["workers"], 2);
+    let phases = report["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 7, "module, script at 1 and 2 workers, the floor at 1 and 2, contended: {report}");
+    assert!(phases.iter().all(|p| p["cycles"].as_u64().is_some_and(|n| n > 0)), "every phase measured something: {report}");
+    let ratios = report["ratios"].as_array().expect("ratios");
+    let names: Vec<&str> = ratios.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.iter().all(|n| n.contains("1 worker(s)") || n.contains("2 worker(s)")), "{names:?}");
+    // Each ratio is the quotient of two phases of this very run.
+    let rate = |name: &str, workers: u64| {
+        phases
+            .iter()
+            .find(|p| p["name"].as_str().is_some_and(|n| n.starts_with(name)) && p["workers"] == workers)
+            .and_then(|p| p["cycles_per_sec"].as_f64())
+            .expect("phase")
+    };
+    let module_script_2 = ratios.iter().find(|r| r["name"] == "module/script cycles/s, 2 worker(s)").expect("ratio");
+    let expected = rate("uncontended: module", 2) / rate("uncontended: script", 2);
+    assert!((module_script_2["value"].as_f64().unwrap() - expected).abs() < 1e-9, "{module_script_2} vs {expected}");
+    assert_eq!(report["contended"]["contenders"], 2);
 }
