@@ -1,10 +1,16 @@
 # redislock: build, run, test, benchmark.
 SHELL := /bin/bash
 MODULE := target/release/libredislock.so
-RUN_DIR := .run
-REDLOCK_PORTS := 7001 7002 7003 7004 7005
+RUN_DIR ?= .run
+RUN_PORT ?= 6379
+REDLOCK_PORTS ?= 7001 7002 7003 7004 7005
+# make install: the `redlock` program goes where `cargo install` puts
+# programs (on PATH wherever Rust is set up), the module under PREFIX.
+PREFIX ?= $(HOME)/.local
+BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
+MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build run test test-all bench redlock-up redlock-down clean
+.PHONY: all deps build run install uninstall test test-all bench redlock-up redlock-down clean
 
 all: build
 
@@ -12,8 +18,6 @@ all: build
 # module's suite against; `make test-all` adds the rest (scripts/install-servers.sh).
 TEST_SERVERS := valkey-8.1
 ALL_SERVERS := valkey-8.1 valkey-9.1 redis-8.2
-VALKEY := $(CURDIR)/.servers/valkey-8.1/redis-server
-TEST_ENV := REDISLOCK_MODULE=$(CURDIR)/$(MODULE) REDISLOCK_VALKEY=$(VALKEY)
 
 deps:
 	@scripts/install-deps.sh
@@ -24,24 +28,35 @@ build: deps
 
 $(MODULE): build
 
-# One Redis with the module, in the foreground; Ctrl-C stops it.
+# One Redis with the module, in the foreground; Ctrl-C stops it. Its data
+# (RDB, AOF, the clean-shutdown record) goes to .run/6379 (RUN_PORT, RUN_DIR).
 run: build
-	@echo "redislock: Redis on 127.0.0.1:6379 with the module; try: redis-cli LOCK.ACQUIRE demo me 10000"
+	@mkdir -p $(RUN_DIR)/$(RUN_PORT)
+	@echo "redislock: Redis on 127.0.0.1:$(RUN_PORT) with the module, data in $(RUN_DIR)/$(RUN_PORT); try: redis-cli LOCK.ACQUIRE demo me 10000"
 	@echo "redislock: press Ctrl-C to stop"
-	redis-server redis.conf
+	redis-server redis.conf --loadmodule $(CURDIR)/$(MODULE) --port $(RUN_PORT) --dir $(abspath $(RUN_DIR))/$(RUN_PORT)
 
-# Module and client suites on Redis 7.0, then the module's suite on each of
-# TEST_SERVERS (REDISLOCK_SERVER picks the server binary the tests start).
+# `redlock` into BINDIR, the module into MODULEDIR.
+install: build
+	install -D -m 755 target/release/redlock $(BINDIR)/redlock
+	install -D -m 644 $(MODULE) $(MODULEDIR)/libredislock.so
+	@echo "redislock: installed $(BINDIR)/redlock and $(MODULEDIR)/libredislock.so"
+	@echo "redislock: load it with: loadmodule $(MODULEDIR)/libredislock.so"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "redislock: note: $(BINDIR) is not on PATH; add it, e.g. export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+uninstall:
+	rm -f $(BINDIR)/redlock $(MODULEDIR)/libredislock.so
+	-rmdir $(MODULEDIR) 2>/dev/null
+
+# Module and client suites on Redis 7.0, the module's suite on each of
+# TEST_SERVERS, and README's quick start; every suite runs, then a summary
+# (scripts/test.sh).
 test: build
-	$(TEST_ENV) cargo test --release --workspace --no-fail-fast
-	@for s in $(TEST_SERVERS); do \
-	  echo "redislock: module suite on $$s"; \
-	  $(TEST_ENV) REDISLOCK_SERVER=$(CURDIR)/.servers/$$s/redis-server cargo test --release -p redislock --no-fail-fast || exit 1; \
-	done
+	@scripts/test.sh $(TEST_SERVERS)
 
 test-all: build
 	@scripts/install-servers.sh $(ALL_SERVERS)
-	$(MAKE) test TEST_SERVERS="$(ALL_SERVERS)"
+	@scripts/test.sh $(ALL_SERVERS)
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
 # contended waiting against the polling loop (benches/contended.rs), then
@@ -52,27 +67,13 @@ bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
-# Redlock quorum client; state and logs under .run/<port>.
+# Redlock quorum client; state and logs under .run/<port>. Up returns when
+# all answer and have loaded their data; down stops them cleanly.
 redlock-up: build
-	@for p in $(REDLOCK_PORTS); do \
-	  mkdir -p $(RUN_DIR)/$$p; \
-	  redis-server redlock.conf --loadmodule $(CURDIR)/$(MODULE) \
-	    --port $$p --dir $(CURDIR)/$(RUN_DIR)/$$p --daemonize yes \
-	    --pidfile $(CURDIR)/$(RUN_DIR)/$$p/redis.pid --logfile $(CURDIR)/$(RUN_DIR)/$$p/redis.log \
-	  && echo "redislock: started 127.0.0.1:$$p"; \
-	done
-	@echo "redislock: note: a server that did not load data from a clean shutdown refuses grants"
-	@echo "redislock:   (TRYAGAIN restart quarantine) for redislock.quarantine = 60 s (redlock.conf):"
-	@echo "redislock:   it may have granted, before it lost them, locks a client still holds."
-	@echo "redislock:   Fresh servers wait it out once; 'make redlock-down' stops them cleanly, so the"
-	@echo "redislock:   next 'make redlock-up' skips it. 'redlock status <resource>' shows the time left."
+	@REDLOCK_PORTS="$(REDLOCK_PORTS)" RUN_DIR=$(RUN_DIR) scripts/redlock-servers.sh up
 
 redlock-down:
-	@for p in $(REDLOCK_PORTS); do \
-	  f=$(RUN_DIR)/$$p/redis.pid; \
-	  if [ -f $$f ] && kill $$(cat $$f) 2>/dev/null; then echo "redislock: stopped 127.0.0.1:$$p"; fi; \
-	  rm -f $$f; \
-	done
+	@REDLOCK_PORTS="$(REDLOCK_PORTS)" RUN_DIR=$(RUN_DIR) scripts/redlock-servers.sh down
 
 clean:
 	cargo clean

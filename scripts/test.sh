@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The body of `make test`: every suite runs even when an earlier one fails,
+# then one summary line per suite and a total; exits non-zero if any failed.
+#
+#   scripts/test.sh SERVER...      (e.g. valkey-8.1; Redis 7.0 always runs)
+#
+# Suites:
+#   redis-7.0    module and client suites (cargo test) on Debian's redis-server
+#   <server>     the module's suite on each named server (.servers/<server>)
+#   quickstart   README's quick start, run as written (scripts/quickstart.py)
+#
+# The test binaries build with the `tests` profile (release optimisation
+# without whole-program LTO); the servers load the release module that
+# `make build` made, the one users run. Output of each suite goes to the
+# terminal and to target/test-logs/<suite>.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+module=$root/target/release/libredislock.so
+logs=$root/target/test-logs
+mkdir -p "$logs"
+export REDISLOCK_MODULE=$module
+export REDISLOCK_VALKEY=$root/.servers/valkey-8.1/redis-server
+
+if [ ! -f "$module" ]; then
+  echo "redislock: $module is missing: run 'make build' first" >&2
+  exit 1
+fi
+
+# Compile every test binary first, so the suites' times are test times.
+build_started=$(date +%s)
+if ! cargo test --profile tests --workspace --no-run >"$logs/build.log" 2>&1; then
+  cat "$logs/build.log"
+  echo "redislock: building the tests failed (log: $logs/build.log)" >&2
+  exit 1
+fi
+build_secs=$(( $(date +%s) - build_started ))
+
+names=() results=() passed_total=0 failed_total=0 any_failed=0
+
+# run_suite NAME COMMAND...: runs it, tees its log, records counts and time.
+run_suite() {
+  local name=$1; shift
+  local log=$logs/$name.log started status passed failed
+  echo "redislock: suite $name: $*"
+  started=$(date +%s)
+  "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  # cargo's "test result: ok. 12 passed; 0 failed; ..." lines, and the
+  # quick start's own "quickstart: N passed, M failed".
+  passed=$(grep -Eo '(test result: [A-Za-z]+\. |quickstart: )[0-9]+ passed' "$log" | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
+  failed=$(grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, )[0-9]+ failed' "$log" \
+    | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
+  passed=${passed:-0} failed=${failed:-0}
+  local verdict=ok
+  if [ "$status" -ne 0 ]; then
+    verdict=FAILED any_failed=1
+    # A crashed test binary prints no result line: count it as one failure.
+    [ "$failed" -eq 0 ] && failed=1
+  fi
+  passed_total=$((passed_total + passed)) failed_total=$((failed_total + failed))
+  names+=("$name")
+  results+=("$verdict: $passed passed, $failed failed in $(( $(date +%s) - started )) s (log: ${log#"$root"/})")
+}
+
+tests_started=$(date +%s)
+run_suite redis-7.0 cargo test --profile tests --workspace --no-fail-fast
+for server in "$@"; do
+  binary=$root/.servers/$server/redis-server
+  if [ ! -x "$binary" ]; then
+    names+=("$server") results+=("FAILED: $binary is missing (scripts/install-servers.sh $server)")
+    any_failed=1 failed_total=$((failed_total + 1))
+    continue
+  fi
+  REDISLOCK_SERVER=$binary run_suite "$server" cargo test --profile tests -p redislock --no-fail-fast
+done
+run_suite quickstart python3 scripts/quickstart.py
+tests_secs=$(( $(date +%s) - tests_started ))
+
+echo
+echo "redislock: test summary (building the tests took $build_secs s, running them $tests_secs s)"
+for i in "${!names[@]}"; do
+  printf 'redislock:   %-11s %s\n' "${names[$i]}" "${results[$i]}"
+done
+echo "total: $passed_total passed, $failed_total failed"
+exit "$any_failed"
