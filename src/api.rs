@@ -83,6 +83,7 @@ required_functions!(
     RedisModule_SaveSigned,
     RedisModule_LoadSigned,
     RedisModule_IsIOError,
+    RedisModule_GetContextFromIO,
     RedisModule_Free,
     RedisModule_MallocSize,
     RedisModule_DigestAddStringBuffer,

@@ -26,8 +26,8 @@ pub fn max_ttl() -> i64 {
 /// enough for a quarantine to cover it.
 pub const MAX_TOKEN_LEAD_DEFAULT: i64 = 60_000;
 
-/// How far ahead of the clock floor (Unix µs) a token brought by a request
-/// may be, in milliseconds (see `fencing::check_lead`).
+/// How far ahead of the clock floor (Unix µs) a token a client brings may
+/// be, in milliseconds (see `fencing::check_lead`).
 pub static MAX_TOKEN_LEAD: AtomicI64 = AtomicI64::new(MAX_TOKEN_LEAD_DEFAULT);
 
 pub fn max_token_lead() -> i64 {
