@@ -151,6 +151,43 @@ fn fence_semantics() {
     assert_eq!(t8, t7 + 1, "FENCE equal to the counter gives counter+1");
 }
 
+/// A number beyond 64 bits is too large, not "not a positive integer":
+/// ttl (ACQUIRE and EXTEND) says it exceeds max-ttl, as any ttl above it
+/// does; WAIT and FENCE say they are too large. Nothing changes.
+#[test]
+fn numbers_beyond_64_bits_are_too_large_not_malformed() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t0 = grant(&mut c, "k", "holder", 100_000);
+    let big: &[u8] = b"99999999999999999999999";
+    let exceeds = "ERR ttl exceeds redislock.max-ttl (3600000 ms)";
+    let cases: [(&str, Vec<&[u8]>, &str); 6] = [
+        ("LOCK.ACQUIRE", vec![b"free", b"o", big], exceeds),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", big], exceeds),
+        ("LOCK.EXTEND", vec![b"k", b"holder", big], exceeds),
+        (
+            "LOCK.ACQUIRE",
+            vec![b"k", b"w", b"1000", b"WAIT", big],
+            "ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)",
+        ),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"1000", b"FENCE", big], "ERR token is too large (at most 9223372036854775807)"),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"1000", b"FENCE", big], "ERR token is too large (at most 9223372036854775807)"),
+    ];
+    for (name, args, want) in &cases {
+        let cm = lock_cmd(name, args);
+        assert_eq!(expect_err(&mut c, &cm), *want, "{}", describe(&cm.get_packed_command()));
+    }
+    // Still malformed: a negative beyond 64 bits, digits with junk.
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("free").arg("o").arg("-99999999999999999999999"));
+    assert_eq!(e, E_TTL);
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("free").arg("o").arg(1000).arg("FENCE").arg("99999999999999999999999x"));
+    assert_eq!(e, E_TOKEN);
+    let i = info(&mut c, b"k").expect("k");
+    assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"holder"[..], t0, 0));
+    assert!(!exists(&mut c, b"free"));
+    assert_eq!(grant(&mut c, "after", "o", 1000), t0 + 1, "no error moved the counter");
+}
+
 #[test]
 fn tokens_strictly_increase_across_keys_release_expiry_del_flushall_dbs() {
     let s = Server::start();
