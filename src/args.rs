@@ -31,6 +31,8 @@ pub enum ArgError {
     /// Wrong argument count; carries the full error text.
     Arity(&'static CStr),
     EmptyOwner,
+    /// Carries `redislock.max-owner-len`.
+    OwnerTooLong(i64),
     BadTtl,
     TtlAboveMax(i64),
     UnknownOption(Vec<u8>),
@@ -57,6 +59,7 @@ impl ArgError {
                 Cow::Borrowed(c"ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)")
             }
             ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
+            ArgError::OwnerTooLong(max) => owned(format!("ERR owner is longer than redislock.max-owner-len ({max} bytes)")),
             ArgError::TtlAboveMax(max) => owned(format!("ERR ttl exceeds redislock.max-ttl ({max} ms)")),
             ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
             ArgError::MissingValue(option) => owned(format!("ERR {option} needs {}", value_name(option))),
@@ -191,11 +194,17 @@ pub struct Acquire<'a, A> {
     pub wait: Option<i64>,
 }
 
-pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_, A>, ArgError> {
+/// `max_owner_len` bounds only the owner a grant stores: RELEASE, EXTEND
+/// and replay take any length, so a lock stored before a lower limit still
+/// works.
+pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<Acquire<'_, A>, ArgError> {
     let [_, key, owner_arg, ttl, options @ ..] = args else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.acquire' command"));
     };
     let owner = parse_owner(owner_arg.bytes())?;
+    if !i64::try_from(owner.len()).is_ok_and(|len| len <= max_owner_len) {
+        return Err(ArgError::OwnerTooLong(max_owner_len));
+    }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
     let (mut fence, mut wait) = (None, None);
     let mut rest = options;
@@ -287,6 +296,7 @@ mod tests {
     use super::*;
 
     const MAX: i64 = 3_600_000;
+    const OWNER: i64 = 256;
 
     fn argv<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
         words.iter().map(|w| w.as_bytes()).collect()
@@ -321,9 +331,24 @@ mod tests {
     }
 
     #[test]
+    fn the_owner_a_grant_stores_is_bounded() {
+        let at_limit = "o".repeat(256);
+        let a = argv(&["LOCK.ACQUIRE", "k", &at_limit, "10"]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("256 bytes").owner.len(), 256);
+        let over = "o".repeat(257);
+        let a = argv(&["LOCK.ACQUIRE", "k", &over, "10"]);
+        let err = parse_acquire(&a, MAX, OWNER).expect_err("257 bytes");
+        assert_eq!(message(err), "ERR owner is longer than redislock.max-owner-len (256 bytes)");
+        assert!(parse_acquire(&a, MAX, 257).is_ok());
+        // RELEASE and EXTEND compare, they store nothing: any length.
+        assert!(parse_release(&argv(&["LOCK.RELEASE", "k", &over])).is_ok());
+        assert!(parse_extend(&argv(&["LOCK.EXTEND", "k", &over, "10"]), MAX).is_ok());
+    }
+
+    #[test]
     fn acquire_parses_the_plain_form() {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
-        let req = parse_acquire(&a, MAX).expect("valid");
+        let req = parse_acquire(&a, MAX, OWNER).expect("valid");
         assert_eq!(*req.key, b"k".as_slice());
         assert_eq!(req.owner, b"me");
         assert_eq!(req.ttl_ms, 1000);
@@ -334,19 +359,19 @@ mod tests {
     fn acquire_parses_fence_in_any_case() {
         for word in ["FENCE", "fence", "FeNcE"] {
             let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", word, "77"]);
-            assert_eq!(parse_acquire(&a, MAX).expect("valid").fence, 77);
+            assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").fence, 77);
         }
     }
 
     #[test]
     fn acquire_parses_wait_and_fence_in_any_order() {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "wait", "0", "FENCE", "9"]);
-        let req = parse_acquire(&a, MAX).expect("valid");
+        let req = parse_acquire(&a, MAX, OWNER).expect("valid");
         assert_eq!((req.wait, req.fence), (Some(0), 9));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "WAIT", "250"]);
-        assert_eq!(parse_acquire(&a, MAX).expect("valid").wait, Some(250));
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, Some(250));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
-        assert_eq!(parse_acquire(&a, MAX).expect("valid").wait, None);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, None);
     }
 
     #[test]
@@ -384,7 +409,7 @@ mod tests {
         ];
         for (words, expected) in cases {
             let a = argv(words);
-            let err = parse_acquire(&a, MAX).expect_err("must be refused");
+            let err = parse_acquire(&a, MAX, OWNER).expect_err("must be refused");
             assert_eq!(message(err), *expected, "for {words:?}");
         }
     }
@@ -393,11 +418,11 @@ mod tests {
     fn error_messages_never_carry_protocol_bytes() {
         let option: &[u8] = b"x\r\n-ERR\0injected";
         let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", option];
-        let text = message(parse_acquire(&a, MAX).expect_err("unknown option"));
+        let text = message(parse_acquire(&a, MAX, OWNER).expect_err("unknown option"));
         assert_eq!(text, "ERR unknown option 'x??-ERR?injected'");
         let long = vec![b'a'; 1000];
         let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", &long];
-        let text = message(parse_acquire(&a, MAX).expect_err("unknown option"));
+        let text = message(parse_acquire(&a, MAX, OWNER).expect_err("unknown option"));
         assert!(text.len() < 100, "{text}");
     }
 

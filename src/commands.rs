@@ -132,7 +132,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
 /// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
 /// → token, or nil (held by another owner; or the wait timed out).
 pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
-    let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl()));
+    let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl(), config::max_owner_len()));
     if let Some(left) = quarantine::remaining_ms() {
         stats::QUARANTINE_REFUSED.bump();
         return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));

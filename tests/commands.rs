@@ -188,6 +188,50 @@ fn numbers_beyond_64_bits_are_too_large_not_malformed() {
     assert_eq!(grant(&mut c, "after", "o", 1000), t0 + 1, "no error moved the counter");
 }
 
+/// An owner is at most `redislock.max-owner-len` bytes (256 unless raised)
+/// when a grant stores it; before, a 50 MB owner was accepted and copied
+/// into the lock, every replica and the AOF. Locks stored before a lower
+/// limit stay usable and survive reloads and replay.
+#[test]
+fn owners_beyond_max_owner_len_are_refused_and_stored_ones_still_load() {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    assert_eq!(config_get(&mut c, "redislock.max-owner-len"), "256");
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_owner_len"), 256);
+    let e_long = "ERR owner is longer than redislock.max-owner-len (256 bytes)";
+    let at_limit = vec![b'o'; 256];
+    assert!(acquire(&mut c, b"k", &at_limit, 60_000).is_some(), "256 bytes is allowed");
+    let over = vec![b'o'; 257];
+    assert_eq!(expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("j").arg(over.as_slice()).arg(60_000)), e_long);
+    let huge = vec![b'x'; 50 * 1024 * 1024];
+    assert_eq!(expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("j").arg(huge.as_slice()).arg(60_000)), e_long);
+    drop(huge);
+    assert!(!exists(&mut c, b"j"), "a refused owner stored nothing");
+
+    for bad in ["0", "1048577", "-1", "banana"] {
+        assert!(try_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-owner-len").arg(bad)).is_err(), "{bad}");
+    }
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-owner-len").arg("1048576"));
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_owner_len"), 1_048_576);
+    let long = vec![b'L'; 4000];
+    let t = acquire(&mut c, b"long", &long, 600_000).expect("4000 bytes under a 1 MiB limit");
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-owner-len").arg("256"));
+    // Only what a grant would store is bounded: the lock stays usable.
+    assert_eq!(expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("long").arg(long.as_slice()).arg(60_000)), e_long);
+    assert_eq!(extend(&mut c, b"long", &long, 600_000), 1);
+    ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD"));
+    assert_eq!(info(&mut c, b"long").expect("after DEBUG RELOAD").owner, long);
+    wait_aof_flushed(&mut c);
+    drop(c);
+    s.kill9();
+    s.set_module_args(&["max-owner-len", "256"]);
+    s.start_again();
+    let mut c = s.conn();
+    let i = info(&mut c, b"long").expect("the AOF replays an owner longer than today's limit");
+    assert_eq!((i.owner, i.token), (long.clone(), t));
+    assert_eq!(release(&mut c, b"long", &long), 1);
+}
+
 #[test]
 fn tokens_strictly_increase_across_keys_release_expiry_del_flushall_dbs() {
     let s = Server::start();
