@@ -95,10 +95,14 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
         Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
         Slot::PlainString(value) if value != owner => return Attempt::Held,
         Slot::Held(mut lock) => {
-            // Re-grant to the same owner: a retry after a lost reply.
+            // Re-grant to the same owner: a retry after a lost reply. A
+            // FENCE above its token takes a token from the counter, like a
+            // new grant: `fence` itself may be another lock's token already.
             if fence > lock.token() {
-                lock.set_token(fence);
-                COUNTER.observe(fence);
+                let Some(token) = COUNTER.issue(fence) else {
+                    return Attempt::Failed(c"ERR fencing token space exhausted");
+                };
+                lock.set_token(token);
             }
             let deadline = propagate::deadline_after(ttl_ms);
             if !key.expire_at(deadline) {

@@ -151,6 +151,38 @@ fn fence_semantics() {
     assert_eq!(t8, t7 + 1, "FENCE equal to the counter gives counter+1");
 }
 
+/// Tokens are unique per instance whatever FENCE asks. A re-grant used to
+/// take the FENCE value verbatim, so `FENCE <another key's token>` gave two
+/// live locks the same token; now a re-grant raised by FENCE takes a token
+/// from the counter, as a new grant does: max(counter + 1, min-token).
+#[test]
+fn a_fenced_regrant_never_takes_a_token_another_lock_holds() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let ta = grant(&mut c, "a", "o", 100_000);
+    let tb = grant(&mut c, "b", "o", 100_000);
+    assert!(tb > ta);
+    // Re-grant of `a` asking for `b`'s token.
+    let ra = acquire_fence(&mut c, b"a", b"o", 100_000, tb).expect("re-grant a");
+    assert_ne!(ra, tb, "the re-grant took b's token: two locks share it");
+    assert_eq!(ra, tb + 1, "a fresh token from the counter, above every token issued");
+    assert_eq!(info(&mut c, b"a").expect("a").token, ra);
+    assert_eq!(info(&mut c, b"b").expect("b").token, tb);
+    // A new grant asking for a held token gets counter + 1 just the same.
+    let tc = acquire_fence(&mut c, b"c", b"o", 100_000, ra).expect("grant c");
+    assert_eq!(tc, ra + 1);
+    // Above the counter, both paths take exactly the FENCE value.
+    let f = tc + 1_000;
+    assert_eq!(acquire_fence(&mut c, b"a", b"o", 100_000, f), Some(f), "re-grant above the counter");
+    assert_eq!(acquire_fence(&mut c, b"d", b"o", 100_000, f + 10), Some(f + 10), "new grant above the counter");
+    let tokens: Vec<i64> = ["a", "b", "c", "d"].iter().map(|k| info(&mut c, k.as_bytes()).expect("held").token).collect();
+    let mut unique = tokens.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), tokens.len(), "tokens {tokens:?}");
+    assert_eq!(grant(&mut c, "e", "o", 1000), f + 11);
+}
+
 /// A number beyond 64 bits is too large, not "not a positive integer":
 /// ttl (ACQUIRE and EXTEND) says it exceeds max-ttl, as any ttl above it
 /// does; WAIT and FENCE say they are too large. Nothing changes.
