@@ -71,8 +71,10 @@ impl Counter {
 /// module, so the waiters' part is called from here.
 unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        crate::gate::set_replica(false);
         COUNTER.seed_for_promotion();
     } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+        crate::gate::set_replica(true);
         crate::waiters::demoted();
     }
 }

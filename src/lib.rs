@@ -188,6 +188,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
     }
+    gate::learn_role(Ctx::new(ctx.ctx));
     if !fencing::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to replication role changes");
     }
