@@ -60,6 +60,17 @@ fn holds(key: &Key, owner: &[u8]) -> Option<bool> {
     }
 }
 
+/// Whether a grant to `owner` would succeed now (free, already theirs, or
+/// their plain string); a key of another type counts as free, its
+/// waiters get WRONGTYPE from the grant.
+pub fn free_for(key: &Key, owner: &[u8]) -> bool {
+    match slot(key) {
+        Slot::Held(lock) => lock.is_held_by(owner),
+        Slot::PlainString(value) => value == owner,
+        Slot::Free | Slot::WrongType => true,
+    }
+}
+
 macro_rules! parse_or_reply {
     ($ctx:expr, $parsed:expr) => {
         match $parsed {

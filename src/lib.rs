@@ -4,6 +4,7 @@
 //! type whose lease is the key's TTL and whose every grant carries a
 //! fencing token from a per-instance monotonic counter.
 //!
+//! - `acl`: a waiter's permissions, checked again at handoff
 //! - `args`: command argument parsing
 //! - `commands`: the lock commands
 //! - `lock`: the lock value and its data type callbacks
@@ -20,6 +21,7 @@
 // use the system allocator, not Redis's), so its helpers look unused.
 #![cfg_attr(test, allow(dead_code))]
 
+pub mod acl;
 pub mod api;
 pub mod args;
 pub mod commands;
@@ -255,7 +257,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !info::register(ctx.ctx) {
         return fail(ctx, "could not register the INFO section");
     }
-    lock::learn_memory_accounting(&api::ServerInfo::read(Ctx::new(ctx.ctx), c"server"));
+    let server = api::ServerInfo::read(Ctx::new(ctx.ctx), c"server");
+    lock::learn_memory_accounting(&server);
+    acl::init(Ctx::new(ctx.ctx), &server);
+    drop(server);
     quarantine::start(Ctx::new(ctx.ctx));
     fencing::COUNTER.seed_from_clock();
     Status::Ok

@@ -254,3 +254,57 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
         }
     }
 }
+
+/// The NOPERM error the server gives `user` for LOCK.ACQUIRE of `key` now.
+fn servers_own_refusal(srv: &Server, user: &str, key: &str) -> String {
+    let mut c = srv.conn();
+    ok_cmd(&mut c, cmd("AUTH").arg(user).arg("pw"));
+    expect_err(&mut c, cmd("LOCK.ACQUIRE").arg(key).arg("probe").arg(1000))
+}
+
+/// Redis checks ACLs when a command starts; a waiter's LOCK.ACQUIRE started
+/// before it blocked. A waiter whose user lost the key or the command
+/// while it waited is refused when it is served, with the NOPERM error the
+/// server gives that user's LOCK.ACQUIRE now, and the next waiter gets the
+/// lock (before, the first waiter was granted it, where BLPOP's is refused).
+#[test]
+fn a_waiter_whose_rights_were_taken_away_is_refused_when_served() {
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        grant(&mut admin, "k", "holder", 60_000);
+        let taken_away = [("nokey", "resetkeys"), ("readkey", "resetkeys %R~*"), ("nothing", "resetkeys -@all"), ("nocmd", "-lock.acquire")];
+        let mut waiting = Vec::new();
+        for (n, (who, _)) in taken_away.iter().chain([("kept", "")].iter()).enumerate() {
+            let mut c = user(&srv, who, &["~*", "+@all"]);
+            send_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg(*who).arg(60_000).arg("WAIT").arg(0));
+            wait_waiters(&mut admin, b"k", n as i64 + 1);
+            waiting.push((*who, c));
+        }
+        for (who, rules) in taken_away {
+            let mut setuser = cmd("ACL");
+            setuser.arg("SETUSER").arg(who);
+            for r in rules.split(' ') {
+                setuser.arg(r);
+            }
+            ok_cmd(&mut admin, &setuser);
+        }
+        assert_eq!(release(&mut admin, b"k", b"holder"), 1);
+        let mut token = None;
+        for (who, mut c) in waiting {
+            let reply = recv_reply(&mut c, who);
+            if who == "kept" {
+                token = match reply {
+                    Ok(Value::Int(t)) => Some(t),
+                    other => panic!("{name}: the waiter that kept its rights: {other:?}"),
+                };
+                continue;
+            }
+            let own = servers_own_refusal(&srv, who, "k");
+            assert!(own.starts_with("NOPERM"), "{name}: {who} is refused by the server itself: {own}");
+            assert_eq!(reply, Err(own), "{name}: {who} gets the server's own refusal at handoff");
+        }
+        let i = info(&mut admin, b"k").expect("the lock went to the next waiter");
+        assert_eq!((i.owner.as_slice(), Some(i.token), i.waiters), (&b"kept"[..], token, 0), "{name}");
+    }
+}
