@@ -30,6 +30,9 @@ static NAMES_THE_USER: AtomicBool = AtomicBool::new(true);
 
 const ACQUIRE: &CStr = c"lock.acquire";
 
+/// errno for "no such entry" (Linux and the BSDs agree).
+const ENOENT: i32 = 2;
+
 /// Whether the server can check a user's permissions for the module.
 fn available() -> bool {
     has!(RedisModule_GetClientId)
@@ -97,6 +100,11 @@ pub fn refusal(user: &HeldString, key: &Arg) -> Option<CString> {
     // its first argument) and the key with the key spec's access flags.
     let mut argv = [name, key.raw()];
     if rm!(RedisModule_ACLCheckCommandPermissions(found.0, argv.as_mut_ptr(), 2) else OK) == OK {
+        return None;
+    }
+    // ENOENT: the server did not find the command, so it checked nothing;
+    // refusing then would turn every waiter away, not the unauthorised.
+    if std::io::Error::last_os_error().raw_os_error() == Some(ENOENT) {
         return None;
     }
     // Which one: the server names the command when both are refused.
