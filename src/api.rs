@@ -83,6 +83,7 @@ required_functions!(
     RedisModule_SaveSigned,
     RedisModule_LoadSigned,
     RedisModule_IsIOError,
+    RedisModule_GetContextFromIO,
     RedisModule_Free,
     RedisModule_MallocSize,
     RedisModule_DigestAddStringBuffer,
@@ -180,6 +181,16 @@ impl Arg {
 pub struct HeldString(*mut RedisModuleString);
 
 impl HeldString {
+    /// Takes ownership of a string the server created for this module
+    /// (null allowed: not valid).
+    pub fn own(s: *mut RedisModuleString) -> HeldString {
+        HeldString(s)
+    }
+
+    pub fn raw(&self) -> *mut RedisModuleString {
+        self.0
+    }
+
     pub fn is_valid(&self) -> bool {
         !self.0.is_null()
     }

@@ -31,13 +31,18 @@ pub enum ArgError {
     /// Wrong argument count; carries the full error text.
     Arity(&'static CStr),
     EmptyOwner,
+    /// Carries `redislock.max-owner-len`.
+    OwnerTooLong(i64),
     BadTtl,
     TtlAboveMax(i64),
     UnknownOption(Vec<u8>),
     MissingValue(&'static str),
     Repeated(&'static str),
     BadToken,
+    /// Beyond 2^63-1: no token can be, so none this server could issue.
+    TokenTooLarge,
     BadTimeout,
+    TimeoutTooLarge,
     BadDeadline,
 }
 
@@ -49,7 +54,12 @@ impl ArgError {
             ArgError::BadTtl => Cow::Borrowed(c"ERR ttl must be a positive integer (milliseconds)"),
             ArgError::BadToken => Cow::Borrowed(c"ERR token must be a non-negative integer"),
             ArgError::BadTimeout => Cow::Borrowed(c"ERR timeout must be a non-negative integer (milliseconds)"),
+            ArgError::TokenTooLarge => Cow::Borrowed(c"ERR token is too large (at most 9223372036854775807)"),
+            ArgError::TimeoutTooLarge => {
+                Cow::Borrowed(c"ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)")
+            }
             ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
+            ArgError::OwnerTooLong(max) => owned(format!("ERR owner is longer than redislock.max-owner-len ({max} bytes)")),
             ArgError::TtlAboveMax(max) => owned(format!("ERR ttl exceeds redislock.max-ttl ({max} ms)")),
             ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
             ArgError::MissingValue(option) => owned(format!("ERR {option} needs {}", value_name(option))),
@@ -89,49 +99,72 @@ fn printable(bytes: &[u8]) -> String {
     s
 }
 
+/// Why an argument is not a 64-bit integer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum IntError {
+    /// Not an integer at all.
+    Invalid,
+    /// Digits only, beyond 2^63-1: "too large" says more than "not an
+    /// integer".
+    TooLarge,
+    /// Digits only, below -2^63.
+    TooSmall,
+}
+
 /// Parses a Redis integer strictly: an optional '-', then "0" or digits
-/// without a leading zero; no spaces, no '+', no overflow.
-pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+/// without a leading zero; no spaces, no '+'. Beyond 64 bits is told apart
+/// from what is not a number.
+pub fn parse_int(bytes: &[u8]) -> Result<i64, IntError> {
     let (negative, digits) = match bytes.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, bytes),
     };
     match digits {
-        [] => return None,
-        [b'0'] => return if negative { None } else { Some(0) },
-        [b'0', ..] => return None,
+        [] => return Err(IntError::Invalid),
+        [b'0'] => return if negative { Err(IntError::Invalid) } else { Ok(0) },
+        [b'0', ..] => return Err(IntError::Invalid),
         _ => {}
     }
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return Err(IntError::Invalid);
+    }
+    let overflow = || if negative { IntError::TooSmall } else { IntError::TooLarge };
     let mut n: i64 = 0;
     for &b in digits {
-        let d = match b {
-            b'0'..=b'9' => i64::from(b - b'0'),
-            _ => return None,
-        };
-        n = n.checked_mul(10)?;
-        n = if negative { n.checked_sub(d)? } else { n.checked_add(d)? };
+        let d = i64::from(b.wrapping_sub(b'0'));
+        n = n.checked_mul(10).ok_or_else(overflow)?;
+        n = if negative { n.checked_sub(d) } else { n.checked_add(d) }.ok_or_else(overflow)?;
     }
-    Some(n)
+    Ok(n)
+}
+
+/// `parse_int` for callers that only need a valid number.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    parse_int(bytes).ok()
 }
 
 fn parse_ttl(bytes: &[u8], max_ttl: i64) -> Result<i64, ArgError> {
-    match parse_i64(bytes) {
-        Some(ttl) if ttl > 0 && ttl <= max_ttl => Ok(ttl),
-        Some(ttl) if ttl > max_ttl => Err(ArgError::TtlAboveMax(max_ttl)),
+    match parse_int(bytes) {
+        Ok(ttl) if ttl > 0 && ttl <= max_ttl => Ok(ttl),
+        // Beyond 64 bits is above max-ttl too: one error for both.
+        Ok(ttl) if ttl > max_ttl => Err(ArgError::TtlAboveMax(max_ttl)),
+        Err(IntError::TooLarge) => Err(ArgError::TtlAboveMax(max_ttl)),
         _ => Err(ArgError::BadTtl),
     }
 }
 
 fn parse_token(bytes: &[u8]) -> Result<Token, ArgError> {
-    match parse_i64(bytes) {
-        Some(t) if t >= 0 => Ok(t),
+    match parse_int(bytes) {
+        Ok(t) if t >= 0 => Ok(t),
+        Err(IntError::TooLarge) => Err(ArgError::TokenTooLarge),
         _ => Err(ArgError::BadToken),
     }
 }
 
 fn parse_timeout(bytes: &[u8]) -> Result<i64, ArgError> {
-    match parse_i64(bytes) {
-        Some(t) if t >= 0 => Ok(t),
+    match parse_int(bytes) {
+        Ok(t) if t >= 0 => Ok(t),
+        Err(IntError::TooLarge) => Err(ArgError::TimeoutTooLarge),
         _ => Err(ArgError::BadTimeout),
     }
 }
@@ -161,11 +194,17 @@ pub struct Acquire<'a, A> {
     pub wait: Option<i64>,
 }
 
-pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Acquire<'_, A>, ArgError> {
+/// `max_owner_len` bounds only the owner a grant stores: RELEASE, EXTEND
+/// and replay take any length, so a lock stored before a lower limit still
+/// works.
+pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<Acquire<'_, A>, ArgError> {
     let [_, key, owner_arg, ttl, options @ ..] = args else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.acquire' command"));
     };
     let owner = parse_owner(owner_arg.bytes())?;
+    if !i64::try_from(owner.len()).is_ok_and(|len| len <= max_owner_len) {
+        return Err(ArgError::OwnerTooLong(max_owner_len));
+    }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
     let (mut fence, mut wait) = (None, None);
     let mut rest = options;
@@ -257,6 +296,7 @@ mod tests {
     use super::*;
 
     const MAX: i64 = 3_600_000;
+    const OWNER: i64 = 256;
 
     fn argv<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
         words.iter().map(|w| w.as_bytes()).collect()
@@ -279,9 +319,36 @@ mod tests {
     }
 
     #[test]
+    fn beyond_64_bits_is_told_apart_from_not_a_number() {
+        assert_eq!(parse_int(b"9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(parse_int(b"9223372036854775808"), Err(IntError::TooLarge));
+        assert_eq!(parse_int(b"99999999999999999999999"), Err(IntError::TooLarge));
+        assert_eq!(parse_int(b"-9223372036854775808"), Ok(i64::MIN));
+        assert_eq!(parse_int(b"-9223372036854775809"), Err(IntError::TooSmall));
+        for bad in ["99999999999999999999999x", "099999999999999999999999", "+99999999999999999999999", "9 9"] {
+            assert_eq!(parse_int(bad.as_bytes()), Err(IntError::Invalid), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_owner_a_grant_stores_is_bounded() {
+        let at_limit = "o".repeat(256);
+        let a = argv(&["LOCK.ACQUIRE", "k", &at_limit, "10"]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("256 bytes").owner.len(), 256);
+        let over = "o".repeat(257);
+        let a = argv(&["LOCK.ACQUIRE", "k", &over, "10"]);
+        let err = parse_acquire(&a, MAX, OWNER).expect_err("257 bytes");
+        assert_eq!(message(err), "ERR owner is longer than redislock.max-owner-len (256 bytes)");
+        assert!(parse_acquire(&a, MAX, 257).is_ok());
+        // RELEASE and EXTEND compare, they store nothing: any length.
+        assert!(parse_release(&argv(&["LOCK.RELEASE", "k", &over])).is_ok());
+        assert!(parse_extend(&argv(&["LOCK.EXTEND", "k", &over, "10"]), MAX).is_ok());
+    }
+
+    #[test]
     fn acquire_parses_the_plain_form() {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
-        let req = parse_acquire(&a, MAX).expect("valid");
+        let req = parse_acquire(&a, MAX, OWNER).expect("valid");
         assert_eq!(*req.key, b"k".as_slice());
         assert_eq!(req.owner, b"me");
         assert_eq!(req.ttl_ms, 1000);
@@ -292,19 +359,19 @@ mod tests {
     fn acquire_parses_fence_in_any_case() {
         for word in ["FENCE", "fence", "FeNcE"] {
             let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", word, "77"]);
-            assert_eq!(parse_acquire(&a, MAX).expect("valid").fence, 77);
+            assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").fence, 77);
         }
     }
 
     #[test]
     fn acquire_parses_wait_and_fence_in_any_order() {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "wait", "0", "FENCE", "9"]);
-        let req = parse_acquire(&a, MAX).expect("valid");
+        let req = parse_acquire(&a, MAX, OWNER).expect("valid");
         assert_eq!((req.wait, req.fence), (Some(0), 9));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "WAIT", "250"]);
-        assert_eq!(parse_acquire(&a, MAX).expect("valid").wait, Some(250));
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, Some(250));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
-        assert_eq!(parse_acquire(&a, MAX).expect("valid").wait, None);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, None);
     }
 
     #[test]
@@ -327,10 +394,22 @@ mod tests {
             (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "x"], "ERR timeout must be a non-negative integer (milliseconds)"),
             (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "1", "wait", "2"], "ERR WAIT given more than once"),
             (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "bogus", "2"], "ERR unknown option 'bogus'"),
+            // Beyond 64 bits: too large, not "not a number".
+            (&["LOCK.ACQUIRE", "k", "me", "99999999999999999999999"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
+            (&["LOCK.ACQUIRE", "k", "me", "9223372036854775808"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
+            (&["LOCK.ACQUIRE", "k", "me", "-99999999999999999999999"], "ERR ttl must be a positive integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "99999999999999999999999x"], "ERR ttl must be a positive integer (milliseconds)"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "99999999999999999999999"], "ERR token is too large (at most 9223372036854775807)"),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "-99999999999999999999999"], "ERR token must be a non-negative integer"),
+            (
+                &["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "99999999999999999999999"],
+                "ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)",
+            ),
+            (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "-99999999999999999999999"], "ERR timeout must be a non-negative integer (milliseconds)"),
         ];
         for (words, expected) in cases {
             let a = argv(words);
-            let err = parse_acquire(&a, MAX).expect_err("must be refused");
+            let err = parse_acquire(&a, MAX, OWNER).expect_err("must be refused");
             assert_eq!(message(err), *expected, "for {words:?}");
         }
     }
@@ -339,11 +418,11 @@ mod tests {
     fn error_messages_never_carry_protocol_bytes() {
         let option: &[u8] = b"x\r\n-ERR\0injected";
         let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", option];
-        let text = message(parse_acquire(&a, MAX).expect_err("unknown option"));
+        let text = message(parse_acquire(&a, MAX, OWNER).expect_err("unknown option"));
         assert_eq!(text, "ERR unknown option 'x??-ERR?injected'");
         let long = vec![b'a'; 1000];
         let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", &long];
-        let text = message(parse_acquire(&a, MAX).expect_err("unknown option"));
+        let text = message(parse_acquire(&a, MAX, OWNER).expect_err("unknown option"));
         assert!(text.len() < 100, "{text}");
     }
 

@@ -60,6 +60,17 @@ fn holds(key: &Key, owner: &[u8]) -> Option<bool> {
     }
 }
 
+/// Whether a grant to `owner` would succeed now (free, already theirs, or
+/// their plain string); a key of another type counts as free, its
+/// waiters get WRONGTYPE from the grant.
+pub fn free_for(key: &Key, owner: &[u8]) -> bool {
+    match slot(key) {
+        Slot::Held(lock) => lock.is_held_by(owner),
+        Slot::PlainString(value) => value == owner,
+        Slot::Free | Slot::WrongType => true,
+    }
+}
+
 macro_rules! parse_or_reply {
     ($ctx:expr, $parsed:expr) => {
         match $parsed {
@@ -95,10 +106,14 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
         Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
         Slot::PlainString(value) if value != owner => return Attempt::Held,
         Slot::Held(mut lock) => {
-            // Re-grant to the same owner: a retry after a lost reply.
+            // Re-grant to the same owner: a retry after a lost reply. A
+            // FENCE above its token takes a token from the counter, like a
+            // new grant: `fence` itself may be another lock's token already.
             if fence > lock.token() {
-                lock.set_token(fence);
-                COUNTER.observe(fence);
+                let Some(token) = COUNTER.issue(fence) else {
+                    return Attempt::Failed(c"ERR fencing token space exhausted");
+                };
+                lock.set_token(token);
             }
             let deadline = propagate::deadline_after(ttl_ms);
             if !key.expire_at(deadline) {
@@ -133,7 +148,10 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
 /// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
 /// → token, or nil (held by another owner; or the wait timed out).
 pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
-    let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl()));
+    if gate::refuses_client_write(ctx) {
+        return ctx.reply_error(gate::READONLY);
+    }
+    let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl(), config::max_owner_len()));
     if let Some(left) = quarantine::remaining_ms() {
         stats::QUARANTINE_REFUSED.bump();
         return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
@@ -181,6 +199,9 @@ fn may_block(ctx: Ctx) -> bool {
 /// `LOCK.RELEASE key owner` → 1 if released, 0 otherwise. The oldest
 /// waiter, if any, gets the lock in the same command.
 pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
+    if gate::refuses_client_write(ctx) {
+        return ctx.reply_error(gate::READONLY);
+    }
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
     match holds(&key, req.owner) {
@@ -209,6 +230,9 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
 /// `LOCK.EXTEND key owner ttl-ms` → 1 if the lease now ends ttl-ms from
 /// now, 0 otherwise. The token does not change.
 pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
+    if gate::refuses_client_write(ctx) {
+        return ctx.reply_error(gate::READONLY);
+    }
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
     match holds(&key, req.owner) {

@@ -26,30 +26,75 @@ pub fn max_ttl() -> i64 {
 /// enough for a quarantine to cover it.
 pub const MAX_TOKEN_LEAD_DEFAULT: i64 = 60_000;
 
-/// How far ahead of the clock floor (Unix µs) a token brought by a request
-/// may be, in milliseconds (see `fencing::check_lead`).
+/// How far ahead of the clock floor (Unix µs) a token a client brings may
+/// be, in milliseconds (see `fencing::check_lead`).
 pub static MAX_TOKEN_LEAD: AtomicI64 = AtomicI64::new(MAX_TOKEN_LEAD_DEFAULT);
 
 pub fn max_token_lead() -> i64 {
     MAX_TOKEN_LEAD.load(Ordering::Relaxed)
 }
 
-/// A numeric setting in milliseconds.
+/// An owner is an identifier (a host and process, a UUID), not a payload:
+/// without a bound any client could park megabytes in every lock it takes,
+/// and in every replica and AOF after it.
+pub const MAX_OWNER_LEN_DEFAULT: i64 = 256;
+
+/// The longest `redislock.max-owner-len` may be set to.
+pub const MAX_OWNER_LEN_LIMIT: i64 = 1 << 20;
+
+/// The longest owner LOCK.ACQUIRE stores, in bytes.
+pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(MAX_OWNER_LEN_DEFAULT);
+
+pub fn max_owner_len() -> i64 {
+    MAX_OWNER_LEN.load(Ordering::Relaxed)
+}
+
+/// A numeric setting.
 struct Setting {
     name: &'static str,
     value: &'static AtomicI64,
     default: i64,
     min: i64,
+    max: i64,
+    /// What the number counts, for error messages.
+    unit: &'static str,
     /// Fixed once the server runs: CONFIG SET refuses it rather than
     /// accept a value that would change nothing.
     immutable: bool,
 }
 
-const SETTINGS: [Setting; 3] = [
-    Setting { name: "max-ttl", value: &MAX_TTL, default: MAX_TTL_DEFAULT, min: 1, immutable: false },
+const MS: &str = "milliseconds";
+
+const SETTINGS: [Setting; 4] = [
+    Setting { name: "max-ttl", value: &MAX_TTL, default: MAX_TTL_DEFAULT, min: 1, max: DURATION_LIMIT, unit: MS, immutable: false },
     // The quarantine is decided when the module loads.
-    Setting { name: "quarantine", value: &QUARANTINE_MS, default: QUARANTINE_DEFAULT, min: 0, immutable: true },
-    Setting { name: "max-token-lead", value: &MAX_TOKEN_LEAD, default: MAX_TOKEN_LEAD_DEFAULT, min: 0, immutable: false },
+    Setting {
+        name: "quarantine",
+        value: &QUARANTINE_MS,
+        default: QUARANTINE_DEFAULT,
+        min: 0,
+        max: DURATION_LIMIT,
+        unit: MS,
+        immutable: true,
+    },
+    Setting {
+        name: "max-token-lead",
+        value: &MAX_TOKEN_LEAD,
+        default: MAX_TOKEN_LEAD_DEFAULT,
+        min: 0,
+        max: DURATION_LIMIT,
+        unit: MS,
+        immutable: false,
+    },
+    Setting {
+        name: "max-owner-len",
+        value: &MAX_OWNER_LEN,
+        default: MAX_OWNER_LEN_DEFAULT,
+        min: 1,
+        max: MAX_OWNER_LEN_LIMIT,
+        unit: "bytes",
+        immutable: false,
+    },
 ];
 
 /// Registers the configuration with Redis, taking defaults from the
@@ -67,7 +112,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             s.value,
             default,
             s.min,
-            DURATION_LIMIT,
+            s.max,
             if s.immutable { ConfigurationFlags::IMMUTABLE } else { ConfigurationFlags::DEFAULT },
             None,
         );
@@ -91,17 +136,17 @@ fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
             let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
             return Err(format!("unknown module argument '{name}' (known: {})", known.join(", ")));
         };
-        setting.value.store(parse_duration(setting, &value)?, Ordering::Relaxed);
+        setting.value.store(parse_value(setting, &value)?, Ordering::Relaxed);
     }
     Ok(())
 }
 
-fn parse_duration(setting: &Setting, value: &str) -> Result<i64, String> {
+fn parse_value(setting: &Setting, value: &str) -> Result<i64, String> {
     match crate::args::parse_i64(value.as_bytes()) {
-        Some(ms) if (setting.min..=DURATION_LIMIT).contains(&ms) => Ok(ms),
+        Some(n) if (setting.min..=setting.max).contains(&n) => Ok(n),
         _ => Err(format!(
-            "{} must be an integer from {} to {DURATION_LIMIT} (milliseconds), got '{value}'",
-            setting.name, setting.min
+            "{} must be an integer from {} to {} ({}), got '{value}'",
+            setting.name, setting.min, setting.max, setting.unit
         )),
     }
 }
@@ -111,14 +156,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_are_range_checked() {
-        let [max_ttl, quarantine, _lead] = &SETTINGS;
-        assert_eq!(parse_duration(max_ttl, "60000"), Ok(60000));
-        assert_eq!(parse_duration(max_ttl, "31536000000"), Ok(DURATION_LIMIT));
+    fn settings_are_range_checked() {
+        let [max_ttl, quarantine, _lead, owner] = &SETTINGS;
+        assert_eq!(parse_value(max_ttl, "60000"), Ok(60000));
+        assert_eq!(parse_value(max_ttl, "31536000000"), Ok(DURATION_LIMIT));
         for bad in ["0", "-1", "31536000001", "banana", "", "1e3"] {
-            assert!(parse_duration(max_ttl, bad).is_err(), "max-ttl {bad:?} must be refused");
+            assert!(parse_value(max_ttl, bad).is_err(), "max-ttl {bad:?} must be refused");
         }
-        assert_eq!(parse_duration(quarantine, "0"), Ok(0));
-        assert!(parse_duration(quarantine, "-1").is_err());
+        assert_eq!(parse_value(quarantine, "0"), Ok(0));
+        assert!(parse_value(quarantine, "-1").is_err());
+        assert_eq!(parse_value(owner, "1"), Ok(1));
+        assert_eq!(parse_value(owner, "1048576"), Ok(MAX_OWNER_LEN_LIMIT));
+        assert_eq!(
+            parse_value(owner, "1048577"),
+            Err("max-owner-len must be an integer from 1 to 1048576 (bytes), got '1048577'".into())
+        );
+        assert!(parse_value(owner, "0").is_err());
     }
 }

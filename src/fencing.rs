@@ -71,8 +71,10 @@ impl Counter {
 /// module, so the waiters' part is called from here.
 unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        crate::gate::set_replica(false);
         COUNTER.seed_for_promotion();
     } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+        crate::gate::set_replica(true);
         crate::waiters::demoted();
     }
 }
@@ -82,12 +84,14 @@ pub fn subscribe(ctx: Ctx) -> bool {
     rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), event, Some(on_role_changed)) else 1) == 0
 }
 
-/// A token a request brings (FENCE, a replicated grant, a restored lock)
-/// may lead the clock floor (Unix µs) by at most `redislock.max-token-lead`.
-/// Without a bound one request could push the counter to the end of the
-/// token space for every key, or so far ahead of the clock that a restart
-/// without data would issue smaller tokens. A token the counter has
-/// already reached changes nothing and is always accepted.
+/// A token a client brings (FENCE, a RESTORE payload) may lead the clock
+/// floor (Unix µs) by at most `redislock.max-token-lead`. Without a bound
+/// one request could push the counter to the end of the token space for
+/// every key, or so far ahead of the clock that a restart without data
+/// would issue smaller tokens. A token the counter has already reached
+/// changes nothing and is always accepted. This server's own data and its
+/// master's stream are not client input and are never held to it: they
+/// replay what was granted, whatever this clock says now.
 /// `Err` carries the largest token accepted now.
 pub fn check_lead(token: Token) -> Result<(), Token> {
     if token <= COUNTER.current() {

@@ -13,10 +13,39 @@
 //! it reads the server's state through INFO and CONFIG.
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw;
 
 use crate::api::{self, Ctx, ServerInfo};
+
+/// This instance is a replica. Kept from the role-change event (and read
+/// once at load), so a write command on a master pays one load for it
+/// instead of the server's whole context-flags computation.
+static REPLICA: AtomicBool = AtomicBool::new(false);
+
+/// At load: a server started with `replicaof` is a replica before any
+/// role-change event.
+pub fn learn_role(ctx: Ctx) {
+    set_replica(ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_SLAVE));
+}
+
+pub fn set_replica(replica: bool) {
+    REPLICA.store(replica, Ordering::Relaxed);
+}
+
+/// What a client hears when it asks a replica to take, extend or release
+/// a lock: the server's own reply to a write on a read-only replica.
+pub const READONLY: &CStr = c"READONLY You can't write against a read only replica.";
+
+/// A replica never changes a lock for a client, not even with
+/// `replica-read-only no`: a lock it granted is unknown to its master,
+/// which can grant it to someone else, and the master's stream later
+/// overwrites it anyway. Only its master's stream and loading change
+/// locks there.
+pub fn refuses_client_write(ctx: Ctx) -> bool {
+    REPLICA.load(Ordering::Relaxed) && !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
+}
 
 /// Why the module may not write now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -51,6 +51,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"highest_token", COUNTER.current());
     field(ctx, c"max_ttl_ms", config::max_ttl());
     field(ctx, c"max_token_lead_ms", config::max_token_lead());
+    field(ctx, c"max_owner_len", config::max_owner_len());
     field(ctx, c"quarantine_ms", quarantine::QUARANTINE_MS.load(std::sync::atomic::Ordering::Relaxed));
 }
 

@@ -4,6 +4,7 @@
 //! type whose lease is the key's TTL and whose every grant carries a
 //! fencing token from a per-instance monotonic counter.
 //!
+//! - `acl`: a waiter's permissions, checked again at handoff
 //! - `args`: command argument parsing
 //! - `clock`: the monotonic clock, and steps of the wall clock
 //! - `commands`: the lock commands
@@ -21,6 +22,7 @@
 // use the system allocator, not Redis's), so its helpers look unused.
 #![cfg_attr(test, allow(dead_code))]
 
+pub mod acl;
 pub mod api;
 pub mod args;
 pub mod clock;
@@ -60,7 +62,45 @@ struct Command {
     acl: &'static CStr,
     summary: &'static CStr,
     complexity: &'static CStr,
+    /// Its arguments after the name, for COMMAND DOCS.
+    args: &'static [ArgDoc],
 }
+
+/// One argument as COMMAND DOCS lists it.
+struct ArgDoc {
+    name: &'static CStr,
+    kind: raw::RedisModuleCommandArgType,
+    /// The word that precedes the value (`FENCE 7`).
+    token: Option<&'static CStr>,
+    optional: bool,
+}
+
+const fn arg(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: None, optional: false }
+}
+
+/// An optional `TOKEN value` pair; LOCK.ACQUIRE takes its options in any order.
+const fn option(token: &'static CStr, name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: Some(token), optional: true }
+}
+
+const KEY: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY;
+const STRING: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
+const INTEGER: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
+const UNIX_TIME: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
+
+const ACQUIRE_ARGS: [ArgDoc; 5] = [
+    arg(c"key", KEY),
+    arg(c"owner", STRING),
+    arg(c"ttl-ms", INTEGER),
+    option(c"FENCE", c"min-token", INTEGER),
+    option(c"WAIT", c"timeout-ms", INTEGER),
+];
+const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
+const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
+const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
+const APPLY_ARGS: [ArgDoc; 4] =
+    [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
 macro_rules! command {
@@ -83,26 +123,29 @@ const RW: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS;
 
 fn command_table() -> [Command; 5] {
     [
-        command!(c"lock.acquire", commands::acquire, c"write deny-oom fast",
+        // `blocking`: WAIT blocks the client (Redis puts it in @blocking
+        // and knows it may block, as for BLPOP); `fast`: the command itself
+        // is O(1) and returns at once, also when the client then waits.
+        command!(c"lock.acquire", commands::acquire, c"write deny-oom fast blocking",
             arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast blocking",
             summary: c"Takes a lock for an owner with a lease, or waits in line (WAIT); replies the fencing token",
-            complexity: c"O(1)"),
+            complexity: c"O(1)", args: &ACQUIRE_ARGS),
         command!(c"lock.release", commands::release, c"write fast",
             arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, acl: c"write fast",
             summary: c"Releases a lock if the owner holds it; the oldest waiter gets it",
-            complexity: c"O(1)"),
+            complexity: c"O(1)", args: &RELEASE_ARGS),
         command!(c"lock.extend", commands::extend, c"write fast",
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast",
             summary: c"Restarts the lease of a lock the owner holds",
-            complexity: c"O(1)"),
+            complexity: c"O(1)", args: &EXTEND_ARGS),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
             summary: c"Owner, fencing token, remaining lease and waiters of a lock",
-            complexity: c"O(1)"),
+            complexity: c"O(1)", args: &INFO_ARGS),
         command!(c"lock.apply", propagate::apply, c"write",
             arity: 5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
-            complexity: c"O(1)"),
+            complexity: c"O(1)", args: &APPLY_ARGS),
     ]
 }
 
@@ -134,6 +177,25 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
     };
     // SAFETY: an all-zero key spec is the array's terminator.
     let mut key_specs = [key, unsafe { std::mem::zeroed() }];
+    let mut args: Vec<raw::RedisModuleCommandArg> = c
+        .args
+        .iter()
+        .map(|a| raw::RedisModuleCommandArg {
+            name: a.name.as_ptr(),
+            type_: a.kind,
+            // The key's spec is the only one (index 0); -1 for the rest.
+            key_spec_index: if a.kind == KEY { 0 } else { -1 },
+            token: a.token.map_or(std::ptr::null(), CStr::as_ptr),
+            summary: std::ptr::null(),
+            since: std::ptr::null(),
+            flags: if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int } else { 0 },
+            deprecated_since: std::ptr::null(),
+            subargs: std::ptr::null_mut(),
+            display_text: std::ptr::null(),
+        })
+        .collect();
+    // SAFETY: an all-zero argument (no name) is the array's terminator.
+    args.push(unsafe { std::mem::zeroed() });
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: c.summary.as_ptr(),
@@ -143,7 +205,7 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
         tips: std::ptr::null(),
         arity: c.arity,
         key_specs: key_specs.as_mut_ptr(),
-        args: std::ptr::null_mut(),
+        args: args.as_mut_ptr(),
     };
     if rm!(RedisModule_SetCommandInfo(cmd, &info) else api::ERR) != api::OK {
         return Err(format!("Redis refused the command info of {name}"));
@@ -190,13 +252,17 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
     }
+    gate::learn_role(Ctx::new(ctx.ctx));
     if !fencing::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to replication role changes");
     }
     if !info::register(ctx.ctx) {
         return fail(ctx, "could not register the INFO section");
     }
-    lock::learn_memory_accounting(&api::ServerInfo::read(Ctx::new(ctx.ctx), c"server"));
+    let server = api::ServerInfo::read(Ctx::new(ctx.ctx), c"server");
+    lock::learn_memory_accounting(&server);
+    acl::init(Ctx::new(ctx.ctx), &server);
+    drop(server);
     quarantine::start(Ctx::new(ctx.ctx));
     fencing::COUNTER.seed_from_clock();
     Status::Ok

@@ -269,8 +269,8 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
 
 /// Loads a lock (RDB, DEBUG RELOAD, RESTORE, MIGRATE, full sync). Raises
 /// the counter to its token so this instance never issues that token
-/// again. A RESTORE (a client's payload, not a load of this server's own
-/// files or its master's) may not bring a token beyond the lead bound.
+/// again. A RESTORE from a client (not a load of this server's own files,
+/// nor its master's) may not bring a token beyond the lead bound.
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
     if encver != ENCODING_VERSION {
         return ptr::null_mut();
@@ -280,13 +280,32 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     };
     if !crate::quarantine::loading() {
         if let Err(ceiling) = crate::fencing::check_lead(lock.token()) {
-            let reason = crate::fencing::lead_error("RESTORE refused: the lock's token", ceiling);
-            api::log(ptr::null_mut(), c"warning", &reason);
-            return ptr::null_mut();
+            if !restored_by_master(rdb) {
+                let reason = crate::fencing::lead_error("RESTORE refused: the lock's token", ceiling);
+                api::log(ptr::null_mut(), c"warning", &reason);
+                return ptr::null_mut();
+            }
         }
     }
     COUNTER.observe(lock.token());
     lock.into_raw()
+}
+
+/// Whether a RESTORE outside loading came from this replica's master,
+/// which bounded the token when its client brought it. Redis tells a
+/// data type callback nothing about the client, but a read-only replica
+/// runs RESTORE for its master alone. A writable replica cannot tell its
+/// master from a client here, so it keeps the bound (and its log says so).
+/// Only reached for a token beyond the bound: the context this allocates
+/// costs nothing on an ordinary RESTORE.
+unsafe fn restored_by_master(rdb: *mut RedisModuleIO) -> bool {
+    let ctx = rm!(RedisModule_GetContextFromIO(rdb) else ptr::null_mut());
+    if ctx.is_null() {
+        return false;
+    }
+    let flags = rm!(RedisModule_GetContextFlags(ctx) else 0);
+    let read_only_replica = (raw::REDISMODULE_CTX_FLAGS_SLAVE | raw::REDISMODULE_CTX_FLAGS_READONLY) as c_int;
+    flags & read_only_replica == read_only_replica
 }
 
 /// Emits the lock as its replicated form with no deadline; Redis follows

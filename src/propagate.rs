@@ -19,7 +19,7 @@ use redis_module::raw;
 
 use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
-use crate::fencing::{self, Token, COUNTER};
+use crate::fencing::{Token, COUNTER};
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
@@ -65,7 +65,8 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
 
 /// `LOCK.APPLY key owner token deadline`: sets the key to exactly the lock
 /// its master granted. Accepted only from the master link or the AOF, so
-/// no client can forge an owner, a token or a deadline.
+/// no client can forge an owner, a token or a deadline; and never refused
+/// for its token.
 pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
     if !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) {
         return ctx.reply_error(c"ERR LOCK.APPLY is accepted only from the master link or while loading the AOF");
@@ -74,9 +75,10 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
         Ok(req) => req,
         Err(e) => return ctx.reply_error(&e.message()),
     };
-    if let Err(ceiling) = fencing::check_lead(req.token) {
-        return ctx.reply_error_text(&fencing::lead_error("token", ceiling));
-    }
+    // This server's own data (its AOF) or its master's grant: the master
+    // bounded the token when a client brought it, and a token at clock +
+    // lead is normal after a FENCE write-back or a promotion. Refusing it
+    // here for the local clock would drop a lock a client holds.
     COUNTER.observe(req.token);
     // The lock is stored whatever the local clock says: this replays what
     // the master did at this offset. A deadline that has passed here is

@@ -52,6 +52,8 @@ struct Waiter {
     /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
     /// timer is only a wake-up, since Redis keys timers to the wall clock.
     due_mono_ms: i64,
+    /// The ACL user it waits as, checked again at handoff (see `acl`).
+    user: Option<HeldString>,
 }
 
 struct Timer {
@@ -172,6 +174,8 @@ enum Outcome {
     TimedOut,
     WrongType,
     Error(&'static CStr),
+    /// Its user may no longer take the lock: the server's NOPERM text.
+    Refused(std::ffi::CString),
 }
 
 /// Clients waiting now, and the keys they wait for (for INFO).
@@ -248,7 +252,8 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
         rm!(RedisModule_CreateTimer(timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
     });
     let due_mono_ms = clock::mono_ms().saturating_add(timeout_ms);
-    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, deadline, due_mono_ms };
+    let user = crate::acl::current_user(ctx);
+    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, deadline, due_mono_ms, user };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
@@ -282,6 +287,16 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     // Each head is taken out of the registry while Redis is called
     // (replication and notifications may re-enter this module).
     while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
+        // Only a waiter the lock would go to now is checked: its rights
+        // then, not while it waits, decide.
+        let refused = match &head.user {
+            Some(user) if crate::commands::free_for(key, head.owner.bytes()) => crate::acl::refusal(user, key_name),
+            _ => None,
+        };
+        if let Some(msg) = refused {
+            cancel(head, Outcome::Refused(msg));
+            continue;
+        }
         let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence);
         match attempt {
             Attempt::Granted(token, _) => {
@@ -721,6 +736,7 @@ unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut Red
         Some(Outcome::Token(token)) => ctx.reply_integer(*token),
         Some(Outcome::WrongType) => ctx.reply_error(crate::commands::WRONGTYPE),
         Some(Outcome::Error(msg)) => ctx.reply_error(msg),
+        Some(Outcome::Refused(msg)) => ctx.reply_error(msg),
         Some(Outcome::TimedOut) => ctx.reply_null(),
         // Not answered by this module: the server ended the wait itself and
         // the client is still there (Valkey 9 on becoming a replica calls the

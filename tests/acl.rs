@@ -153,3 +153,158 @@ fn categories_where_the_server_supports_them() {
     }
     assert!(checked.contains(&"valkey-8.1".to_string()), "Valkey 8.1 categorises module commands: {checked:?}");
 }
+
+/// A RESP2 field/value array (COMMAND DOCS) as pairs.
+fn fields(v: &Value) -> Vec<(String, Value)> {
+    let Value::Array(items) = v else { panic!("expected a field/value array: {v:?}") };
+    items
+        .chunks(2)
+        .map(|pair| match pair {
+            [Value::BulkString(k), value] => (String::from_utf8_lossy(k).into_owned(), value.clone()),
+            [Value::SimpleString(k), value] => (k.clone(), value.clone()),
+            other => panic!("not a field/value pair: {other:?}"),
+        })
+        .collect()
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        Value::Array(items) | Value::Set(items) => items.iter().map(text).collect::<Vec<_>>().join(","),
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+/// One argument of COMMAND DOCS as "name type [token T] [flags F]".
+fn describe_argument(arg: &Value) -> String {
+    let f = fields(arg);
+    let get = |k: &str| f.iter().find(|(name, _)| name == k).map(|(_, v)| text(v));
+    let mut out = format!("{} {}", get("name").unwrap_or_default(), get("type").unwrap_or_default());
+    if let Some(t) = get("token") {
+        out.push_str(&format!(" token {t}"));
+    }
+    if let Some(flags) = get("flags") {
+        out.push_str(&format!(" flags {flags}"));
+    }
+    out
+}
+
+fn documented_arguments(c: &mut Connection, command: &str) -> Vec<String> {
+    let reply = ok_cmd(c, cmd("COMMAND").arg("DOCS").arg(command));
+    let Value::Array(outer) = &reply else { panic!("COMMAND DOCS {command}: {reply:?}") };
+    let [_, doc] = outer.as_slice() else { panic!("COMMAND DOCS {command}: {reply:?}") };
+    let args = fields(doc).into_iter().find(|(k, _)| k == "arguments").map(|(_, v)| v);
+    match args {
+        Some(Value::Array(args)) => args.iter().map(describe_argument).collect(),
+        other => panic!("COMMAND DOCS {command} lists no arguments: {other:?}"),
+    }
+}
+
+fn flags_of(c: &mut Connection, command: &str) -> Vec<String> {
+    match command_info(c, command).get(2) {
+        Some(Value::Array(f)) | Some(Value::Set(f)) => f.iter().map(text).collect(),
+        other => panic!("COMMAND INFO {command} flags: {other:?}"),
+    }
+}
+
+/// COMMAND DOCS lists each command's arguments (it listed none), and
+/// COMMAND INFO's flags say what each command does: LOCK.ACQUIRE may
+/// block (WAIT), as BLPOP does (the `blocking` flag was missing).
+#[test]
+fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut c = srv.conn();
+        let expected: [(&str, &[&str]); 5] = [
+            (
+                "lock.acquire",
+                &[
+                    "key key",
+                    "owner string",
+                    "ttl-ms integer",
+                    "min-token integer token FENCE flags optional",
+                    "timeout-ms integer token WAIT flags optional",
+                ],
+            ),
+            ("lock.release", &["key key", "owner string"]),
+            ("lock.extend", &["key key", "owner string", "ttl-ms integer"]),
+            ("lock.info", &["key key"]),
+            ("lock.apply", &["key key", "owner string", "token integer", "deadline-unix-ms unix-time"]),
+        ];
+        for (command, args) in expected {
+            assert_eq!(documented_arguments(&mut c, command), args, "{name}: COMMAND DOCS {command}");
+        }
+        let flags: [(&str, &[&str], &[&str]); 5] = [
+            ("lock.acquire", &["write", "denyoom", "fast", "blocking"], &["readonly"]),
+            ("lock.release", &["write", "fast"], &["readonly", "blocking", "denyoom"]),
+            ("lock.extend", &["write", "fast"], &["readonly", "blocking", "denyoom"]),
+            ("lock.info", &["readonly", "fast"], &["write", "blocking", "denyoom"]),
+            ("lock.apply", &["write"], &["readonly", "blocking", "fast"]),
+        ];
+        for (command, must, must_not) in flags {
+            let got = flags_of(&mut c, command);
+            for f in must {
+                assert!(got.iter().any(|g| g == f), "{name}: {command} lacks {f}: {got:?}");
+            }
+            for f in must_not {
+                assert!(!got.iter().any(|g| g == f), "{name}: {command} must not have {f}: {got:?}");
+            }
+        }
+    }
+}
+
+/// The NOPERM error the server gives `user` for LOCK.ACQUIRE of `key` now.
+fn servers_own_refusal(srv: &Server, user: &str, key: &str) -> String {
+    let mut c = srv.conn();
+    ok_cmd(&mut c, cmd("AUTH").arg(user).arg("pw"));
+    expect_err(&mut c, cmd("LOCK.ACQUIRE").arg(key).arg("probe").arg(1000))
+}
+
+/// Redis checks ACLs when a command starts; a waiter's LOCK.ACQUIRE started
+/// before it blocked. A waiter whose user lost the key or the command
+/// while it waited is refused when it is served, with the NOPERM error the
+/// server gives that user's LOCK.ACQUIRE now, and the next waiter gets the
+/// lock (before, the first waiter was granted it, where BLPOP's is refused).
+#[test]
+fn a_waiter_whose_rights_were_taken_away_is_refused_when_served() {
+    for (name, bin) in servers() {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        grant(&mut admin, "k", "holder", 60_000);
+        let taken_away = [("nokey", "resetkeys"), ("readkey", "resetkeys %R~*"), ("nothing", "resetkeys -@all"), ("nocmd", "-lock.acquire")];
+        let mut waiting = Vec::new();
+        for (n, (who, _)) in taken_away.iter().chain([("kept", "")].iter()).enumerate() {
+            let mut c = user(&srv, who, &["~*", "+@all"]);
+            send_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg(*who).arg(60_000).arg("WAIT").arg(0));
+            wait_waiters(&mut admin, b"k", n as i64 + 1);
+            waiting.push((*who, c));
+        }
+        for (who, rules) in taken_away {
+            let mut setuser = cmd("ACL");
+            setuser.arg("SETUSER").arg(who);
+            for r in rules.split(' ') {
+                setuser.arg(r);
+            }
+            ok_cmd(&mut admin, &setuser);
+        }
+        assert_eq!(release(&mut admin, b"k", b"holder"), 1);
+        let mut token = None;
+        for (who, mut c) in waiting {
+            let reply = recv_reply(&mut c, who);
+            if who == "kept" {
+                token = match reply {
+                    Ok(Value::Int(t)) => Some(t),
+                    other => panic!("{name}: the waiter that kept its rights: {other:?}"),
+                };
+                continue;
+            }
+            let own = servers_own_refusal(&srv, who, "k");
+            assert!(own.starts_with("NOPERM"), "{name}: {who} is refused by the server itself: {own}");
+            assert_eq!(reply, Err(own), "{name}: {who} gets the server's own refusal at handoff");
+        }
+        let i = info(&mut admin, b"k").expect("the lock went to the next waiter");
+        assert_eq!((i.owner.as_slice(), Some(i.token), i.waiters), (&b"kept"[..], token, 0), "{name}");
+    }
+}

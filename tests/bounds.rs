@@ -1,4 +1,5 @@
-//! Tokens a request brings are bounded by the clock (RESTORE, replication),
+//! Tokens a client brings are bounded by the clock (RESTORE), a master's are
+//! not (replication),
 //! a restart without data never issues smaller tokens when the quarantine
 //! covers the allowed lead, and a converted plain-string lock's lease is
 //! capped by max-ttl.
@@ -44,20 +45,36 @@ fn restore_of_a_token_beyond_the_lead_is_refused() {
     assert!(grant(&mut c, "after", "o", 1000) > near);
 }
 
+/// The bound is for clients: a replica applies what its master granted,
+/// as a LOCK.APPLY or a RESTORE the master accepted, whatever its own
+/// clock says. Refusing it left the replica without a lock its master
+/// holds, free to grant it again once promoted.
 #[test]
-fn a_replica_refuses_a_replicated_token_beyond_its_lead() {
+fn a_replica_keeps_its_masters_tokens_however_far_ahead_of_its_clock() {
     let master = Server::start_full(&["max-token-lead", YEAR_MS], &[]);
     let replica = Server::start();
     attach_replica(&master, &replica);
     let mut m = master.conn();
     let far = now_unix_us() + 10 * 24 * 3600 * 1_000_000;
     assert_eq!(acquire_fence(&mut m, b"k", b"o", 600_000, far), Some(far));
+    let restored = far + 1_000_000;
+    let payload = dump_of_lock_with_token(restored);
+    ok_cmd(&mut m, cmd("RESTORE").arg("r").arg(0).arg(payload.as_slice()));
     wait1(&mut m);
     let mut r = replica.conn();
-    assert!(info(&mut r, b"k").is_none(), "the replica did not adopt the token");
-    assert!(replica.log_text().contains("max-token-lead"), "the replica logs the refusal:\n{}", replica.log_tail(20));
+    let i = info(&mut r, b"k").expect("the replica applied its master's grant");
+    assert_eq!((i.owner.as_slice(), i.token), (&b"o"[..], far));
+    assert_eq!(info(&mut r, b"r").expect("the replica applied its master's RESTORE").token, restored);
+    assert_eq!(pexpiretime(&mut r, b"k"), pexpiretime(&mut m, b"k"));
+    assert!(!replica.log_text().contains("max-token-lead"), "nothing refused:\n{}", replica.log_tail(20));
     ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
-    assert!(grant(&mut r, "next", "o", 1000) < far, "its counter stayed near the clock");
+    assert!(grant(&mut r, "next", "o", 1000) > restored, "the promoted replica's counter follows its master's tokens");
+    // A replica attached later gets them by full sync, as they are.
+    let late = Server::start();
+    attach_replica(&master, &late);
+    let mut l = late.conn();
+    assert_eq!(info(&mut l, b"k").expect("full sync: k").token, far);
+    assert_eq!(info(&mut l, b"r").expect("full sync: r").token, restored);
 }
 
 /// With the quarantine at least the lead, tokens after a restart without

@@ -151,6 +151,119 @@ fn fence_semantics() {
     assert_eq!(t8, t7 + 1, "FENCE equal to the counter gives counter+1");
 }
 
+/// Tokens are unique per instance whatever FENCE asks. A re-grant used to
+/// take the FENCE value verbatim, so `FENCE <another key's token>` gave two
+/// live locks the same token; now a re-grant raised by FENCE takes a token
+/// from the counter, as a new grant does: max(counter + 1, min-token).
+#[test]
+fn a_fenced_regrant_never_takes_a_token_another_lock_holds() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let ta = grant(&mut c, "a", "o", 100_000);
+    let tb = grant(&mut c, "b", "o", 100_000);
+    assert!(tb > ta);
+    // Re-grant of `a` asking for `b`'s token.
+    let ra = acquire_fence(&mut c, b"a", b"o", 100_000, tb).expect("re-grant a");
+    assert_ne!(ra, tb, "the re-grant took b's token: two locks share it");
+    assert_eq!(ra, tb + 1, "a fresh token from the counter, above every token issued");
+    assert_eq!(info(&mut c, b"a").expect("a").token, ra);
+    assert_eq!(info(&mut c, b"b").expect("b").token, tb);
+    // A new grant asking for a held token gets counter + 1 just the same.
+    let tc = acquire_fence(&mut c, b"c", b"o", 100_000, ra).expect("grant c");
+    assert_eq!(tc, ra + 1);
+    // Above the counter, both paths take exactly the FENCE value.
+    let f = tc + 1_000;
+    assert_eq!(acquire_fence(&mut c, b"a", b"o", 100_000, f), Some(f), "re-grant above the counter");
+    assert_eq!(acquire_fence(&mut c, b"d", b"o", 100_000, f + 10), Some(f + 10), "new grant above the counter");
+    let tokens: Vec<i64> = ["a", "b", "c", "d"].iter().map(|k| info(&mut c, k.as_bytes()).expect("held").token).collect();
+    let mut unique = tokens.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), tokens.len(), "tokens {tokens:?}");
+    assert_eq!(grant(&mut c, "e", "o", 1000), f + 11);
+}
+
+/// A number beyond 64 bits is too large, not "not a positive integer":
+/// ttl (ACQUIRE and EXTEND) says it exceeds max-ttl, as any ttl above it
+/// does; WAIT and FENCE say they are too large. Nothing changes.
+#[test]
+fn numbers_beyond_64_bits_are_too_large_not_malformed() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t0 = grant(&mut c, "k", "holder", 100_000);
+    let big: &[u8] = b"99999999999999999999999";
+    let exceeds = "ERR ttl exceeds redislock.max-ttl (3600000 ms)";
+    let cases: [(&str, Vec<&[u8]>, &str); 6] = [
+        ("LOCK.ACQUIRE", vec![b"free", b"o", big], exceeds),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", big], exceeds),
+        ("LOCK.EXTEND", vec![b"k", b"holder", big], exceeds),
+        (
+            "LOCK.ACQUIRE",
+            vec![b"k", b"w", b"1000", b"WAIT", big],
+            "ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)",
+        ),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"1000", b"FENCE", big], "ERR token is too large (at most 9223372036854775807)"),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"1000", b"FENCE", big], "ERR token is too large (at most 9223372036854775807)"),
+    ];
+    for (name, args, want) in &cases {
+        let cm = lock_cmd(name, args);
+        assert_eq!(expect_err(&mut c, &cm), *want, "{}", describe(&cm.get_packed_command()));
+    }
+    // Still malformed: a negative beyond 64 bits, digits with junk.
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("free").arg("o").arg("-99999999999999999999999"));
+    assert_eq!(e, E_TTL);
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("free").arg("o").arg(1000).arg("FENCE").arg("99999999999999999999999x"));
+    assert_eq!(e, E_TOKEN);
+    let i = info(&mut c, b"k").expect("k");
+    assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"holder"[..], t0, 0));
+    assert!(!exists(&mut c, b"free"));
+    assert_eq!(grant(&mut c, "after", "o", 1000), t0 + 1, "no error moved the counter");
+}
+
+/// An owner is at most `redislock.max-owner-len` bytes (256 unless raised)
+/// when a grant stores it; before, a 50 MB owner was accepted and copied
+/// into the lock, every replica and the AOF. Locks stored before a lower
+/// limit stay usable and survive reloads and replay.
+#[test]
+fn owners_beyond_max_owner_len_are_refused_and_stored_ones_still_load() {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    assert_eq!(config_get(&mut c, "redislock.max-owner-len"), "256");
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_owner_len"), 256);
+    let e_long = "ERR owner is longer than redislock.max-owner-len (256 bytes)";
+    let at_limit = vec![b'o'; 256];
+    assert!(acquire(&mut c, b"k", &at_limit, 60_000).is_some(), "256 bytes is allowed");
+    let over = vec![b'o'; 257];
+    assert_eq!(expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("j").arg(over.as_slice()).arg(60_000)), e_long);
+    let huge = vec![b'x'; 50 * 1024 * 1024];
+    assert_eq!(expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("j").arg(huge.as_slice()).arg(60_000)), e_long);
+    drop(huge);
+    assert!(!exists(&mut c, b"j"), "a refused owner stored nothing");
+
+    for bad in ["0", "1048577", "-1", "banana"] {
+        assert!(try_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-owner-len").arg(bad)).is_err(), "{bad}");
+    }
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-owner-len").arg("1048576"));
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_owner_len"), 1_048_576);
+    let long = vec![b'L'; 4000];
+    let t = acquire(&mut c, b"long", &long, 600_000).expect("4000 bytes under a 1 MiB limit");
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-owner-len").arg("256"));
+    // Only what a grant would store is bounded: the lock stays usable.
+    assert_eq!(expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("long").arg(long.as_slice()).arg(60_000)), e_long);
+    assert_eq!(extend(&mut c, b"long", &long, 600_000), 1);
+    ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD"));
+    assert_eq!(info(&mut c, b"long").expect("after DEBUG RELOAD").owner, long);
+    wait_aof_flushed(&mut c);
+    drop(c);
+    s.kill9();
+    s.set_module_args(&["max-owner-len", "256"]);
+    s.start_again();
+    let mut c = s.conn();
+    let i = info(&mut c, b"long").expect("the AOF replays an owner longer than today's limit");
+    assert_eq!((i.owner, i.token), (long.clone(), t));
+    assert_eq!(release(&mut c, b"long", &long), 1);
+}
+
 #[test]
 fn tokens_strictly_increase_across_keys_release_expiry_del_flushall_dbs() {
     let s = Server::start();

@@ -93,6 +93,9 @@ fn is_documented_error(name: &str, nargs: usize, e: &str) -> bool {
         || e == "ERR WAIT needs a timeout"
         || e == "ERR WAIT given more than once"
         || e == "ERR timeout must be a non-negative integer (milliseconds)"
+        || e == "ERR token is too large (at most 9223372036854775807)"
+        || e == "ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)"
+        || e == "ERR owner is longer than redislock.max-owner-len (256 bytes)"
 }
 
 /// A valid `WAIT n` in the barrage can block the connection (up to forever

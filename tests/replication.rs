@@ -294,3 +294,50 @@ fn late_replica_full_sync_gets_locks_and_counter() {
         "promoted late replica's next token {next} must exceed {f2} (counter via RDB aux)"
     );
 }
+
+/// A replica never takes, extends or releases a lock for a client, also
+/// with `replica-read-only no`: a lock it granted is unknown to its
+/// master, which grants it to someone else and later overwrites it. It
+/// answers as a read-only replica does, still serves LOCK.INFO, and still
+/// applies its master's grants and releases.
+#[test]
+fn a_writable_replica_refuses_lock_writes_and_follows_its_master() {
+    let (master, replica) = pair();
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    ok_cmd(&mut r, cmd("CONFIG").arg("SET").arg("replica-read-only").arg("no"));
+    let t = grant(&mut m, "k", "alice", 600_000);
+    wait1(&mut m);
+    let deadline = pexpiretime(&mut r, b"k");
+    let readonly = "READONLY You can't write against a read only replica.";
+    for c in [
+        cmd("LOCK.ACQUIRE").arg("free").arg("bob").arg(60_000).clone(),
+        cmd("LOCK.ACQUIRE").arg("k").arg("bob").arg(60_000).arg("WAIT").arg(100).clone(),
+        cmd("LOCK.ACQUIRE").arg("k").arg("alice").arg(60_000).clone(),
+        cmd("LOCK.EXTEND").arg("k").arg("alice").arg(900_000).clone(),
+        cmd("LOCK.RELEASE").arg("k").arg("alice").clone(),
+    ] {
+        assert_eq!(expect_err(&mut r, &c), readonly, "{}", describe(&c.get_packed_command()));
+    }
+    // The same inside MULTI and a script: only the master link writes.
+    ok_cmd(&mut r, &cmd("MULTI"));
+    ok_cmd(&mut r, cmd("LOCK.ACQUIRE").arg("free").arg("bob").arg(60_000));
+    let exec = format!("{:?}", ok_cmd(&mut r, &cmd("EXEC")));
+    assert!(exec.to_ascii_lowercase().contains("readonly"), "{exec}");
+    let script = expect_err(&mut r, cmd("EVAL").arg("return redis.call('LOCK.ACQUIRE', 'free', 'bob', 60000)").arg(0));
+    assert!(script.contains("READONLY"), "{script}");
+    assert!(!exists(&mut r, b"free"), "the replica granted a lock of its own");
+    let i = info(&mut r, b"k").expect("LOCK.INFO answers on the replica");
+    assert_eq!((i.owner.as_slice(), i.token), (&b"alice"[..], t));
+    assert_eq!(pexpiretime(&mut r, b"k"), deadline, "the refused EXTEND changed the lease");
+    // What the master does still arrives.
+    assert_eq!(extend(&mut m, b"k", b"alice", 900_000), 1);
+    let t2 = grant(&mut m, "free", "carol", 60_000);
+    assert_eq!(release(&mut m, b"k", b"alice"), 1);
+    wait1(&mut m);
+    assert!(!exists(&mut r, b"k"), "the master's release applied on the replica");
+    assert_eq!(info(&mut r, b"free").expect("the master's grant").token, t2);
+    // Promoted, it grants again.
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    assert!(grant(&mut r, "mine", "dave", 1000) > t2);
+}

@@ -13,6 +13,10 @@ use crate::quorum::{self, NotGranted};
 use crate::settings::{Mode, Settings};
 use crate::transport::{Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
 
+/// Write-back rounds after an instance answered a FENCE with a token above
+/// the one asked for (see `Redlock::reconcile`).
+const MAX_RECONCILE_ROUNDS: usize = 4;
+
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
 pub struct Lock {
@@ -394,7 +398,8 @@ impl Redlock {
         outcomes: &mut [InstanceOutcome],
     ) -> Option<(i64, usize)> {
         let mut candidates: Vec<(usize, i64)> = granted.iter().filter_map(|&(i, t)| Some((i, t?))).collect();
-        let mut fenced = 0;
+        let mut fenced: Vec<usize> = Vec::new();
+        let mut rounds = 0;
         loop {
             let tokens: Vec<i64> = candidates.iter().map(|&(_, t)| t).collect();
             let plan = quorum::reconcile(&tokens)?;
@@ -405,11 +410,22 @@ impl Redlock {
             }))
             .await;
             let mut too_far_ahead = false;
+            let mut raised_beyond = false;
             for (i, outcome) in raised {
-                if outcome.outcome == (Outcome::Granted { token: Some(plan.token) }) {
-                    fenced += 1;
+                let granted_at_least = match outcome.outcome {
+                    Outcome::Granted { token: Some(t) } if t >= plan.token => Some(t),
+                    _ => None,
+                };
+                if let Some(t) = granted_at_least {
+                    // Beyond plan.token when the instance had already
+                    // issued it (or more) to other locks: it never gives
+                    // two locks one token. The others follow next round.
+                    raised_beyond |= t > plan.token;
+                    if !fenced.contains(&i) {
+                        fenced.push(i);
+                    }
                     if let Some(c) = candidates.iter_mut().find(|c| c.0 == i) {
-                        c.1 = plan.token;
+                        c.1 = t;
                     }
                 } else if matches!(&outcome.outcome, Outcome::Failed(msg) if msg.contains("max-token-lead")) {
                     // Still holds the lock with its own token.
@@ -424,7 +440,14 @@ impl Redlock {
             }
             let agreeing = candidates.iter().filter(|&&(_, t)| t == plan.token).count();
             if agreeing >= self.inner.quorum {
-                return Some((plan.token, fenced));
+                return Some((plan.token, fenced.len()));
+            }
+            // Other locks taken meanwhile on the raised instances can push
+            // the maximum up again; a few rounds settle it, and a lock
+            // not agreed on by then is not taken.
+            if raised_beyond && rounds < MAX_RECONCILE_ROUNDS {
+                rounds += 1;
+                continue;
             }
             if !too_far_ahead {
                 return None;
