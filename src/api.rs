@@ -640,12 +640,14 @@ impl Ctx {
 
     /// Logs a warning line in the server log, prefixed `redislock:`.
     pub fn log_warning(self, message: &str) {
-        log(self.0, c"warning", message);
+        log(Some(self), c"warning", message);
     }
 }
 
-/// Logs a line in the server log (`ctx` may be null), prefixed `redislock:`.
-pub fn log(ctx: *mut RedisModuleCtx, level: &CStr, message: &str) {
+/// Logs a line in the server log (without a context where Redis hands us
+/// none, e.g. in a data type callback), prefixed `redislock:`.
+pub fn log(ctx: Option<Ctx>, level: &CStr, message: &str) {
+    let ctx = ctx.map_or(ptr::null_mut(), |c| c.0);
     if let Ok(text) = std::ffi::CString::new(message.replace('\0', "?")) {
         rm!(RedisModule_Log(ctx, level.as_ptr(), c"redislock: %s".as_ptr(), text.as_ptr()) else ());
     }

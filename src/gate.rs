@@ -96,7 +96,7 @@ fn too_few_good_replicas(ctx: Ctx) -> bool {
     let Some(good) = ServerInfo::read(ctx, c"replication").integer(c"min_slaves_good_slaves") else {
         return false;
     };
-    let wanted = ctx.config_get(c"min-replicas-to-write", |v| crate::args::parse_i64(v)).flatten().unwrap_or(0);
+    let wanted = ctx.config_get(c"min-replicas-to-write", crate::args::parse_i64).flatten().unwrap_or(0);
     good < wanted
 }
 

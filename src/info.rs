@@ -55,6 +55,6 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"quarantine_ms", quarantine::QUARANTINE_MS.load(std::sync::atomic::Ordering::Relaxed));
 }
 
-pub fn register(ctx: *mut raw::RedisModuleCtx) -> bool {
-    rm!(RedisModule_RegisterInfoFunc(ctx, Some(section)) else crate::api::ERR) == crate::api::OK
+pub fn register(ctx: crate::api::Ctx) -> bool {
+    rm!(RedisModule_RegisterInfoFunc(ctx.raw(), Some(section)) else crate::api::ERR) == crate::api::OK
 }

@@ -256,7 +256,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !fencing::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to replication role changes");
     }
-    if !info::register(ctx.ctx) {
+    if !info::register(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not register the INFO section");
     }
     let server = api::ServerInfo::read(Ctx::new(ctx.ctx), c"server");

@@ -282,7 +282,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
         if let Err(ceiling) = crate::fencing::check_lead(lock.token()) {
             if !restored_by_master(rdb) {
                 let reason = crate::fencing::lead_error("RESTORE refused: the lock's token", ceiling);
-                api::log(ptr::null_mut(), c"warning", &reason);
+                api::log(None, c"warning", &reason);
                 return ptr::null_mut();
             }
         }

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+#[derive(Default)]
 pub struct Counter(AtomicU64);
 
 impl Counter {

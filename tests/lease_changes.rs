@@ -78,7 +78,8 @@ fn every_way_of_cutting_a_waited_lease_hands_over_when_it_ends() {
         .query(&mut fcall)
         .expect("FUNCTION LOAD");
     let short = SHORT_MS as i64;
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Connection)>)> = vec![
+    type Shorten = Box<dyn FnOnce(&mut Connection)>;
+    let cases: Vec<(&str, Shorten)> = vec![
         ("LOCK.EXTEND", Box::new(move |a| assert_eq!(extend(a, b"k1", b"A", short), 1))),
         ("same-owner LOCK.ACQUIRE", Box::new(move |a| assert!(acquire(a, b"k2", b"A", short).is_some()))),
         ("PEXPIREAT in MULTI/EXEC", Box::new(move |a| {

@@ -433,7 +433,7 @@ fn debug_reload_does_not_lift_a_running_quarantine() {
     let srv = Server::start_full(&["quarantine", "60000"], &["--save", ""]);
     let mut c = srv.conn();
     expect_quarantine(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1000));
-    assert_eq!(ok_cmd(&mut c, &cmd("DEBUG").arg("RELOAD")), Value::Okay);
+    assert_eq!(ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD")), Value::Okay);
     let n = expect_quarantine(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1000));
     assert!(n > 50_000, "{n}");
 }
