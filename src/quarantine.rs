@@ -70,10 +70,18 @@ fn monotonic_ms() -> i64 {
 
 /// Records that this run writes its AOF with `appendfsync always`.
 const ALWAYS_FILE: &str = "redislock-aof-always";
-const ALWAYS_TEXT: &str = "redislock appendfsync always v1\n";
+const ALWAYS_PREFIX: &str = "redislock appendfsync always v2 ";
 
-/// The previous run wrote its AOF with `appendfsync always` throughout.
-static PREVIOUS_ALWAYS: AtomicBool = AtomicBool::new(false);
+/// The previous run wrote its AOF with `appendfsync always` throughout
+/// since it started at these clocks.
+static PREVIOUS_ALWAYS: Mutex<Option<ClockStamp>> = Mutex::new(None);
+
+fn parse_always_record(text: &str) -> Option<ClockStamp> {
+    let rest = text.strip_suffix('\n')?.strip_prefix(ALWAYS_PREFIX)?;
+    let mut fields = rest.split(' ');
+    let clock = ClockStamp::parse(&mut fields)?;
+    fields.next().is_none().then_some(clock)
+}
 
 /// What a clean shutdown recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +93,8 @@ struct Marker {
     /// The identity of the AOF, when it was on, written without error, and
     /// fsynced at exit.
     aof: Option<u64>,
+    /// The clocks at the shutdown.
+    clock: ClockStamp,
 }
 
 fn render_optional(v: Option<impl std::fmt::Display>) -> String {
@@ -94,34 +104,37 @@ fn render_optional(v: Option<impl std::fmt::Display>) -> String {
 impl Marker {
     fn render(&self) -> String {
         format!(
-            "redislock clean shutdown v2 rdb-counter={} rdb={} aof={}\n",
+            "redislock clean shutdown v3 rdb-counter={} rdb={} aof={} {}\n",
             render_optional(self.rdb_counter),
             render_optional(self.rdb.map(|id| format!("{id:016x}"))),
             render_optional(self.aof.map(|id| format!("{id:016x}"))),
+            self.clock.render(),
         )
     }
 
     fn parse(text: &str) -> Option<Marker> {
-        let rest = text.strip_suffix('\n')?.strip_prefix("redislock clean shutdown v2 ")?;
+        let rest = text.strip_suffix('\n')?.strip_prefix("redislock clean shutdown v3 ")?;
         let mut fields = rest.split(' ');
         let mut field = |name: &str| fields.next()?.strip_prefix(name).map(|v| (v != "none").then_some(v));
-        let rdb_counter = match field("rdb-counter=")? {
+        let (rdb_counter, rdb, aof) = (field("rdb-counter=")?, field("rdb=")?, field("aof=")?);
+        let rdb_counter = match rdb_counter {
             Some(n) => Some(crate::args::parse_i64(n.as_bytes())?),
             None => None,
         };
         let hex = |v: &str| (v.len() == 16).then(|| u64::from_str_radix(v, 16).ok()).flatten();
-        let rdb = match field("rdb=")? {
+        let rdb = match rdb {
             Some(v) => Some(hex(v)?),
             None => None,
         };
-        let aof = match field("aof=")? {
+        let aof = match aof {
             Some(v) => Some(hex(v)?),
             None => None,
         };
+        let clock = ClockStamp::parse(&mut fields)?;
         if fields.next().is_some() || rdb.is_some() != rdb_counter.is_some() {
             return None;
         }
-        Some(Marker { rdb_counter, rdb, aof })
+        Some(Marker { rdb_counter, rdb, aof, clock })
     }
 }
 
@@ -138,6 +151,72 @@ impl Fnv {
             self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
+}
+
+/// Where the clocks stood when a record was written: the boot, the time
+/// since boot (which no clock step moves) and the wall clock (which TTL
+/// deadlines follow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ClockStamp {
+    boot: u128,
+    uptime_ms: i64,
+    wall_ms: i64,
+}
+
+/// How much more the wall clock may have advanced than the time since
+/// boot between two stamps: /proc/uptime has 10 ms steps, NTP slews.
+const CLOCK_TOLERANCE_MS: i64 = 2_000;
+
+impl ClockStamp {
+    /// The clocks now; `None` where /proc does not tell (then nothing is
+    /// vouched for).
+    fn now() -> Option<ClockStamp> {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+        // The server's own clock, which key deadlines follow (a time shim
+        // such as libfaketime may move it and not the module's libc).
+        let wall_ms = crate::api::unix_millis();
+        (wall_ms > 0).then_some(())?;
+        Some(ClockStamp { boot: parse_boot_id(&boot)?, uptime_ms: parse_uptime_ms(&uptime)?, wall_ms })
+    }
+
+    fn render(&self) -> String {
+        format!("boot={:032x} uptime-ms={} wall-ms={}", self.boot, self.uptime_ms, self.wall_ms)
+    }
+
+    fn parse(fields: &mut std::str::Split<'_, char>) -> Option<ClockStamp> {
+        let boot = u128::from_str_radix(fields.next()?.strip_prefix("boot=")?, 16).ok()?;
+        let uptime_ms = crate::args::parse_i64(fields.next()?.strip_prefix("uptime-ms=")?.as_bytes())?;
+        let wall_ms = crate::args::parse_i64(fields.next()?.strip_prefix("wall-ms=")?.as_bytes())?;
+        Some(ClockStamp { boot, uptime_ms, wall_ms })
+    }
+
+    /// Whether deadlines written by the wall clock at `self` still mean
+    /// the same at `now`: the same boot, and the wall clock advanced no
+    /// more than real time did. A forward step while the server was down
+    /// would end every restored lease early; a backward one only makes
+    /// them last longer. Across a reboot nobody can tell.
+    fn still_holds_at(&self, now: &ClockStamp) -> bool {
+        let real = now.uptime_ms.saturating_sub(self.uptime_ms);
+        let wall = now.wall_ms.saturating_sub(self.wall_ms);
+        now.boot == self.boot && real >= 0 && wall <= real.saturating_add(CLOCK_TOLERANCE_MS)
+    }
+}
+
+fn parse_boot_id(text: &str) -> Option<u128> {
+    let hex: String = text.trim().chars().filter(|c| *c != '-').collect();
+    (hex.len() == 32).then(|| u128::from_str_radix(&hex, 16).ok()).flatten()
+}
+
+/// `/proc/uptime`'s first field, "5076.04", in milliseconds.
+fn parse_uptime_ms(text: &str) -> Option<i64> {
+    let (secs, frac) = text.split_whitespace().next()?.split_once('.')?;
+    let secs = crate::args::parse_i64(secs.as_bytes())?;
+    let centis = match frac.as_bytes() {
+        [a @ b'0'..=b'9', b @ b'0'..=b'9', ..] => i64::from(a - b'0') * 10 + i64::from(b - b'0'),
+        _ => return None,
+    };
+    secs.checked_mul(1000)?.checked_add(centis * 10)
 }
 
 /// How much of a file's end its identity reads.
@@ -219,7 +298,11 @@ fn keep_always_record(ctx: Ctx, at_start: bool) {
     if wanted == present && !at_start {
         return;
     }
-    if let Err(e) = write_durably(ALWAYS_FILE, wanted.then_some(ALWAYS_TEXT)) {
+    let text = match (wanted, ClockStamp::now()) {
+        (true, Some(clock)) => Some(format!("{ALWAYS_PREFIX}{}\n", clock.render())),
+        _ => None,
+    };
+    if let Err(e) = write_durably(ALWAYS_FILE, text.as_deref()) {
         ctx.log_warning(&format!("could not update {ALWAYS_FILE}: {e}; a start after a crash will quarantine"));
         // Unsure what is on disk: make sure it does not vouch.
         let _ = std::fs::remove_file(ALWAYS_FILE);
@@ -242,8 +325,10 @@ pub fn start(ctx: Ctx) {
     if let Ok(mut slot) = MARKER.lock() {
         *slot = marker.filter(|_| removed);
     }
-    let previous_always = std::fs::read_to_string(ALWAYS_FILE).is_ok_and(|text| text == ALWAYS_TEXT);
-    PREVIOUS_ALWAYS.store(previous_always, Ordering::Relaxed);
+    let previous_always = std::fs::read_to_string(ALWAYS_FILE).ok().and_then(|text| parse_always_record(&text));
+    if let Ok(mut slot) = PREVIOUS_ALWAYS.lock() {
+        *slot = previous_always;
+    }
     keep_always_record(ctx, true);
     let ms = QUARANTINE_MS.load(Ordering::Relaxed);
     if ms > 0 {
@@ -321,12 +406,14 @@ unsafe extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _event: raw::RedisModu
 /// Whether the data just loaded at startup holds every grant and
 /// extension this server acknowledged before it stopped.
 fn loaded_everything(ctx: Ctx, load: u8) -> bool {
-    let marker = MARKER.lock().ok().and_then(|m| *m);
+    let Some(now) = ClockStamp::now() else {
+        return false;
+    };
+    // Deadlines in the data follow the wall clock of when they were written.
+    let marker = MARKER.lock().ok().and_then(|m| *m).filter(|m| m.clock.still_holds_at(&now));
+    let always = PREVIOUS_ALWAYS.lock().ok().and_then(|a| *a).is_some_and(|clock| clock.still_holds_at(&now));
     match load {
-        AOF_LOAD => {
-            PREVIOUS_ALWAYS.load(Ordering::Relaxed)
-                || marker.and_then(|m| m.aof).is_some_and(|id| aof_identity(ctx) == Some(id))
-        }
+        AOF_LOAD => always || marker.and_then(|m| m.aof).is_some_and(|id| aof_identity(ctx) == Some(id)),
         RDB_LOAD => {
             marker.and_then(|m| m.rdb_counter).is_some_and(|c| c == LOADED_COUNTER.load(Ordering::Relaxed))
                 && marker.and_then(|m| m.rdb).is_some_and(|id| rdb_identity(ctx) == Some(id))
@@ -351,7 +438,11 @@ unsafe extern "C" fn on_shutdown(ctx: *mut RedisModuleCtx, _event: raw::RedisMod
         ctx.log_warning("could not identify the data files at shutdown; the next start will quarantine");
         return;
     }
-    let marker = Marker { rdb_counter: rdb.map(|_| COUNTER.current()), rdb, aof };
+    let Some(clock) = ClockStamp::now() else {
+        ctx.log_warning("could not read the clocks (/proc) at shutdown; the next start will quarantine");
+        return;
+    };
+    let marker = Marker { rdb_counter: rdb.map(|_| COUNTER.current()), rdb, aof, clock };
     if let Err(e) = write_marker(&marker) {
         ctx.log_warning(&format!("could not record the clean shutdown in {MARKER_FILE}: {e}; the next start will quarantine"));
     }
@@ -379,17 +470,20 @@ mod tests {
 
     #[test]
     fn a_marker_round_trips_and_rejects_anything_else() {
+        let clock = ClockStamp { boot: 0xeeb4_b45d_8e47_4b24_803c_1d32_ebfa_1ee3, uptime_ms: 5_076_040, wall_ms: 1_795_000_000_000 };
         for m in [
-            Marker { rdb_counter: Some(1_795_000_000_000_123), rdb: Some(0x0123_4567_89ab_cdef), aof: None },
-            Marker { rdb_counter: None, rdb: None, aof: Some(7) },
-            Marker { rdb_counter: Some(0), rdb: Some(u64::MAX), aof: Some(0) },
+            Marker { rdb_counter: Some(1_795_000_000_000_123), rdb: Some(0x0123_4567_89ab_cdef), aof: None, clock },
+            Marker { rdb_counter: None, rdb: None, aof: Some(7), clock },
+            Marker { rdb_counter: Some(0), rdb: Some(u64::MAX), aof: Some(0), clock },
         ] {
             assert_eq!(Marker::parse(&m.render()), Some(m));
         }
         for bad in [
             "",
-            // v1 named no data: it cannot vouch for any.
+            // v1 named no data, v2 no clocks: they cannot vouch.
             "redislock clean shutdown v1 rdb-counter=12 aof=1\n",
+            "redislock clean shutdown v2 rdb-counter=12 rdb=0000000000000001 aof=none\n",
+            "redislock clean shutdown v3 rdb-counter=12 rdb=0000000000000001 aof=none\n",
             "redislock clean shutdown v2 rdb-counter=12 rdb=0000000000000001 aof=none",
             "redislock clean shutdown v2 rdb-counter=+12 rdb=0000000000000001 aof=none\n",
             "redislock clean shutdown v2 rdb-counter=12 rdb=none aof=none\n",
@@ -400,6 +494,26 @@ mod tests {
         ] {
             assert_eq!(Marker::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_clock_stamp_holds_unless_the_wall_clock_outran_real_time_or_the_boot_changed() {
+        let then = ClockStamp { boot: 1, uptime_ms: 10_000, wall_ms: 1_000_000 };
+        let later = |uptime: i64, wall: i64| ClockStamp { boot: 1, uptime_ms: 10_000 + uptime, wall_ms: 1_000_000 + wall };
+        assert!(then.still_holds_at(&later(5_000, 5_000)), "both clocks moved alike");
+        assert!(then.still_holds_at(&later(5_000, 6_500)), "within the tolerance");
+        assert!(!then.still_holds_at(&later(5_000, 65_000)), "+60 s while down");
+        assert!(then.still_holds_at(&later(5_000, -55_000)), "-60 s only makes leases last longer");
+        assert!(!then.still_holds_at(&ClockStamp { boot: 2, ..later(5_000, 5_000) }), "another boot");
+        assert!(!then.still_holds_at(&later(-1, 0)), "uptime went back: another boot");
+        let round = ClockStamp::parse(&mut then.render().split(' '));
+        assert_eq!(round, Some(then));
+        assert_eq!(parse_uptime_ms("5076.04 2256.02\n"), Some(5_076_040));
+        assert_eq!(parse_uptime_ms("5076 2256.02\n"), None);
+        assert_eq!(parse_boot_id("eeb4b45d-8e47-4b24-803c-1d32ebfa1ee3\n"), Some(0xeeb4_b45d_8e47_4b24_803c_1d32_ebfa_1ee3));
+        assert_eq!(parse_boot_id("eeb4b45d"), None);
+        assert!(parse_always_record(&format!("{ALWAYS_PREFIX}{}\n", then.render())) == Some(then));
+        assert!(parse_always_record("redislock appendfsync always v1\n").is_none());
     }
 
     #[test]

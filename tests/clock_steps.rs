@@ -1,4 +1,5 @@
-//! WAIT timeouts under steps of the server's wall clock.
+//! WAIT timeouts under steps of the server's wall clock, and restarts
+//! across a step taken while the server was down.
 //!
 //! Every supported server keys module timers to the wall clock, so an NTP
 //! step, a resumed VM or `date -s` used to fire a WAIT's timeout early
@@ -31,6 +32,10 @@ struct SteppedServer {
 
 impl SteppedServer {
     fn start() -> SteppedServer {
+        Self::start_with(&[])
+    }
+
+    fn start_with(args: &[&str]) -> SteppedServer {
         let binary = valkey_binary().expect("Valkey 8.1 not found: run `make test` (scripts/install-servers.sh valkey-8.1)");
         let lib = libfaketime().expect("libfaketime not found: install Debian's faketime (scripts/install-deps.sh)");
         let clock_dir = tempfile::tempdir().expect("temp dir").keep();
@@ -44,7 +49,7 @@ impl SteppedServer {
             ("FAKETIME_NO_CACHE", "1"),
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
         ];
-        let server = Server::start_binary_env(&binary, &[], &[], &envs);
+        let server = Server::start_binary_env(&binary, &[], args, &envs);
         SteppedServer { server, clock_file }
     }
 
@@ -118,4 +123,57 @@ fn a_wait_ends_at_its_timeout_when_the_wall_clock_steps_forward() {
 #[test]
 fn a_wait_ends_at_its_timeout_when_the_wall_clock_steps_back() {
     assert_on_time("-60", wait_across_a_step("-60"));
+}
+
+/// Grants a lock, stops the server as `stop` does, steps its wall clock by
+/// `offset` while it is down, and starts it again with a 60 s quarantine.
+/// Returns whether a grant is refused by the quarantine, and the server.
+fn restart_across_a_step(args: &[&str], offset: &str, stop: impl FnOnce(&mut Server)) -> (bool, SteppedServer) {
+    let mut s = SteppedServer::start_with(args);
+    let mut c = s.server.conn();
+    grant(&mut c, "held", "A", 600_000);
+    if args.contains(&"always") {
+        wait_aof_flushed(&mut c);
+    }
+    drop(c);
+    stop(&mut s.server);
+    s.step(offset);
+    s.server.set_module_args(&["quarantine", "60000"]);
+    s.server.start_again();
+    let quarantined = match try_cmd(&mut s.server.conn(), cmd("LOCK.ACQUIRE").arg("probe").arg("p").arg(1000)) {
+        Ok(Value::Int(_)) => false,
+        Err(e) if e.starts_with("TRYAGAIN restart quarantine") => true,
+        other => panic!("LOCK.ACQUIRE after the restart: {other:?}"),
+    };
+    (quarantined, s)
+}
+
+const RDB: [&str; 4] = ["--appendonly", "no", "--save", "3600 1"];
+
+/// A lease restored from the data ends at a wall-clock deadline: after a
+/// forward step while the server was down it ends early, by the step, so
+/// the clean-shutdown record no longer vouches and the quarantine runs.
+#[test]
+fn a_forward_step_while_down_quarantines_despite_a_clean_shutdown() {
+    let (quarantined, s) = restart_across_a_step(&RDB, "+60", |srv| srv.stop());
+    assert!(quarantined, "restored leases end 60 s early: the record cannot vouch for them");
+    assert!(info(&mut s.server.conn(), b"held").is_some(), "the data itself is still loaded");
+}
+
+/// A backward step only makes restored leases last longer: safe.
+#[test]
+fn a_backward_step_while_down_keeps_the_clean_restart() {
+    let (quarantined, s) = restart_across_a_step(&RDB, "-60", |srv| srv.stop());
+    assert!(!quarantined, "a clean restart whose leases can only last longer");
+    assert_eq!(info(&mut s.server.conn(), b"held").map(|i| i.owner), Some(b"A".to_vec()));
+}
+
+/// The same for an AOF written under `appendfsync always` after a crash.
+#[test]
+fn a_forward_step_while_down_quarantines_an_always_aof_after_a_crash() {
+    let always = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""];
+    let (quarantined, _s) = restart_across_a_step(&always, "+60", |srv| srv.kill9());
+    assert!(quarantined, "restored leases end 60 s early");
+    let (quarantined, _s) = restart_across_a_step(&always, "+0", |srv| srv.kill9());
+    assert!(!quarantined, "without a step, an always AOF after a crash still skips the quarantine");
 }
