@@ -976,10 +976,12 @@ fn handoff_on_release_and_expiry_replicates() {
         ("FLUSHALL", 60_000),
     ] {
         let th = grant(&mut h, "k", "h", ttl);
+        // WAIT waits for the calling connection's own last write on Valkey
+        // 8 (not the server's offset): ask it on the connection that wrote.
+        wait1(&mut h);
         let mut w = waiter(&master, Duration::from_secs(10));
         send_cmd(&mut w, &acq_wait("k", "w", 60_000, 10_000));
         wait_waiters(&mut m, b"k", 1);
-        wait1(&mut m);
         let ri = info(&mut r, b"k").expect("replica has h's lock");
         assert_eq!(
             (ri.owner.as_slice(), ri.token, ri.waiters),
@@ -1005,7 +1007,7 @@ fn handoff_on_release_and_expiry_replicates() {
         assert!(mp > now_unix_ms() + 50_000, "{case}: w's lease");
         assert_eq!(mp, rp, "{case}: PEXPIRETIME master vs replica");
         assert_eq!(release(&mut w, b"k", b"w"), 1);
-        wait1(&mut m);
+        wait1(&mut w);
         assert!(!exists(&mut r, b"k"), "{case}: release replicated");
     }
 }
