@@ -5,6 +5,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::cli::Ran;
 use common::{eventually, relaxed, Cluster};
 use tokio::process::{Child, Command};
 
@@ -36,26 +37,9 @@ fn redlock_with_timeout(c: &Cluster, request_timeout: &str, args: &[&str]) -> Co
     cmd
 }
 
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    ended: Instant,
-}
-
+/// Waits for a `redlock` spawned just before (these tests compare `ended`).
 async fn finish(child: Child, what: &str) -> Ran {
-    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{what}: redlock did not exit within {CLI_DEADLINE:?}"))
-        .unwrap_or_else(|e| panic!("{what}: waiting for redlock: {e}"));
-    let ran = Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        ended: Instant::now(),
-    };
-    println!("{what}: exit {:?}\n  stdout: {:?}\n  stderr: {:?}", ran.code, ran.stdout, ran.stderr);
-    ran
+    common::cli::finish(child, Instant::now(), CLI_DEADLINE, what).await
 }
 
 async fn run(c: &Cluster, args: &[&str], what: &str) -> Ran {

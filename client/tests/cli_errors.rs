@@ -12,8 +12,9 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::cli::Ran;
 use common::{relaxed, Cluster, Opts, Server};
 use serde_json::Value;
 use tokio::process::Command;
@@ -46,29 +47,8 @@ fn redlock(servers: &str, args: &[&str]) -> Command {
     cmd
 }
 
-#[derive(Debug)]
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-async fn run_cmd(mut cmd: Command, what: &str) -> Ran {
-    let started = Instant::now();
-    let child = cmd.spawn().expect("spawn redlock");
-    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{what}: redlock did not exit within {CLI_DEADLINE:?}"))
-        .unwrap_or_else(|e| panic!("{what}: waiting for redlock: {e}"));
-    let ran = Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        took: started.elapsed(),
-    };
-    println!("{what}: exit {:?} in {:?}\n  stdout: {}\n  stderr: {}", ran.code, ran.took, ran.stdout, ran.stderr);
-    ran
+async fn run_cmd(cmd: Command, what: &str) -> Ran {
+    common::cli::run(cmd, CLI_DEADLINE, what).await
 }
 
 async fn cli(servers: &str, args: &[&str]) -> Ran {

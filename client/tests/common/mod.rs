@@ -14,6 +14,7 @@
 //! panics.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod fence;
 pub mod history;
 pub mod proxy;
