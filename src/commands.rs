@@ -71,6 +71,16 @@ pub fn free_for(key: &Key, owner: &[u8]) -> bool {
     }
 }
 
+/// A replica answers a client's lock write as the server answers writes
+/// on a read-only replica (see `gate::refuses_client_write`).
+macro_rules! refuse_on_replica {
+    ($ctx:expr) => {
+        if gate::refuses_client_write($ctx) {
+            return $ctx.reply_error(gate::READONLY);
+        }
+    };
+}
+
 macro_rules! parse_or_reply {
     ($ctx:expr, $parsed:expr) => {
         match $parsed {
@@ -148,9 +158,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
 /// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
 /// → token, or nil (held by another owner; or the wait timed out).
 pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
-    if gate::refuses_client_write(ctx) {
-        return ctx.reply_error(gate::READONLY);
-    }
+    refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl(), config::max_owner_len()));
     if let Some(left) = quarantine::remaining_ms() {
         stats::QUARANTINE_REFUSED.bump();
@@ -199,9 +207,7 @@ fn may_block(ctx: Ctx) -> bool {
 /// `LOCK.RELEASE key owner` → 1 if released, 0 otherwise. The oldest
 /// waiter, if any, gets the lock in the same command.
 pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
-    if gate::refuses_client_write(ctx) {
-        return ctx.reply_error(gate::READONLY);
-    }
+    refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
     match holds(&key, req.owner) {
@@ -230,9 +236,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
 /// `LOCK.EXTEND key owner ttl-ms` → 1 if the lease now ends ttl-ms from
 /// now, 0 otherwise. The token does not change.
 pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
-    if gate::refuses_client_write(ctx) {
-        return ctx.reply_error(gate::READONLY);
-    }
+    refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
     match holds(&key, req.owner) {

@@ -149,9 +149,9 @@ impl Registry {
     }
 
     fn waiter_mut(&mut self, client: usize) -> Option<&mut Waiter> {
+        // Disjoint fields: the key is borrowed from `clients`, not copied.
         let (db, key) = self.clients.get(&client)?;
-        let (db, key) = (*db, key.clone());
-        self.queue_mut(db, &key)?.waiters.iter_mut().find(|w| w.client as usize == client)
+        self.queues.get_mut(db)?.get_mut(key)?.waiters.iter_mut().find(|w| w.client as usize == client)
     }
 
     /// Drops the queue when nobody waits in it; returns its timer to stop.
