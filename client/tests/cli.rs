@@ -123,7 +123,9 @@ async fn run_stops_the_command_when_the_lock_is_lost() {
     let child = redlock_with_timeout(
         &c,
         "50ms",
-        &["run", "cli-lost", "--ttl", "600ms", "--", "sh", "-c", "echo started; exec sleep 30"],
+        // The 50 ms request timeout is for noticing the loss; on a loaded
+        // machine the first acquisition may need a retry under it.
+        &["run", "cli-lost", "--ttl", "600ms", "--wait", "10s", "--", "sh", "-c", "echo started; exec sleep 30"],
     )
     .spawn()
     .expect("spawn");
