@@ -72,6 +72,8 @@ required_functions!(
     RedisModule_Replicate,
     RedisModule_ReplicateVerbatim,
     RedisModule_CreateStringFromLongLong,
+    RedisModule_CreateString,
+    RedisModule_SubscribeToKeyspaceEvents,
     RedisModule_FreeString,
     RedisModule_SignalModifiedKey,
     RedisModule_NotifyKeyspaceEvent,
@@ -315,6 +317,21 @@ impl Ctx {
             owner.raw(),
             token_s.0,
             deadline_s.0,
+        ) else ERR);
+    }
+
+    /// Propagates `cmd key owner token deadline` for an owner this module
+    /// keeps as bytes (not on the hot path).
+    pub fn replicate_grant_bytes(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64) {
+        rm!(RedisModule_Replicate(
+            self.0,
+            cmd.as_ptr(),
+            c"sbll".as_ptr(),
+            key.raw(),
+            owner.as_ptr().cast::<c_char>(),
+            owner.len(),
+            token as std::ffi::c_longlong,
+            deadline_ms as std::ffi::c_longlong,
         ) else ERR);
     }
 

@@ -14,6 +14,8 @@ use crate::args;
 use crate::config;
 use crate::fencing::{self, Token, COUNTER};
 use crate::gate;
+use crate::kept;
+use crate::lease::{self, Lease, Now};
 use crate::lock::{self, Lock, LockRef};
 use crate::propagate;
 use crate::quarantine;
@@ -31,13 +33,28 @@ enum Slot<'a> {
     WrongType,
 }
 
-fn slot(key: &Key) -> Slot<'_> {
+/// What `key` holds at `now`. A lock whose lease has ended is free, key
+/// or no key (after a backward step of the wall clock the key outlives
+/// the lease), except where the lock is `as_stored`: commands from the
+/// master or the AOF replay what the master decided.
+fn slot(key: &Key, now: Now, as_stored: bool) -> Slot<'_> {
     match key.kind() {
         KeyKind::Empty => Slot::Free,
         KeyKind::Module(t) if t == lock::registered_type() => {
             // SAFETY: the value belongs to our type, so it is a `Lock`.
             match unsafe { Lock::borrow(key.module_value()) } {
-                Some(lock) => Slot::Held(lock),
+                Some(lock) if as_stored => Slot::Held(lock),
+                Some(mut lock) => {
+                    let (left, taken) = lease::judge(lock.lease(), now, || key.deadline_ms());
+                    if let Some(taken) = taken {
+                        lock.set_lease(taken);
+                    }
+                    if left.is_running() {
+                        Slot::Held(lock)
+                    } else {
+                        Slot::Free
+                    }
+                }
                 None => Slot::WrongType,
             }
         }
@@ -51,8 +68,8 @@ fn slot(key: &Key) -> Slot<'_> {
 
 /// Whether `owner` holds the lock at `key` (a module lock or a
 /// plain-string one); `None` when the key holds another type.
-fn holds(key: &Key, owner: &[u8]) -> Option<bool> {
-    match slot(key) {
+fn holds(key: &Key, owner: &[u8], now: Now, as_stored: bool) -> Option<bool> {
+    match slot(key, now, as_stored) {
         Slot::WrongType => None,
         Slot::Held(lock) => Some(lock.is_held_by(owner)),
         Slot::PlainString(value) => Some(value == owner),
@@ -64,10 +81,35 @@ fn holds(key: &Key, owner: &[u8]) -> Option<bool> {
 /// their plain string); a key of another type counts as free, its
 /// waiters get WRONGTYPE from the grant.
 pub fn free_for(key: &Key, owner: &[u8]) -> bool {
-    match slot(key) {
+    match slot(key, Now::read(), false) {
         Slot::Held(lock) => lock.is_held_by(owner),
         Slot::PlainString(value) => value == owner,
         Slot::Free | Slot::WrongType => true,
+    }
+}
+
+/// What is left of the lease of the lock at `key` (ended when none).
+pub fn lease_left(key: &Key, now: Now) -> lease::Left {
+    match slot(key, now, false) {
+        Slot::Held(lock) => lock.lease().left(now),
+        Slot::PlainString(_) => match key.deadline_ms() {
+            Some(at) => lease::Lease::until(Some(at), now).left(now),
+            None => lease::Left::Forever,
+        },
+        Slot::Free | Slot::WrongType => lease::Left::Ended,
+    }
+}
+
+/// Whether the command replays the master's stream or the AOF.
+fn replays(ctx: Ctx) -> bool {
+    ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
+}
+
+/// Puts back a lock Redis removed while its lease ran (see `kept`), so
+/// the command finds it where it was.
+pub fn restore_kept(ctx: Ctx, key: &Key, key_name: &Arg, now: Now) {
+    if kept::any() {
+        kept::restore(ctx, key, key_name, ctx.selected_db(), now);
     }
 }
 
@@ -111,7 +153,8 @@ pub enum Grant {
 /// propagates the grant. Shared by ACQUIRE and by the waiters' handoff.
 pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms: i64, fence: Token) -> Attempt {
     let owner = owner_arg.bytes();
-    let deadline = match slot(key) {
+    let now = Now::read();
+    let lease = match slot(key, now, false) {
         Slot::WrongType => return Attempt::WrongType,
         Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
         Slot::PlainString(value) if value != owner => return Attempt::Held,
@@ -125,33 +168,35 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
                 };
                 lock.set_token(token);
             }
-            let deadline = propagate::deadline_after(ttl_ms);
-            if !key.expire_at(deadline) {
+            let lease = Lease::starting(now, ttl_ms);
+            if !key.expire_at(lease.mirror) {
                 return Attempt::Failed(c"ERR could not set the lease");
             }
-            propagate::granted(ctx, key_name, owner_arg, lock.token(), deadline);
-            waiters::lease_changed(ctx, key_name.bytes(), deadline);
+            lock.set_lease(lease);
+            propagate::granted(ctx, key_name, owner_arg, lock.token(), lease.mirror);
+            waiters::lease_changed(ctx, key_name.bytes(), lease.end);
             return Attempt::Granted(lock.token(), Grant::Regrant);
         }
         // The owner of a plain-string lock converts it and keeps its
         // remaining lease, up to the longest lease a lock may have.
         Slot::PlainString(_) => {
-            let longest = propagate::deadline_after(config::max_ttl());
-            key.deadline_ms().map_or_else(|| propagate::deadline_after(ttl_ms), |at| at.min(longest))
+            let longest = now.wall.saturating_add(config::max_ttl());
+            let deadline = key.deadline_ms().map_or_else(|| now.wall.saturating_add(ttl_ms), |at| at.min(longest));
+            Lease::until(Some(deadline), now)
         }
-        Slot::Free => propagate::deadline_after(ttl_ms),
+        Slot::Free => Lease::starting(now, ttl_ms),
     };
     let Some(token) = COUNTER.issue(fence) else {
         return Attempt::Failed(c"ERR fencing token space exhausted");
     };
-    if !Lock::new(owner, token).is_some_and(|lock| lock::store(key, lock)) {
+    if !Lock::new(owner, token, lease).is_some_and(|lock| lock::store(key, lock)) {
         return Attempt::Failed(c"ERR could not store the lock");
     }
-    if !key.expire_at(deadline) {
-        key.delete();
+    if !key.expire_at(lease.mirror) {
+        lock::delete(key);
         return Attempt::Failed(c"ERR could not set the lease");
     }
-    propagate::granted(ctx, key_name, owner_arg, token, deadline);
+    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
     Attempt::Granted(token, Grant::New)
 }
 
@@ -170,6 +215,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         }
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
+    restore_kept(ctx, &key, req.key, Now::read());
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
         // Whoever waits comes first, even if the lease just ran out.
         waiters::serve(ctx, &key, db, req.key, Cause::Expiry);
@@ -210,7 +256,11 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match holds(&key, req.owner) {
+    let (now, as_stored) = (Now::read(), replays(ctx));
+    if !as_stored {
+        restore_kept(ctx, &key, req.key, now);
+    }
+    match holds(&key, req.owner, now, as_stored) {
         None => return ctx.reply_error(WRONGTYPE),
         Some(false) => {
             stats::RELEASE_REFUSED.bump();
@@ -219,7 +269,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
         Some(true) => {}
     }
     stats::RELEASE_DONE.bump();
-    key.delete();
+    lock::delete(&key);
     propagate::released(ctx, req.key);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
         // RELEASE frees memory and runs under OOM; the handoff is a grant,
@@ -239,20 +289,30 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match holds(&key, req.owner) {
-        None => return ctx.reply_error(WRONGTYPE),
-        Some(false) => {
+    let now = Now::read();
+    restore_kept(ctx, &key, req.key, now);
+    let lease = Lease::starting(now, req.ttl_ms);
+    match slot(&key, now, false) {
+        Slot::WrongType => return ctx.reply_error(WRONGTYPE),
+        Slot::Held(mut lock) if lock.is_held_by(req.owner) => {
+            if !key.expire_at(lease.mirror) {
+                return ctx.reply_error(c"ERR could not set the lease");
+            }
+            lock.set_lease(lease);
+        }
+        // A plain-string lock's lease is its TTL alone.
+        Slot::PlainString(value) if value == req.owner => {
+            if !key.expire_at(lease.mirror) {
+                return ctx.reply_error(c"ERR could not set the lease");
+            }
+        }
+        _ => {
             stats::EXTEND_REFUSED.bump();
             return ctx.reply_integer(0);
         }
-        Some(true) => {}
     }
-    let deadline = propagate::deadline_after(req.ttl_ms);
-    if !key.expire_at(deadline) {
-        return ctx.reply_error(c"ERR could not set the lease");
-    }
-    propagate::extended(ctx, req.key, deadline);
-    waiters::lease_changed(ctx, req.key.bytes(), deadline);
+    propagate::extended(ctx, req.key, lease.mirror);
+    waiters::lease_changed(ctx, req.key.bytes(), lease.end);
     stats::EXTEND_DONE.bump();
     ctx.reply_integer(1)
 }
@@ -263,10 +323,18 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
     let waiting = || waiters::count_in(ctx, key_name.bytes());
-    match slot(&key) {
+    let now = Now::read();
+    match slot(&key, now, false) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
-        Slot::Free => ctx.reply_null(),
-        Slot::Held(lock) => reply_info(ctx, lock.owner(), Some(lock.token()), key.pttl(), waiting()),
+        Slot::Free => {
+            let kept = kept::any().then(|| {
+                kept::peek(ctx.selected_db(), key_name.bytes(), now, |owner, token, left| {
+                    reply_info(ctx, owner, Some(token), left.pttl(), waiting())
+                })
+            });
+            kept.flatten().unwrap_or_else(|| ctx.reply_null())
+        }
+        Slot::Held(lock) => reply_info(ctx, lock.owner(), Some(lock.token()), lock.lease().left(now).pttl(), waiting()),
         Slot::PlainString(value) => reply_info(ctx, value, None, key.pttl(), waiting()),
     }
 }

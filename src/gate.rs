@@ -30,6 +30,10 @@ pub fn learn_role(ctx: Ctx) {
     set_replica(ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_SLAVE));
 }
 
+pub fn is_replica() -> bool {
+    REPLICA.load(Ordering::Relaxed)
+}
+
 pub fn set_replica(replica: bool) {
     REPLICA.store(replica, Ordering::Relaxed);
 }

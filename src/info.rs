@@ -22,7 +22,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     if rm!(RedisModule_InfoAddSection(ctx, std::ptr::null()) else crate::api::ERR) != crate::api::OK {
         return;
     }
-    let counters: [(&CStr, &stats::Counter); 16] = [
+    let counters: [(&CStr, &stats::Counter); 19] = [
         (c"acquire_granted_new", &stats::ACQUIRE_NEW),
         (c"acquire_granted_regrant", &stats::ACQUIRE_REGRANT),
         (c"acquire_granted_handoff", &stats::WAIT_GRANTED),
@@ -39,12 +39,16 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
         (c"handoff_release", &stats::HANDOFF_RELEASE),
         (c"handoff_expiry", &stats::HANDOFF_EXPIRY),
         (c"handoff_delete", &stats::HANDOFF_DELETE),
+        (c"locks_evicted", &stats::LOCKS_EVICTED),
+        (c"locks_expired_by_clock_step", &stats::KEPT_AFTER_CLOCK_STEP),
+        (c"locks_restored", &stats::LOCKS_RESTORED),
     ];
     for (name, counter) in counters {
         field(ctx, name, counter.get());
     }
     let (clients_waiting, keys_waited) = waiters::gauges();
     field(ctx, c"locks", stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed).max(0));
+    field(ctx, c"evicted_locks_kept", crate::kept::evicted_kept());
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
     field(ctx, c"quarantine_ms_left", quarantine::remaining_ms().unwrap_or(0));

@@ -31,6 +31,8 @@ pub mod config;
 pub mod fencing;
 pub mod gate;
 pub mod info;
+pub mod kept;
+pub mod lease;
 pub mod lock;
 pub mod propagate;
 pub mod quarantine;
@@ -249,7 +251,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return fail(ctx, &e);
         }
     }
-    if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) {
+    // The monotonic clock's origin, before any lease is measured on it.
+    clock::mono_ms();
+    if !waiters::init(Ctx::new(ctx.ctx)) || !quarantine::subscribe(Ctx::new(ctx.ctx)) || !kept::init(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to server events");
     }
     gate::learn_role(Ctx::new(ctx.ctx));

@@ -1,8 +1,9 @@
 //! The lock value and its data type callbacks (RDB, AOF, memory, copy,
 //! digest, and the fencing counter as RDB aux data).
 //!
-//! The lease is not stored here: it is the key's Redis TTL, so PTTL,
-//! EXPIRE, PERSIST and Redis's own expiry work on a lock as on any key.
+//! The value carries its lease on the monotonic clock beside the key's
+//! Redis TTL (see `lease`): the TTL is what persistence, replication and
+//! PTTL see, the monotonic end is what decides.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ffi::{c_char, c_int, c_void};
@@ -16,6 +17,7 @@ use redis_module::{native_types::RedisType, raw};
 
 use crate::api::{self, rm, Key, RedisModuleIO, RedisModuleString, RedisModuleType};
 use crate::fencing::{Token, COUNTER};
+use crate::lease::Lease;
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 pub const TYPE_NAME: &str = "redislock";
@@ -28,6 +30,7 @@ const ENCODING_VERSION: c_int = 1;
 struct Header {
     token: Token,
     owner_len: usize,
+    lease: Lease,
 }
 
 /// A lock value: token and owner in a single allocation, so a grant costs
@@ -42,7 +45,7 @@ impl Lock {
     }
 
     /// `None` only for an owner too large to allocate.
-    pub fn new(owner: &[u8], token: Token) -> Option<Lock> {
+    pub fn new(owner: &[u8], token: Token, lease: Lease) -> Option<Lock> {
         let layout = Self::layout(owner.len())?;
         // SAFETY: the layout has a non-zero size (the header).
         let raw = unsafe { alloc(layout) }.cast::<Header>();
@@ -51,7 +54,7 @@ impl Lock {
         };
         // SAFETY: freshly allocated for a header plus `owner.len()` bytes.
         unsafe {
-            header.as_ptr().write(Header { token, owner_len: owner.len() });
+            header.as_ptr().write(Header { token, owner_len: owner.len(), lease });
             ptr::copy_nonoverlapping(owner.as_ptr(), header.as_ptr().add(1).cast::<u8>(), owner.len());
         }
         crate::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -66,6 +69,16 @@ impl Lock {
     pub fn set_token(&mut self, token: Token) {
         // SAFETY: as above; `&mut self` makes the write exclusive.
         unsafe { self.0.as_mut().token = token }
+    }
+
+    pub fn lease(&self) -> Lease {
+        // SAFETY: as above.
+        unsafe { self.0.as_ref().lease }
+    }
+
+    pub fn set_lease(&mut self, lease: Lease) {
+        // SAFETY: as above.
+        unsafe { self.0.as_mut().lease = lease }
     }
 
     pub fn owner(&self) -> &[u8] {
@@ -133,8 +146,11 @@ impl DerefMut for LockRef<'_> {
 }
 
 /// Stores `lock` at an open key, replacing what it held (and its TTL).
+/// The value it replaces leaves by this module's decision, not as a lock
+/// lost while its lease ran (see `kept`).
 pub fn store(key: &Key, lock: Lock) -> bool {
     let value = lock.into_raw();
+    let _own = crate::kept::OwnRemoval::begin();
     // SAFETY: `value` is a `Lock` and the type is ours.
     if unsafe { key.set_module_value(registered_type(), value) } {
         return true;
@@ -189,14 +205,25 @@ unsafe extern "C" fn free(value: *mut c_void) {
     drop(Lock::from_raw(value));
 }
 
-/// The key left the keyspace (DEL, UNLINK, overwrite, expiry): whoever
-/// waits for it may go ahead.
-unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+/// Deletes an open lock key by this module's decision (a release).
+pub fn delete(key: &Key) -> bool {
+    let _own = crate::kept::OwnRemoval::begin();
+    key.delete()
+}
+
+/// The key left the keyspace (DEL, UNLINK, overwrite, expiry, eviction):
+/// whoever waits for it may go ahead, unless the lock is kept because its
+/// lease still runs (see `kept`).
+unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     let db = rm!(RedisModule_GetDbIdFromOptCtx(ctx) else -1);
     let key = rm!(RedisModule_GetKeyNameFromOptCtx(ctx) else ptr::null());
     if db >= 0 && !key.is_null() {
         // SAFETY: Redis hands a live key name for the callback's duration.
-        crate::waiters::key_unlinked(db, unsafe { api::string_bytes(key.cast_mut()) });
+        let name = unsafe { api::string_bytes(key.cast_mut()) };
+        if let Some(lock) = Lock::borrow(value.cast_mut()) {
+            crate::kept::lock_removed(db, name, &lock);
+        }
+        crate::waiters::key_unlinked(db, name);
     }
 }
 
@@ -205,7 +232,7 @@ unsafe extern "C" fn copy(
     _to: *mut RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    match Lock::borrow(value.cast_mut()).and_then(|lock| Lock::new(lock.owner(), lock.token())) {
+    match Lock::borrow(value.cast_mut()).and_then(|lock| Lock::new(lock.owner(), lock.token(), lock.lease())) {
         Some(copy) => copy.into_raw(),
         None => ptr::null_mut(),
     }
@@ -358,7 +385,8 @@ unsafe fn load_lock(rdb: *mut RedisModuleIO) -> Option<Lock> {
     }
     let owner = std::slice::from_raw_parts(p.cast::<u8>(), len);
     let token = rm!(RedisModule_LoadSigned(rdb) else 0);
-    let lock = if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Lock::new(owner, token) };
+    // The lease is the key's TTL, which Redis loads beside the value.
+    let lock = if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Lock::new(owner, token, Lease::UNKNOWN) };
     rm!(RedisModule_Free(p.cast()) else ());
     lock
 }
@@ -369,7 +397,7 @@ mod tests {
 
     #[test]
     fn a_lock_keeps_owner_and_token_in_one_allocation() {
-        let mut lock = Lock::new(b"owner\0\xff", 42).expect("allocates");
+        let mut lock = Lock::new(b"owner\0\xff", 42, Lease::UNKNOWN).expect("allocates");
         assert_eq!(lock.owner(), b"owner\0\xff");
         assert_eq!(lock.token(), 42);
         lock.set_token(43);
@@ -380,7 +408,7 @@ mod tests {
 
     #[test]
     fn a_raw_value_round_trips_and_borrows_without_freeing() {
-        let raw = Lock::new(b"me", 7).expect("allocates").into_raw();
+        let raw = Lock::new(b"me", 7, Lease::UNKNOWN).expect("allocates").into_raw();
         // SAFETY: `raw` came from `into_raw` just above.
         unsafe {
             Lock::borrow(raw).expect("non-null").set_token(8);

@@ -20,17 +20,13 @@ use redis_module::raw;
 use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
 use crate::fencing::{Token, COUNTER};
+use crate::lease::{Lease, Now};
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
 
-/// The absolute deadline of a lease of `ttl_ms` starting now.
-pub fn deadline_after(ttl_ms: i64) -> i64 {
-    unix_millis().saturating_add(ttl_ms)
-}
-
 /// A lock was granted or re-granted to `owner` with `token`, its key set to
-/// expire at `deadline_ms`.
+/// expire at `deadline_ms` (the lease's wall-clock mirror).
 pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
     ctx.replicate_grant(APPLY, key, owner, token, deadline_ms);
     ctx.signal_modified(key);
@@ -85,7 +81,11 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
     // stored as it is (Redis expires the key on the master's DEL, or once
     // loading ends), so a later PEXPIREAT from an extension still finds it.
     let key = ctx.open_key(req.key, KeyMode::Write);
-    if !Lock::new(req.owner, req.token).is_some_and(|lock| lock::store(&key, lock)) {
+    // The lease runs on this server's monotonic clock from its wall-clock
+    // deadline read now; an AOF rewrite's form (0) is followed by Redis's
+    // PEXPIREAT, and the lease is taken from that TTL.
+    let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), Now::read()) } else { Lease::UNKNOWN };
+    if !Lock::new(req.owner, req.token, lease).is_some_and(|lock| lock::store(&key, lock)) {
         return ctx.reply_error(c"ERR could not store the lock");
     }
     if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {

@@ -46,6 +46,13 @@ pub static HANDOFF_RELEASE: Counter = Counter::new();
 pub static HANDOFF_EXPIRY: Counter = Counter::new();
 pub static HANDOFF_DELETE: Counter = Counter::new();
 
+/// Held locks Redis evicted under maxmemory, kept until their lease ends.
+pub static LOCKS_EVICTED: Counter = Counter::new();
+/// Held locks Redis expired early because the wall clock stepped forward.
+pub static KEPT_AFTER_CLOCK_STEP: Counter = Counter::new();
+/// Kept locks put back into the keyspace.
+pub static LOCKS_RESTORED: Counter = Counter::new();
+
 /// Lock values in memory: held locks, plus leases that ran out and that
 /// Redis has not reclaimed yet.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);

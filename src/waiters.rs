@@ -37,6 +37,7 @@ use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, R
 use crate::commands::{try_acquire, Attempt};
 use crate::fencing::Token;
 use crate::gate;
+use crate::lease::{Left, Now};
 use crate::stats::{self, Cause};
 
 /// Waiters across all keys: lets the hot path skip the registry.
@@ -214,12 +215,12 @@ pub fn queued_in(ctx: Ctx, key: &[u8]) -> Option<c_int> {
     (waiter_count(db, key) > 0).then_some(db)
 }
 
-/// A command changed the lease of the lock at `key` to end at
-/// `deadline_ms`: its waiters, if any, are served when it ends, not at the
-/// old deadline (Redis's own expiry may find the key much later).
-pub fn lease_changed(ctx: Ctx, key: &[u8], deadline_ms: i64) {
+/// A command changed the lease of the lock at `key` to end at `end` (on
+/// the monotonic clock): its waiters, if any, are served when it ends, not
+/// at the old end.
+pub fn lease_changed(ctx: Ctx, key: &[u8], end: i64) {
     if let Some(db) = queued_in(ctx, key) {
-        arm_lease(db, key, Some(deadline_ms.saturating_add(1)));
+        arm_lease(db, key, (end != crate::lease::NO_END).then(|| end.saturating_add(1)));
     }
 }
 
@@ -284,6 +285,8 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
 /// it stays held. `cause` is what freed it, for INFO.
 pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
+    // A lock Redis removed while its lease runs is still held.
+    crate::commands::restore_kept(ctx, key, key_name, Now::read());
     // Each head is taken out of the registry while Redis is called
     // (replication and notifications may re-enter this module).
     while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
@@ -333,19 +336,25 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
 /// string is deleted.
 const PLAIN_STRING_POLL_MS: i64 = 50;
 
-/// When to look at a held, waited-for key again, if ever: just past its
-/// deadline (`expire_at` stores exact milliseconds; Redis expires after
-/// them). A module lock needs nothing else, so an idle wait costs nothing:
-/// whatever frees it earlier (RELEASE, DEL, an overwrite, expiry after a
-/// shortening PEXPIRE, FLUSHALL, SWAPDB) reaches the data type's unlink
-/// callback or a server event, and a lengthened lease is found held at the
-/// old deadline and re-armed. A persisted lock waits for those events.
+/// When to look at a held, waited-for key again, if ever, on the
+/// monotonic clock: just past its lease's end. A module lock needs nothing
+/// else, so an idle wait costs nothing: whatever frees it earlier
+/// (RELEASE, DEL, an overwrite, expiry after a shortening PEXPIRE,
+/// FLUSHALL, SWAPDB) reaches the data type's unlink callback or a server
+/// event, and a lengthened lease is found held at the old end and
+/// re-armed. A persisted lock waits for those events. A plain-string lock
+/// is also polled: its lease is its TTL, on the wall clock.
 fn next_check(key: &Key) -> Option<i64> {
-    let deadline = key.deadline_ms().map(|d| d.saturating_add(1));
+    let now = Now::read();
     if key.kind() != KeyKind::String {
-        return deadline;
+        return match crate::commands::lease_left(key, now) {
+            Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(1)),
+            Left::Forever => None,
+            Left::Ended => Some(now.mono),
+        };
     }
-    let poll = unix_millis().saturating_add(PLAIN_STRING_POLL_MS);
+    let poll = now.mono.saturating_add(PLAIN_STRING_POLL_MS);
+    let deadline = key.deadline_ms().map(|d| now.mono.saturating_add(d.saturating_sub(now.wall)).saturating_add(1));
     Some(deadline.map_or(poll, |d| d.min(poll)))
 }
 
@@ -415,7 +424,7 @@ unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_voi
 /// (the unlink callback).
 static TIMER_CTX: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
 
-fn timer_ctx() -> *mut RedisModuleCtx {
+pub fn timer_ctx() -> *mut RedisModuleCtx {
     TIMER_CTX.load(Ordering::Relaxed)
 }
 
@@ -429,7 +438,8 @@ fn arm_lease(db: c_int, key: &[u8], due_ms: Option<i64>) {
     }
 }
 
-/// Makes sure `key`'s queue is served no later than `due_ms` (Unix ms).
+/// Makes sure `key`'s queue is served no later than `due_ms` (on the
+/// monotonic clock; the timer is a wake-up, see `on_cron`).
 fn arm(db: c_int, key: &[u8], due_ms: i64) {
     let replaced = with_registry(|r| {
         r.timer_generation = r.timer_generation.wrapping_add(1);
@@ -439,7 +449,7 @@ fn arm(db: c_int, key: &[u8], due_ms: i64) {
             return None;
         }
         let target = Box::into_raw(Box::new(TimerTarget { db, key: key.into(), generation }));
-        let period = due_ms.saturating_sub(unix_millis()).max(0);
+        let period = due_ms.saturating_sub(clock::mono_ms()).max(0);
         let id = rm!(RedisModule_CreateTimer(timer_ctx(), period, Some(on_timer), target.cast()) else 0);
         queue.timer.replace(Timer { id, due_ms, generation })
     });
@@ -544,7 +554,7 @@ unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) 
         return;
     }
     let deferred = with_registry(|r| std::mem::take(&mut r.deferred)).unwrap_or_default();
-    let now = unix_millis();
+    let now = clock::mono_ms();
     for (db, key) in deferred {
         arm(db, &key, now);
     }
@@ -557,7 +567,7 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
     if WAITING.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let now = unix_millis();
+    let now = clock::mono_ms();
     let waited = with_registry(|r| {
         let queue = r.queue_mut(db, key).filter(|q| !q.waiters.is_empty())?;
         let lease_over = queue.lease_due_ms.is_some_and(|due| due <= now.saturating_add(1));
@@ -624,7 +634,7 @@ fn lease_may_change(key: &[u8]) {
         dbs
     })
     .unwrap_or_default();
-    let now = unix_millis();
+    let now = clock::mono_ms();
     for db in dbs {
         arm(db, key, now);
     }
@@ -643,7 +653,7 @@ fn look_at_queues_touched_in_multi() {
         touched
     })
     .unwrap_or_default();
-    let now = unix_millis();
+    let now = clock::mono_ms();
     for (db, key) in touched {
         arm(db, &key, now);
     }
@@ -654,9 +664,10 @@ static STEPS: Mutex<clock::StepDetector> = Mutex::new(clock::StepDetector::new()
 
 /// Server cron (an event-loop timer on the monotonic clock, `hz` times a
 /// second): a step of the wall clock moved every module timer by the step.
-/// A forward step fires wait timers early, which they notice themselves; a
-/// backward one holds them back by the whole step, so they are re-armed
-/// with what is left of each wait on the monotonic clock.
+/// A forward step fires wait and lease timers early, which they notice
+/// themselves (a lease found running is re-armed); a backward one holds
+/// them back by the whole step, so they are re-armed with what is left on
+/// the monotonic clock.
 unsafe extern "C" fn on_cron(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
     let stepped = match STEPS.try_lock() {
         Ok(mut steps) => steps.stepped(unix_millis(), clock::mono_ms()),
@@ -667,13 +678,20 @@ unsafe extern "C" fn on_cron(_ctx: *mut RedisModuleCtx, _event: raw::RedisModule
     }
 }
 
-/// Re-creates every wait timer, and the retry timer, from the monotonic
-/// clock.
+/// Re-creates every wait timer, every lease timer and the retry timer
+/// from the monotonic clock.
 fn rearm_after_step() {
     let now = clock::mono_ms();
     with_registry(|r| {
         for keys in r.queues.values_mut() {
             for queue in keys.values_mut() {
+                if let Some(timer) = queue.timer.as_mut() {
+                    let mut data: *mut c_void = ptr::null_mut();
+                    if rm!(RedisModule_StopTimer(timer_ctx(), timer.id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
+                        let left = timer.due_ms.saturating_sub(now).max(0);
+                        timer.id = rm!(RedisModule_CreateTimer(timer_ctx(), left, Some(on_timer), data) else 0);
+                    }
+                }
                 for waiter in queue.waiters.iter_mut() {
                     let Some(id) = waiter.deadline else { continue };
                     let mut data: *mut c_void = ptr::null_mut();
@@ -696,7 +714,16 @@ fn rearm_after_step() {
 
 /// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve
 /// every queue soon.
-unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, event: raw::RedisModuleEvent, sub: u64, data: *mut c_void) {
+    if event.id == raw::REDISMODULE_EVENT_FLUSHDB && sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_START {
+        if let Some(info) = data.cast::<raw::RedisModuleFlushInfo>().as_ref() {
+            crate::kept::flushed(info.dbnum);
+        }
+    } else if event.id == raw::REDISMODULE_EVENT_SWAPDB {
+        if let Some(info) = data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() {
+            crate::kept::swapped(info.dbnum_first, info.dbnum_second);
+        }
+    }
     look_at_every_queue(Some(Cause::Delete));
 }
 
@@ -723,7 +750,7 @@ fn look_at_every_queue(freed_by: Option<Cause>) {
         all
     })
     .unwrap_or_default();
-    let now = unix_millis();
+    let now = clock::mono_ms();
     for (db, key) in queued {
         arm(db, &key, now);
     }

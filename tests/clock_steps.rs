@@ -1,5 +1,11 @@
-//! WAIT timeouts under steps of the server's wall clock, and restarts
-//! across a step taken while the server was down.
+//! Leases and WAIT timeouts under steps of the server's wall clock, and
+//! restarts across a step taken while the server was down.
+//!
+//! Redis expires keys by the wall clock; a lease that was only the key's
+//! TTL ended at once when the wall clock stepped 60 s forward (a second
+//! holder) and lasted a minute longer when it stepped back. The module
+//! measures leases on the monotonic clock (see `src/lease.rs`) and keeps a
+//! lock Redis expired early (`src/kept.rs`).
 //!
 //! Every supported server keys module timers to the wall clock, so an NTP
 //! step, a resumed VM or `date -s` used to fire a WAIT's timeout early
@@ -176,4 +182,102 @@ fn a_forward_step_while_down_quarantines_an_always_aof_after_a_crash() {
     assert!(quarantined, "restored leases end 60 s early");
     let (quarantined, _s) = restart_across_a_step(&always, "+0", |srv| srv.kill9());
     assert!(!quarantined, "without a step, an always AOF after a crash still skips the quarantine");
+}
+
+fn server_seconds(c: &mut redis::Connection) -> i64 {
+    let t: Vec<String> = cmd("TIME").query(c).expect("TIME");
+    t[0].parse().expect("seconds")
+}
+
+/// Steps the wall clock and waits until the server's TIME shows it.
+fn step_and_see(s: &SteppedServer, c: &mut redis::Connection, offset: &str) {
+    let before = server_seconds(c);
+    s.step(offset);
+    let moved = server_seconds(c) - before;
+    assert!(
+        (offset.starts_with('+') && moved >= 55) || (offset.starts_with('-') && moved <= -55),
+        "the server's wall clock did not step by {offset}: TIME moved {moved} s"
+    );
+}
+
+/// +60 s while A holds `k` for 30 s: Redis expires the key by its wall
+/// clock at once; the lease has 29 s left on the monotonic clock, so the
+/// lock is kept and put back, and neither a newcomer nor a waiter gets it.
+#[test]
+fn a_held_lease_survives_a_forward_step() {
+    let s = SteppedServer::start();
+    let mut a = s.server.conn();
+    let token = grant(&mut a, "k", "A", 30_000);
+    let mut b = s.server.conn();
+    b.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
+    send_cmd(&mut b, cmd("LOCK.ACQUIRE").arg("k").arg("B").arg(10_000).arg("WAIT").arg(3_000));
+    wait_waiters(&mut a, b"k", 1);
+    step_and_see(&s, &mut a, "+60");
+    // The case as an operator meets it: someone asks 0.3 s after the step.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(acquire(&mut a, b"k", b"C", 1_000), None, "a newcomer 0.3 s after the step");
+    let i = info(&mut a, b"k").expect("the lock is still there");
+    assert_eq!((i.owner.as_slice(), i.token), (&b"A"[..], token));
+    assert!(i.pttl > 25_000 && i.pttl <= 30_000, "lease left after the step: {}", i.pttl);
+    // Redis did expire the key by its wall clock (cron and before each
+    // sleep), and the module kept the lock.
+    let seen = Instant::now();
+    while info_field_i64(&mut a, "redislock", "redislock_locks_expired_by_clock_step") == 0 {
+        assert!(seen.elapsed() < Duration::from_secs(5), "Redis never expired the key after the step");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pttl: i64 = cmd("PTTL").arg("k").query(&mut a).expect("PTTL");
+    assert!(pttl > 25_000 && pttl <= 30_000, "the key is back with its TTL at the new wall clock: {pttl}");
+    assert_eq!(recv_reply(&mut b, "B's WAIT"), Ok(Value::Nil), "the waiter is not served while A's lease runs");
+    assert_eq!(extend(&mut a, b"k", b"A", 30_000), 1, "A still holds it");
+    assert_eq!(release(&mut a, b"k", b"A"), 1);
+    assert!(acquire(&mut a, b"k", b"C", 1_000).is_some_and(|t| t > token));
+}
+
+/// A holds `k` for 2 s, B waits; the wall clock steps by `offset` half a
+/// second in. Returns how long after A's grant B was granted.
+fn handoff_across_a_step(offset: &str) -> Duration {
+    const LEASE_MS: u64 = 2_000;
+    let s = SteppedServer::start();
+    let mut a = s.server.conn();
+    let mut b = s.server.conn();
+    b.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
+    let granted = Instant::now();
+    let token = grant(&mut a, "k", "A", LEASE_MS as i64);
+    send_cmd(&mut b, cmd("LOCK.ACQUIRE").arg("k").arg("B").arg(10_000).arg("WAIT").arg(10_000));
+    wait_waiters(&mut a, b"k", 1);
+    std::thread::sleep(Duration::from_millis(500));
+    step_and_see(&s, &mut a, offset);
+    let reply = recv_reply(&mut b, "B's WAIT");
+    let took = granted.elapsed();
+    assert!(matches!(reply, Ok(Value::Int(t)) if t > token), "B's wait: {reply:?}");
+    eprintln!("wall clock {offset}: handoff {:?} after the lease's end", took.saturating_sub(Duration::from_millis(LEASE_MS)));
+    assert!(took >= Duration::from_millis(LEASE_MS), "{offset}: B granted {took:?} after A's grant of {LEASE_MS} ms");
+    assert!(took <= Duration::from_millis(LEASE_MS + LATE_MS), "{offset}: B granted late, {took:?} after A's grant");
+    took
+}
+
+#[test]
+fn a_waited_lease_hands_over_at_its_end_when_the_wall_clock_steps_forward() {
+    handoff_across_a_step("+60");
+}
+
+#[test]
+fn a_waited_lease_hands_over_at_its_end_when_the_wall_clock_steps_back() {
+    handoff_across_a_step("-60");
+}
+
+/// -60 s: the key's TTL now runs a minute longer than the lease; the lock
+/// is free for anyone at the lease's end all the same.
+#[test]
+fn a_backward_step_does_not_lengthen_a_lease() {
+    let s = SteppedServer::start();
+    let mut a = s.server.conn();
+    let granted = Instant::now();
+    let token = grant(&mut a, "k", "A", 1_500);
+    step_and_see(&s, &mut a, "-60");
+    assert_eq!(acquire(&mut a, b"k", b"C", 1_000), None, "still A's, 1.5 s lease");
+    std::thread::sleep(Duration::from_millis(1_500).saturating_sub(granted.elapsed()) + Duration::from_millis(20));
+    assert!(info(&mut a, b"k").is_none(), "LOCK.INFO after the lease's end");
+    assert!(acquire(&mut a, b"k", b"C", 1_000).is_some_and(|t| t > token), "C after A's lease");
 }
