@@ -74,6 +74,9 @@ required_functions!(
     RedisModule_CreateStringFromLongLong,
     RedisModule_CreateString,
     RedisModule_SubscribeToKeyspaceEvents,
+    RedisModule_ScanCursorCreate,
+    RedisModule_ScanCursorDestroy,
+    RedisModule_Scan,
     RedisModule_FreeString,
     RedisModule_SignalModifiedKey,
     RedisModule_NotifyKeyspaceEvent,
@@ -408,6 +411,12 @@ pub enum KeyKind {
 pub struct Key(*mut RedisModuleKey);
 
 impl Key {
+    /// Wraps a key handle Redis opened (a scan's); the caller must not let
+    /// it drop if the handle is not its own to close.
+    pub fn from_raw(key: *mut RedisModuleKey) -> Key {
+        Key(key)
+    }
+
     pub fn kind(&self) -> KeyKind {
         if self.0.is_null() {
             return KeyKind::Empty;

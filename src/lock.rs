@@ -353,6 +353,50 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
     }
 }
 
+/// After a load (RDB, AOF with an RDB preamble, a replica's full sync):
+/// a loaded lock knows its lease only as the key's TTL, which Redis sets
+/// beside the value. Each one's lease is read from that TTL now, as the
+/// wall clock of the writer meant it, so a clock step or an eviction
+/// before anyone touches the lock finds it running (see `kept`). One pass
+/// over the keyspace, once per load.
+pub fn learn_loaded_leases(ctx: api::Ctx) {
+    let databases = ctx.config_get(c"databases", crate::args::parse_i64).flatten().unwrap_or(16);
+    let selected = ctx.selected_db();
+    let now = crate::lease::Now::read();
+    for db in 0..c_int::try_from(databases).unwrap_or(16) {
+        if !ctx.select_db(db) {
+            continue;
+        }
+        let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
+        if cursor.is_null() {
+            break;
+        }
+        let mut now_data = now;
+        while rm!(RedisModule_Scan(ctx.raw(), cursor, Some(learn_lease), (&mut now_data as *mut crate::lease::Now).cast()) else 0) != 0 {}
+        rm!(RedisModule_ScanCursorDestroy(cursor) else ());
+    }
+    ctx.select_db(selected);
+}
+
+unsafe extern "C" fn learn_lease(
+    _ctx: *mut raw::RedisModuleCtx,
+    _name: *mut RedisModuleString,
+    key: *mut raw::RedisModuleKey,
+    data: *mut c_void,
+) {
+    let Some(now) = data.cast::<crate::lease::Now>().as_ref() else { return };
+    // The scan owns the key handle: borrowed, never closed here.
+    let key = ManuallyDrop::new(Key::from_raw(key));
+    if key.kind() != api::KeyKind::Module(registered_type()) {
+        return;
+    }
+    if let Some(mut lock) = Lock::borrow(key.module_value()) {
+        if lock.lease().end == crate::lease::UNKNOWN {
+            lock.set_lease(Lease::until(key.deadline_ms(), *now));
+        }
+    }
+}
+
 unsafe extern "C" fn aux_save(rdb: *mut RedisModuleIO, when: c_int) {
     if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
         rm!(RedisModule_SaveSigned(rdb, COUNTER.current()) else ());

@@ -394,6 +394,7 @@ unsafe extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _event: raw::RedisModu
         }
         raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
             LOADING.store(false, Ordering::Relaxed);
+            crate::lock::learn_loaded_leases(Ctx::new(ctx));
             let load = STARTUP_LOAD.swap(NO_LOAD, Ordering::Relaxed);
             if starting && load != NO_LOAD && loaded_everything(Ctx::new(ctx), load) {
                 UNTIL.store(0, Ordering::Relaxed);

@@ -281,3 +281,22 @@ fn a_backward_step_does_not_lengthen_a_lease() {
     assert!(info(&mut a, b"k").is_none(), "LOCK.INFO after the lease's end");
     assert!(acquire(&mut a, b"k", b"C", 1_000).is_some_and(|t| t > token), "C after A's lease");
 }
+
+/// A lock loaded from the RDB knows its lease only as the key's TTL until
+/// the load ends; a step right after a restart must find it running too.
+#[test]
+fn a_lease_loaded_at_restart_survives_a_forward_step_before_anyone_touches_it() {
+    let mut s = SteppedServer::start_with(&RDB);
+    let token = grant(&mut s.server.conn(), "k", "A", 30_000);
+    s.server.stop();
+    s.server.start_again();
+    let mut c = s.server.conn();
+    step_and_see(&s, &mut c, "+60");
+    let seen = Instant::now();
+    while info_field_i64(&mut c, "redislock", "redislock_locks_expired_by_clock_step") == 0 {
+        assert!(seen.elapsed() < Duration::from_secs(5), "Redis never expired the loaded key after the step");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(acquire(&mut c, b"k", b"C", 1_000), None, "a newcomer after restart and step");
+    assert_eq!(info(&mut c, b"k").map(|i| (i.owner, i.token)), Some((b"A".to_vec(), token)));
+}
