@@ -77,6 +77,7 @@ required_functions!(
     RedisModule_ScanCursorCreate,
     RedisModule_ScanCursorDestroy,
     RedisModule_Scan,
+    RedisModule_ScanCursorRestart,
     RedisModule_FreeString,
     RedisModule_SignalModifiedKey,
     RedisModule_NotifyKeyspaceEvent,
@@ -336,6 +337,11 @@ impl Ctx {
             token as std::ffi::c_longlong,
             deadline_ms as std::ffi::c_longlong,
         ) else ERR);
+    }
+
+    /// Propagates `cmd key`, e.g. `DEL key`.
+    pub fn replicate_key(self, cmd: &CStr, key: &Arg) {
+        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"s".as_ptr(), key.raw()) else ERR);
     }
 
     /// Propagates `cmd key n`, e.g. `PEXPIREAT key deadline`.

@@ -36,6 +36,7 @@ pub mod lease;
 pub mod lock;
 pub mod propagate;
 pub mod quarantine;
+pub mod realign;
 pub mod stats;
 pub mod waiters;
 

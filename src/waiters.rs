@@ -668,11 +668,14 @@ static STEPS: Mutex<clock::StepDetector> = Mutex::new(clock::StepDetector::new()
 /// themselves (a lease found running is re-armed); a backward one holds
 /// them back by the whole step, so they are re-armed with what is left on
 /// the monotonic clock.
-unsafe extern "C" fn on_cron(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
+unsafe extern "C" fn on_cron(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
     let stepped = match STEPS.try_lock() {
         Ok(mut steps) => steps.stepped(unix_millis(), clock::mono_ms()),
         Err(_) => false,
     };
+    if stepped {
+        crate::realign::clock_stepped(Ctx::new(ctx));
+    }
     if stepped && WAITING.load(Ordering::Relaxed) > 0 {
         rearm_after_step();
     }

@@ -300,3 +300,41 @@ fn a_lease_loaded_at_restart_survives_a_forward_step_before_anyone_touches_it() 
     assert_eq!(acquire(&mut c, b"k", b"C", 1_000), None, "a newcomer after restart and step");
     assert_eq!(info(&mut c, b"k").map(|i| (i.owner, i.token)), Some((b"A".to_vec(), token)));
 }
+
+/// After a step the keys' TTLs are a step off; the module sets them again
+/// at the new wall clock: a lease that ends is reclaimed at its end (not a
+/// minute later), and PTTL shows the lease again.
+#[test]
+fn after_a_step_lock_keys_are_reclaimed_at_the_lease_end_and_show_it_in_pttl() {
+    let s = SteppedServer::start();
+    let mut a = s.server.conn();
+    let granted = Instant::now();
+    grant(&mut a, "short", "A", 1_500);
+    grant(&mut a, "long", "A", 600_000);
+    step_and_see(&s, &mut a, "-60");
+    // The realignment runs within a cron tick (100 ms) of the step.
+    let seen = Instant::now();
+    loop {
+        let pttl: i64 = cmd("PTTL").arg("long").query(&mut a).expect("PTTL");
+        if pttl <= 600_000 {
+            assert!(pttl > 590_000, "PTTL of `long` after the step: {pttl}");
+            break;
+        }
+        assert!(seen.elapsed() < Duration::from_secs(5), "PTTL of `long` still a minute long: {pttl}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pttl: i64 = cmd("PTTL").arg("short").query(&mut a).expect("PTTL");
+    assert!(pttl <= 1_500, "PTTL of `short` after the step: {pttl}");
+    // Nobody touches `short`: Redis's own expiry reclaims it at the lease's end.
+    std::thread::sleep(Duration::from_millis(1_500).saturating_sub(granted.elapsed()));
+    let seen = Instant::now();
+    loop {
+        let dbsize: i64 = cmd("DBSIZE").query(&mut a).expect("DBSIZE");
+        if dbsize == 1 {
+            break;
+        }
+        assert!(seen.elapsed() < Duration::from_secs(2), "`short` still in memory after its lease: DBSIZE {dbsize}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("wall clock -60: `short` reclaimed {:?} after its lease's end", granted.elapsed().saturating_sub(Duration::from_millis(1_500)));
+}

@@ -1,0 +1,182 @@
+//! After a step of the wall clock, every lock key's TTL is off by the
+//! step: the lease runs on the monotonic clock, but Redis would reclaim a
+//! key a step late (backward) or expire it a step early (forward, where
+//! `kept` puts it back), and PTTL would show the wrong time. One pass over
+//! the keyspace sets each running lease's TTL at the new wall clock, and
+//! deletes the keys whose lease has ended, as Redis's expiry would have.
+//!
+//! The pass runs from a timer in small batches (a bounded number of SCAN
+//! steps per tick), so a large keyspace does not stall the server; a step
+//! during a pass starts it again.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::{LazyLock, Mutex, TryLockError};
+
+use redis_module::raw;
+
+use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleCtx, RedisModuleString};
+use crate::gate;
+use crate::lease::{self, Lease, Left, Now};
+use crate::lock::{self, Lock};
+
+/// SCAN steps per tick: each visits one bucket of the keyspace (a few
+/// keys), so a tick costs well under a millisecond.
+const SCAN_STEPS_PER_TICK: usize = 100;
+
+struct Pass {
+    db: c_int,
+    databases: c_int,
+    cursor: *mut raw::RedisModuleScanCursor,
+}
+
+#[derive(Default)]
+struct State {
+    pass: Option<Pass>,
+    armed: bool,
+}
+
+// SAFETY: only touched on Redis's main thread (cron event and timers).
+unsafe impl Send for State {}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
+
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    match STATE.try_lock() {
+        Ok(mut state) => Some(f(&mut state)),
+        Err(TryLockError::Poisoned(poisoned)) => Some(f(&mut poisoned.into_inner())),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// The server's cron saw the wall clock step: (re)start the pass.
+pub fn clock_stepped(ctx: Ctx) {
+    if crate::stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed) <= 0 {
+        return;
+    }
+    let databases = ctx.config_get(c"databases", crate::args::parse_i64).flatten().unwrap_or(16);
+    let arm = with_state(|s| {
+        let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
+        if let Some(old) = s.pass.replace(Pass { db: 0, databases: c_int::try_from(databases).unwrap_or(16), cursor }) {
+            rm!(RedisModule_ScanCursorDestroy(old.cursor) else ());
+        }
+        !std::mem::replace(&mut s.armed, true)
+    });
+    if arm == Some(true) {
+        arm_tick(0);
+    }
+}
+
+fn arm_tick(ms: i64) {
+    rm!(RedisModule_CreateTimer(crate::waiters::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0);
+}
+
+fn end_pass(s: &mut State) {
+    if let Some(pass) = s.pass.take() {
+        rm!(RedisModule_ScanCursorDestroy(pass.cursor) else ());
+    }
+}
+
+unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    let ctx = Ctx::new(raw_ctx);
+    match gate::refusal(ctx) {
+        // A replica's keys follow its master's pass.
+        Some(gate::Refusal::Replica) => {
+            with_state(|s| {
+                end_pass(s);
+                s.armed = false;
+            });
+            return;
+        }
+        Some(refusal) => return arm_tick(refusal.retry_ms()),
+        None => {}
+    }
+    let batch = with_state(|s| {
+        let pass = s.pass.as_mut()?;
+        if pass.cursor.is_null() || !ctx.select_db(pass.db) {
+            end_pass(s);
+            return None;
+        }
+        let mut names: Vec<Box<[u8]>> = Vec::new();
+        let mut more = true;
+        for _ in 0..SCAN_STEPS_PER_TICK {
+            let data = (&mut names as *mut Vec<Box<[u8]>>).cast::<c_void>();
+            if rm!(RedisModule_Scan(raw_ctx, pass.cursor, Some(collect), data) else 0) == 0 {
+                more = false;
+                break;
+            }
+        }
+        let db = pass.db;
+        if !more {
+            pass.db += 1;
+            rm!(RedisModule_ScanCursorRestart(pass.cursor) else ());
+            if pass.db >= pass.databases {
+                end_pass(s);
+            }
+        }
+        Some((db, names))
+    })
+    .flatten();
+    if let Some((db, names)) = batch {
+        if ctx.select_db(db) {
+            let now = Now::read();
+            for name in names {
+                realign(ctx, &name, now);
+            }
+        }
+    }
+    let again = with_state(|s| {
+        s.armed = s.pass.is_some();
+        s.armed
+    });
+    if again == Some(true) {
+        arm_tick(1);
+    }
+}
+
+/// Collects the names of lock keys (the scan's key handle is read-only).
+unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
+    let Some(names) = data.cast::<Vec<Box<[u8]>>>().as_mut() else { return };
+    let key = std::mem::ManuallyDrop::new(Key::from_raw(key));
+    if key.kind() == KeyKind::Module(lock::registered_type()) {
+        names.push(crate::api::string_bytes(name).into());
+    }
+}
+
+/// Sets one lock key's TTL at the wall clock of now, or deletes it when
+/// its lease has ended.
+fn realign(ctx: Ctx, name: &[u8], now: Now) {
+    let held = HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), name.as_ptr().cast::<c_char>(), name.len()) else ptr::null_mut()));
+    if !held.is_valid() {
+        return;
+    }
+    let key_name = Arg::of(&held);
+    let key = ctx.open_key(key_name, KeyMode::Write);
+    if key.kind() != KeyKind::Module(lock::registered_type()) {
+        return;
+    }
+    // SAFETY: the value belongs to our type.
+    let Some(mut lock) = (unsafe { Lock::borrow(key.module_value()) }) else { return };
+    let (left, taken) = lease::judge(lock.lease(), now, || key.deadline_ms());
+    if let Some(taken) = taken {
+        lock.set_lease(taken);
+    }
+    match left {
+        Left::Ended => {
+            if lock::delete(&key) {
+                ctx.replicate_key(c"DEL", key_name);
+                ctx.signal_modified(key_name);
+                ctx.notify(c"lock.expired", key_name);
+            }
+        }
+        Left::Ms(ms) => {
+            let mirror = now.wall.saturating_add(ms);
+            if (mirror - lock.lease().mirror).abs() > crate::clock::STEP_MS && key.expire_at(mirror) {
+                let end = lock.lease().end;
+                lock.set_lease(Lease { end, mirror });
+                ctx.replicate_key_integer(c"PEXPIREAT", key_name, mirror);
+            }
+        }
+        Left::Forever => {}
+    }
+}
