@@ -33,19 +33,34 @@ enum Slot<'a> {
     WrongType,
 }
 
+/// How a command looks at a lock's lease.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// Held or not (`lease::held`): no TTL read while the lease runs.
+    Held,
+    /// The exact lease left, a TTL someone set included (`lease::judge`).
+    Exact,
+    /// As stored: commands from the master or the AOF replay what the
+    /// master decided.
+    AsStored,
+}
+
 /// What `key` holds at `now`. A lock whose lease has ended is free, key
 /// or no key (after a backward step of the wall clock the key outlives
-/// the lease), except where the lock is `as_stored`: commands from the
-/// master or the AOF replay what the master decided.
-fn slot(key: &Key, now: Now, as_stored: bool) -> Slot<'_> {
+/// the lease).
+fn slot(key: &Key, now: Now, look: Look) -> Slot<'_> {
     match key.kind() {
         KeyKind::Empty => Slot::Free,
         KeyKind::Module(t) if t == lock::registered_type() => {
             // SAFETY: the value belongs to our type, so it is a `Lock`.
             match unsafe { Lock::borrow(key.module_value()) } {
-                Some(lock) if as_stored => Slot::Held(lock),
+                Some(lock) if look == Look::AsStored => Slot::Held(lock),
                 Some(mut lock) => {
-                    let (left, taken) = lease::judge(lock.lease(), now, || key.deadline_ms());
+                    let ttl = || key.deadline_ms();
+                    let (left, taken) = match look {
+                        Look::Held => lease::held(lock.lease(), now, ttl),
+                        _ => lease::judge(lock.lease(), now, ttl),
+                    };
                     if let Some(taken) = taken {
                         lock.set_lease(taken);
                     }
@@ -68,8 +83,8 @@ fn slot(key: &Key, now: Now, as_stored: bool) -> Slot<'_> {
 
 /// Whether `owner` holds the lock at `key` (a module lock or a
 /// plain-string one); `None` when the key holds another type.
-fn holds(key: &Key, owner: &[u8], now: Now, as_stored: bool) -> Option<bool> {
-    match slot(key, now, as_stored) {
+fn holds(key: &Key, owner: &[u8], now: Now, look: Look) -> Option<bool> {
+    match slot(key, now, look) {
         Slot::WrongType => None,
         Slot::Held(lock) => Some(lock.is_held_by(owner)),
         Slot::PlainString(value) => Some(value == owner),
@@ -81,7 +96,7 @@ fn holds(key: &Key, owner: &[u8], now: Now, as_stored: bool) -> Option<bool> {
 /// their plain string); a key of another type counts as free, its
 /// waiters get WRONGTYPE from the grant.
 pub fn free_for(key: &Key, owner: &[u8]) -> bool {
-    match slot(key, Now::read(), false) {
+    match slot(key, Now::read(), Look::Held) {
         Slot::Held(lock) => lock.is_held_by(owner),
         Slot::PlainString(value) => value == owner,
         Slot::Free | Slot::WrongType => true,
@@ -90,7 +105,7 @@ pub fn free_for(key: &Key, owner: &[u8]) -> bool {
 
 /// What is left of the lease of the lock at `key` (ended when none).
 pub fn lease_left(key: &Key, now: Now) -> lease::Left {
-    match slot(key, now, false) {
+    match slot(key, now, Look::Exact) {
         Slot::Held(lock) => lock.lease().left(now),
         Slot::PlainString(_) => match key.deadline_ms() {
             Some(at) => lease::Lease::until(Some(at), now).left(now),
@@ -154,7 +169,7 @@ pub enum Grant {
 pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms: i64, fence: Token) -> Attempt {
     let owner = owner_arg.bytes();
     let now = Now::read();
-    let lease = match slot(key, now, false) {
+    let lease = match slot(key, now, Look::Held) {
         Slot::WrongType => return Attempt::WrongType,
         Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
         Slot::PlainString(value) if value != owner => return Attempt::Held,
@@ -256,11 +271,12 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let (now, as_stored) = (Now::read(), replays(ctx));
-    if !as_stored {
+    let now = Now::read();
+    let look = if replays(ctx) { Look::AsStored } else { Look::Held };
+    if look != Look::AsStored {
         restore_kept(ctx, &key, req.key, now);
     }
-    match holds(&key, req.owner, now, as_stored) {
+    match holds(&key, req.owner, now, look) {
         None => return ctx.reply_error(WRONGTYPE),
         Some(false) => {
             stats::RELEASE_REFUSED.bump();
@@ -292,7 +308,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     let now = Now::read();
     restore_kept(ctx, &key, req.key, now);
     let lease = Lease::starting(now, req.ttl_ms);
-    match slot(&key, now, false) {
+    match slot(&key, now, Look::Held) {
         Slot::WrongType => return ctx.reply_error(WRONGTYPE),
         Slot::Held(mut lock) if lock.is_held_by(req.owner) => {
             if !key.expire_at(lease.mirror) {
@@ -324,7 +340,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key = ctx.open_key(key_name, KeyMode::Read);
     let waiting = || waiters::count_in(ctx, key_name.bytes());
     let now = Now::read();
-    match slot(&key, now, false) {
+    match slot(&key, now, Look::Exact) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => {
             let kept = kept::any().then(|| {

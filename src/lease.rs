@@ -120,6 +120,18 @@ pub fn judge(lease: Lease, now: Now, ttl: impl FnOnce() -> Option<i64>) -> (Left
     (taken.left(now), Some(taken))
 }
 
+/// Whether the lock is held, for a command that only needs to know that:
+/// a lease running on the monotonic clock is held whatever the TTL says
+/// (the key exists, so its TTL has not passed), and no TTL is read; the
+/// hot path of RELEASE, EXTEND and a re-grant. Otherwise as `judge`.
+pub fn held(lease: Lease, now: Now, ttl: impl FnOnce() -> Option<i64>) -> (Left, Option<Lease>) {
+    let left = lease.left(now);
+    if left.is_running() {
+        return (left, None);
+    }
+    judge(lease, now, ttl)
+}
+
 /// Whether a lock's key left the keyspace while its lease runs because
 /// the wall clock stepped forward: the wall clock has passed the mirror
 /// (so Redis expired it, or would have) while the monotonic lease has more
@@ -169,6 +181,16 @@ mod tests {
         // Loaded from RDB: known only from the TTL.
         assert_eq!(judge(Lease::UNKNOWN, now, || Some(now.wall + 5)).0, Left::Ms(5));
         assert_eq!(judge(Lease::UNKNOWN, now, || Some(now.wall - 5)).0, Left::Ended);
+    }
+
+    #[test]
+    fn held_reads_the_ttl_only_once_the_monotonic_lease_has_ended() {
+        let lease = Lease::starting(T0, 1_000);
+        let running = at(T0, 500, 60_000);
+        assert!(held(lease, running, || panic!("no TTL read while the lease runs")).0.is_running());
+        let ended = at(T0, 1_500, -60_000);
+        assert_eq!(held(lease, ended, || Some(lease.mirror)).0, Left::Ended);
+        assert_eq!(held(lease, ended, || None).0, Left::Forever, "PERSIST");
     }
 
     #[test]
