@@ -85,6 +85,10 @@ pub struct Opts {
     /// `"+0 x2"` for a clock running twice as fast). Needs a server that
     /// tolerates it (Valkey, see `valkey_binary`).
     pub faketime: Option<String>,
+    /// Run under libfaketime with only the wall clock faked, its offset
+    /// read from this file at every clock read (`+60`, `-60`): a test
+    /// steps a running server's wall clock by writing the file.
+    pub faketime_file: Option<PathBuf>,
     /// A Redis Cluster node (`cluster-enabled yes`); its port comes from
     /// 10000-12999 so that the bus port (+10000) is valid and free.
     pub cluster_node: bool,
@@ -109,6 +113,13 @@ impl Opts {
             "Valkey 8.1 not found: run `scripts/install-servers.sh valkey-8.1` (make test does) or set REDISLOCK_VALKEY",
         );
         Opts { binary: Some(binary), ..Opts::default() }
+    }
+
+    /// Valkey whose wall clock steps when `file` is rewritten; it must
+    /// hold an offset (`+0`) before the server starts.
+    pub fn valkey_stepped(file: &std::path::Path) -> Opts {
+        assert!(libfaketime().is_some(), "libfaketime not found: install Debian's faketime (scripts/install-deps.sh)");
+        Opts { faketime_file: Some(file.to_path_buf()), ..Opts::valkey() }
     }
 
     /// Valkey under libfaketime with `spec`.
@@ -221,6 +232,13 @@ impl Server {
         if let Some(spec) = &self.opts.faketime {
             let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
             cmd.env("LD_PRELOAD", lib).env("FAKETIME", spec).env("FAKETIME_DONT_RESET", "1");
+        }
+        if let Some(file) = &self.opts.faketime_file {
+            let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
+            cmd.env("LD_PRELOAD", lib)
+                .env("FAKETIME_TIMESTAMP_FILE", file)
+                .env("FAKETIME_NO_CACHE", "1")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
         let child = cmd
             .current_dir(&self.dir)
