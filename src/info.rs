@@ -49,6 +49,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     let (clients_waiting, keys_waited) = waiters::gauges();
     field(ctx, c"locks", stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed).max(0));
     field(ctx, c"evicted_locks_kept", crate::kept::evicted_kept());
+    field(ctx, c"locks_evictable", i64::from(locks_evictable()));
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
     field(ctx, c"quarantine_ms_left", quarantine::remaining_ms().unwrap_or(0));
@@ -57,6 +58,14 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"max_token_lead_ms", config::max_token_lead());
     field(ctx, c"max_owner_len", config::max_owner_len());
     field(ctx, c"quarantine_ms", quarantine::QUARANTINE_MS.load(std::sync::atomic::Ordering::Relaxed));
+}
+
+/// Whether the server may evict lock keys now: a memory limit with a
+/// policy other than `noeviction` (the module keeps such locks held, at a
+/// cost; README recommends `noeviction` for servers that hold locks).
+fn locks_evictable() -> bool {
+    let memory = crate::api::ServerInfo::read(crate::api::Ctx::new(std::ptr::null_mut()), c"memory");
+    memory.integer(c"maxmemory").is_some_and(|m| m > 0) && !memory.text_is(c"maxmemory_policy", c"noeviction")
 }
 
 pub fn register(ctx: crate::api::Ctx) -> bool {

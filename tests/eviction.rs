@@ -73,7 +73,13 @@ fn held_lock_under_memory_pressure(policy: &str) {
     wait_waiters(&mut a, b"k", 1);
     let waited = Instant::now();
     let evicting = policy != "noeviction";
+    assert_eq!(info_field_i64(&mut a, "redislock", "redislock_locks_evictable"), 0, "{policy}: no maxmemory yet");
     let (written, refused) = fill(&mut a, policy.starts_with("volatile"), |c| locks_evicted(c) >= 1);
+    assert_eq!(
+        info_field_i64(&mut a, "redislock", "redislock_locks_evictable"),
+        i64::from(evicting),
+        "{policy}: INFO says whether locks may be evicted"
+    );
     if evicting {
         assert!(
             locks_evicted(&mut a) >= 1,
