@@ -30,6 +30,7 @@ pub mod commands;
 pub mod config;
 pub mod fencing;
 pub mod gate;
+pub mod grant;
 pub mod info;
 pub mod kept;
 pub mod lease;

@@ -1,0 +1,531 @@
+//! The grant rules of every lock kind, in one place that knows no Redis
+//! types: who may hold a key at once, when a request is granted, refused
+//! or must wait, and what re-grants, downgrades and upgrades do. The
+//! module's commands, data type callbacks and timers are the glue around
+//! it (as redis-cell keeps its rate limiter apart from its commands).
+//!
+//! A key is one of two kinds, fixed by the grant that created it:
+//! - a **read-write lock** (`LOCK.ACQUIRE` without `LIMIT`): one exclusive
+//!   holder, or any number of shared ones (`SHARED`); a mutex is a
+//!   read-write lock nobody asks `SHARED` of;
+//! - a **semaphore** (`SHARED LIMIT n`): at most `n` shared holders.
+//!
+//! Every holder has its own owner, token and lease. Requests are served in
+//! one FIFO line per key across modes: a request finding others waiting is
+//! not granted ahead of them (no barging), the head is granted as soon as
+//! it is compatible, and consecutive shared requests at the head go
+//! together; an exclusive request at the head holds back every later
+//! shared one until it has had its turn, so writers do not starve.
+//!
+//! Time is a monotonic millisecond count chosen by the caller; tokens come
+//! from the caller's counter.
+
+use std::fmt;
+
+pub type Token = i64;
+
+/// A lease without end.
+pub const NO_END: i64 = i64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Exclusive,
+    Shared,
+}
+
+/// What a key is, from the grant that created it until its last holder
+/// leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    ReadWrite,
+    Semaphore { limit: u32 },
+}
+
+impl Kind {
+    /// The kind a request creates when the key is free.
+    pub fn of(limit: Option<u32>) -> Kind {
+        limit.map_or(Kind::ReadWrite, |limit| Kind::Semaphore { limit })
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::ReadWrite => f.write_str("a lock (exclusive or SHARED, no LIMIT)"),
+            Kind::Semaphore { limit } => write!(f, "a semaphore (SHARED LIMIT {limit})"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder<O> {
+    pub owner: O,
+    pub token: Token,
+    /// When the lease ends (monotonic ms; `NO_END`).
+    pub end: i64,
+}
+
+/// A request: who, how, for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct Ask<'a, O> {
+    pub owner: &'a O,
+    pub mode: Mode,
+    /// `SHARED LIMIT n`; `None` without LIMIT.
+    pub limit: Option<u32>,
+    pub ttl_ms: i64,
+    /// `FENCE`: the token granted must be at least this (0: none).
+    pub fence: Token,
+}
+
+/// Why a request is refused outright (an error, not "held").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The request does not fit the key's kind (another LIMIT, LIMIT on a
+    /// lock, exclusive on a semaphore).
+    WrongKind(Kind),
+    /// A shared holder asked for exclusive while others hold it too.
+    UpgradeWithOthers,
+    /// The token counter cannot go further.
+    TokensExhausted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// A new holder.
+    New,
+    /// The owner already held it in this mode: new lease, same token
+    /// (a new one only when FENCE asks for more).
+    Regrant,
+    /// The exclusive holder now holds it shared, with a new token.
+    Downgrade,
+    /// The only shared holder now holds it exclusively, with a new token.
+    Upgrade,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Granted(Token, Grant),
+    /// Not now: held incompatibly, or others wait first.
+    Held,
+    Refused(Refusal),
+}
+
+/// The holders of one key. Empty means free (the caller then deletes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lock<O> {
+    pub kind: Kind,
+    pub mode: Mode,
+    pub holders: Vec<Holder<O>>,
+}
+
+impl<O: PartialEq + Clone> Lock<O> {
+    /// A key nobody holds, of the kind `ask` would create.
+    pub fn free_for(ask: &Ask<'_, O>) -> Lock<O> {
+        Lock { kind: Kind::of(ask.limit), mode: ask.mode, holders: Vec::new() }
+    }
+
+    pub fn is_free(&self) -> bool {
+        self.holders.is_empty()
+    }
+
+    pub fn holder(&self, owner: &O) -> Option<&Holder<O>> {
+        self.holders.iter().find(|h| h.owner == *owner)
+    }
+
+    /// Drops the holders whose lease has ended by `now`; true if any.
+    pub fn expire(&mut self, now: i64) -> bool {
+        let before = self.holders.len();
+        self.holders.retain(|h| h.end > now);
+        self.holders.len() != before
+    }
+
+    /// Whether `ask` fits this key's kind. A free key takes any kind.
+    pub fn fits(&self, ask: &Ask<'_, O>) -> Result<(), Refusal> {
+        if self.is_free() {
+            return Ok(());
+        }
+        let fits = match self.kind {
+            Kind::ReadWrite => ask.limit.is_none(),
+            Kind::Semaphore { limit } => ask.mode == Mode::Shared && ask.limit == Some(limit),
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(Refusal::WrongKind(self.kind))
+        }
+    }
+
+    /// Whether a new holder in `mode` may join the holders now.
+    fn admits(&self, mode: Mode) -> bool {
+        if self.is_free() {
+            return true;
+        }
+        match (self.mode, mode) {
+            (Mode::Shared, Mode::Shared) => match self.kind {
+                Kind::ReadWrite => true,
+                Kind::Semaphore { limit } => self.holders.len() < limit as usize,
+            },
+            _ => false,
+        }
+    }
+
+    /// Tries to grant `ask` at `now`. `waiting_ahead`: others wait in the
+    /// key's line before this request (a newcomer is then not granted; the
+    /// line's head asks with `false`). `issue(min)` hands out a fresh
+    /// token of at least `min`.
+    pub fn acquire(
+        &mut self,
+        ask: &Ask<'_, O>,
+        now: i64,
+        waiting_ahead: bool,
+        mut issue: impl FnMut(Token) -> Option<Token>,
+    ) -> Outcome {
+        self.expire(now);
+        if let Err(refusal) = self.fits(ask) {
+            return Outcome::Refused(refusal);
+        }
+        let end = now.saturating_add(ask.ttl_ms);
+        let sole = self.holders.len() == 1;
+        if let Some(i) = self.holders.iter().position(|h| h.owner == *ask.owner) {
+            let how = match (self.mode, ask.mode) {
+                (held, asked) if held == asked => Grant::Regrant,
+                (Mode::Exclusive, Mode::Shared) => Grant::Downgrade,
+                (_, _) if sole => Grant::Upgrade,
+                _ => return Outcome::Refused(Refusal::UpgradeWithOthers),
+            };
+            // A change of mode is a new grant: its token must exceed every
+            // token the key's earlier holders had.
+            let current = self.holders[i].token;
+            let token = if how == Grant::Regrant && ask.fence <= current {
+                current
+            } else {
+                match issue(ask.fence) {
+                    Some(t) => t,
+                    None => return Outcome::Refused(Refusal::TokensExhausted),
+                }
+            };
+            self.mode = ask.mode;
+            self.holders[i].token = token;
+            self.holders[i].end = end;
+            return Outcome::Granted(token, how);
+        }
+        if waiting_ahead || !self.admits(ask.mode) {
+            return Outcome::Held;
+        }
+        let Some(token) = issue(ask.fence) else {
+            return Outcome::Refused(Refusal::TokensExhausted);
+        };
+        if self.is_free() {
+            *self = Lock { kind: Kind::of(ask.limit), mode: ask.mode, holders: Vec::new() };
+        }
+        self.holders.push(Holder { owner: ask.owner.clone(), token, end });
+        Outcome::Granted(token, Grant::New)
+    }
+
+    /// Ends `owner`'s hold; false if it held nothing (or its lease ended).
+    pub fn release(&mut self, owner: &O, now: i64) -> bool {
+        self.expire(now);
+        let before = self.holders.len();
+        self.holders.retain(|h| h.owner != *owner);
+        self.holders.len() != before
+    }
+
+    /// Gives `owner`'s hold a lease of `ttl_ms` from `now`; false if it
+    /// holds nothing.
+    pub fn extend(&mut self, owner: &O, ttl_ms: i64, now: i64) -> bool {
+        self.expire(now);
+        match self.holders.iter_mut().find(|h| h.owner == *owner) {
+            Some(h) => {
+                h.end = now.saturating_add(ttl_ms);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// When the next lease ends (`None`: free, or no lease ends).
+    pub fn next_end(&self) -> Option<i64> {
+        self.holders.iter().map(|h| h.end).min().filter(|&e| e != NO_END)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(owner: &'static str, mode: Mode, limit: Option<u32>) -> Ask<'static, &'static str> {
+        static OWNERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let owner = OWNERS.iter().find(|o| **o == owner).expect("known owner");
+        Ask { owner, mode, limit, ttl_ms: 1_000, fence: 0 }
+    }
+
+    fn counter() -> impl FnMut(Token) -> Option<Token> {
+        let mut last = 0;
+        move |min| {
+            last = (last + 1).max(min);
+            Some(last)
+        }
+    }
+
+    #[test]
+    fn readers_share_and_a_writer_waits_for_all_of_them() {
+        let mut issue = counter();
+        let mut l = Lock::free_for(&ask("a", Mode::Shared, None));
+        assert!(matches!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New)));
+        assert!(matches!(l.acquire(&ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::New)));
+        assert_eq!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Held);
+        assert!(l.release(&"a", 0));
+        assert_eq!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Held);
+        assert!(l.release(&"b", 0));
+        assert!(l.is_free());
+        assert!(matches!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
+        assert_eq!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Held);
+    }
+
+    #[test]
+    fn a_semaphore_admits_up_to_its_limit_and_only_its_own_kind() {
+        let mut issue = counter();
+        let sem = |o| ask(o, Mode::Shared, Some(2));
+        let mut l = Lock::free_for(&sem("a"));
+        assert!(matches!(l.acquire(&sem("a"), 0, false, &mut issue), Outcome::Granted(..)));
+        assert!(matches!(l.acquire(&sem("b"), 0, false, &mut issue), Outcome::Granted(..)));
+        assert_eq!(l.acquire(&sem("c"), 0, false, &mut issue), Outcome::Held);
+        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 }));
+        assert_eq!(l.acquire(&ask("c", Mode::Shared, Some(3)), 0, false, &mut issue), wrong);
+        assert_eq!(l.acquire(&ask("c", Mode::Shared, None), 0, false, &mut issue), wrong);
+        assert_eq!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), wrong);
+        // A lease that ends frees a permit.
+        assert!(l.extend(&"a", 5_000, 0));
+        assert!(matches!(l.acquire(&sem("c"), 1_000, false, &mut issue), Outcome::Granted(..)));
+        assert_eq!(l.holders.len(), 2);
+    }
+
+    #[test]
+    fn a_lock_refuses_a_limit() {
+        let mut issue = counter();
+        let mut l = Lock::free_for(&ask("a", Mode::Exclusive, None));
+        l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue);
+        assert_eq!(
+            l.acquire(&ask("b", Mode::Shared, Some(2)), 0, false, &mut issue),
+            Outcome::Refused(Refusal::WrongKind(Kind::ReadWrite))
+        );
+    }
+
+    #[test]
+    fn nobody_barges_past_the_line() {
+        let mut issue = counter();
+        let mut l = Lock::free_for(&ask("a", Mode::Shared, None));
+        l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue);
+        assert_eq!(l.acquire(&ask("b", Mode::Shared, None), 0, true, &mut issue), Outcome::Held, "others wait first");
+        assert!(matches!(l.acquire(&ask("a", Mode::Shared, None), 0, true, &mut issue), Outcome::Granted(_, Grant::Regrant)));
+    }
+
+    #[test]
+    fn downgrade_and_upgrade_take_new_tokens() {
+        let mut issue = counter();
+        let mut l = Lock::free_for(&ask("a", Mode::Exclusive, None));
+        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New));
+        assert_eq!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::Downgrade));
+        assert!(matches!(l.acquire(&ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
+        assert_eq!(
+            l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue),
+            Outcome::Refused(Refusal::UpgradeWithOthers)
+        );
+        assert!(l.release(&"b", 0));
+        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(4, Grant::Upgrade));
+        assert_eq!(l.mode, Mode::Exclusive);
+    }
+
+    #[test]
+    fn a_regrant_keeps_its_token_unless_fence_asks_more() {
+        let mut issue = counter();
+        let mut l = Lock::free_for(&ask("a", Mode::Exclusive, None));
+        l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue);
+        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 10, false, &mut issue), Outcome::Granted(1, Grant::Regrant));
+        let fenced = Ask { fence: 50, ..ask("a", Mode::Exclusive, None) };
+        assert_eq!(l.acquire(&fenced, 10, false, &mut issue), Outcome::Granted(50, Grant::Regrant));
+        assert_eq!(l.holder(&"a").map(|h| h.end), Some(1_010));
+    }
+}
+
+/// Random sequences of requests, releases, extensions, waits, timeouts
+/// and the passing of time, driven the way the module drives the core
+/// (one line per key, served from its head after every change), checked
+/// after every step against rules computed apart from the core.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, VecDeque};
+
+    const OWNERS: u8 = 6;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Ask { owner: u8, shared: bool, wait: bool, ttl: i64 },
+        Release(u8),
+        Extend(u8, i64),
+        Advance(i64),
+        /// The waiter leaves the line (its WAIT timed out, it disconnected).
+        Leave(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..OWNERS, any::<bool>(), any::<bool>(), 1i64..2_000)
+                .prop_map(|(owner, shared, wait, ttl)| Op::Ask { owner, shared, wait, ttl }),
+            2 => (0..OWNERS).prop_map(Op::Release),
+            1 => (0..OWNERS, 1i64..2_000).prop_map(|(o, t)| Op::Extend(o, t)),
+            2 => (0i64..1_500).prop_map(Op::Advance),
+            1 => (0..OWNERS).prop_map(Op::Leave),
+        ]
+    }
+
+    struct Waiter {
+        owner: u8,
+        mode: Mode,
+        ttl: i64,
+    }
+
+    struct Run {
+        limit: Option<u32>,
+        lock: Lock<u8>,
+        line: VecDeque<Waiter>,
+        now: i64,
+        last_token: Token,
+        /// The mode each live holder was granted in, kept by the harness.
+        modes: HashMap<u8, Mode>,
+    }
+
+    impl Run {
+        fn issue(last: &mut Token) -> impl FnMut(Token) -> Option<Token> + '_ {
+            move |min| {
+                *last = (*last + 1).max(min);
+                Some(*last)
+            }
+        }
+
+        fn ask(&self, owner: &'static u8, mode: Mode, ttl: i64) -> Ask<'static, u8> {
+            Ask { owner, mode, limit: self.limit, ttl_ms: ttl, fence: 0 }
+        }
+
+        fn granted(&mut self, owner: u8, mode: Mode, token: Token, how: Grant) {
+            if how != Grant::Regrant {
+                assert_eq!(token, self.last_token, "a new grant takes the counter's next token");
+            }
+            self.modes.insert(owner, mode);
+        }
+
+        /// Serves the line from its head while the head is granted.
+        fn serve(&mut self) {
+            while let Some(head) = self.line.front() {
+                let (owner, mode, ttl) = (head.owner, head.mode, head.ttl);
+                let ask = self.ask(owner_ref(owner), mode, ttl);
+                let outcome = self.lock.acquire(&ask, self.now, false, Self::issue(&mut self.last_token));
+                match outcome {
+                    Outcome::Granted(token, how) => {
+                        self.line.pop_front();
+                        self.granted(owner, mode, token, how);
+                    }
+                    Outcome::Held => break,
+                    Outcome::Refused(_) => {
+                        self.line.pop_front();
+                    }
+                }
+            }
+        }
+
+        fn apply(&mut self, op: &Op) {
+            match *op {
+                Op::Ask { owner, shared, wait, ttl } => {
+                    if self.line.iter().any(|w| w.owner == owner) {
+                        return; // one wait per client
+                    }
+                    let mode = if shared || self.limit.is_some() { Mode::Shared } else { Mode::Exclusive };
+                    let waiting_ahead = !self.line.is_empty();
+                    let holds_before = self.lock.holder(&owner).is_some();
+                    let ask = self.ask(owner_ref(owner), mode, ttl);
+                    match self.lock.acquire(&ask, self.now, waiting_ahead, Self::issue(&mut self.last_token)) {
+                        Outcome::Granted(token, how) => {
+                            assert!(
+                                !waiting_ahead || holds_before,
+                                "owner {owner} barged past {} waiters",
+                                self.line.len()
+                            );
+                            self.granted(owner, mode, token, how);
+                            // A downgrade may admit waiters.
+                            self.serve();
+                        }
+                        Outcome::Held if wait => self.line.push_back(Waiter { owner, mode, ttl }),
+                        Outcome::Held | Outcome::Refused(_) => {}
+                    }
+                }
+                Op::Release(owner) => {
+                    self.lock.release(&owner, self.now);
+                    self.serve();
+                }
+                Op::Extend(owner, ttl) => {
+                    self.lock.extend(&owner, ttl, self.now);
+                }
+                Op::Advance(ms) => {
+                    self.now += ms;
+                    self.lock.expire(self.now);
+                    self.serve();
+                }
+                Op::Leave(owner) => {
+                    self.line.retain(|w| w.owner != owner);
+                    self.serve();
+                }
+            }
+            self.modes.retain(|o, _| self.lock.holder(o).is_some());
+        }
+
+        /// The rules, computed from the holders' own modes.
+        fn check(&self) {
+            let live: Vec<&Holder<u8>> = self.lock.holders.iter().filter(|h| h.end > self.now).collect();
+            let exclusive = live.iter().filter(|h| self.modes.get(&h.owner) == Some(&Mode::Exclusive)).count();
+            let shared = live.len() - exclusive;
+            assert!(exclusive == 0 || live.len() == 1, "an exclusive holder beside others: {:?}", self.lock);
+            if let Some(limit) = self.limit {
+                assert!(shared <= limit as usize, "{shared} permits taken of {limit}");
+                assert_eq!(exclusive, 0, "exclusive hold on a semaphore");
+            }
+            let mut tokens: Vec<Token> = live.iter().map(|h| h.token).collect();
+            tokens.sort_unstable();
+            tokens.dedup();
+            assert_eq!(tokens.len(), live.len(), "two live holders with one token: {:?}", self.lock);
+            // No compatible head is left waiting.
+            if let Some(head) = self.line.front() {
+                let fits = live.is_empty()
+                    || (head.mode == Mode::Shared && exclusive == 0 && self.limit.is_none_or(|l| shared < l as usize));
+                assert!(!fits, "head {} ({:?}) waits though compatible: {:?}", head.owner, head.mode, self.lock);
+            }
+        }
+    }
+
+    /// Owners as `'static` references, as the core borrows them.
+    fn owner_ref(owner: u8) -> &'static u8 {
+        static ALL: [u8; OWNERS as usize] = [0, 1, 2, 3, 4, 5];
+        &ALL[usize::from(owner) % ALL.len()]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_rules_hold_for_every_sequence(limit in prop_oneof![Just(None), (1u32..4).prop_map(Some)], ops in proptest::collection::vec(op(), 1..80)) {
+            let mut run = Run {
+                limit,
+                lock: Lock { kind: Kind::of(limit), mode: Mode::Shared, holders: Vec::new() },
+                line: VecDeque::new(),
+                now: 0,
+                last_token: 0,
+                modes: HashMap::new(),
+            };
+            for op in &ops {
+                run.apply(op);
+                run.check();
+            }
+        }
+    }
+}
