@@ -186,7 +186,7 @@ impl<O: PartialEq + Clone> Lock<O> {
         }
         let end = now.saturating_add(ask.ttl_ms);
         let sole = self.holders.len() == 1;
-        if let Some(i) = self.holders.iter().position(|h| h.owner == *ask.owner) {
+        if let Some(current) = self.holder(ask.owner).map(|h| h.token) {
             let how = match (self.mode, ask.mode) {
                 (held, asked) if held == asked => Grant::Regrant,
                 (Mode::Exclusive, Mode::Shared) => Grant::Downgrade,
@@ -195,7 +195,6 @@ impl<O: PartialEq + Clone> Lock<O> {
             };
             // A change of mode is a new grant: its token must exceed every
             // token the key's earlier holders had.
-            let current = self.holders[i].token;
             let token = if how == Grant::Regrant && ask.fence <= current {
                 current
             } else {
@@ -205,8 +204,10 @@ impl<O: PartialEq + Clone> Lock<O> {
                 }
             };
             self.mode = ask.mode;
-            self.holders[i].token = token;
-            self.holders[i].end = end;
+            if let Some(h) = self.holders.iter_mut().find(|h| h.owner == *ask.owner) {
+                h.token = token;
+                h.end = end;
+            }
             return Outcome::Granted(token, how);
         }
         if waiting_ahead || !self.admits(ask.mode) {

@@ -171,7 +171,7 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
         }
         Left::Ms(ms) => {
             let mirror = now.wall.saturating_add(ms);
-            if (mirror - lock.lease().mirror).abs() > crate::clock::STEP_MS && key.expire_at(mirror) {
+            if mirror.saturating_sub(lock.lease().mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(mirror) {
                 let end = lock.lease().end;
                 lock.set_lease(Lease { end, mirror });
                 ctx.replicate_key_integer(c"PEXPIREAT", key_name, mirror);
