@@ -222,3 +222,37 @@ async fn contention_across_steps_of_a_majority_of_clocks() {
     assert!(verdict.inversions.is_empty(), "tokens out of order: {:?}", verdict.inversions);
     assert!(verdict.grants >= 6, "only {} grants in 7 s", verdict.grants);
 }
+
+/// A wait with a deadline ends at its deadline across a step of `offset`
+/// on three of five servers (the servers' WAIT timeouts run on their
+/// monotonic clocks, the client's deadline on its own): neither early
+/// nor late by more than 50 ms (plus scheduling on a loaded machine).
+async fn wait_deadline_across_a_step(offset: &str) {
+    let q = SteppedQuorum::start();
+    let (rl_a, rl_b) = (q.cluster.redlock(settings()), q.cluster.redlock(settings()));
+    let _a = rl_a.try_lock("r", Duration::from_secs(30)).await.expect("A acquires");
+    let wait = Duration::from_secs(2);
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move { rl_b.lock_until("r", Duration::from_secs(30), Some(Instant::now() + wait)).await });
+    tokio::time::sleep(MS(500)).await;
+    q.step(offset).await;
+    let b = tokio::time::timeout(Duration::from_secs(15), waiter).await.expect("B stuck").expect("B panicked");
+    let took = started.elapsed();
+    assert!(matches!(b, Err(Error::NotAcquired { .. })), "{offset}: B's wait: {b:?}");
+    eprintln!("wall clocks {offset} on 3 of 5: a {wait:?} wait ended after {took:?}");
+    // The client may give up an attempt that could not end by its deadline.
+    assert!(took >= wait - MS(50), "{offset}: the wait ended early, after {took:?}");
+    assert!(took <= wait + MS(150), "{offset}: the wait ended late, after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_ends_at_its_deadline_across_a_forward_step() {
+    let _serial = serial();
+    wait_deadline_across_a_step("+60").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_ends_at_its_deadline_across_a_backward_step() {
+    let _serial = serial();
+    wait_deadline_across_a_step("-60").await;
+}
