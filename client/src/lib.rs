@@ -11,6 +11,7 @@ pub mod error;
 pub mod guard;
 pub mod quorum;
 pub mod redlock;
+pub mod semaphore;
 pub mod settings;
 pub mod transport;
 

@@ -1,0 +1,87 @@
+//! A counting semaphore across the quorum: `limit` permits, each one a
+//! slot lock (`<resource>:permit:<i>`) that a client takes on a majority
+//! exactly like the mutex.
+//!
+//! Counting holders per instance and asking a majority of instances is not
+//! enough: with limit 2 on five instances, A can hold on {1,2,3}, B on
+//! {3,4,5} and C on {1,2,4}; no instance sees more than two holders, and
+//! three clients hold. With one lock per permit, two holders of the same
+//! permit would need two majorities that do not intersect, which do not
+//! exist; so at most `limit` clients hold, and, like the mutex, permits
+//! are granted with any minority of instances down. The cost is up to
+//! `limit` quorum rounds when the first permits tried are taken; each
+//! client starts at a random permit to spread them.
+//!
+//! A permit is an ordinary [`Lock`] whose resource is its slot key:
+//! extend, release, guards and reentrancy work on it unchanged, and its
+//! fencing token orders it among that permit's holders.
+
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::error::Error;
+use crate::quorum::NotGranted;
+use crate::redlock::{Lock, Redlock};
+
+/// The most permits one semaphore may have: each is a key on every
+/// instance and, when all are taken, a quorum round per attempt.
+pub const MAX_PERMITS: u32 = 1024;
+
+/// The key of permit `slot` of semaphore `resource`.
+pub fn permit_key(resource: &str, slot: u32) -> String {
+    format!("{resource}:permit:{slot}")
+}
+
+impl Redlock {
+    /// One attempt at each of the `limit` permits of `resource`, from a
+    /// random one on; the first one granted is returned.
+    pub async fn try_permit(&self, resource: &str, limit: u32, ttl: Duration) -> Result<Lock, Error> {
+        if limit == 0 || limit > MAX_PERMITS {
+            return Err(Error::Config(format!("a semaphore's limit must be 1 to {MAX_PERMITS}, not {limit}")));
+        }
+        let first = rand::rng().random_range(0..limit);
+        let mut last = None;
+        for i in 0..limit {
+            let slot = (first + i) % limit;
+            match self.try_lock(&permit_key(resource, slot), ttl).await {
+                Ok(lock) => return Ok(lock),
+                Err(Error::NotAcquired { why, outcomes, .. }) => last = Some((why, outcomes)),
+                Err(e) => return Err(e),
+            }
+        }
+        let (why, outcomes) = last.unwrap_or((NotGranted::Held, Vec::new()));
+        Err(Error::NotAcquired { resource: resource.to_string(), attempts: limit, why, outcomes })
+    }
+
+    /// Takes a permit of `resource`, retrying after the configured random
+    /// delays until one is granted, the retries are used up or (with
+    /// `deadline`) the deadline passes.
+    pub async fn permit_until(
+        &self,
+        resource: &str,
+        limit: u32,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        let (lo, hi) = self.settings().retry_delay;
+        let mut rounds = 0u32;
+        loop {
+            rounds += 1;
+            let err = match self.try_permit(resource, limit, ttl).await {
+                Ok(lock) => return Ok(lock),
+                Err(e @ Error::NotAcquired { .. }) => e,
+                Err(e) => return Err(e),
+            };
+            let delay = if hi > lo { rand::rng().random_range(lo..=hi) } else { lo };
+            let out_of_time = match deadline {
+                Some(d) => Instant::now().checked_add(delay).is_none_or(|t| t >= d),
+                None => rounds > self.settings().retry_count,
+            };
+            if out_of_time {
+                return Err(err);
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
