@@ -191,3 +191,43 @@ async fn status_without_a_resource_summarises_each_server() {
     c.servers[0].ok(redis::cmd("DEL").arg("report")).await;
     assert!(matches!(wait.await.expect("waiter task"), Ok(redis::Value::Int(_))));
 }
+
+fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+        .unwrap_or_else(|| panic!("no {name} in {stdout:?}"))
+}
+
+/// `acquire --limit 2`: two permits, each a lock of its own, a third
+/// refused (exit 3); a released permit is taken again; `run --limit`
+/// tells the command which permit it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
+    let c = Cluster::start(5);
+    let take = || run(&c, &["acquire", "pool", "--ttl", "30s", "--limit", "2"], "acquire --limit 2");
+    let first = take().await;
+    let second = take().await;
+    assert_eq!((first.code, second.code), (Some(0), Some(0)), "stderr: {} {}", first.stderr, second.stderr);
+    let permits = [field(&first.stdout, "resource"), field(&second.stdout, "resource")];
+    assert_ne!(permits[0], permits[1], "two holders of one permit");
+    for p in permits {
+        assert!(p == "pool:permit:0" || p == "pool:permit:1", "permit {p:?}");
+        assert!(c.infos(p).await.iter().all(Option::is_some), "{p} held on every server");
+    }
+    let third = take().await;
+    assert_eq!(third.code, Some(3), "a third permit of two: stderr {}", third.stderr);
+    let released = run(&c, &["release", permits[0], field(&first.stdout, "owner")], "release").await;
+    assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
+    let again = take().await;
+    assert_eq!((again.code, field(&again.stdout, "resource")), (Some(0), permits[0]), "stderr: {}", again.stderr);
+
+    let refused = run(&c, &["run", "pool", "--limit", "2", "--", "sh", "-c", "echo ran"], "run --limit 2, all taken").await;
+    assert_eq!(refused.code, Some(RUN_NOT_LOCKED), "stderr: {}", refused.stderr);
+    let ran = run(&c, &["run", "pool", "--limit", "3", "--", "sh", "-c", "echo $REDLOCK_RESOURCE $REDLOCK_PERMIT"], "run --limit 3").await;
+    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    assert_eq!(ran.stdout.trim(), "pool pool:permit:2");
+    assert_eq!(c.infos("pool:permit:2").await, vec![None; 5], "released when the command exited");
+    let bad = run(&c, &["acquire", "pool", "--ttl", "1s", "--limit", "0"], "--limit 0").await;
+    assert_eq!(bad.code, Some(2), "stderr: {}", bad.stderr);
+}

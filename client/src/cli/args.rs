@@ -143,6 +143,10 @@ pub struct AcquireArgs {
     /// Keep trying up to this long [default: no waiting, the retries of --retry-count].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
+    /// Take one of N permits of a semaphore named RESOURCE; the permit's own
+    /// name (RESOURCE:permit:I) is printed, for release and extend.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub limit: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -198,6 +202,10 @@ pub struct RunArgs {
     /// What to do when the lock is lost while the command runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
+    /// Run holding one of N permits of a semaphore named RESOURCE
+    /// (REDLOCK_PERMIT names the permit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub limit: Option<u32>,
     /// The command and its arguments (after `--`, or after RESOURCE and the options).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]

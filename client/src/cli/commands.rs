@@ -37,7 +37,10 @@ struct AcquireJson<'a> {
 pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32, Failure> {
     let deadline = deadline(args.wait)?;
     let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
-    let taken = rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await;
+    let taken = match args.limit {
+        Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
+        None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
+    };
     waiting.finish();
     let mut lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
     explain::warn_misconfigured(&lock.instances, rl.quorum());

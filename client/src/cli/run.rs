@@ -34,7 +34,12 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let deadline = deadline(args.wait)?;
     let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
     let taken = tokio::select! {
-        taken = rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()) => taken,
+        taken = async {
+            match args.limit {
+                Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
+                None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
+            }
+        } => taken,
         _ = sigint.recv() => {
             waiting.finish();
             return Err(interrupted(libc::SIGINT, &args.resource));
@@ -54,6 +59,8 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     command
         .args(program_args)
         .env("REDLOCK_RESOURCE", &args.resource)
+        // With --limit: the permit held, `RESOURCE:permit:I`; else the lock.
+        .env("REDLOCK_PERMIT", &lock.resource)
         .env("REDLOCK_OWNER", &lock.owner)
         // Empty in script mode, which has no fencing tokens.
         .env("REDLOCK_TOKEN", lock.token.map(|t| t.to_string()).unwrap_or_default())
