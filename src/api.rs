@@ -649,6 +649,11 @@ impl Ctx {
         Some(f(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }))
     }
 
+    /// How many databases the server has (`databases`; 16 if unreadable).
+    pub fn databases(self) -> c_int {
+        self.config_get(c"databases", crate::args::parse_i64).flatten().and_then(|n| c_int::try_from(n).ok()).unwrap_or(16)
+    }
+
     /// Asks Redis to run `EXISTS key` as a module call, which applies
     /// Cluster redirection like a client's command: `Err(errno)` when Redis
     /// refuses (EPERM: the key is served by another node; ENETDOWN/EROFS:

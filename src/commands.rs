@@ -121,10 +121,11 @@ fn replays(ctx: Ctx) -> bool {
 }
 
 /// Puts back a lock Redis removed while its lease ran (see `kept`), so
-/// the command finds it where it was.
-pub fn restore_kept(ctx: Ctx, key: &Key, key_name: &Arg, now: Now) {
+/// the command finds it where it was. One load when nothing is kept: the
+/// clocks are read only when something is.
+pub fn restore_kept(ctx: Ctx, key: &Key, key_name: &Arg) {
     if kept::any() {
-        kept::restore(ctx, key, key_name, ctx.selected_db(), now);
+        kept::restore(ctx, key, key_name, ctx.selected_db(), Now::read());
     }
 }
 
@@ -230,7 +231,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         }
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
-    restore_kept(ctx, &key, req.key, Now::read());
+    restore_kept(ctx, &key, req.key);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
         // Whoever waits comes first, even if the lease just ran out.
         waiters::serve(ctx, &key, db, req.key, Cause::Expiry);
@@ -274,7 +275,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     let now = Now::read();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
     if look != Look::AsStored {
-        restore_kept(ctx, &key, req.key, now);
+        restore_kept(ctx, &key, req.key);
     }
     match holds(&key, req.owner, now, look) {
         None => return ctx.reply_error(WRONGTYPE),
@@ -305,8 +306,8 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
+    restore_kept(ctx, &key, req.key);
     let now = Now::read();
-    restore_kept(ctx, &key, req.key, now);
     let lease = Lease::starting(now, req.ttl_ms);
     match slot(&key, now, Look::Held) {
         Slot::WrongType => return ctx.reply_error(WRONGTYPE),

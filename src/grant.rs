@@ -22,10 +22,7 @@
 
 use std::fmt;
 
-pub type Token = i64;
-
-/// A lease without end.
-pub const NO_END: i64 = i64::MAX;
+pub use crate::fencing::Token;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -61,7 +58,7 @@ impl fmt::Display for Kind {
 pub struct Holder<O> {
     pub owner: O,
     pub token: Token,
-    /// When the lease ends (monotonic ms; `NO_END`).
+    /// When the lease ends (monotonic ms; `lease::NO_END`).
     pub end: i64,
 }
 
@@ -217,7 +214,7 @@ impl<O: PartialEq + Clone> Lock<O> {
             return Outcome::Refused(Refusal::TokensExhausted);
         };
         if self.is_free() {
-            *self = Lock { kind: Kind::of(ask.limit), mode: ask.mode, holders: Vec::new() };
+            *self = Lock::free_for(ask);
         }
         self.holders.push(Holder { owner: ask.owner.clone(), token, end });
         Outcome::Granted(token, Grant::New)
@@ -242,11 +239,6 @@ impl<O: PartialEq + Clone> Lock<O> {
             }
             None => false,
         }
-    }
-
-    /// When the next lease ends (`None`: free, or no lease ends).
-    pub fn next_end(&self) -> Option<i64> {
-        self.holders.iter().map(|h| h.end).min().filter(|&e| e != NO_END)
     }
 }
 

@@ -24,14 +24,14 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex, TryLockError};
+use std::sync::{LazyLock, Mutex};
 
 use redis_module::raw;
 
 use crate::api::{rm, Arg, Ctx, Key, KeyKind, KeyMode, RedisModuleCtx, RedisModuleString};
 use crate::fencing::Token;
 use crate::gate;
-use crate::lease::{Lease, Left, Now, NO_END, NO_TTL};
+use crate::lease::{Lease, Left, Now, NO_TTL};
 use crate::lock::{self, Lock};
 use crate::stats;
 
@@ -70,11 +70,7 @@ static KEPT: AtomicUsize = AtomicUsize::new(0);
 static OWN_REMOVALS: AtomicU32 = AtomicU32::new(0);
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    match STATE.try_lock() {
-        Ok(mut state) => Some(f(&mut state)),
-        Err(TryLockError::Poisoned(poisoned)) => Some(f(&mut poisoned.into_inner())),
-        Err(TryLockError::WouldBlock) => None,
-    }
+    crate::reentry::with(&STATE, f)
 }
 
 fn recount(state: &State) {
@@ -170,18 +166,14 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     if kept.end <= now.mono || key.kind() != KeyKind::Empty {
         return;
     }
-    let lease = if kept.end == NO_END {
-        Lease { end: NO_END, mirror: NO_TTL }
-    } else {
-        Lease { end: kept.end, mirror: now.wall.saturating_add(kept.end - now.mono) }
-    };
-    let Some(lock) = Lock::new(&kept.owner, kept.token, lease) else { return };
-    if !lock::store(key, lock) {
-        return;
-    }
-    if lease.mirror != NO_TTL && !key.expire_at(lease.mirror) {
-        // Without its TTL the key would stay forever: keep it in memory here.
-        lock::delete(key);
+    let lease = Lease { end: kept.end, mirror: NO_TTL }.remirrored(now);
+    let stored = Lock::new(&kept.owner, kept.token, lease).is_some_and(|lock| lock::store(key, lock));
+    // Without its TTL the key would stay forever.
+    if !stored || (lease.mirror != NO_TTL && !key.expire_at(lease.mirror)) {
+        // The key could not be written: the lock stays kept here, held.
+        if stored {
+            lock::delete(key);
+        }
         with_state(|s| {
             s.kept.insert((db, key_name.bytes().into()), kept);
             recount(s);

@@ -72,6 +72,16 @@ impl Lease {
         }
     }
 
+    /// The same end, with its mirror at `now`'s wall clock: the TTL to
+    /// set when the wall clock moved since the mirror was taken (a step),
+    /// or when a kept lock's key is put back.
+    pub fn remirrored(self, now: Now) -> Lease {
+        if self.end == NO_END {
+            return Lease { end: NO_END, mirror: NO_TTL };
+        }
+        Lease { end: self.end, mirror: now.wall.saturating_add(self.end.saturating_sub(now.mono)) }
+    }
+
     /// What is left of it at `now`.
     pub fn left(self, now: Now) -> Left {
         if self.end == NO_END {
@@ -191,6 +201,14 @@ mod tests {
         let ended = at(T0, 1_500, -60_000);
         assert_eq!(held(lease, ended, || Some(lease.mirror)).0, Left::Ended);
         assert_eq!(held(lease, ended, || None).0, Left::Forever, "PERSIST");
+    }
+
+    #[test]
+    fn a_remirrored_lease_keeps_its_end_and_takes_the_wall_clock_of_now() {
+        let lease = Lease::starting(T0, 30_000);
+        let stepped = at(T0, 10_000, 60_000);
+        assert_eq!(lease.remirrored(stepped), Lease { end: lease.end, mirror: stepped.wall + 20_000 });
+        assert_eq!(Lease::until(None, T0).remirrored(stepped), Lease::until(None, T0));
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod lock;
 pub mod propagate;
 pub mod quarantine;
 pub mod realign;
+pub mod reentry;
 pub mod stats;
 pub mod waiters;
 

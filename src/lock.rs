@@ -145,6 +145,16 @@ impl DerefMut for LockRef<'_> {
     }
 }
 
+/// The lock stored at an open key; `None` for any other value.
+pub fn at(key: &Key) -> Option<LockRef<'_>> {
+    if key.kind() != api::KeyKind::Module(registered_type()) {
+        return None;
+    }
+    // SAFETY: the value belongs to our type, so it is a `Lock`, owned by
+    // the key for as long as it is open.
+    unsafe { Lock::borrow(key.module_value()) }
+}
+
 /// Stores `lock` at an open key, replacing what it held (and its TTL).
 /// The value it replaces leaves by this module's decision, not as a lock
 /// lost while its lease ran (see `kept`).
@@ -360,10 +370,9 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
 /// before anyone touches the lock finds it running (see `kept`). One pass
 /// over the keyspace, once per load.
 pub fn learn_loaded_leases(ctx: api::Ctx) {
-    let databases = ctx.config_get(c"databases", crate::args::parse_i64).flatten().unwrap_or(16);
     let selected = ctx.selected_db();
     let now = crate::lease::Now::read();
-    for db in 0..c_int::try_from(databases).unwrap_or(16) {
+    for db in 0..ctx.databases() {
         if !ctx.select_db(db) {
             continue;
         }
@@ -387,10 +396,7 @@ unsafe extern "C" fn learn_lease(
     let Some(now) = data.cast::<crate::lease::Now>().as_ref() else { return };
     // The scan owns the key handle: borrowed, never closed here.
     let key = ManuallyDrop::new(Key::from_raw(key));
-    if key.kind() != api::KeyKind::Module(registered_type()) {
-        return;
-    }
-    if let Some(mut lock) = Lock::borrow(key.module_value()) {
+    if let Some(mut lock) = at(&key) {
         if lock.lease().end == crate::lease::UNKNOWN {
             lock.set_lease(Lease::until(key.deadline_ms(), *now));
         }

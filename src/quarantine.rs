@@ -64,10 +64,6 @@ static MARKER: Mutex<Option<Marker>> = Mutex::new(None);
 /// dump.rdb and the AOF directory).
 const MARKER_FILE: &str = "redislock-clean-shutdown";
 
-fn monotonic_ms() -> i64 {
-    crate::clock::mono_ms()
-}
-
 /// Records that this run writes its AOF with `appendfsync always`.
 const ALWAYS_FILE: &str = "redislock-aof-always";
 const ALWAYS_PREFIX: &str = "redislock appendfsync always v2 ";
@@ -332,7 +328,7 @@ pub fn start(ctx: Ctx) {
     keep_always_record(ctx, true);
     let ms = QUARANTINE_MS.load(Ordering::Relaxed);
     if ms > 0 {
-        UNTIL.store(monotonic_ms().saturating_add(ms).max(1), Ordering::Relaxed);
+        UNTIL.store(crate::clock::mono_ms().saturating_add(ms).max(1), Ordering::Relaxed);
     }
     // Timers run only in the event loop, after the startup load.
     rm!(RedisModule_CreateTimer(ctx.raw(), 0, Some(on_started), std::ptr::null_mut()) else 0);
@@ -351,7 +347,7 @@ pub fn remaining_ms() -> Option<i64> {
     if until == 0 {
         return None;
     }
-    let left = until - monotonic_ms();
+    let left = until - crate::clock::mono_ms();
     if left > 0 {
         Some(left)
     } else {

@@ -11,14 +11,14 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
-use std::sync::{LazyLock, Mutex, TryLockError};
+use std::sync::{LazyLock, Mutex};
 
 use redis_module::raw;
 
-use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleCtx, RedisModuleString};
+use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleCtx, RedisModuleString};
 use crate::gate;
-use crate::lease::{self, Lease, Left, Now};
-use crate::lock::{self, Lock};
+use crate::lease::{self, Left, Now};
+use crate::lock;
 
 /// SCAN steps per tick: each visits one bucket of the keyspace (a few
 /// keys), so a tick costs well under a millisecond.
@@ -42,11 +42,7 @@ unsafe impl Send for State {}
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    match STATE.try_lock() {
-        Ok(mut state) => Some(f(&mut state)),
-        Err(TryLockError::Poisoned(poisoned)) => Some(f(&mut poisoned.into_inner())),
-        Err(TryLockError::WouldBlock) => None,
-    }
+    crate::reentry::with(&STATE, f)
 }
 
 /// The server's cron saw the wall clock step: (re)start the pass.
@@ -54,10 +50,10 @@ pub fn clock_stepped(ctx: Ctx) {
     if crate::stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed) <= 0 {
         return;
     }
-    let databases = ctx.config_get(c"databases", crate::args::parse_i64).flatten().unwrap_or(16);
+    let databases = ctx.databases();
     let arm = with_state(|s| {
         let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
-        if let Some(old) = s.pass.replace(Pass { db: 0, databases: c_int::try_from(databases).unwrap_or(16), cursor }) {
+        if let Some(old) = s.pass.replace(Pass { db: 0, databases, cursor }) {
             rm!(RedisModule_ScanCursorDestroy(old.cursor) else ());
         }
         !std::mem::replace(&mut s.armed, true)
@@ -138,7 +134,7 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
 unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
     let Some(names) = data.cast::<Vec<Box<[u8]>>>().as_mut() else { return };
     let key = std::mem::ManuallyDrop::new(Key::from_raw(key));
-    if key.kind() == KeyKind::Module(lock::registered_type()) {
+    if lock::at(&key).is_some() {
         names.push(crate::api::string_bytes(name).into());
     }
 }
@@ -152,11 +148,7 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
     }
     let key_name = Arg::of(&held);
     let key = ctx.open_key(key_name, KeyMode::Write);
-    if key.kind() != KeyKind::Module(lock::registered_type()) {
-        return;
-    }
-    // SAFETY: the value belongs to our type.
-    let Some(mut lock) = (unsafe { Lock::borrow(key.module_value()) }) else { return };
+    let Some(mut lock) = lock::at(&key) else { return };
     let (left, taken) = lease::judge(lock.lease(), now, || key.deadline_ms());
     if let Some(taken) = taken {
         lock.set_lease(taken);
@@ -169,12 +161,11 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
                 ctx.notify(c"lock.expired", key_name);
             }
         }
-        Left::Ms(ms) => {
-            let mirror = now.wall.saturating_add(ms);
-            if mirror.saturating_sub(lock.lease().mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(mirror) {
-                let end = lock.lease().end;
-                lock.set_lease(Lease { end, mirror });
-                ctx.replicate_key_integer(c"PEXPIREAT", key_name, mirror);
+        Left::Ms(_) => {
+            let lease = lock.lease().remirrored(now);
+            if lease.mirror.saturating_sub(lock.lease().mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(lease.mirror) {
+                lock.set_lease(lease);
+                ctx.replicate_key_integer(c"PEXPIREAT", key_name, lease.mirror);
             }
         }
         Left::Forever => {}

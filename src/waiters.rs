@@ -28,7 +28,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex, TryLockError};
+use std::sync::{LazyLock, Mutex};
 
 use redis_module::raw;
 
@@ -108,11 +108,7 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registr
 /// Runs `f` on the registry. `None` if it is already in use further up the
 /// stack (a Redis call re-entered us): callers then skip, never block.
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
-    match REGISTRY.try_lock() {
-        Ok(mut registry) => Some(f(&mut registry)),
-        Err(TryLockError::Poisoned(poisoned)) => Some(f(&mut poisoned.into_inner())),
-        Err(TryLockError::WouldBlock) => None,
-    }
+    crate::reentry::with(&REGISTRY, f)
 }
 
 impl Registry {
@@ -286,7 +282,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
 pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
     // A lock Redis removed while its lease runs is still held.
-    crate::commands::restore_kept(ctx, key, key_name, Now::read());
+    crate::commands::restore_kept(ctx, key, key_name);
     // Each head is taken out of the registry while Redis is called
     // (replication and notifications may re-enter this module).
     while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
@@ -669,10 +665,7 @@ static STEPS: Mutex<clock::StepDetector> = Mutex::new(clock::StepDetector::new()
 /// them back by the whole step, so they are re-armed with what is left on
 /// the monotonic clock.
 unsafe extern "C" fn on_cron(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
-    let stepped = match STEPS.try_lock() {
-        Ok(mut steps) => steps.stepped(unix_millis(), clock::mono_ms()),
-        Err(_) => false,
-    };
+    let stepped = crate::reentry::with(&STEPS, |steps| steps.stepped(unix_millis(), clock::mono_ms())).unwrap_or(false);
     if stepped {
         crate::realign::clock_stepped(Ctx::new(ctx));
     }
@@ -689,30 +682,39 @@ fn rearm_after_step() {
         for keys in r.queues.values_mut() {
             for queue in keys.values_mut() {
                 if let Some(timer) = queue.timer.as_mut() {
-                    let mut data: *mut c_void = ptr::null_mut();
-                    if rm!(RedisModule_StopTimer(timer_ctx(), timer.id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
-                        let left = timer.due_ms.saturating_sub(now).max(0);
-                        timer.id = rm!(RedisModule_CreateTimer(timer_ctx(), left, Some(on_timer), data) else 0);
+                    if let Some(id) = restart_timer(timer.id, timer.due_ms.saturating_sub(now), on_timer) {
+                        timer.id = id;
                     }
                 }
                 for waiter in queue.waiters.iter_mut() {
-                    let Some(id) = waiter.deadline else { continue };
-                    let mut data: *mut c_void = ptr::null_mut();
-                    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) != crate::api::OK || data.is_null() {
-                        continue;
+                    if let Some(id) = waiter.deadline {
+                        if let Some(id) = restart_timer(id, waiter.due_mono_ms.saturating_sub(now), on_wait_timeout) {
+                            waiter.deadline = Some(id);
+                        }
                     }
-                    let left = waiter.due_mono_ms.saturating_sub(now).max(0);
-                    waiter.deadline = Some(rm!(RedisModule_CreateTimer(timer_ctx(), left, Some(on_wait_timeout), data) else 0));
                 }
             }
         }
         if let Some(id) = r.retry_timer {
-            let mut data: *mut c_void = ptr::null_mut();
-            if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK {
-                r.retry_timer = Some(rm!(RedisModule_CreateTimer(timer_ctx(), 0, Some(on_retry), ptr::null_mut()) else 0));
+            if let Some(id) = restart_timer(id, 0, on_retry) {
+                r.retry_timer = Some(id);
             }
         }
     });
+}
+
+/// Stops a pending timer and creates it again `period_ms` from now with
+/// the same data; `None` when it was no longer pending (it fired).
+fn restart_timer(
+    id: raw::RedisModuleTimerID,
+    period_ms: i64,
+    callback: unsafe extern "C" fn(*mut RedisModuleCtx, *mut c_void),
+) -> Option<raw::RedisModuleTimerID> {
+    let mut data: *mut c_void = ptr::null_mut();
+    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) != crate::api::OK {
+        return None;
+    }
+    Some(rm!(RedisModule_CreateTimer(timer_ctx(), period_ms.max(0), Some(callback), data) else 0))
 }
 
 /// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve

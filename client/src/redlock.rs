@@ -234,7 +234,7 @@ impl Redlock {
             Some(d) if self.inner.settings.mode == Mode::Module => self.join_line(resource, ttl, d).await,
             _ => None,
         };
-        let (lo, hi) = self.inner.settings.retry_delay;
+        let hi = self.inner.settings.retry_delay.1;
         let mut head_delay = Duration::from_millis(1);
         let mut attempts = 0u32;
         loop {
@@ -251,10 +251,8 @@ impl Redlock {
                 // First in line: the resource frees up any moment now.
                 head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
                 head_delay / 2
-            } else if hi > lo {
-                rand::rng().random_range(lo..=hi)
             } else {
-                lo
+                self.retry_pause()
             };
             // Nothing is granted before enough quarantines end: no point
             // asking more often than once a second, nor long after they end.
@@ -280,6 +278,17 @@ impl Redlock {
             };
             observe(&Retry { attempt: attempts, why, outcomes: &outcomes, delay: wait });
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// A random pause within the configured `retry_delay`, between
+    /// attempts that poll.
+    pub(crate) fn retry_pause(&self) -> Duration {
+        let (lo, hi) = self.inner.settings.retry_delay;
+        if hi > lo {
+            rand::rng().random_range(lo..=hi)
+        } else {
+            lo
         }
     }
 

@@ -64,7 +64,6 @@ impl Redlock {
         ttl: Duration,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
-        let (lo, hi) = self.settings().retry_delay;
         let mut rounds = 0u32;
         loop {
             rounds += 1;
@@ -73,7 +72,7 @@ impl Redlock {
                 Err(e @ Error::NotAcquired { .. }) => e,
                 Err(e) => return Err(e),
             };
-            let delay = if hi > lo { rand::rng().random_range(lo..=hi) } else { lo };
+            let delay = self.retry_pause();
             let out_of_time = match deadline {
                 Some(d) => Instant::now().checked_add(delay).is_none_or(|t| t >= d),
                 None => rounds > self.settings().retry_count,

@@ -314,6 +314,8 @@ struct Contention {
     /// When the offsets +60, -60, +60 are written, from the start.
     steps: [Duration; 3],
     run: Duration,
+    /// All clients are tasks on one `Redlock` handle (else one each).
+    shared_handle: bool,
 }
 
 /// Four clients contend on `c` while three of five wall clocks step +60 s,
@@ -326,8 +328,9 @@ async fn contend(how: Contention) -> History {
     let start = Instant::now();
     let end = start + how.run;
     let mut tasks = Vec::new();
+    let shared = q.cluster.redlock(settings());
     for client in 0..4 {
-        let rl = q.cluster.redlock(settings());
+        let rl = if how.shared_handle { shared.clone() } else { q.cluster.redlock(settings()) };
         let history = history.clone();
         let (ttl, (lo, hi)) = (how.ttl, how.hold);
         tasks.push(tokio::spawn(async move {
@@ -389,6 +392,7 @@ async fn contention_across_steps_of_a_majority_of_clocks() {
         hold: (500, 800),
         steps: [MS(1500), MS(3000), MS(4500)],
         run: Duration::from_secs(7),
+        shared_handle: false,
     };
     let history = contend(how).await;
     assert_contention("4 clients holding 0.5-0.8 s of 3 s, 3 of 5 wall clocks stepped +60/-60/+60 s 1.5 s apart", &history, 6);
@@ -405,10 +409,28 @@ async fn contention_with_short_holds_across_steps_of_a_majority_of_clocks() {
         hold: (20, 50),
         steps: [MS(1500), MS(1900), MS(2300)],
         run: Duration::from_secs(6),
+        shared_handle: false,
     };
     let history = contend(how).await;
     // About 6 s / (35 ms held + a few ms to the next grant): ~140 when idle.
     assert_contention("4 clients holding 20-50 ms of 2 s, 3 of 5 wall clocks stepped +60/-60/+60 s 0.4 s apart", &history, 40);
+}
+
+/// The same with the four clients as tasks on one shared handle: every
+/// acquisition is its own owner, so they exclude each other as separate
+/// processes do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_on_one_shared_handle_across_steps_of_a_majority_of_clocks() {
+    let _serial = serial();
+    let how = Contention {
+        ttl: Duration::from_secs(2),
+        hold: (20, 50),
+        steps: [MS(1500), MS(1900), MS(2300)],
+        run: Duration::from_secs(6),
+        shared_handle: true,
+    };
+    let history = contend(how).await;
+    assert_contention("4 tasks on one handle holding 20-50 ms of 2 s, 3 of 5 wall clocks stepped +60/-60/+60 s 0.4 s apart", &history, 40);
 }
 
 /// A wait with a deadline ends at its deadline across a step of `offset`
