@@ -88,6 +88,9 @@ required_functions!(
     RedisModule_LoadStringBuffer,
     RedisModule_SaveSigned,
     RedisModule_LoadSigned,
+    RedisModule_SaveUnsigned,
+    RedisModule_LoadUnsigned,
+    RedisModule_ReplyWithArray,
     RedisModule_IsIOError,
     RedisModule_GetContextFromIO,
     RedisModule_Free,
@@ -263,6 +266,10 @@ impl Ctx {
         rm!(RedisModule_ReplyWithMap(self.0, pairs) else ERR)
     }
 
+    pub fn reply_array(self, len: c_long) -> c_int {
+        rm!(RedisModule_ReplyWithArray(self.0, len) else ERR)
+    }
+
     pub fn reply_bulk(self, bytes: &[u8]) -> c_int {
         rm!(RedisModule_ReplyWithStringBuffer(self.0, bytes.as_ptr().cast::<c_char>(), bytes.len()) else ERR)
     }
@@ -336,6 +343,25 @@ impl Ctx {
             owner.len(),
             token as std::ffi::c_longlong,
             deadline_ms as std::ffi::c_longlong,
+        ) else ERR);
+    }
+
+    /// Propagates `cmd key owner token deadline SHARED limit key-deadline`:
+    /// one shared holder (not on the hot path of the exclusive lock).
+    #[allow(clippy::too_many_arguments)]
+    pub fn replicate_shared_grant(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {
+        rm!(RedisModule_Replicate(
+            self.0,
+            cmd.as_ptr(),
+            c"sbllcll".as_ptr(),
+            key.raw(),
+            owner.as_ptr().cast::<c_char>(),
+            owner.len(),
+            token as std::ffi::c_longlong,
+            deadline_ms as std::ffi::c_longlong,
+            c"SHARED".as_ptr(),
+            std::ffi::c_longlong::from(limit),
+            key_deadline_ms as std::ffi::c_longlong,
         ) else ERR);
     }
 

@@ -44,7 +44,14 @@ pub enum ArgError {
     BadTimeout,
     TimeoutTooLarge,
     BadDeadline,
+    /// `LIMIT` without `SHARED`.
+    LimitWithoutShared,
+    BadLimit,
 }
+
+/// The largest `SHARED LIMIT`: a semaphore's holders live in its value
+/// and LOCK.INFO lists them all.
+pub const MAX_LIMIT: u32 = 100_000;
 
 impl ArgError {
     pub fn message(&self) -> Cow<'static, CStr> {
@@ -59,6 +66,8 @@ impl ArgError {
                 Cow::Borrowed(c"ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)")
             }
             ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
+            ArgError::LimitWithoutShared => Cow::Borrowed(c"ERR syntax error: LIMIT needs SHARED"),
+            ArgError::BadLimit => Cow::Borrowed(c"ERR LIMIT must be an integer from 1 to 100000"),
             ArgError::OwnerTooLong(max) => owned(format!("ERR owner is longer than redislock.max-owner-len ({max} bytes)")),
             ArgError::TtlAboveMax(max) => owned(format!("ERR ttl exceeds redislock.max-ttl ({max} ms)")),
             ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
@@ -72,6 +81,7 @@ fn value_name(option: &str) -> &'static str {
     match option {
         "FENCE" => "a token",
         "WAIT" => "a timeout",
+        "LIMIT" => "a number of holders",
         _ => "a value",
     }
 }
@@ -179,7 +189,7 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
 
 type ValueParser = fn(&[u8]) -> Result<i64, ArgError>;
 
-/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
+/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
     pub key: &'a A,
@@ -192,6 +202,9 @@ pub struct Acquire<'a, A> {
     /// How long to wait for a held lock, in ms (0: no limit); `None`
     /// answers at once.
     pub wait: Option<i64>,
+    pub shared: bool,
+    /// `SHARED LIMIT n`: a semaphore of `n` permits.
+    pub limit: Option<u32>,
 }
 
 /// `max_owner_len` bounds only the owner a grant stores: RELEASE, EXTEND
@@ -206,15 +219,26 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         return Err(ArgError::OwnerTooLong(max_owner_len));
     }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
-    let (mut fence, mut wait) = (None, None);
+    let (mut fence, mut wait, mut limit) = (None, None, None);
+    let mut shared = false;
     let mut rest = options;
     while let [name, tail @ ..] = rest {
         let name = name.bytes();
+        if name.eq_ignore_ascii_case(b"SHARED") {
+            if shared {
+                return Err(ArgError::Repeated("SHARED"));
+            }
+            shared = true;
+            rest = tail;
+            continue;
+        }
         let (option, slot, parse): (_, &mut Option<i64>, ValueParser) =
             if name.eq_ignore_ascii_case(b"FENCE") {
                 ("FENCE", &mut fence, parse_token)
             } else if name.eq_ignore_ascii_case(b"WAIT") {
                 ("WAIT", &mut wait, parse_timeout)
+            } else if name.eq_ignore_ascii_case(b"LIMIT") {
+                ("LIMIT", &mut limit, parse_limit)
             } else {
                 return Err(ArgError::UnknownOption(name.to_vec()));
             };
@@ -227,7 +251,18 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         *slot = Some(parse(value.bytes())?);
         rest = tail;
     }
-    Ok(Acquire { key, owner_arg, owner, ttl_ms, fence: fence.unwrap_or(0), wait })
+    if limit.is_some() && !shared {
+        return Err(ArgError::LimitWithoutShared);
+    }
+    let limit = limit.and_then(|n| u32::try_from(n).ok());
+    Ok(Acquire { key, owner_arg, owner, ttl_ms, fence: fence.unwrap_or(0), wait, shared, limit })
+}
+
+fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
+    match parse_int(bytes) {
+        Ok(n) if n >= 1 && n <= i64::from(MAX_LIMIT) => Ok(n),
+        _ => Err(ArgError::BadLimit),
+    }
 }
 
 /// `LOCK.RELEASE key owner`
@@ -268,7 +303,10 @@ pub fn parse_info<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
     Ok(key)
 }
 
-/// `LOCK.APPLY key owner token deadline-unix-ms` (replicated form)
+/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline]`
+/// (replicated form). With `SHARED`, one shared holder of a read-write
+/// lock (`limit` 0) or a semaphore, and the key's own deadline; 0 is no
+/// end for either.
 #[derive(Debug)]
 pub struct Apply<'a, A> {
     pub key: &'a A,
@@ -276,19 +314,43 @@ pub struct Apply<'a, A> {
     pub token: Token,
     /// Absolute Unix time in ms; 0 for no expiry.
     pub deadline_ms: i64,
+    pub shared: Option<ApplyShared>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApplyShared {
+    /// 0: a read-write lock held shared.
+    pub limit: u32,
+    pub key_deadline_ms: i64,
 }
 
 pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
-    let [_, key, owner, token, deadline] = args else {
-        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command"));
+    let (key, owner, token, deadline, shared) = match args {
+        [_, key, owner, token, deadline] => (key, owner, token, deadline, None),
+        [_, key, owner, token, deadline, word, limit, key_deadline] if word.bytes().eq_ignore_ascii_case(b"SHARED") => {
+            let limit = match parse_int(limit.bytes()) {
+                Ok(0) => 0,
+                _ => u32::try_from(parse_limit(limit.bytes())?).map_err(|_| ArgError::BadLimit)?,
+            };
+            (key, owner, token, deadline, Some((limit, key_deadline)))
+        }
+        _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
     };
     let owner = parse_owner(owner.bytes())?;
     let token = parse_token(token.bytes())?;
-    let deadline_ms = match parse_i64(deadline.bytes()) {
-        Some(d) if d >= 0 => d,
-        _ => return Err(ArgError::BadDeadline),
+    let deadline_ms = parse_deadline(deadline.bytes())?;
+    let shared = match shared {
+        Some((limit, key_deadline)) => Some(ApplyShared { limit, key_deadline_ms: parse_deadline(key_deadline.bytes())? }),
+        None => None,
     };
-    Ok(Apply { key, owner, token, deadline_ms })
+    Ok(Apply { key, owner, token, deadline_ms, shared })
+}
+
+fn parse_deadline(bytes: &[u8]) -> Result<i64, ArgError> {
+    match parse_i64(bytes) {
+        Some(d) if d >= 0 => Ok(d),
+        _ => Err(ArgError::BadDeadline),
+    }
 }
 
 #[cfg(test)]
@@ -456,5 +518,38 @@ mod tests {
         assert_eq!((apply.token, apply.deadline_ms), (9, 0));
         assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "9", "-1"])).expect_err("deadline"), ArgError::BadDeadline);
         assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "", "9", "1"])).expect_err("owner"), ArgError::EmptyOwner);
+    }
+
+    #[test]
+    fn shared_and_limit_parse_in_any_order_and_limit_needs_shared() {
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "LIMIT", "4", "WAIT", "5", "shared"]);
+        let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+        assert_eq!((req.shared, req.limit, req.wait), (true, Some(4), Some(5)));
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED"]);
+        let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+        assert_eq!((req.shared, req.limit), (true, None));
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "LIMIT", "4"]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("no SHARED"), ArgError::LimitWithoutShared);
+        for bad in ["0", "-1", "x", "100001", "99999999999999999999"] {
+            let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED", "LIMIT", bad]);
+            assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err(bad), ArgError::BadLimit, "{bad}");
+        }
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED", "SHARED"]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("twice"), ArgError::Repeated("SHARED"));
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED", "LIMIT"]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("no value"), ArgError::MissingValue("LIMIT"));
+    }
+
+    #[test]
+    fn the_shared_apply_form_carries_limit_and_key_deadline() {
+        let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "0", "2000"]);
+        let req = parse_apply(&a).expect("valid");
+        assert_eq!(req.shared, Some(ApplyShared { limit: 0, key_deadline_ms: 2000 }));
+        let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0"]);
+        assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0 }));
+        let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "-5"]);
+        assert_eq!(parse_apply(&a).expect_err("deadline"), ArgError::BadDeadline);
+        let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "OTHER", "4", "5"]);
+        assert!(matches!(parse_apply(&a).expect_err("word"), ArgError::Arity(_)));
     }
 }

@@ -5,7 +5,7 @@
 //! a lock held by the owner equal to its value (the `SET key owner NX PX`
 //! pattern), so services can move to these commands one at a time.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_int, CStr, CString};
 
 use redis_module::raw;
 
@@ -14,6 +14,8 @@ use crate::args;
 use crate::config;
 use crate::fencing::{self, Token, COUNTER};
 use crate::gate;
+use crate::grant::{self, Holder, Kind, Mode, Outcome, Refusal};
+use crate::group::{self, Group};
 use crate::kept;
 use crate::lease::{self, Lease, Now};
 use crate::lock::{self, Lock, LockRef};
@@ -28,6 +30,8 @@ pub const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wro
 enum Slot<'a> {
     Free,
     Held(LockRef<'a>),
+    /// Held shared (a read-write lock's readers, a semaphore's holders).
+    Shared(&'a mut Group),
     /// A plain-string lock: the value is its owner.
     PlainString(&'a [u8]),
     WrongType,
@@ -51,6 +55,27 @@ enum Look {
 fn slot(key: &Key, now: Now, look: Look) -> Slot<'_> {
     match key.kind() {
         KeyKind::Empty => Slot::Free,
+        KeyKind::Module(t) if t == lock::registered_type() && Group::is_tagged(key.module_value()) => {
+            // SAFETY: the value belongs to our type and is tagged: a `Group`.
+            match unsafe { Group::borrow(key.module_value()) } {
+                Some(group) if look == Look::AsStored => {
+                    if group.lock.holders.is_empty() {
+                        Slot::Free
+                    } else {
+                        Slot::Shared(group)
+                    }
+                }
+                Some(group) => {
+                    group.judge(now, key.deadline_ms());
+                    if group.is_held(now) {
+                        Slot::Shared(group)
+                    } else {
+                        Slot::Free
+                    }
+                }
+                None => Slot::WrongType,
+            }
+        }
         KeyKind::Module(t) if t == lock::registered_type() => {
             // SAFETY: the value belongs to our type, so it is a `Lock`.
             match unsafe { Lock::borrow(key.module_value()) } {
@@ -87,17 +112,46 @@ fn holds(key: &Key, owner: &[u8], now: Now, look: Look) -> Option<bool> {
     match slot(key, now, look) {
         Slot::WrongType => None,
         Slot::Held(lock) => Some(lock.is_held_by(owner)),
+        Slot::Shared(group) => Some(group.lock.holders.iter().any(|h| *h.owner == *owner)),
         Slot::PlainString(value) => Some(value == owner),
         Slot::Free => Some(false),
     }
 }
 
-/// Whether a grant to `owner` would succeed now (free, already theirs, or
-/// their plain string); a key of another type counts as free, its
-/// waiters get WRONGTYPE from the grant.
-pub fn free_for(key: &Key, owner: &[u8]) -> bool {
-    match slot(key, Now::read(), Look::Held) {
+/// What a request asks for beyond its owner and lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Want {
+    pub shared: bool,
+    /// `SHARED LIMIT n`.
+    pub limit: Option<u32>,
+}
+
+impl Want {
+    fn mode(self) -> Mode {
+        if self.shared {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        }
+    }
+}
+
+/// Whether a grant to `owner` may succeed now (free, already theirs, their
+/// plain string, or room beside shared holders); a key of another type
+/// counts as free, its waiters get WRONGTYPE from the grant.
+pub fn may_grant(key: &Key, owner: &[u8], want: Want) -> bool {
+    let now = Now::read();
+    match slot(key, now, Look::Held) {
         Slot::Held(lock) => lock.is_held_by(owner),
+        Slot::Shared(group) => {
+            let room = match group.lock.kind {
+                Kind::ReadWrite => want.shared && want.limit.is_none(),
+                Kind::Semaphore { limit } => {
+                    want.limit == Some(limit) && group.live(now).count() < limit as usize
+                }
+            };
+            room || group.live(now).any(|h| *h.owner == *owner)
+        }
         Slot::PlainString(value) => value == owner,
         Slot::Free | Slot::WrongType => true,
     }
@@ -107,6 +161,11 @@ pub fn free_for(key: &Key, owner: &[u8]) -> bool {
 pub fn lease_left(key: &Key, now: Now) -> lease::Left {
     match slot(key, now, Look::Exact) {
         Slot::Held(lock) => lock.lease().left(now),
+        // The line may move when the first shared lease ends.
+        Slot::Shared(group) => match group.earliest_end(now) {
+            Some(end) => Lease { end, mirror: lease::NO_TTL }.left(now),
+            None => lease::Left::Ended,
+        },
         Slot::PlainString(_) => match key.deadline_ms() {
             Some(at) => lease::Lease::until(Some(at), now).left(now),
             None => lease::Left::Forever,
@@ -154,23 +213,37 @@ pub enum Attempt {
     Held,
     WrongType,
     Failed(&'static CStr),
+    /// The request does not fit the key (its kind, an upgrade beside
+    /// other holders): an error naming why.
+    Refused(CString),
 }
 
-/// How a lock was granted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Grant {
-    /// It was free (or the owner's plain string).
-    New,
-    /// The owner already held it: same token, new lease.
-    Regrant,
-}
+pub use crate::grant::Grant;
 
-/// Gives the lock at `key` to `owner` if it is free or already theirs, and
-/// propagates the grant. Shared by ACQUIRE and by the waiters' handoff.
-pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms: i64, fence: Token) -> Attempt {
+/// Gives the lock at `key` to `owner` if `want` fits what holds it now,
+/// and propagates the grant. `waiting_ahead`: others wait in the key's
+/// line before this request, which then gets no new hold (a holder's own
+/// re-grant, downgrade or upgrade is not new). Shared by ACQUIRE and by
+/// the waiters' handoff.
+#[allow(clippy::too_many_arguments)]
+pub fn try_acquire(
+    ctx: Ctx,
+    key: &Key,
+    key_name: &Arg,
+    owner_arg: &Arg,
+    ttl_ms: i64,
+    fence: Token,
+    want: Want,
+    waiting_ahead: bool,
+) -> Attempt {
     let owner = owner_arg.bytes();
     let now = Now::read();
-    let lease = match slot(key, now, Look::Held) {
+    let slot = slot(key, now, Look::Held);
+    if want.shared || matches!(slot, Slot::Shared(_)) {
+        return try_shared(ctx, key, key_name, owner_arg, Request { ttl_ms, fence, want, waiting_ahead }, slot, now);
+    }
+    let lease = match slot {
+        Slot::Shared(_) => return Attempt::Held,
         Slot::WrongType => return Attempt::WrongType,
         Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
         Slot::PlainString(value) if value != owner => return Attempt::Held,
@@ -200,6 +273,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
             let deadline = key.deadline_ms().map_or_else(|| now.wall.saturating_add(ttl_ms), |at| at.min(longest));
             Lease::until(Some(deadline), now)
         }
+        Slot::Free if waiting_ahead => return Attempt::Held,
         Slot::Free => Lease::starting(now, ttl_ms),
     };
     let Some(token) = COUNTER.issue(fence) else {
@@ -216,8 +290,100 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ttl_ms:
     Attempt::Granted(token, Grant::New)
 }
 
-/// `LOCK.ACQUIRE key owner ttl-ms [FENCE min-token] [WAIT timeout-ms]`
-/// → token, or nil (held by another owner; or the wait timed out).
+/// A request's terms, as `try_acquire` takes them.
+#[derive(Clone, Copy)]
+struct Request {
+    ttl_ms: i64,
+    fence: Token,
+    want: Want,
+    waiting_ahead: bool,
+}
+
+const TOKENS_EXHAUSTED: &CStr = c"ERR fencing token space exhausted";
+
+/// The error for a request that does not fit the key's kind.
+fn wrong_kind(what: &str) -> Attempt {
+    Attempt::Refused(CString::new(format!("ERR wrong lock kind: the key is {what}")).unwrap_or_default())
+}
+
+/// A shared request, or any request on a key held shared: the grant core
+/// decides; this stores, sets the key's TTL and propagates.
+fn try_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, req: Request, slot: Slot<'_>, now: Now) -> Attempt {
+    let owner = owner_arg.bytes();
+    match slot {
+        Slot::WrongType => Attempt::WrongType,
+        Slot::PlainString(_) => wrong_kind("a plain-string lock (exclusive only)"),
+        Slot::Held(_) if req.want.limit.is_some() => wrong_kind(&Kind::ReadWrite.to_string()),
+        Slot::Held(lock) if !lock.is_held_by(owner) => Attempt::Held,
+        Slot::Free if req.waiting_ahead => Attempt::Held,
+        // A downgrade, or a new group: either way one holder, a new token.
+        Slot::Held(_) | Slot::Free => {
+            let downgrade = !matches!(slot, Slot::Free);
+            let Some(token) = COUNTER.issue(req.fence) else {
+                return Attempt::Failed(TOKENS_EXHAUSTED);
+            };
+            let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.want.limit) };
+            let mut fresh = Group::new(kind);
+            fresh.lock.holders.push(Holder { owner: owner.into(), token, end: now.mono.saturating_add(req.ttl_ms) });
+            let deadline = fresh.key_deadline(now);
+            fresh.mirrored(deadline);
+            if !lock::store_group(key, fresh) {
+                return Attempt::Failed(c"ERR could not store the lock");
+            }
+            if deadline != lease::NO_TTL && !key.expire_at(deadline) {
+                lock::delete(key);
+                return Attempt::Failed(c"ERR could not set the lease");
+            }
+            let limit = if downgrade { 0 } else { req.want.limit.unwrap_or(0) };
+            let holder_deadline = now.wall.saturating_add(req.ttl_ms);
+            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, limit, deadline);
+            Attempt::Granted(token, if downgrade { Grant::Downgrade } else { Grant::New })
+        }
+        Slot::Shared(group) => {
+            let owner_box: group::Owner = owner.into();
+            let ask = grant::Ask { owner: &owner_box, mode: req.want.mode(), limit: req.want.limit, ttl_ms: req.ttl_ms, fence: req.fence };
+            match group.lock.acquire(&ask, now.mono, req.waiting_ahead, |min| COUNTER.issue(min)) {
+                Outcome::Held => Attempt::Held,
+                Outcome::Refused(Refusal::WrongKind(kind)) => wrong_kind(&kind.to_string()),
+                Outcome::Refused(Refusal::UpgradeWithOthers) => Attempt::Refused(c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into()),
+                Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
+                Outcome::Granted(token, Grant::Upgrade) => {
+                    let lease = Lease::starting(now, req.ttl_ms);
+                    if !Lock::new(owner, token, lease).is_some_and(|lock| lock::store(key, lock)) {
+                        return Attempt::Failed(c"ERR could not store the lock");
+                    }
+                    if !key.expire_at(lease.mirror) {
+                        lock::delete(key);
+                        return Attempt::Failed(c"ERR could not set the lease");
+                    }
+                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
+                    waiters::lease_changed(ctx, key_name.bytes(), lease.end);
+                    Attempt::Granted(token, Grant::Upgrade)
+                }
+                Outcome::Granted(token, how) => {
+                    let deadline = group.key_deadline(now);
+                    if deadline != group.key_mirror() && deadline != lease::NO_TTL && !key.expire_at(deadline) {
+                        if how == Grant::New {
+                            group.lock.release(&owner_box, now.mono);
+                        }
+                        return Attempt::Failed(c"ERR could not set the lease");
+                    }
+                    group.mirrored(deadline);
+                    let holder_deadline = now.wall.saturating_add(req.ttl_ms);
+                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, group.limit(), deadline);
+                    if let Some(end) = group.earliest_end(now) {
+                        waiters::lease_changed(ctx, key_name.bytes(), end);
+                    }
+                    Attempt::Granted(token, how)
+                }
+            }
+        }
+    }
+}
+
+/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`
+/// → token, or nil (held incompatibly, or others wait first; or the wait
+/// timed out).
 pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl(), config::max_owner_len()));
@@ -236,19 +402,29 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         // Whoever waits comes first, even if the lease just ran out.
         waiters::serve(ctx, &key, db, req.key, Cause::Expiry);
     }
-    match try_acquire(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence) {
+    let want = Want { shared: req.shared, limit: req.limit };
+    let waiting_ahead = waiters::count_in(ctx, req.key.bytes()) > 0;
+    match try_acquire(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, want, waiting_ahead) {
         Attempt::Granted(token, how) => {
             match how {
-                Grant::New => stats::ACQUIRE_NEW.bump(),
                 Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
+                Grant::New | Grant::Upgrade => stats::ACQUIRE_NEW.bump(),
+                Grant::Downgrade => {
+                    stats::ACQUIRE_NEW.bump();
+                    // Readers waiting behind the writer may join it now.
+                    if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
+                        waiters::serve(ctx, &key, db, req.key, Cause::Release);
+                    }
+                }
             }
             ctx.reply_integer(token)
         }
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
+        Attempt::Refused(msg) => ctx.reply_error(&msg),
         Attempt::Held => match req.wait {
             Some(timeout) if may_block(ctx) => {
-                waiters::enqueue(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, timeout)
+                waiters::enqueue(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, want, timeout)
             }
             _ => {
                 stats::ACQUIRE_REFUSED.bump();
@@ -277,6 +453,9 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     if look != Look::AsStored {
         restore_kept(ctx, &key, req.key);
     }
+    if let Slot::Shared(group) = slot(&key, now, look) {
+        return release_shared(ctx, &key, req.key, req.owner, group, now, look);
+    }
     match holds(&key, req.owner, now, look) {
         None => return ctx.reply_error(WRONGTYPE),
         Some(false) => {
@@ -288,15 +467,43 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     stats::RELEASE_DONE.bump();
     lock::delete(&key);
     propagate::released(ctx, req.key);
-    if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
+    serve_after_release(ctx, &key, req.key);
+    ctx.reply_integer(1)
+}
+
+fn serve_after_release(ctx: Ctx, key: &Key, key_name: &Arg) {
+    if let Some(db) = waiters::queued_in(ctx, key_name.bytes()) {
         // RELEASE frees memory and runs under OOM; the handoff is a grant,
         // which ACQUIRE (deny-oom) could not make now.
         if ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_OOM) {
-            waiters::defer(db, req.key.bytes(), gate::Refusal::OutOfMemory);
+            waiters::defer(db, key_name.bytes(), gate::Refusal::OutOfMemory);
         } else {
-            waiters::serve(ctx, &key, db, req.key, Cause::Release);
+            waiters::serve(ctx, key, db, key_name, Cause::Release);
         }
     }
+}
+
+/// Ends one shared holder's hold. The key goes with the last holder, and
+/// that travels as DEL: holders whose lease ended here may still be
+/// stored on a replica, which must drop the key all the same.
+fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look) -> c_int {
+    if look != Look::AsStored {
+        group.lock.expire(now.mono);
+    }
+    let before = group.lock.holders.len();
+    group.lock.holders.retain(|h| *h.owner != *owner);
+    if group.lock.holders.len() == before {
+        stats::RELEASE_REFUSED.bump();
+        return ctx.reply_integer(0);
+    }
+    stats::RELEASE_DONE.bump();
+    if group.lock.holders.is_empty() {
+        lock::delete(key);
+        propagate::released_last(ctx, key_name);
+    } else {
+        propagate::released(ctx, key_name);
+    }
+    serve_after_release(ctx, key, key_name);
     ctx.reply_integer(1)
 }
 
@@ -311,6 +518,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     let lease = Lease::starting(now, req.ttl_ms);
     match slot(&key, now, Look::Held) {
         Slot::WrongType => return ctx.reply_error(WRONGTYPE),
+        Slot::Shared(group) => return extend_shared(ctx, &key, req.key, req.owner, req.ttl_ms, group, now),
         Slot::Held(mut lock) if lock.is_held_by(req.owner) => {
             if !key.expire_at(lease.mirror) {
                 return ctx.reply_error(c"ERR could not set the lease");
@@ -334,8 +542,32 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     ctx.reply_integer(1)
 }
 
-/// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock),
-/// remaining lease (pttl) and the number of waiters.
+/// One shared holder's new lease. The key's TTL grows with it, never
+/// shrinks (see `group`); the extension travels as that holder's grant.
+fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> c_int {
+    let Some(holder) = group.lock.holders.iter_mut().find(|h| *h.owner == *owner && h.end > now.mono) else {
+        stats::EXTEND_REFUSED.bump();
+        return ctx.reply_integer(0);
+    };
+    holder.end = now.mono.saturating_add(ttl_ms);
+    let token = holder.token;
+    let deadline = group.key_deadline(now);
+    if deadline != group.key_mirror() && deadline != lease::NO_TTL && !key.expire_at(deadline) {
+        return ctx.reply_error(c"ERR could not set the lease");
+    }
+    group.mirrored(deadline);
+    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), group.limit(), deadline);
+    if let Some(end) = group.earliest_end(now) {
+        waiters::lease_changed(ctx, key_name.bytes(), end);
+    }
+    stats::EXTEND_DONE.bump();
+    ctx.reply_integer(1)
+}
+
+/// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock or
+/// a lock held shared), remaining lease (pttl, the longest for shared
+/// holders), the number of waiters, the mode, the limit (a semaphore's)
+/// and every holder as [owner, token, pttl].
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
@@ -345,28 +577,62 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => {
             let kept = kept::any().then(|| {
-                kept::peek(ctx.selected_db(), key_name.bytes(), now, |owner, token, left| {
-                    reply_info(ctx, owner, Some(token), left.pttl(), waiting())
+                kept::peek(ctx.selected_db(), key_name.bytes(), now, |peek| {
+                    let holders: Vec<_> = peek.holders.iter().map(|(o, t, left)| (*o, Some(*t), left.pttl())).collect();
+                    match peek.shared {
+                        None => reply_info(ctx, None, &holders, waiting()),
+                        Some(limit) => reply_info(ctx, Some(limit), &holders, waiting()),
+                    }
                 })
             });
             kept.flatten().unwrap_or_else(|| ctx.reply_null())
         }
-        Slot::Held(lock) => reply_info(ctx, lock.owner(), Some(lock.token()), lock.lease().left(now).pttl(), waiting()),
-        Slot::PlainString(value) => reply_info(ctx, value, None, key.pttl(), waiting()),
+        Slot::Held(lock) => {
+            let holder = [(lock.owner(), Some(lock.token()), lock.lease().left(now).pttl())];
+            reply_info(ctx, None, &holder, waiting())
+        }
+        Slot::Shared(group) => {
+            let holders: Vec<_> = group.live(now).map(|h| (&h.owner[..], Some(h.token), h.end - now.mono)).collect();
+            reply_info(ctx, Some(group.limit()), &holders, waiting())
+        }
+        Slot::PlainString(value) => reply_info(ctx, None, &[(value, None, key.pttl())], waiting()),
     }
 }
 
-fn reply_info(ctx: Ctx, owner: &[u8], token: Option<Token>, pttl: i64, waiting: usize) -> c_int {
-    ctx.reply_map(4);
-    ctx.reply_bulk(b"owner");
-    ctx.reply_bulk(owner);
-    ctx.reply_bulk(b"token");
-    match token {
+/// `shared`: `None` for an exclusive lock, else a group's limit (0: none).
+fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[(&[u8], Option<Token>, i64)], waiting: usize) -> c_int {
+    let reply_token = |token: Option<Token>| match token {
         Some(token) => ctx.reply_integer(token),
         None => ctx.reply_null(),
     };
+    ctx.reply_map(7);
+    let exclusive = if shared.is_none() { holders.first() } else { None };
+    ctx.reply_bulk(b"owner");
+    match exclusive {
+        Some((owner, _, _)) => ctx.reply_bulk(owner),
+        None => ctx.reply_null(),
+    };
+    ctx.reply_bulk(b"token");
+    reply_token(exclusive.and_then(|(_, token, _)| *token));
     ctx.reply_bulk(b"pttl");
-    ctx.reply_integer(pttl);
+    let longest = holders.iter().map(|(_, _, pttl)| *pttl).max().unwrap_or(0);
+    ctx.reply_integer(if holders.iter().any(|(_, _, pttl)| *pttl < 0) { -1 } else { longest });
     ctx.reply_bulk(b"waiters");
-    ctx.reply_integer(i64::try_from(waiting).unwrap_or(i64::MAX))
+    ctx.reply_integer(i64::try_from(waiting).unwrap_or(i64::MAX));
+    ctx.reply_bulk(b"mode");
+    ctx.reply_bulk(if shared.is_some() { b"shared" } else { b"exclusive" });
+    ctx.reply_bulk(b"limit");
+    match shared {
+        Some(limit) if limit > 0 => ctx.reply_integer(i64::from(limit)),
+        _ => ctx.reply_null(),
+    };
+    ctx.reply_bulk(b"holders");
+    ctx.reply_array(holders.len() as std::ffi::c_long);
+    for (owner, token, pttl) in holders {
+        ctx.reply_array(3);
+        ctx.reply_bulk(owner);
+        reply_token(*token);
+        ctx.reply_integer(*pttl);
+    }
+    crate::api::OK
 }

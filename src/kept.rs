@@ -31,6 +31,8 @@ use redis_module::raw;
 use crate::api::{rm, Arg, Ctx, Key, KeyKind, KeyMode, RedisModuleCtx, RedisModuleString};
 use crate::fencing::Token;
 use crate::gate;
+use crate::grant::Holder;
+use crate::group::{self, Group};
 use crate::lease::{Lease, Left, Now, NO_TTL};
 use crate::lock::{self, Lock};
 use crate::stats;
@@ -42,11 +44,18 @@ enum Why {
 }
 
 struct Kept {
-    owner: Box<[u8]>,
-    token: Token,
-    /// On the monotonic clock.
-    end: i64,
+    /// One for an exclusive lock, every holder of a shared one.
+    holders: Vec<Holder<Box<[u8]>>>,
+    /// `None`: an exclusive lock; a group's limit (0: a read-write lock).
+    shared: Option<u32>,
     why: Why,
+}
+
+impl Kept {
+    /// When the last kept lease ends, on the monotonic clock.
+    fn end(&self) -> i64 {
+        self.holders.iter().map(|h| h.end).max().unwrap_or(i64::MIN)
+    }
 }
 
 type Name = (c_int, Box<[u8]>);
@@ -96,13 +105,33 @@ impl Drop for OwnRemoval {
 
 /// The unlink callback saw a lock leave the keyspace.
 pub fn lock_removed(db: c_int, key: &[u8], lock: &Lock) {
-    if OWN_REMOVALS.load(Ordering::Relaxed) > 0 || gate::is_replica() || crate::quarantine::loading() {
-        // This module's decision; or the master's (its DEL), or the data
-        // being loaded: none of them loses a lock.
+    if !may_keep() {
+        return;
+    }
+    let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end };
+    removed(db, key, lock.lease(), vec![holder], None);
+}
+
+/// The unlink callback saw a lock held shared leave the keyspace.
+pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
+    if !may_keep() {
         return;
     }
     let now = Now::read();
-    let lease = lock.lease();
+    let holders: Vec<_> = group.live(now).cloned().collect();
+    let Some(end) = holders.iter().map(|h| h.end).max() else { return };
+    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()));
+}
+
+/// Whether a removal now may lose a lock: not this module's decision, nor
+/// the master's (its DEL), nor the data being loaded.
+fn may_keep() -> bool {
+    OWN_REMOVALS.load(Ordering::Relaxed) == 0 && !gate::is_replica() && !crate::quarantine::loading()
+}
+
+/// `lease`: the latest holder's lease, with the key's TTL as its mirror.
+fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>) {
+    let now = Now::read();
     let running = match lease.left(now) {
         Left::Ms(ms) => ms > crate::clock::STEP_MS,
         Left::Forever => true,
@@ -111,7 +140,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Lock) {
     if !running {
         return;
     }
-    let kept = |why| Kept { owner: lock.owner().into(), token: lock.token(), end: lease.end, why };
+    let kept = |why| Kept { holders, shared, why };
     if crate::lease::removed_by_step(lease, now) {
         let arm = with_state(|s| {
             s.kept.insert((db, key.into()), kept(Why::ClockStep));
@@ -138,7 +167,7 @@ unsafe extern "C" fn on_evicted(ctx: *mut RedisModuleCtx, _type: c_int, _event: 
                 s.kept.insert(name, kept);
                 stats::LOCKS_EVICTED.bump();
                 let now = crate::clock::mono_ms();
-                s.kept.retain(|_, k| k.end > now);
+                s.kept.retain(|_, k| k.end() > now);
                 recount(s);
             }
         }
@@ -163,13 +192,25 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     }) else {
         return;
     };
-    if kept.end <= now.mono || key.kind() != KeyKind::Empty {
+    if kept.end() <= now.mono || key.kind() != KeyKind::Empty {
         return;
     }
-    let lease = Lease { end: kept.end, mirror: NO_TTL }.remirrored(now);
-    let stored = Lock::new(&kept.owner, kept.token, lease).is_some_and(|lock| lock::store(key, lock));
+    let (stored, mirror) = match kept.shared {
+        None => {
+            let Some(holder) = kept.holders.first() else { return };
+            let lease = Lease { end: holder.end, mirror: NO_TTL }.remirrored(now);
+            (Lock::new(&holder.owner, holder.token, lease).is_some_and(|lock| lock::store(key, lock)), lease.mirror)
+        }
+        Some(limit) => {
+            let mut restored = Group::new(Group::kind_of_limit(limit));
+            restored.lock.holders = kept.holders.iter().filter(|h| h.end > now.mono).cloned().collect();
+            let mirror = restored.key_deadline(now);
+            restored.mirrored(mirror);
+            (lock::store_group(key, restored), mirror)
+        }
+    };
     // Without its TTL the key would stay forever.
-    if !stored || (lease.mirror != NO_TTL && !key.expire_at(lease.mirror)) {
+    if !stored || (mirror != NO_TTL && !key.expire_at(mirror)) {
         // The key could not be written: the lock stays kept here, held.
         if stored {
             lock::delete(key);
@@ -181,18 +222,39 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
         return;
     }
     stats::LOCKS_RESTORED.bump();
-    ctx.replicate_grant_bytes(crate::propagate::APPLY, key_name, &kept.owner, kept.token, lease.mirror.max(0));
+    for holder in kept.holders.iter().filter(|h| h.end > now.mono) {
+        match kept.shared {
+            None => ctx.replicate_grant_bytes(crate::propagate::APPLY, key_name, &holder.owner, holder.token, mirror.max(0)),
+            Some(limit) => {
+                let deadline = group::wall_deadline(holder.end, now).max(0);
+                ctx.replicate_shared_grant(crate::propagate::APPLY, key_name, &holder.owner, holder.token, deadline, limit, mirror.max(0));
+            }
+        }
+    }
     ctx.signal_modified(key_name);
     ctx.notify(c"lock.restore", key_name);
 }
 
-/// For LOCK.INFO: owner, token and what is left of a kept lock, without
-/// putting it back (INFO writes nothing).
-pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(&[u8], Token, Left) -> R) -> Option<R> {
+/// What LOCK.INFO shows of a kept lock.
+pub struct Peek<'a> {
+    /// `None`: exclusive; a group's limit (0: a read-write lock).
+    pub shared: Option<u32>,
+    /// Owner, token and lease left of each holder still running.
+    pub holders: Vec<(&'a [u8], Token, Left)>,
+}
+
+/// For LOCK.INFO: the holders of a kept lock, without putting it back
+/// (INFO writes nothing).
+pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(Peek<'_>) -> R) -> Option<R> {
     with_state(|s| {
         let kept = s.kept.get(&(db, key.into()))?;
-        let left = Lease { end: kept.end, mirror: NO_TTL }.left(now);
-        left.is_running().then(|| f(&kept.owner, kept.token, left))
+        let holders: Vec<_> = kept
+            .holders
+            .iter()
+            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now)))
+            .filter(|(_, _, left)| left.is_running())
+            .collect();
+        (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders }))
     })
     .flatten()
 }
@@ -203,7 +265,7 @@ pub fn evicted_kept() -> i64 {
         return 0;
     }
     let now = crate::clock::mono_ms();
-    let n = with_state(|s| s.kept.values().filter(|k| k.why == Why::Evicted && k.end > now).count()).unwrap_or(0);
+    let n = with_state(|s| s.kept.values().filter(|k| k.why == Why::Evicted && k.end() > now).count()).unwrap_or(0);
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 

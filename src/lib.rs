@@ -31,6 +31,7 @@ pub mod config;
 pub mod fencing;
 pub mod gate;
 pub mod grant;
+pub mod group;
 pub mod info;
 pub mod kept;
 pub mod lease;
@@ -89,15 +90,23 @@ const fn option(token: &'static CStr, name: &'static CStr, kind: raw::RedisModul
     ArgDoc { name, kind, token: Some(token), optional: true }
 }
 
+/// An optional word on its own (`SHARED`).
+const fn flag(token: &'static CStr, name: &'static CStr) -> ArgDoc {
+    ArgDoc { name, kind: PURE_TOKEN, token: Some(token), optional: true }
+}
+
+const PURE_TOKEN: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN;
 const KEY: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY;
 const STRING: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
 const INTEGER: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
 const UNIX_TIME: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
 
-const ACQUIRE_ARGS: [ArgDoc; 5] = [
+const ACQUIRE_ARGS: [ArgDoc; 7] = [
     arg(c"key", KEY),
     arg(c"owner", STRING),
     arg(c"ttl-ms", INTEGER),
+    flag(c"SHARED", c"shared"),
+    option(c"LIMIT", c"holders", INTEGER),
     option(c"FENCE", c"min-token", INTEGER),
     option(c"WAIT", c"timeout-ms", INTEGER),
 ];
@@ -133,7 +142,7 @@ fn command_table() -> [Command; 5] {
         // is O(1) and returns at once, also when the client then waits.
         command!(c"lock.acquire", commands::acquire, c"write deny-oom fast blocking",
             arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast blocking",
-            summary: c"Takes a lock for an owner with a lease, or waits in line (WAIT); replies the fencing token",
+            summary: c"Takes a lock (exclusive, SHARED, or a permit of a SHARED LIMIT semaphore) for an owner with a lease, or waits in line (WAIT); replies the fencing token",
             complexity: c"O(1)", args: &ACQUIRE_ARGS),
         command!(c"lock.release", commands::release, c"write fast",
             arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, acl: c"write fast",
@@ -145,10 +154,10 @@ fn command_table() -> [Command; 5] {
             complexity: c"O(1)", args: &EXTEND_ARGS),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
-            summary: c"Owner, fencing token, remaining lease and waiters of a lock",
+            summary: c"Mode, holders (owner, fencing token, remaining lease), limit and waiters of a lock",
             complexity: c"O(1)", args: &INFO_ARGS),
         command!(c"lock.apply", propagate::apply, c"write",
-            arity: 5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
+            arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
             complexity: c"O(1)", args: &APPLY_ARGS),
     ]

@@ -17,13 +17,23 @@ use redis_module::{native_types::RedisType, raw};
 
 use crate::api::{self, rm, Key, RedisModuleIO, RedisModuleString, RedisModuleType};
 use crate::fencing::{Token, COUNTER};
-use crate::lease::Lease;
+use crate::group::{self, Group};
+use crate::lease::{Lease, Now};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 pub const TYPE_NAME: &str = "redislock";
 
-/// RDB encoding of a lock: owner (string buffer), token (signed).
-const ENCODING_VERSION: c_int = 1;
+/// RDB encoding of a lock. Version 1: owner (string buffer), token
+/// (signed). Version 2: a shape (unsigned) first; 0 is an exclusive lock
+/// as in version 1, 1 a shared group: limit (0 for a read-write lock),
+/// holder count, then owner, token and wall-clock deadline (0: none) per
+/// holder.
+const ENCODING_VERSION: c_int = 2;
+const SHAPE_EXCLUSIVE: u64 = 0;
+const SHAPE_SHARED: u64 = 1;
+/// Holders one loaded group may bring: LOCK.ACQUIRE lets a read-write lock
+/// have any number, this only bounds what a corrupt payload can allocate.
+const MAX_LOADED_HOLDERS: u64 = 1 << 24;
 
 /// The fixed part of a lock allocation; the owner's bytes follow it.
 #[repr(C)]
@@ -105,6 +115,9 @@ impl Lock {
     /// # Safety
     /// `value` must come from `into_raw` and not be owned by anyone else.
     pub unsafe fn from_raw(value: *mut c_void) -> Option<Lock> {
+        if Group::is_tagged(value) {
+            return None;
+        }
         NonNull::new(value.cast::<Header>()).map(Lock)
     }
 
@@ -153,6 +166,32 @@ pub fn at(key: &Key) -> Option<LockRef<'_>> {
     // SAFETY: the value belongs to our type, so it is a `Lock`, owned by
     // the key for as long as it is open.
     unsafe { Lock::borrow(key.module_value()) }
+}
+
+/// The group stored at an open key (a lock held shared). Redis owns the
+/// value for as long as the key is open; the key API lends it through a
+/// shared handle, as it does the exclusive lock's (`at`).
+#[allow(clippy::mut_from_ref)]
+pub fn group_at(key: &Key) -> Option<&mut Group> {
+    if key.kind() != api::KeyKind::Module(registered_type()) {
+        return None;
+    }
+    // SAFETY: the value belongs to our type; a tagged one is a `Group`,
+    // owned by the key for as long as it is open.
+    unsafe { Group::borrow(key.module_value()) }
+}
+
+/// Stores a group at an open key, replacing what it held (and its TTL).
+pub fn store_group(key: &Key, group: Group) -> bool {
+    let value = Box::new(group).into_raw();
+    let _own = crate::kept::OwnRemoval::begin();
+    // SAFETY: `value` is a tagged `Group` and the type is ours.
+    if unsafe { key.set_module_value(registered_type(), value) } {
+        return true;
+    }
+    // SAFETY: Redis did not take the value; it is still ours.
+    drop(unsafe { Group::from_raw(value) });
+    false
 }
 
 /// Stores `lock` at an open key, replacing what it held (and its TTL).
@@ -212,7 +251,11 @@ pub fn registered_type() -> *mut RedisModuleType {
 }
 
 unsafe extern "C" fn free(value: *mut c_void) {
-    drop(Lock::from_raw(value));
+    if Group::is_tagged(value) {
+        drop(Group::from_raw(value));
+    } else {
+        drop(Lock::from_raw(value));
+    }
 }
 
 /// Deletes an open lock key by this module's decision (a release).
@@ -232,6 +275,8 @@ unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c
         let name = unsafe { api::string_bytes(key.cast_mut()) };
         if let Some(lock) = Lock::borrow(value.cast_mut()) {
             crate::kept::lock_removed(db, name, &lock);
+        } else if let Some(group) = Group::borrow(value.cast_mut()) {
+            crate::kept::group_removed(db, name, group);
         }
         crate::waiters::key_unlinked(db, name);
     }
@@ -242,6 +287,9 @@ unsafe extern "C" fn copy(
     _to: *mut RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
+    if let Some(group) = Group::borrow(value.cast_mut()) {
+        return Box::new(group.duplicate()).into_raw();
+    }
     match Lock::borrow(value.cast_mut()).and_then(|lock| Lock::new(lock.owner(), lock.token(), lock.lease())) {
         Some(copy) => copy.into_raw(),
         None => ptr::null_mut(),
@@ -277,10 +325,13 @@ pub fn learn_memory_accounting(info: &crate::api::ServerInfo) {
 /// leaves it out, the object holding that wrapper. Without them a lock
 /// looked cheaper next to the same plain string than it is.
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    let object = if OBJECT_UNCOUNTED.load(Ordering::Relaxed) { VALUE_OBJECT_HEADER } else { 0 };
+    if let Some(group) = Group::borrow(value.cast_mut()) {
+        return group.bytes() + MODULE_VALUE_WRAPPER + object;
+    }
     match Lock::borrow(value.cast_mut()) {
         Some(lock) => {
             let own = rm!(RedisModule_MallocSize(value.cast_mut()) else size_of::<Header>() + lock.owner().len());
-            let object = if OBJECT_UNCOUNTED.load(Ordering::Relaxed) { VALUE_OBJECT_HEADER } else { 0 };
             own + MODULE_VALUE_WRAPPER + object
         }
         None => 0,
@@ -288,7 +339,14 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    if let Some(lock) = Lock::borrow(value) {
+    if let Some(group) = Group::borrow(value) {
+        rm!(RedisModule_DigestAddLongLong(md, i64::from(group.limit())) else ());
+        for holder in &group.lock.holders {
+            rm!(RedisModule_DigestAddStringBuffer(md, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
+            rm!(RedisModule_DigestAddLongLong(md, holder.token) else ());
+        }
+        rm!(RedisModule_DigestEndSequence(md) else ());
+    } else if let Some(lock) = Lock::borrow(value) {
         let owner = lock.owner();
         rm!(RedisModule_DigestAddStringBuffer(md, owner.as_ptr().cast::<c_char>(), owner.len()) else ());
         rm!(RedisModule_DigestAddLongLong(md, lock.token()) else ());
@@ -297,7 +355,19 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
-    if let Some(lock) = Lock::borrow(value) {
+    if let Some(group) = Group::borrow(value) {
+        let now = Now::read();
+        rm!(RedisModule_SaveUnsigned(rdb, SHAPE_SHARED) else ());
+        rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
+        let live: Vec<_> = group.live(now).collect();
+        rm!(RedisModule_SaveUnsigned(rdb, live.len() as u64) else ());
+        for holder in live {
+            rm!(RedisModule_SaveStringBuffer(rdb, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
+            rm!(RedisModule_SaveSigned(rdb, holder.token) else ());
+            rm!(RedisModule_SaveSigned(rdb, group::wall_deadline(holder.end, now).max(0)) else ());
+        }
+    } else if let Some(lock) = Lock::borrow(value) {
+        rm!(RedisModule_SaveUnsigned(rdb, SHAPE_EXCLUSIVE) else ());
         let owner = lock.owner();
         rm!(RedisModule_SaveStringBuffer(rdb, owner.as_ptr().cast::<c_char>(), owner.len()) else ());
         rm!(RedisModule_SaveSigned(rdb, lock.token()) else ());
@@ -309,7 +379,21 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
 /// again. A RESTORE from a client (not a load of this server's own files,
 /// nor its master's) may not bring a token beyond the lead bound.
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
+    let shape = match encver {
+        1 => SHAPE_EXCLUSIVE,
+        ENCODING_VERSION => {
+            let shape = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
+            if io_failed(rdb) {
+                return ptr::null_mut();
+            }
+            shape
+        }
+        _ => return ptr::null_mut(),
+    };
+    if shape == SHAPE_SHARED {
+        return load_group(rdb).map_or(ptr::null_mut(), |group| Box::new(group).into_raw());
+    }
+    if shape != SHAPE_EXCLUSIVE {
         return ptr::null_mut();
     }
     let Some(lock) = load_lock(rdb) else {
@@ -348,7 +432,27 @@ unsafe fn restored_by_master(rdb: *mut RedisModuleIO) -> bool {
 /// Emits the lock as its replicated form with no deadline; Redis follows
 /// every key's rewrite with its own `PEXPIREAT`.
 unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleString, value: *mut c_void) {
-    if let Some(lock) = Lock::borrow(value) {
+    if let Some(group) = Group::borrow(value) {
+        // Each holder with its own deadline; Redis's PEXPIREAT for the key
+        // that follows is the group's own TTL, which caps nobody.
+        let now = Now::read();
+        let key_deadline = group.key_deadline(now).max(0);
+        for holder in group.live(now) {
+            rm!(RedisModule_EmitAOF(
+                aof,
+                c"LOCK.APPLY".as_ptr(),
+                c"sbllcll".as_ptr(),
+                key,
+                holder.owner.as_ptr().cast::<c_char>(),
+                holder.owner.len(),
+                holder.token,
+                group::wall_deadline(holder.end, now).max(0),
+                c"SHARED".as_ptr(),
+                i64::from(group.limit()),
+                key_deadline,
+            ) else ());
+        }
+    } else if let Some(lock) = Lock::borrow(value) {
         let owner = lock.owner();
         rm!(RedisModule_EmitAOF(
             aof,
@@ -400,6 +504,8 @@ unsafe extern "C" fn learn_lease(
         if lock.lease().end == crate::lease::UNKNOWN {
             lock.set_lease(Lease::until(key.deadline_ms(), *now));
         }
+    } else if let Some(group) = group_at(&key) {
+        group.judge(*now, key.deadline_ms());
     }
 }
 
@@ -410,7 +516,7 @@ unsafe extern "C" fn aux_save(rdb: *mut RedisModuleIO, when: c_int) {
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut RedisModuleIO, encver: c_int, when: c_int) -> c_int {
-    if encver != ENCODING_VERSION || when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+    if !(1..=ENCODING_VERSION).contains(&encver) || when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
         return api::ERR;
     }
     let counter = rm!(RedisModule_LoadSigned(rdb) else 0);
@@ -439,6 +545,53 @@ unsafe fn load_lock(rdb: *mut RedisModuleIO) -> Option<Lock> {
     let lock = if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Lock::new(owner, token, Lease::UNKNOWN) };
     rm!(RedisModule_Free(p.cast()) else ());
     lock
+}
+
+/// Reads a group's holders, raising the counter to each token (as for an
+/// exclusive lock, with the same bound on a client's RESTORE); `None` on
+/// an I/O error or invalid values.
+unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
+    let limit = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
+    let count = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
+    if io_failed(rdb) || limit > u64::from(crate::args::MAX_LIMIT) || count > MAX_LOADED_HOLDERS {
+        return None;
+    }
+    let limit = u32::try_from(limit).ok()?;
+    if limit != 0 && count > u64::from(limit) {
+        return None;
+    }
+    let now = Now::read();
+    let mut holders = Vec::new();
+    for _ in 0..count {
+        let mut len = 0usize;
+        let p = rm!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
+        if io_failed(rdb) || p.is_null() {
+            return None;
+        }
+        let owner: Box<[u8]> = std::slice::from_raw_parts(p.cast::<u8>(), len).into();
+        rm!(RedisModule_Free(p.cast()) else ());
+        let token = rm!(RedisModule_LoadSigned(rdb) else -1);
+        let deadline = rm!(RedisModule_LoadSigned(rdb) else -1);
+        if io_failed(rdb) || owner.is_empty() || token < 0 || deadline < 0 {
+            return None;
+        }
+        let at = (deadline != 0).then_some(deadline);
+        holders.push(crate::grant::Holder { owner, token, end: Lease::until(at, now).end });
+    }
+    if !crate::quarantine::loading() {
+        let highest = holders.iter().map(|h| h.token).max().unwrap_or(0);
+        if let Err(ceiling) = crate::fencing::check_lead(highest) {
+            if !restored_by_master(rdb) {
+                let reason = crate::fencing::lead_error("RESTORE refused: the lock's token", ceiling);
+                api::log(None, c"warning", &reason);
+                return None;
+            }
+        }
+    }
+    for holder in &holders {
+        COUNTER.observe(holder.token);
+    }
+    Some(Group::loaded(Group::kind_of_limit(limit), holders))
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
 use crate::fencing::{Token, COUNTER};
 use crate::lease::{Lease, Now};
+use crate::grant::Holder;
+use crate::group::Group;
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
@@ -31,6 +33,21 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64)
     ctx.replicate_grant(APPLY, key, owner, token, deadline_ms);
     ctx.signal_modified(key);
     ctx.notify(c"lock.acquire", key);
+}
+
+/// A shared holder was granted, re-granted or extended: its token and
+/// deadline, the group's limit (0: a read-write lock) and the key's TTL.
+pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {
+    ctx.replicate_shared_grant(APPLY, key, owner, token, deadline_ms.max(0), limit, key_deadline_ms.max(0));
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.acquire", key);
+}
+
+/// The last shared holder left: the key is deleted, and travels as DEL.
+pub fn released_last(ctx: Ctx, key: &Arg) {
+    ctx.replicate_key(c"DEL", key);
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.release", key);
 }
 
 /// A lease now ends at `deadline_ms`.
@@ -59,7 +76,33 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
     }
 }
 
-/// `LOCK.APPLY key owner token deadline`: sets the key to exactly the lock
+/// One shared holder as its master has it: added to the key's group, or
+/// its lease and token replaced; a key holding anything else (the
+/// exclusive lock it was downgraded from) becomes a new group. The key's
+/// TTL is the master's.
+fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::ApplyShared) -> Result<(), &'static std::ffi::CStr> {
+    let now = Now::read();
+    let end = if req.deadline_ms == 0 { crate::lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
+    let fits = lock::group_at(key).is_some_and(|g| g.limit() == shared.limit);
+    if !fits && !lock::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {
+        return Err(c"ERR could not store the lock");
+    }
+    let group = lock::group_at(key).ok_or(c"ERR could not store the lock")?;
+    match group.lock.holders.iter_mut().find(|h| *h.owner == *req.owner) {
+        Some(holder) => {
+            holder.token = req.token;
+            holder.end = end;
+        }
+        None => group.lock.holders.push(Holder { owner: req.owner.into(), token: req.token, end }),
+    }
+    group.mirrored(if shared.key_deadline_ms == 0 { crate::lease::NO_TTL } else { shared.key_deadline_ms });
+    if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
+        return Err(c"ERR could not set the lease");
+    }
+    Ok(())
+}
+
+/// `LOCK.APPLY key owner token deadline [SHARED limit key-deadline]`: sets the key to exactly the lock
 /// its master granted. Accepted only from the master link or the AOF, so
 /// no client can forge an owner, a token or a deadline; and never refused
 /// for its token.
@@ -81,15 +124,21 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
     // stored as it is (Redis expires the key on the master's DEL, or once
     // loading ends), so a later PEXPIREAT from an extension still finds it.
     let key = ctx.open_key(req.key, KeyMode::Write);
-    // The lease runs on this server's monotonic clock from its wall-clock
-    // deadline read now; an AOF rewrite's form (0) is followed by Redis's
-    // PEXPIREAT, and the lease is taken from that TTL.
-    let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), Now::read()) } else { Lease::UNKNOWN };
-    if !Lock::new(req.owner, req.token, lease).is_some_and(|lock| lock::store(&key, lock)) {
-        return ctx.reply_error(c"ERR could not store the lock");
-    }
-    if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {
-        return ctx.reply_error(c"ERR could not set the lease");
+    if let Some(shared) = req.shared {
+        if let Err(msg) = apply_shared(ctx, &key, &req, shared) {
+            return ctx.reply_error(msg);
+        }
+    } else {
+        // The lease runs on this server's monotonic clock from its
+        // wall-clock deadline read now; an AOF rewrite's form (0) is
+        // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
+        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), Now::read()) } else { Lease::UNKNOWN };
+        if !Lock::new(req.owner, req.token, lease).is_some_and(|lock| lock::store(&key, lock)) {
+            return ctx.reply_error(c"ERR could not store the lock");
+        }
+        if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {
+            return ctx.reply_error(c"ERR could not set the lease");
+        }
     }
     ctx.replicate_verbatim();
     ctx.signal_modified(req.key);

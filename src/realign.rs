@@ -134,7 +134,7 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
 unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
     let Some(names) = data.cast::<Vec<Box<[u8]>>>().as_mut() else { return };
     let key = std::mem::ManuallyDrop::new(Key::from_raw(key));
-    if lock::at(&key).is_some() {
+    if lock::at(&key).is_some() || lock::group_at(&key).is_some() {
         names.push(crate::api::string_bytes(name).into());
     }
 }
@@ -148,6 +148,9 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
     }
     let key_name = Arg::of(&held);
     let key = ctx.open_key(key_name, KeyMode::Write);
+    if let Some(group) = lock::group_at(&key) {
+        return realign_group(ctx, &key, key_name, group, now);
+    }
     let Some(mut lock) = lock::at(&key) else { return };
     let (left, taken) = lease::judge(lock.lease(), now, || key.deadline_ms());
     if let Some(taken) = taken {
@@ -169,5 +172,26 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
             }
         }
         Left::Forever => {}
+    }
+}
+
+/// A group's key: deleted once no holder's lease runs, else its TTL set
+/// at the latest holder's deadline read now (a TTL at or beyond every
+/// holder's caps nobody, here or on a replica).
+fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::group::Group, now: Now) {
+    group.judge(now, key.deadline_ms());
+    let Some(latest) = group.latest_end(now) else {
+        if lock::delete(key) {
+            ctx.replicate_key(c"DEL", key_name);
+            ctx.signal_modified(key_name);
+            ctx.notify(c"lock.expired", key_name);
+        }
+        return;
+    };
+    let deadline = crate::group::wall_deadline(latest, now);
+    let mirror = group.key_mirror();
+    if deadline != lease::NO_TTL && deadline.saturating_sub(mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(deadline) {
+        group.mirrored(deadline);
+        ctx.replicate_key_integer(c"PEXPIREAT", key_name, deadline);
     }
 }

@@ -34,7 +34,7 @@ use redis_module::raw;
 
 use crate::clock;
 use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
-use crate::commands::{try_acquire, Attempt};
+use crate::commands::{try_acquire, Attempt, Want};
 use crate::fencing::Token;
 use crate::gate;
 use crate::lease::{Left, Now};
@@ -48,6 +48,7 @@ struct Waiter {
     owner: HeldString,
     ttl_ms: i64,
     fence: Token,
+    want: Want,
     /// The module timer that ends the wait (`WAIT 0`: none).
     deadline: Option<raw::RedisModuleTimerID>,
     /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
@@ -76,6 +77,9 @@ struct Queue {
     /// MULTI and change the lease only then).
     touched: bool,
 }
+
+/// A queue: its database and key.
+type QueueName = (c_int, Box<[u8]>);
 
 /// What a timer carries: which queue to serve.
 struct TimerTarget {
@@ -135,14 +139,18 @@ impl Registry {
     }
 
     /// Takes a client out of its queue; also returns the queue's timer to
-    /// stop when nobody is left in it.
-    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Option<Timer>)> {
+    /// stop when nobody is left in it, or the queue to look at again when
+    /// the client was its head and others wait behind it (an exclusive
+    /// request leaving may let the readers behind it in beside the holders).
+    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Option<Timer>, Option<QueueName>)> {
         let (db, key) = self.clients.remove(&(client as usize))?;
         let queue = self.queue_mut(db, &key)?;
         let position = queue.waiters.iter().position(|w| w.client == client)?;
         let waiter = queue.waiters.remove(position)?;
+        let new_head = position == 0 && !queue.waiters.is_empty();
         WAITING.fetch_sub(1, Ordering::Relaxed);
-        Some((waiter, self.drop_if_empty(db, &key)))
+        let stopped = self.drop_if_empty(db, &key);
+        Some((waiter, stopped, new_head.then_some((db, key))))
     }
 
     fn waiter_mut(&mut self, client: usize) -> Option<&mut Waiter> {
@@ -230,7 +238,8 @@ pub fn lease_changed(ctx: Ctx, key: &[u8], end: i64) {
 /// all on Redis 7.0 (it skips both callbacks once a client is unblocked).
 /// For the same reason there is no timeout callback, so CLIENT UNBLOCK
 /// does not apply to lock waiters (CLIENT KILL does).
-pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, timeout_ms: i64) -> c_int {
+#[allow(clippy::too_many_arguments)]
+pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, want: Want, timeout_ms: i64) -> c_int {
     let client = rm!(RedisModule_BlockClient(ctx.raw(), Some(on_reply), None, Some(free_outcome), 0) else ptr::null_mut());
     if client.is_null() {
         return ctx.reply_error(c"ERR could not block the client");
@@ -250,7 +259,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
     });
     let due_mono_ms = clock::mono_ms().saturating_add(timeout_ms);
     let user = crate::acl::current_user(ctx);
-    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, deadline, due_mono_ms, user };
+    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, want, deadline, due_mono_ms, user };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
@@ -289,14 +298,16 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         // Only a waiter the lock would go to now is checked: its rights
         // then, not while it waits, decide.
         let refused = match &head.user {
-            Some(user) if crate::commands::free_for(key, head.owner.bytes()) => crate::acl::refusal(user, key_name),
+            Some(user) if crate::commands::may_grant(key, head.owner.bytes(), head.want) => crate::acl::refusal(user, key_name),
             _ => None,
         };
         if let Some(msg) = refused {
             cancel(head, Outcome::Refused(msg));
             continue;
         }
-        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence);
+        // The head is first in line: nobody waits ahead of it. Shared
+        // heads are granted one after the other until one does not fit.
+        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence, head.want, false);
         match attempt {
             Attempt::Granted(token, _) => {
                 stats::WAIT_GRANTED.bump();
@@ -305,6 +316,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
             }
             Attempt::WrongType => cancel(head, Outcome::WrongType),
             Attempt::Failed(msg) => cancel(head, Outcome::Error(msg)),
+            Attempt::Refused(msg) => cancel(head, Outcome::Refused(msg)),
             Attempt::Held => {
                 // Back to the front of the line; if that fails, never leave
                 // a client blocked with nobody to serve it.
@@ -406,9 +418,12 @@ unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_voi
         return;
     }
     let client = *Box::from_raw(data.cast::<usize>()) as *mut RedisModuleBlockedClient;
-    if let Some(Some((_waiter, stopped))) = with_registry(|r| r.remove_client(client)) {
+    if let Some(Some((_waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
         if let Some(timer) = stopped {
             stop_timer(timer.id);
+        }
+        if let Some((db, key)) = new_head {
+            arm(db, &key, clock::mono_ms());
         }
         // This timer is the one firing: nothing to stop for the waiter.
         stats::WAIT_TIMED_OUT.bump();
@@ -785,9 +800,12 @@ const SERVER_ENDED_WAIT: &CStr =
 /// becoming a replica): leave the queue and free Redis's handle (a client
 /// blocked with RM_BlockClient is freed only by RM_UnblockClient).
 unsafe extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
-    if let Some(Some((waiter, stopped))) = with_registry(|r| r.remove_client(client)) {
+    if let Some(Some((waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
         if let Some(timer) = stopped {
             stop_timer(timer.id);
+        }
+        if let Some((db, key)) = new_head {
+            arm(db, &key, clock::mono_ms());
         }
         if let Some(id) = waiter.deadline {
             stop_wait_timer(id);

@@ -61,7 +61,7 @@ fn arity_key_specs_and_docs_are_declared() {
     for (name, bin) in servers() {
         let srv = Server::start_binary(&bin, &[], &[]);
         let mut c = srv.conn();
-        for (command, arity) in [("lock.acquire", -4), ("lock.release", 3), ("lock.extend", 4), ("lock.info", 2), ("lock.apply", 5)] {
+        for (command, arity) in [("lock.acquire", -4), ("lock.release", 3), ("lock.extend", 4), ("lock.info", 2), ("lock.apply", -5)] {
             let entry = command_info(&mut c, command);
             assert_eq!(entry.get(1), Some(&Value::Int(arity)), "{name}: arity of {command}: {entry:?}");
         }
@@ -224,6 +224,8 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
                     "key key",
                     "owner string",
                     "ttl-ms integer",
+                    "shared pure-token token SHARED flags optional",
+                    "holders integer token LIMIT flags optional",
                     "min-token integer token FENCE flags optional",
                     "timeout-ms integer token WAIT flags optional",
                 ],

@@ -421,11 +421,20 @@ fn info_missing_resp2_resp3_and_persist() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 8, "{v:?}");
+            assert_eq!(items.len(), 14, "{v:?}");
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));
             assert_eq!(items[1], Value::BulkString(b"alice".to_vec()));
             assert_eq!(items[2], Value::BulkString(b"token".to_vec()));
             assert_eq!(items[3], Value::Int(t));
+            assert_eq!(items[8], Value::BulkString(b"mode".to_vec()));
+            assert_eq!(items[9], Value::BulkString(b"exclusive".to_vec()));
+            assert_eq!(items[10], Value::BulkString(b"limit".to_vec()));
+            assert_eq!(items[11], Value::Nil);
+            assert_eq!(items[12], Value::BulkString(b"holders".to_vec()));
+            assert_eq!(
+                items[13],
+                Value::Array(vec![Value::Array(vec![Value::BulkString(b"alice".to_vec()), Value::Int(t), items[5].clone()])])
+            );
             assert_eq!(items[4], Value::BulkString(b"pttl".to_vec()));
             let p = int_of(&items[5], "pttl");
             assert!(p > 0 && p <= 100_000, "pttl {p}");
@@ -461,7 +470,10 @@ fn info_missing_resp2_resp3_and_persist() {
                     b"owner".to_vec(),
                     b"token".to_vec(),
                     b"pttl".to_vec(),
-                    b"waiters".to_vec()
+                    b"waiters".to_vec(),
+                    b"mode".to_vec(),
+                    b"limit".to_vec(),
+                    b"holders".to_vec()
                 ],
                 "RESP3 LOCK.INFO fields: {v3:?}"
             );

@@ -190,3 +190,58 @@ fn an_evicted_lease_hands_over_at_its_end() {
     assert!(took <= Duration::from_millis(LEASE_MS + LATE_MS), "B granted late: {took:?} after A's grant of {LEASE_MS} ms");
     assert!(locks_evicted(&mut a) >= 1, "the lock was never evicted, the test proved nothing ({written} keys written)");
 }
+
+/// The holders of a key held shared, as `(owner, token)`, from LOCK.INFO.
+fn shared_holders(c: &mut Connection, key: &str) -> Vec<(Vec<u8>, i64)> {
+    let Some(fields) = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key))) else { return Vec::new() };
+    match &fields[6].1 {
+        Value::Array(holders) => holders
+            .iter()
+            .map(|h| match h {
+                Value::Array(h) => match (&h[0], &h[1]) {
+                    (Value::BulkString(o), Value::Int(t)) => (o.clone(), *t),
+                    other => panic!("holder {other:?}"),
+                },
+                other => panic!("holder {other:?}"),
+            })
+            .collect(),
+        other => panic!("holders {other:?}"),
+    }
+}
+
+fn permit(c: &mut Connection, key: &str, owner: &str) -> Option<i64> {
+    match ok_cmd(c, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(600_000).arg("SHARED").arg("LIMIT").arg(2)) {
+        Value::Int(t) => Some(t),
+        Value::Nil => None,
+        other => panic!("LOCK.ACQUIRE {key} {owner}: {other:?}"),
+    }
+}
+
+/// A full semaphore evicted under volatile-lru keeps both its holders:
+/// the waiter for a permit is not served, a newcomer is refused, and a
+/// permit frees only when a holder releases it.
+#[test]
+fn an_evicted_semaphore_keeps_every_holder() {
+    let server = Server::start_with(&["--maxmemory-policy", "volatile-lru", "--maxmemory-samples", "10"]);
+    let mut a = server.conn();
+    let ta = permit(&mut a, "sem", "A").expect("A's permit");
+    let tb = permit(&mut a, "sem", "B").expect("B's permit");
+    let mut c = server.conn();
+    c.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
+    send_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("sem").arg("C").arg(30_000).arg("SHARED").arg("LIMIT").arg(2).arg("WAIT").arg(WAIT_MS));
+    wait_waiters(&mut a, b"sem", 1);
+    let waited = Instant::now();
+    let both = vec![(b"A".to_vec(), ta), (b"B".to_vec(), tb)];
+    // Evicted: the module counts it, or (a module that forgets it) the
+    // holders are gone.
+    let (written, _) = fill(&mut a, true, |c| locks_evicted(c) >= 1 || shared_holders(c, "sem") != both);
+    assert!(waited.elapsed() < Duration::from_millis(WAIT_MS - 500), "filling took {:?}", waited.elapsed());
+    assert_eq!(recv_reply(&mut c, "C's WAIT"), Ok(Value::Nil), "C was served a permit of an evicted full semaphore");
+    assert_eq!(shared_holders(&mut a, "sem"), both, "LOCK.INFO after the eviction");
+    assert!(locks_evicted(&mut a) >= 1, "Redis never evicted the semaphore, the test proved nothing ({written} keys written)");
+    ok_cmd(&mut a, cmd("CONFIG").arg("SET").arg("maxmemory").arg(0));
+    assert_eq!(permit(&mut a, "sem", "D"), None, "a newcomer while both permits are held");
+    assert_eq!(release(&mut a, b"sem", b"A"), 1, "A releases its permit");
+    assert!(permit(&mut a, "sem", "D").is_some_and(|t| t > tb), "D after A's release");
+    assert_eq!(permit(&mut a, "sem", "E"), None, "B and D hold both permits");
+}

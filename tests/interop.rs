@@ -147,7 +147,12 @@ fn info_on_a_plain_string_resp2_and_resp3() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 8, "{v:?}");
+            assert_eq!(items.len(), 14, "{v:?}");
+            assert_eq!(items[9], Value::BulkString(b"exclusive".to_vec()), "a plain-string lock is exclusive");
+            assert_eq!(
+                items[13],
+                Value::Array(vec![Value::Array(vec![Value::BulkString(b"alice".to_vec()), Value::Nil, items[5].clone()])])
+            );
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));
             assert_eq!(items[1], Value::BulkString(b"alice".to_vec()));
             assert_eq!(items[2], Value::BulkString(b"token".to_vec()));

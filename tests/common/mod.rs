@@ -779,74 +779,61 @@ fn token_of(v: &Value) -> Option<i64> {
     }
 }
 
-/// Parse a LOCK.INFO reply strictly: RESP2 flat array in the documented
-/// order `owner, <owner>, token, <n|nil>, pttl, <ms>, waiters, <n>`, or a
-/// RESP3 map with exactly those four fields.
-pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
-    match v {
-        Value::Nil => None,
+/// The fields of a LOCK.INFO reply in order, from a RESP2 flat array or a
+/// RESP3 map; strictly the documented seven: owner, token, pttl, waiters,
+/// mode, limit, holders.
+pub fn info_fields(v: Value) -> Option<Vec<(Vec<u8>, Value)>> {
+    let pairs: Vec<(Value, Value)> = match v {
+        Value::Nil => return None,
         Value::Array(items) => {
-            assert_eq!(
-                items.len(),
-                8,
-                "LOCK.INFO RESP2 reply must have 8 elements: {items:?}"
-            );
-            assert_eq!(bulk(&items[0], "LOCK.INFO field 0"), b"owner", "{items:?}");
-            assert_eq!(bulk(&items[2], "LOCK.INFO field 2"), b"token", "{items:?}");
-            assert_eq!(bulk(&items[4], "LOCK.INFO field 4"), b"pttl", "{items:?}");
-            assert_eq!(
-                bulk(&items[6], "LOCK.INFO field 6"),
-                b"waiters",
-                "{items:?}"
-            );
-            match &items[1] {
-                Value::BulkString(_) => {}
-                other => panic!("LOCK.INFO owner must be a bulk string, got {other:?}"),
+            assert_eq!(items.len(), 14, "LOCK.INFO RESP2 reply must have 14 elements: {items:?}");
+            let mut it = items.into_iter();
+            let mut pairs = Vec::new();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
             }
-            Some(AnyLockInfo {
-                owner: bulk(&items[1], "owner"),
-                token: token_of(&items[3]),
-                pttl: int_of(&items[5], "LOCK.INFO pttl"),
-                waiters: int_of(&items[7], "LOCK.INFO waiters"),
-            })
+            pairs
         }
-        Value::Map(pairs) => {
-            assert_eq!(
-                pairs.len(),
-                4,
-                "LOCK.INFO RESP3 map must have 4 fields: {pairs:?}"
-            );
-            let mut owner = None;
-            let mut token = None;
-            let mut pttl = None;
-            let mut waiters = None;
-            for (k, val) in &pairs {
-                match bulk(k, "LOCK.INFO map key").as_slice() {
-                    b"owner" => {
-                        match val {
-                            Value::BulkString(_) => {}
-                            other => panic!("LOCK.INFO owner must be a bulk string, got {other:?}"),
-                        }
-                        owner = Some(bulk(val, "owner"))
-                    }
-                    b"token" => token = Some(token_of(val)),
-                    b"pttl" => pttl = Some(int_of(val, "LOCK.INFO pttl")),
-                    b"waiters" => waiters = Some(int_of(val, "LOCK.INFO waiters")),
-                    other => panic!(
-                        "LOCK.INFO unexpected field {:?}",
-                        String::from_utf8_lossy(other)
-                    ),
-                }
-            }
-            Some(AnyLockInfo {
-                owner: owner.expect("LOCK.INFO map lacks owner"),
-                token: token.expect("LOCK.INFO map lacks token"),
-                pttl: pttl.expect("LOCK.INFO map lacks pttl"),
-                waiters: waiters.expect("LOCK.INFO map lacks waiters"),
-            })
-        }
+        Value::Map(pairs) => pairs,
         other => panic!("LOCK.INFO: unexpected reply {other:?}"),
+    };
+    let fields: Vec<(Vec<u8>, Value)> = pairs.into_iter().map(|(k, v)| (bulk(&k, "LOCK.INFO field"), v)).collect();
+    let names: Vec<&[u8]> = fields.iter().map(|(k, _)| k.as_slice()).collect();
+    let expected: [&[u8]; 7] = [b"owner", b"token", b"pttl", b"waiters", b"mode", b"limit", b"holders"];
+    assert_eq!(names, expected, "LOCK.INFO fields and their order");
+    Some(fields)
+}
+
+/// Parse the LOCK.INFO reply of an exclusive lock strictly (see
+/// `info_fields`): mode exclusive, no limit, and one holder that repeats
+/// owner, token and pttl.
+pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
+    let fields = info_fields(v)?;
+    let field = |i: usize| &fields[i].1;
+    let owner = match field(0) {
+        Value::BulkString(b) => b.clone(),
+        other => panic!("LOCK.INFO owner must be a bulk string, got {other:?}"),
+    };
+    let token = token_of(field(1));
+    let pttl = int_of(field(2), "LOCK.INFO pttl");
+    let waiters = int_of(field(3), "LOCK.INFO waiters");
+    assert_eq!(bulk(field(4), "LOCK.INFO mode"), b"exclusive", "{fields:?}");
+    assert_eq!(field(5), &Value::Nil, "an exclusive lock has no limit: {fields:?}");
+    match field(6) {
+        Value::Array(holders) => {
+            assert_eq!(holders.len(), 1, "an exclusive lock has one holder: {fields:?}");
+            match &holders[0] {
+                Value::Array(h) if h.len() == 3 => {
+                    assert_eq!(bulk(&h[0], "holder owner"), owner, "{fields:?}");
+                    assert_eq!(token_of(&h[1]), token, "{fields:?}");
+                    assert_eq!(int_of(&h[2], "holder pttl"), pttl, "{fields:?}");
+                }
+                other => panic!("LOCK.INFO holder must be [owner, token, pttl], got {other:?}"),
+            }
+        }
+        other => panic!("LOCK.INFO holders must be an array, got {other:?}"),
     }
+    Some(AnyLockInfo { owner, token, pttl, waiters })
 }
 
 /// Like `parse_info_any`, for a module lock: the token must be an integer.
@@ -869,16 +856,13 @@ pub fn info_any(con: &mut Connection, key: &[u8]) -> Option<AnyLockInfo> {
     parse_info_any(ok_cmd(con, cmd("LOCK.INFO").arg(key)))
 }
 
-/// The `waiters` field of LOCK.INFO; panics when the key does not exist.
+/// The `waiters` field of LOCK.INFO, of any kind of lock; panics when the
+/// key does not exist.
 pub fn waiters(con: &mut Connection, key: &[u8]) -> i64 {
-    info_any(con, key)
-        .unwrap_or_else(|| {
-            panic!(
-                "LOCK.INFO {}: key does not exist (expected a held lock)",
-                String::from_utf8_lossy(key)
-            )
-        })
-        .waiters
+    let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key))).unwrap_or_else(|| {
+        panic!("LOCK.INFO {}: key does not exist (expected a held lock)", String::from_utf8_lossy(key))
+    });
+    int_of(&fields[3].1, "LOCK.INFO waiters")
 }
 
 /// Poll LOCK.INFO until `waiters` equals `n` (10 s deadline).
