@@ -281,3 +281,57 @@ fn a_grant_that_never_reached_the_replica_is_outnumbered_after_failover() {
     let next = acquire(&mut r, key.as_bytes(), b"next", 10_000).expect("granted on the promoted replica");
     assert!(next > lost, "promoted replica's token {next} must exceed the lost grant's {lost}");
 }
+
+/// A semaphore's key moved to another node by hand (MIGRATE, as a
+/// reshard does) arrives with every holder, token and limit: the new node
+/// refuses a permit beyond the limit, and its counter is past the moved
+/// tokens.
+#[test]
+fn a_semaphore_moved_by_hand_keeps_every_holder() {
+    let _serial = one_cluster_at_a_time();
+    let cluster = Cluster::start(3, 0);
+    let key = "reshard:sem";
+    let slot = key_slot(key.as_bytes());
+    let src = cluster.owner_of(0, slot);
+    let dst = cluster.other_master(src);
+    let (src_id, dst_id) = (node_id(&cluster.nodes[src]), node_id(&cluster.nodes[dst]));
+    let mut s = cluster.nodes[src].conn();
+    let mut d = cluster.nodes[dst].conn();
+    let permit = |c: &mut redis::Connection, owner: &str| -> Value {
+        ok_cmd(c, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(60_000).arg("SHARED").arg("LIMIT").arg(2))
+    };
+    let ta = int_of(&permit(&mut s, "a"), "a's permit");
+    let tb = int_of(&permit(&mut s, "b"), "b's permit");
+    setslot(&mut d, slot, "IMPORTING", &src_id);
+    setslot(&mut s, slot, "MIGRATING", &dst_id);
+    let migrated = ok_cmd(
+        &mut s,
+        cmd("MIGRATE").arg("127.0.0.1").arg(cluster.nodes[dst].port).arg("").arg(0).arg(5000).arg("KEYS").arg(key),
+    );
+    assert_eq!(migrated, Value::Okay);
+    for node in 0..cluster.nodes.len() {
+        setslot(&mut cluster.nodes[node].conn(), slot, "NODE", &dst_id);
+    }
+    assert_eq!(count_keys_in_slot(&mut s, slot), 0, "nothing left behind on the source");
+    let fields = info_fields(ok_cmd(&mut d, cmd("LOCK.INFO").arg(key))).expect("the semaphore moved with its slot");
+    assert_eq!(fields[4].1, Value::BulkString(b"shared".to_vec()));
+    assert_eq!(fields[5].1, Value::Int(2), "its limit moved along");
+    let holders: Vec<(Value, Value)> = match &fields[6].1 {
+        Value::Array(hs) => hs
+            .iter()
+            .map(|h| match h {
+                Value::Array(h) => (h[0].clone(), h[1].clone()),
+                other => panic!("holder {other:?}"),
+            })
+            .collect(),
+        other => panic!("holders {other:?}"),
+    };
+    assert_eq!(
+        holders,
+        vec![(Value::BulkString(b"a".to_vec()), Value::Int(ta)), (Value::BulkString(b"b".to_vec()), Value::Int(tb))]
+    );
+    assert_eq!(permit(&mut d, "c"), Value::Nil, "both permits are held on the new node");
+    assert_eq!(release(&mut d, key.as_bytes(), b"a"), 1);
+    let tc = int_of(&permit(&mut d, "c"), "c's permit after a's release");
+    assert!(tc > tb, "the new node's counter passed the moved tokens: {tc} <= {tb}");
+}
