@@ -224,7 +224,7 @@ pub fn queued_in(ctx: Ctx, key: &[u8]) -> Option<c_int> {
 /// at the old end.
 pub fn lease_changed(ctx: Ctx, key: &[u8], end: i64) {
     if let Some(db) = queued_in(ctx, key) {
-        arm_lease(db, key, (end != crate::lease::NO_END).then(|| end.saturating_add(1)));
+        arm_lease(db, key, (end != crate::lease::NO_END).then(|| end.saturating_add(LEASE_END_MARGIN_MS)));
     }
 }
 
@@ -339,6 +339,14 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     }
 }
 
+/// How long after a lease's end its waiters are served. Both clocks are
+/// read in whole milliseconds, so the wall clock may show the key's TTL
+/// reached but not passed one millisecond after the monotonic end; Redis
+/// expires a key only once its TTL has passed. Two milliseconds later the
+/// key is always expired when the handoff opens it, so the `expired` event
+/// comes before the grant, as for any other expiry.
+const LEASE_END_MARGIN_MS: i64 = 2;
+
 /// How often a waited-for plain-string lock (`SET key owner NX PX`) is
 /// looked at besides its deadline: Redis tells a module nothing when a
 /// string is deleted.
@@ -356,7 +364,7 @@ fn next_check(key: &Key) -> Option<i64> {
     let now = Now::read();
     if key.kind() != KeyKind::String {
         return match crate::commands::lease_left(key, now) {
-            Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(1)),
+            Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),
             Left::Forever => None,
             Left::Ended => Some(now.mono),
         };
@@ -581,7 +589,7 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
     let now = clock::mono_ms();
     let waited = with_registry(|r| {
         let queue = r.queue_mut(db, key).filter(|q| !q.waiters.is_empty())?;
-        let lease_over = queue.lease_due_ms.is_some_and(|due| due <= now.saturating_add(1));
+        let lease_over = queue.lease_due_ms.is_some_and(|due| due <= now.saturating_add(LEASE_END_MARGIN_MS));
         queue.freed_by = Some(if lease_over { Cause::Expiry } else { Cause::Delete });
         Some(())
     })
