@@ -58,11 +58,13 @@ test-all: build
 	@scripts/install-servers.sh $(ALL_SERVERS)
 	@scripts/test.sh $(ALL_SERVERS)
 
-# Throughput against SET NX PX and the Lua scripts (redis-benchmark), then
+# Throughput against SET NX PX and the Lua scripts (redis-benchmark), shared
+# holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
 # contended waiting against the polling loop (benches/contended.rs), then
 # ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh).
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 

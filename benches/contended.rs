@@ -3,7 +3,8 @@
 //!
 //!     cargo bench --bench contended
 //!
-//! Variants (each with N = 16 and N = 64 client threads, one connection each):
+//! Variants (each with N = 16 and N = 64 client threads, one connection each;
+//! the semaphore pair with 16 clients and 4 permits):
 //! - `module`:  `LOCK.ACQUIRE key owner-i 10000 WAIT 2000` (the client blocks on
 //!   the server until granted; FIFO handoff on release), hold ~1 ms,
 //!   `LOCK.RELEASE key owner-i` (must answer 1). A nil reply is a WAIT timeout:
@@ -11,6 +12,10 @@
 //! - `polling`: the usual way without the module: `SET key owner-i NX PX 10000`,
 //!   on nil sleep 10 ms and retry; hold ~1 ms; release with `EVALSHA` of the
 //!   compare-and-delete script (must answer 1).
+//! - `sem-mod`: `LOCK.ACQUIRE key owner-i 10000 SHARED LIMIT 4 WAIT 2000`, hold,
+//!   `LOCK.RELEASE`; `sem-lua`: the common Lua sorted-set semaphore (drop
+//!   expired holders, add if fewer than 4), polled every 10 ms, released
+//!   with ZREM. At most 4 clients may believe they hold a permit at once.
 //!
 //! Each wait (ACQUIRE sent -> grant received) goes into an HdrHistogram in
 //! microseconds. Mutual exclusion is checked with an AtomicBool held during
@@ -286,6 +291,10 @@ fn bench_seconds() -> Res<f64> {
 enum Variant {
     Module,
     Polling,
+    /// A semaphore of `SEM_LIMIT`: LOCK.ACQUIRE ... SHARED LIMIT ... WAIT.
+    SemModule,
+    /// The same with the Lua sorted-set semaphore, polled.
+    SemLua,
 }
 
 impl Variant {
@@ -293,16 +302,47 @@ impl Variant {
         match self {
             Variant::Module => "module",
             Variant::Polling => "polling",
+            Variant::SemModule => "sem-mod",
+            Variant::SemLua => "sem-lua",
         }
     }
+
+    fn semaphore(self) -> bool {
+        matches!(self, Variant::SemModule | Variant::SemLua)
+    }
+
+    fn waits_on_server(self) -> bool {
+        matches!(self, Variant::Module | Variant::SemModule)
+    }
+}
+
+/// Permits of the contended semaphore, and its clients.
+const SEM_LIMIT: usize = 4;
+const SEM_CLIENTS: usize = 16;
+
+/// The common Lua semaphore: holders in a sorted set scored by expiry.
+const SEM_ACQUIRE_SCRIPT: &str = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) \
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) \
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then \
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[3]) return 1 end return 0";
+const SEM_RELEASE_SCRIPT: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+
+/// SHA1s of the loaded scripts.
+#[derive(Clone)]
+struct Scripts {
+    release: String,
+    sem_acquire: String,
+    sem_release: String,
 }
 
 /// Shared by the clients of one run.
 struct RunCtx {
     variant: Variant,
     key: String,
-    sha: String,
+    sha: Scripts,
     deadline: Instant,
+    /// Clients that believe they hold a permit (semaphore variants).
+    holders: AtomicUsize,
     /// Set by a client that hit an error: everybody stops.
     stop: AtomicBool,
     /// Set while some client believes it holds the lock.
@@ -411,6 +451,9 @@ fn hold_and_release(
     st: &mut Stats,
 ) -> Res<()> {
     let (id, owner) = (me.id, me.owner.as_str());
+    if ctx.variant.semaphore() {
+        return hold_permit_and_release(ctx, con, me, t0, granted, st);
+    }
     if ctx.held.swap(true, Ordering::SeqCst) {
         return Err(format!(
             "MUTUAL EXCLUSION VIOLATED: {owner} was granted the lock while another client held it"
@@ -437,10 +480,10 @@ fn hold_and_release(
                 .arg(owner)
                 .query::<Value>(con),
         ),
-        Variant::Polling => (
+        Variant::Polling | Variant::SemModule | Variant::SemLua => (
             "EVALSHA compare-and-delete",
             redis::cmd("EVALSHA")
-                .arg(&ctx.sha)
+                .arg(&ctx.sha.release)
                 .arg(1)
                 .arg(&ctx.key)
                 .arg(owner)
@@ -472,6 +515,39 @@ fn hold_and_release(
     Ok(())
 }
 
+/// The semaphore's critical section: never more than `SEM_LIMIT` holders.
+fn hold_permit_and_release(ctx: &RunCtx, con: &mut Connection, me: &Client, t0: Instant, granted: Instant, st: &mut Stats) -> Res<()> {
+    let owner = me.owner.as_str();
+    let holding = ctx.holders.fetch_add(1, Ordering::SeqCst) + 1;
+    if holding > SEM_LIMIT {
+        return Err(format!("SEMAPHORE VIOLATED: {owner} was granted a permit while {} others held one", holding - 1));
+    }
+    let repeat = ctx.last_owner.swap(me.id, Ordering::SeqCst) == me.id;
+    thread::sleep(HOLD);
+    ctx.holders.fetch_sub(1, Ordering::SeqCst);
+    let reply = match ctx.variant {
+        Variant::SemModule => redis::cmd("LOCK.RELEASE").arg(&ctx.key).arg(owner).query::<Value>(con),
+        _ => redis::cmd("EVALSHA").arg(&ctx.sha.sem_release).arg(1).arg(&ctx.key).arg(owner).query::<Value>(con),
+    };
+    match reply {
+        Ok(Value::Int(1)) => {}
+        Ok(v) => return Err(format!("the permit's release answered {}, expected 1", describe(&v))),
+        Err(e) => return Err(format!("the permit's release failed: {e}")),
+    }
+    let released = Instant::now();
+    st.hold_ns += released.duration_since(granted).as_nanos();
+    st.holds += 1;
+    if granted <= ctx.deadline {
+        st.grants += 1;
+        st.repeats += u64::from(repeat);
+        st.waits.saturating_record(granted.duration_since(t0).as_micros() as u64);
+    } else {
+        st.late_grants += 1;
+        st.cut(t0, ctx.deadline);
+    }
+    Ok(())
+}
+
 fn client_module(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) -> Res<()> {
     let me = Client {
         id,
@@ -480,13 +556,12 @@ fn client_module(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) 
     let owner = &me.owner;
     while !ctx.over() {
         let t0 = Instant::now();
-        let reply = redis::cmd("LOCK.ACQUIRE")
-            .arg(&ctx.key)
-            .arg(owner)
-            .arg(LEASE_MS)
-            .arg("WAIT")
-            .arg(WAIT_TIMEOUT_MS)
-            .query::<Value>(con);
+        let mut acquire = redis::cmd("LOCK.ACQUIRE");
+        acquire.arg(&ctx.key).arg(owner).arg(LEASE_MS);
+        if ctx.variant == Variant::SemModule {
+            acquire.arg("SHARED").arg("LIMIT").arg(SEM_LIMIT);
+        }
+        let reply = acquire.arg("WAIT").arg(WAIT_TIMEOUT_MS).query::<Value>(con);
         let granted = Instant::now();
         let token = match reply {
             Ok(Value::Int(t)) => t,
@@ -524,16 +599,21 @@ fn client_polling(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats)
                 st.cut(t0, ctx.deadline);
                 break 'outer;
             }
-            let reply = redis::cmd("SET")
-                .arg(&ctx.key)
-                .arg(owner)
-                .arg("NX")
-                .arg("PX")
-                .arg(LEASE_MS)
-                .query::<Value>(con);
+            let reply = if ctx.variant == Variant::SemLua {
+                redis::cmd("EVALSHA")
+                    .arg(&ctx.sha.sem_acquire)
+                    .arg(1)
+                    .arg(&ctx.key)
+                    .arg(owner)
+                    .arg(SEM_LIMIT)
+                    .arg(LEASE_MS)
+                    .query::<Value>(con)
+            } else {
+                redis::cmd("SET").arg(&ctx.key).arg(owner).arg("NX").arg("PX").arg(LEASE_MS).query::<Value>(con)
+            };
             match reply {
-                Ok(Value::Okay) => break Instant::now(),
-                Ok(Value::Nil) => thread::sleep(POLL_INTERVAL),
+                Ok(Value::Okay) | Ok(Value::Int(1)) => break Instant::now(),
+                Ok(Value::Nil) | Ok(Value::Int(0)) => thread::sleep(POLL_INTERVAL),
                 Ok(v) => {
                     return Err(format!(
                         "SET NX PX answered {}, expected OK or nil",
@@ -558,7 +638,7 @@ struct RunResult {
     skipped: Option<String>,
 }
 
-fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &str) -> RunResult {
+fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scripts) -> RunResult {
     let key = format!("bench:contended:{}:{n}", variant.name());
     let mut result = RunResult {
         variant,
@@ -582,8 +662,9 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &str)
     let ctx = RunCtx {
         variant,
         key: key.clone(),
-        sha: sha.to_string(),
+        sha: sha.clone(),
         deadline: start + Duration::from_secs_f64(seconds),
+        holders: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         held: AtomicBool::new(false),
         last_token: AtomicI64::new(i64::MIN),
@@ -599,8 +680,8 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &str)
                 s.spawn(move || {
                     let mut st = Stats::new();
                     let r = match ctx.variant {
-                        Variant::Module => client_module(ctx, &mut con, id, &mut st),
-                        Variant::Polling => client_polling(ctx, &mut con, id, &mut st),
+                        Variant::Module | Variant::SemModule => client_module(ctx, &mut con, id, &mut st),
+                        Variant::Polling | Variant::SemLua => client_polling(ctx, &mut con, id, &mut st),
                     };
                     if let Err(e) = r {
                         ctx.fail(id, e);
@@ -749,13 +830,20 @@ fn module_check(server: &Server) -> Res<()> {
     }
 }
 
-fn load_script(server: &Server) -> Res<String> {
+fn load_script(server: &Server) -> Res<Scripts> {
     let mut con = server.connect()?;
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(RELEASE_SCRIPT)
-        .query::<String>(&mut con)
-        .map_err(|e| format!("SCRIPT LOAD of the compare-and-delete script failed: {e}"))
+    let mut load = |script: &str, what: &str| {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script)
+            .query::<String>(&mut con)
+            .map_err(|e| format!("SCRIPT LOAD of the {what} script failed: {e}"))
+    };
+    Ok(Scripts {
+        release: load(RELEASE_SCRIPT, "compare-and-delete")?,
+        sem_acquire: load(SEM_ACQUIRE_SCRIPT, "semaphore acquire")?,
+        sem_release: load(SEM_RELEASE_SCRIPT, "semaphore release")?,
+    })
 }
 
 // ---------------------------------------------------------------- report
@@ -784,6 +872,15 @@ fn report(results: &[RunResult]) -> String {
     let _ = writeln!(
         out,
         "  polling: SET key owner NX PX {LEASE_MS} (retry after {} ms), hold, EVALSHA compare-and-delete",
+        POLL_INTERVAL.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "  sem-mod: LOCK.ACQUIRE key owner {LEASE_MS} SHARED LIMIT {SEM_LIMIT} WAIT {WAIT_TIMEOUT_MS}, hold, LOCK.RELEASE ({SEM_CLIENTS} clients)"
+    );
+    let _ = writeln!(
+        out,
+        "  sem-lua: EVALSHA sorted-set acquire (limit {SEM_LIMIT}, retry after {} ms), hold, EVALSHA ZREM ({SEM_CLIENTS} clients)",
         POLL_INTERVAL.as_millis()
     );
     let _ = writeln!(out);
@@ -845,7 +942,7 @@ fn report(results: &[RunResult]) -> String {
             p50,
             p99,
             max,
-            if r.variant == Variant::Module {
+            if r.variant.waits_on_server() {
                 s.timeouts.to_string()
             } else {
                 "-".into()
@@ -897,6 +994,15 @@ fn report(results: &[RunResult]) -> String {
             _ => ("n/a".into(), "n/a".into()),
         };
         let _ = writeln!(out, "       {n:>2}  {g:>23}  {p:>23}");
+    }
+    let get = |v: Variant| rows.iter().find(|(rv, _, _)| *rv == v).and_then(|(_, _, row)| row.as_ref());
+    if let (Some(m), Some(l)) = (get(Variant::SemModule), get(Variant::SemLua)) {
+        let _ = writeln!(
+            out,
+            "semaphore (limit {SEM_LIMIT}, N={SEM_CLIENTS}): grants/s sem-mod/sem-lua {:.2}x, p99 wait sem-mod/sem-lua {:.2} (target <= 0.3)",
+            m.grants_per_s / l.grants_per_s.max(f64::MIN_POSITIVE),
+            m.p99_us as f64 / l.p99_us.max(1) as f64
+        );
     }
     // Waits the table does not contain.
     let mut cut = String::new();
@@ -989,6 +1095,15 @@ fn run() -> Res<bool> {
             );
             results.push(run_one(&server, variant, n, seconds, &sha));
         }
+    }
+    // A semaphore of SEM_LIMIT under SEM_CLIENTS clients: the module's
+    // fair wait against the Lua semaphore polled.
+    for variant in [Variant::SemModule, Variant::SemLua] {
+        if variant == Variant::SemModule && module_ok.is_err() {
+            continue;
+        }
+        eprintln!("contended: {:<7} N={SEM_CLIENTS:<3} running for {seconds:.1} s ...", variant.name());
+        results.push(run_one(&server, variant, SEM_CLIENTS, seconds, &sha));
     }
 
     print!("{}", report(&results));
