@@ -35,6 +35,9 @@ pub struct Lock {
     pub fenced: usize,
     /// The place in line this lock was taken with (see `lock_until`).
     pub ticket: Option<Ticket>,
+    /// A shared hold (`LOCK.ACQUIRE ... SHARED`) of a read-write lock:
+    /// other shared holders may hold it too, an exclusive one may not.
+    pub shared: bool,
     /// Holds of this acquisition, shared by its copies: 1 at the grant,
     /// one more per `reenter`, one less per release; the servers release
     /// the lock when it reaches 0.
@@ -189,7 +192,31 @@ impl Redlock {
 
     /// One attempt, no retry.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.attempt(resource, ttl).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+        self.attempt(resource, ttl, false).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+    }
+
+    /// One attempt at a shared hold of `resource`, a read-write lock: any
+    /// number of shared holders at once, never beside an exclusive one.
+    /// Safe by majority like the mutex, since a writer's majority and every
+    /// reader's share an instance, which grants only one of the two kinds.
+    pub async fn try_lock_shared(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.attempt(resource, ttl, true).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+    }
+
+    /// A shared hold of `resource`, retried after the configured random
+    /// delays until granted, the retries are used up or `deadline` passes.
+    /// Shared requests do not take a place in the resource's line: the line
+    /// is one exclusive place, and readers passing through it one at a time
+    /// would wait for each other; they poll instead. The servers still
+    /// refuse a reader that would pass a writer queued there.
+    pub async fn lock_shared_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
+        self.acquire_until(resource, ttl, deadline, true, |_| {}).await
+    }
+
+    /// `guard` for a shared hold.
+    pub async fn guard_shared(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
+        let lock = self.lock_shared_until(resource, ttl, deadline).await?;
+        Ok(self.keep(lock))
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -225,13 +252,27 @@ impl Redlock {
         resource: &str,
         ttl: Duration,
         deadline: Option<Instant>,
+        observe: F,
+    ) -> Result<Lock, Error>
+    where
+        F: FnMut(&Retry<'_>) + Send,
+    {
+        self.acquire_until(resource, ttl, deadline, false, observe).await
+    }
+
+    async fn acquire_until<F>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        shared: bool,
         mut observe: F,
     ) -> Result<Lock, Error>
     where
         F: FnMut(&Retry<'_>) + Send,
     {
         let ticket = match deadline {
-            Some(d) if self.inner.settings.mode == Mode::Module => self.join_line(resource, ttl, d).await,
+            Some(d) if self.inner.settings.mode == Mode::Module && !shared => self.join_line(resource, ttl, d).await,
             _ => None,
         };
         let hi = self.inner.settings.retry_delay.1;
@@ -239,7 +280,7 @@ impl Redlock {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let outcomes = match self.attempt(resource, ttl).await {
+            let outcomes = match self.attempt(resource, ttl, shared).await {
                 Ok(mut lock) => {
                     lock.ticket = ticket;
                     return Ok(lock);
@@ -304,7 +345,7 @@ impl Redlock {
         let index = line_instance(resource, &self.inner.line_order);
         let instance = self.inner.instances.get(index)?;
         let ticket = Ticket { instance: index, key: format!("redlock:line:{resource}"), owner: new_owner() };
-        match instance.acquire(&ticket.key, &ticket.owner, ttl, None).await.outcome {
+        match instance.acquire(&ticket.key, &ticket.owner, ttl, None, false).await.outcome {
             Outcome::Granted { .. } => return Some(ticket),
             Outcome::Refused => {}
             _ => return None,
@@ -342,11 +383,11 @@ impl Redlock {
     /// left behind). Only grants count: an instance that failed in any way
     /// (unreachable, timed out, in quarantine, without the module, ...)
     /// is one that did not grant.
-    async fn attempt(&self, resource: &str, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
+    async fn attempt(&self, resource: &str, ttl: Duration, shared: bool) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
         let instances = &self.inner.instances;
-        let mut outcomes = join_all(instances.iter().map(|i| i.acquire(resource, &owner, ttl, None))).await;
+        let mut outcomes = join_all(instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared))).await;
         let granted: Vec<(usize, Option<i64>)> = outcomes
             .iter()
             .enumerate()
@@ -361,7 +402,7 @@ impl Redlock {
         }
         let (token, fenced) = match self.inner.settings.mode {
             Mode::Script => (None, 0),
-            Mode::Module => match self.reconcile(resource, &owner, ttl, &granted, &mut outcomes).await {
+            Mode::Module => match self.reconcile(resource, &owner, ttl, shared, &granted, &mut outcomes).await {
                 Some((token, fenced)) => (Some(token), fenced),
                 None => {
                     self.release_everywhere(resource, &owner).await;
@@ -384,6 +425,7 @@ impl Redlock {
             instances: outcomes,
             fenced,
             ticket: None,
+            shared,
             holds: Arc::new(AtomicUsize::new(1)),
         })
     }
@@ -403,6 +445,7 @@ impl Redlock {
         resource: &str,
         owner: &str,
         ttl: Duration,
+        shared: bool,
         granted: &[(usize, Option<i64>)],
         outcomes: &mut [InstanceOutcome],
     ) -> Option<(i64, usize)> {
@@ -415,7 +458,9 @@ impl Redlock {
             let behind: Vec<usize> = plan.behind.iter().filter_map(|&g| candidates.get(g).map(|&(i, _)| i)).collect();
             let raised = join_all(behind.iter().filter_map(|&i| {
                 let instance = self.inner.instances.get(i)?;
-                Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token)).await) })
+                // The write-back is a re-grant in the same mode: a shared
+                // holder asking without SHARED would be asking to upgrade.
+                Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token), shared).await) })
             }))
             .await;
             let mut too_far_ahead = false;
@@ -550,6 +595,7 @@ impl Redlock {
             instances: Vec::new(),
             fenced: 0,
             ticket: None,
+            shared: false,
             holds: Arc::new(AtomicUsize::new(1)),
         };
         self.extend(&lock, ttl).await

@@ -377,14 +377,18 @@ impl Instance {
         InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed() }
     }
 
-    /// `LOCK.ACQUIRE key owner ttl [FENCE min]`, or `SET key owner NX PX ttl`.
-    pub async fn acquire(&self, key: &str, owner: &str, ttl: Duration, fence: Option<i64>) -> InstanceOutcome {
+    /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min]`, or `SET key owner
+    /// NX PX ttl` (which has no shared hold: script mode refuses one).
+    pub async fn acquire(&self, key: &str, owner: &str, ttl: Duration, fence: Option<i64>, shared: bool) -> InstanceOutcome {
         let started = Instant::now();
         let ttl_ms = millis(ttl);
         let outcome = match self.mode {
             Mode::Module => {
                 let mut cmd = redis::cmd("LOCK.ACQUIRE");
                 cmd.arg(key).arg(owner).arg(ttl_ms);
+                if shared {
+                    cmd.arg("SHARED");
+                }
                 if let Some(min) = fence {
                     cmd.arg("FENCE").arg(min);
                 }
@@ -394,6 +398,7 @@ impl Instance {
                     Err(e) => e,
                 }
             }
+            Mode::Script if shared => Outcome::Failed("shared locks need the redislock module (script mode has none)".into()),
             Mode::Script => {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
@@ -580,8 +585,25 @@ fn set_field(status: &mut InstanceStatus, key: Value, value: Value) {
         "token" => status.token = i64::from_redis_value(value).ok(),
         "pttl" => status.pttl = i64::from_redis_value(value).ok(),
         "waiters" => status.waiters = i64::from_redis_value(value).ok(),
+        // A lock held shared has no single owner (LOCK.INFO's owner is nil):
+        // its holders stand in for it, so `status` does not call it free.
+        "holders" if status.owner.is_none() => status.owner = shared_holders(value),
         _ => {}
     }
+}
+
+/// `shared(N): owner,owner,...` from LOCK.INFO's holders, `None` when
+/// there are none.
+fn shared_holders(value: Value) -> Option<String> {
+    let Value::Array(holders) = value else { return None };
+    let owners: Vec<String> = holders
+        .into_iter()
+        .filter_map(|h| match h {
+            Value::Array(fields) => fields.into_iter().next().and_then(|o| String::from_redis_value(o).ok()),
+            _ => None,
+        })
+        .collect();
+    (!owners.is_empty()).then(|| format!("shared({}): {}", owners.len(), owners.join(",")))
 }
 
 fn one_or_zero(reply: Result<i64, CallError>) -> Outcome {

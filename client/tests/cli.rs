@@ -231,3 +231,33 @@ async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
     let bad = run(&c, &["acquire", "pool", "--ttl", "1s", "--limit", "0"], "--limit 0").await;
     assert_eq!(bad.code, Some(2), "stderr: {}", bad.stderr);
 }
+
+/// `acquire --shared` twice: two holders, which `status` lists; an
+/// exclusive `acquire` is refused beside them (exit 3); `run --shared`
+/// runs beside them with its own token; `--shared --limit` is a usage
+/// error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_and_run_shared_hold_a_read_write_lock_together() {
+    let c = Cluster::start(5);
+    let read = || run(&c, &["acquire", "schema", "--ttl", "30s", "--shared"], "acquire --shared");
+    let (r1, r2) = (read().await, read().await);
+    assert_eq!((r1.code, r2.code), (Some(0), Some(0)), "stderr: {} {}", r1.stderr, r2.stderr);
+    let (o1, o2) = (field(&r1.stdout, "owner"), field(&r2.stdout, "owner"));
+    assert_ne!(field(&r1.stdout, "token"), field(&r2.stdout, "token"), "two readers, one token");
+    let status = run(&c, &["status", "schema"], "status").await;
+    assert_eq!(status.code, Some(0), "stderr: {}", status.stderr);
+    assert!(status.stdout.contains("shared(2)") && status.stdout.contains(o1) && status.stdout.contains(o2), "status: {}", status.stdout);
+    let writer = run(&c, &["acquire", "schema", "--ttl", "30s"], "exclusive acquire beside readers").await;
+    assert_eq!(writer.code, Some(3), "a writer beside two readers: stdout {} stderr {}", writer.stdout, writer.stderr);
+    let ran = run(&c, &["run", "schema", "--shared", "--", "sh", "-c", "echo $REDLOCK_TOKEN"], "run --shared").await;
+    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    assert!(ran.stdout.trim().parse::<i64>().is_ok_and(|t| t > 0), "REDLOCK_TOKEN {:?}", ran.stdout);
+    for o in [o1, o2] {
+        let released = run(&c, &["release", "schema", o], "release a reader").await;
+        assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
+    }
+    let writer = run(&c, &["acquire", "schema", "--ttl", "30s"], "exclusive acquire after the readers").await;
+    assert_eq!(writer.code, Some(0), "stderr: {}", writer.stderr);
+    let bad = run(&c, &["acquire", "x", "--ttl", "1s", "--shared", "--limit", "2"], "--shared --limit").await;
+    assert_eq!(bad.code, Some(2), "stderr: {}", bad.stderr);
+}

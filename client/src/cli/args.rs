@@ -147,6 +147,10 @@ pub struct AcquireArgs {
     /// name (RESOURCE:permit:I) is printed, for release and extend.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
+    /// Take a shared hold of a read-write lock: beside other shared holders,
+    /// never beside an exclusive one (release and extend need no flag).
+    #[arg(long, conflicts_with = "limit")]
+    pub shared: bool,
 }
 
 #[derive(Args, Debug)]
@@ -206,6 +210,10 @@ pub struct RunArgs {
     /// (REDLOCK_PERMIT names the permit).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
+    /// Run holding a shared hold of a read-write lock (REDLOCK_TOKEN is this
+    /// holder's token).
+    #[arg(long, conflicts_with = "limit")]
+    pub shared: bool,
     /// The command and its arguments (after `--`, or after RESOURCE and the options).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]

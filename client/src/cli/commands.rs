@@ -39,6 +39,7 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
     let taken = match args.limit {
         Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
+        None if args.shared => rl.lock_shared_until(&args.resource, args.ttl, deadline).await,
         None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
     };
     waiting.finish();

@@ -37,6 +37,7 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         taken = async {
             match args.limit {
                 Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
+                None if args.shared => rl.lock_shared_until(&args.resource, args.ttl, deadline).await,
                 None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
             }
         } => taken,
