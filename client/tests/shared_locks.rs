@@ -57,6 +57,25 @@ async fn a_shared_guard_outlives_its_ttl_and_keeps_the_writer_out() {
     rl.try_lock("report", MS(600)).await.expect("the writer after the guard's release");
 }
 
+/// A shared hold re-entered twice is released on the servers only with
+/// its last release; until then a writer stays out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentered_shared_hold_ends_with_its_last_release() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let c = Cluster::start(5);
+    let rl = c.redlock(settings());
+    let ttl = Duration::from_secs(30);
+    let outer = rl.try_lock_shared("cache", ttl).await.expect("reader");
+    let inner = outer.reenter().expect("re-entered");
+    assert!(inner.shared && inner.token == outer.token, "the same hold, re-entered");
+    let first = rl.release(&inner).await.expect("inner release");
+    assert_eq!(first.remaining_holds, 1, "one hold left after the inner release");
+    assert!(matches!(rl.try_lock("cache", ttl).await, Err(Error::NotAcquired { .. })), "a writer while the outer hold remains");
+    let last = rl.release(&outer).await.expect("outer release");
+    assert_eq!(last.remaining_holds, 0);
+    rl.try_lock("cache", ttl).await.expect("the writer after the last release");
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Hold {
     shared: bool,
