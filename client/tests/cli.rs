@@ -230,6 +230,18 @@ async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
     assert_eq!(c.infos("pool:permit:2").await, vec![None; 5], "released when the command exited");
     let bad = run(&c, &["acquire", "pool", "--ttl", "1s", "--limit", "0"], "--limit 0").await;
     assert_eq!(bad.code, Some(2), "stderr: {}", bad.stderr);
+    // status --limit: one line per permit; permits 0 and 1 are held (by
+    // `second` and `again`), permit 2 was released when `run` exited.
+    let status = run(&c, &["status", "pool", "--limit", "3"], "status --limit 3").await;
+    assert_eq!(status.code, Some(0), "stderr: {}", status.stderr);
+    let lines: Vec<&str> = status.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per permit: {}", status.stdout);
+    for (i, line) in lines.iter().enumerate() {
+        assert!(line.contains(&format!("pool:permit:{i}")), "line {i}: {line}");
+    }
+    let holders = [field(&second.stdout, "owner"), field(&again.stdout, "owner")];
+    assert!(lines[..2].iter().all(|l| holders.iter().any(|h| l.contains(h))), "permits 0 and 1 name their holders: {}", status.stdout);
+    assert!(!holders.iter().any(|h| lines[2].contains(h)), "permit 2 is free: {}", lines[2]);
 }
 
 /// `acquire --shared` twice: two holders, which `status` lists; an

@@ -107,7 +107,7 @@ async fn mixed_history(faults: bool) {
             let mut n = 0u64;
             while Instant::now() < end {
                 n += 1;
-                let shared = (n + task as u64) % 4 != 0;
+                let shared = !(n + task as u64).is_multiple_of(4);
                 let deadline = Some(Instant::now() + MS(300));
                 let got = if shared {
                     rl.lock_shared_until("rw", Duration::from_secs(2), deadline).await

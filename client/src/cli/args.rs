@@ -182,6 +182,10 @@ pub struct StatusArgs {
     /// server's summary: reachable, quarantine, locks held, waiters, highest token.
     #[arg(value_parser = non_empty("resource"))]
     pub resource: Option<String>,
+    /// RESOURCE is a semaphore of N permits (`acquire --limit N`): one line
+    /// per permit, who holds it on the quorum.
+    #[arg(long, value_name = "N", requires = "resource", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub limit: Option<u32>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

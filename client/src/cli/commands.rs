@@ -262,6 +262,9 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
     let Some(resource) = args.resource.as_deref() else {
         return summary_status(rl, json).await;
     };
+    if let Some(limit) = args.limit {
+        return permits_status(rl, resource, limit, json).await;
+    }
     let statuses = rl.status(resource).await;
     let quorum = rl.quorum();
     let verdict = verdict(&statuses, quorum);
@@ -310,6 +313,33 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
         })?;
     } else {
         output::stdout(&status_text(resource, &statuses, quorum))?;
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Serialize)]
+struct PermitJson {
+    permit: String,
+    state: &'static str,
+    summary: String,
+}
+
+/// `status RESOURCE --limit N`: each permit's verdict on the quorum, one
+/// line each (a JSON array with --json).
+async fn permits_status(rl: &Redlock, resource: &str, limit: u32, json: bool) -> Result<i32, Failure> {
+    let quorum = rl.quorum();
+    let mut permits = Vec::new();
+    for slot in 0..limit {
+        let permit = redlock::semaphore::permit_key(resource, slot);
+        let statuses = rl.status(&permit).await;
+        let verdict = verdict(&statuses, quorum);
+        permits.push(PermitJson { state: verdict.state(), summary: verdict.text(&permit, statuses.len(), quorum), permit });
+    }
+    if json {
+        output::json(&permits)?;
+    } else {
+        let text: String = permits.iter().map(|p| format!("{}\n", p.summary)).collect();
+        output::stdout(&text)?;
     }
     Ok(exit::OK)
 }
