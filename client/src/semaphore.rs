@@ -18,11 +18,14 @@
 
 use std::time::{Duration, Instant};
 
+use futures::future::join_all;
 use rand::Rng;
 
 use crate::error::Error;
+use crate::guard::LockGuard;
 use crate::quorum::NotGranted;
-use crate::redlock::{Lock, Redlock};
+use crate::redlock::{Lock, Redlock, Released};
+use crate::transport::Outcome;
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.
@@ -37,9 +40,7 @@ impl Redlock {
     /// One attempt at each of the `limit` permits of `resource`, from a
     /// random one on; the first one granted is returned.
     pub async fn try_permit(&self, resource: &str, limit: u32, ttl: Duration) -> Result<Lock, Error> {
-        if limit == 0 || limit > MAX_PERMITS {
-            return Err(Error::Config(format!("a semaphore's limit must be 1 to {MAX_PERMITS}, not {limit}")));
-        }
+        Self::check_limit(limit)?;
         let first = rand::rng().random_range(0..limit);
         let mut last = None;
         for i in 0..limit {
@@ -52,6 +53,13 @@ impl Redlock {
         }
         let (why, outcomes) = last.unwrap_or((NotGranted::Held, Vec::new()));
         Err(Error::NotAcquired { resource: resource.to_string(), attempts: limit, why, outcomes })
+    }
+
+    fn check_limit(limit: u32) -> Result<(), Error> {
+        if limit == 0 || limit > MAX_PERMITS {
+            return Err(Error::Config(format!("a semaphore's limit must be 1 to {MAX_PERMITS}, not {limit}")));
+        }
+        Ok(())
     }
 
     /// Takes a permit of `resource`, retrying after the configured random
@@ -81,6 +89,70 @@ impl Redlock {
                 return Err(err);
             }
             tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// A permit of `resource` (as `permit_until`) kept by a guard that
+    /// extends it and signals its loss, like `Redlock::guard`.
+    pub async fn guard_permit(
+        &self,
+        resource: &str,
+        limit: u32,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<LockGuard, Error> {
+        let permit = self.permit_until(resource, limit, ttl, deadline).await?;
+        Ok(self.keep(permit))
+    }
+
+    /// Releases whichever permit of `resource` `owner` holds, for a permit
+    /// taken elsewhere (`redlock acquire --limit N` printed its owner).
+    /// Owners are random per acquisition, so at most one permit is
+    /// `owner`'s; releasing on every permit at once costs one round trip,
+    /// and a permit `owner` does not hold is left as it is (the servers
+    /// check the owner). Returns the permit's key, if any server held it,
+    /// with every server's outcome there.
+    pub async fn release_permit(&self, resource: &str, limit: u32, owner: &str) -> Result<(Option<String>, Released), Error> {
+        Self::check_limit(limit)?;
+        let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
+        let all = join_all(keys.iter().map(|key| self.release_owner(key, owner))).await;
+        let mut last = None;
+        for (key, released) in keys.into_iter().zip(all) {
+            let released = released?;
+            if released.released > 0 {
+                return Ok((Some(key), released));
+            }
+            last = Some(released);
+        }
+        Ok((None, last.unwrap_or(Released { released: 0, remaining_holds: 0, instances: Vec::new() })))
+    }
+
+    /// Extends whichever permit of `resource` `owner` holds to `ttl` from
+    /// now on a quorum (see `release_permit`). When none is extended, the
+    /// error is that of the permit extended on the most servers.
+    pub async fn extend_permit(&self, resource: &str, limit: u32, owner: &str, ttl: Duration) -> Result<Lock, Error> {
+        Self::check_limit(limit)?;
+        let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
+        let all = join_all(keys.iter().map(|key| self.extend_owner(key, owner, ttl))).await;
+        let mut best: Option<(usize, Error)> = None;
+        for result in all {
+            let e = match result {
+                Ok(lock) => return Ok(lock),
+                Err(e) => e,
+            };
+            let done = match &e {
+                Error::QuorumLost { outcomes, .. } => outcomes.iter().filter(|o| o.outcome == Outcome::Done).count(),
+                _ => 0,
+            };
+            if best.as_ref().is_none_or(|(most, _)| done > *most) {
+                best = Some((done, e));
+            }
+        }
+        match best {
+            // Held nowhere: the error names the semaphore, not permit 0.
+            Some((0, Error::QuorumLost { outcomes, .. })) => Err(Error::QuorumLost { resource: resource.to_string(), outcomes }),
+            Some((_, e)) => Err(e),
+            None => Err(Error::Config("no permit to extend".to_string())),
         }
     }
 }

@@ -217,8 +217,24 @@ async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
     }
     let third = take().await;
     assert_eq!(third.code, Some(3), "a third permit of two: stderr {}", third.stderr);
-    let released = run(&c, &["release", permits[0], field(&first.stdout, "owner")], "release").await;
+    // extend and release by the semaphore's name find the owner's permit.
+    let first_owner = field(&first.stdout, "owner");
+    let extended = run(&c, &["extend", "pool", first_owner, "--ttl", "60s", "--limit", "2"], "extend --limit 2").await;
+    assert_eq!(extended.code, Some(0), "stderr: {}", extended.stderr);
+    assert_eq!(field(&extended.stdout, "permit"), permits[0], "extend names the owner's permit");
+    assert_eq!(field(&extended.stdout, "extended"), "5");
+    let pttls: Vec<i64> = c.infos(permits[0]).await.iter().map(|i| i.as_ref().map_or(-2, |i| i.pttl)).collect();
+    assert!(pttls.iter().all(|p| *p > 30_000), "permit {} extended to 60 s on every server: {pttls:?}", permits[0]);
+    let stranger = run(&c, &["extend", "pool", "not-an-owner", "--ttl", "60s", "--limit", "2"], "extend --limit, no such owner").await;
+    assert_eq!(stranger.code, Some(5), "an owner holding no permit is not extended: stderr {}", stranger.stderr);
+    assert!(stranger.stderr.contains("\"pool\""), "the error names the semaphore: {}", stranger.stderr);
+    let released = run(&c, &["release", "pool", first_owner, "--limit", "2"], "release --limit 2").await;
     assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
+    assert_eq!((field(&released.stdout, "permit"), field(&released.stdout, "released")), (permits[0], "5"));
+    assert_eq!(c.infos(permits[0]).await, vec![None; 5], "the owner's permit is free");
+    assert!(c.infos(permits[1]).await.iter().all(Option::is_some), "the other permit is still held");
+    let twice = run(&c, &["release", "pool", first_owner, "--limit", "2"], "release --limit 2 again").await;
+    assert_eq!(twice.code, Some(4), "a second release finds no permit: stdout {} stderr {}", twice.stdout, twice.stderr);
     let again = take().await;
     assert_eq!((again.code, field(&again.stdout, "resource")), (Some(0), permits[0]), "stderr: {}", again.stderr);
 
@@ -264,10 +280,15 @@ async fn acquire_and_run_shared_hold_a_read_write_lock_together() {
     let ran = run(&c, &["run", "schema", "--shared", "--", "sh", "-c", "echo $REDLOCK_TOKEN"], "run --shared").await;
     assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
     assert!(ran.stdout.trim().parse::<i64>().is_ok_and(|t| t > 0), "REDLOCK_TOKEN {:?}", ran.stdout);
-    for o in [o1, o2] {
-        let released = run(&c, &["release", "schema", o], "release a reader").await;
-        assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
-    }
+    // extend and release --shared act on the named reader alone.
+    let extended = run(&c, &["extend", "schema", o1, "--ttl", "60s", "--shared"], "extend --shared").await;
+    assert_eq!(extended.code, Some(0), "stderr: {}", extended.stderr);
+    let released = run(&c, &["release", "schema", o1, "--shared"], "release --shared").await;
+    assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
+    let status = run(&c, &["status", "schema"], "status after one reader left").await;
+    assert!(status.stdout.contains("shared(1)") && status.stdout.contains(o2) && !status.stdout.contains(o1), "status: {}", status.stdout);
+    let released = run(&c, &["release", "schema", o2], "release the other reader").await;
+    assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
     let writer = run(&c, &["acquire", "schema", "--ttl", "30s"], "exclusive acquire after the readers").await;
     assert_eq!(writer.code, Some(0), "stderr: {}", writer.stderr);
     let bad = run(&c, &["acquire", "x", "--ttl", "1s", "--shared", "--limit", "2"], "--shared --limit").await;

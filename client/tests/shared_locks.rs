@@ -76,43 +76,70 @@ async fn a_reentered_shared_hold_ends_with_its_last_release() {
     rl.try_lock("cache", ttl).await.expect("the writer after the last release");
 }
 
-#[derive(Clone, Copy, Debug)]
+/// What a history task asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Shared,
+    Exclusive,
+    /// A permit of the semaphore `SEMAPHORE` (limit `PERMITS`).
+    Permit,
+}
+
+#[derive(Clone, Debug)]
 struct Hold {
-    shared: bool,
+    kind: Kind,
+    /// The permit's key, for `Kind::Permit`.
+    permit: String,
     token: i64,
     granted: Instant,
+    /// The release started, or, for a holder that stopped without
+    /// releasing, the end of the validity it was granted.
     released: Instant,
 }
 
 /// One contention run at a time: each starts five servers.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// 12 tasks on three handles mix shared (3 in 4) and exclusive requests
-/// on one resource for 3 s; with `faults`, one instance is killed (-9)
-/// a second in and restarted a second later. No exclusive hold overlaps
-/// any other hold (each recorded from the grant's reply to the release's
-/// request, inside the real hold), writers' tokens rise in grant order and
-/// exceed every reader's before them, and readers do overlap.
+const SEMAPHORE: &str = "rw-pool";
+const PERMITS: u32 = 2;
+
+/// 16 clients on four handles, for 3 s: 12 mix shared (3 in 4) and
+/// exclusive requests on one read-write lock, 4 take permits of a
+/// semaphore of 2. With `faults`, every 12th holder stops without
+/// releasing (its lease has to run out; its hold counts until its validity
+/// ends), and one instance is killed (-9) a second in and restarted a
+/// second later. Checked on every hold, each recorded from the grant's
+/// reply to the release's request, inside the real hold: no exclusive
+/// hold overlaps any other hold on the lock, writers' tokens rise in grant
+/// order and exceed every reader's before them, no more than 2 permits are
+/// held at once and each permit's tokens rise; and readers do overlap.
 async fn mixed_history(faults: bool) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut c = Cluster::start(5);
-    let handles = [c.redlock(settings()), c.redlock(settings()), c.redlock(settings())];
+    let handles = [c.redlock(settings()), c.redlock(settings()), c.redlock(settings()), c.redlock(settings())];
     let holds: Arc<Mutex<Vec<Hold>>> = Arc::default();
+    let abandoned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let end = Instant::now() + Duration::from_secs(3);
     let mut tasks = Vec::new();
-    for task in 0..12usize {
-        let rl = handles[task % 3].clone();
-        let holds = holds.clone();
+    for task in 0..16usize {
+        let rl = handles[task % 4].clone();
+        let (holds, abandoned) = (holds.clone(), abandoned.clone());
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;
             while Instant::now() < end {
                 n += 1;
-                let shared = !(n + task as u64).is_multiple_of(4);
+                let kind = match task {
+                    12.. => Kind::Permit,
+                    _ if (n + task as u64).is_multiple_of(4) => Kind::Exclusive,
+                    _ => Kind::Shared,
+                };
+                // Short leases: an abandoned hold ends soon.
+                let ttl = MS(500);
                 let deadline = Some(Instant::now() + MS(300));
-                let got = if shared {
-                    rl.lock_shared_until("rw", Duration::from_secs(2), deadline).await
-                } else {
-                    rl.lock_until("rw", Duration::from_secs(2), deadline).await
+                let got = match kind {
+                    Kind::Shared => rl.lock_shared_until("rw", ttl, deadline).await,
+                    Kind::Exclusive => rl.lock_until("rw", ttl, deadline).await,
+                    Kind::Permit => rl.permit_until(SEMAPHORE, PERMITS, ttl, deadline).await,
                 };
                 let lock = match got {
                     Ok(lock) => lock,
@@ -120,10 +147,20 @@ async fn mixed_history(faults: bool) {
                     Err(e) => panic!("task {task}: {e}"),
                 };
                 let granted = Instant::now();
+                let token = lock.token.expect("module mode has tokens");
+                let permit = if kind == Kind::Permit { lock.resource.clone() } else { String::new() };
+                if faults && (n + task as u64).is_multiple_of(12) {
+                    // The holder dies: no release, and its place in line
+                    // is left too, as a crashed process would.
+                    abandoned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let released = lock.acquired_at + lock.validity;
+                    holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { kind, permit, token, granted, released });
+                    tokio::time::sleep_until(released.into()).await;
+                    continue;
+                }
                 tokio::time::sleep(MS(2 + (n % 4))).await;
                 let released = Instant::now();
-                let token = lock.token.expect("module mode has tokens");
-                holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { shared, token, granted, released });
+                holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { kind, permit, token, granted, released });
                 let _ = rl.release(&lock).await;
             }
         }));
@@ -138,20 +175,22 @@ async fn mixed_history(faults: bool) {
         t.await.expect("task");
     }
     let holds = holds.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let (shared, exclusive) = (holds.iter().filter(|h| h.shared).count(), holds.iter().filter(|h| !h.shared).count());
+    let overlap = |a: &Hold, b: &Hold| a.granted < b.released && b.granted < a.released;
+    let count = |k: Kind| holds.iter().filter(|h| h.kind == k).count();
+    let (shared, exclusive, permits) = (count(Kind::Shared), count(Kind::Exclusive), count(Kind::Permit));
+    let rw: Vec<&Hold> = holds.iter().filter(|h| h.kind != Kind::Permit).collect();
     let mut violations = Vec::new();
-    for (i, a) in holds.iter().enumerate() {
-        for b in &holds[i + 1..] {
-            let overlap = a.granted < b.released && b.granted < a.released;
-            if overlap && !(a.shared && b.shared) {
+    for (i, a) in rw.iter().enumerate() {
+        for b in &rw[i + 1..] {
+            if overlap(a, b) && !(a.kind == Kind::Shared && b.kind == Kind::Shared) {
                 violations.push(format!("{a:?} overlaps {b:?}"));
             }
         }
     }
     // A writer's token exceeds the token of every hold that ended before
     // it was granted, and every later hold's token exceeds it.
-    for w in holds.iter().filter(|h| !h.shared) {
-        for h in &holds {
+    for w in rw.iter().filter(|h| h.kind == Kind::Exclusive) {
+        for h in &rw {
             if h.released < w.granted && h.token >= w.token {
                 violations.push(format!("{h:?} ended before writer {w:?} with a token not below it"));
             }
@@ -160,17 +199,47 @@ async fn mixed_history(faults: bool) {
             }
         }
     }
-    let readers_overlapped = holds.iter().enumerate().any(|(i, a)| {
-        holds[i + 1..].iter().any(|b| a.shared && b.shared && a.granted < b.released && b.granted < a.released)
+    // The semaphore: never more than PERMITS holders (a sweep over grants
+    // and releases), each permit exclusive with rising tokens.
+    let sem: Vec<&Hold> = holds.iter().filter(|h| h.kind == Kind::Permit).collect();
+    let mut events: Vec<(Instant, i32)> = sem.iter().flat_map(|h| [(h.granted, 1), (h.released, -1)]).collect();
+    events.sort_by_key(|&(t, delta)| (t, delta));
+    let (mut now_held, mut most_permits) = (0, 0);
+    for (_, delta) in events {
+        now_held += delta;
+        most_permits = most_permits.max(now_held);
+    }
+    if most_permits > PERMITS as i32 {
+        violations.push(format!("{most_permits} permits held at once, limit {PERMITS}"));
+    }
+    for (i, a) in sem.iter().enumerate() {
+        for b in &sem[i + 1..] {
+            if a.permit == b.permit && overlap(a, b) {
+                violations.push(format!("permit {} held twice: {a:?} and {b:?}", a.permit));
+            }
+            let (first, then) = if a.granted <= b.granted { (a, b) } else { (b, a) };
+            if a.permit == b.permit && first.released <= then.granted && first.token >= then.token {
+                violations.push(format!("permit {}: token order broken: {first:?} then {then:?}", a.permit));
+            }
+        }
+    }
+    let readers_overlapped = rw.iter().enumerate().any(|(i, a)| {
+        rw[i + 1..].iter().any(|b| a.kind == Kind::Shared && b.kind == Kind::Shared && overlap(a, b))
     });
     eprintln!(
-        "shared-lock history (faults: {faults}): {} holds ({shared} shared, {exclusive} exclusive), {} violations",
+        "lock-family quorum history (faults: {faults}): 16 clients, {} holds ({shared} shared, {exclusive} exclusive, {permits} permits, \
+         {} abandoned), most permits at once {most_permits}, {} violations",
         holds.len(),
+        abandoned.load(std::sync::atomic::Ordering::Relaxed),
         violations.len()
     );
     assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
-    assert!(shared >= 20 && exclusive >= 5, "too few holds to mean anything: {shared} shared, {exclusive} exclusive");
+    assert!(shared >= 20 && exclusive >= 5 && permits >= 10, "too few holds to mean anything: {shared} shared, {exclusive} exclusive, {permits} permits");
     assert!(readers_overlapped, "no two readers ever held together: SHARED is not shared");
+    assert!(most_permits == PERMITS as i32, "the semaphore's permits were never all used at once: the test proved nothing");
+    if faults {
+        assert!(abandoned.load(std::sync::atomic::Ordering::Relaxed) > 0, "no holder was abandoned");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,7 +144,8 @@ pub struct AcquireArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
     /// Take one of N permits of a semaphore named RESOURCE; the permit's own
-    /// name (RESOURCE:permit:I) is printed, for release and extend.
+    /// name (RESOURCE:permit:I) is printed; release and extend take it, or
+    /// RESOURCE with --limit N.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// Take a shared hold of a read-write lock: beside other shared holders,
@@ -161,6 +162,14 @@ pub struct ReleaseArgs {
     /// The owner printed by acquire.
     #[arg(value_parser = non_empty("owner"))]
     pub owner: String,
+    /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
+    /// whichever permit OWNER holds.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+    /// OWNER's hold is shared (`acquire --shared`): only that holder is
+    /// affected, the other readers keep theirs (as without the flag).
+    #[arg(long, conflicts_with = "limit")]
+    pub shared: bool,
 }
 
 #[derive(Args, Debug)]
@@ -174,6 +183,14 @@ pub struct ExtendArgs {
     /// New lease length, from now.
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
+    /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
+    /// whichever permit OWNER holds.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+    /// OWNER's hold is shared (`acquire --shared`): only that holder is
+    /// affected, the other readers keep theirs (as without the flag).
+    #[arg(long, conflicts_with = "limit")]
+    pub shared: bool,
 }
 
 #[derive(Args, Debug)]

@@ -74,6 +74,9 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
 #[derive(Serialize)]
 struct ReleaseJson<'a> {
     resource: &'a str,
+    /// With --limit: the permit's key that OWNER held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permit: Option<&'a str>,
     released: usize,
     servers: usize,
     quorum: usize,
@@ -81,7 +84,13 @@ struct ReleaseJson<'a> {
 }
 
 pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32, Failure> {
-    let released = rl.release_owner(&args.resource, &args.owner).await.map_err(|e| explain::other(&e))?;
+    // A shared hold is released like any other: the servers release
+    // OWNER's hold alone, so `--shared` needs nothing more.
+    let (permit, released) = match args.limit {
+        Some(limit) => rl.release_permit(&args.resource, limit, &args.owner).await,
+        None => rl.release_owner(&args.resource, &args.owner).await.map(|r| (None, r)),
+    }
+    .map_err(|e| explain::other(&e))?;
     let (servers, quorum) = (rl.servers().len(), rl.quorum());
     if released.released < quorum {
         return Err(explain::not_released(&args.resource, &args.owner, released.released, &released.instances, quorum));
@@ -89,13 +98,19 @@ pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32
     if json {
         output::json(&ReleaseJson {
             resource: &args.resource,
+            permit: permit.as_deref(),
             released: released.released,
             servers,
             quorum,
             instances: outcomes_json(&released.instances, Op::Release),
         })?;
     } else {
-        output::stdout(&pairs(&[("released", released.released.to_string()), ("servers", servers.to_string())]))?;
+        let mut lines = Vec::new();
+        if let Some(p) = &permit {
+            lines.push(("permit", p.clone()));
+        }
+        lines.extend([("released", released.released.to_string()), ("servers", servers.to_string())]);
+        output::stdout(&pairs(&lines))?;
     }
     Ok(exit::OK)
 }
@@ -103,6 +118,9 @@ pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32
 #[derive(Serialize)]
 struct ExtendJson<'a> {
     resource: &'a str,
+    /// With --limit: the permit's key that OWNER holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permit: Option<&'a str>,
     owner: &'a str,
     validity_ms: u64,
     ttl_ms: u64,
@@ -111,15 +129,18 @@ struct ExtendJson<'a> {
 }
 
 pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, Failure> {
-    let lock = rl
-        .extend_owner(&args.resource, &args.owner, args.ttl)
-        .await
+    let extended = match args.limit {
+        Some(limit) => rl.extend_permit(&args.resource, limit, &args.owner, args.ttl).await,
+        None => rl.extend_owner(&args.resource, &args.owner, args.ttl).await,
+    };
+    let lock = extended
         .map_err(|e| explain::not_extended(&e, rl.quorum(), &args.owner))?;
     let extended = lock.instances.iter().filter(|o| o.outcome == redlock::Outcome::Done).count();
     let validity_ms = millis(lock.remaining());
     if json {
         output::json(&ExtendJson {
             resource: &args.resource,
+            permit: args.limit.map(|_| lock.resource.as_str()),
             owner: &args.owner,
             validity_ms,
             ttl_ms: millis(args.ttl),
@@ -127,12 +148,16 @@ pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, 
             instances: outcomes_json(&lock.instances, Op::Extend),
         })?;
     } else {
-        output::stdout(&pairs(&[
-            ("resource", args.resource.clone()),
+        let mut lines = vec![("resource", args.resource.clone())];
+        if args.limit.is_some() {
+            lines.push(("permit", lock.resource.clone()));
+        }
+        lines.extend([
             ("owner", args.owner.clone()),
             ("validity_ms", validity_ms.to_string()),
             ("extended", extended.to_string()),
-        ]))?;
+        ]);
+        output::stdout(&pairs(&lines))?;
     }
     Ok(exit::OK)
 }
