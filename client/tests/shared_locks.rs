@@ -87,6 +87,7 @@ enum Kind {
 
 #[derive(Clone, Debug)]
 struct Hold {
+    client: usize,
     kind: Kind,
     /// The permit's key, for `Kind::Permit`.
     permit: String,
@@ -112,7 +113,8 @@ const PERMITS: u32 = 2;
 /// reply to the release's request, inside the real hold: no exclusive
 /// hold overlaps any other hold on the lock, writers' tokens rise in grant
 /// order and exceed every reader's before them, no more than 2 permits are
-/// held at once and each permit's tokens rise; and readers do overlap.
+/// held at once and each permit's tokens rise, every client is granted;
+/// and readers do overlap.
 async fn mixed_history(faults: bool) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut c = Cluster::start(5);
@@ -154,13 +156,13 @@ async fn mixed_history(faults: bool) {
                     // is left too, as a crashed process would.
                     abandoned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let released = lock.acquired_at + lock.validity;
-                    holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { kind, permit, token, granted, released });
+                    holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { client: task, kind, permit, token, granted, released });
                     tokio::time::sleep_until(released.into()).await;
                     continue;
                 }
                 tokio::time::sleep(MS(2 + (n % 4))).await;
                 let released = Instant::now();
-                holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { kind, permit, token, granted, released });
+                holds.lock().unwrap_or_else(|p| p.into_inner()).push(Hold { client: task, kind, permit, token, granted, released });
                 let _ = rl.release(&lock).await;
             }
         }));
@@ -234,6 +236,8 @@ async fn mixed_history(faults: bool) {
         violations.len()
     );
     assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
+    let starved: Vec<usize> = (0..16).filter(|c| !holds.iter().any(|h| h.client == *c)).collect();
+    assert!(starved.is_empty(), "clients never granted anything in 3 s: {starved:?}");
     assert!(shared >= 20 && exclusive >= 5 && permits >= 10, "too few holds to mean anything: {shared} shared, {exclusive} exclusive, {permits} permits");
     assert!(readers_overlapped, "no two readers ever held together: SHARED is not shared");
     assert!(most_permits == PERMITS as i32, "the semaphore's permits were never all used at once: the test proved nothing");
