@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build run install uninstall test test-all bench redlock-up redlock-down clean
+.PHONY: all deps build wheel run install uninstall test test-all bench redlock-up redlock-down clean
 
 all: build
 
@@ -23,8 +23,14 @@ deps:
 	@scripts/install-deps.sh
 	@scripts/install-servers.sh $(TEST_SERVERS)
 
+# The Python binding (python/) is built by maturin, with its own profile:
+# `make wheel`, or `pip install ./python`.
 build: deps
-	cargo build --release --workspace
+	cargo build --release --workspace --exclude redislock-python
+
+# A wheel of the Python package in target/wheels (pip fetches maturin).
+wheel: build
+	python3 -m pip wheel --no-deps --wheel-dir target/wheels ./python
 
 $(MODULE): build
 
@@ -61,12 +67,14 @@ test-all: build
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), shared
 # holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
 # contended waiting against the polling loop (benches/contended.rs), then
-# ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh).
+# ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh), then
+# the Python package against Pottery's Redlock on five servers (benches/python.sh).
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
 # Redlock quorum client; state and logs under .run/<port>. Up returns when

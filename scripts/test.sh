@@ -8,6 +8,10 @@
 #   redis-7.0    module and client suites (cargo test) on Debian's redis-server
 #   <server>     the module's suite on each named server (.servers/<server>)
 #   quickstart   README's quick start, run as written (scripts/quickstart.py)
+#   python       the Python package (python/, PyO3) and its pytest suite
+#                (scripts/test-python.sh; its own virtualenv in target/)
+#   examples     examples/ (redis-py, redis-cli, ioredis) on one server
+#                (scripts/test-examples.sh; a missing toolchain is skipped)
 #
 # The test binaries build with the `tests` profile (release optimisation
 # without whole-program LTO); the servers load the release module that
@@ -46,11 +50,15 @@ run_suite() {
   started=$(date +%s)
   "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
-  # cargo's "test result: ok. 12 passed; 0 failed; ..." lines, and the
-  # quick start's own "quickstart: N passed, M failed".
-  passed=$(grep -Eo '(test result: [A-Za-z]+\. |quickstart: )[0-9]+ passed' "$log" | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
-  failed=$(grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, )[0-9]+ failed' "$log" \
-    | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
+  # cargo's "test result: ok. 12 passed; 0 failed; ..." lines, the quick
+  # start's and the examples' own "quickstart: N passed, M failed", and
+  # pytest's closing "1 failed, 69 passed in 11.3s" (with -q, no border).
+  local pytest_line
+  pytest_line=$(grep -E '^=* *[0-9]+ (passed|failed)[^;]* in [0-9.]+s' "$log" | tail -n 1)
+  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: )[0-9]+ passed' "$log"
+    grep -Eo '[0-9]+ passed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
+  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, )[0-9]+ failed' "$log"
+    grep -Eo '[0-9]+ failed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
   passed=${passed:-0} failed=${failed:-0}
   local verdict=ok
   if [ "$status" -ne 0 ]; then
@@ -75,6 +83,8 @@ for server in "$@"; do
   REDISLOCK_SERVER=$binary run_suite "$server" cargo test --profile tests -p redislock --no-fail-fast
 done
 run_suite quickstart python3 scripts/quickstart.py
+run_suite python scripts/test-python.sh
+run_suite examples scripts/test-examples.sh
 tests_secs=$(( $(date +%s) - tests_started ))
 
 echo

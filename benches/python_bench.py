@@ -1,0 +1,236 @@
+"""Lock/release cycles per second from Python: the redislock package (the
+Rust quorum client through PyO3) against Pottery's Redlock (pure Python,
+redis-py, SET NX PX and Lua), on the same five local servers.
+
+    python benches/python_bench.py [--seconds S] [--rounds N]
+
+Run it through benches/python.sh, which makes the virtualenv. It starts five
+redis-server processes with the redislock module (Pottery's commands work
+on any Redis, module or not) on free ports of 127.0.0.1 and stops them by
+PID at the end.
+
+Scenarios, each a fixed time per measurement:
+  1 thread      one thread acquiring and releasing its own key
+  32 threads    32 threads, each on a key of its own: client throughput
+  32 on 1 key   32 threads contending for one key: blocking acquisition
+
+redislock: one Redlock shared by all threads; try_lock + release for own
+keys, and `with rl.lock(key, ttl, wait=...)` (the resource's FIFO line, a
+guard) when contending. Pottery: one Redlock object per thread and key,
+acquire() + release(), its context manager when contending. The two take
+turns within every round (interleaved), and each figure is the median of
+the rounds.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import redis
+from pottery import Redlock as PotteryRedlock
+
+import redislock
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = os.environ.get("REDISLOCK_MODULE") or str(ROOT / "target" / "release" / "libredislock.so")
+SERVER = os.environ.get("REDISLOCK_SERVER") or "redis-server"
+TTL = 10.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(workdir):
+    """A server on a free port; (process, port). Ours only when INFO names our PID."""
+    for _ in range(20):
+        port = free_port()
+        d = tempfile.mkdtemp(dir=workdir)
+        proc = subprocess.Popen(
+            [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+             "--appendonly", "no", "--loadmodule", MODULE],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if client.info("server")["process_id"] == proc.pid:
+                    return proc, port
+                break
+            except redis.RedisError:
+                time.sleep(0.02)
+        proc.kill()
+        proc.wait()
+    raise RuntimeError(f"could not start {SERVER} with {MODULE}")
+
+
+def run_threads(n, cycle_factory, seconds):
+    """n threads run their cycle until time is up: (cycles per second,
+    attempts refused). A cycle returns False when its acquisition was
+    refused (then nothing was released), which does not count as a cycle."""
+    stop = threading.Event()
+    counts = [0] * n
+    refused = [0] * n
+    errors = []
+    ready = threading.Barrier(n + 1)
+
+    def worker(i):
+        cycle = cycle_factory(i)
+        ready.wait()
+        try:
+            while not stop.is_set():
+                if cycle() is False:
+                    refused[i] += 1
+                else:
+                    counts[i] += 1
+        except BaseException as e:
+            errors.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    started = time.monotonic()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    if errors:
+        raise errors[0]
+    return sum(counts) / elapsed, sum(refused)
+
+
+def ours(rl, prefix, contended):
+    def factory(i):
+        key = f"{prefix}:one" if contended else f"{prefix}:{i}"
+        if contended:
+            def cycle():
+                with rl.lock(key, ttl=TTL, wait=60.0):
+                    pass
+        else:
+            def cycle():
+                try:
+                    lock = rl.try_lock(key, ttl=TTL)
+                except redislock.NotAcquired:
+                    # Nobody else uses the key; see "refused" in the report.
+                    return False
+                lock.release()
+        return cycle
+    return factory
+
+
+def pottery(masters, prefix, contended):
+    def factory(i):
+        key = f"{prefix}:one" if contended else f"{prefix}:{i}"
+        lock = PotteryRedlock(key=key, masters=masters, auto_release_time=TTL)
+        if contended:
+            def cycle():
+                with lock:
+                    pass
+        else:
+            def cycle():
+                if not lock.acquire(blocking=False):
+                    return False
+                lock.release()
+        return cycle
+    return factory
+
+
+def rust_client(ports, seconds):
+    """The Rust client's own figures on the same servers (`redlock bench
+    --json`), by this file's scenario names; empty when it is not built."""
+    binary = Path(__file__).resolve().parent.parent / "target" / "release" / "redlock"
+    if not binary.is_file():
+        return {}
+    servers = ",".join(f"redis://127.0.0.1:{p}" for p in ports)
+    out = subprocess.run(
+        [str(binary), "bench", "--json", "--servers", servers, "--duration", f"{max(seconds, 1):g}s",
+         "--workers", "32", "--contenders", "32"],
+        capture_output=True, text=True, timeout=600,
+    )
+    if out.returncode != 0:
+        print(f"redlock bench failed ({out.returncode}): {out.stderr.strip()}", file=sys.stderr)
+        return {}
+    report = json.loads(out.stdout)
+    figures = {}
+    for phase in report["phases"]:
+        if phase["name"].startswith("uncontended: module"):
+            figures["1 thread" if phase["workers"] == 1 else "32 threads"] = phase["cycles_per_sec"]
+        elif phase["name"].startswith("contended"):
+            figures["32 on 1 key"] = phase["cycles_per_sec"]
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of one measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if not os.path.isfile(MODULE):
+        sys.exit(f"{MODULE} is missing: run `make build` (or set REDISLOCK_MODULE)")
+
+    workdir = tempfile.mkdtemp(prefix="python-bench-")
+    procs = []
+    try:
+        for _ in range(5):
+            procs.append(start_server(workdir))
+        ports = [p for _, p in procs]
+        rl = redislock.Redlock([f"redis://127.0.0.1:{p}" for p in ports])
+        masters = {redis.Redis(host="127.0.0.1", port=p, socket_timeout=1, max_connections=64) for p in ports}
+        scenarios = [("1 thread", 1, False), ("32 threads", 32, False), ("32 on 1 key", 32, True)]
+        results = {(s, impl): [] for s, *_ in scenarios for impl in ("redislock", "pottery")}
+        refusals = {key: 0 for key in results}
+        for r in range(args.rounds):
+            for name, threads, contended in scenarios:
+                # Alternate who goes first, so neither always runs on a warmer machine.
+                order = [("redislock", ours, rl), ("pottery", pottery, masters)]
+                if r % 2:
+                    order.reverse()
+                for impl, make, handle in order:
+                    prefix = f"bench:{impl}:{uuid.uuid4().hex[:8]}"
+                    rate, refused = run_threads(threads, make(handle, prefix, contended), args.seconds)
+                    results[(name, impl)].append(rate)
+                    refusals[(name, impl)] += refused
+                    note = f" ({refused} attempts refused)" if refused else ""
+                    print(f"round {r + 1}: {name:12} {impl:9} {rate:9.0f} cycles/s{note}", flush=True)
+
+        rust = rust_client(ports, args.seconds)
+        print()
+        print(f"lock/release cycles per second, median of {args.rounds} x {args.seconds:g} s, 5 servers on 127.0.0.1")
+        print(f"{'scenario':14}{'redislock':>12}{'pottery':>12}{'ratio':>9}{'Rust client':>14}{'Python/Rust':>13}")
+        for name, *_ in scenarios:
+            a = statistics.median(results[(name, "redislock")])
+            b = statistics.median(results[(name, "pottery")])
+            ratio = f"{a / b:.1f}x" if b else "-"
+            r = rust.get(name)
+            rust_cells = f"{r:14.0f}{a / r:12.2f}x" if r else f"{'-':>14}{'-':>13}"
+            print(f"{name:14}{a:12.0f}{b:12.0f}{ratio:>9}{rust_cells}")
+        print("Rust client: one `redlock bench` run on the same servers after the rounds (its contended")
+        print("phase holds each grant 1 ms, the Python rows none)." if rust else "Rust client: target/release/redlock not found; run `make build`.")
+        if any(refusals.values()):
+            print("attempts refused on keys nobody else held (all rounds): " + ", ".join(
+                f"{name} {impl} {n}" for (name, impl), n in refusals.items() if n))
+    finally:
+        for proc, _ in procs:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

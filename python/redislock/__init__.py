@@ -1,0 +1,41 @@
+"""Distributed locks over independent Redis servers (Redlock), with fencing
+tokens from the redislock module.
+
+The algorithm is the Rust crate ``redlock``'s, bound with PyO3:
+
+    import redislock
+
+    rl = redislock.Redlock(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002",
+                            "redis://127.0.0.1:7003"])
+    with rl.lock("orders:42", ttl=10.0, wait=5.0) as lock:
+        write(fencing_token=lock.token)
+
+``AsyncRedlock`` offers the same with awaitables, for asyncio. Times are
+seconds as floats. Errors derive from ``RedlockError``.
+"""
+
+from ._errors import ConfigError, LockLost, NotAcquired, QuorumUnreachable, RedlockError
+from ._redislock import (
+    AsyncLock,
+    AsyncLockRequest,
+    AsyncRedlock,
+    Lock,
+    LockRequest,
+    Redlock,
+    __version__,
+)
+
+__all__ = [
+    "AsyncLock",
+    "AsyncLockRequest",
+    "AsyncRedlock",
+    "ConfigError",
+    "Lock",
+    "LockLost",
+    "LockRequest",
+    "NotAcquired",
+    "QuorumUnreachable",
+    "Redlock",
+    "RedlockError",
+    "__version__",
+]

@@ -1,0 +1,178 @@
+"""Type stubs of the native module; the docstrings are on the objects (help())."""
+
+from types import TracebackType
+from typing import Awaitable, Callable, List, Literal, Optional, Sequence, Tuple, Type
+
+__version__: str
+
+class Redlock:
+    def __init__(
+        self,
+        servers: Sequence[str],
+        *,
+        quorum: Optional[int] = None,
+        request_timeout: float = 0.05,
+        connect_timeout: float = 0.2,
+        retry_count: int = 3,
+        retry_delay: Tuple[float, float] = (0.1, 0.2),
+        drift_factor: float = 0.01,
+        extend_fraction: float = 1 / 3,
+        mode: Literal["module", "script"] = "module",
+    ) -> None: ...
+    @property
+    def servers(self) -> List[str]: ...
+    @property
+    def quorum(self) -> int: ...
+    def try_lock(self, resource: str, ttl: float, *, shared: bool = False, limit: Optional[int] = None) -> Lock: ...
+    def lock(
+        self,
+        resource: str,
+        ttl: float,
+        wait: Optional[float] = None,
+        *,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> LockRequest: ...
+    def guard(
+        self,
+        resource: str,
+        ttl: float,
+        wait: Optional[float] = None,
+        *,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> Lock: ...
+
+class Lock:
+    @property
+    def resource(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def token(self) -> Optional[int]: ...
+    @property
+    def ttl(self) -> float: ...
+    @property
+    def validity(self) -> float: ...
+    @property
+    def lost(self) -> bool: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def shared(self) -> bool: ...
+    @property
+    def kept(self) -> bool: ...
+    @property
+    def holds(self) -> int: ...
+    @property
+    def outcomes(self) -> List[Tuple[str, str]]: ...
+    def extend(self, ttl: Optional[float] = None) -> None: ...
+    def release(self) -> None: ...
+    def reenter(self) -> Lock: ...
+    def __enter__(self) -> Lock: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class LockRequest:
+    def __enter__(self) -> Lock: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class AsyncRedlock:
+    def __init__(
+        self,
+        servers: Sequence[str],
+        *,
+        quorum: Optional[int] = None,
+        request_timeout: float = 0.05,
+        connect_timeout: float = 0.2,
+        retry_count: int = 3,
+        retry_delay: Tuple[float, float] = (0.1, 0.2),
+        drift_factor: float = 0.01,
+        extend_fraction: float = 1 / 3,
+        mode: Literal["module", "script"] = "module",
+    ) -> None: ...
+    @property
+    def servers(self) -> List[str]: ...
+    @property
+    def quorum(self) -> int: ...
+    def try_lock(
+        self, resource: str, ttl: float, *, shared: bool = False, limit: Optional[int] = None
+    ) -> Awaitable[AsyncLock]: ...
+    def lock(
+        self,
+        resource: str,
+        ttl: float,
+        wait: Optional[float] = None,
+        *,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> AsyncLockRequest: ...
+    def guard(
+        self,
+        resource: str,
+        ttl: float,
+        wait: Optional[float] = None,
+        *,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> Awaitable[AsyncLock]: ...
+
+class AsyncLock:
+    @property
+    def resource(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def token(self) -> Optional[int]: ...
+    @property
+    def ttl(self) -> float: ...
+    @property
+    def validity(self) -> float: ...
+    @property
+    def lost(self) -> bool: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def shared(self) -> bool: ...
+    @property
+    def kept(self) -> bool: ...
+    @property
+    def holds(self) -> int: ...
+    @property
+    def outcomes(self) -> List[Tuple[str, str]]: ...
+    def extend(self, ttl: Optional[float] = None) -> Awaitable[None]: ...
+    def release(self) -> Awaitable[None]: ...
+    def reenter(self) -> AsyncLock: ...
+    def __aenter__(self) -> Awaitable[AsyncLock]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+class AsyncLockRequest:
+    def __aenter__(self) -> Awaitable[AsyncLock]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...

@@ -1,0 +1,31 @@
+//! `redislock._redislock`: Python bindings of the `redlock` crate, the
+//! Redlock quorum client. The algorithm lives in the crate only; this
+//! crate converts arguments, results and errors, and runs the crate's
+//! futures on one tokio runtime per process.
+//!
+//! - `sync_api`: `Redlock`, `Lock`, `LockRequest` (blocking, GIL released)
+//! - `async_api`: `AsyncRedlock`, `AsyncLock`, `AsyncLockRequest` (asyncio)
+//! - `hold`: one hold of a lock, plain or kept by a guard, shared by both
+//! - `config`, `errors`, `runtime`
+
+use pyo3::prelude::*;
+
+mod async_api;
+mod config;
+mod errors;
+mod hold;
+mod runtime;
+mod sync_api;
+
+/// Native part of the `redislock` package; import from `redislock`.
+#[pymodule]
+fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<sync_api::PyRedlock>()?;
+    m.add_class::<sync_api::PyLock>()?;
+    m.add_class::<sync_api::LockRequest>()?;
+    m.add_class::<async_api::PyAsyncRedlock>()?;
+    m.add_class::<async_api::PyAsyncLock>()?;
+    m.add_class::<async_api::AsyncLockRequest>()?;
+    Ok(())
+}

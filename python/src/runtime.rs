@@ -1,0 +1,71 @@
+//! The process's one tokio runtime, and waiting on it from Python threads.
+
+use std::future::Future;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use tokio::runtime::Runtime;
+
+/// How often a blocked call looks for signals: Ctrl-C must interrupt a
+/// `lock(..., wait=60)` promptly, and the check needs the GIL.
+const SIGNAL_POLL: Duration = Duration::from_millis(100);
+
+/// The process that first used the runtime. A child forked after that has
+/// the runtime's memory but none of its threads: every wait would hang.
+static RUNTIME_PID: OnceLock<u32> = OnceLock::new();
+
+/// The runtime, made on first use. It is pyo3-async-runtimes' own, so the
+/// asyncio API and the blocking one share one runtime per process (and
+/// `Redlock` handles, whose connections live on it, work with both).
+pub fn runtime() -> PyResult<&'static Runtime> {
+    usable().ok_or_else(|| {
+        PyRuntimeError::new_err(
+            "redislock was used in this process before it forked: the child has none of the parent's \
+             runtime threads; use redislock only after fork (or the 'spawn' start method)",
+        )
+    })
+}
+
+/// The runtime, unless this is a child forked after its first use.
+pub fn usable() -> Option<&'static Runtime> {
+    let pid = *RUNTIME_PID.get_or_init(std::process::id);
+    (pid == std::process::id()).then(pyo3_async_runtimes::tokio::get_runtime)
+}
+
+/// Runs `work` on the runtime and waits for its result with the GIL
+/// released, so that other Python threads run meanwhile. A signal handler
+/// that raises (KeyboardInterrupt) ends the wait, not the work: it finishes
+/// on the runtime and its result is dropped there (an acquisition's result
+/// releases itself when dropped, see `hold::Fresh`).
+pub fn block<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    let rt = runtime()?;
+    let (tx, rx) = mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = tx.send(work.await);
+    });
+    let mut rx = rx;
+    loop {
+        // The receiver is not Sync: it moves into the detached closure and back.
+        let (back, got) = py.detach(move || {
+            let got = rx.recv_timeout(SIGNAL_POLL);
+            (rx, got)
+        });
+        rx = back;
+        match got {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "redislock: the operation's task ended without a result",
+                ))
+            }
+        }
+    }
+}

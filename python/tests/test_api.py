@@ -1,0 +1,111 @@
+"""The package's surface: exports, docstrings, stubs, exception classes,
+the GIL released while waiting."""
+
+import _thread
+import ast
+import os
+import pickle
+import threading
+from pathlib import Path
+
+import pytest
+
+import redislock
+from redislock import Redlock
+
+CLASSES = ["Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest"]
+ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError"]
+
+
+def public_members(cls):
+    return [name for name in vars(cls) if not name.startswith("_") or name in ("__enter__", "__aenter__")]
+
+
+@pytest.mark.parametrize("name", CLASSES + ERRORS)
+def test_every_public_class_and_member_is_documented(name):
+    cls = getattr(redislock, name)
+    assert cls.__module__ == "redislock"
+    assert (cls.__doc__ or "").strip(), name
+    for member in public_members(cls):
+        assert (getattr(cls, member).__doc__ or "").strip(), f"{name}.{member}"
+
+
+def test_stubs_name_what_the_module_has():
+    stubs = ast.parse((Path(redislock.__file__).parent / "_redislock.pyi").read_text())
+    for node in stubs.body:
+        if isinstance(node, ast.ClassDef):
+            runtime = getattr(redislock, node.name)
+            stubbed = {n.name for n in node.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"}
+            public = {m for m in public_members(runtime)} | {m for m in ("__exit__", "__aexit__") if hasattr(runtime, m)}
+            assert stubbed == public, node.name
+    assert (Path(redislock.__file__).parent / "py.typed").is_file()
+
+
+def test_exception_hierarchy():
+    assert issubclass(redislock.QuorumUnreachable, redislock.NotAcquired)
+    assert issubclass(redislock.ConfigError, ValueError)
+    for name in ERRORS:
+        assert issubclass(getattr(redislock, name), redislock.RedlockError)
+    e = redislock.NotAcquired("m", "r", 2, "held by another owner", "held", [("a:1", "refused")])
+    copy = pickle.loads(pickle.dumps(e))
+    assert (str(copy), copy.resource, copy.attempts, copy.kind, copy.outcomes) == ("m", "r", 2, "held", [("a:1", "refused")])
+
+
+def test_the_gil_is_released_while_waiting(servers, resource):
+    rl = Redlock(servers.urls)
+    holder = rl.try_lock(resource, ttl=10.0)
+    done = threading.Event()
+    spins = 0
+
+    def wait_in_vain():
+        try:
+            with pytest.raises(redislock.NotAcquired):
+                with rl.lock(resource, ttl=5.0, wait=1.0):
+                    pass
+        finally:
+            done.set()
+
+    t = threading.Thread(target=wait_in_vain)
+    t.start()
+    # Pure Python work meanwhile: with the GIL held by the waiter, it would
+    # only run in the waiter's own GIL switch intervals.
+    while not done.is_set():
+        spins += 1
+    t.join()
+    holder.release()
+    assert spins > 100_000
+
+
+def test_ctrl_c_interrupts_a_blocking_wait_and_leaves_nothing_held(servers, resource):
+    rl = Redlock(servers.urls)
+    holder = rl.try_lock(resource, ttl=10.0)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rl.guard(resource, ttl=60.0, wait=30.0)
+    finally:
+        timer.cancel()
+        holder.release()
+    # The interrupted acquisition goes on on the runtime; what it gets is
+    # released at once, not left for its 60 s ttl.
+    with rl.lock(resource, ttl=5.0, wait=20.0) as lock:
+        assert lock.token > holder.token
+
+
+def test_a_child_forked_after_use_is_refused(servers, resource):
+    rl = Redlock(servers.urls)
+    rl.try_lock(resource, ttl=5.0).release()
+    pid = os.fork()
+    if pid == 0:
+        # The child: no runtime threads here; every call must say so, not hang.
+        code = 1
+        try:
+            Redlock(servers.urls).try_lock(resource, ttl=5.0)
+        except RuntimeError as e:
+            code = 0 if "fork" in str(e) else 2
+        except BaseException:
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

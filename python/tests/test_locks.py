@@ -1,0 +1,308 @@
+"""The blocking API against five real servers: acquire, extend, release,
+tokens, reentrancy, shared holds, permits."""
+
+import threading
+import time
+
+import pytest
+
+import redislock
+from redislock import LockLost, NotAcquired, QuorumUnreachable, Redlock
+
+
+def test_acquire_extend_release_and_tokens(servers, resource):
+    rl = Redlock(servers.urls)
+    first = rl.try_lock(resource, ttl=10.0)
+    assert isinstance(first.token, int)
+    assert first.resource == first.key == resource
+    assert len(first.owner) == 40
+    assert 0 < first.validity <= 10.0
+    assert not first.lost and not first.kept and not first.shared
+    assert first.ttl == 10.0
+    assert len(first.outcomes) == 5
+    # Every server granted and agrees on owner and token (after the write-back).
+    infos = [s.lock_info(resource) for s in servers]
+    assert all(i is not None and i["owner"] == first.owner and i["token"] == first.token for i in infos)
+
+    first.extend(30.0)
+    assert 10.0 < first.validity <= 30.0
+    assert first.ttl == 30.0
+    assert all(s.lock_info(resource)["pttl"] > 10_000 for s in servers)
+
+    first.release()
+    assert first.released and first.validity == 0
+    assert servers.holders(resource) == []
+
+    tokens = [first.token]
+    for _ in range(3):
+        lock = rl.try_lock(resource, ttl=10.0)
+        tokens.append(lock.token)
+        lock.release()
+    assert tokens == sorted(set(tokens)), tokens
+    assert servers.holders(resource) == []
+
+
+def test_with_try_lock_releases_at_exit(servers, resource):
+    rl = Redlock(servers.urls)
+    with rl.try_lock(resource, ttl=10.0) as lock:
+        assert len(servers.holders(resource)) == 5
+    assert lock.released
+    assert servers.holders(resource) == []
+
+
+def test_lock_context_manager_keeps_and_releases(servers, resource):
+    rl = Redlock(servers.urls)
+    with rl.lock(resource, ttl=10.0, wait=5.0) as lock:
+        assert lock.kept
+        assert servers.holders(resource) == list(servers)
+        lock.extend(10.0)
+        with pytest.raises(ValueError):
+            lock.extend(1.0)  # shorter than the guard's own ttl
+    assert lock.released
+    assert servers.holders(resource) == []
+
+
+def test_guard_keeps_the_lock_past_its_ttl(servers, resource):
+    rl = Redlock(servers.urls, extend_fraction=0.25)
+    lock = rl.guard(resource, ttl=1.0)
+    try:
+        # Time passing is the subject here: leases' worth.
+        time.sleep(2.5)
+        assert not lock.lost
+        assert lock.validity > 0
+        assert {i["owner"] for i in (s.lock_info(resource) for s in servers.holders(resource))} == {lock.owner}
+        assert len(servers.holders(resource)) >= 3
+    finally:
+        lock.release()
+    assert servers.holders(resource) == []
+
+
+def test_not_acquired_while_held_names_every_server(servers, resource):
+    rl = Redlock(servers.urls)
+    holder = rl.try_lock(resource, ttl=10.0)
+    try:
+        with pytest.raises(NotAcquired) as caught:
+            rl.try_lock(resource, ttl=10.0)
+        e = caught.value
+        assert not isinstance(e, QuorumUnreachable)
+        assert e.resource == resource and e.attempts == 1 and e.kind == "held"
+        assert e.reason == "held by another owner"
+        assert sorted(server for server, _ in e.outcomes) == sorted(s.name for s in servers)
+        assert all(outcome == "refused" for _, outcome in e.outcomes)
+        assert resource in str(e)
+
+        # Waiting for it runs out too, after more attempts (the client
+        # gives up when the next one would come after the deadline).
+        with pytest.raises(NotAcquired) as caught:
+            with rl.lock(resource, ttl=5.0, wait=0.3):
+                pass
+        assert caught.value.attempts >= 2
+        assert caught.value.kind == "held"
+    finally:
+        holder.release()
+
+
+def test_waiter_gets_the_lock_when_released(servers, resource):
+    rl = Redlock(servers.urls)
+    holder = rl.try_lock(resource, ttl=10.0)
+    got = []
+    waiting = threading.Event()
+
+    def wait_for_it():
+        waiting.set()
+        with rl.lock(resource, ttl=5.0, wait=30.0) as lock:
+            got.append(lock.token)
+
+    t = threading.Thread(target=wait_for_it)
+    t.start()
+    waiting.wait(5)
+    holder.release()
+    t.join(30)
+    assert not t.is_alive()
+    assert got and got[0] > holder.token
+
+
+def test_reentrancy_releases_on_the_last_release(servers, resource):
+    rl = Redlock(servers.urls)
+    lock = rl.try_lock(resource, ttl=10.0)
+    again = lock.reenter()
+    assert lock.holds == again.holds == 2
+    assert again.token == lock.token and again.owner == lock.owner
+    # Reentrancy belongs to the holder, not the handle: a new acquisition
+    # through the same Redlock is another owner, refused.
+    with pytest.raises(NotAcquired):
+        rl.try_lock(resource, ttl=10.0)
+
+    lock.release()
+    assert lock.released and not again.released
+    assert again.holds == 1
+    assert len(servers.holders(resource)) == 5
+    with pytest.raises(RuntimeError):
+        lock.release()
+    again.extend(10.0)  # the copies share the lock's state
+    again.release()
+    assert servers.holders(resource) == []
+
+
+def test_reentrancy_of_a_kept_lock(servers, resource):
+    rl = Redlock(servers.urls)
+    with rl.lock(resource, ttl=10.0) as lock:
+        inner = lock.reenter()
+        assert inner.kept and inner.holds == 2
+        inner.release()
+        assert len(servers.holders(resource)) == 5
+    assert servers.holders(resource) == []
+
+
+def test_shared_holders_exclude_an_exclusive_one(servers, resource):
+    rl = Redlock(servers.urls)
+    reader1 = rl.try_lock(resource, ttl=10.0, shared=True)
+    with rl.lock(resource, ttl=10.0, shared=True) as reader2:
+        assert reader1.shared and reader2.shared
+        assert reader1.owner != reader2.owner
+        with pytest.raises(NotAcquired) as caught:
+            rl.try_lock(resource, ttl=10.0)
+        assert caught.value.kind == "held"
+        reader1.release()
+        with pytest.raises(NotAcquired):
+            rl.try_lock(resource, ttl=10.0)
+    writer = rl.try_lock(resource, ttl=10.0)
+    with pytest.raises(NotAcquired):
+        rl.try_lock(resource, ttl=10.0, shared=True)
+    writer.release()
+
+
+def test_semaphore_grants_limit_permits(servers, resource):
+    rl = Redlock(servers.urls)
+    a = rl.try_lock(resource, ttl=10.0, limit=2)
+    b = rl.guard(resource, ttl=10.0, limit=2)
+    assert a.resource == b.resource == resource
+    assert {a.key, b.key} == {f"{resource}:permit:0", f"{resource}:permit:1"}
+    with pytest.raises(NotAcquired) as caught:
+        rl.try_lock(resource, ttl=10.0, limit=2)
+    assert caught.value.resource == resource
+    a.release()
+    c = rl.try_lock(resource, ttl=10.0, limit=2)
+    assert c.key == a.key
+    assert c.token > a.token
+    b.release()
+    c.release()
+    assert servers.holders(a.key) == servers.holders(b.key) == []
+
+
+def test_script_mode_works_without_tokens(servers, resource):
+    rl = Redlock(servers.urls, mode="script")
+    with rl.try_lock(resource, ttl=10.0) as lock:
+        assert lock.token is None
+        assert servers[0].call("GET", resource).decode() == lock.owner
+    assert servers[0].call("EXISTS", resource) == 0
+
+
+def test_quorum_unreachable_when_three_of_five_are_down(own_servers, resource):
+    rl = Redlock(own_servers.urls)
+    lost = threading.Event()
+    guard = rl.guard(resource, ttl=1.0, on_lost=lost.set)
+    for s in own_servers[:3]:
+        s.kill()
+    # The guard's next extension reaches only two servers.
+    assert lost.wait(10), "the guard did not report the loss"
+    assert guard.lost and guard.validity == 0
+    with pytest.raises(LockLost):
+        guard.release()
+
+    with pytest.raises(QuorumUnreachable) as caught:
+        rl.try_lock(resource + ":other", ttl=5.0)
+    e = caught.value
+    assert isinstance(e, NotAcquired) and e.kind == "no_quorum"
+    outcomes = dict(e.outcomes)
+    assert len(outcomes) == 5
+    assert [outcomes[s.name] for s in own_servers[:3]] == ["connection refused"] * 3
+    assert all(outcomes[s.name].startswith("granted") for s in own_servers[3:])
+
+    with pytest.raises(QuorumUnreachable):
+        with rl.lock(resource + ":other", ttl=5.0, wait=0.5):
+            pass
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"ttl": -1.0},
+        {"ttl": 0.0},
+        {"ttl": 0.0004},
+        {"ttl": float("nan")},
+        {"ttl": float("inf")},
+        {"ttl": 1e300},
+        {"ttl": 1.0, "shared": True, "limit": 2},
+        {"ttl": 1.0, "limit": -1},
+        {"ttl": 1.0, "limit": 0},
+        {"ttl": 1.0, "limit": 100_000},
+    ],
+)
+def test_bad_arguments_raise_value_errors(servers, resource, kwargs):
+    rl = Redlock(servers.urls)
+    with pytest.raises(ValueError):
+        rl.try_lock(resource, **kwargs)
+    with pytest.raises(ValueError):
+        rl.guard(resource, **kwargs)
+    assert servers.holders(resource) == []
+
+
+def test_bad_wait_and_extend_arguments(servers, resource):
+    rl = Redlock(servers.urls)
+    for wait in (-1.0, float("nan")):
+        with pytest.raises(ValueError):
+            rl.lock(resource, ttl=1.0, wait=wait)
+    with rl.try_lock(resource, ttl=5.0) as lock:
+        for ttl in (-1.0, 0.0, float("nan")):
+            with pytest.raises(ValueError):
+                lock.extend(ttl)
+    with pytest.raises(TypeError):
+        rl.try_lock(resource, ttl="10")
+
+
+@pytest.mark.parametrize(
+    "servers_arg, kwargs",
+    [
+        ([], {}),
+        (["127.0.0.1:7001"], {}),
+        (["http://127.0.0.1:7001"], {}),
+        (["redis://127.0.0.1:99999"], {}),
+        (["redis://127.0.0.1:7001"] * 3, {"quorum": 4}),
+        (["redis://127.0.0.1:7001"] * 3, {"quorum": 0}),
+        (["redis://127.0.0.1:7001"], {"retry_delay": (0.3, 0.1)}),
+    ],
+)
+def test_config_errors(servers_arg, kwargs):
+    with pytest.raises(redislock.ConfigError) as caught:
+        Redlock(servers_arg, **kwargs)
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, redislock.RedlockError)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"quorum": -1},
+        {"request_timeout": 0.0},
+        {"connect_timeout": -1.0},
+        {"retry_count": -1},
+        {"retry_delay": (-0.1, 0.1)},
+        {"drift_factor": float("nan")},
+        {"extend_fraction": 1.5},
+        {"extend_fraction": 0.0},
+        {"mode": "lua"},
+    ],
+)
+def test_bad_settings_raise_value_errors(kwargs):
+    with pytest.raises(ValueError):
+        Redlock(["redis://127.0.0.1:7001"], **kwargs)
+    with pytest.raises(ValueError):
+        redislock.AsyncRedlock(["redis://127.0.0.1:7001"], **kwargs)
+
+
+def test_servers_must_be_a_list_of_strings():
+    with pytest.raises(TypeError):
+        Redlock("redis://127.0.0.1:7001")
+    with pytest.raises(TypeError):
+        Redlock([7001])
