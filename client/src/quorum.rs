@@ -28,7 +28,8 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
 /// smaller one must be raised to it (`LOCK.ACQUIRE ... FENCE max`).
 ///
 /// Why this keeps tokens monotonic across the quorum: a lock counts as
-/// taken only when a quorum holds its token T (after the write-back), so
+/// taken only when a quorum holds its token T or more (after the
+/// write-back), so
 /// every instance of that quorum has a counter >= T, and counters never go
 /// back (they are persisted, and a node that lost its memory restarts
 /// from the wall clock in microseconds, above any token it issued, and is
