@@ -6,15 +6,14 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use redlock::Redlock;
 
 use crate::config::{self, Request};
-use crate::errors::{self, Failure};
-use crate::hold::{self, Fresh, Hold};
+use crate::errors::Failure;
+use crate::hold::{self, locked, Acquisition, Fresh, Hold, Pending};
+use crate::lock_state::PyLockState;
 use crate::runtime;
-use crate::sync_api::repr;
 
 type Slot = Arc<Mutex<Option<Py<PyAsyncLock>>>>;
 
@@ -33,16 +32,10 @@ impl<'py> IntoPyObject<'py> for Acquired {
     type Error = PyErr;
 
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAsyncLock>> {
-        let hold = Hold::from_fresh(runtime::runtime()?, self.fresh)
-            .ok_or_else(|| PyRuntimeError::new_err("acquired lock went missing"))?;
-        let lock = Bound::new(
-            py,
-            PyAsyncLock {
-                hold: Arc::new(hold),
-            },
-        )?;
+        let hold = Hold::from_fresh(self.fresh)?;
+        let lock = Bound::new(py, PyLockState::init(hold, PyAsyncLock))?;
         if let Some(slot) = self.slot {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone().unbind());
+            *locked(&slot) = Some(lock.clone().unbind());
         }
         Ok(lock)
     }
@@ -58,20 +51,15 @@ where
     pyo3_async_runtimes::tokio::future_into_py(py, async move { work.await.map_err(PyErr::from) })
 }
 
-/// Acquires on a task of its own: cancelling the awaiting asyncio task
-/// must not cut an acquisition in the middle (a grant on the servers
-/// without a lock to release). Its result, if nobody takes it, is dropped
-/// and so released (`hold::Fresh`).
+/// Runs `work` (an acquisition) on a task of its own: cancelling the
+/// awaiting asyncio task must not cut an acquisition in the middle (a grant
+/// on the servers without a lock to release). Its result, if nobody takes
+/// it, is dropped and so released (`hold::Fresh`).
 fn acquire<'py>(
     py: Python<'py>,
-    redlock: &Redlock,
-    req: Request,
-    once: bool,
-    keep: bool,
-    on_lost: Option<Py<PyAny>>,
+    work: impl Acquisition,
     slot: Option<Slot>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let work = hold::acquire(redlock.clone(), req, once, keep, on_lost);
     awaitable(py, async move {
         let fresh = tokio::spawn(work).await.map_err(|e| {
             Failure::Runtime(format!("redislock: the acquisition's task failed: {e}"))
@@ -141,7 +129,8 @@ impl PyAsyncRedlock {
         limit: Option<i64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let req = Request::new(resource, ttl, None, shared, limit)?;
-        acquire(py, &self.inner, req, true, false, None, None)
+        let work = hold::acquire(self.inner.clone(), req, true, false, None);
+        acquire(py, work, None)
     }
 
     /// An async context manager, as `Redlock.lock`::
@@ -161,11 +150,8 @@ impl PyAsyncRedlock {
     ) -> PyResult<AsyncLockRequest> {
         let req = Request::new(resource, ttl, wait, shared, limit)?;
         Ok(AsyncLockRequest {
-            redlock: self.inner.clone(),
-            req,
-            on_lost: Mutex::new(on_lost),
+            pending: Pending::new(self.inner.clone(), req, on_lost),
             entered: Arc::new(Mutex::new(None)),
-            used: Mutex::new(false),
         })
     }
 
@@ -183,7 +169,8 @@ impl PyAsyncRedlock {
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let req = Request::new(resource, ttl, wait, shared, limit)?;
-        acquire(py, &self.inner, req, false, true, on_lost, None)
+        let work = hold::acquire(self.inner.clone(), req, false, true, on_lost);
+        acquire(py, work, None)
     }
 
     fn __repr__(&self) -> String {
@@ -198,104 +185,29 @@ impl PyAsyncRedlock {
 /// The asyncio twin of `Lock`: the same properties; `extend` and
 /// `release` are awaitable. As an async context manager it releases the
 /// lock on exit.
-#[pyclass(frozen, module = "redislock", name = "AsyncLock")]
-pub struct PyAsyncLock {
-    hold: Arc<Hold>,
-}
+#[pyclass(extends = PyLockState, frozen, module = "redislock", name = "AsyncLock")]
+pub struct PyAsyncLock;
 
 #[pymethods]
 impl PyAsyncLock {
-    /// The resource as asked for (a permit's semaphore name).
-    #[getter]
-    fn resource(&self) -> String {
-        self.hold.resource().to_string()
-    }
-
-    /// The key held on the servers: the resource, or a permit's own key.
-    #[getter]
-    fn key(&self) -> String {
-        self.hold.lock().resource
-    }
-
-    /// The random owner value of this acquisition.
-    #[getter]
-    fn owner(&self) -> String {
-        self.hold.lock().owner
-    }
-
-    /// The fencing token: larger than every earlier holder's (None in script mode).
-    #[getter]
-    fn token(&self) -> Option<i64> {
-        self.hold.lock().token
-    }
-
-    /// The lease asked for, in seconds.
-    #[getter]
-    fn ttl(&self) -> f64 {
-        self.hold.lock().ttl.as_secs_f64()
-    }
-
-    /// Seconds the lock is still safe to use; 0 once lost or released.
-    #[getter]
-    fn validity(&self) -> f64 {
-        self.hold.validity().as_secs_f64()
-    }
-
-    /// True once the lock is lost (see `Lock.lost`).
-    #[getter]
-    fn lost(&self) -> bool {
-        self.hold.lost()
-    }
-
-    /// True once this hold was released.
-    #[getter]
-    fn released(&self) -> bool {
-        self.hold.released()
-    }
-
-    /// True for a shared hold of a read-write lock.
-    #[getter]
-    fn shared(&self) -> bool {
-        self.hold.lock().shared
-    }
-
-    /// True when a guard keeps extending it.
-    #[getter]
-    fn kept(&self) -> bool {
-        self.hold.kept()
-    }
-
-    /// Holds of this acquisition not yet released (see `reenter`).
-    #[getter]
-    fn holds(&self) -> usize {
-        self.hold.lock().holds()
-    }
-
-    /// Each server's answer to the acquisition (or latest extension).
-    #[getter]
-    fn outcomes(&self) -> Vec<(String, String)> {
-        errors::outcome_pairs(&self.hold.lock().instances)
-    }
-
     /// Awaitable: extends the lease, as `Lock.extend`.
     #[pyo3(signature = (ttl=None))]
-    fn extend<'py>(&self, py: Python<'py>, ttl: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+    fn extend<'py>(slf: &Bound<'py, Self>, ttl: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
         let ttl = ttl.map(config::ttl).transpose()?;
-        let work = self.hold.extend(ttl)?;
-        awaitable(py, work)
+        let work = PyLockState::hold(slf).extend(ttl)?;
+        awaitable(slf.py(), work)
     }
 
     /// Awaitable: releases this hold, as `Lock.release`.
-    fn release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let work = self.hold.release()?;
-        awaitable(py, work)
+    fn release<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let work = PyLockState::hold(slf).release()?;
+        awaitable(slf.py(), work)
     }
 
     /// Another hold of the same acquisition, at once (see `Lock.reenter`).
-    fn reenter(&self) -> PyResult<PyAsyncLock> {
-        Ok(PyAsyncLock {
-            hold: Arc::new(self.hold.reenter()?),
-        })
+    fn reenter<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAsyncLock>> {
+        let hold = PyLockState::hold(slf).reenter()?;
+        Bound::new(slf.py(), PyLockState::init(hold, PyAsyncLock))
     }
 
     /// Awaitable: the lock itself; an `async with` block releases it at the end.
@@ -309,17 +221,13 @@ impl PyAsyncLock {
     /// raised, its exception goes on and a failed release is not reported.
     #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
     fn __aexit__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         exc_type: Option<Bound<'py, PyAny>>,
         _exc: Option<Bound<'py, PyAny>>,
         _tb: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        aexit(py, &self.hold, exc_type.is_some_and(|t| !t.is_none()))
-    }
-
-    fn __repr__(&self) -> String {
-        repr("AsyncLock", &self.hold)
+        let raised = config::raised(exc_type.as_ref());
+        aexit(slf.py(), PyLockState::hold(slf), raised)
     }
 }
 
@@ -344,40 +252,16 @@ fn aexit<'py>(py: Python<'py>, hold: &Arc<Hold>, raised: bool) -> PyResult<Bound
 /// acquires on entry (as `AsyncRedlock.guard`) and releases on exit.
 #[pyclass(frozen, module = "redislock", name = "AsyncLockRequest")]
 pub struct AsyncLockRequest {
-    redlock: Redlock,
-    req: Request,
-    on_lost: Mutex<Option<Py<PyAny>>>,
+    pending: Pending,
     entered: Slot,
-    used: Mutex<bool>,
 }
 
 #[pymethods]
 impl AsyncLockRequest {
     /// Awaitable: acquires the lock and returns the kept `AsyncLock`.
     fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        {
-            let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-            if *used {
-                return Err(PyRuntimeError::new_err(
-                    "a lock request is entered once: call AsyncRedlock.lock() again",
-                ));
-            }
-            *used = true;
-        }
-        let on_lost = self
-            .on_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        acquire(
-            py,
-            &self.redlock,
-            self.req.clone(),
-            false,
-            true,
-            on_lost,
-            Some(Arc::clone(&self.entered)),
-        )
+        let work = self.pending.start("AsyncRedlock")?;
+        acquire(py, work, Some(Arc::clone(&self.entered)))
     }
 
     /// Awaitable: releases the lock (see `AsyncLock.__aexit__`).
@@ -389,23 +273,14 @@ impl AsyncLockRequest {
         _exc: Option<Bound<'py, PyAny>>,
         _tb: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let raised = exc_type.is_some_and(|t| !t.is_none());
-        let lock = self
-            .entered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        match lock {
-            Some(lock) => aexit(py, &lock.get().hold, raised),
+        let raised = config::raised(exc_type.as_ref());
+        match locked(&self.entered).take() {
+            Some(lock) => aexit(py, PyLockState::hold(lock.bind(py)), raised),
             None => awaitable(py, async { Ok(false) }),
         }
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<AsyncLockRequest {:?} ttl={}s>",
-            self.req.resource,
-            self.req.ttl.as_secs_f64()
-        )
+        self.pending.repr("AsyncLockRequest")
     }
 }

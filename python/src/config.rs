@@ -115,6 +115,12 @@ pub fn new_redlock(
     Redlock::new(&servers, settings).map_err(|e| Failure::from(e).into())
 }
 
+/// Whether `__exit__` or `__aexit__` got the exception type of a block
+/// that raised (not None, as after a block that ended normally).
+pub fn raised(exc_type: Option<&Bound<'_, PyAny>>) -> bool {
+    exc_type.is_some_and(|t| !t.is_none())
+}
+
 /// What to acquire.
 #[derive(Clone, Debug)]
 pub enum Kind {

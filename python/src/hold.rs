@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use redlock::{Error, Lock, LockGuard, Redlock};
 use tokio::runtime::Runtime;
@@ -16,8 +17,9 @@ use crate::config::{Kind, Request};
 use crate::errors::Failure;
 use crate::runtime;
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The data is plain values that a panic cannot leave half-written.
+/// Locks `m`, poisoned or not. Every mutex of the binding guards plain
+/// values (a lock, a slot) that a panic cannot leave half-written.
+pub fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -93,6 +95,53 @@ pub async fn acquire(
     })
 }
 
+/// An acquisition under way (`acquire`), for the runtime to run: the
+/// blocking and the asyncio API take it, whatever started it.
+pub trait Acquisition: Future<Output = Result<Fresh, Error>> + Send + 'static {}
+
+impl<F: Future<Output = Result<Fresh, Error>> + Send + 'static> Acquisition for F {}
+
+/// What `Redlock.lock` and `AsyncRedlock.lock` return keeps for its entry:
+/// an acquisition as `guard` makes, to start once.
+pub struct Pending {
+    redlock: Redlock,
+    req: Request,
+    /// The on_lost callback until entered, `None` after: a second entry is
+    /// refused, since the first one's exit would not release its lock.
+    unused: Mutex<Option<Option<Py<PyAny>>>>,
+}
+
+impl Pending {
+    pub fn new(redlock: Redlock, req: Request, on_lost: Option<Py<PyAny>>) -> Pending {
+        Pending {
+            redlock,
+            req,
+            unused: Mutex::new(Some(on_lost)),
+        }
+    }
+
+    /// The acquisition, the first time; a RuntimeError after. `client`
+    /// names the class whose `lock()` to call again.
+    pub fn start(&self, client: &str) -> PyResult<impl Acquisition> {
+        let on_lost = locked(&self.unused).take().ok_or_else(|| {
+            PyRuntimeError::new_err(format!(
+                "a lock request is entered once: call {client}.lock() again"
+            ))
+        })?;
+        let (redlock, req) = (self.redlock.clone(), self.req.clone());
+        Ok(acquire(redlock, req, false, true, on_lost))
+    }
+
+    /// ``<LockRequest "resource" ttl=Xs>``, with `class` for the name.
+    pub fn repr(&self, class: &str) -> String {
+        format!(
+            "<{class} {:?} ttl={}s>",
+            self.req.resource,
+            self.req.ttl.as_secs_f64()
+        )
+    }
+}
+
 /// A plain lock's state, shared by its re-entered holds.
 struct Cell {
     lock: Mutex<Lock>,
@@ -141,10 +190,15 @@ const LOST_BY_GUARD: &str =
 const LOST_PLAIN: &str = "its validity ran out or an extension reached no quorum; another client may hold it now, with a larger token";
 
 impl Hold {
-    /// Takes the lock from `fresh`; with `on_lost`, a task on `rt` calls it
-    /// (from a thread of the runtime's blocking pool) when the guard fires.
-    pub fn from_fresh(rt: &Runtime, mut fresh: Fresh) -> Option<Hold> {
-        let held = fresh.held.take()?;
+    /// Takes the lock from `fresh`; with `on_lost`, a task on the runtime
+    /// calls it (from a thread of its blocking pool) when the guard fires.
+    pub fn from_fresh(mut fresh: Fresh) -> PyResult<Hold> {
+        let rt = runtime::runtime()?;
+        // A `Fresh` loses its lock only here, and is not used after.
+        let held = fresh
+            .held
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("acquired lock went missing"))?;
         let group = Arc::new(Group {
             lost: AtomicBool::new(false),
             done: CancellationToken::new(),
@@ -164,7 +218,7 @@ impl Hold {
                 }
             }
         };
-        Some(Hold {
+        Ok(Hold {
             redlock: fresh.redlock.clone(),
             resource: std::mem::take(&mut fresh.resource),
             state,

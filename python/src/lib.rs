@@ -6,6 +6,8 @@
 //! - `sync_api`: `Redlock`, `Lock`, `LockRequest` (blocking, GIL released)
 //! - `async_api`: `AsyncRedlock`, `AsyncLock`, `AsyncLockRequest` (asyncio)
 //! - `hold`: one hold of a lock, plain or kept by a guard, shared by both
+//! - `lock_state`: `_LockState`, the base class of `Lock` and `AsyncLock`
+//!   (their properties)
 //! - `config`, `errors`, `runtime`
 
 use pyo3::prelude::*;
@@ -14,6 +16,7 @@ mod async_api;
 mod config;
 mod errors;
 mod hold;
+mod lock_state;
 mod runtime;
 mod sync_api;
 
@@ -21,6 +24,7 @@ mod sync_api;
 #[pymodule]
 fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<lock_state::PyLockState>()?;
     m.add_class::<sync_api::PyRedlock>()?;
     m.add_class::<sync_api::PyLock>()?;
     m.add_class::<sync_api::LockRequest>()?;

@@ -1,15 +1,15 @@
 //! The blocking API: `Redlock`, `Lock`, `LockRequest`. Every network wait
 //! runs on the shared runtime with the GIL released (`runtime::block`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use redlock::Redlock;
 
 use crate::config::{self, Request};
-use crate::errors::{self, Failure};
-use crate::hold::{self, Hold};
+use crate::errors::Failure;
+use crate::hold::{self, locked, Acquisition, Hold, Pending};
+use crate::lock_state::PyLockState;
 use crate::runtime;
 
 /// A Redlock client over independent Redis servers that run the redislock
@@ -73,16 +73,17 @@ impl PyRedlock {
     /// lock; `limit=N`: a permit of a semaphore of N. Release it with
     /// `release()` or a `with` block; one never released ends with its ttl.
     #[pyo3(signature = (resource, ttl, *, shared=false, limit=None))]
-    fn try_lock(
+    fn try_lock<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         resource: String,
         ttl: f64,
         shared: bool,
         limit: Option<i64>,
-    ) -> PyResult<PyLock> {
+    ) -> PyResult<Bound<'py, PyLock>> {
         let req = Request::new(resource, ttl, None, shared, limit)?;
-        acquire(py, &self.inner, req, true, false, None)
+        let work = hold::acquire(self.inner.clone(), req, true, false, None);
+        acquire(py, work)
     }
 
     /// A context manager that takes `resource` on entry, keeps it extended
@@ -109,11 +110,8 @@ impl PyRedlock {
     ) -> PyResult<LockRequest> {
         let req = Request::new(resource, ttl, wait, shared, limit)?;
         Ok(LockRequest {
-            redlock: self.inner.clone(),
-            req,
-            on_lost: Mutex::new(on_lost),
+            pending: Pending::new(self.inner.clone(), req, on_lost),
             entered: Mutex::new(None),
-            used: Mutex::new(false),
         })
     }
 
@@ -123,18 +121,19 @@ impl PyRedlock {
     /// without `with`.
     #[pyo3(signature = (resource, ttl, wait=None, *, shared=false, limit=None, on_lost=None))]
     #[allow(clippy::too_many_arguments)]
-    fn guard(
+    fn guard<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         resource: String,
         ttl: f64,
         wait: Option<f64>,
         shared: bool,
         limit: Option<i64>,
         on_lost: Option<Py<PyAny>>,
-    ) -> PyResult<PyLock> {
+    ) -> PyResult<Bound<'py, PyLock>> {
         let req = Request::new(resource, ttl, wait, shared, limit)?;
-        acquire(py, &self.inner, req, false, true, on_lost)
+        let work = hold::acquire(self.inner.clone(), req, false, true, on_lost);
+        acquire(py, work)
     }
 
     fn __repr__(&self) -> String {
@@ -146,21 +145,10 @@ impl PyRedlock {
     }
 }
 
-fn acquire(
-    py: Python<'_>,
-    redlock: &Redlock,
-    req: Request,
-    once: bool,
-    keep: bool,
-    on_lost: Option<Py<PyAny>>,
-) -> PyResult<PyLock> {
-    let work = hold::acquire(redlock.clone(), req, once, keep, on_lost);
+/// Waits for `work` (an acquisition) and makes its lock a `Lock`.
+fn acquire<'py>(py: Python<'py>, work: impl Acquisition) -> PyResult<Bound<'py, PyLock>> {
     let fresh = runtime::block(py, work)?.map_err(Failure::from)?;
-    let hold = Hold::from_fresh(runtime::runtime()?, fresh)
-        .ok_or_else(|| PyRuntimeError::new_err("acquired lock went missing"))?;
-    Ok(PyLock {
-        hold: Arc::new(hold),
-    })
+    Bound::new(py, PyLockState::init(Hold::from_fresh(fresh)?, PyLock))
 }
 
 /// A held lock (one hold of it). From `Redlock.try_lock` it is plain: it
@@ -168,113 +156,36 @@ fn acquire(
 /// it is kept: extended in the background until released.
 ///
 /// As a context manager it releases the lock on exit.
-#[pyclass(frozen, module = "redislock", name = "Lock")]
-pub struct PyLock {
-    pub(crate) hold: Arc<Hold>,
-}
+#[pyclass(extends = PyLockState, frozen, module = "redislock", name = "Lock")]
+pub struct PyLock;
 
 #[pymethods]
 impl PyLock {
-    /// The resource as asked for (a permit's semaphore name).
-    #[getter]
-    fn resource(&self) -> String {
-        self.hold.resource().to_string()
-    }
-
-    /// The key held on the servers: the resource, or a permit's own key.
-    #[getter]
-    fn key(&self) -> String {
-        self.hold.lock().resource
-    }
-
-    /// The random owner value of this acquisition.
-    #[getter]
-    fn owner(&self) -> String {
-        self.hold.lock().owner
-    }
-
-    /// The fencing token: larger than every earlier holder's (None in script mode).
-    #[getter]
-    fn token(&self) -> Option<i64> {
-        self.hold.lock().token
-    }
-
-    /// The lease asked for, in seconds.
-    #[getter]
-    fn ttl(&self) -> f64 {
-        self.hold.lock().ttl.as_secs_f64()
-    }
-
-    /// Seconds the lock is still safe to use; 0 once lost or released.
-    #[getter]
-    fn validity(&self) -> f64 {
-        self.hold.validity().as_secs_f64()
-    }
-
-    /// True once the lock is lost: an extension reached no quorum, or its
-    /// validity ran out before one did.
-    #[getter]
-    fn lost(&self) -> bool {
-        self.hold.lost()
-    }
-
-    /// True once this hold was released.
-    #[getter]
-    fn released(&self) -> bool {
-        self.hold.released()
-    }
-
-    /// True for a shared hold of a read-write lock.
-    #[getter]
-    fn shared(&self) -> bool {
-        self.hold.lock().shared
-    }
-
-    /// True when a guard keeps extending it (`lock`, `guard`).
-    #[getter]
-    fn kept(&self) -> bool {
-        self.hold.kept()
-    }
-
-    /// Holds of this acquisition not yet released (see `reenter`).
-    #[getter]
-    fn holds(&self) -> usize {
-        self.hold.lock().holds()
-    }
-
-    /// Each server's answer to the acquisition (or latest extension): a
-    /// list of ``(server, outcome)``.
-    #[getter]
-    fn outcomes(&self) -> Vec<(String, String)> {
-        errors::outcome_pairs(&self.hold.lock().instances)
-    }
-
     /// Sets the lease to `ttl` seconds (default: the lock's ttl) from now
     /// on a quorum. Raises `LockLost` if it is lost, or the extension
     /// reaches no quorum (it is then lost). A kept lock goes on being
     /// extended by its guard; its ttl is the least `ttl` may be.
     #[pyo3(signature = (ttl=None))]
-    fn extend(&self, py: Python<'_>, ttl: Option<f64>) -> PyResult<()> {
+    fn extend(slf: &Bound<'_, Self>, ttl: Option<f64>) -> PyResult<()> {
         let ttl = ttl.map(config::ttl).transpose()?;
-        let work = self.hold.extend(ttl)?;
-        Ok(runtime::block(py, work)??)
+        let work = PyLockState::hold(slf).extend(ttl)?;
+        Ok(runtime::block(slf.py(), work)??)
     }
 
     /// Releases this hold; the last hold releases the lock on every server.
     /// Raises `LockLost` (after releasing) if the lock had been lost, and
     /// RuntimeError if this hold was released already.
-    fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let work = self.hold.release()?;
-        Ok(runtime::block(py, work)??)
+    fn release(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let work = PyLockState::hold(slf).release()?;
+        Ok(runtime::block(slf.py(), work)??)
     }
 
     /// Holds the lock once more, at once and without asking the servers:
     /// returns another `Lock` of the same acquisition. Each is released
     /// once; the last release releases the lock on the servers.
-    fn reenter(&self) -> PyResult<PyLock> {
-        Ok(PyLock {
-            hold: Arc::new(self.hold.reenter()?),
-        })
+    fn reenter<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyLock>> {
+        let hold = PyLockState::hold(slf).reenter()?;
+        Bound::new(slf.py(), PyLockState::init(hold, PyLock))
     }
 
     /// Returns the lock itself: a `with` block releases it at the end.
@@ -286,79 +197,35 @@ impl PyLock {
     /// its exception goes on and a failed release is not reported.
     #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
     fn __exit__(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         exc_type: Option<Bound<'_, PyAny>>,
         _exc: Option<Bound<'_, PyAny>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if self.hold.released() {
+        if PyLockState::hold(slf).released() {
             return Ok(false);
         }
-        match self.release(py) {
-            Err(e) if exc_type.as_ref().is_none_or(|t| t.is_none()) => Err(e),
+        match Self::release(slf) {
+            Err(e) if !config::raised(exc_type.as_ref()) => Err(e),
             _ => Ok(false),
         }
     }
-
-    fn __repr__(&self) -> String {
-        repr("Lock", &self.hold)
-    }
-}
-
-pub(crate) fn repr(class: &str, hold: &Hold) -> String {
-    let lock = hold.lock();
-    let token = lock.token.map_or("None".to_string(), |t| t.to_string());
-    let state = if hold.released() {
-        "released"
-    } else if hold.lost() {
-        "lost"
-    } else if hold.kept() {
-        "kept"
-    } else {
-        "held"
-    };
-    format!(
-        "<{class} {:?} token={token} {state} validity={:.3}s>",
-        hold.resource(),
-        hold.validity().as_secs_f64()
-    )
 }
 
 /// What `Redlock.lock` returns: a context manager that acquires on entry
 /// (as `Redlock.guard`) and releases on exit. Enter it once.
 #[pyclass(frozen, module = "redislock", name = "LockRequest")]
 pub struct LockRequest {
-    redlock: Redlock,
-    req: Request,
-    on_lost: Mutex<Option<Py<PyAny>>>,
+    pending: Pending,
     entered: Mutex<Option<Py<PyLock>>>,
-    used: Mutex<bool>,
 }
 
 #[pymethods]
 impl LockRequest {
     /// Acquires the lock (waiting as asked) and returns the kept `Lock`.
-    fn __enter__(&self, py: Python<'_>) -> PyResult<Py<PyLock>> {
-        {
-            let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-            if *used {
-                return Err(PyRuntimeError::new_err(
-                    "a lock request is entered once: call Redlock.lock() again",
-                ));
-            }
-            *used = true;
-        }
-        let on_lost = self
-            .on_lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let lock = Py::new(
-            py,
-            acquire(py, &self.redlock, self.req.clone(), false, true, on_lost)?,
-        )?;
-        *self.entered.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone_ref(py));
+    fn __enter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyLock>> {
+        let lock = acquire(py, self.pending.start("Redlock")?)?;
+        *locked(&self.entered) = Some(lock.clone().unbind());
         Ok(lock)
     }
 
@@ -371,22 +238,13 @@ impl LockRequest {
         exc: Option<Bound<'_, PyAny>>,
         tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let lock = self
-            .entered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        match lock {
-            Some(lock) => lock.get().__exit__(py, exc_type, exc, tb),
+        match locked(&self.entered).take() {
+            Some(lock) => PyLock::__exit__(lock.bind(py), exc_type, exc, tb),
             None => Ok(false),
         }
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<LockRequest {:?} ttl={}s>",
-            self.req.resource,
-            self.req.ttl.as_secs_f64()
-        )
+        self.pending.repr("LockRequest")
     }
 }

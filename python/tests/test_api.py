@@ -13,7 +13,7 @@ import pytest
 import redislock
 from redislock import Redlock
 
-CLASSES = ["Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest"]
+CLASSES = ["Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest", "_LockState"]
 ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError"]
 
 
@@ -28,6 +28,13 @@ def test_every_public_class_and_member_is_documented(name):
     assert (cls.__doc__ or "").strip(), name
     for member in public_members(cls):
         assert (getattr(cls, member).__doc__ or "").strip(), f"{name}.{member}"
+
+
+def test_the_shared_properties_are_documented_on_both_lock_classes():
+    for cls in (redislock.Lock, redislock.AsyncLock):
+        assert issubclass(cls, redislock._LockState)
+        for name in public_members(redislock._LockState):
+            assert (getattr(cls, name).__doc__ or "").strip(), f"{cls.__name__}.{name}"
 
 
 def test_stubs_name_what_the_module_has():

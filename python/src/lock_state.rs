@@ -1,0 +1,141 @@
+//! `_LockState`: the base class of `Lock` and `AsyncLock`. It holds the
+//! `Hold` and has the properties, which read the same for both; the
+//! subclasses add what differs (blocking or awaitable operations, `with`
+//! or `async with`).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::PyClass;
+
+use crate::errors;
+use crate::hold::Hold;
+
+/// The state of one hold of a lock: the properties `Lock` and `AsyncLock`
+/// share. Not made directly; they derive from it.
+#[pyclass(subclass, frozen, module = "redislock", name = "_LockState")]
+pub struct PyLockState {
+    hold: Arc<Hold>,
+}
+
+impl PyLockState {
+    /// A new `Lock` or `AsyncLock` (`class`) over `hold`.
+    pub fn init<T>(hold: Hold, class: T) -> PyClassInitializer<T>
+    where
+        T: PyClass<BaseType = PyLockState>,
+    {
+        PyClassInitializer::from(PyLockState {
+            hold: Arc::new(hold),
+        })
+        .add_subclass(class)
+    }
+
+    /// The hold of a `Lock` or `AsyncLock`. Their methods reach it through
+    /// here: their own structs are empty, the hold lives in this base.
+    pub fn hold<'a, T>(lock: &'a Bound<'_, T>) -> &'a Arc<Hold>
+    where
+        T: PyClass<BaseType = PyLockState>,
+    {
+        &lock.as_super().get().hold
+    }
+}
+
+#[pymethods]
+impl PyLockState {
+    /// The resource as asked for (a permit's semaphore name).
+    #[getter]
+    fn resource(&self) -> String {
+        self.hold.resource().to_string()
+    }
+
+    /// The key held on the servers: the resource, or a permit's own key.
+    #[getter]
+    fn key(&self) -> String {
+        self.hold.lock().resource
+    }
+
+    /// The random owner value of this acquisition.
+    #[getter]
+    fn owner(&self) -> String {
+        self.hold.lock().owner
+    }
+
+    /// The fencing token: larger than every earlier holder's (None in script mode).
+    #[getter]
+    fn token(&self) -> Option<i64> {
+        self.hold.lock().token
+    }
+
+    /// The lease asked for, in seconds.
+    #[getter]
+    fn ttl(&self) -> f64 {
+        self.hold.lock().ttl.as_secs_f64()
+    }
+
+    /// Seconds the lock is still safe to use; 0 once lost or released.
+    #[getter]
+    fn validity(&self) -> f64 {
+        self.hold.validity().as_secs_f64()
+    }
+
+    /// True once the lock is lost: an extension reached no quorum, or its
+    /// validity ran out before one did.
+    #[getter]
+    fn lost(&self) -> bool {
+        self.hold.lost()
+    }
+
+    /// True once this hold was released.
+    #[getter]
+    fn released(&self) -> bool {
+        self.hold.released()
+    }
+
+    /// True for a shared hold of a read-write lock.
+    #[getter]
+    fn shared(&self) -> bool {
+        self.hold.lock().shared
+    }
+
+    /// True when a guard keeps extending it (`lock`, `guard`).
+    #[getter]
+    fn kept(&self) -> bool {
+        self.hold.kept()
+    }
+
+    /// Holds of this acquisition not yet released (see `reenter`).
+    #[getter]
+    fn holds(&self) -> usize {
+        self.hold.lock().holds()
+    }
+
+    /// Each server's answer to the acquisition (or latest extension): a
+    /// list of ``(server, outcome)``.
+    #[getter]
+    fn outcomes(&self) -> Vec<(String, String)> {
+        errors::outcome_pairs(&self.hold.lock().instances)
+    }
+
+    /// ``<Lock "resource" token=N state validity=Xs>``, named after the
+    /// object's own class (`Lock` or `AsyncLock`).
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let class = slf.get_type().name()?;
+        let hold = &slf.get().hold;
+        let lock = hold.lock();
+        let token = lock.token.map_or("None".to_string(), |t| t.to_string());
+        let state = if hold.released() {
+            "released"
+        } else if hold.lost() {
+            "lost"
+        } else if hold.kept() {
+            "kept"
+        } else {
+            "held"
+        };
+        Ok(format!(
+            "<{class} {:?} token={token} {state} validity={:.3}s>",
+            hold.resource(),
+            hold.validity().as_secs_f64()
+        ))
+    }
+}
