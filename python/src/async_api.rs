@@ -1,7 +1,7 @@
 //! The asyncio API: `AsyncRedlock`, `AsyncLock`, `AsyncLockRequest`. Each
 //! network operation returns an awaitable (an asyncio future, through
-//! pyo3-async-runtimes) whose work runs on the shared runtime: the event
-//! loop never blocks.
+//! `aio`) whose work runs on the shared runtime: the event loop never
+//! blocks.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use redlock::Redlock;
 
+use crate::aio;
 use crate::config::{self, Request};
 use crate::errors::Failure;
 use crate::hold::{self, locked, Acquisition, Fresh, Hold, Pending};
@@ -47,8 +48,7 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
     F: Future<Output = Result<T, Failure>> + Send + 'static,
 {
-    runtime::runtime()?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move { work.await.map_err(PyErr::from) })
+    aio::future(py, async move { work.await.map_err(PyErr::from) })
 }
 
 /// Runs `work` (an acquisition) on a task of its own: cancelling the
@@ -65,6 +65,19 @@ fn acquire<'py>(
             Failure::Runtime(format!("redislock: the acquisition's task failed: {e}"))
         })??;
         Ok(Acquired { fresh, slot })
+    })
+}
+
+/// Starts `work` (a release) now, on a task of its own: cancelling the
+/// awaiting asyncio task (a timeout, asyncio.run's teardown) must not cut
+/// a release asked for, nor keep it from starting.
+fn started(
+    work: impl Future<Output = Result<(), Failure>> + Send + 'static,
+) -> PyResult<impl Future<Output = Result<(), Failure>> + Send + 'static> {
+    let task = runtime::runtime()?.spawn(work);
+    Ok(async move {
+        task.await
+            .map_err(|e| Failure::Runtime(format!("redislock: the release's task failed: {e}")))?
     })
 }
 
@@ -200,7 +213,7 @@ impl PyAsyncLock {
 
     /// Awaitable: releases this hold, as `Lock.release`.
     fn release<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let work = PyLockState::hold(slf).release()?;
+        let work = started(PyLockState::hold(slf).release()?)?;
         awaitable(slf.py(), work)
     }
 
@@ -235,7 +248,7 @@ fn aexit<'py>(py: Python<'py>, hold: &Arc<Hold>, raised: bool) -> PyResult<Bound
     let work = if hold.released() {
         None
     } else {
-        hold.release().ok()
+        hold.release().ok().map(started).transpose()?
     };
     awaitable(py, async move {
         if let Some(work) = work {

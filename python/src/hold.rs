@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Kind, Request};
 use crate::errors::Failure;
+use crate::exit;
 use crate::runtime;
 
 /// Locks `m`, poisoned or not. Every mutex of the binding guards plain
@@ -47,15 +48,18 @@ impl Drop for Fresh {
             std::mem::forget(held);
             return;
         };
-        let _context = rt.enter();
+        // Counted: the interpreter's exit waits for it (`exit::shutdown`).
         match held {
-            // Its own Drop releases in the background.
-            Held::Kept(guard) => drop(guard),
+            Held::Kept(guard) => {
+                rt.spawn(exit::release(async move {
+                    let _ = guard.release().await;
+                }));
+            }
             Held::Plain(lock) => {
                 let redlock = self.redlock.clone();
-                rt.spawn(async move {
+                rt.spawn(exit::release(async move {
                     let _ = redlock.release(&lock).await;
-                });
+                }));
             }
         }
     }
@@ -385,7 +389,8 @@ impl Hold {
             self.group.lost.store(true, Ordering::SeqCst);
         }
         let this = Arc::clone(self);
-        Ok(async move {
+        // Counted from now: the interpreter's exit waits for it.
+        Ok(exit::release(async move {
             let remaining = match (&this.state, guard) {
                 (State::Kept { .. }, Some(g)) => g.release().await?.remaining_holds,
                 (State::Kept { .. }, None) => 0,
@@ -401,7 +406,7 @@ impl Hold {
                 return Err(this.lost_failure());
             }
             Ok(())
-        })
+        }))
     }
 
     /// Another hold of the same acquisition (see `Lock::reenter` in the crate).
@@ -440,8 +445,9 @@ impl Hold {
 impl Drop for Hold {
     fn drop(&mut self) {
         // A plain lock not released stays held until its lease ends, as the
-        // crate's `Lock` does. A guard's Drop releases the lock in the
-        // background, for which it needs to be inside the runtime.
+        // crate's `Lock` does. A guard dropped releases its hold (the last
+        // one the lock) in the background, as the crate's Drop would, but
+        // counted: the interpreter's exit waits for it.
         let State::Kept { guard, .. } = &mut self.state else {
             return;
         };
@@ -450,8 +456,9 @@ impl Drop for Hold {
         };
         match runtime::usable() {
             Some(rt) => {
-                let _context = rt.enter();
-                drop(g);
+                rt.spawn(exit::release(async move {
+                    let _ = g.release().await;
+                }));
             }
             // A forked child: the parent's runtime is not there to abort
             // the keeper on, and the parent still holds the lock.
@@ -469,8 +476,8 @@ fn watch(rt: &Runtime, lost: CancellationToken, done: CancellationToken, callbac
         }
         // Not on a worker thread: those must never wait for the GIL.
         let _ = tokio::task::spawn_blocking(move || {
-            // None while the interpreter shuts down: nobody left to tell.
-            Python::try_attach(|py| {
+            // None once the interpreter exits: nobody left to tell.
+            exit::attach(|py| {
                 if let Err(e) = callback.call0(py) {
                     e.write_unraisable(py, Some(callback.bind(py)));
                 }

@@ -8,13 +8,17 @@
 //! - `hold`: one hold of a lock, plain or kept by a guard, shared by both
 //! - `lock_state`: `_LockState`, the base class of `Lock` and `AsyncLock`
 //!   (their properties)
+//! - `aio`: Rust futures as asyncio awaitables
+//! - `exit`: the atexit hook, after which no runtime thread touches Python
 //! - `config`, `errors`, `runtime`
 
 use pyo3::prelude::*;
 
+mod aio;
 mod async_api;
 mod config;
 mod errors;
+mod exit;
 mod hold;
 mod lock_state;
 mod runtime;
@@ -31,5 +35,10 @@ fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<async_api::PyAsyncRedlock>()?;
     m.add_class::<async_api::PyAsyncLock>()?;
     m.add_class::<async_api::AsyncLockRequest>()?;
+    // Before finalization: no runtime thread may attach during it.
+    let shutdown = wrap_pyfunction!(exit::shutdown, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (shutdown,))?;
     Ok(())
 }

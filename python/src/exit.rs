@@ -1,0 +1,114 @@
+//! Interpreter exit. The runtime's threads outlive the interpreter: a
+//! thread of theirs that attaches to Python while it finalizes can crash
+//! the process ("PyGILState_Release: thread state ... must be current").
+//! So every attach from a runtime thread goes through `attach`, and an
+//! `atexit` hook (`shutdown`, registered at import) closes that gate before
+//! finalization starts: it waits, with the GIL released and for a bounded
+//! time, for the attaches under way and for the releases already asked
+//! for, then no runtime thread touches Python again.
+
+use std::future::Future;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+
+use crate::hold::locked;
+
+/// The most `shutdown` waits, in all: attaches under way (an asyncio
+/// completion, an on_lost callback) and releases (a few server round
+/// trips, each bounded by the client's timeouts).
+const DRAIN: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct Counts {
+    /// Set by `shutdown`: no attach from a runtime thread after.
+    closed: bool,
+    /// Runtime threads inside `attach` now.
+    attached: usize,
+    /// Releases asked for and not finished (`Release`).
+    releases: usize,
+}
+
+static COUNTS: Mutex<Counts> = Mutex::new(Counts {
+    closed: false,
+    attached: 0,
+    releases: 0,
+});
+static CHANGED: Condvar = Condvar::new();
+
+/// Whether `shutdown` ran: new asyncio operations are refused.
+pub fn closed() -> bool {
+    locked(&COUNTS).closed
+}
+
+/// Runs `f` attached to Python, from a thread of the runtime; `None`
+/// (without running it) once the interpreter exits.
+pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    {
+        let mut counts = locked(&COUNTS);
+        if counts.closed {
+            return None;
+        }
+        counts.attached += 1;
+    }
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            locked(&COUNTS).attached -= 1;
+            CHANGED.notify_all();
+        }
+    }
+    let _leave = Leave;
+    Python::try_attach(f)
+}
+
+/// A release under way: `shutdown` waits for it while one is alive.
+pub struct Release(());
+
+impl Release {
+    pub fn start() -> Release {
+        locked(&COUNTS).releases += 1;
+        Release(())
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        locked(&COUNTS).releases -= 1;
+        CHANGED.notify_all();
+    }
+}
+
+/// `work` (a release) counted by `shutdown` until it ends or is dropped.
+pub fn release<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let counted = Release::start();
+    async move {
+        let out = work.await;
+        drop(counted);
+        out
+    }
+}
+
+/// The atexit hook: closes the gate and waits (GIL released, at most
+/// `DRAIN`) for the attaches under way and the releases asked for. A lock
+/// still held after (never released, or its release not done in time)
+/// ends with its ttl. Idempotent.
+#[pyfunction]
+pub fn shutdown(py: Python<'_>) {
+    py.detach(|| {
+        let deadline = Instant::now() + DRAIN;
+        let mut counts = locked(&COUNTS);
+        counts.closed = true;
+        while counts.attached > 0 || counts.releases > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            counts = CHANGED
+                .wait_timeout(counts, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    });
+}
