@@ -66,13 +66,15 @@ test-all: build
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), shared
 # holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
-# contended waiting against the polling loop (benches/contended.rs), then
+# contended waiting against the polling loop (benches/contended.rs), the
+# quorum client against rslock on five servers (client/benches/quorum.rs), then
 # ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh), then
 # the Python package against Pottery's Redlock on five servers (benches/python.sh).
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench quorum
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh
 
