@@ -89,6 +89,13 @@ pub struct PyAsyncRedlock {
     inner: Redlock,
 }
 
+impl PyAsyncRedlock {
+    /// Over an existing client (`Redlock.asyncio()`).
+    pub fn from_client(inner: Redlock) -> PyAsyncRedlock {
+        PyAsyncRedlock { inner }
+    }
+}
+
 #[pymethods]
 impl PyAsyncRedlock {
     #[new]

@@ -67,6 +67,12 @@ impl PyRedlock {
         self.inner.quorum()
     }
 
+    /// An `AsyncRedlock` on this same client: the same connections,
+    /// settings and waiting lines, for asyncio code beside threads.
+    fn asyncio(&self) -> crate::async_api::PyAsyncRedlock {
+        crate::async_api::PyAsyncRedlock::from_client(self.inner.clone())
+    }
+
     /// One attempt round at `resource` for `ttl` seconds, without automatic
     /// extension. Raises `NotAcquired` (`QuorumUnreachable` when too few
     /// servers answered). `shared=True`: a shared hold of a read-write

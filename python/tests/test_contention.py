@@ -1,6 +1,6 @@
-"""Threads sharing one Redlock and asyncio tasks sharing one AsyncRedlock,
-all at once on one resource: no two holds overlap, and tokens grow in the
-order the holds were granted."""
+"""Threads and asyncio tasks on one Redlock (the tasks through its
+`asyncio()` view, the same client), all at once on one resource: no two
+holds overlap, and tokens grow in the order the holds were granted."""
 
 import asyncio
 import threading
@@ -18,7 +18,8 @@ WAIT = 120.0
 
 def test_threads_and_tasks_never_hold_at_once(servers, resource):
     rl = Redlock(servers.urls)
-    arl = AsyncRedlock(servers.urls)
+    arl = rl.asyncio()
+    assert isinstance(arl, AsyncRedlock)
     holds = []  # (granted, released, token, who); list.append is atomic
     errors = []
     start = threading.Barrier(THREADS + 1)
