@@ -238,7 +238,13 @@ async fn mixed_history(faults: bool) {
     assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
     let starved: Vec<usize> = (0..16).filter(|c| !holds.iter().any(|h| h.client == *c)).collect();
     assert!(starved.is_empty(), "clients never granted anything in 3 s: {starved:?}");
-    assert!(shared >= 20 && exclusive >= 5 && permits >= 10, "too few holds to mean anything: {shared} shared, {exclusive} exclusive, {permits} permits");
+    // Abandoned holds and the restart slow the fault run down (9 to 23
+    // exclusive holds seen under load): its floor is lower.
+    let (least_shared, least_exclusive, least_permits) = if faults { (10, 3, 5) } else { (20, 5, 10) };
+    assert!(
+        shared >= least_shared && exclusive >= least_exclusive && permits >= least_permits,
+        "too few holds to mean anything: {shared} shared, {exclusive} exclusive, {permits} permits"
+    );
     assert!(readers_overlapped, "no two readers ever held together: SHARED is not shared");
     assert!(most_permits == PERMITS as i32, "the semaphore's permits were never all used at once: the test proved nothing");
     if faults {
