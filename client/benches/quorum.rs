@@ -591,6 +591,15 @@ async fn warm_up(clients: &Clients, run: &str) -> Res<()> {
 
 // ---------------------------------------------------------------- report
 
+/// One line per implementation that had errors in the measurement `what`.
+fn note_errors(errors: &mut Vec<String>, what: &str, ours: &Med, rslock: &Med) {
+    for (name, m) in [("ours", ours), ("rslock", rslock)] {
+        if m.errors > 0 {
+            errors.push(format!("  {what}, {name}: {} error(s); first: {}\n", m.errors, m.first_error.as_deref().unwrap_or("?")));
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
@@ -803,15 +812,7 @@ async fn bench(cfg: &Config, urls: &[String], version: &str) -> Res<usize> {
             o.gave_up,
             r.gave_up
         );
-        for (name, m) in [("ours", &o), ("rslock", &r)] {
-            if m.errors > 0 {
-                errors.push(format!(
-                    "  contended {n} x {hold_ms} ms, {name}: {} error(s); first: {}\n",
-                    m.errors,
-                    m.first_error.as_deref().unwrap_or("?")
-                ));
-            }
-        }
+        note_errors(&mut errors, &format!("contended {n} x {hold_ms} ms"), &o, &r);
     }
     out += "ratio: grants/s ours/rslock; p99 wait ours/rslock. top share: the grants of the contender that had most, in % of all (fair: 100/N).\n";
     out += "gave up: acquire calls that ran out (ours: its deadline; rslock: its 3 attempts) and were called again, summed over the rounds\n\n";
@@ -840,15 +841,7 @@ async fn bench(cfg: &Config, urls: &[String], version: &str) -> Res<usize> {
             o.errors,
             r.errors
         );
-        for (name, m) in [("ours", &o), ("rslock", &r)] {
-            if m.errors > 0 {
-                errors.push(format!(
-                    "  uncontended {w} worker(s), {name}: {} error(s); first: {}\n",
-                    m.errors,
-                    m.first_error.as_deref().unwrap_or("?")
-                ));
-            }
-        }
+        note_errors(&mut errors, &format!("uncontended {w} worker(s)"), &o, &r);
     }
     out += "ratio: cycles/s ours/rslock. errors: summed over the rounds\n";
     if !errors.is_empty() {
