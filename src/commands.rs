@@ -235,6 +235,7 @@ pub fn try_acquire(
     fence: Token,
     want: Want,
     waiting_ahead: bool,
+    by: By,
 ) -> Attempt {
     let owner = owner_arg.bytes();
     let now = Now::read();
@@ -286,8 +287,19 @@ pub fn try_acquire(
         lock::delete(key);
         return Attempt::Failed(c"ERR could not set the lease");
     }
-    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
+    match by {
+        By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror),
+        By::Handoff => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
+    }
     Attempt::Granted(token, Grant::New)
+}
+
+/// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, or the
+/// handoff to a waiter (in another command's context, or a timer's).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    Command,
+    Handoff,
 }
 
 /// A request's terms, as `try_acquire` takes them.
@@ -404,7 +416,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     }
     let want = Want { shared: req.shared, limit: req.limit };
     let waiting_ahead = waiters::count_in(ctx, req.key.bytes()) > 0;
-    match try_acquire(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, want, waiting_ahead) {
+    match try_acquire(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, want, waiting_ahead, By::Command) {
         Attempt::Granted(token, how) => {
             match how {
                 Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),

@@ -70,6 +70,7 @@ impl Counter {
 /// Cluster or Sentinel failover), or a replica. One callback per event and
 /// module, so the waiters' part is called from here.
 unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
+    crate::listeners::heard_from_now_on();
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         crate::gate::set_replica(false);
         COUNTER.seed_for_promotion();

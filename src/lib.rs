@@ -35,6 +35,7 @@ pub mod group;
 pub mod info;
 pub mod kept;
 pub mod lease;
+pub mod listeners;
 pub mod lock;
 pub mod propagate;
 pub mod quarantine;
@@ -272,6 +273,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !fencing::subscribe(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not subscribe to replication role changes");
     }
+    if !listeners::subscribe(Ctx::new(ctx.ctx)) {
+        return fail(ctx, "could not subscribe to forks");
+    }
+    listeners::learn(Ctx::new(ctx.ctx));
     if !info::register(Ctx::new(ctx.ctx)) {
         return fail(ctx, "could not register the INFO section");
     }

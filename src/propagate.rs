@@ -35,6 +35,20 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64)
     ctx.notify(c"lock.acquire", key);
 }
 
+/// `granted`, for a new grant made by the `LOCK.ACQUIRE` being executed,
+/// the hot path: while nothing can receive propagated commands, the
+/// command goes verbatim, which Redis drops at no cost and counts for the
+/// `save` rules (see `listeners`).
+pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
+    if crate::listeners::heard() {
+        ctx.replicate_grant(APPLY, key, owner, token, deadline_ms);
+    } else {
+        ctx.replicate_verbatim();
+    }
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.acquire", key);
+}
+
 /// A shared holder was granted, re-granted or extended: its token and
 /// deadline, the group's limit (0: a read-write lock) and the key's TTL.
 pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {

@@ -390,6 +390,7 @@ unsafe extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _event: raw::RedisModu
         }
         raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
             LOADING.store(false, Ordering::Relaxed);
+            crate::listeners::loaded(Ctx::new(ctx));
             crate::lock::learn_loaded_leases(Ctx::new(ctx));
             let load = STARTUP_LOAD.swap(NO_LOAD, Ordering::Relaxed);
             if starting && load != NO_LOAD && loaded_everything(Ctx::new(ctx), load) {

@@ -34,7 +34,7 @@ use redis_module::raw;
 
 use crate::clock;
 use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
-use crate::commands::{try_acquire, Attempt, Want};
+use crate::commands::{try_acquire, Attempt, By, Want};
 use crate::fencing::Token;
 use crate::gate;
 use crate::lease::{Left, Now};
@@ -307,7 +307,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         }
         // The head is first in line: nobody waits ahead of it. Shared
         // heads are granted one after the other until one does not fit.
-        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence, head.want, false);
+        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence, head.want, false, By::Handoff);
         match attempt {
             Attempt::Granted(token, _) => {
                 stats::WAIT_GRANTED.bump();

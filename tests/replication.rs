@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use redis::Connection;
+use std::time::Duration;
 
 const MASTER_ARGS: &[&str] = &[
     // No periodic PINGs into the replication stream, so master_repl_offset
@@ -340,4 +341,117 @@ fn a_writable_replica_refuses_lock_writes_and_follows_its_master() {
     // Promoted, it grants again.
     ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
     assert!(grant(&mut r, "mine", "dave", 1000) > t2);
+}
+
+/// While nothing can receive propagated commands (no AOF, no replica, no
+/// backlog), a grant is not built into a LOCK.APPLY (Redis would drop it),
+/// but it still counts as a change for the `save` rules, as SET does.
+#[test]
+fn a_grant_nobody_listens_to_still_counts_for_the_save_rules() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert_eq!(info_field_i64(&mut c, "replication", "repl_backlog_active"), 0, "no backlog to begin with");
+    let before = info_field_i64(&mut c, "persistence", "rdb_changes_since_last_save");
+    grant(&mut c, "counted:1", "o", 60_000);
+    grant(&mut c, "counted:2", "o", 60_000);
+    assert_eq!(acquire(&mut c, b"counted:1", b"other", 60_000), None, "a refusal changes nothing");
+    let after = info_field_i64(&mut c, "persistence", "rdb_changes_since_last_save");
+    assert_eq!(after - before, 2, "one change per grant");
+}
+
+/// A replica that attaches while grants pour in gets every one of them,
+/// exactly: the grants before its sync's fork through the snapshot, every
+/// one after it as LOCK.APPLY, none as the client's relative command. Both
+/// sync kinds (an RDB file, diskless).
+#[test]
+fn a_replica_attached_under_a_stream_of_grants_gets_each_one_exactly() {
+    for diskless in ["no", "yes"] {
+        let master = Server::start_with(&["--repl-diskless-sync", diskless, "--repl-diskless-sync-delay", "0"]);
+        let replica = Server::start();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let granter = {
+            let (stop, mut m) = (stop.clone(), master.conn());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) || n < 2_000 {
+                    let key = format!("stream:{n}");
+                    assert!(acquire(&mut m, key.as_bytes(), b"owner", 600_000).is_some(), "grant {key}");
+                    n += 1;
+                }
+                n
+            })
+        };
+        // Grants before, during and after the sync.
+        let mut watch = master.conn();
+        wait_until(Duration::from_secs(10), "grants under way", || int_of(&ok_cmd(&mut watch, &cmd("DBSIZE")), "DBSIZE") > 500);
+        let mut r = replica.conn();
+        ok_cmd(&mut r, cmd("REPLICAOF").arg("127.0.0.1").arg(master.port));
+        wait_until(Duration::from_secs(20), "replica link up", || {
+            info_field(&mut r, "replication", "master_link_status") == "up"
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let granted = granter.join().expect("granter");
+        wait_replica_synced(&master, &replica);
+        let mut m = master.conn();
+        let master_keys: i64 = int_of(&ok_cmd(&mut m, &cmd("DBSIZE")), "DBSIZE");
+        assert_eq!(master_keys as u64, granted, "diskless {diskless}: every grant on the master");
+        assert_eq!(int_of(&ok_cmd(&mut r, &cmd("DBSIZE")), "DBSIZE"), master_keys, "diskless {diskless}: key count");
+        for n in (0..granted).step_by(7) {
+            let key = format!("stream:{n}");
+            let (mi, ri) = (info(&mut m, key.as_bytes()).expect("on master"), info(&mut r, key.as_bytes()));
+            let ri = ri.unwrap_or_else(|| panic!("diskless {diskless}: replica lacks {key}"));
+            assert_eq!((ri.owner, ri.token), (mi.owner, mi.token), "diskless {diskless}: {key}");
+            assert_eq!(pexpiretime(&mut r, key.as_bytes()), pexpiretime(&mut m, key.as_bytes()), "diskless {diskless}: deadline of {key}");
+        }
+        assert_eq!(calls(&mut r, "lock.acquire"), 0, "diskless {diskless}: the client's command never reached the replica");
+    }
+}
+
+/// An AOF switched on at runtime starts with a rewrite in a child; every
+/// grant after it is written as LOCK.APPLY, never as the client's command.
+#[test]
+fn an_aof_switched_on_at_runtime_records_grants_exactly() {
+    let server = Server::start();
+    let mut c = server.conn();
+    grant(&mut c, "before", "o", 600_000);
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("appendonly").arg("yes"));
+    wait_aof_rewrite_idle(&mut c);
+    let token = grant(&mut c, "after-aof-on", "o", 600_000);
+    wait_aof_flushed(&mut c);
+    let files = read_all_files(&server.dir);
+    let aof: Vec<u8> = files.iter().filter(|(p, _)| p.to_string_lossy().contains(".incr.aof")).flat_map(|(_, b)| b.clone()).collect();
+    assert!(contains_ci(&aof, b"LOCK.APPLY") && contains_ci(&aof, b"after-aof-on"), "the grant is in the AOF as LOCK.APPLY");
+    assert!(contains_ci(&aof, token.to_string().as_bytes()), "with its token");
+    assert!(!contains_ci(&aof, b"LOCK.ACQUIRE"), "never as the client's command");
+}
+
+/// A master restarted from its RDB may keep its replication offsets and
+/// let its replicas resume (PSYNC) from a backlog made at load, without a
+/// fork: its grants after the restart must still reach them.
+#[test]
+fn a_master_restarted_from_its_rdb_replicates_grants_to_its_replicas() {
+    let mut master = Server::start_with(MASTER_ARGS);
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut m = master.conn();
+    grant(&mut m, "before-restart", "o", 600_000);
+    wait1(&mut m);
+    ok_cmd(&mut m, &cmd("SAVE"));
+    drop(m);
+    master.kill9();
+    master.start_again();
+    let mut m = master.conn();
+    wait_replica_synced(&master, &replica);
+    let token = grant(&mut m, "after-restart", "o", 600_000);
+    wait1(&mut m);
+    let mut r = replica.conn();
+    let ri = info(&mut r, b"after-restart").expect("the replica has the grant made after the restart");
+    assert_eq!((ri.owner.as_slice(), ri.token), (&b"o"[..], token));
+    assert_eq!(pexpiretime(&mut r, b"after-restart"), pexpiretime(&mut m, b"after-restart"));
+    println!(
+        "restart: sync_full {} sync_partial_ok {}",
+        info_field_i64(&mut m, "stats", "sync_full"),
+        info_field_i64(&mut m, "stats", "sync_partial_ok")
+    );
 }
