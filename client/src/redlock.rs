@@ -1,6 +1,6 @@
 //! The Redlock algorithm over N independent instances.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,8 +29,6 @@ pub struct Lock {
     pub instances: Vec<InstanceOutcome>,
     /// Instances whose smaller token was raised to `token` (FENCE).
     pub fenced: usize,
-    /// The place in line this lock was taken with (see `lock_until`).
-    pub ticket: Option<Ticket>,
     /// A shared hold (`LOCK.ACQUIRE ... SHARED`) of a read-write lock:
     /// other shared holders may hold it too, an exclusive one may not.
     pub shared: bool,
@@ -38,16 +36,23 @@ pub struct Lock {
     /// one more per `reenter`, one less per release; the servers release
     /// the lock when it reaches 0.
     holds: Arc<AtomicUsize>,
+    /// Set once the lock is released (or its acquisition given up): a
+    /// waiting request of the head of the line that is granted after that
+    /// is released at once (see `attempt_at_head`).
+    ended: Arc<AtomicBool>,
 }
 
 /// A place in a resource's waiting line: a module lock on one designated
-/// instance, held alongside the quorum lock and released after it, so the
-/// next in line finds the resource free.
+/// instance, held while its owner waits at the head of the line and given
+/// up the moment the lock is granted, so that the next in line waits on
+/// the lock itself during the hold.
 #[derive(Clone, Debug)]
-pub struct Ticket {
+struct Ticket {
     instance: usize,
     key: String,
     owner: String,
+    /// The line instance's token for the ticket, a floor for the lock's.
+    token: Option<i64>,
 }
 
 impl Lock {
@@ -96,6 +101,10 @@ pub(crate) struct Inner {
     quorum: usize,
     /// Instance indexes in server-name order, for `line_instance`.
     line_order: Vec<usize>,
+    /// The largest token any instance issued to this handle: the head of
+    /// a line asks for more (FENCE), so that the instances, which have
+    /// mostly issued no token since, agree on one and need no write-back.
+    highest_token: AtomicI64,
 }
 
 /// A Redlock client. Cheap to clone; clones share connections. Every
@@ -166,7 +175,7 @@ impl Redlock {
         }
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
-        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, line_order }) })
+        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, line_order, highest_token: AtomicI64::new(0) }) })
     }
 
     pub fn quorum(&self) -> usize {
@@ -181,7 +190,9 @@ impl Redlock {
         &self.inner.settings
     }
 
-    /// Takes `resource` for `ttl`, retrying as configured.
+    /// Takes `resource` for `ttl`, retrying as configured. It polls: while
+    /// others wait in the resource's line (`lock_until`, `guard`), the
+    /// servers serve them first, as they serve a single server's queue.
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
         self.lock_until(resource, ttl, None).await
     }
@@ -223,13 +234,17 @@ impl Redlock {
     /// resource's line: a module lock on a key derived from the resource,
     /// on one instance chosen by hashing the resource, taken at once when
     /// nobody is in line, else waited for in the module's first-come,
-    /// first-served queue (`LOCK.ACQUIRE ... WAIT`). At the head of the
-    /// line the quorum is tried promptly; holders give their place up right
-    /// after releasing the lock. Waiters are so served in turn instead of
-    /// polling after random delays. The line only orders the waiters: the
-    /// lock is still the quorum's, so a line instance that is down or
-    /// frozen costs fairness (the wait there is bounded by the ttl), never
-    /// safety.
+    /// first-served queue (`LOCK.ACQUIRE ... WAIT`). The head of the line
+    /// waits on the lock itself, on every instance at once (`LOCK.ACQUIRE
+    /// resource ... WAIT`), so that each instance hands the lock over the
+    /// moment the holder's release reaches it, without a round trip of the
+    /// client in between; it gives its place up as soon as a quorum
+    /// granted, and the next in line starts waiting on the lock during the
+    /// hold. Waiters are so served in turn instead of polling after random
+    /// delays, and only one of them waits on the lock, so they never split
+    /// a vote. The line only orders the waiters: the lock is still the
+    /// quorum's, so a line instance that is down or frozen costs fairness
+    /// (the wait there is bounded by the ttl), never safety.
     ///
     /// Servers in restart quarantine (`TRYAGAIN restart quarantine`) never
     /// count as granting. When their quarantine alone stands between the
@@ -267,29 +282,58 @@ impl Redlock {
     where
         F: FnMut(&Retry<'_>) + Send,
     {
+        let hi = self.inner.settings.retry_delay.1;
         let ticket = match deadline {
             Some(d) if self.inner.settings.mode == Mode::Module && !shared => self.join_line(resource, ttl, d).await,
             _ => None,
         };
-        let hi = self.inner.settings.retry_delay.1;
         let mut head_delay = Duration::from_millis(1);
         let mut attempts = 0u32;
+        // The head asks for a token above the ticket's and every one this
+        // handle saw, unless an instance refused that as too far ahead.
+        let mut floor = ticket.as_ref().map(|t| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
         loop {
             attempts += 1;
-            let outcomes = match self.attempt(resource, ttl, shared).await {
-                Ok(mut lock) => {
-                    lock.ticket = ticket;
+            let round_started = Instant::now();
+            let (taken, window) = match (&ticket, deadline) {
+                (Some(t), Some(d)) => {
+                    // A window well inside the ttl: the validity counts from
+                    // the moment the waits were sent.
+                    let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
+                    let extend_ticket = async {
+                        if attempts > 1 {
+                            if let Some(instance) = self.inner.instances.get(t.instance) {
+                                instance.extend(&t.key, &t.owner, ttl).await;
+                            }
+                        }
+                    };
+                    let (taken, ()) = futures::join!(self.attempt_at_head(resource, ttl, window, floor), extend_ticket);
+                    (taken, Some(window))
+                }
+                _ => (self.attempt(resource, ttl, shared).await, None),
+            };
+            let outcomes = match taken {
+                Ok(lock) => {
+                    if let Some(t) = ticket {
+                        self.leave_line_soon(t);
+                    }
                     return Ok(lock);
                 }
                 Err(outcomes) => outcomes,
             };
+            if outcomes.iter().any(|o| matches!(&o.outcome, Outcome::Failed(m) if m.contains("max-token-lead"))) {
+                floor = None;
+            }
             let why = quorum::not_granted(&outcomes, self.inner.quorum);
-            let delay = if ticket.is_some() {
+            let delay = match window {
+                // The window passed with the lock held: wait on at once.
+                Some(w) if round_started.elapsed() >= w => Duration::ZERO,
                 // First in line: the resource frees up any moment now.
-                head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
-                head_delay / 2
-            } else {
-                self.retry_pause()
+                _ if ticket.is_some() => {
+                    head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
+                    head_delay / 2
+                }
+                _ => self.retry_pause(),
             };
             // Nothing is granted before enough quarantines end: no point
             // asking more often than once a second, nor long after they end.
@@ -314,7 +358,9 @@ impl Redlock {
                 None => wait,
             };
             observe(&Retry { attempt: attempts, why, outcomes: &outcomes, delay: wait });
-            tokio::time::sleep(wait).await;
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
         }
     }
 
@@ -340,9 +386,9 @@ impl Redlock {
     async fn join_line(&self, resource: &str, ttl: Duration, deadline: Instant) -> Option<Ticket> {
         let index = line_instance(resource, &self.inner.line_order);
         let instance = self.inner.instances.get(index)?;
-        let ticket = Ticket { instance: index, key: format!("redlock:line:{resource}"), owner: new_owner() };
+        let mut ticket = Ticket { instance: index, key: format!("redlock:line:{resource}"), owner: new_owner(), token: None };
         match instance.acquire(&ticket.key, &ticket.owner, ttl, None, false).await.outcome {
-            Outcome::Granted { .. } => return Some(ticket),
+            Outcome::Granted { token } => return Some(Ticket { token, ..ticket }),
             Outcome::Refused => {}
             _ => return None,
         }
@@ -350,8 +396,11 @@ impl Redlock {
         if wait.is_zero() {
             return None;
         }
-        match instance.wait_for(&ticket.key, &ticket.owner, ttl, wait).await.outcome {
-            Outcome::Granted { .. } => Some(ticket),
+        match instance.wait_for(&ticket.key, &ticket.owner, ttl, wait, None).await.outcome {
+            Outcome::Granted { token } => {
+                ticket.token = token;
+                Some(ticket)
+            }
             _ => {
                 // A grant that raced the timeout must not block the line.
                 instance.release(&ticket.key, &ticket.owner).await;
@@ -360,11 +409,15 @@ impl Redlock {
         }
     }
 
-    /// Gives up the place in line a lock was taken with, for a lock that
-    /// outlives this handle (its release will not come from here): the
-    /// next in line then polls the quorum instead of waiting out the place.
-    pub async fn leave_line_of(&self, lock: &mut Lock) {
-        self.leave_line(lock.ticket.take()).await;
+    /// Gives the place in line up in the background, right after the
+    /// grant: the next in line starts waiting on the lock during the hold.
+    fn leave_line_soon(&self, ticket: Ticket) {
+        let me = self.clone();
+        // Outside a runtime (not reachable from the async API) the ticket's
+        // ttl ends it.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { me.leave_line(Some(ticket)).await });
+        }
     }
 
     async fn leave_line(&self, ticket: Option<Ticket>) {
@@ -382,8 +435,74 @@ impl Redlock {
     async fn attempt(&self, resource: &str, ttl: Duration, shared: bool) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
-        let instances = &self.inner.instances;
-        let mut outcomes = join_all(instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared))).await;
+        let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared))).await;
+        self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false))).await
+    }
+
+    /// One round of the head of the line: `LOCK.ACQUIRE resource owner ttl
+    /// [FENCE floor] WAIT window` on every instance at once. Each instance
+    /// grants the moment the lock is free there, first in its queue, so
+    /// the holder's release hands the lock over on the servers themselves.
+    ///
+    /// The round is decided as soon as a quorum granted, or when the waits
+    /// still running could no longer make one. A wait still running then
+    /// may be granted later ("late"):
+    /// - while the lock is held, the instance holds it too, uncounted, which
+    ///   is harmless, and the lock's release reaches it like the others;
+    /// - after the lock was released or the round given up (`ended`), the
+    ///   task that ran the wait releases it at once, so no instance keeps
+    ///   a hold nobody will release.
+    ///
+    /// The validity counts from the moment the waits were sent: no
+    /// instance can have started its lease before.
+    async fn attempt_at_head(&self, resource: &str, ttl: Duration, window: Duration, floor: Option<i64>) -> Result<Lock, Vec<InstanceOutcome>> {
+        // The waits run as tasks of their own (see "late" above); without a
+        // tokio runtime to run them, a plain round.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.attempt(resource, ttl, false).await;
+        };
+        let owner = new_owner();
+        let sent = Instant::now();
+        let n = self.inner.instances.len();
+        let round = Arc::new(HeadRound {
+            state: std::sync::Mutex::new(RoundState { outcomes: vec![None; n], decided: false, stragglers_seen: false }),
+            changed: tokio::sync::Notify::new(),
+            ended: Arc::new(AtomicBool::new(false)),
+        });
+        for i in 0..n {
+            let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.to_string(), owner.clone());
+            runtime.spawn(async move {
+                let Some(instance) = me.inner.instances.get(i) else { return };
+                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor).await;
+                let granted = matches!(outcome.outcome, Outcome::Granted { .. });
+                if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
+                    instance.release(&resource, &owner).await;
+                }
+            });
+        }
+        // Dropped before the decision (the caller gave up the acquisition):
+        // nothing may stay granted.
+        let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
+        let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
+        abandon.armed = false;
+        self.conclude(resource, owner, ttl, false, sent, outcomes, Arc::clone(&round.ended)).await
+    }
+
+    /// The end of a round with these `outcomes`, its requests sent at
+    /// `started`: with a quorum of grants, the tokens reconciled and the
+    /// validity left, the lock; otherwise everything released, and
+    /// `ended` set first (see `attempt_at_head`).
+    #[allow(clippy::too_many_arguments)]
+    async fn conclude(
+        &self,
+        resource: &str,
+        owner: String,
+        ttl: Duration,
+        shared: bool,
+        started: Instant,
+        mut outcomes: Vec<InstanceOutcome>,
+        ended: Arc<AtomicBool>,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
         let granted: Vec<(usize, Option<i64>)> = outcomes
             .iter()
             .enumerate()
@@ -392,25 +511,28 @@ impl Redlock {
                 _ => None,
             })
             .collect();
-        if granted.len() < self.inner.quorum {
+        let give_up = |outcomes: Vec<InstanceOutcome>| async {
+            ended.store(true, Ordering::SeqCst);
             self.release_everywhere(resource, &owner).await;
-            return Err(outcomes);
+            Err(outcomes)
+        };
+        if granted.len() < self.inner.quorum {
+            return give_up(outcomes).await;
         }
         let (token, fenced) = match self.inner.settings.mode {
             Mode::Script => (None, 0),
             Mode::Module => match self.reconcile(resource, &owner, ttl, shared, &granted, &mut outcomes).await {
                 Some((token, fenced)) => (Some(token), fenced),
-                None => {
-                    self.release_everywhere(resource, &owner).await;
-                    return Err(outcomes);
-                }
+                None => return give_up(outcomes).await,
             },
         };
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let Some(validity) = quorum::validity(ttl, started.elapsed(), drift) else {
-            self.release_everywhere(resource, &owner).await;
-            return Err(outcomes);
+            return give_up(outcomes).await;
         };
+        if let Some(t) = token {
+            self.inner.highest_token.fetch_max(t, Ordering::Relaxed);
+        }
         Ok(Lock {
             resource: resource.to_string(),
             owner,
@@ -420,9 +542,9 @@ impl Redlock {
             ttl,
             instances: outcomes,
             fenced,
-            ticket: None,
             shared,
             holds: Arc::new(AtomicUsize::new(1)),
+            ended,
         })
     }
 
@@ -524,17 +646,7 @@ impl Redlock {
             return Err(Error::Expired { resource: lock.resource.clone() });
         }
         let started = Instant::now();
-        let line = async {
-            if let Some(t) = &lock.ticket {
-                if let Some(instance) = self.inner.instances.get(t.instance) {
-                    instance.extend(&t.key, &t.owner, ttl).await;
-                }
-            }
-        };
-        let (outcomes, ()) = futures::join!(
-            join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))),
-            line
-        );
+        let outcomes = join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))).await;
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let validity = quorum::validity(ttl, started.elapsed(), drift);
@@ -558,11 +670,8 @@ impl Redlock {
 
     /// Releases `lock` on every instance, whatever its holds.
     pub(crate) async fn release_on_servers(&self, lock: &Lock) -> Result<Released, Error> {
-        let released = self.release_owner(&lock.resource, &lock.owner).await;
-        // The lock first, then the place in line: the next in line must
-        // find the resource free.
-        self.leave_line(lock.ticket.clone()).await;
-        released
+        lock.ended.store(true, Ordering::SeqCst);
+        self.release_owner(&lock.resource, &lock.owner).await
     }
 
     /// Releases `resource` held by `owner` on every instance (no
@@ -584,9 +693,9 @@ impl Redlock {
             ttl,
             instances: Vec::new(),
             fenced: 0,
-            ticket: None,
             shared: false,
             holds: Arc::new(AtomicUsize::new(1)),
+            ended: Arc::new(AtomicBool::new(false)),
         };
         self.extend(&lock, ttl).await
     }
@@ -613,6 +722,140 @@ impl Redlock {
     /// extended before its lease runs out, released when the guard goes.
     pub fn keep(&self, lock: Lock) -> LockGuard {
         LockGuard::start(self.clone(), lock)
+    }
+}
+
+/// The waits of one round of the head of the line, shared with the tasks
+/// that run them.
+struct HeadRound {
+    state: std::sync::Mutex<RoundState>,
+    changed: tokio::sync::Notify,
+    /// The lock's `ended`: set when the round is given up or the lock
+    /// released.
+    ended: Arc<AtomicBool>,
+}
+
+struct RoundState {
+    /// Each instance's answer, `None` while its wait runs.
+    outcomes: Vec<Option<InstanceOutcome>>,
+    /// The round was decided: answers that come now are late.
+    decided: bool,
+    /// Decided with waits still running (their grace started).
+    stragglers_seen: bool,
+}
+
+enum Decision {
+    Undecided,
+    /// Decided, with waits still running, within their grace.
+    Stragglers,
+    Decided(Vec<InstanceOutcome>),
+}
+
+/// How long waits still running get once a quorum granted.
+const STRAGGLER_GRACE: Duration = Duration::from_millis(1);
+
+impl HeadRound {
+    /// Records instance `i`'s answer; `false` if it came after the decision.
+    fn report(&self, i: usize, outcome: InstanceOutcome) -> bool {
+        let on_time = match self.state.lock() {
+            Ok(mut state) if !state.decided => {
+                if let Some(slot) = state.outcomes.get_mut(i) {
+                    *slot = Some(outcome);
+                }
+                true
+            }
+            _ => false,
+        };
+        self.changed.notify_one();
+        on_time
+    }
+
+    /// Waits until `quorum` instances granted or the waits left cannot make
+    /// it, and returns every instance's answer. The waits still running
+    /// then get `STRAGGLER_GRACE` more: the holder's release reaches every
+    /// instance at about the same time, a lock held on all of them survives
+    /// more failures, and the answers say what each instance did. Those
+    /// still waiting after it, late from now on, are `Refused`: the lock
+    /// was held there (or the server slow to answer).
+    async fn decide(&self, quorum: usize, instances: &[Instance]) -> Vec<InstanceOutcome> {
+        let mut grace_ends: Option<tokio::time::Instant> = None;
+        loop {
+            let notified = self.changed.notified();
+            let stragglers_too = grace_ends.is_some_and(|end| tokio::time::Instant::now() < end);
+            match self.try_decide(quorum, instances, stragglers_too) {
+                Decision::Decided(outcomes) => return outcomes,
+                Decision::Undecided => notified.await,
+                Decision::Stragglers => {
+                    let end = *grace_ends.get_or_insert_with(|| tokio::time::Instant::now() + STRAGGLER_GRACE);
+                    let _ = tokio::time::timeout_at(end, notified).await;
+                }
+            }
+        }
+    }
+
+    fn try_decide(&self, quorum: usize, instances: &[Instance], wait_for_stragglers: bool) -> Decision {
+        let mut state = match self.state.lock() {
+            Ok(state) => state,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let granted = state.outcomes.iter().flatten().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count();
+        let waiting = state.outcomes.iter().filter(|o| o.is_none()).count();
+        if granted < quorum && granted + waiting >= quorum {
+            return Decision::Undecided;
+        }
+        // Decided either way: the stragglers' answers only complete it.
+        if waiting > 0 && (wait_for_stragglers || !state.stragglers_seen) {
+            state.stragglers_seen = true;
+            return Decision::Stragglers;
+        }
+        state.decided = true;
+        Decision::Decided(
+            state
+                .outcomes
+                .iter_mut()
+                .zip(instances)
+                .map(|(o, instance)| {
+                    o.take().unwrap_or_else(|| InstanceOutcome {
+                        server: instance.name.clone(),
+                        outcome: Outcome::Refused,
+                        latency: Duration::ZERO,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Decides the round as given up: every grant from now on is released.
+    fn abandon(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        if let Ok(mut state) = self.state.lock() {
+            state.decided = true;
+        }
+    }
+}
+
+/// Gives a head round up if its decision is dropped unfinished.
+struct Abandon<'a> {
+    redlock: &'a Redlock,
+    round: &'a HeadRound,
+    resource: &'a str,
+    owner: String,
+    armed: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.round.abandon();
+        // Grants that came before are released here, later ones by their task.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (me, resource, owner) = (self.redlock.clone(), self.resource.to_string(), std::mem::take(&mut self.owner));
+            runtime.spawn(async move {
+                me.release_everywhere(&resource, &owner).await;
+            });
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, Value};
@@ -188,10 +188,17 @@ pub struct Instance {
     pub name: String,
     client: Client,
     conn: Mutex<Option<Link>>,
+    /// Idle connections for blocking waits (`wait_for`), kept after a
+    /// wait that got its reply: a connection per wait would cost a TCP
+    /// handshake on every handoff of a contended lock.
+    waiting_conns: std::sync::Mutex<Vec<MultiplexedConnection>>,
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
 }
+
+/// Idle wait connections kept per instance; more waits at once open more.
+const MAX_IDLE_WAITING_CONNS: usize = 64;
 
 /// The URL scheme of a Redis Cluster instance: seed nodes, comma-separated.
 pub const CLUSTER_SCHEME: &str = "redis+cluster://";
@@ -281,6 +288,7 @@ impl Instance {
             name,
             client,
             conn: Mutex::new(None),
+            waiting_conns: std::sync::Mutex::new(Vec::new()),
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
@@ -433,22 +441,52 @@ impl Instance {
         self.outcome(started, one_or_zero(reply))
     }
 
-    /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... WAIT`)
-    /// on a connection of its own: a blocked command must not hold up the
-    /// shared connection. Closing it leaves the queue.
-    pub async fn wait_for(&self, key: &str, owner: &str, ttl: Duration, wait: Duration) -> InstanceOutcome {
+    /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... [FENCE
+    /// min] WAIT`) on a connection of its own: a blocked command must not
+    /// hold up the shared connection. Closing it leaves the queue, so a
+    /// connection whose wait did not end in a reply is closed, never reused.
+    pub async fn wait_for(&self, key: &str, owner: &str, ttl: Duration, wait: Duration, fence: Option<i64>) -> InstanceOutcome {
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(budget));
         let mut cmd = redis::cmd("LOCK.ACQUIRE");
-        cmd.arg(key).arg(owner).arg(millis(ttl)).arg("WAIT").arg(millis(wait).max(1));
+        cmd.arg(key).arg(owner).arg(millis(ttl));
+        if let Some(min) = fence {
+            cmd.arg("FENCE").arg(min);
+        }
+        cmd.arg("WAIT").arg(millis(wait).max(1));
         let waited = async {
             match &self.client {
                 Client::Single(client) => {
-                    let mut conn = client.get_multiplexed_async_connection_with_config(&config).await?;
-                    cmd.query_async::<Option<i64>>(&mut conn).await
+                    let fresh = || async {
+                        // No response timeout inside: the whole wait is
+                        // bounded below, and a timed-out connection dropped.
+                        let config = redis::AsyncConnectionConfig::new()
+                            .set_connection_timeout(Some(self.connect_timeout))
+                            .set_response_timeout(None);
+                        client.get_multiplexed_async_connection_with_config(&config).await
+                    };
+                    let idle = self.waiting_conns.lock().ok().and_then(|mut idle| idle.pop());
+                    let reused = idle.is_some();
+                    let mut conn = match idle {
+                        Some(conn) => conn,
+                        None => fresh().await?,
+                    };
+                    let mut reply = cmd.query_async::<Option<i64>>(&mut conn).await;
+                    // An idle connection may have died with a server restart
+                    // since its last wait; that says nothing of the server
+                    // now. Asking again with the same owner is idempotent.
+                    if reused && reply.as_ref().is_err_and(|e| e.is_connection_dropped() || e.is_io_error()) {
+                        conn = fresh().await?;
+                        reply = cmd.query_async::<Option<i64>>(&mut conn).await;
+                    }
+                    if reply.is_ok() {
+                        if let Ok(mut idle) = self.waiting_conns.lock() {
+                            if idle.len() < MAX_IDLE_WAITING_CONNS {
+                                idle.push(conn);
+                            }
+                        }
+                    }
+                    reply
                 }
                 // Its own cluster connection too: a TRYAGAIN (the key's slot
                 // moved while waiting) is retried at the key's new master.

@@ -3,7 +3,8 @@
 //! on one shared handle, four through each way to lock (`try_lock`,
 //! `lock`, `lock_until`, `guard`), loop lock → hold → release on one
 //! resource; the history checker finds no overlapping holds and tokens
-//! strictly increasing in grant order. Its own test binary, so no other
+//! strictly increasing in grant order, and every task that waits in line
+//! is served. Its own test binary, so no other
 //! test shares the CPU with it.
 
 mod common;
@@ -111,8 +112,11 @@ async fn sixteen_tasks_on_one_shared_handle_exclude_each_other() {
         fenced.refused
     );
     verdict.assert_exclusive("16 tasks on one handle");
-    for (way, grants) in &per_way {
-        assert!(*grants > 0, "no grant through {way}: {per_way:?}");
+    // The waiting ways are served in turn. The polling ones (`try_lock`,
+    // `lock`) pass nobody in line: while the line is never empty they may
+    // get nothing, as on a single server whose queue is never empty.
+    for way in ["LockUntil", "Guard"] {
+        assert!(per_way.get(way).is_some_and(|g| *g > 0), "no grant through {way}: {per_way:?}");
     }
     assert_eq!((fenced.accepted as usize, fenced.refused), (verdict.grants, 0));
     assert_eq!(c.infos("shared").await, vec![None; 5], "everything released");

@@ -43,11 +43,8 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
         None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
     };
     waiting.finish();
-    let mut lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
+    let lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
     explain::warn_misconfigured(&lock.instances, rl.quorum());
-    // The lock outlives this process and is released by another one, which
-    // knows nothing of the place in line: give it up now.
-    rl.leave_line_of(&mut lock).await;
     // Validity left now, after the round trips, not at the acquisition.
     let validity_ms = millis(lock.remaining());
     if json {
