@@ -64,9 +64,14 @@ pub fn released_last(ctx: Ctx, key: &Arg) {
     ctx.notify(c"lock.release", key);
 }
 
-/// A lease now ends at `deadline_ms`.
+/// A lease now ends at `deadline_ms`, by the `LOCK.EXTEND` being executed:
+/// verbatim while nothing listens, as `granted_by_command`.
 pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
-    ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
+    if crate::listeners::heard() {
+        ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
+    } else {
+        ctx.replicate_verbatim();
+    }
     ctx.signal_modified(key);
     ctx.notify(c"lock.extend", key);
 }

@@ -359,10 +359,10 @@ fn a_grant_nobody_listens_to_still_counts_for_the_save_rules() {
     assert_eq!(after - before, 2, "one change per grant");
 }
 
-/// A replica that attaches while grants pour in gets every one of them,
-/// exactly: the grants before its sync's fork through the snapshot, every
-/// one after it as LOCK.APPLY, none as the client's relative command. Both
-/// sync kinds (an RDB file, diskless).
+/// A replica that attaches while grants and extensions pour in gets every
+/// one of them, exactly: those before its sync's fork through the
+/// snapshot, every one after it as LOCK.APPLY or PEXPIREAT, none as the
+/// client's relative command. Both sync kinds (an RDB file, diskless).
 #[test]
 fn a_replica_attached_under_a_stream_of_grants_gets_each_one_exactly() {
     for diskless in ["no", "yes"] {
@@ -376,6 +376,10 @@ fn a_replica_attached_under_a_stream_of_grants_gets_each_one_exactly() {
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) || n < 2_000 {
                     let key = format!("stream:{n}");
                     assert!(acquire(&mut m, key.as_bytes(), b"owner", 600_000).is_some(), "grant {key}");
+                    if n % 2 == 1 {
+                        let earlier = format!("stream:{}", n - 1);
+                        assert_eq!(extend(&mut m, earlier.as_bytes(), b"owner", 900_000), 1, "extend {earlier}");
+                    }
                     n += 1;
                 }
                 n
@@ -397,7 +401,7 @@ fn a_replica_attached_under_a_stream_of_grants_gets_each_one_exactly() {
         let master_keys: i64 = int_of(&ok_cmd(&mut m, &cmd("DBSIZE")), "DBSIZE");
         assert_eq!(master_keys as u64, granted, "diskless {diskless}: every grant on the master");
         assert_eq!(int_of(&ok_cmd(&mut r, &cmd("DBSIZE")), "DBSIZE"), master_keys, "diskless {diskless}: key count");
-        for n in (0..granted).step_by(7) {
+        for n in (0..granted).step_by(3) {
             let key = format!("stream:{n}");
             let (mi, ri) = (info(&mut m, key.as_bytes()).expect("on master"), info(&mut r, key.as_bytes()));
             let ri = ri.unwrap_or_else(|| panic!("diskless {diskless}: replica lacks {key}"));
@@ -405,6 +409,7 @@ fn a_replica_attached_under_a_stream_of_grants_gets_each_one_exactly() {
             assert_eq!(pexpiretime(&mut r, key.as_bytes()), pexpiretime(&mut m, key.as_bytes()), "diskless {diskless}: deadline of {key}");
         }
         assert_eq!(calls(&mut r, "lock.acquire"), 0, "diskless {diskless}: the client's command never reached the replica");
+        assert_eq!(calls(&mut r, "lock.extend"), 0, "diskless {diskless}: nor an extension as the client sent it");
     }
 }
 
