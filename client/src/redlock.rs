@@ -105,6 +105,15 @@ pub(crate) struct Inner {
     /// a line asks for more (FENCE), so that the instances, which have
     /// mostly issued no token since, agree on one and need no write-back.
     highest_token: AtomicI64,
+    /// Places in line being given up in the background (`settle`).
+    departures: Departures,
+}
+
+/// Background work of a handle that a process about to exit waits for.
+#[derive(Default)]
+struct Departures {
+    running: AtomicUsize,
+    idle: tokio::sync::Notify,
 }
 
 /// A Redlock client. Cheap to clone; clones share connections. Every
@@ -175,7 +184,9 @@ impl Redlock {
         }
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
-        Ok(Redlock { inner: Arc::new(Inner { instances, settings, quorum, line_order, highest_token: AtomicI64::new(0) }) })
+        Ok(Redlock {
+            inner: Arc::new(Inner { instances, settings, quorum, line_order, highest_token: AtomicI64::new(0), departures: Departures::default() }),
+        })
     }
 
     pub fn quorum(&self) -> usize {
@@ -416,7 +427,27 @@ impl Redlock {
         // Outside a runtime (not reachable from the async API) the ticket's
         // ttl ends it.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { me.leave_line(Some(ticket)).await });
+            self.inner.departures.running.fetch_add(1, Ordering::SeqCst);
+            runtime.spawn(async move {
+                me.leave_line(Some(ticket)).await;
+                if me.inner.departures.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    me.inner.departures.idle.notify_waiters();
+                }
+            });
+        }
+    }
+
+    /// Waits until the places in line this handle gives up in the
+    /// background after a grant are given up. A process that exits right
+    /// after taking a lock calls it first: otherwise its place would stay
+    /// taken until its ttl, and the next in line would wait that long.
+    pub async fn settle(&self) {
+        loop {
+            let idle = self.inner.departures.idle.notified();
+            if self.inner.departures.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
         }
     }
 

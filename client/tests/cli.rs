@@ -294,3 +294,20 @@ async fn acquire_and_run_shared_hold_a_read_write_lock_together() {
     let bad = run(&c, &["acquire", "x", "--ttl", "1s", "--shared", "--limit", "2"], "--shared --limit").await;
     assert_eq!(bad.code, Some(2), "stderr: {}", bad.stderr);
 }
+
+/// `acquire --wait` takes the lock from the resource's line and exits at
+/// once: the place in line, given up in the background after the grant,
+/// must be given up before the process exits, or the next in line would
+/// wait for its ttl. Run a few times: the exit races the give-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_with_wait_leaves_no_place_in_line_behind() {
+    let c = Cluster::start(5);
+    for n in 0..5 {
+        let resource = format!("cli-line-{n}");
+        let ran = run(&c, &["acquire", &resource, "--ttl", "30s", "--wait", "5s"], "acquire --wait").await;
+        assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+        let line = c.infos(&format!("redlock:line:{resource}")).await;
+        assert!(line.iter().all(Option::is_none), "run {n}: the place in line outlived the process: {line:?}");
+        assert!(c.infos(&resource).await.iter().all(Option::is_some), "run {n}: the lock is kept");
+    }
+}

@@ -32,14 +32,19 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
     let urls = global.urls().map_err(Failure::usage)?;
     let redlock = Redlock::new(&urls, global.settings(global.mode.into())).map_err(|e| explain::other(&e))?;
-    match &command {
+    let outcome = match &command {
         Command::Acquire(args) => commands::acquire(&redlock, args, json).await,
         Command::Release(args) => commands::release(&redlock, args, json).await,
         Command::Extend(args) => commands::extend(&redlock, args, json).await,
         Command::Status(args) => commands::status(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,
         Command::Bench(args) => bench::bench(&global, args, json).await,
-    }
+    };
+    // A lock taken from the line gives its place up in the background: it
+    // must be given up before this process exits, or the next in line
+    // would wait for its ttl.
+    redlock.settle().await;
+    outcome
 }
 
 /// Whether `--json` is among the raw arguments (before a `--`), for
