@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::proxy::DelayProxy;
 use common::{eventually, now_unix_us, relaxed, Cluster};
-use redlock::{Outcome, Redlock, Settings};
+use redlock::{Redlock, Settings};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_answering_above_the_written_back_token_still_counts() {
