@@ -239,8 +239,11 @@ async fn mixed_history(faults: bool) {
     let starved: Vec<usize> = (0..16).filter(|c| !holds.iter().any(|h| h.client == *c)).collect();
     assert!(starved.is_empty(), "clients never granted anything in 3 s: {starved:?}");
     // Abandoned holds and the restart slow the fault run down (9 to 23
-    // exclusive holds seen under load): its floor is lower.
-    let (least_shared, least_exclusive, least_permits) = if faults { (10, 3, 5) } else { (20, 5, 10) };
+    // exclusive holds seen under load), and a writer at the head of the
+    // line now queues on the lock itself on every instance, where the
+    // servers hold later readers back behind it (9 shared holds seen under
+    // load): its floor is lower.
+    let (least_shared, least_exclusive, least_permits) = if faults { (3, 3, 5) } else { (20, 5, 10) };
     assert!(
         shared >= least_shared && exclusive >= least_exclusive && permits >= least_permits,
         "too few holds to mean anything: {shared} shared, {exclusive} exclusive, {permits} permits"
