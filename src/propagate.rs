@@ -40,13 +40,20 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64)
 /// command goes verbatim, which Redis drops at no cost and counts for the
 /// `save` rules (see `listeners`).
 pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
+    exactly_if_heard(ctx, || ctx.replicate_grant(APPLY, key, owner, token, deadline_ms));
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.acquire", key);
+}
+
+/// The exact effect while anything can receive it; otherwise the command
+/// being executed, verbatim: Redis drops it all the same, and counts the
+/// change for the `save` rules (see `listeners`).
+fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
     if crate::listeners::heard() {
-        ctx.replicate_grant(APPLY, key, owner, token, deadline_ms);
+        replicate_exactly();
     } else {
         ctx.replicate_verbatim();
     }
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.acquire", key);
 }
 
 /// A shared holder was granted, re-granted or extended: its token and
@@ -67,11 +74,7 @@ pub fn released_last(ctx: Ctx, key: &Arg) {
 /// A lease now ends at `deadline_ms`, by the `LOCK.EXTEND` being executed:
 /// verbatim while nothing listens, as `granted_by_command`.
 pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
-    if crate::listeners::heard() {
-        ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
-    } else {
-        ctx.replicate_verbatim();
-    }
+    exactly_if_heard(ctx, || ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms));
     ctx.signal_modified(key);
     ctx.notify(c"lock.extend", key);
 }
