@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::quorum::NotGranted;
-use crate::transport::InstanceOutcome;
+use crate::transport::{InstanceOutcome, Rejection};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -16,6 +16,14 @@ pub enum Error {
     /// An extension did not reach a quorum in time: the lock is lost.
     #[error("lock {resource:?} lost: extension reached no quorum: {}", Outcomes(.outcomes))]
     QuorumLost { resource: String, outcomes: Vec<InstanceOutcome> },
+    /// The servers refused the request itself (an error reply that no
+    /// retry fixes) and so no quorum could agree: a ttl over
+    /// `redislock.max-ttl`, WRONGTYPE, NOPERM, READONLY, no module, ...
+    /// `rejection.is_configuration()` tells a usage or configuration error
+    /// from a server in trouble. Not a loss: an extension refused this way
+    /// leaves the lease as it was.
+    #[error("lock {resource:?}: {what} refused: {}: {}", .rejection.describe(), Outcomes(.outcomes))]
+    Rejected { resource: String, what: &'static str, rejection: Rejection, outcomes: Vec<InstanceOutcome> },
     /// The validity of the lock ran out before the operation.
     #[error("lock {resource:?} already expired")]
     Expired { resource: String },
@@ -57,6 +65,7 @@ impl fmt::Display for Why<'_> {
             ),
             NotGranted::NoQuorum => f.write_str("too few servers answered for a quorum"),
             NotGranted::NoValidity => f.write_str("granted too late: no validity left"),
+            NotGranted::Rejected { rejection, instances } => write!(f, "{instances} server(s) refused the request: {}", rejection.describe()),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
@@ -22,14 +23,67 @@ pub struct LockGuard {
 /// What the guards of one lock share.
 struct Shared {
     redlock: Redlock,
-    lock: Arc<Mutex<Lock>>,
-    lost: CancellationToken,
+    keeping: Arc<Keeping>,
     keeper: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the guards and their keeper task share.
+struct Keeping {
+    /// The lock as of its latest extension (the keeper's or an explicit one).
+    lock: Mutex<Lock>,
+    lost: CancellationToken,
+    /// When the lock stopped being safely held, once it did: the moment an
+    /// extension failed, or the end of the validity when that came first.
+    lost_at: Mutex<Option<Instant>>,
+    /// One extension at a time: the keeper's and an explicit `extend` racing
+    /// could land in either order on the servers, and the older ttl win.
+    extending: tokio::sync::Mutex<()>,
+    /// An explicit `extend` changed the ttl: the keeper plans anew.
+    rescheduled: tokio::sync::Notify,
+}
+
+impl Keeping {
+    fn lock(&self) -> Lock {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, lock: Lock) {
+        *self.lock.lock().unwrap_or_else(|p| p.into_inner()) = lock;
+    }
+
+    /// Fires the lost signal, recording `at` unless a loss was recorded.
+    fn lose(&self, at: Instant) {
+        self.lost_at.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(at);
+        self.lost.cancel();
+    }
+
+    /// The end of the current validity, when it is over.
+    fn validity_over(&self) -> Option<Instant> {
+        let lock = self.lock();
+        let end = lock.acquired_at.checked_add(lock.validity)?;
+        (Instant::now() >= end).then_some(end)
+    }
+
+    /// Lost: the signal fired, or the validity ran out (noticed here at
+    /// once, even when the keeper has not woken yet, e.g. after the
+    /// process was paused).
+    fn is_lost(&self) -> bool {
+        if self.lost.is_cancelled() {
+            return true;
+        }
+        match self.validity_over() {
+            Some(end) => {
+                self.lose(end);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Shared {
     fn lock(&self) -> Lock {
-        self.lock.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.keeping.lock()
     }
 
     fn stop(&self) {
@@ -47,13 +101,15 @@ impl Drop for Shared {
 
 impl LockGuard {
     pub(crate) fn start(redlock: Redlock, lock: Lock) -> LockGuard {
-        let shared = Arc::new(Mutex::new(lock));
-        let lost = CancellationToken::new();
-        let keeper = tokio::spawn(keep(redlock.clone(), shared.clone(), lost.clone()));
-        LockGuard {
-            shared: Arc::new(Shared { redlock, lock: shared, lost, keeper: Mutex::new(Some(keeper)) }),
-            released: false,
-        }
+        let keeping = Arc::new(Keeping {
+            lock: Mutex::new(lock),
+            lost: CancellationToken::new(),
+            lost_at: Mutex::new(None),
+            extending: tokio::sync::Mutex::new(()),
+            rescheduled: tokio::sync::Notify::new(),
+        });
+        let keeper = tokio::spawn(keep(redlock.clone(), keeping.clone()));
+        LockGuard { shared: Arc::new(Shared { redlock, keeping, keeper: Mutex::new(Some(keeper)) }), released: false }
     }
 
     /// The lock as of its latest extension.
@@ -78,19 +134,62 @@ impl LockGuard {
         Ok(LockGuard { shared: self.shared.clone(), released: false })
     }
 
+    /// Extends the lease to `ttl` from now on a quorum, and makes `ttl`
+    /// the one the guard keeps extending to from now on (longer or
+    /// shorter than before). `validity` follows. A failed extension fires
+    /// the lost signal, as the guard's own would; one the servers refuse
+    /// as asked (`Error::Rejected`, e.g. over max-ttl) changes nothing.
+    /// The future holds no borrow of the guard.
+    pub fn extend(&self, ttl: Duration) -> impl std::future::Future<Output = Result<Lock, Error>> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let keeping = &shared.keeping;
+            let _one = keeping.extending.lock().await;
+            let current = keeping.lock();
+            if keeping.is_lost() || current.holds() == 0 {
+                return Err(Error::Expired { resource: current.resource });
+            }
+            match shared.redlock.extend(&current, ttl).await {
+                Ok(extended) => {
+                    keeping.set(extended.clone());
+                    keeping.rescheduled.notify_one();
+                    Ok(extended)
+                }
+                // Refused as asked (a ttl over max-ttl, ...): the lease and
+                // the guard's ttl are as they were.
+                Err(e @ Error::Rejected { .. }) => Err(e),
+                Err(e) => {
+                    keeping.lose(Instant::now());
+                    Err(e)
+                }
+            }
+        }
+    }
+
     /// Completes the moment an extension failed to reach a quorum or the
     /// validity ran out: stop touching the resource.
     pub async fn lost(&self) {
-        self.shared.lost.cancelled().await
+        self.shared.keeping.lost.cancelled().await
     }
 
+    /// Whether the lock is lost: an extension failed, or its validity ran
+    /// out (checked now, not only when the keeper next wakes).
     pub fn is_lost(&self) -> bool {
-        self.shared.lost.is_cancelled()
+        self.shared.keeping.is_lost()
+    }
+
+    /// When the lock stopped being safely held (an extension failed, or
+    /// the validity ran out), `None` while it is held.
+    pub fn lost_at(&self) -> Option<Instant> {
+        if !self.is_lost() {
+            return None;
+        }
+        *self.shared.keeping.lost_at.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A token that is cancelled when the lock is lost, for other tasks.
     pub fn lost_token(&self) -> CancellationToken {
-        self.shared.lost.clone()
+        self.shared.keeping.lost.clone()
     }
 
     /// Drops this hold; the last one stops extending and releases the lock
@@ -127,32 +226,42 @@ impl Drop for LockGuard {
     }
 }
 
-/// Extends every `ttl × extend_fraction`; fires `lost` when an extension
-/// fails or the validity runs out before one succeeds. Ends quietly once
-/// every hold was released (e.g. the last through `Redlock::release` of a
-/// `Lock` re-entered from the guard's).
-async fn keep(redlock: Redlock, shared: Arc<Mutex<Lock>>, lost: CancellationToken) {
+/// Extends every `ttl × extend_fraction` of the current ttl (an explicit
+/// `extend` may change it); fires `lost` when an extension fails or the
+/// validity runs out before one succeeds. Ends quietly once every hold was
+/// released (e.g. the last through `Redlock::release` of a `Lock`
+/// re-entered from the guard's).
+async fn keep(redlock: Redlock, keeping: Arc<Keeping>) {
     let fraction = redlock.settings().extend_fraction.clamp(0.05, 0.9);
+    // Checked: a ttl near Duration::MAX must not overflow an Instant.
+    let far = |from: Instant, by: Duration| from.checked_add(by).unwrap_or(from + Duration::from_secs(86_400 * 365));
     loop {
-        let current = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let current = keeping.lock();
         let every = Duration::try_from_secs_f64(current.ttl.as_secs_f64() * fraction).unwrap_or(current.ttl);
-        // Checked: a ttl near Duration::MAX must not overflow an Instant.
-        let far = |from: Instant, by: Duration| from.checked_add(by).unwrap_or(from + Duration::from_secs(86_400 * 365));
         let valid_until = far(current.acquired_at, current.validity);
-        let next = far(Instant::now(), every).min(valid_until);
-        tokio::time::sleep_until(next.into()).await;
+        let next = far(current.acquired_at, every).min(valid_until);
+        tokio::select! {
+            () = tokio::time::sleep_until(next.into()) => {}
+            // Extended explicitly: plan from its ttl and validity.
+            () = keeping.rescheduled.notified() => continue,
+        }
+        let _one = keeping.extending.lock().await;
+        // An explicit extension may have landed while this one waited.
+        let current = keeping.lock();
         if current.holds() == 0 {
             return;
         }
-        if Instant::now() >= valid_until {
-            lost.cancel();
+        if keeping.is_lost() {
             return;
         }
+        if Instant::now() < far(current.acquired_at, every) {
+            continue;
+        }
         match redlock.extend(&current, current.ttl).await {
-            Ok(extended) => *shared.lock().unwrap_or_else(|p| p.into_inner()) = extended,
+            Ok(extended) => keeping.set(extended),
             Err(_) if current.holds() == 0 => return,
             Err(_) => {
-                lost.cancel();
+                keeping.lose(Instant::now());
                 return;
             }
         }

@@ -20,4 +20,4 @@ pub use guard::LockGuard;
 pub use quorum::NotGranted;
 pub use redlock::{Lock, Redlock, Released, Retry};
 pub use settings::{Mode, Settings};
-pub use transport::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, UnreachableCause};
+pub use transport::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Rejection, UnreachableCause};

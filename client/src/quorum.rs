@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::transport::{InstanceOutcome, Outcome};
+use crate::transport::{InstanceOutcome, Outcome, Rejection};
 
 /// A majority of `n` instances: n/2 + 1.
 pub fn majority(n: usize) -> usize {
@@ -70,28 +70,44 @@ pub enum NotGranted {
     /// A quorum granted, but no validity was left after the round trips
     /// and the drift (or the granters' tokens could not be agreed on).
     NoValidity,
+    /// Servers refused the request itself (an error reply no retry fixes:
+    /// a ttl over max-ttl, WRONGTYPE, NOPERM, READONLY, no module, ...),
+    /// and they stand between the client and a quorum: had the
+    /// `instances` that refused granted, a quorum would have. `rejection`
+    /// is the most common of their refusals.
+    Rejected { rejection: Rejection, instances: usize },
 }
 
 impl NotGranted {
-    /// A stable name for scripts: `held`, `quarantine`, `no_quorum`, `no_validity`.
+    /// A stable name for scripts: `held`, `quarantine`, `no_quorum`,
+    /// `no_validity`, `rejected`.
     pub fn kind(&self) -> &'static str {
         match self {
             NotGranted::Held => "held",
             NotGranted::Quarantine { .. } => "quarantine",
             NotGranted::NoQuorum => "no_quorum",
             NotGranted::NoValidity => "no_validity",
+            NotGranted::Rejected { .. } => "rejected",
         }
     }
 }
 
-/// Why the round with these `outcomes` got no quorum of `quorum`. Only
-/// the servers that answered the lock question (granted, refused, in
-/// quarantine) voted: fewer voters than a quorum is `NoQuorum` whatever
-/// they said (two refusals beside three unreachable servers do not show
-/// the lock held on a quorum). Otherwise the quarantine is named when it
-/// alone stands in the way, and `Held` when refusals do.
+/// Why the round with these `outcomes` got no quorum of `quorum`. Servers
+/// that refused the request itself (`Outcome::rejection`) are named first
+/// when, had they granted, a quorum would have: they answered, and no
+/// retry changes their answer. Only the servers that answered the lock
+/// question (granted, refused, in quarantine) voted: fewer voters than a
+/// quorum is `NoQuorum` whatever they said (two refusals beside three
+/// unreachable servers do not show the lock held on a quorum). Otherwise
+/// the quarantine is named when it alone stands in the way, and `Held`
+/// when refusals do.
 pub fn not_granted(outcomes: &[InstanceOutcome], quorum: usize) -> NotGranted {
     let granted = outcomes.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count();
+    if let Some((rejection, instances)) = rejections(outcomes) {
+        if granted < quorum && granted + instances >= quorum {
+            return NotGranted::Rejected { rejection, instances };
+        }
+    }
     let held = outcomes.iter().filter(|o| o.outcome == Outcome::Refused).count();
     let mut quarantined: Vec<u64> = outcomes
         .iter()
@@ -113,6 +129,14 @@ pub fn not_granted(outcomes: &[InstanceOutcome], quorum: usize) -> NotGranted {
         return NotGranted::Quarantine { ms_left, instances: quarantined.len() };
     }
     NotGranted::Held
+}
+
+/// The most common rejection among `outcomes` (the first of equals), and
+/// how many outcomes are rejections of any kind.
+pub fn rejections(outcomes: &[InstanceOutcome]) -> Option<(Rejection, usize)> {
+    let all: Vec<Rejection> = outcomes.iter().filter_map(|o| o.outcome.rejection()).collect();
+    let most = all.iter().copied().max_by_key(|r| (all.iter().filter(|x| *x == r).count(), std::cmp::Reverse(all.iter().position(|x| x == r))))?;
+    Some((most, all.len()))
 }
 
 #[cfg(test)]

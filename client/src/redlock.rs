@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::quorum::{self, NotGranted};
 use crate::settings::{Mode, Settings};
-use crate::transport::{Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
+use crate::transport::{Identities, Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -107,6 +107,11 @@ pub(crate) struct Inner {
     highest_token: AtomicI64,
     /// Places in line being given up in the background (`settle`).
     departures: Departures,
+    /// The servers by what they are (`run_id`), to refuse one listed twice.
+    identities: Arc<Identities>,
+    /// Set once every server was contacted (and so identified) or failed
+    /// to be, before the first request of this handle.
+    first_contact: tokio::sync::OnceCell<()>,
 }
 
 /// Background work of a handle that a process about to exit waits for.
@@ -166,14 +171,17 @@ impl Redlock {
         if urls.is_empty() {
             return Err(Error::Config("no servers given".into()));
         }
+        let identities = Arc::new(Identities::default());
         let instances = urls
             .iter()
-            .map(|u| {
+            .enumerate()
+            .map(|(i, u)| {
                 let url = u.as_ref();
                 crate::transport::check_url(url).map_err(|e| Error::Config(format!("{url}: {e}")))?;
-                Instance::new(url, &settings).map_err(|e| Error::Config(format!("{url}: {e}")))
+                Instance::in_list(url, &settings, i, Arc::clone(&identities)).map_err(|e| Error::Config(format!("{url}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        spelled_once(urls, &instances)?;
         let quorum = settings.quorum.unwrap_or_else(|| quorum::majority(instances.len()));
         if quorum == 0 || quorum > instances.len() {
             return Err(Error::Config(format!("quorum {quorum} impossible with {} servers", instances.len())));
@@ -185,12 +193,41 @@ impl Redlock {
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
         Ok(Redlock {
-            inner: Arc::new(Inner { instances, settings, quorum, line_order, highest_token: AtomicI64::new(0), departures: Departures::default() }),
+            inner: Arc::new(Inner {
+                instances,
+                settings,
+                quorum,
+                line_order,
+                highest_token: AtomicI64::new(0),
+                departures: Departures::default(),
+                identities,
+                first_contact: tokio::sync::OnceCell::new(),
+            }),
         })
     }
 
     pub fn quorum(&self) -> usize {
         self.inner.quorum
+    }
+
+    /// Checks that no two entries of the server list are one server: the
+    /// first call contacts every server (each is identified by the
+    /// `run_id` of `INFO server` when its connection is made, before any
+    /// other command is sent on it), later calls only look. A server that
+    /// could not be reached is identified when it is, and refused then if
+    /// it repeats another. Every acquisition, extension and release calls
+    /// it first; `Error::Config` names the repeated server.
+    pub async fn verify_servers(&self) -> Result<(), Error> {
+        self.inner
+            .first_contact
+            .get_or_init(|| async {
+                join_all(self.inner.instances.iter().map(|i| i.contact())).await;
+            })
+            .await;
+        match self.inner.identities.duplicates().first() {
+            None => Ok(()),
+            Some((entry, other, run_id)) => Err(duplicate_server(entry, other, run_id)),
+        }
     }
 
     pub fn servers(&self) -> Vec<String> {
@@ -210,6 +247,7 @@ impl Redlock {
 
     /// One attempt, no retry.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.verify_servers().await?;
         self.attempt(resource, ttl, false).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
     }
 
@@ -218,6 +256,7 @@ impl Redlock {
     /// Safe by majority like the mutex, since a writer's majority and every
     /// reader's share an instance, which grants only one of the two kinds.
     pub async fn try_lock_shared(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.verify_servers().await?;
         self.attempt(resource, ttl, true).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
     }
 
@@ -293,6 +332,7 @@ impl Redlock {
     where
         F: FnMut(&Retry<'_>) + Send,
     {
+        self.verify_servers().await?;
         let hi = self.inner.settings.retry_delay.1;
         let ticket = match deadline {
             Some(d) if self.inner.settings.mode == Mode::Module && !shared => self.join_line(resource, ttl, d).await,
@@ -336,6 +376,13 @@ impl Redlock {
                 floor = None;
             }
             let why = quorum::not_granted(&outcomes, self.inner.quorum);
+            // No retry changes a refusal of the request itself.
+            let hopeless = matches!(why, NotGranted::Rejected { rejection, .. } if rejection.is_configuration())
+                || repeated_server(&outcomes).is_some();
+            if hopeless {
+                self.leave_line(ticket).await;
+                return Err(self.not_acquired(resource, attempts, outcomes));
+            }
             let delay = match window {
                 // The window passed with the lock held: wait on at once.
                 Some(w) if round_started.elapsed() >= w => Duration::ZERO,
@@ -386,9 +433,19 @@ impl Redlock {
         }
     }
 
+    /// The error of an acquisition that ended without a lock: a server
+    /// found listed twice (`Error::Config`), the request refused
+    /// (`Error::Rejected`), or not acquired.
     fn not_acquired(&self, resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
-        let why = quorum::not_granted(&outcomes, self.inner.quorum);
-        Error::NotAcquired { resource: resource.to_string(), attempts, why, outcomes }
+        if let Some(e) = repeated_server(&outcomes) {
+            return e;
+        }
+        match quorum::not_granted(&outcomes, self.inner.quorum) {
+            NotGranted::Rejected { rejection, .. } => {
+                Error::Rejected { resource: resource.to_string(), what: "acquisition", rejection, outcomes }
+            }
+            why => Error::NotAcquired { resource: resource.to_string(), attempts, why, outcomes },
+        }
     }
 
     /// Takes the head of `resource`'s line: at once when nobody is in it,
@@ -547,7 +604,8 @@ impl Redlock {
             self.release_everywhere(resource, &owner).await;
             Err(outcomes)
         };
-        if granted.len() < self.inner.quorum {
+        // A server found listed twice: its entries make the count wrong.
+        if granted.len() < self.inner.quorum || repeated_server(&outcomes).is_some() {
             return give_up(outcomes).await;
         }
         let (token, fenced) = match self.inner.settings.mode {
@@ -676,16 +734,26 @@ impl Redlock {
         if lock.remaining().is_zero() {
             return Err(Error::Expired { resource: lock.resource.clone() });
         }
+        self.verify_servers().await?;
         let started = Instant::now();
         let outcomes = join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))).await;
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let validity = quorum::validity(ttl, started.elapsed(), drift);
+        if let Some(e) = repeated_server(&outcomes) {
+            return Err(e);
+        }
         match validity {
             Some(validity) if extended >= self.inner.quorum && !lock.remaining().is_zero() => {
                 Ok(Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() })
             }
-            _ => Err(Error::QuorumLost { resource: lock.resource.clone(), outcomes }),
+            _ => match quorum::rejections(&outcomes) {
+                // The request was refused, not the lock: its lease is as it was.
+                Some((rejection, n)) if extended < self.inner.quorum && extended + n >= self.inner.quorum => {
+                    Err(Error::Rejected { resource: lock.resource.clone(), what: "extension", rejection, outcomes })
+                }
+                _ => Err(Error::QuorumLost { resource: lock.resource.clone(), outcomes }),
+            },
         }
     }
 
@@ -708,6 +776,7 @@ impl Redlock {
     /// Releases `resource` held by `owner` on every instance (no
     /// hold counting: for locks taken elsewhere).
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
+        self.verify_servers().await?;
         let instances = self.release_everywhere(resource, owner).await;
         let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
         Ok(Released { released, remaining_holds: 0, instances })
@@ -888,6 +957,46 @@ impl Drop for Abandon<'_> {
             });
         }
     }
+}
+
+/// Refuses a server list whose entries spell one server twice: the same
+/// `host:port` (the same URL, another db number of it, `host:port` and
+/// `redis://host:port`, a cluster seed listed as a server too).
+fn spelled_once<S: AsRef<str>>(urls: &[S], instances: &[Instance]) -> Result<(), Error> {
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, instance) in instances.iter().enumerate() {
+        for address in &instance.addresses {
+            match seen.get(address.as_str()) {
+                Some(&j) if j != i => {
+                    let (first, second) = (urls.get(j).map_or("", |u| u.as_ref()), urls.get(i).map_or("", |u| u.as_ref()));
+                    return Err(Error::Config(format!(
+                        "{first:?} and {second:?} are the same server ({address}): list each server once; \
+                         a server listed twice would count twice toward the quorum"
+                    )));
+                }
+                _ => {
+                    seen.insert(address, i);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Error::Config` when a round found an entry to repeat another server.
+fn repeated_server(outcomes: &[InstanceOutcome]) -> Option<Error> {
+    outcomes.iter().find_map(|o| match &o.outcome {
+        Outcome::Duplicate { of, run_id } => Some(duplicate_server(&o.server, of, run_id)),
+        _ => None,
+    })
+}
+
+/// The error for an entry found to be the same server as another.
+fn duplicate_server(entry: &str, other: &str, run_id: &str) -> Error {
+    Error::Config(format!(
+        "{entry} and {other} are the same server (run_id {run_id}): list each server once; \
+         a server listed twice would count twice toward the quorum"
+    ))
 }
 
 /// The instance that keeps `resource`'s line: the same for every client

@@ -44,6 +44,71 @@ pub enum Outcome {
     Failed(String),
     /// The server does not know the module's commands (`unknown command`).
     ModuleMissing,
+    /// This entry of the server list is the same server as the entry
+    /// `of` (one `run_id`): it never counts toward a quorum, and nothing
+    /// is sent to it.
+    Duplicate { of: String, run_id: String },
+}
+
+/// An error reply that refuses the request itself, whatever the state of
+/// the lock: asking again the same way cannot help. (Temporary refusals,
+/// `LOADING`, `TRYAGAIN`, a busy queue, are not rejections.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// The ttl is over the server's `redislock.max-ttl`.
+    MaxTtl,
+    /// The owner is longer than the server's `redislock.max-owner-len`.
+    OwnerTooLong,
+    /// The key holds another type (`WRONGTYPE`) or another kind of lock.
+    WrongType,
+    /// Credentials or ACL permissions (`NOAUTH`, `WRONGPASS`, `NOPERM`).
+    Permission,
+    /// A read-only replica (`READONLY`): the server list must name masters.
+    ReadOnly,
+    /// No redislock module on the server.
+    ModuleMissing,
+    /// One server listed twice (`Outcome::Duplicate`).
+    DuplicateServer,
+    /// Any other error reply.
+    Other,
+}
+
+impl Rejection {
+    /// A stable name for scripts: `max_ttl`, `owner_too_long`,
+    /// `wrong_type`, `auth_failed`, `readonly`, `module_missing`,
+    /// `duplicate_server`, `error`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Rejection::MaxTtl => "max_ttl",
+            Rejection::OwnerTooLong => "owner_too_long",
+            Rejection::WrongType => "wrong_type",
+            Rejection::Permission => "auth_failed",
+            Rejection::ReadOnly => "readonly",
+            Rejection::ModuleMissing => "module_missing",
+            Rejection::DuplicateServer => "duplicate_server",
+            Rejection::Other => "error",
+        }
+    }
+
+    /// Whether the request or the configuration must change (a usage or
+    /// configuration error), rather than a server being in trouble.
+    pub fn is_configuration(self) -> bool {
+        self != Rejection::Other
+    }
+
+    /// What it means, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Rejection::MaxTtl => "the ttl exceeds the servers' redislock.max-ttl (ask for less, or raise the setting)",
+            Rejection::OwnerTooLong => "the owner is longer than the servers' redislock.max-owner-len",
+            Rejection::WrongType => "the key holds another type or another kind of lock (a mutex, read-write lock or semaphore of another limit)",
+            Rejection::Permission => "the servers refused the credentials or the ACL permissions",
+            Rejection::ReadOnly => "a server is a read-only replica: list masters",
+            Rejection::ModuleMissing => "the redislock module is not loaded on the servers",
+            Rejection::DuplicateServer => "one server is listed more than once",
+            Rejection::Other => "the servers answered with an error",
+        }
+    }
 }
 
 /// Why a server could not be reached.
@@ -88,6 +153,18 @@ impl Outcome {
             Outcome::AuthFailed(_) => "auth_failed",
             Outcome::Failed(_) => "error",
             Outcome::ModuleMissing => "module_missing",
+            Outcome::Duplicate { .. } => "duplicate_server",
+        }
+    }
+
+    /// The rejection this outcome is, if it is one.
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            Outcome::AuthFailed(_) => Some(Rejection::Permission),
+            Outcome::ModuleMissing => Some(Rejection::ModuleMissing),
+            Outcome::Duplicate { .. } => Some(Rejection::DuplicateServer),
+            Outcome::Failed(reply) => rejection_of(reply),
+            _ => None,
         }
     }
 
@@ -115,6 +192,9 @@ impl fmt::Display for Outcome {
             Outcome::AuthFailed(e) => write!(f, "authentication failed ({e})"),
             Outcome::Failed(e) => write!(f, "error ({e})"),
             Outcome::ModuleMissing => write!(f, "LOCK.* unknown: is the redislock module loaded there?"),
+            Outcome::Duplicate { of, run_id } => {
+                write!(f, "the same server as {of} (run_id {run_id}): listed twice, counted once, never used")
+            }
         }
     }
 }
@@ -126,6 +206,28 @@ pub fn seconds_left(ms: u64) -> String {
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
     }
+}
+
+/// The rejection an error reply is, `None` for a temporary one.
+fn rejection_of(reply: &str) -> Option<Rejection> {
+    let code = reply.split_whitespace().next().unwrap_or("");
+    let temporary = ["LOADING", "TRYAGAIN", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "MOVED", "ASK"];
+    if temporary.contains(&code) || reply.contains("queue busy") || reply.contains("max-token-lead") {
+        return None;
+    }
+    Some(if reply.contains("redislock.max-ttl") {
+        Rejection::MaxTtl
+    } else if reply.contains("redislock.max-owner-len") {
+        Rejection::OwnerTooLong
+    } else if code == "WRONGTYPE" || reply.contains("wrong lock kind") {
+        Rejection::WrongType
+    } else if code == "READONLY" {
+        Rejection::ReadOnly
+    } else if matches!(code, "NOPERM" | "NOAUTH" | "WRONGPASS") {
+        Rejection::Permission
+    } else {
+        Rejection::Other
+    })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,10 +284,62 @@ pub struct InstanceSummary {
     pub failure: Option<Outcome>,
 }
 
+/// The servers of one client by what they are, not how they were
+/// spelled: each `run_id` (the random identity `INFO server` gives a
+/// server process, never shared by two processes) with the entry of the
+/// server list it was found at. Two entries with one `run_id` (the same
+/// URL twice, `localhost` and `127.0.0.1`, a host name and its address,
+/// two db numbers of one server, a cluster and one of its nodes) are one
+/// server: counted twice, it would let one server pose as a quorum.
+#[derive(Default)]
+pub struct Identities {
+    /// run_id → (entry index, entry name).
+    claimed: std::sync::Mutex<std::collections::HashMap<String, (usize, String)>>,
+    /// Entries found to repeat another: (entry name, the other's name, run_id).
+    duplicates: std::sync::Mutex<Vec<(String, String, String)>>,
+}
+
+impl Identities {
+    /// Records that entry `index` (`name`) is the server(s) `run_ids`, or
+    /// names the entry that already is one of them.
+    fn claim(&self, index: usize, name: &str, run_ids: &[String]) -> Result<(), Outcome> {
+        let mut claimed = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+        for id in run_ids {
+            if let Some((other, other_name)) = claimed.get(id) {
+                if *other != index {
+                    let duplicate = Outcome::Duplicate { of: other_name.clone(), run_id: id.clone() };
+                    let mut found = self.duplicates.lock().unwrap_or_else(|p| p.into_inner());
+                    if !found.iter().any(|(n, _, _)| n == name) {
+                        found.push((name.to_string(), other_name.clone(), id.clone()));
+                    }
+                    return Err(duplicate);
+                }
+            }
+        }
+        // A restarted server has a new run_id: forget the old one.
+        claimed.retain(|_, (i, _)| *i != index);
+        for id in run_ids {
+            claimed.insert(id.clone(), (index, name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Entries found to repeat another: (entry, the other entry, run_id).
+    pub fn duplicates(&self) -> Vec<(String, String, String)> {
+        self.duplicates.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 pub struct Instance {
     /// `host:port` (`cluster:host:port,...` for a cluster), as errors name
     /// the instance.
     pub name: String,
+    /// Its place in the server list, and the list's identities.
+    index: usize,
+    /// `host:port` of the server (of each seed, for a cluster), lower
+    /// case: two entries sharing one are one server, as spelled.
+    pub addresses: Vec<String>,
+    identities: std::sync::Arc<Identities>,
     client: Client,
     conn: Mutex<Option<Link>>,
     /// Idle connections for blocking waits (`wait_for`), kept after a
@@ -270,22 +424,34 @@ fn for_status(e: CallError, server: &str) -> (bool, Option<String>, Option<Outco
 }
 
 impl Instance {
+    /// An instance on its own (a list of one).
     pub fn new(url: &str, settings: &Settings) -> Result<Instance, RedisError> {
+        Instance::in_list(url, settings, 0, std::sync::Arc::new(Identities::default()))
+    }
+
+    /// Entry `index` of a server list whose servers are told apart by
+    /// `identities`.
+    pub fn in_list(url: &str, settings: &Settings, index: usize, identities: std::sync::Arc<Identities>) -> Result<Instance, RedisError> {
         check_url(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad server URL", e)))?;
-        let (client, name) = if url.starts_with(CLUSTER_SCHEME) {
+        let (client, name, addresses) = if url.starts_with(CLUSTER_SCHEME) {
             let seeds = cluster_seeds(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad cluster URL", e)))?;
             let mut names = Vec::with_capacity(seeds.len());
             for seed in &seeds {
                 names.push(redis::Client::open(seed.as_str())?.get_connection_info().addr().to_string());
             }
-            (Client::Cluster(seeds), format!("cluster:{}", names.join(",")))
+            let addresses = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+            (Client::Cluster(seeds), format!("cluster:{}", names.join(",")), addresses)
         } else {
             let client = redis::Client::open(url)?;
             let name = client.get_connection_info().addr().to_string();
-            (Client::Single(client), name)
+            let addresses = vec![name.to_ascii_lowercase()];
+            (Client::Single(client), name, addresses)
         };
         Ok(Instance {
             name,
+            index,
+            addresses,
+            identities,
             client,
             conn: Mutex::new(None),
             waiting_conns: std::sync::Mutex::new(Vec::new()),
@@ -319,14 +485,25 @@ impl Instance {
                 }
             }
         };
-        match tokio::time::timeout(self.connect_timeout, connecting).await {
-            Ok(Ok(conn)) => {
-                *slot = Some(conn.clone());
-                Ok(conn)
-            }
-            Ok(Err(e)) => Err(classify_connect(e)),
-            Err(_) => Err(connect_timeout(self.connect_timeout)),
-        }
+        let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(classify_connect(e)),
+            Err(_) => return Err(connect_timeout(self.connect_timeout)),
+        };
+        // Before any command: which server is this? An entry that repeats
+        // another is refused here, so nothing is ever sent to it.
+        let run_ids = match tokio::time::timeout(self.request_timeout, identify(conn.clone())).await {
+            Ok(ids) => ids?,
+            Err(_) => return Err(Outcome::Timeout),
+        };
+        self.identities.claim(self.index, &self.name, &run_ids)?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Connects (and so identifies the server) unless connected already.
+    pub async fn contact(&self) -> Result<(), Outcome> {
+        self.connection().await.map(|_| ())
     }
 
     /// A cluster client whose commands give up after `response_timeout`;
@@ -557,6 +734,27 @@ impl Instance {
         }
         status
     }
+}
+
+/// The run_id of each server behind `conn` (one; a cluster's nodes).
+async fn identify(mut conn: Link) -> Result<Vec<String>, Outcome> {
+    let reply = redis::cmd("INFO").arg("server").query_async::<Value>(&mut conn).await.map_err(|e| match classify(e) {
+        Outcome::AuthFailed(reply) => Outcome::AuthFailed(format!(
+            "{reply}; the client tells servers apart by the run_id of INFO server: allow it, e.g. ACL SETUSER <user> +info"
+        )),
+        other => other,
+    })?;
+    let mut ids: Vec<String> = info_texts(reply)
+        .iter()
+        .filter_map(|text| text.lines().find_map(|l| l.strip_prefix("run_id:")).map(|id| id.trim().to_string()))
+        .filter(|id| !id.is_empty())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    if ids.is_empty() {
+        return Err(Outcome::Failed("INFO server gave no run_id: cannot tell this server from the others".into()));
+    }
+    Ok(ids)
 }
 
 /// `redislock_quarantine_ms_left` of an `INFO redislock` reply; from a

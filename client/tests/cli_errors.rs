@@ -23,6 +23,7 @@ use tokio::process::Command;
 const CLI_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Exit statuses, as `redlock --help` documents them.
+const USAGE: i32 = 2;
 const HELD: i32 = 3;
 const NOT_RELEASED: i32 = 4;
 const LOCK_LOST: i32 = 5;
@@ -179,8 +180,10 @@ async fn authentication_failures_are_named() {
     let c = Cluster::start_opts(vec![Opts::requirepass("s3cret"); 3]);
     let bare: Vec<String> = c.servers.iter().map(Server::bare_url).collect();
     let ran = cli(&bare.join(","), &["acquire", "r", "--ttl", "2s", "--json"]).await;
-    assert_eq!(ran.code, Some(NO_QUORUM));
-    let error = error_object(&ran, "no_quorum");
+    // The servers answered, refusing the credentials: a configuration
+    // error named by its cause, not "no quorum reachable".
+    assert_eq!(ran.code, Some(USAGE));
+    let error = error_object(&ran, "auth_failed");
     assert_eq!(error["cause"], "auth_failed", "{error}");
     assert_eq!(kinds(&error), vec!["auth_failed"; 3]);
     assert!(ran.stderr.contains("authentication failed (NOAUTH"), "{}", ran.stderr);
@@ -188,7 +191,7 @@ async fn authentication_failures_are_named() {
 
     let wrong: Vec<String> = c.servers.iter().map(|s| format!("redis://:wrong@{}", s.addr())).collect();
     let ran = cli(&wrong.join(","), &["acquire", "r", "--ttl", "2s", "--json"]).await;
-    let error = error_object(&ran, "no_quorum");
+    let error = error_object(&ran, "auth_failed");
     assert_eq!(kinds(&error), vec!["auth_failed"; 3], "{error}");
     assert!(ran.stderr.contains("authentication failed"), "{}", ran.stderr);
     assert!(!ran.stderr.contains("timeout") && !ran.stderr.contains("connection refused"), "{}", ran.stderr);
@@ -221,8 +224,8 @@ async fn a_server_without_the_module_is_one_failed_instance_named_as_such() {
     // One module server beside one plain, quorum 2: no quorum can answer.
     let servers = urls(&[&c.servers[0], &c.servers[4]]);
     let ran = cli(&servers, &["acquire", "mm", "--ttl", "10s", "--json"]).await;
-    assert_eq!(ran.code, Some(NO_QUORUM), "1 of 2 is no quorum");
-    let error = error_object(&ran, "no_quorum");
+    assert_eq!(ran.code, Some(USAGE), "1 of 2, the other without the module: a configuration error");
+    let error = error_object(&ran, "module_missing");
     assert_eq!(kinds(&error), vec!["granted", "module_missing"], "{error}");
     assert!(ran.stderr.contains(&format!("{plain} LOCK.* unknown (no redislock module)")), "{}", ran.stderr);
     assert!(ran.stderr.contains("--mode script"), "{}", ran.stderr);

@@ -215,16 +215,17 @@ async fn missing_module_is_named_and_script_mode_serves_plain_redis() {
     assert_eq!(released.released, 4, "{released:?}");
     assert_eq!(released.instances[2].outcome, Outcome::ModuleMissing);
 
-    // Three without it: no quorum can answer, and the error says why.
+    // Three without it: no quorum can grant, and the error says why: the
+    // request is refused (a configuration error), not an outage.
     let c = Cluster::start_kinds(&[true, false, false, true, false]);
     let rl = c.redlock(Settings { retry_count: 0, ..relaxed() });
     match rl.lock("mm", Duration::from_secs(10)).await {
-        Err(Error::NotAcquired { why: NotGranted::NoQuorum, outcomes, .. }) => {
+        Err(Error::Rejected { rejection: redlock::Rejection::ModuleMissing, outcomes, .. }) => {
             for i in [1, 2, 4] {
                 assert_eq!(outcomes[i].outcome, Outcome::ModuleMissing, "{}", outcomes[i]);
             }
         }
-        other => panic!("expected NotAcquired with NoQuorum, got {other:?}"),
+        other => panic!("expected Rejected(ModuleMissing), got {other:?}"),
     }
     for i in [0, 3] {
         assert_eq!(c.servers[i].info("mm").await, None, "server {i}: grant rolled back");

@@ -78,7 +78,11 @@ class LockLost(RedlockError):
 
 class ConfigError(RedlockError, ValueError):
     """A configuration the client refuses: a bad server URL, an impossible
-    quorum, a semaphore limit out of range. Also a ValueError, like the
+    quorum, a semaphore limit out of range, one server listed twice (by
+    spelling, or found to be one server by its run_id). Also a request the
+    servers refuse as configured, named by its cause: a ttl over their
+    redislock.max-ttl, an owner over max-owner-len, WRONGTYPE, NOPERM or
+    failed authentication, READONLY, no module. Also a ValueError, like the
     errors of bad arguments."""
 
     __module__ = "redislock"

@@ -1,7 +1,7 @@
 """Type stubs of the native module; the docstrings are on the objects (help())."""
 
 from types import TracebackType
-from typing import Awaitable, Callable, List, Literal, Optional, Sequence, Tuple, Type
+from typing import Awaitable, Callable, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 __version__: str
 
@@ -35,7 +35,7 @@ class _LockState:
 class Redlock:
     def __init__(
         self,
-        servers: Sequence[str],
+        servers: Union[str, Sequence[str]],
         *,
         quorum: Optional[int] = None,
         request_timeout: float = 0.05,
@@ -97,7 +97,7 @@ class LockRequest:
 class AsyncRedlock:
     def __init__(
         self,
-        servers: Sequence[str],
+        servers: Union[str, Sequence[str]],
         *,
         quorum: Optional[int] = None,
         request_timeout: float = 0.05,

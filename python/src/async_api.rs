@@ -102,7 +102,7 @@ impl PyAsyncRedlock {
     #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        servers: Vec<String>,
+        servers: &Bound<'_, PyAny>,
         quorum: Option<i64>,
         request_timeout: f64,
         connect_timeout: f64,
@@ -113,7 +113,7 @@ impl PyAsyncRedlock {
         mode: &str,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
-            servers,
+            config::server_list(servers)?,
             quorum,
             request_timeout,
             connect_timeout,

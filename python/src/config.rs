@@ -26,13 +26,35 @@ pub fn seconds(what: &str, value: f64) -> PyResult<Duration> {
 /// A lease: at least the servers' resolution of one millisecond (a
 /// shorter one would be sent as 0 ms, which the servers refuse).
 pub fn ttl(value: f64) -> PyResult<Duration> {
-    let ttl = seconds("ttl", value)?;
-    if ttl < Duration::from_millis(1) {
-        return Err(PyValueError::new_err(format!(
-            "ttl must be at least 0.001 s, not {value}"
-        )));
+    let refused = || {
+        PyValueError::new_err(format!(
+            "ttl must be a finite number of seconds > 0 (at least 0.001), not {value}"
+        ))
+    };
+    if !value.is_finite() {
+        return Err(refused());
     }
-    Ok(ttl)
+    match Duration::try_from_secs_f64(value) {
+        Ok(ttl) if ttl >= Duration::from_millis(1) => Ok(ttl),
+        _ => Err(refused()),
+    }
+}
+
+/// The server list: a list of URLs, or one URL as a string (one server).
+pub fn server_list(servers: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = servers.extract::<String>() {
+        return Ok(vec![one]);
+    }
+    servers.extract::<Vec<String>>().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "servers must be a list of URLs such as [\"redis://127.0.0.1:7001\", ...] or one URL as a string, not {}",
+            servers
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "that".into())
+        ))
+    })
 }
 
 /// `wait`: `None` for the configured retries, a number of seconds, or

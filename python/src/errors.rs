@@ -98,6 +98,12 @@ fn redlock_error(e: Error) -> PyErr {
             LockLost::new_err((message, resource, Vec::<(String, String)>::new()))
         }
         Error::Config(_) => ConfigError::new_err(message),
+        // The request itself was refused: a ttl over max-ttl, a server
+        // listed twice, NOPERM, ... are configuration, not an outage.
+        Error::Rejected { rejection, .. } if rejection.is_configuration() => {
+            ConfigError::new_err(message)
+        }
+        Error::Rejected { .. } => RedlockError::new_err(message),
         Error::Server { .. } => RedlockError::new_err(message),
     }
 }

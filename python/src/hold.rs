@@ -305,59 +305,53 @@ impl Hold {
     /// Extends the lease to `ttl` (default: the lock's) from now on a
     /// quorum. The checks run now; the future does the I/O.
     ///
-    /// A kept lock is extended without touching its guard's schedule, which
-    /// goes on extending by the guard's ttl: a shorter `ttl` would let the
-    /// lease end before the guard's next extension while the guard still
-    /// counted on its own, so it is refused.
+    /// On a kept lock `ttl` becomes the guard's: it goes on extending to
+    /// it, longer or shorter than before, and `validity` follows.
     pub fn extend(
         self: &Arc<Self>,
         ttl: Option<Duration>,
     ) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
         self.check_held()?;
-        if let State::Kept { .. } = self.state {
-            let kept_ttl = self.lock().ttl;
-            if ttl.is_some_and(|t| t < kept_ttl) {
-                return Err(Failure::Value(format!(
-                    "a kept lock is extended by at least its guard's ttl ({} s), since the guard goes on by that",
-                    kept_ttl.as_secs_f64()
-                )));
-            }
-        }
+        let kept = match &self.state {
+            State::Kept { guard, .. } => match locked(guard).as_ref() {
+                Some(g) => Some(g.extend(ttl.unwrap_or_else(|| g.lock().ttl))),
+                None => {
+                    return Err(Failure::Released {
+                        resource: self.resource.clone(),
+                    })
+                }
+            },
+            State::Plain(_) => None,
+        };
         let this = Arc::clone(self);
         Ok(async move {
-            match &this.state {
-                State::Plain(cell) => {
-                    let _one = cell.extending.lock().await;
-                    let lock = locked(&cell.lock).clone();
-                    match this.redlock.extend(&lock, ttl.unwrap_or(lock.ttl)).await {
-                        Ok(extended) => {
-                            *locked(&cell.lock) = extended;
-                            Ok(())
-                        }
-                        Err(e) => {
-                            this.group.lost.store(true, Ordering::SeqCst);
-                            Err(e.into())
-                        }
+            if let Some(extension) = kept {
+                return match extension.await {
+                    Ok(_) => Ok(()),
+                    // Refused as asked (e.g. over max-ttl): the lease and
+                    // the guard's schedule are as they were.
+                    Err(e @ Error::Rejected { .. }) => Err(e.into()),
+                    Err(e) => {
+                        // The guard fired its own signal: on_lost runs.
+                        this.group.lost.store(true, Ordering::SeqCst);
+                        Err(e.into())
                     }
+                };
+            }
+            let State::Plain(cell) = &this.state else {
+                return Ok(());
+            };
+            let _one = cell.extending.lock().await;
+            let lock = locked(&cell.lock).clone();
+            match this.redlock.extend(&lock, ttl.unwrap_or(lock.ttl)).await {
+                Ok(extended) => {
+                    *locked(&cell.lock) = extended;
+                    Ok(())
                 }
-                State::Kept { guard, .. } => {
-                    let (lock, lost) = match locked(guard).as_ref() {
-                        Some(g) => (g.lock(), g.lost_token()),
-                        None => {
-                            return Err(Failure::Released {
-                                resource: this.resource.clone(),
-                            })
-                        }
-                    };
-                    match this.redlock.extend(&lock, ttl.unwrap_or(lock.ttl)).await {
-                        Ok(_) => Ok(()),
-                        Err(e) => {
-                            this.group.lost.store(true, Ordering::SeqCst);
-                            // The guard's own signal too: on_lost fires.
-                            lost.cancel();
-                            Err(e.into())
-                        }
-                    }
+                Err(e @ Error::Rejected { .. }) => Err(e.into()),
+                Err(e) => {
+                    this.group.lost.store(true, Ordering::SeqCst);
+                    Err(e.into())
                 }
             }
         })

@@ -31,7 +31,7 @@ impl PyRedlock {
     #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        servers: Vec<String>,
+        servers: &Bound<'_, PyAny>,
         quorum: Option<i64>,
         request_timeout: f64,
         connect_timeout: f64,
@@ -42,7 +42,7 @@ impl PyRedlock {
         mode: &str,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
-            servers,
+            config::server_list(servers)?,
             quorum,
             request_timeout,
             connect_timeout,
@@ -169,8 +169,8 @@ pub struct PyLock;
 impl PyLock {
     /// Sets the lease to `ttl` seconds (default: the lock's ttl) from now
     /// on a quorum. Raises `LockLost` if it is lost, or the extension
-    /// reaches no quorum (it is then lost). A kept lock goes on being
-    /// extended by its guard; its ttl is the least `ttl` may be.
+    /// reaches no quorum (it is then lost). On a kept lock `ttl` becomes
+    /// the guard's: it goes on extending to it, longer or shorter.
     #[pyo3(signature = (ttl=None))]
     fn extend(slf: &Bound<'_, Self>, ttl: Option<f64>) -> PyResult<()> {
         let ttl = ttl.map(config::ttl).transpose()?;

@@ -167,3 +167,20 @@ def test_bad_arguments_raise_at_the_call(servers, resource):
         rl.lock(resource, ttl=1.0, wait=-1.0)
     with pytest.raises(ValueError):
         rl.guard(resource, ttl=1.0, shared=True, limit=1)
+
+
+def test_async_extend_is_the_guards_new_ttl(servers, resource):
+    async def main():
+        rl = AsyncRedlock(servers.urls)
+        async with rl.lock(resource, ttl=2.0, wait=5.0) as lock:
+            await lock.extend(8.0)
+            assert lock.ttl == 8.0 and lock.validity > 7
+            # Past two of the guard's extensions at the old ttl (every
+            # 0.67 s), which would have cut the lease back to 2 s.
+            await asyncio.sleep(3)
+            assert not lock.lost and lock.validity > 4, lock.validity
+            return [s.call("PTTL", resource) for s in servers]
+
+    pttls = asyncio.run(main())
+    assert all(p > 4_000 for p in pttls), pttls
+    assert servers.holders(resource) == []

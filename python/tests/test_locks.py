@@ -56,8 +56,8 @@ def test_lock_context_manager_keeps_and_releases(servers, resource):
         assert lock.kept
         assert servers.holders(resource) == list(servers)
         lock.extend(10.0)
-        with pytest.raises(ValueError):
-            lock.extend(1.0)  # shorter than the guard's own ttl
+        lock.extend(1.0)  # shorter than before: the guard's ttl from now on
+        assert lock.ttl == 1.0 and 0 < lock.validity <= 1.0
     assert lock.released
     assert servers.holders(resource) == []
 
@@ -270,8 +270,10 @@ def test_bad_wait_and_extend_arguments(servers, resource):
         (["127.0.0.1:7001"], {}),
         (["http://127.0.0.1:7001"], {}),
         (["redis://127.0.0.1:99999"], {}),
-        (["redis://127.0.0.1:7001"] * 3, {"quorum": 4}),
-        (["redis://127.0.0.1:7001"] * 3, {"quorum": 0}),
+        ([f"redis://127.0.0.1:{p}" for p in (7001, 7002, 7003)], {"quorum": 4}),
+        ([f"redis://127.0.0.1:{p}" for p in (7001, 7002, 7003)], {"quorum": 0}),
+        (["redis://127.0.0.1:7001"] * 3, {}),
+        (["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/1", "redis://127.0.0.1:7002"], {}),
         (["redis://127.0.0.1:7001"], {"retry_delay": (0.3, 0.1)}),
     ],
 )
@@ -303,8 +305,72 @@ def test_bad_settings_raise_value_errors(kwargs):
         redislock.AsyncRedlock(["redis://127.0.0.1:7001"], **kwargs)
 
 
-def test_servers_must_be_a_list_of_strings():
-    with pytest.raises(TypeError):
-        Redlock("redis://127.0.0.1:7001")
-    with pytest.raises(TypeError):
+def test_servers_are_a_list_of_urls_or_one_url():
+    one = Redlock("redis://127.0.0.1:7001")
+    assert one.servers == ["127.0.0.1:7001"] and one.quorum == 1
+    assert redislock.AsyncRedlock("redis://127.0.0.1:7001").quorum == 1
+    with pytest.raises(TypeError, match="list of URLs"):
         Redlock([7001])
+    with pytest.raises(TypeError, match="list of URLs"):
+        Redlock(7001)
+
+
+def test_a_zero_ttl_says_more_than_zero(servers, resource):
+    rl = Redlock(servers.urls)
+    for ttl in (0.0, -1.0):
+        with pytest.raises(ValueError, match="> 0"):
+            rl.try_lock(resource, ttl=ttl)
+
+
+def test_an_alias_of_a_listed_server_is_a_config_error(servers, resource):
+    a = servers[0]
+    alias = a.url.replace("127.0.0.1", "localhost")
+    rl = Redlock([a.url, alias, servers[1].url])
+    with pytest.raises(redislock.ConfigError, match="same server") as caught:
+        rl.try_lock(resource, ttl=5.0)
+    assert not isinstance(caught.value, NotAcquired)
+    with pytest.raises(redislock.ConfigError):
+        with rl.lock(resource, ttl=5.0, wait=1.0):
+            pass
+    assert servers.holders(resource) == []
+
+
+def test_a_ttl_over_max_ttl_is_a_config_error_not_an_outage(own_servers, resource):
+    for s in own_servers:
+        s.call("CONFIG", "SET", "redislock.max-ttl", "60000")
+    rl = Redlock(own_servers.urls)
+    with pytest.raises(redislock.ConfigError, match=r"redislock\.max-ttl \(60000 ms\)") as caught:
+        rl.try_lock(resource, ttl=120.0)
+    assert not isinstance(caught.value, QuorumUnreachable)
+    # Refused at once, not retried for the whole wait.
+    started = time.monotonic()
+    with pytest.raises(redislock.ConfigError):
+        with rl.lock(resource, ttl=120.0, wait=20.0):
+            pass
+    assert time.monotonic() - started < 10
+    # An extension over it changes nothing: the lock is not lost.
+    with rl.lock(resource, ttl=5.0, wait=5.0) as lock:
+        with pytest.raises(redislock.ConfigError):
+            lock.extend(120.0)
+        assert not lock.lost and lock.ttl == 5.0
+    assert own_servers.holders(resource) == []
+
+
+def test_extend_inside_a_lock_block_is_the_new_ttl(servers, resource):
+    rl = Redlock(servers.urls)
+    with rl.lock(resource, ttl=10.0, wait=5.0) as lock:
+        lock.extend(30.0)
+        assert lock.ttl == 30.0 and lock.validity > 29
+        # Past the guard's extensions at the old ttl (every 3.3 s), which
+        # would have cut the lease back to 10 s.
+        time.sleep(12)
+        assert not lock.lost
+        assert lock.validity > 15, lock.validity
+        for s in servers:
+            assert s.call("PTTL", resource) > 15_000, s.name
+        # Shorter is allowed too; the guard keeps it at the new ttl.
+        lock.extend(5.0)
+        assert lock.ttl == 5.0 and lock.validity <= 5.0
+        for s in servers:
+            assert s.call("PTTL", resource) <= 5_000, s.name
+    assert servers.holders(resource) == []

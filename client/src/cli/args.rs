@@ -18,16 +18,21 @@ const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    success
   1    error (writing the output, or another error no retry can fix)
-  2    usage error (bad argument, duration, server URL or quorum)
+  2    usage or configuration error (bad argument, duration, server URL or quorum, a server
+       listed twice); or the servers refused the request itself: a ttl over redislock.max-ttl,
+       an owner over max-owner-len, WRONGTYPE, authentication/NOPERM, READONLY, module missing
   3    acquire: not acquired, held by another owner (or granted too late to be valid)
   4    release: the servers answered, and fewer than a quorum released
   5    extend: the servers answered, and fewer than a quorum extended (lock lost)
   6    any command: no quorum reachable, fewer than a quorum of servers answered at all
-       (connection refused, DNS failure, timeout, authentication, module missing)
+       (connection refused, DNS failure, timeout)
   7    acquire: not acquired, the servers are in their restart quarantine (temporary)
   run: the command's own status (128+N when killed by signal N), or
   75   the lock was not taken (held, no quorum, quarantine), the command did not run
-  76   the lock was lost while the command ran and it was stopped (run's --on-lost kill, the default)
+       (a usage or configuration error is still 2)
+  76   the lock was lost while the command ran: an extension failed or its validity ran out
+       (also after a pause of redlock itself), whatever the command returned; with
+       --on-lost kill (the default) the command was stopped
   126  the command could not be executed; 127: command not found
 
 With --json, every failure prints {\"error\": {\"kind\", \"message\", \"exit_code\", ...}} on stdout.
@@ -39,8 +44,10 @@ empty in script mode) in its environment. The lock is extended while it runs and
 released when it exits; SIGINT and SIGTERM sent to redlock are passed on to it.
 
 Exit status: the command's (128+N if killed by signal N); 75 if the lock was not
-taken (the command did not run); 76 if the lock was lost and the command stopped
-(--on-lost kill); 126/127 if the command could not be executed / was not found.
+taken (the command did not run); 76 if the lock was lost at any moment while the
+command ran (its lease ran out, an extension failed, or fewer than a quorum still
+held it at the release), whatever the command returned, stopped or not
+(--on-lost); 126/127 if the command could not be executed / was not found.
 
 Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh full";
 
@@ -330,7 +337,17 @@ impl Global {
         for raw in &self.servers {
             let s = raw.trim();
             if s.is_empty() {
-                return Err(format!("empty entry in the server list {:?}", self.servers.join(",")));
+                let list = self.servers.join(",");
+                // Name where the list came from when it is the variable's.
+                let from_env = std::env::var("REDLOCK_SERVERS").is_ok_and(|v| v == list);
+                return Err(match (from_env, list.trim().is_empty()) {
+                    (true, true) => "REDLOCK_SERVERS is set but empty: unset it for the default servers, \
+                                     or set it to redis://host:port,redis://host:port,..."
+                        .to_string(),
+                    (true, false) => format!("empty entry in REDLOCK_SERVERS={list:?}"),
+                    (false, true) => "--servers is empty: give redis://host:port,redis://host:port,...".to_string(),
+                    (false, false) => format!("empty entry in the server list {list:?} (--servers)"),
+                });
             }
             if !s.contains("://") {
                 // A scheme-less entry after a cluster URL is one more seed.

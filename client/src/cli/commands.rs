@@ -36,11 +36,28 @@ struct AcquireJson<'a> {
 
 pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32, Failure> {
     let deadline = deadline(args.wait)?;
+    // Installed before the wait: Ctrl-C must clear the waiting line and
+    // give up the place in line, not leave both behind.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| Failure::general(format!("SIGINT handler: {e}")))?;
     let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
-    let taken = match args.limit {
-        Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
-        None if args.shared => rl.lock_shared_until(&args.resource, args.ttl, deadline).await,
-        None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
+    let taking = async {
+        match args.limit {
+            Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
+            None if args.shared => rl.lock_shared_until(&args.resource, args.ttl, deadline).await,
+            None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
+        }
+    };
+    let taken = tokio::select! {
+        taken = taking => taken,
+        _ = sigint.recv() => {
+            waiting.finish();
+            return Err(Failure::new(
+                128 + libc::SIGINT,
+                "interrupted",
+                format!("interrupted while waiting for the lock on {:?}; not acquired", args.resource),
+            ));
+        }
     };
     waiting.finish();
     let lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
@@ -58,12 +75,13 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
             instances: outcomes_json(&lock.instances, Op::Acquire),
         })?;
     } else {
-        output::stdout(&pairs(&[
-            ("resource", lock.resource.clone()),
-            ("owner", lock.owner.clone()),
-            ("token", lock.token.map(|t| t.to_string()).unwrap_or_default()),
-            ("validity_ms", validity_ms.to_string()),
-        ]))?;
+        let mut lines = vec![("resource", lock.resource.clone()), ("owner", lock.owner.clone())];
+        // Script mode has no fencing tokens: no empty `token:` line.
+        if let Some(token) = lock.token {
+            lines.push(("token", token.to_string()));
+        }
+        lines.push(("validity_ms", validity_ms.to_string()));
+        output::stdout(&pairs(&lines))?;
     }
     Ok(exit::OK)
 }

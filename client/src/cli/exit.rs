@@ -9,7 +9,8 @@ pub const OK: i32 = 0;
 /// Anything else: writing the output, starting the runtime, a server
 /// error no retry can fix.
 pub const FAILURE: i32 = 1;
-/// Bad arguments or configuration (clap's own usage errors are 2 too).
+/// Bad arguments or configuration (clap's own usage errors are 2 too), and
+/// requests the servers refused as such (max-ttl, WRONGTYPE, NOPERM, ...).
 pub const USAGE: i32 = 2;
 /// acquire: not acquired, held by another owner (or granted too late).
 pub const NOT_ACQUIRED: i32 = 3;
@@ -18,15 +19,14 @@ pub const NOT_RELEASED: i32 = 4;
 /// extend: the servers answered, and fewer than a quorum extended.
 pub const QUORUM_LOST: i32 = 5;
 /// Any command: fewer than a quorum of servers answered at all
-/// (unreachable, timeouts, authentication, module missing): nothing could
-/// be decided.
+/// (unreachable, timeouts): nothing could be decided.
 pub const NO_QUORUM: i32 = 6;
 /// acquire: not acquired because servers are in their restart quarantine
 /// (temporary: `--wait` outlasts it).
 pub const QUARANTINE: i32 = 7;
 /// run: the lock was not taken; the command did not run (EX_TEMPFAIL).
 pub const RUN_NOT_LOCKED: i32 = 75;
-/// run: the lock was lost and the command was stopped.
+/// run: the lock was lost while the command ran (stopped or not).
 pub const RUN_LOCK_LOST: i32 = 76;
 /// run: the command exists but could not be executed (as in sh).
 pub const CANNOT_EXECUTE: i32 = 126;

@@ -7,7 +7,7 @@
 //! the few that answered said. Otherwise the command's own verdict: held
 //! (3), quarantine (7), not released (4), lock lost (5).
 
-use redlock::{Error, InstanceOutcome, NotGranted, Outcome};
+use redlock::{Error, InstanceOutcome, NotGranted, Outcome, Rejection};
 
 use super::exit::{self, Failure};
 use super::output::{ceil_secs, outcome_kind, outcomes_json, outcomes_text, warn, Op};
@@ -105,11 +105,41 @@ pub fn as_outcome(server: &str, failure: Option<&Outcome>) -> InstanceOutcome {
     }
 }
 
+/// Servers refused the request itself (`Error::Rejected`): a usage or
+/// configuration error (exit 2) named by its cause, or a server error no
+/// retry fixed (exit 1); never "no quorum reachable".
+pub fn rejected(what: &str, rejection: Rejection, outcomes: &[InstanceOutcome], quorum: usize, op: Op) -> Failure {
+    let refusing: Vec<InstanceOutcome> = outcomes.iter().filter(|o| o.outcome.rejection().is_some()).cloned().collect();
+    let message = format!(
+        "{what}: {} ({} of {} servers, quorum {quorum}): {}",
+        rejection.describe(),
+        refusing.len(),
+        outcomes.len(),
+        outcomes_text(outcomes, op)
+    );
+    let code = if rejection.is_configuration() { exit::USAGE } else { exit::FAILURE };
+    Failure::new(code, rejection.kind(), with_hints(message, outcomes))
+        .with("servers", outcomes.len())
+        .with("quorum", quorum)
+        .with("refused", refusing.len())
+        .with("cause", rejection.kind())
+        .with("instances", outcomes_json(outcomes, op))
+}
+
 /// An acquisition that failed (acquire; `run` adjusts it with `for_run`).
 pub fn not_acquired(e: &Error, quorum: usize) -> Failure {
+    if let Error::Rejected { resource, rejection, outcomes, .. } = e {
+        return rejected(&format!("lock {resource:?} not acquired"), *rejection, outcomes, quorum, Op::Acquire)
+            .with("resource", resource);
+    }
     let Error::NotAcquired { resource, attempts, why, outcomes } = e else {
         return other(e);
     };
+    if let NotGranted::Rejected { rejection, .. } = why {
+        return rejected(&format!("lock {resource:?} not acquired"), *rejection, outcomes, quorum, Op::Acquire)
+            .with("resource", resource)
+            .with("attempts", attempts);
+    }
     let n = outcomes.len();
     let list = outcomes_text(outcomes, Op::Acquire);
     let failure = match why {
@@ -139,7 +169,7 @@ pub fn not_acquired(e: &Error, quorum: usize) -> Failure {
             )
             .with("quarantine_ms_left", ms_left)
         }
-        NotGranted::NoValidity => Failure::new(
+        NotGranted::NoValidity | NotGranted::Rejected { .. } => Failure::new(
             exit::NOT_ACQUIRED,
             "no_validity",
             format!(
@@ -162,7 +192,33 @@ pub fn not_acquired(e: &Error, quorum: usize) -> Failure {
 }
 
 /// An extension that reached no quorum.
+/// An owner (or resource) for a message: in full up to 80 bytes, else
+/// its start and its length, so a huge argument is not echoed back whole.
+pub fn shown(value: &str) -> String {
+    const MAX: usize = 80;
+    if value.len() <= MAX {
+        return format!("{value:?}");
+    }
+    let mut end = MAX;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}... ({} bytes)", &value[..end], value.len())
+}
+
 pub fn not_extended(e: &Error, quorum: usize, owner: &str) -> Failure {
+    let owner_shown = shown(owner);
+    if let Error::Rejected { resource, rejection, outcomes, .. } = e {
+        return rejected(
+            &format!("lock {resource:?} of owner {owner_shown} not extended (its lease is as it was)"),
+            *rejection,
+            outcomes,
+            quorum,
+            Op::Extend,
+        )
+        .with("resource", resource)
+        .with("owner", owner);
+    }
     let Error::QuorumLost { resource, outcomes } = e else {
         return match e {
             Error::Expired { resource } => Failure::new(exit::QUORUM_LOST, "lock_lost", e.to_string()).with("resource", resource),
@@ -171,14 +227,14 @@ pub fn not_extended(e: &Error, quorum: usize, owner: &str) -> Failure {
     };
     let answered = outcomes.iter().filter(|o| o.outcome.answered()).count();
     let failure = if answered < quorum {
-        no_quorum(&format!("lock {resource:?} of owner {owner:?} not extended (treat it as lost)"), outcomes, quorum, Op::Extend)
+        no_quorum(&format!("lock {resource:?} of owner {owner_shown} not extended (treat it as lost)"), outcomes, quorum, Op::Extend)
     } else {
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         Failure::new(
             exit::QUORUM_LOST,
             "lock_lost",
             format!(
-                "lock {resource:?} of owner {owner:?} not extended: extended on {extended} of {} servers, quorum {quorum}; \
+                "lock {resource:?} of owner {owner_shown} not extended: extended on {extended} of {} servers, quorum {quorum}; \
                  the lock is lost (expired, released or never held): {}",
                 outcomes.len(),
                 outcomes_text(outcomes, Op::Extend)
@@ -196,14 +252,18 @@ pub fn not_extended(e: &Error, quorum: usize, owner: &str) -> Failure {
 /// A release that reached fewer than a quorum.
 pub fn not_released(resource: &str, owner: &str, released: usize, outcomes: &[InstanceOutcome], quorum: usize) -> Failure {
     let answered = outcomes.iter().filter(|o| o.outcome.answered()).count();
-    let failure = if answered < quorum {
-        no_quorum(&format!("lock {resource:?} of owner {owner:?} not released"), outcomes, quorum, Op::Release)
-    } else {
-        Failure::new(
+    let owner_shown = shown(owner);
+    let what = format!("lock {resource:?} of owner {owner_shown} not released");
+    let failure = match redlock::quorum::rejections(outcomes) {
+        Some((rejection, n)) if released < quorum && released + n >= quorum => {
+            rejected(&what, rejection, outcomes, quorum, Op::Release)
+        }
+        _ if answered < quorum => no_quorum(&what, outcomes, quorum, Op::Release),
+        _ => Failure::new(
             exit::NOT_RELEASED,
             "not_released",
             format!(
-                "lock {resource:?} of owner {owner:?} released on {released} of {} servers, quorum {quorum}: {}",
+                "lock {resource:?} of owner {owner_shown} released on {released} of {} servers, quorum {quorum}: {}",
                 outcomes.len(),
                 outcomes_text(outcomes, Op::Release)
             ),
@@ -211,7 +271,7 @@ pub fn not_released(resource: &str, owner: &str, released: usize, outcomes: &[In
         .with("servers", outcomes.len())
         .with("quorum", quorum)
         .with("cause", failure_cause(outcomes, Op::Release))
-        .with("instances", outcomes_json(outcomes, Op::Release))
+        .with("instances", outcomes_json(outcomes, Op::Release)),
     };
     failure.with("resource", resource).with("owner", owner).with("released", released)
 }
@@ -225,9 +285,13 @@ pub fn other(e: &Error) -> Failure {
 }
 
 /// For `run`: the lock was not taken, so the command did not run (exit 75
-/// whatever the reason; the kind still tells it).
+/// whatever the reason but a usage or configuration error, which stays 2;
+/// the kind still tells it).
 pub fn for_run(mut failure: Failure, command: &str) -> Failure {
-    failure.code = exit::RUN_NOT_LOCKED;
+    // A usage or configuration error stays one (exit 2): no retry helps.
+    if failure.code != exit::USAGE {
+        failure.code = exit::RUN_NOT_LOCKED;
+    }
     failure.message = format!("{}; {command:?} not run", failure.message);
     failure
 }

@@ -32,6 +32,8 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
     let urls = global.urls().map_err(Failure::usage)?;
     let redlock = Redlock::new(&urls, global.settings(global.mode.into())).map_err(|e| explain::other(&e))?;
+    // A server listed twice is refused before anything is asked of it.
+    redlock.verify_servers().await.map_err(|e| explain::other(&e))?;
     let outcome = match &command {
         Command::Acquire(args) => commands::acquire(&redlock, args, json).await,
         Command::Release(args) => commands::release(&redlock, args, json).await,

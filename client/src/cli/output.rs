@@ -96,6 +96,8 @@ pub fn outcome_kind(outcome: &Outcome, op: Op) -> &'static str {
     match (outcome, op) {
         (Outcome::Refused, Op::Acquire) => "held",
         (Outcome::Refused, _) => "not_held",
+        // An error reply by what it says: max_ttl, wrong_type, readonly, ...
+        (Outcome::Failed(_), _) => outcome.rejection().map_or("error", |r| r.kind()),
         (other, _) => other.kind(),
     }
 }
@@ -124,7 +126,8 @@ pub struct OutcomeJson {
     pub outcome: &'static str,
     /// The finer, stable name: granted, held, not_held, ok, timeout,
     /// connection_refused, dns_failure, connect_timeout, unreachable,
-    /// quarantine, auth_failed, module_missing, error
+    /// quarantine, auth_failed, module_missing, duplicate_server, and for
+    /// error replies max_ttl, owner_too_long, wrong_type, readonly, error
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<i64>,
@@ -147,6 +150,7 @@ impl OutcomeJson {
             Outcome::AuthFailed(_) => ("auth_failed", None, None, Some(o.outcome.to_string())),
             Outcome::Failed(_) => ("error", None, None, Some(o.outcome.to_string())),
             Outcome::ModuleMissing => ("module_missing", None, None, Some(o.outcome.to_string())),
+            Outcome::Duplicate { .. } => ("duplicate_server", None, None, Some(o.outcome.to_string())),
         };
         OutcomeJson {
             server: o.server.clone(),

@@ -103,6 +103,10 @@ fn line(
             format!("waiting for a quorum of servers to answer: {waited} s so far, giving up in {left} s")
         }
         NotGranted::NoValidity => format!("retrying {resource:?}: granted too late to be valid; giving up in {left} s"),
+        NotGranted::Rejected { rejection, instances } => format!(
+            "retrying {resource:?}: {instances} of {servers} servers answer with an error ({}); giving up in {left} s",
+            rejection.kind()
+        ),
     })
 }
 

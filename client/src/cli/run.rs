@@ -5,7 +5,7 @@
 use std::io::ErrorKind;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redlock::{LockGuard, Redlock};
 use tokio::process::{Child, Command};
@@ -60,12 +60,16 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     command
         .args(program_args)
         .env("REDLOCK_RESOURCE", &args.resource)
-        // With --limit: the permit held, `RESOURCE:permit:I`; else the lock.
-        .env("REDLOCK_PERMIT", &lock.resource)
         .env("REDLOCK_OWNER", &lock.owner)
         // Empty in script mode, which has no fencing tokens.
         .env("REDLOCK_TOKEN", lock.token.map(|t| t.to_string()).unwrap_or_default())
         .kill_on_drop(false);
+    // With --limit only: the permit held, `RESOURCE:permit:I`. A variable
+    // inherited from an outer `redlock run --limit` must not pass for ours.
+    match args.limit {
+        Some(_) => command.env("REDLOCK_PERMIT", &lock.resource),
+        None => command.env_remove("REDLOCK_PERMIT"),
+    };
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -80,23 +84,51 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     };
 
     let outcome = supervise(&mut child, &guard, args.on_lost, &args.resource, &name, &mut sigint, &mut sigterm).await;
-    let lost = guard.is_lost();
-    release(rl, guard, &args.resource, lost).await;
+    let exited_at = Instant::now();
+    // The validity is checked now too: the keeper may not have woken yet
+    // (redlock itself paused past the lease while the command ran).
+    let lost_at = guard.lost_at();
+    let still_held = release(rl, guard, &args.resource, lost_at.is_some()).await;
     match outcome {
-        Supervised::Exited(status) => Ok(status_code(status)),
-        Supervised::StoppedAfterLoss(status) => Err(Failure::new(
-            exit::RUN_LOCK_LOST,
-            "lock_lost",
-            format!(
-                "{name:?} stopped ({}) because the lock on {:?} was lost; exit {}",
-                describe(status),
-                args.resource,
-                exit::RUN_LOCK_LOST
-            ),
-        )
-        .with("resource", &args.resource)),
+        Supervised::Exited(status) => match (lost_at, still_held) {
+            (None, true) => Ok(status_code(status)),
+            (lost_at, _) => Err(lost_while_running(&args.resource, &name, &describe(status), lost_at, exited_at)),
+        },
+        Supervised::StoppedAfterLoss(status) => Err(lost_while_running(
+            &args.resource,
+            &name,
+            &format!("stopped ({})", describe(status)),
+            lost_at,
+            exited_at,
+        )),
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
     }
+}
+
+/// Exit 76: the command ran (part of the time) without the lock. `lost_at`:
+/// when it stopped being held, if known (else the release found it held
+/// by fewer than a quorum).
+fn lost_while_running(resource: &str, name: &str, how: &str, lost_at: Option<Instant>, exited_at: Instant) -> Failure {
+    let when = match lost_at {
+        Some(at) => {
+            let before = exited_at.saturating_duration_since(at);
+            let wall = std::time::SystemTime::now()
+                .checked_sub(Instant::now().saturating_duration_since(at))
+                .map(|t| humantime::format_rfc3339_millis(t).to_string())
+                .unwrap_or_default();
+            format!("lost at {wall}, {:.3} s before {name:?} exited", before.as_secs_f64())
+        }
+        None => "not held by a quorum any more when the command exited".to_string(),
+    };
+    Failure::new(
+        exit::RUN_LOCK_LOST,
+        "lock_lost",
+        format!(
+            "the lock on {resource:?} was {when}: {name:?} ran without it from then on; {name:?} {how}; exit {}",
+            exit::RUN_LOCK_LOST
+        ),
+    )
+    .with("resource", resource)
 }
 
 enum Supervised {
@@ -178,17 +210,29 @@ fn send(pid: Option<libc::pid_t>, signal: libc::c_int) {
 }
 
 /// Releases after the command; a short release is worth a warning (the
-/// rest of the lease then runs out on its own).
-async fn release(rl: &Redlock, guard: LockGuard, resource: &str, lost: bool) {
+/// rest of the lease then runs out on its own). Returns `false` when the
+/// servers' answers show that fewer than a quorum still held it (enough
+/// of them answered "not held by this owner"): it was lost meanwhile.
+async fn release(rl: &Redlock, guard: LockGuard, resource: &str, lost: bool) -> bool {
     match guard.release().await {
-        Ok(r) if r.released >= rl.quorum() || lost => {}
-        Ok(r) => warn(&format!(
-            "lock {resource:?} released on {} of {} servers only: {}",
-            r.released,
-            rl.servers().len(),
-            redlock::error::Outcomes(&r.instances)
-        )),
-        Err(e) => warn(&format!("releasing {resource:?}: {e}")),
+        Ok(r) if r.released >= rl.quorum() => true,
+        Ok(r) => {
+            let not_held = r.instances.iter().filter(|o| o.outcome == redlock::Outcome::Refused).count();
+            let still_held = not_held + rl.quorum() <= r.instances.len();
+            if !lost && still_held {
+                warn(&format!(
+                    "lock {resource:?} released on {} of {} servers only: {}",
+                    r.released,
+                    rl.servers().len(),
+                    redlock::error::Outcomes(&r.instances)
+                ));
+            }
+            still_held
+        }
+        Err(e) => {
+            warn(&format!("releasing {resource:?}: {e}"));
+            true
+        }
     }
 }
 
