@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::quorum::{self, NotGranted};
 use crate::settings::{Mode, Settings};
-use crate::transport::{Identities, Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome};
+use crate::transport::{Identities, Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Share};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -260,14 +260,13 @@ impl Redlock {
         self.attempt(resource, ttl, true).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
     }
 
-    /// A shared hold of `resource`, retried after the configured random
-    /// delays until granted, the retries are used up or `deadline` passes.
-    /// Shared requests do not take a place in the resource's line: the line
-    /// is one exclusive place, and readers passing through it one at a time
-    /// would wait for each other; they poll instead. The servers still
-    /// refuse a reader that would pass a writer queued there.
+    /// A shared hold of `resource`, retried until granted, the retries are
+    /// used up or `deadline` passes. With a deadline (module mode) the
+    /// reader takes a place in the resource's line like a writer, held
+    /// shared (see `lock_until`): readers and writers are served in
+    /// arrival order, consecutive readers together.
     pub async fn lock_shared_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        self.acquire_until(resource, ttl, deadline, true, |_| {}).await
+        self.acquire_until(resource, ttl, deadline, Kind::Shared, |_| {}).await
     }
 
     /// `guard` for a shared hold.
@@ -282,9 +281,11 @@ impl Redlock {
     ///
     /// With a deadline in module mode, clients first take a place in the
     /// resource's line: a module lock on a key derived from the resource,
-    /// on one instance chosen by hashing the resource, taken at once when
-    /// nobody is in line, else waited for in the module's first-come,
-    /// first-served queue (`LOCK.ACQUIRE ... WAIT`). The head of the line
+    /// on one instance chosen by hashing the resource, held in the
+    /// request's own mode (`Kind::line`), taken at once when nobody is
+    /// ahead, else waited for in the module's first-come, first-served
+    /// queue (`LOCK.ACQUIRE ... WAIT`) for the whole wait, and renewed
+    /// while held. The head of the line
     /// waits on the lock itself, on every instance at once (`LOCK.ACQUIRE
     /// resource ... WAIT`), so that each instance hands the lock over the
     /// moment the holder's release reaches it, without a round trip of the
@@ -294,7 +295,8 @@ impl Redlock {
     /// delays, and only one of them waits on the lock, so they never split
     /// a vote. The line only orders the waiters: the lock is still the
     /// quorum's, so a line instance that is down or frozen costs fairness
-    /// (the wait there is bounded by the ttl), never safety.
+    /// (a waiter queued there gives up its position once the instance
+    /// stops answering), never safety.
     ///
     /// Servers in restart quarantine (`TRYAGAIN restart quarantine`) never
     /// count as granting. When their quarantine alone stands between the
@@ -318,15 +320,19 @@ impl Redlock {
     where
         F: FnMut(&Retry<'_>) + Send,
     {
-        self.acquire_until(resource, ttl, deadline, false, observe).await
+        self.acquire_until(resource, ttl, deadline, Kind::Exclusive, observe).await
     }
 
-    async fn acquire_until<F>(
+    /// The acquisition loop of every kind: rounds until granted, the
+    /// retries are used up or `deadline` passes. With a deadline in module
+    /// mode the request keeps a place in the resource's line for its whole
+    /// wait (see `lock_until`), whatever its kind.
+    pub(crate) async fn acquire_until<F>(
         &self,
         resource: &str,
         ttl: Duration,
         deadline: Option<Instant>,
-        shared: bool,
+        kind: Kind,
         mut observe: F,
     ) -> Result<Lock, Error>
     where
@@ -334,38 +340,58 @@ impl Redlock {
     {
         self.verify_servers().await?;
         let hi = self.inner.settings.retry_delay.1;
-        let ticket = match deadline {
-            Some(d) if self.inner.settings.mode == Mode::Module && !shared => self.join_line(resource, ttl, d).await,
-            _ => None,
-        };
+        let lined = self.inner.settings.mode == Mode::Module;
+        // Given up at the grant, when the wait ends, or when this future is
+        // dropped (the caller gave up): never left behind for a whole ttl.
+        let mut place = Place { redlock: self.clone(), ticket: None, renewed: Instant::now() };
         let mut head_delay = Duration::from_millis(1);
         let mut attempts = 0u32;
         // The head asks for a token above the ticket's and every one this
         // handle saw, unless an instance refused that as too far ahead.
-        let mut floor = ticket.as_ref().map(|t| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
+        let mut ask_floor = true;
         loop {
             attempts += 1;
+            // Not in line (yet, or any more: the line instance did not answer,
+            // or the place was lost): take a place, never poll behind the line.
+            if let (true, None, Some(d)) = (lined, &place.ticket, deadline) {
+                place.ticket = self.join_line(resource, kind, ttl, d).await;
+                place.renewed = Instant::now();
+                head_delay = Duration::from_millis(1);
+            }
             let round_started = Instant::now();
-            let (taken, window) = match (&ticket, deadline) {
-                (Some(t), Some(d)) => {
-                    // A window well inside the ttl: the validity counts from
-                    // the moment the waits were sent.
-                    let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
-                    let extend_ticket = async {
-                        if attempts > 1 {
-                            if let Some(instance) = self.inner.instances.get(t.instance) {
-                                instance.extend(&t.key, &t.owner, ttl).await;
-                            }
-                        }
-                    };
-                    let (taken, ()) = futures::join!(self.attempt_at_head(resource, ttl, window, floor), extend_ticket);
-                    (taken, Some(window))
+            // A place held across rounds is renewed before its ttl runs out.
+            let renew = place.ticket.as_ref().filter(|_| place.renewed.elapsed() >= ttl / 3);
+            let renewal = async {
+                match renew {
+                    Some(t) => Some(self.renew_ticket(t, ttl).await),
+                    None => None,
                 }
-                _ => (self.attempt(resource, ttl, shared).await, None),
             };
+            let round = async {
+                match (&place.ticket, deadline, kind) {
+                    (Some(t), Some(d), Kind::Exclusive | Kind::Shared) => {
+                        // A window well inside the ttl: the validity counts
+                        // from the moment the waits were sent.
+                        let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
+                        let floor = ask_floor
+                            .then(|| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
+                        (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared).await, Some(window))
+                    }
+                    (_, _, Kind::Permit(limit)) => (self.attempt_permit(resource, limit, ttl).await, None),
+                    _ => (self.attempt(resource, ttl, kind == Kind::Shared).await, None),
+                }
+            };
+            let (renewed, (taken, window)) = futures::join!(renewal, round);
+            match renewed {
+                Some(true) => place.renewed = Instant::now(),
+                // The place is gone (the line instance restarted, or it ran
+                // out): a new one next round.
+                Some(false) => place.drop_ticket(),
+                None => {}
+            }
             let outcomes = match taken {
                 Ok(lock) => {
-                    if let Some(t) = ticket {
+                    if let Some(t) = place.ticket.take() {
                         self.leave_line_soon(t);
                     }
                     return Ok(lock);
@@ -373,21 +399,21 @@ impl Redlock {
                 Err(outcomes) => outcomes,
             };
             if outcomes.iter().any(|o| matches!(&o.outcome, Outcome::Failed(m) if m.contains("max-token-lead"))) {
-                floor = None;
+                ask_floor = false;
             }
             let why = quorum::not_granted(&outcomes, self.inner.quorum);
             // No retry changes a refusal of the request itself.
             let hopeless = matches!(why, NotGranted::Rejected { rejection, .. } if rejection.is_configuration())
                 || repeated_server(&outcomes).is_some();
             if hopeless {
-                self.leave_line(ticket).await;
+                place.leave().await;
                 return Err(self.not_acquired(resource, attempts, outcomes));
             }
             let delay = match window {
                 // The window passed with the lock held: wait on at once.
                 Some(w) if round_started.elapsed() >= w => Duration::ZERO,
                 // First in line: the resource frees up any moment now.
-                _ if ticket.is_some() => {
+                _ if place.ticket.is_some() => {
                     head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
                     head_delay / 2
                 }
@@ -408,7 +434,7 @@ impl Redlock {
                 }
             };
             if out_of_time {
-                self.leave_line(ticket).await;
+                place.leave().await;
                 return Err(self.not_acquired(resource, attempts, outcomes));
             }
             let wait = match deadline {
@@ -419,6 +445,16 @@ impl Redlock {
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
+        }
+    }
+
+    /// Sets the place's lease to `ttl` again; `false` when the line
+    /// instance answered that the place is not ours any more. A server
+    /// that did not answer may still hold it: kept.
+    async fn renew_ticket(&self, t: &Ticket, ttl: Duration) -> bool {
+        match self.inner.instances.get(t.instance) {
+            Some(instance) => instance.extend(&t.key, &t.owner, ttl).await.outcome != Outcome::Refused,
+            None => false,
         }
     }
 
@@ -436,7 +472,7 @@ impl Redlock {
     /// The error of an acquisition that ended without a lock: a server
     /// found listed twice (`Error::Config`), the request refused
     /// (`Error::Rejected`), or not acquired.
-    fn not_acquired(&self, resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
+    pub(crate) fn not_acquired(&self, resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
         if let Some(e) = repeated_server(&outcomes) {
             return e;
         }
@@ -448,30 +484,51 @@ impl Redlock {
         }
     }
 
-    /// Takes the head of `resource`'s line: at once when nobody is in it,
-    /// else by waiting in the module's queue until `deadline` and at most
-    /// one ttl. `None` if the line's instance does not serve it.
-    async fn join_line(&self, resource: &str, ttl: Duration, deadline: Instant) -> Option<Ticket> {
+    /// Takes the head of `resource`'s line, in the request's own mode
+    /// (`Kind::line`): at once when nobody is ahead, else by waiting in the
+    /// module's first-come, first-served queue on the line instance until
+    /// `deadline`, whatever the ttl. `None` if the line instance does not
+    /// serve it, or stops answering while we wait (watched: a frozen line
+    /// instance must not hold its waiters until their deadlines).
+    async fn join_line(&self, resource: &str, kind: Kind, ttl: Duration, deadline: Instant) -> Option<Ticket> {
         let index = line_instance(resource, &self.inner.line_order);
         let instance = self.inner.instances.get(index)?;
-        let mut ticket = Ticket { instance: index, key: format!("redlock:line:{resource}"), owner: new_owner(), token: None };
-        match instance.acquire(&ticket.key, &ticket.owner, ttl, None, false).await.outcome {
-            Outcome::Granted { token } => return Some(Ticket { token, ..ticket }),
+        let (key, share) = kind.line(resource);
+        let owner = new_owner();
+        match instance.acquire_as(&key, &owner, ttl, None, share).await.outcome {
+            Outcome::Granted { token } => return Some(Ticket { instance: index, key, owner, token }),
             Outcome::Refused => {}
             _ => return None,
         }
-        let wait = deadline.saturating_duration_since(Instant::now()).min(ttl);
+        let wait = deadline.saturating_duration_since(Instant::now());
         if wait.is_zero() {
             return None;
         }
-        match instance.wait_for(&ticket.key, &ticket.owner, ttl, wait, None).await.outcome {
-            Outcome::Granted { token } => {
-                ticket.token = token;
-                Some(ticket)
+        let watch = async {
+            let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(1));
+            let mut silent = 0;
+            loop {
+                tokio::time::sleep(every).await;
+                silent = if instance.ping().await == Outcome::Done { 0 } else { silent + 1 };
+                // Twice: one slow reply on a busy machine is no outage.
+                if silent >= 2 {
+                    return;
+                }
             }
-            _ => {
-                // A grant that raced the timeout must not block the line.
-                instance.release(&ticket.key, &ticket.owner).await;
+        };
+        tokio::select! {
+            waited = instance.wait_for(&key, &owner, ttl, wait, None, share) => match waited.outcome {
+                Outcome::Granted { token } => Some(Ticket { instance: index, key, owner, token }),
+                _ => {
+                    // A grant that raced the timeout must not block the line.
+                    instance.release(&key, &owner).await;
+                    None
+                }
+            },
+            () = watch => {
+                // The wait's connection is closed (which leaves the queue);
+                // a grant that raced it is undone when the server answers.
+                self.leave_line_soon(Ticket { instance: index, key, owner, token: None });
                 None
             }
         }
@@ -520,7 +577,7 @@ impl Redlock {
     /// left behind). Only grants count: an instance that failed in any way
     /// (unreachable, timed out, in quarantine, without the module, ...)
     /// is one that did not grant.
-    async fn attempt(&self, resource: &str, ttl: Duration, shared: bool) -> Result<Lock, Vec<InstanceOutcome>> {
+    pub(crate) async fn attempt(&self, resource: &str, ttl: Duration, shared: bool) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
         let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared))).await;
@@ -543,11 +600,18 @@ impl Redlock {
     ///
     /// The validity counts from the moment the waits were sent: no
     /// instance can have started its lease before.
-    async fn attempt_at_head(&self, resource: &str, ttl: Duration, window: Duration, floor: Option<i64>) -> Result<Lock, Vec<InstanceOutcome>> {
+    async fn attempt_at_head(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        window: Duration,
+        floor: Option<i64>,
+        shared: bool,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
         // The waits run as tasks of their own (see "late" above); without a
         // tokio runtime to run them, a plain round.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.attempt(resource, ttl, false).await;
+            return self.attempt(resource, ttl, shared).await;
         };
         let owner = new_owner();
         let sent = Instant::now();
@@ -561,7 +625,8 @@ impl Redlock {
             let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.to_string(), owner.clone());
             runtime.spawn(async move {
                 let Some(instance) = me.inner.instances.get(i) else { return };
-                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor).await;
+                let share = if shared { Share::Shared } else { Share::Exclusive };
+                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor, share).await;
                 let granted = matches!(outcome.outcome, Outcome::Granted { .. });
                 if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
                     instance.release(&resource, &owner).await;
@@ -573,7 +638,7 @@ impl Redlock {
         let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
         let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
         abandon.armed = false;
-        self.conclude(resource, owner, ttl, false, sent, outcomes, Arc::clone(&round.ended)).await
+        self.conclude(resource, owner, ttl, shared, sent, outcomes, Arc::clone(&round.ended)).await
     }
 
     /// The end of a round with these `outcomes`, its requests sent at
@@ -822,6 +887,63 @@ impl Redlock {
     /// extended before its lease runs out, released when the guard goes.
     pub fn keep(&self, lock: Lock) -> LockGuard {
         LockGuard::start(self.clone(), lock)
+    }
+}
+
+/// What an acquisition asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Exclusive,
+    /// A shared hold of a read-write lock.
+    Shared,
+    /// One of the `n` permits of a semaphore.
+    Permit(u32),
+}
+
+impl Kind {
+    /// The line's key and how a place in it is held: in the request's own
+    /// mode, so that the line instance's FIFO orders every kind, batches
+    /// consecutive readers (shared places) and never lets a reader pass a
+    /// writer ahead of it; a semaphore's line admits `n` at once, one per
+    /// permit. Readers and writers of one resource share one line; a
+    /// semaphore has a line of its own.
+    fn line(self, resource: &str) -> (String, Share) {
+        match self {
+            Kind::Exclusive => (format!("redlock:line:{resource}"), Share::Exclusive),
+            Kind::Shared => (format!("redlock:line:{resource}"), Share::Shared),
+            Kind::Permit(n) => (format!("redlock:permit-line:{resource}"), Share::Limit(n)),
+        }
+    }
+}
+
+/// An acquisition's place in line, given up however the acquisition ends.
+struct Place {
+    redlock: Redlock,
+    ticket: Option<Ticket>,
+    /// When the place's lease was last set.
+    renewed: Instant,
+}
+
+impl Place {
+    /// Gives the place up now (the wait ended without a grant).
+    async fn leave(&mut self) {
+        let ticket = self.ticket.take();
+        self.redlock.leave_line(ticket).await;
+    }
+
+    /// Forgets a place found gone, releasing it in case it is not.
+    fn drop_ticket(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.redlock.leave_line_soon(t);
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        // The acquisition was dropped while in line: give the place up in
+        // the background (settle waits for it), not after a whole ttl.
+        self.drop_ticket();
     }
 }
 

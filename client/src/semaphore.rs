@@ -23,9 +23,9 @@ use rand::Rng;
 
 use crate::error::Error;
 use crate::guard::LockGuard;
-use crate::quorum::NotGranted;
-use crate::redlock::{Lock, Redlock, Released};
-use crate::transport::Outcome;
+use crate::quorum::{self, NotGranted};
+use crate::redlock::{Kind, Lock, Redlock, Released};
+use crate::transport::{InstanceOutcome, Outcome};
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.
@@ -41,18 +41,30 @@ impl Redlock {
     /// random one on; the first one granted is returned.
     pub async fn try_permit(&self, resource: &str, limit: u32, ttl: Duration) -> Result<Lock, Error> {
         Self::check_limit(limit)?;
-        let first = rand::rng().random_range(0..limit);
-        let mut last = None;
+        self.verify_servers().await?;
+        self.attempt_permit(resource, limit, ttl).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+    }
+
+    /// One round over the permits: each asked once, from a random one on,
+    /// until one is granted. `Err` with the outcomes of the last one asked
+    /// (or of the first refused as a request, which every permit would be).
+    pub(crate) async fn attempt_permit(&self, resource: &str, limit: u32, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
+        let first = rand::rng().random_range(0..limit.max(1));
+        let mut last = Vec::new();
         for i in 0..limit {
             let slot = (first + i) % limit;
-            match self.try_lock(&permit_key(resource, slot), ttl).await {
+            match self.attempt(&permit_key(resource, slot), ttl, false).await {
                 Ok(lock) => return Ok(lock),
-                Err(Error::NotAcquired { why, outcomes, .. }) => last = Some((why, outcomes)),
-                Err(e) => return Err(e),
+                Err(outcomes) => {
+                    let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
+                    last = outcomes;
+                    if rejected {
+                        break;
+                    }
+                }
             }
         }
-        let (why, outcomes) = last.unwrap_or((NotGranted::Held, Vec::new()));
-        Err(Error::NotAcquired { resource: resource.to_string(), attempts: limit, why, outcomes })
+        Err(last)
     }
 
     fn check_limit(limit: u32) -> Result<(), Error> {
@@ -62,9 +74,13 @@ impl Redlock {
         Ok(())
     }
 
-    /// Takes a permit of `resource`, retrying after the configured random
-    /// delays until one is granted, the retries are used up or (with
-    /// `deadline`) the deadline passes.
+    /// Takes a permit of `resource`, retrying until one is granted, the
+    /// retries are used up or (with `deadline`) the deadline passes. With
+    /// a deadline (module mode), the request keeps a place in the
+    /// semaphore's own line for its whole wait: a line that admits `limit`
+    /// waiters at once, in arrival order, each of which then asks the
+    /// permits until one is granted; permits are so handed out in arrival
+    /// order instead of by lottery.
     pub async fn permit_until(
         &self,
         resource: &str,
@@ -72,24 +88,8 @@ impl Redlock {
         ttl: Duration,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
-        let mut rounds = 0u32;
-        loop {
-            rounds += 1;
-            let err = match self.try_permit(resource, limit, ttl).await {
-                Ok(lock) => return Ok(lock),
-                Err(e @ Error::NotAcquired { .. }) => e,
-                Err(e) => return Err(e),
-            };
-            let delay = self.retry_pause();
-            let out_of_time = match deadline {
-                Some(d) => Instant::now().checked_add(delay).is_none_or(|t| t >= d),
-                None => rounds > self.settings().retry_count,
-            };
-            if out_of_time {
-                return Err(err);
-            }
-            tokio::time::sleep(delay).await;
-        }
+        Self::check_limit(limit)?;
+        self.acquire_until(resource, ttl, deadline, Kind::Permit(limit), |_| {}).await
     }
 
     /// A permit of `resource` (as `permit_until`) kept by a guard that

@@ -247,6 +247,29 @@ const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then retu
 const EXTEND_SCRIPT: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
+/// How a request holds a key: alone, shared, or as one of a semaphore's
+/// `n` holders (`LOCK.ACQUIRE ... [SHARED [LIMIT n]]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Exclusive,
+    Shared,
+    Limit(u32),
+}
+
+impl Share {
+    fn args(self, cmd: &mut Cmd) {
+        match self {
+            Share::Exclusive => {}
+            Share::Shared => {
+                cmd.arg("SHARED");
+            }
+            Share::Limit(n) => {
+                cmd.arg("SHARED").arg("LIMIT").arg(n);
+            }
+        }
+    }
+}
+
 /// One server's view of a resource, for `status`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstanceStatus {
@@ -565,15 +588,19 @@ impl Instance {
     /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min]`, or `SET key owner
     /// NX PX ttl` (which has no shared hold: script mode refuses one).
     pub async fn acquire(&self, key: &str, owner: &str, ttl: Duration, fence: Option<i64>, shared: bool) -> InstanceOutcome {
+        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }).await
+    }
+
+    /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n]] [FENCE min]`, or in
+    /// script mode `SET key owner NX PX ttl` (exclusive only).
+    pub async fn acquire_as(&self, key: &str, owner: &str, ttl: Duration, fence: Option<i64>, share: Share) -> InstanceOutcome {
         let started = Instant::now();
         let ttl_ms = millis(ttl);
         let outcome = match self.mode {
             Mode::Module => {
                 let mut cmd = redis::cmd("LOCK.ACQUIRE");
                 cmd.arg(key).arg(owner).arg(ttl_ms);
-                if shared {
-                    cmd.arg("SHARED");
-                }
+                share.args(&mut cmd);
                 if let Some(min) = fence {
                     cmd.arg("FENCE").arg(min);
                 }
@@ -583,7 +610,9 @@ impl Instance {
                     Err(e) => e,
                 }
             }
-            Mode::Script if shared => Outcome::Failed("shared locks need the redislock module (script mode has none)".into()),
+            Mode::Script if share != Share::Exclusive => {
+                Outcome::Failed("shared locks need the redislock module (script mode has none)".into())
+            }
             Mode::Script => {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
@@ -595,6 +624,14 @@ impl Instance {
             }
         };
         self.outcome(started, outcome)
+    }
+
+    /// `PING` within the request timeout: whether the server answers now.
+    pub async fn ping(&self) -> Outcome {
+        match self.query::<Value>(&redis::cmd("PING")).await {
+            Ok(_) => Outcome::Done,
+            Err(e) => e,
+        }
     }
 
     /// Releases `key` if `owner` holds it.
@@ -622,11 +659,20 @@ impl Instance {
     /// min] WAIT`) on a connection of its own: a blocked command must not
     /// hold up the shared connection. Closing it leaves the queue, so a
     /// connection whose wait did not end in a reply is closed, never reused.
-    pub async fn wait_for(&self, key: &str, owner: &str, ttl: Duration, wait: Duration, fence: Option<i64>) -> InstanceOutcome {
+    pub async fn wait_for(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        fence: Option<i64>,
+        share: Share,
+    ) -> InstanceOutcome {
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
         let mut cmd = redis::cmd("LOCK.ACQUIRE");
         cmd.arg(key).arg(owner).arg(millis(ttl));
+        share.args(&mut cmd);
         if let Some(min) = fence {
             cmd.arg("FENCE").arg(min);
         }

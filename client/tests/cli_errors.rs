@@ -481,6 +481,8 @@ async fn bench_reports_what_it_measured_and_ratios_from_the_same_run_without_tar
         "quorum/floor cycles/s, 1 worker(s) (module, 3 servers vs 1)",
         "quorum/floor cycles/s, 2 worker(s) (module, 3 servers vs 1)",
         "contended: ",
+        "fairness of the contended phases",
+        "contended: permits, limit 2",
     ] {
         assert!(ran.stdout.contains(line), "{line:?} in:\n{}", ran.stdout);
     }
@@ -493,7 +495,11 @@ async fn bench_reports_what_it_measured_and_ratios_from_the_same_run_without_tar
     assert!(report.get("targets").is_none(), "{report}");
     assert_eq!(report["workers"], 2);
     let phases = report["phases"].as_array().expect("phases");
-    assert_eq!(phases.len(), 7, "module, script at 1 and 2 workers, the floor at 1 and 2, contended: {report}");
+    assert_eq!(
+        phases.len(),
+        9,
+        "module, script at 1 and 2 workers, the floor at 1 and 2, contended exclusive, mixed, permits: {report}"
+    );
     assert!(phases.iter().all(|p| p["cycles"].as_u64().is_some_and(|n| n > 0)), "every phase measured something: {report}");
     let ratios = report["ratios"].as_array().expect("ratios");
     let names: Vec<&str> = ratios.iter().filter_map(|r| r["name"].as_str()).collect();
@@ -511,4 +517,14 @@ async fn bench_reports_what_it_measured_and_ratios_from_the_same_run_without_tar
     let expected = rate("uncontended: module", 2) / rate("uncontended: script", 2);
     assert!((module_script_2["value"].as_f64().unwrap() - expected).abs() < 1e-9, "{module_script_2} vs {expected}");
     assert_eq!(report["contended"]["contenders"], 2);
+    // Fairness of each contended phase: grants per worker and Jain's index.
+    let fairness = report["fairness"].as_array().expect("fairness");
+    assert_eq!(fairness.len(), 3, "{report}");
+    for f in fairness {
+        let per_worker = f["grants_per_worker"].as_array().expect("grants per worker");
+        assert_eq!(per_worker.len(), 2, "{f}");
+        let jain = f["jain"].as_f64().expect("jain");
+        assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{f}");
+        assert!(f["min"].as_u64() <= f["max"].as_u64(), "{f}");
+    }
 }

@@ -50,9 +50,28 @@ struct Phase {
     elapsed: Duration,
     /// Cycle latency (µs), or the wait for the lock when contended.
     hist: Histogram<u64>,
+    /// Cycles of each worker, for fairness.
+    per_worker: Vec<u64>,
 }
 
 impl Phase {
+    /// Jain's fairness index of the cycles per worker: 1 when every worker
+    /// got as many, 1/n when one got them all.
+    fn jain(&self) -> f64 {
+        let n = self.per_worker.len() as f64;
+        let sum: f64 = self.per_worker.iter().map(|&c| c as f64).sum();
+        let squares: f64 = self.per_worker.iter().map(|&c| (c as f64) * (c as f64)).sum();
+        if squares > 0.0 {
+            sum * sum / (n * squares)
+        } else {
+            0.0
+        }
+    }
+
+    fn min_max(&self) -> (u64, u64) {
+        (self.per_worker.iter().copied().min().unwrap_or(0), self.per_worker.iter().copied().max().unwrap_or(0))
+    }
+
     fn rate(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
         if secs > 0.0 {
@@ -151,10 +170,12 @@ where
 
     let mut hist = histogram().map_err(Failure::general)?;
     let mut phase = WorkerTally::default();
+    let mut per_worker = Vec::with_capacity(workers);
     for result in results {
         let (h, tally) =
             result.map_err(|e| Failure::general(format!("bench worker failed: {e}")))?.map_err(Failure::general)?;
         hist.add(&h).map_err(|e| Failure::general(format!("histogram: {e}")))?;
+        per_worker.push(tally.cycles);
         phase.cycles += tally.cycles;
         phase.errors += tally.errors;
         if phase.first_error.is_none() {
@@ -171,6 +192,7 @@ where
         first_error: phase.first_error,
         elapsed,
         hist,
+        per_worker,
     })
 }
 
@@ -221,20 +243,49 @@ async fn floor_phase(instance: &Arc<Instance>, workers: usize, args: &BenchArgs,
     .await
 }
 
-/// Contended: every worker has its own client; records the wait.
-async fn contended_phase(clients: Vec<Redlock>, args: &BenchArgs, run: &str) -> Result<Phase, Failure> {
-    let clients = Arc::new(clients);
+/// What a contended phase's workers ask for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Contention {
+    Exclusive,
+    /// Even workers exclusive, odd ones shared, on one read-write lock.
+    Mixed,
+    /// One of `n` permits of a semaphore.
+    Permits(u32),
+}
+
+impl Contention {
+    fn name(self) -> String {
+        match self {
+            Contention::Exclusive => "contended: exclusive, lock_until".to_string(),
+            Contention::Mixed => "contended: half shared, half exclusive".to_string(),
+            Contention::Permits(n) => format!("contended: permits, limit {n}"),
+        }
+    }
+}
+
+/// Contended: every worker has its own client, waits in the resource's
+/// line (deadline: one ttl), holds, releases; records the wait.
+async fn contended_phase(clients: Arc<Vec<Redlock>>, contention: Contention, args: &BenchArgs, run: &str) -> Result<Phase, Failure> {
     let workers = clients.len();
     let (ttl, hold) = (args.ttl, args.hold);
-    let resource = Arc::new(format!("redlock-bench:{run}:contended"));
-    measure("contended: module, lock_until".to_string(), workers, args.duration, move |worker, _| {
+    let resource = Arc::new(match contention {
+        Contention::Exclusive => format!("redlock-bench:{run}:contended"),
+        Contention::Mixed => format!("redlock-bench:{run}:contended-rw"),
+        Contention::Permits(_) => format!("redlock-bench:{run}:contended-permits"),
+    });
+    measure(contention.name(), workers, args.duration, move |worker, _| {
         let rl = clients.get(worker).cloned();
         let resource = resource.clone();
         async move {
             let rl = rl.ok_or_else(|| "no client for this worker".to_string())?;
             let started = Instant::now();
             let deadline = started.checked_add(ttl);
-            let lock = rl.lock_until(&resource, ttl, deadline).await.map_err(|e| match e {
+            let taken = match contention {
+                Contention::Mixed if worker % 2 == 1 => rl.lock_shared_until(&resource, ttl, deadline).await,
+                Contention::Permits(n) => rl.permit_until(&resource, n, ttl, deadline).await,
+                _ => rl.lock_until(&resource, ttl, deadline).await,
+            };
+            let lock = taken.map_err(|e| match e {
                 redlock::Error::NotAcquired { .. } => {
                     format!("not granted within the ttl ({})", humantime::format_duration(ttl))
                 }
@@ -317,6 +368,18 @@ struct BenchJson<'a> {
     /// 1 and at --workers workers.
     ratios: Vec<RatioJson>,
     contended: Option<ContendedJson>,
+    /// Grants per worker of each contended phase: min, max, Jain's index.
+    fairness: Vec<FairnessJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct FairnessJson<'a> {
+    phase: &'a str,
+    grants_per_worker: &'a [u64],
+    min: u64,
+    max: u64,
+    /// Jain's fairness index: 1 when every worker got as many grants.
+    jain: f64,
 }
 
 pub async fn bench(global: &Global, args: &BenchArgs, json: bool) -> Result<i32, Failure> {
@@ -350,7 +413,10 @@ pub async fn bench(global: &Global, args: &BenchArgs, json: bool) -> Result<i32,
         let _ = client.status(&warm).await; // connect before the phase starts
         clients.push(client);
     }
-    phases.push(contended_phase(clients, args, &run).await?);
+    let clients = Arc::new(clients);
+    for contention in [Contention::Exclusive, Contention::Mixed, Contention::Permits(2)] {
+        phases.push(contended_phase(clients.clone(), contention, args, &run).await?);
+    }
 
     let report = Report::new(&phases, workers, &module);
     if json {
@@ -388,6 +454,17 @@ pub async fn bench(global: &Global, args: &BenchArgs, json: bool) -> Result<i32,
                 max_wait_ms: c.max_ms(),
                 ttl_ms: output::millis(args.ttl),
             }),
+            fairness: phases
+                .iter()
+                .filter(|p| p.name.starts_with("contended"))
+                .map(|p| FairnessJson {
+                    phase: &p.name,
+                    grants_per_worker: &p.per_worker,
+                    min: p.min_max().0,
+                    max: p.min_max().1,
+                    jain: p.jain(),
+                })
+                .collect(),
         })?;
     } else {
         let header = format!(
@@ -482,6 +559,13 @@ fn text(phases: &[Phase], report: &Report, ttl: Duration) -> String {
             humantime::format_duration(ttl),
             c.errors
         ));
+    }
+    t.push_str("\nfairness of the contended phases: grants per worker\n");
+    t.push_str(&format!("  {:<44} {:>6} {:>6} {:>7} {:>6}\n", "phase", "min", "max", "min/max", "Jain"));
+    for p in phases.iter().filter(|p| p.name.starts_with("contended")) {
+        let (min, max) = p.min_max();
+        let ratio = if max > 0 { min as f64 / max as f64 } else { 0.0 };
+        t.push_str(&format!("  {:<44} {min:>6} {max:>6} {ratio:>7.2} {:>6.3}\n", p.name, p.jain()));
     }
     t
 }
