@@ -73,3 +73,51 @@ def test_threads_and_tasks_never_hold_at_once(servers, resource):
         assert released <= granted, f"{who} still held the lock when {next_who} got it"
         assert next_token > token, f"token {next_token} ({next_who}) after {token} ({who})"
     assert servers.holders(resource) == []
+
+
+def test_readers_writers_and_permits_take_turns(servers, resource):
+    """Every kind waits in the resource's line (issue 28): 2 writer and 2
+    reader threads, then 4 threads on a semaphore of 2, each looping for
+    2 s; no writer beside anyone, never more than 2 permits, and the
+    least-served thread gets at least half the grants of the most-served."""
+    rl = Redlock(servers.urls)
+
+    def run(kinds, name):
+        holds = []  # (granted, released, kind, who)
+        errors = []
+        until = time.monotonic() + 2.0
+        start = threading.Barrier(len(kinds))
+
+        def worker(i, kind):
+            try:
+                start.wait()
+                while time.monotonic() < until:
+                    extra = {"shared": True} if kind == "r" else {"limit": 2} if kind == "p" else {}
+                    with rl.lock(name, ttl=TTL, wait=WAIT, **extra):
+                        granted = time.monotonic()
+                        time.sleep(0.03)
+                        holds.append((granted, time.monotonic(), kind, i))
+            except BaseException as e:
+                errors.append((i, e))
+
+        threads = [threading.Thread(target=worker, args=(i, k)) for i, k in enumerate(kinds)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        holds.sort()
+        for n, (granted, _, kind, who) in enumerate(holds):
+            beside = [h for h in holds[:n] if h[1] > granted]
+            if kind == "w":
+                assert not beside, (who, beside)
+            elif kind == "r":
+                assert all(h[2] == "r" for h in beside), (who, beside)
+            else:
+                assert len(beside) < 2, (who, beside)
+        grants = [sum(1 for h in holds if h[3] == i) for i in range(len(kinds))]
+        assert min(grants) * 2 >= max(grants), (kinds, grants)
+        return grants
+
+    run(["w", "w", "r", "r"], resource + ":rw")
+    run(["p", "p", "p", "p"], resource + ":permits")
