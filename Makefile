@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel run install uninstall test test-all bench redlock-up redlock-down clean
+.PHONY: all deps build wheel run install uninstall test test-all lint bench redlock-up redlock-down clean
 
 all: build
 
@@ -59,6 +59,10 @@ uninstall:
 # (scripts/test.sh).
 test: build
 	@scripts/test.sh $(TEST_SERVERS)
+
+# rustfmt and clippy -D warnings alone (make test runs them too).
+lint:
+	@scripts/lint.sh
 
 test-all: build
 	@scripts/install-servers.sh $(ALL_SERVERS)

@@ -67,8 +67,7 @@ const DEFAULT_SECONDS: f64 = 5.0;
 /// wedged server trips it.
 const READ_TIMEOUT: Duration = Duration::from_millis(WAIT_TIMEOUT_MS + 10_000);
 /// The usual compare-and-delete release script.
-const RELEASE_SCRIPT: &str =
-    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+const RELEASE_SCRIPT: &str = "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
 
 type Res<T> = Result<T, String>;
 
@@ -95,9 +94,7 @@ impl Server {
                 Err(e) => return Err(e),
             }
         }
-        Err(format!(
-            "redis-server found no free port in 5 attempts: {last}"
-        ))
+        Err(format!("redis-server found no free port in 5 attempts: {last}"))
     }
 
     fn start_once(module: &Path) -> Res<Server> {
@@ -136,16 +133,8 @@ impl Server {
                 });
             }
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server: {e} (is it on PATH?)"))?;
-        let mut s = Server {
-            pid: child.id(),
-            child: Some(child),
-            port,
-            log,
-            _dir: dir,
-        };
+        let child = cmd.spawn().map_err(|e| format!("cannot start redis-server: {e} (is it on PATH?)"))?;
+        let mut s = Server { pid: child.id(), child: Some(child), port, log, _dir: dir };
         match s.wait_ready() {
             Ok(()) => Ok(s),
             Err(e) => {
@@ -163,10 +152,7 @@ impl Server {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(st)) = c.try_wait() {
                     self.child = None;
-                    return Err(format!(
-                        "redis-server (pid {}, port {}) exited during startup ({st})",
-                        self.pid, self.port
-                    ));
+                    return Err(format!("redis-server (pid {}, port {}) exited during startup ({st})", self.pid, self.port));
                 }
             }
             let last = match client.get_connection_with_timeout(Duration::from_millis(500)) {
@@ -178,10 +164,7 @@ impl Server {
                         Ok(info) => match info.lines().find_map(|l| l.strip_prefix("process_id:")).map(str::trim) {
                             Some(pid) if pid == self.pid.to_string() => return Ok(()),
                             Some(pid) => {
-                                return Err(format!(
-                                    "Address already in use: port {} answered by pid {pid}, not {}",
-                                    self.port, self.pid
-                                ))
+                                return Err(format!("Address already in use: port {} answered by pid {pid}, not {}", self.port, self.pid))
                             }
                             None => "INFO server has no process_id yet".to_string(),
                         },
@@ -191,10 +174,7 @@ impl Server {
                 Err(e) => format!("connect failed: {e}"),
             };
             if Instant::now() > deadline {
-                return Err(format!(
-                    "redis-server (pid {}, port {}) not ready within 10 s; last: {last}",
-                    self.pid, self.port
-                ));
+                return Err(format!("redis-server (pid {}, port {}) not ready within 10 s; last: {last}", self.pid, self.port));
             }
             thread::sleep(Duration::from_millis(20));
         }
@@ -232,10 +212,8 @@ impl Server {
         let con = client
             .get_connection_with_timeout(Duration::from_secs(5))
             .map_err(|e| format!("connect to redis-server on port {}: {e}", self.port))?;
-        con.set_read_timeout(Some(READ_TIMEOUT))
-            .map_err(|e| e.to_string())?;
-        con.set_write_timeout(Some(READ_TIMEOUT))
-            .map_err(|e| e.to_string())?;
+        con.set_read_timeout(Some(READ_TIMEOUT)).map_err(|e| e.to_string())?;
+        con.set_write_timeout(Some(READ_TIMEOUT)).map_err(|e| e.to_string())?;
         Ok(con)
     }
 }
@@ -247,20 +225,14 @@ impl Drop for Server {
 }
 
 fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| format!("bind 127.0.0.1:0 to find a free port: {e}"))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("local_addr of the probe listener: {e}"))
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1:0 to find a free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| format!("local_addr of the probe listener: {e}"))
 }
 
 fn module_path() -> Res<PathBuf> {
     let p = match std::env::var_os("REDISLOCK_MODULE") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/release/libredislock.so"
-        )),
+        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/libredislock.so")),
     };
     if !p.is_file() {
         return Err(format!(
@@ -277,9 +249,7 @@ fn bench_seconds() -> Res<f64> {
     match std::env::var("BENCH_SECONDS") {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
             Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
-            _ => Err(format!(
-                "BENCH_SECONDS must be a positive number of seconds, got {v:?}"
-            )),
+            _ => Err(format!("BENCH_SECONDS must be a positive number of seconds, got {v:?}")),
         },
         _ => Ok(DEFAULT_SECONDS),
     }
@@ -358,10 +328,7 @@ struct RunCtx {
 impl RunCtx {
     fn fail(&self, who: usize, msg: String) {
         self.stop.store(true, Ordering::SeqCst);
-        self.errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((who, msg));
+        self.errors.lock().unwrap_or_else(|p| p.into_inner()).push((who, msg));
     }
 
     fn over(&self) -> bool {
@@ -407,9 +374,7 @@ impl Stats {
     }
 
     fn merge(&mut self, o: &Stats) {
-        self.waits
-            .add(&o.waits)
-            .expect("histograms with equal bounds merge");
+        self.waits.add(&o.waits).expect("histograms with equal bounds merge");
         self.grants += o.grants;
         self.repeats += o.repeats;
         self.late_grants += o.late_grants;
@@ -455,17 +420,13 @@ fn hold_and_release(
         return hold_permit_and_release(ctx, con, me, t0, granted, st);
     }
     if ctx.held.swap(true, Ordering::SeqCst) {
-        return Err(format!(
-            "MUTUAL EXCLUSION VIOLATED: {owner} was granted the lock while another client held it"
-        ));
+        return Err(format!("MUTUAL EXCLUSION VIOLATED: {owner} was granted the lock while another client held it"));
     }
     let repeat = ctx.last_owner.swap(id, Ordering::SeqCst) == id;
     if let Some(t) = token {
         let prev = ctx.last_token.swap(t, Ordering::SeqCst);
         if t <= prev {
-            return Err(format!(
-                "FENCING VIOLATED: {owner} got token {t} after token {prev} had been issued"
-            ));
+            return Err(format!("FENCING VIOLATED: {owner} got token {t} after token {prev} had been issued"));
         }
     }
     thread::sleep(HOLD);
@@ -473,30 +434,14 @@ fn hold_and_release(
     // soon as the server has processed it.
     ctx.held.store(false, Ordering::SeqCst);
     let (what, reply) = match ctx.variant {
-        Variant::Module => (
-            "LOCK.RELEASE",
-            redis::cmd("LOCK.RELEASE")
-                .arg(&ctx.key)
-                .arg(owner)
-                .query::<Value>(con),
-        ),
-        Variant::Polling | Variant::SemModule | Variant::SemLua => (
-            "EVALSHA compare-and-delete",
-            redis::cmd("EVALSHA")
-                .arg(&ctx.sha.release)
-                .arg(1)
-                .arg(&ctx.key)
-                .arg(owner)
-                .query::<Value>(con),
-        ),
+        Variant::Module => ("LOCK.RELEASE", redis::cmd("LOCK.RELEASE").arg(&ctx.key).arg(owner).query::<Value>(con)),
+        Variant::Polling | Variant::SemModule | Variant::SemLua => {
+            ("EVALSHA compare-and-delete", redis::cmd("EVALSHA").arg(&ctx.sha.release).arg(1).arg(&ctx.key).arg(owner).query::<Value>(con))
+        }
     };
     match reply {
         Ok(Value::Int(1)) => {}
-        Ok(Value::Int(0)) => {
-            return Err(format!(
-                "{what} answered 0: {owner} no longer held the lock it was granted"
-            ))
-        }
+        Ok(Value::Int(0)) => return Err(format!("{what} answered 0: {owner} no longer held the lock it was granted")),
         Ok(v) => return Err(format!("{what} answered {}, expected 1", describe(&v))),
         Err(e) => return Err(format!("{what} failed: {e}")),
     }
@@ -506,8 +451,7 @@ fn hold_and_release(
     if granted <= ctx.deadline {
         st.grants += 1;
         st.repeats += u64::from(repeat);
-        st.waits
-            .saturating_record(granted.duration_since(t0).as_micros() as u64);
+        st.waits.saturating_record(granted.duration_since(t0).as_micros() as u64);
     } else {
         st.late_grants += 1;
         st.cut(t0, ctx.deadline);
@@ -549,10 +493,7 @@ fn hold_permit_and_release(ctx: &RunCtx, con: &mut Connection, me: &Client, t0: 
 }
 
 fn client_module(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) -> Res<()> {
-    let me = Client {
-        id,
-        owner: format!("owner-{id}"),
-    };
+    let me = Client { id, owner: format!("owner-{id}") };
     let owner = &me.owner;
     while !ctx.over() {
         let t0 = Instant::now();
@@ -573,12 +514,7 @@ fn client_module(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) 
                 }
                 continue;
             }
-            Ok(v) => {
-                return Err(format!(
-                    "LOCK.ACQUIRE ... WAIT answered {}, expected a token or nil",
-                    describe(&v)
-                ))
-            }
+            Ok(v) => return Err(format!("LOCK.ACQUIRE ... WAIT answered {}, expected a token or nil", describe(&v))),
             Err(e) => return Err(format!("LOCK.ACQUIRE ... WAIT failed: {e}")),
         };
         hold_and_release(ctx, con, &me, t0, granted, Some(token), st)?;
@@ -587,10 +523,7 @@ fn client_module(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) 
 }
 
 fn client_polling(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats) -> Res<()> {
-    let me = Client {
-        id,
-        owner: format!("owner-{id}"),
-    };
+    let me = Client { id, owner: format!("owner-{id}") };
     let owner = &me.owner;
     'outer: while !ctx.over() {
         let t0 = Instant::now();
@@ -614,12 +547,7 @@ fn client_polling(ctx: &RunCtx, con: &mut Connection, id: usize, st: &mut Stats)
             match reply {
                 Ok(Value::Okay) | Ok(Value::Int(1)) => break Instant::now(),
                 Ok(Value::Nil) | Ok(Value::Int(0)) => thread::sleep(POLL_INTERVAL),
-                Ok(v) => {
-                    return Err(format!(
-                        "SET NX PX answered {}, expected OK or nil",
-                        describe(&v)
-                    ))
-                }
+                Ok(v) => return Err(format!("SET NX PX answered {}, expected OK or nil", describe(&v))),
                 Err(e) => return Err(format!("SET NX PX failed: {e}")),
             }
         };
@@ -640,14 +568,7 @@ struct RunResult {
 
 fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scripts) -> RunResult {
     let key = format!("bench:contended:{}:{n}", variant.name());
-    let mut result = RunResult {
-        variant,
-        clients: n,
-        seconds,
-        stats: Stats::new(),
-        errors: Vec::new(),
-        skipped: None,
-    };
+    let mut result = RunResult { variant, clients: n, seconds, stats: Stats::new(), errors: Vec::new(), skipped: None };
     let mut cons = Vec::with_capacity(n);
     for _ in 0..n {
         match server.connect() {
@@ -718,28 +639,14 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scri
     result.errors = grouped
         .into_iter()
         .map(|(msg, whos)| {
-            let whos: Vec<String> = whos
-                .iter()
-                .map(|&w| {
-                    if w == usize::MAX {
-                        "?".into()
-                    } else {
-                        w.to_string()
-                    }
-                })
-                .collect();
+            let whos: Vec<String> = whos.iter().map(|&w| if w == usize::MAX { "?".into() } else { w.to_string() }).collect();
             format!("{msg} (client {})", whos.join(", "))
         })
         .collect();
     // Every grant was released: the key must be gone. A leftover holder would
     // mean the lock was handed to a client that never saw the grant.
     if result.errors.is_empty() {
-        match server.connect().and_then(|mut c| {
-            redis::cmd("GET")
-                .arg(&key)
-                .query::<Option<String>>(&mut c)
-                .map_err(|e| e.to_string())
-        }) {
+        match server.connect().and_then(|mut c| redis::cmd("GET").arg(&key).query::<Option<String>>(&mut c).map_err(|e| e.to_string())) {
             Ok(None) => {}
             Ok(Some(holder)) => result.errors.push(format!(
                 "after all clients finished, {key} is still held by {holder:?} \
@@ -747,9 +654,7 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scri
             )),
             Err(e) => {
                 // A module lock is not a string: GET gives WRONGTYPE.
-                result.errors.push(format!(
-                    "after all clients finished, {key} still exists ({e})"
-                ))
+                result.errors.push(format!("after all clients finished, {key} still exists ({e})"))
             }
         }
     }
@@ -757,15 +662,9 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scri
         let _ = redis::cmd("DEL").arg(&key).query::<Value>(&mut c);
     }
     let stopped = if finished >= ctx.deadline {
-        format!(
-            "all clients stopped {} ms after the deadline",
-            finished.duration_since(ctx.deadline).as_millis()
-        )
+        format!("all clients stopped {} ms after the deadline", finished.duration_since(ctx.deadline).as_millis())
     } else {
-        format!(
-            "all clients stopped early, {} ms into the run",
-            finished.duration_since(start).as_millis()
-        )
+        format!("all clients stopped early, {} ms into the run", finished.duration_since(start).as_millis())
     };
     eprintln!(
         "contended: {:<7} N={:<3} done: {} grants in {:.2} s, {stopped}{}",
@@ -773,11 +672,7 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scri
         n,
         result.stats.grants,
         seconds,
-        if result.errors.is_empty() {
-            ""
-        } else {
-            " -- ERRORS"
-        }
+        if result.errors.is_empty() { "" } else { " -- ERRORS" }
     );
     result
 }
@@ -787,28 +682,14 @@ fn run_one(server: &Server, variant: Variant, n: usize, seconds: f64, sha: &Scri
 /// Is the module loaded, and does its ACQUIRE support WAIT?
 fn module_check(server: &Server) -> Res<()> {
     let mut con = server.connect()?;
-    match redis::cmd("LOCK.INFO")
-        .arg("bench:preflight")
-        .query::<Value>(&mut con)
-    {
+    match redis::cmd("LOCK.INFO").arg("bench:preflight").query::<Value>(&mut con) {
         Ok(_) => {}
         Err(e) => return Err(format!("the module is not loaded: LOCK.INFO failed: {e}")),
     }
-    let reply = redis::cmd("LOCK.ACQUIRE")
-        .arg("bench:preflight")
-        .arg("preflight")
-        .arg(1000)
-        .arg("WAIT")
-        .arg(100)
-        .query::<Value>(&mut con);
+    let reply = redis::cmd("LOCK.ACQUIRE").arg("bench:preflight").arg("preflight").arg(1000).arg("WAIT").arg(100).query::<Value>(&mut con);
     match reply {
         Ok(Value::Int(_)) => {}
-        Ok(v) => {
-            return Err(format!(
-                "LOCK.ACQUIRE on a free key with WAIT answered {}, expected a token",
-                describe(&v)
-            ))
-        }
+        Ok(v) => return Err(format!("LOCK.ACQUIRE on a free key with WAIT answered {}, expected a token", describe(&v))),
         Err(e) => {
             return Err(format!(
                 "this module build does not support LOCK.ACQUIRE ... WAIT: \
@@ -816,16 +697,9 @@ fn module_check(server: &Server) -> Res<()> {
             ))
         }
     }
-    match redis::cmd("LOCK.RELEASE")
-        .arg("bench:preflight")
-        .arg("preflight")
-        .query::<Value>(&mut con)
-    {
+    match redis::cmd("LOCK.RELEASE").arg("bench:preflight").arg("preflight").query::<Value>(&mut con) {
         Ok(Value::Int(1)) => Ok(()),
-        Ok(v) => Err(format!(
-            "LOCK.RELEASE of the preflight lock answered {}",
-            describe(&v)
-        )),
+        Ok(v) => Err(format!("LOCK.RELEASE of the preflight lock answered {}", describe(&v))),
         Err(e) => Err(format!("LOCK.RELEASE of the preflight lock failed: {e}")),
     }
 }
@@ -865,10 +739,7 @@ fn report(results: &[RunResult]) -> String {
         HOLD.as_millis(),
         results.first().map(|r| r.seconds).unwrap_or(0.0)
     );
-    let _ = writeln!(
-        out,
-        "  module : LOCK.ACQUIRE key owner {LEASE_MS} WAIT {WAIT_TIMEOUT_MS}, hold, LOCK.RELEASE"
-    );
+    let _ = writeln!(out, "  module : LOCK.ACQUIRE key owner {LEASE_MS} WAIT {WAIT_TIMEOUT_MS}, hold, LOCK.RELEASE");
     let _ = writeln!(
         out,
         "  polling: SET key owner NX PX {LEASE_MS} (retry after {} ms), hold, EVALSHA compare-and-delete",
@@ -887,27 +758,12 @@ fn report(results: &[RunResult]) -> String {
     let _ = writeln!(
         out,
         "{:<8} {:>3} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>11} {:>8} {:>8}",
-        "variant",
-        "N",
-        "grants/s",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
-        "timeouts",
-        "same",
-        "hold+rel ms",
-        "limit/s",
-        "of limit"
+        "variant", "N", "grants/s", "p50 ms", "p99 ms", "max ms", "timeouts", "same", "hold+rel ms", "limit/s", "of limit"
     );
     let mut rows: Vec<(Variant, usize, Option<Row>)> = Vec::new();
     for r in results {
         if let Some(why) = &r.skipped {
-            let _ = writeln!(
-                out,
-                "{:<8} {:>3}   not run: {why}",
-                r.variant.name(),
-                r.clients
-            );
+            let _ = writeln!(out, "{:<8} {:>3}   not run: {why}", r.variant.name(), r.clients);
             rows.push((r.variant, r.clients, None));
             continue;
         }
@@ -916,22 +772,14 @@ fn report(results: &[RunResult]) -> String {
         let (p50, p99, max) = if s.waits.is_empty() {
             ("-".to_string(), "-".to_string(), "-".to_string())
         } else {
-            (
-                ms(s.waits.value_at_quantile(0.50)),
-                ms(s.waits.value_at_quantile(0.99)),
-                ms(s.waits.max()),
-            )
+            (ms(s.waits.value_at_quantile(0.50)), ms(s.waits.value_at_quantile(0.99)), ms(s.waits.max()))
         };
         let (hold, limit, frac) = if s.holds == 0 {
             ("-".to_string(), "-".to_string(), "-".to_string())
         } else {
             let mean_ms = s.hold_ns as f64 / s.holds as f64 / 1e6;
             let limit = 1000.0 / mean_ms;
-            (
-                format!("{mean_ms:.3}"),
-                format!("{limit:.0}"),
-                format!("{:.0}%", 100.0 * gps / limit),
-            )
+            (format!("{mean_ms:.3}"), format!("{limit:.0}"), format!("{:.0}%", 100.0 * gps / limit))
         };
         let _ = writeln!(
             out,
@@ -942,53 +790,23 @@ fn report(results: &[RunResult]) -> String {
             p50,
             p99,
             max,
-            if r.variant.waits_on_server() {
-                s.timeouts.to_string()
-            } else {
-                "-".into()
-            },
-            if s.grants > 0 {
-                format!("{:.0}%", 100.0 * s.repeats as f64 / s.grants as f64)
-            } else {
-                "-".into()
-            },
+            if r.variant.waits_on_server() { s.timeouts.to_string() } else { "-".into() },
+            if s.grants > 0 { format!("{:.0}%", 100.0 * s.repeats as f64 / s.grants as f64) } else { "-".into() },
             hold,
             limit,
             frac,
-            if r.errors.is_empty() {
-                ""
-            } else {
-                "  ERRORS (see below)"
-            }
+            if r.errors.is_empty() { "" } else { "  ERRORS (see below)" }
         );
         let ok = r.errors.is_empty() && !s.waits.is_empty();
-        rows.push((
-            r.variant,
-            r.clients,
-            ok.then(|| Row {
-                grants_per_s: gps,
-                p99_us: s.waits.value_at_quantile(0.99),
-            }),
-        ));
+        rows.push((r.variant, r.clients, ok.then(|| Row { grants_per_s: gps, p99_us: s.waits.value_at_quantile(0.99) })));
     }
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "ratios  N  grants/s module/polling  p99 wait polling/module"
-    );
+    let _ = writeln!(out, "ratios  N  grants/s module/polling  p99 wait polling/module");
     for &n in &CLIENTS {
-        let get = |v: Variant| {
-            rows.iter()
-                .find(|(rv, rn, _)| *rv == v && *rn == n)
-                .and_then(|(_, _, row)| row.as_ref())
-        };
+        let get = |v: Variant| rows.iter().find(|(rv, rn, _)| *rv == v && *rn == n).and_then(|(_, _, row)| row.as_ref());
         let (g, p) = match (get(Variant::Module), get(Variant::Polling)) {
             (Some(m), Some(p)) => (
-                if p.grants_per_s > 0.0 {
-                    format!("{:.2}x", m.grants_per_s / p.grants_per_s)
-                } else {
-                    "-".into()
-                },
+                if p.grants_per_s > 0.0 { format!("{:.2}x", m.grants_per_s / p.grants_per_s) } else { "-".into() },
                 format!("{:.2}x", p.p99_us as f64 / m.p99_us.max(1) as f64),
             ),
             _ => ("n/a".into(), "n/a".into()),
@@ -1021,10 +839,7 @@ fn report(results: &[RunResult]) -> String {
         }
     }
     if !cut.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nwaits cut off by the deadline (not in the percentiles, nor in grants/s):"
-        );
+        let _ = writeln!(out, "\nwaits cut off by the deadline (not in the percentiles, nor in grants/s):");
         out.push_str(&cut);
     }
     let _ = write!(
@@ -1062,10 +877,7 @@ fn run() -> Res<bool> {
     let module = module_path()?;
     eprintln!("contended: module {}", module.display());
     let server = Server::start(&module)?;
-    eprintln!(
-        "contended: redis-server pid {} on 127.0.0.1:{}",
-        server.pid, server.port
-    );
+    eprintln!("contended: redis-server pid {} on 127.0.0.1:{}", server.pid, server.port);
     let module_ok = module_check(&server);
     if let Err(e) = &module_ok {
         eprintln!("contended: module variant cannot run: {e}");
@@ -1088,11 +900,7 @@ fn run() -> Res<bool> {
                     continue;
                 }
             }
-            eprintln!(
-                "contended: {:<7} N={:<3} running for {seconds:.1} s ...",
-                variant.name(),
-                n
-            );
+            eprintln!("contended: {:<7} N={:<3} running for {seconds:.1} s ...", variant.name(), n);
             results.push(run_one(&server, variant, n, seconds, &sha));
         }
     }
@@ -1125,10 +933,7 @@ fn run() -> Res<bool> {
         }
     }
     // The server log helps with errors that happened during a run.
-    if results
-        .iter()
-        .any(|r| r.skipped.is_none() && !r.errors.is_empty())
-    {
+    if results.iter().any(|r| r.skipped.is_none() && !r.errors.is_empty()) {
         let tail = server.log_tail(10);
         if !tail.is_empty() {
             eprintln!("--- redis-server log tail ---\n{tail}");

@@ -12,6 +12,8 @@
 #                (scripts/test-python.sh; its own virtualenv in target/)
 #   examples     examples/ (redis-py, redis-cli, ioredis) on one server
 #                (scripts/test-examples.sh; a missing toolchain is skipped)
+#   lint         rustfmt and clippy -D warnings on the workspace
+#                (scripts/lint.sh)
 #
 # The test binaries build with the `tests` profile (release optimisation
 # without whole-program LTO); the servers load the release module that
@@ -55,9 +57,9 @@ run_suite() {
   # pytest's closing "1 failed, 69 passed in 11.3s" (with -q, no border).
   local pytest_line
   pytest_line=$(grep -E '^=* *[0-9]+ (passed|failed)[^;]* in [0-9.]+s' "$log" | tail -n 1)
-  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: )[0-9]+ passed' "$log"
+  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |lint: )[0-9]+ passed' "$log"
     grep -Eo '[0-9]+ passed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
-  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, )[0-9]+ failed' "$log"
+  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |lint: [0-9]+ passed, )[0-9]+ failed' "$log"
     grep -Eo '[0-9]+ failed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
   passed=${passed:-0} failed=${failed:-0}
   local verdict=ok
@@ -85,6 +87,7 @@ done
 run_suite quickstart python3 scripts/quickstart.py
 run_suite python scripts/test-python.sh
 run_suite examples scripts/test-examples.sh
+run_suite lint scripts/lint.sh
 tests_secs=$(( $(date +%s) - tests_started ))
 
 echo

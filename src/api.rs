@@ -14,9 +14,7 @@ use std::ptr;
 
 use redis_module::raw;
 
-pub use raw::{
-    RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType,
-};
+pub use raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
 
 /// Calls a Redis Module API function through its pointer.
 macro_rules! rm {
@@ -349,7 +347,16 @@ impl Ctx {
     /// Propagates `cmd key owner token deadline SHARED limit key-deadline`:
     /// one shared holder (not on the hot path of the exclusive lock).
     #[allow(clippy::too_many_arguments)]
-    pub fn replicate_shared_grant(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {
+    pub fn replicate_shared_grant(
+        self,
+        cmd: &CStr,
+        key: &Arg,
+        owner: &[u8],
+        token: i64,
+        deadline_ms: i64,
+        limit: u32,
+        key_deadline_ms: i64,
+    ) {
         rm!(RedisModule_Replicate(
             self.0,
             cmd.as_ptr(),
@@ -658,7 +665,9 @@ impl Ctx {
     /// `CONFIG GET name` → the value's bytes passed to `f` (`None` when
     /// the server has no such setting).
     pub fn config_get<R>(self, name: &CStr, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let reply = CallReply(rm!(RedisModule_Call(self.0, c"CONFIG".as_ptr(), c"cc".as_ptr(), c"GET".as_ptr(), name.as_ptr()) else ptr::null_mut()));
+        let reply = CallReply(
+            rm!(RedisModule_Call(self.0, c"CONFIG".as_ptr(), c"cc".as_ptr(), c"GET".as_ptr(), name.as_ptr()) else ptr::null_mut()),
+        );
         if reply.0.is_null() {
             return None;
         }
@@ -697,7 +706,9 @@ impl Ctx {
     /// Redis stores such a deadline as given instead of deleting the key.
     /// Not propagated (the caller propagates its own command).
     pub fn pexpireat_via_call(self, key: &Arg, deadline_ms: i64) -> bool {
-        let reply = CallReply(rm!(RedisModule_Call(self.0, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), key.raw(), deadline_ms as std::ffi::c_longlong) else ptr::null_mut()));
+        let reply = CallReply(
+            rm!(RedisModule_Call(self.0, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), key.raw(), deadline_ms as std::ffi::c_longlong) else ptr::null_mut()),
+        );
         !reply.0.is_null() && rm!(RedisModule_CallReplyType(reply.0) else -1) == raw::REDISMODULE_REPLY_INTEGER as c_int
     }
 

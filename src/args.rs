@@ -98,11 +98,7 @@ fn owned(s: String) -> Cow<'static, CStr> {
 /// an error reply must not contain CR, LF or NUL.
 fn printable(bytes: &[u8]) -> String {
     const LIMIT: usize = 64;
-    let mut s: String = bytes
-        .iter()
-        .take(LIMIT)
-        .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '?' })
-        .collect();
+    let mut s: String = bytes.iter().take(LIMIT).map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '?' }).collect();
     if bytes.len() > LIMIT {
         s.push_str("...");
     }
@@ -232,16 +228,15 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
             rest = tail;
             continue;
         }
-        let (option, slot, parse): (_, &mut Option<i64>, ValueParser) =
-            if name.eq_ignore_ascii_case(b"FENCE") {
-                ("FENCE", &mut fence, parse_token)
-            } else if name.eq_ignore_ascii_case(b"WAIT") {
-                ("WAIT", &mut wait, parse_timeout)
-            } else if name.eq_ignore_ascii_case(b"LIMIT") {
-                ("LIMIT", &mut limit, parse_limit)
-            } else {
-                return Err(ArgError::UnknownOption(name.to_vec()));
-            };
+        let (option, slot, parse): (_, &mut Option<i64>, ValueParser) = if name.eq_ignore_ascii_case(b"FENCE") {
+            ("FENCE", &mut fence, parse_token)
+        } else if name.eq_ignore_ascii_case(b"WAIT") {
+            ("WAIT", &mut wait, parse_timeout)
+        } else if name.eq_ignore_ascii_case(b"LIMIT") {
+            ("LIMIT", &mut limit, parse_limit)
+        } else {
+            return Err(ArgError::UnknownOption(name.to_vec()));
+        };
         let [value, tail @ ..] = tail else {
             return Err(ArgError::MissingValue(option));
         };
@@ -461,13 +456,19 @@ mod tests {
             (&["LOCK.ACQUIRE", "k", "me", "9223372036854775808"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
             (&["LOCK.ACQUIRE", "k", "me", "-99999999999999999999999"], "ERR ttl must be a positive integer (milliseconds)"),
             (&["LOCK.ACQUIRE", "k", "me", "99999999999999999999999x"], "ERR ttl must be a positive integer (milliseconds)"),
-            (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "99999999999999999999999"], "ERR token is too large (at most 9223372036854775807)"),
+            (
+                &["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "99999999999999999999999"],
+                "ERR token is too large (at most 9223372036854775807)",
+            ),
             (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "-99999999999999999999999"], "ERR token must be a non-negative integer"),
             (
                 &["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "99999999999999999999999"],
                 "ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)",
             ),
-            (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "-99999999999999999999999"], "ERR timeout must be a non-negative integer (milliseconds)"),
+            (
+                &["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "-99999999999999999999999"],
+                "ERR timeout must be a non-negative integer (milliseconds)",
+            ),
         ];
         for (words, expected) in cases {
             let a = argv(words);
@@ -509,10 +510,7 @@ mod tests {
             "ERR wrong number of arguments for 'lock.extend' command"
         );
         assert!(parse_info(&argv(&["LOCK.INFO", "k"])).is_ok());
-        assert_eq!(
-            message(parse_info(&argv(&["LOCK.INFO"])).expect_err("arity")),
-            "ERR wrong number of arguments for 'lock.info' command"
-        );
+        assert_eq!(message(parse_info(&argv(&["LOCK.INFO"])).expect_err("arity")), "ERR wrong number of arguments for 'lock.info' command");
         let words = argv(&["LOCK.APPLY", "k", "me", "9", "0"]);
         let apply = parse_apply(&words).expect("valid");
         assert_eq!((apply.token, apply.deadline_ms), (9, 0));

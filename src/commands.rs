@@ -146,9 +146,7 @@ pub fn may_grant(key: &Key, owner: &[u8], want: Want) -> bool {
         Slot::Shared(group) => {
             let room = match group.lock.kind {
                 Kind::ReadWrite => want.shared && want.limit.is_none(),
-                Kind::Semaphore { limit } => {
-                    want.limit == Some(limit) && group.live(now).count() < limit as usize
-                }
+                Kind::Semaphore { limit } => want.limit == Some(limit) && group.live(now).count() < limit as usize,
             };
             room || group.live(now).any(|h| *h.owner == *owner)
         }
@@ -357,7 +355,9 @@ fn try_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, req: Request
             match group.lock.acquire(&ask, now.mono, req.waiting_ahead, |min| COUNTER.issue(min)) {
                 Outcome::Held => Attempt::Held,
                 Outcome::Refused(Refusal::WrongKind(kind)) => wrong_kind(&kind.to_string()),
-                Outcome::Refused(Refusal::UpgradeWithOthers) => Attempt::Refused(c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into()),
+                Outcome::Refused(Refusal::UpgradeWithOthers) => Attempt::Refused(
+                    c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into(),
+                ),
                 Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
@@ -435,9 +435,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Refused(msg) => ctx.reply_error(&msg),
         Attempt::Held => match req.wait {
-            Some(timeout) if may_block(ctx) => {
-                waiters::enqueue(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, want, timeout)
-            }
+            Some(timeout) if may_block(ctx) => waiters::enqueue(ctx, &key, req.key, req.owner_arg, req.ttl_ms, req.fence, want, timeout),
             _ => {
                 stats::ACQUIRE_REFUSED.bump();
                 ctx.reply_null()
@@ -449,8 +447,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
 /// Inside MULTI/EXEC, a script or another context that cannot block, WAIT
 /// answers as if it were not given.
 fn may_block(ctx: Ctx) -> bool {
-    let no_blocking =
-        raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+    let no_blocking = raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
     !ctx.has_flags(no_blocking)
 }
 

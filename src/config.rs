@@ -144,10 +144,7 @@ fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
 fn parse_value(setting: &Setting, value: &str) -> Result<i64, String> {
     match crate::args::parse_i64(value.as_bytes()) {
         Some(n) if (setting.min..=setting.max).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{} must be an integer from {} to {} ({}), got '{value}'",
-            setting.name, setting.min, setting.max, setting.unit
-        )),
+        _ => Err(format!("{} must be an integer from {} to {} ({}), got '{value}'", setting.name, setting.min, setting.max, setting.unit)),
     }
 }
 
@@ -167,10 +164,7 @@ mod tests {
         assert!(parse_value(quarantine, "-1").is_err());
         assert_eq!(parse_value(owner, "1"), Ok(1));
         assert_eq!(parse_value(owner, "1048576"), Ok(MAX_OWNER_LEN_LIMIT));
-        assert_eq!(
-            parse_value(owner, "1048577"),
-            Err("max-owner-len must be an integer from 1 to 1048576 (bytes), got '1048577'".into())
-        );
+        assert_eq!(parse_value(owner, "1048577"), Err("max-owner-len must be an integer from 1 to 1048576 (bytes), got '1048577'".into()));
         assert!(parse_value(owner, "0").is_err());
     }
 }

@@ -126,10 +126,7 @@ pub fn next_token(counter: Token, min: Token) -> Option<Token> {
 }
 
 fn unix_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -170,13 +170,7 @@ impl<O: PartialEq + Clone> Lock<O> {
     /// key's line before this request (a newcomer is then not granted; the
     /// line's head asks with `false`). `issue(min)` hands out a fresh
     /// token of at least `min`.
-    pub fn acquire(
-        &mut self,
-        ask: &Ask<'_, O>,
-        now: i64,
-        waiting_ahead: bool,
-        mut issue: impl FnMut(Token) -> Option<Token>,
-    ) -> Outcome {
+    pub fn acquire(&mut self, ask: &Ask<'_, O>, now: i64, waiting_ahead: bool, mut issue: impl FnMut(Token) -> Option<Token>) -> Outcome {
         self.expire(now);
         if let Err(refusal) = self.fits(ask) {
             return Outcome::Refused(refusal);
@@ -320,10 +314,7 @@ mod tests {
         assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New));
         assert_eq!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::Downgrade));
         assert!(matches!(l.acquire(&ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
-        assert_eq!(
-            l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue),
-            Outcome::Refused(Refusal::UpgradeWithOthers)
-        );
+        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Refused(Refusal::UpgradeWithOthers));
         assert!(l.release(&"b", 0));
         assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(4, Grant::Upgrade));
         assert_eq!(l.mode, Mode::Exclusive);
@@ -355,7 +346,12 @@ mod properties {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Ask { owner: u8, shared: bool, wait: bool, ttl: i64 },
+        Ask {
+            owner: u8,
+            shared: bool,
+            wait: bool,
+            ttl: i64,
+        },
         Release(u8),
         Extend(u8, i64),
         Advance(i64),
@@ -440,11 +436,7 @@ mod properties {
                     let ask = self.ask(owner_ref(owner), mode, ttl);
                     match self.lock.acquire(&ask, self.now, waiting_ahead, Self::issue(&mut self.last_token)) {
                         Outcome::Granted(token, how) => {
-                            assert!(
-                                !waiting_ahead || holds_before,
-                                "owner {owner} barged past {} waiters",
-                                self.line.len()
-                            );
+                            assert!(!waiting_ahead || holds_before, "owner {owner} barged past {} waiters", self.line.len());
                             self.granted(owner, mode, token, how);
                             // A downgrade may admit waiters.
                             self.serve();
@@ -489,8 +481,8 @@ mod properties {
             assert_eq!(tokens.len(), live.len(), "two live holders with one token: {:?}", self.lock);
             // No compatible head is left waiting.
             if let Some(head) = self.line.front() {
-                let fits = live.is_empty()
-                    || (head.mode == Mode::Shared && exclusive == 0 && self.limit.is_none_or(|l| shared < l as usize));
+                let fits =
+                    live.is_empty() || (head.mode == Mode::Shared && exclusive == 0 && self.limit.is_none_or(|l| shared < l as usize));
                 assert!(!fits, "head {} ({:?}) waits though compatible: {:?}", head.owner, head.mode, self.lock);
             }
         }

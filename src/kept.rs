@@ -292,7 +292,9 @@ unsafe extern "C" fn on_restore(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void
     .unwrap_or_default();
     let now = Now::read();
     for (db, key) in names {
-        let name = crate::api::HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), key.as_ptr().cast::<c_char>(), key.len()) else ptr::null_mut()));
+        let name = crate::api::HeldString::own(
+            rm!(RedisModule_CreateString(ptr::null_mut(), key.as_ptr().cast::<c_char>(), key.len()) else ptr::null_mut()),
+        );
         if !name.is_valid() || !ctx.select_db(db) {
             continue;
         }
@@ -323,7 +325,21 @@ pub fn swapped(a: c_int, b: c_int) {
         let all = std::mem::take(&mut s.kept);
         s.kept = all
             .into_iter()
-            .map(|((d, k), v)| ((if d == a { b } else if d == b { a } else { d }, k), v))
+            .map(|((d, k), v)| {
+                (
+                    (
+                        if d == a {
+                            b
+                        } else if d == b {
+                            a
+                        } else {
+                            d
+                        },
+                        k,
+                    ),
+                    v,
+                )
+            })
             .collect();
     });
 }

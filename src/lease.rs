@@ -147,9 +147,7 @@ pub fn held(lease: Lease, now: Now, ttl: impl FnOnce() -> Option<i64>) -> (Left,
 /// (so Redis expired it, or would have) while the monotonic lease has more
 /// than a step's tolerance left.
 pub fn removed_by_step(lease: Lease, now: Now) -> bool {
-    lease.mirror != NO_TTL
-        && now.wall >= lease.mirror
-        && matches!(lease.left(now), Left::Ms(ms) if ms > clock::STEP_MS)
+    lease.mirror != NO_TTL && now.wall >= lease.mirror && matches!(lease.left(now), Left::Ms(ms) if ms > clock::STEP_MS)
 }
 
 #[cfg(test)]

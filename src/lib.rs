@@ -114,8 +114,7 @@ const ACQUIRE_ARGS: [ArgDoc; 7] = [
 const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
 const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
-const APPLY_ARGS: [ArgDoc; 4] =
-    [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
+const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
 macro_rules! command {
@@ -182,9 +181,7 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
         notes: std::ptr::null(),
         flags: u64::from(c.key_flags),
         begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
-        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
-        },
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 { index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 } },
         find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
         fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
             range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
@@ -252,8 +249,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Keys opened for writing are not implicitly "modified": a failed
     // acquire must not break WATCH or client-side caching. Effects signal
     // themselves (see `propagate`).
-    let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
-        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
+    let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
     rm!(RedisModule_SetModuleOptions(ctx.ctx, options) else ());
     for c in command_table() {
         let status = rm!(RedisModule_CreateCommand(ctx.ctx, c.name.as_ptr(), c.handler, c.flags.as_ptr(), 1, 1, 1) else api::ERR);

@@ -282,11 +282,7 @@ unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c
     }
 }
 
-unsafe extern "C" fn copy(
-    _from: *mut RedisModuleString,
-    _to: *mut RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
+unsafe extern "C" fn copy(_from: *mut RedisModuleString, _to: *mut RedisModuleString, value: *const c_void) -> *mut c_void {
     if let Some(group) = Group::borrow(value.cast_mut()) {
         return Box::new(group.duplicate()).into_raw();
     }
@@ -314,9 +310,7 @@ static OBJECT_UNCOUNTED: AtomicBool = AtomicBool::new(false);
 /// add the object header for MEMORY USAGE to show what a lock costs.
 pub fn learn_memory_accounting(info: &crate::api::ServerInfo) {
     let valkey = info.text(c"valkey_version").is_some();
-    let redis_major = info
-        .text(c"redis_version")
-        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
+    let redis_major = info.text(c"redis_version").and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
     OBJECT_UNCOUNTED.store(!valkey && redis_major.is_some_and(|m| m < 8), Ordering::Relaxed);
 }
 

@@ -20,9 +20,9 @@ use redis_module::raw;
 use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
 use crate::fencing::{Token, COUNTER};
-use crate::lease::{Lease, Now};
 use crate::grant::Holder;
 use crate::group::Group;
+use crate::lease::{Lease, Now};
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";

@@ -316,8 +316,7 @@ pub fn start(ctx: Ctx) {
     let marker = std::fs::read_to_string(MARKER_FILE).ok().and_then(|text| Marker::parse(&text));
     // A marker speaks for this start only; if it cannot be removed it
     // could vouch for data after a later crash, so it is not used.
-    let removed = matches!(std::fs::remove_file(MARKER_FILE), Ok(()))
-        || !std::path::Path::new(MARKER_FILE).exists();
+    let removed = matches!(std::fs::remove_file(MARKER_FILE), Ok(())) || !std::path::Path::new(MARKER_FILE).exists();
     if let Ok(mut slot) = MARKER.lock() {
         *slot = marker.filter(|_| removed);
     }

@@ -142,7 +142,8 @@ unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleSt
 /// Sets one lock key's TTL at the wall clock of now, or deletes it when
 /// its lease has ended.
 fn realign(ctx: Ctx, name: &[u8], now: Now) {
-    let held = HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), name.as_ptr().cast::<c_char>(), name.len()) else ptr::null_mut()));
+    let held =
+        HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), name.as_ptr().cast::<c_char>(), name.len()) else ptr::null_mut()));
     if !held.is_valid() {
         return;
     }

@@ -32,8 +32,10 @@ use std::sync::{LazyLock, Mutex};
 
 use redis_module::raw;
 
+use crate::api::{
+    rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
+};
 use crate::clock;
-use crate::api::{rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 use crate::commands::{try_acquire, Attempt, By, Want};
 use crate::fencing::Token;
 use crate::gate;
@@ -533,7 +535,8 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
 /// redirect clients blocked by a module, and a grant here would make a
 /// second holder beside the lock on its new node; a cluster client retries
 /// TRYAGAIN and is then redirected by Redis itself.
-const MOVED_AWAY: &CStr = c"TRYAGAIN redislock: the lock's slot is no longer served by this node (resharding or failover); retry the command";
+const MOVED_AWAY: &CStr =
+    c"TRYAGAIN redislock: the lock's slot is no longer served by this node (resharding or failover); retry the command";
 
 const NOW_A_REPLICA: &CStr = c"TRYAGAIN redislock: this node became a replica while you waited; retry the command on the master";
 
@@ -801,8 +804,7 @@ unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut Red
     }
 }
 
-const SERVER_ENDED_WAIT: &CStr =
-    c"UNBLOCKED redislock: the server ended the wait (e.g. this node became a replica); retry the command";
+const SERVER_ENDED_WAIT: &CStr = c"UNBLOCKED redislock: the server ended the wait (e.g. this node became a replica); retry the command";
 
 /// The waiter's connection went away (or Redis unblocked it, e.g. on
 /// becoming a replica): leave the queue and free Redis's handle (a client

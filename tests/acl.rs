@@ -275,7 +275,8 @@ fn a_waiter_whose_rights_were_taken_away_is_refused_when_served() {
         let srv = Server::start_binary(&bin, &[], &[]);
         let mut admin = srv.conn();
         grant(&mut admin, "k", "holder", 60_000);
-        let taken_away = [("nokey", "resetkeys"), ("readkey", "resetkeys %R~*"), ("nothing", "resetkeys -@all"), ("nocmd", "-lock.acquire")];
+        let taken_away =
+            [("nokey", "resetkeys"), ("readkey", "resetkeys %R~*"), ("nothing", "resetkeys -@all"), ("nocmd", "-lock.acquire")];
         let mut waiting = Vec::new();
         for (n, (who, _)) in taken_away.iter().chain([("kept", "")].iter()).enumerate() {
             let mut c = user(&srv, who, &["~*", "+@all"]);

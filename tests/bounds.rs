@@ -94,12 +94,14 @@ fn a_restart_without_data_issues_larger_tokens_when_the_quarantine_covers_the_le
         s.start_again();
         let mut c = s.conn();
         let mut after = 0;
-        wait_until(Duration::from_secs(10), "a grant after the restart", || match try_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("b").arg(1000)) {
-            Ok(Value::Int(t)) => {
-                after = t;
-                true
+        wait_until(Duration::from_secs(10), "a grant after the restart", || {
+            match try_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("b").arg(1000)) {
+                Ok(Value::Int(t)) => {
+                    after = t;
+                    true
+                }
+                _ => false,
             }
-            _ => false,
         });
         if must_exceed {
             assert!(after > fenced, "quarantine {quarantine}: token went backwards ({after} after {fenced})");

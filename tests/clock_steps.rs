@@ -254,7 +254,10 @@ fn handoff_across_a_step(offset: &str) -> Duration {
     eprintln!("wall clock {offset}: handoff {:?} after the lease's end", took.saturating_sub(Duration::from_millis(LEASE_MS)));
     // Leases are counted in whole milliseconds of the server's monotonic
     // clock: its end may fall up to 1 ms before `granted` + the lease.
-    assert!(took + Duration::from_millis(2) >= Duration::from_millis(LEASE_MS), "{offset}: B granted {took:?} after A's grant of {LEASE_MS} ms");
+    assert!(
+        took + Duration::from_millis(2) >= Duration::from_millis(LEASE_MS),
+        "{offset}: B granted {took:?} after A's grant of {LEASE_MS} ms"
+    );
     assert!(took <= Duration::from_millis(LEASE_MS + LATE_MS), "{offset}: B granted late, {took:?} after A's grant");
     took
 }
@@ -338,5 +341,8 @@ fn after_a_step_lock_keys_are_reclaimed_at_the_lease_end_and_show_it_in_pttl() {
         assert!(seen.elapsed() < Duration::from_secs(2), "`short` still in memory after its lease: DBSIZE {dbsize}");
         std::thread::sleep(Duration::from_millis(10));
     }
-    eprintln!("wall clock -60: `short` reclaimed {:?} after its lease's end", granted.elapsed().saturating_sub(Duration::from_millis(1_500)));
+    eprintln!(
+        "wall clock -60: `short` reclaimed {:?} after its lease's end",
+        granted.elapsed().saturating_sub(Duration::from_millis(1_500))
+    );
 }

@@ -124,10 +124,8 @@ fn a_slot_moved_by_hand_takes_its_lock_along_and_turns_its_waiters_away() {
 
     setslot(&mut d, slot, "IMPORTING", &src_id);
     setslot(&mut s, slot, "MIGRATING", &dst_id);
-    let migrated = ok_cmd(
-        &mut s,
-        cmd("MIGRATE").arg("127.0.0.1").arg(cluster.nodes[dst].port).arg("").arg(0).arg(5000).arg("KEYS").arg(key),
-    );
+    let migrated =
+        ok_cmd(&mut s, cmd("MIGRATE").arg("127.0.0.1").arg(cluster.nodes[dst].port).arg("").arg(0).arg(5000).arg("KEYS").arg(key));
     assert_eq!(migrated, Value::Okay);
 
     // The key left: its waiters hear TRYAGAIN, and nothing is granted or
@@ -304,10 +302,8 @@ fn a_semaphore_moved_by_hand_keeps_every_holder() {
     let tb = int_of(&permit(&mut s, "b"), "b's permit");
     setslot(&mut d, slot, "IMPORTING", &src_id);
     setslot(&mut s, slot, "MIGRATING", &dst_id);
-    let migrated = ok_cmd(
-        &mut s,
-        cmd("MIGRATE").arg("127.0.0.1").arg(cluster.nodes[dst].port).arg("").arg(0).arg(5000).arg("KEYS").arg(key),
-    );
+    let migrated =
+        ok_cmd(&mut s, cmd("MIGRATE").arg("127.0.0.1").arg(cluster.nodes[dst].port).arg("").arg(0).arg(5000).arg("KEYS").arg(key));
     assert_eq!(migrated, Value::Okay);
     for node in 0..cluster.nodes.len() {
         setslot(&mut cluster.nodes[node].conn(), slot, "NODE", &dst_id);
@@ -326,10 +322,7 @@ fn a_semaphore_moved_by_hand_keeps_every_holder() {
             .collect(),
         other => panic!("holders {other:?}"),
     };
-    assert_eq!(
-        holders,
-        vec![(Value::BulkString(b"a".to_vec()), Value::Int(ta)), (Value::BulkString(b"b".to_vec()), Value::Int(tb))]
-    );
+    assert_eq!(holders, vec![(Value::BulkString(b"a".to_vec()), Value::Int(ta)), (Value::BulkString(b"b".to_vec()), Value::Int(tb))]);
     assert_eq!(permit(&mut d, "c"), Value::Nil, "both permits are held on the new node");
     assert_eq!(release(&mut d, key.as_bytes(), b"a"), 1);
     let tc = int_of(&permit(&mut d, "c"), "c's permit after a's release");

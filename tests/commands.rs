@@ -18,8 +18,7 @@ const E_TTL: &str = "ERR ttl must be a positive integer (milliseconds)";
 const E_FENCE_NEEDS: &str = "ERR FENCE needs a token";
 const E_FENCE_TWICE: &str = "ERR FENCE given more than once";
 const E_TOKEN: &str = "ERR token must be a non-negative integer";
-const E_APPLY: &str =
-    "ERR LOCK.APPLY is accepted only from the master link or while loading the AOF";
+const E_APPLY: &str = "ERR LOCK.APPLY is accepted only from the master link or while loading the AOF";
 const E_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 fn lock_cmd(name: &str, args: &[&[u8]]) -> redis::Cmd {
@@ -47,23 +46,15 @@ fn acquire_free_key_token_pttl_type_and_scan() {
     let inf = info(&mut c, b"res").expect("LOCK.INFO of a held lock");
     assert_eq!(inf.owner, b"alice");
     assert_eq!(inf.token, t);
-    assert!(
-        inf.pttl > 0 && inf.pttl <= 10_000,
-        "LOCK.INFO pttl {}",
-        inf.pttl
-    );
+    assert!(inf.pttl > 0 && inf.pttl <= 10_000, "LOCK.INFO pttl {}", inf.pttl);
 
     // A plain string key next to it must not show up in SCAN ... TYPE redislock.
     ok_cmd(&mut c, cmd("SET").arg("plain").arg("v"));
     let mut cursor = "0".to_string();
     let mut found: Vec<Vec<u8>> = Vec::new();
     loop {
-        let (next, keys): (String, Vec<Vec<u8>>) = cmd("SCAN")
-            .arg(&cursor)
-            .arg("TYPE")
-            .arg("redislock")
-            .query(&mut c)
-            .expect("SCAN TYPE redislock");
+        let (next, keys): (String, Vec<Vec<u8>>) =
+            cmd("SCAN").arg(&cursor).arg("TYPE").arg("redislock").query(&mut c).expect("SCAN TYPE redislock");
         found.extend(keys);
         if next == "0" {
             break;
@@ -81,22 +72,12 @@ fn regrant_same_owner_keeps_token_restarts_lease_other_owner_nil() {
     let t2 = grant(&mut c, "k", "alice", 200_000);
     assert_eq!(t2, t, "re-grant to the same owner must keep the token");
     let p = pttl(&mut c, b"k");
-    assert!(
-        p > 100_000 && p <= 200_000,
-        "re-grant must restart the lease at 200000 ms, PTTL {p}"
-    );
+    assert!(p > 100_000 && p <= 200_000, "re-grant must restart the lease at 200000 ms, PTTL {p}");
 
     let before = info(&mut c, b"k").expect("info before");
-    assert_eq!(
-        acquire(&mut c, b"k", b"bob", 300_000),
-        None,
-        "another owner must get nil"
-    );
+    assert_eq!(acquire(&mut c, b"k", b"bob", 300_000), None, "another owner must get nil");
     let after = info(&mut c, b"k").expect("info after");
-    assert_eq!(
-        after.owner, b"alice",
-        "owner unchanged after refused acquire"
-    );
+    assert_eq!(after.owner, b"alice", "owner unchanged after refused acquire");
     assert_eq!(after.token, t, "token unchanged after refused acquire");
     assert!(
         after.pttl <= before.pttl && after.pttl > 100_000,
@@ -105,10 +86,7 @@ fn regrant_same_owner_keeps_token_restarts_lease_other_owner_nil() {
         after.pttl
     );
     // Refused acquire with FENCE must not raise the held token either.
-    assert_eq!(
-        acquire_fence(&mut c, b"k", b"bob", 300_000, t + 1_000_000),
-        None
-    );
+    assert_eq!(acquire_fence(&mut c, b"k", b"bob", 300_000, t + 1_000_000), None);
     assert_eq!(info(&mut c, b"k").expect("info").token, t);
     // And the counter was not raised by the refused FENCE.
     let next = grant(&mut c, "other", "bob", 1000);
@@ -141,11 +119,7 @@ fn fence_semantics() {
     assert_eq!(t6, t1, "FENCE 0 re-grant keeps the token");
     // A later grant on another key is above the FENCE value (counter raised).
     let t7 = grant(&mut c, "d", "o", 100_000);
-    assert_eq!(
-        t7,
-        f2 + 1,
-        "next grant must be counter+1 after FENCE raised it"
-    );
+    assert_eq!(t7, f2 + 1, "next grant must be counter+1 after FENCE raised it");
     // FENCE exactly equal to counter+1 and to the counter itself.
     let t8 = acquire_fence(&mut c, b"e", b"o", 100_000, t7).expect("grant e");
     assert_eq!(t8, t7 + 1, "FENCE equal to the counter gives counter+1");
@@ -271,10 +245,7 @@ fn tokens_strictly_increase_across_keys_release_expiry_del_flushall_dbs() {
     let mut seen: Vec<(String, i64)> = Vec::new();
     fn push(what: &str, t: i64, seen: &mut Vec<(String, i64)>) {
         if let Some((w, last)) = seen.last() {
-            assert!(
-                t > *last,
-                "token after {what} ({t}) must exceed token after {w} ({last})"
-            );
+            assert!(t > *last, "token after {what} ({t}) must exceed token after {w} ({last})");
         }
         seen.push((what.to_string(), t));
     }
@@ -289,9 +260,7 @@ fn tokens_strictly_increase_across_keys_release_expiry_del_flushall_dbs() {
     // Expiry: short lease, wait until Redis says it is gone.
     let t = grant(&mut c, "short", "o", 300);
     push("grant short", t, &mut seen);
-    wait_until(Duration::from_secs(5), "lease of 'short' to expire", || {
-        pttl(&mut c, b"short") == -2
-    });
+    wait_until(Duration::from_secs(5), "lease of 'short' to expire", || pttl(&mut c, b"short") == -2);
     let t = grant(&mut c, "short", "o", 100_000);
     push("grant after expiry", t, &mut seen);
 
@@ -320,10 +289,7 @@ fn first_token_at_least_unix_micros_at_load() {
     let s = Server::start();
     let mut c = s.conn();
     let t = grant(&mut c, "k", "o", 1000);
-    assert!(
-        t >= before,
-        "first token {t} must be >= Unix time in µs before the server started ({before})"
-    );
+    assert!(t >= before, "first token {t} must be >= Unix time in µs before the server started ({before})");
 }
 
 // ---------------------------------------------------------------------------
@@ -340,21 +306,10 @@ fn release_semantics() {
     assert_eq!(info(&mut c, b"k").expect("info").owner, b"alice");
     assert_eq!(release(&mut c, b"k", b"alice"), 1, "release by the holder");
     assert!(!exists(&mut c, b"k"), "key gone after release");
-    assert_eq!(
-        release(&mut c, b"k", b"alice"),
-        0,
-        "release of a missing key"
-    );
-    assert_eq!(
-        release(&mut c, b"never", b"alice"),
-        0,
-        "release of a never-created key"
-    );
+    assert_eq!(release(&mut c, b"k", b"alice"), 0, "release of a missing key");
+    assert_eq!(release(&mut c, b"never", b"alice"), 0, "release of a never-created key");
     // After release anyone can acquire.
-    assert!(
-        acquire(&mut c, b"k", b"bob", 1000).is_some(),
-        "free after release"
-    );
+    assert!(acquire(&mut c, b"k", b"bob", 1000).is_some(), "free after release");
 }
 
 #[test]
@@ -362,60 +317,30 @@ fn extend_semantics() {
     let s = Server::start();
     let mut c = s.conn();
     let t = grant(&mut c, "k", "alice", 10_000);
-    assert_eq!(
-        extend(&mut c, b"k", b"alice", 500_000),
-        1,
-        "extend by holder"
-    );
+    assert_eq!(extend(&mut c, b"k", b"alice", 500_000), 1, "extend by holder");
     let p = pttl(&mut c, b"k");
-    assert!(
-        p > 400_000 && p <= 500_000,
-        "PTTL after extend to 500000: {p}"
-    );
-    assert_eq!(
-        info(&mut c, b"k").expect("info").token,
-        t,
-        "extend keeps the token"
-    );
+    assert!(p > 400_000 && p <= 500_000, "PTTL after extend to 500000: {p}");
+    assert_eq!(info(&mut c, b"k").expect("info").token, t, "extend keeps the token");
     // Extend can also shorten.
     assert_eq!(extend(&mut c, b"k", b"alice", 20_000), 1);
     let p = pttl(&mut c, b"k");
     assert!(p > 0 && p <= 20_000, "PTTL after extend to 20000: {p}");
 
-    assert_eq!(
-        extend(&mut c, b"k", b"bob", 900_000),
-        0,
-        "extend by another owner"
-    );
+    assert_eq!(extend(&mut c, b"k", b"bob", 900_000), 0, "extend by another owner");
     let p2 = pttl(&mut c, b"k");
-    assert!(
-        p2 <= p,
-        "foreign extend must not change the lease ({p} -> {p2})"
-    );
+    assert!(p2 <= p, "foreign extend must not change the lease ({p} -> {p2})");
     assert_eq!(info(&mut c, b"k").expect("info").owner, b"alice");
-    assert_eq!(
-        extend(&mut c, b"missing", b"alice", 1000),
-        0,
-        "extend of a missing key"
-    );
+    assert_eq!(extend(&mut c, b"missing", b"alice", 1000), 0, "extend of a missing key");
     assert!(!exists(&mut c, b"missing"), "extend must not create a key");
     // Counter untouched by extend.
-    assert_eq!(
-        grant(&mut c, "n", "o", 1000),
-        t + 1,
-        "extend must not consume tokens"
-    );
+    assert_eq!(grant(&mut c, "n", "o", 1000), t + 1, "extend must not consume tokens");
 }
 
 #[test]
 fn info_missing_resp2_resp3_and_persist() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(
-        ok_cmd(&mut c, cmd("LOCK.INFO").arg("missing")),
-        Value::Nil,
-        "LOCK.INFO on a missing key"
-    );
+    assert_eq!(ok_cmd(&mut c, cmd("LOCK.INFO").arg("missing")), Value::Nil, "LOCK.INFO on a missing key");
     let t = grant(&mut c, "k", "alice", 100_000);
     // RESP2: exact flat array layout.
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
@@ -439,21 +364,14 @@ fn info_missing_resp2_resp3_and_persist() {
             let p = int_of(&items[5], "pttl");
             assert!(p > 0 && p <= 100_000, "pttl {p}");
             assert_eq!(items[6], Value::BulkString(b"waiters".to_vec()));
-            assert_eq!(
-                items[7],
-                Value::Int(0),
-                "waiters must be 0 with nobody waiting"
-            );
+            assert_eq!(items[7], Value::Int(0), "waiters must be 0 with nobody waiting");
         }
         other => panic!("RESP2 LOCK.INFO must be a flat array, got {other:?}"),
     }
     // RESP3: a map.
     let mut c3 = s.conn_resp3();
     let v3 = ok_cmd(&mut c3, cmd("LOCK.INFO").arg("k"));
-    assert!(
-        matches!(v3, Value::Map(_)),
-        "RESP3 LOCK.INFO must be a map, got {v3:?}"
-    );
+    assert!(matches!(v3, Value::Map(_)), "RESP3 LOCK.INFO must be a map, got {v3:?}");
     match &v3 {
         Value::Map(pairs) => {
             let keys: Vec<Vec<u8>> = pairs
@@ -486,26 +404,11 @@ fn info_missing_resp2_resp3_and_persist() {
     assert_eq!(i3.token, t);
     assert!(i3.pttl > 0 && i3.pttl <= 100_000);
     assert_eq!(i3.waiters, 0);
-    assert_eq!(
-        ok_cmd(&mut c3, cmd("LOCK.INFO").arg("missing")),
-        Value::Nil,
-        "RESP3 LOCK.INFO on a missing key"
-    );
+    assert_eq!(ok_cmd(&mut c3, cmd("LOCK.INFO").arg("missing")), Value::Nil, "RESP3 LOCK.INFO on a missing key");
     // PERSIST: pttl -1 in both protocols.
-    assert_eq!(
-        int_of(&ok_cmd(&mut c, cmd("PERSIST").arg("k")), "PERSIST"),
-        1
-    );
-    assert_eq!(
-        info(&mut c, b"k").expect("info").pttl,
-        -1,
-        "RESP2 pttl after PERSIST"
-    );
-    assert_eq!(
-        info(&mut c3, b"k").expect("info").pttl,
-        -1,
-        "RESP3 pttl after PERSIST"
-    );
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("PERSIST").arg("k")), "PERSIST"), 1);
+    assert_eq!(info(&mut c, b"k").expect("info").pttl, -1, "RESP2 pttl after PERSIST");
+    assert_eq!(info(&mut c3, b"k").expect("info").pttl, -1, "RESP3 pttl after PERSIST");
 }
 
 #[test]
@@ -519,24 +422,12 @@ fn binary_safe_owners() {
     let inf = info(&mut c, b"k").expect("info");
     assert_eq!(inf.owner, owner, "owner must round-trip byte for byte");
     assert_eq!(inf.token, t);
-    assert_eq!(
-        acquire(&mut c, b"k", other, 100_000),
-        None,
-        "owner differing after NUL"
-    );
-    assert_eq!(
-        acquire(&mut c, b"k", prefix, 100_000),
-        None,
-        "owner = prefix before NUL"
-    );
+    assert_eq!(acquire(&mut c, b"k", other, 100_000), None, "owner differing after NUL");
+    assert_eq!(acquire(&mut c, b"k", prefix, 100_000), None, "owner = prefix before NUL");
     assert_eq!(release(&mut c, b"k", other), 0);
     assert_eq!(release(&mut c, b"k", prefix), 0);
     assert_eq!(extend(&mut c, b"k", other, 1000), 0);
-    assert_eq!(
-        acquire(&mut c, b"k", owner, 100_000),
-        Some(t),
-        "same binary owner re-grant"
-    );
+    assert_eq!(acquire(&mut c, b"k", owner, 100_000), Some(t), "same binary owner re-grant");
     assert_eq!(release(&mut c, b"k", owner), 1);
     assert!(!exists(&mut c, b"k"));
     // Binary key name too.
@@ -554,14 +445,8 @@ fn wrongtype_on_list_string_is_a_plain_lock() {
     let key = "lst";
     let cases: Vec<redis::Cmd> = vec![
         lock_cmd("LOCK.ACQUIRE", &[key.as_bytes(), b"o", b"1000"]),
-        lock_cmd(
-            "LOCK.ACQUIRE",
-            &[key.as_bytes(), b"o", b"1000", b"FENCE", b"5"],
-        ),
-        lock_cmd(
-            "LOCK.ACQUIRE",
-            &[key.as_bytes(), b"o", b"1000", b"WAIT", b"0"],
-        ),
+        lock_cmd("LOCK.ACQUIRE", &[key.as_bytes(), b"o", b"1000", b"FENCE", b"5"]),
+        lock_cmd("LOCK.ACQUIRE", &[key.as_bytes(), b"o", b"1000", b"WAIT", b"0"]),
         lock_cmd("LOCK.RELEASE", &[key.as_bytes(), b"o"]),
         lock_cmd("LOCK.EXTEND", &[key.as_bytes(), b"o", b"1000"]),
         lock_cmd("LOCK.INFO", &[key.as_bytes()]),
@@ -572,31 +457,14 @@ fn wrongtype_on_list_string_is_a_plain_lock() {
     }
     // A plain string is a lock held by its value (docs: plain-string
     // locks); another owner is refused and nothing changes.
-    assert_eq!(
-        acquire(&mut c, b"str", b"o", 1000),
-        None,
-        "ACQUIRE str by another owner"
-    );
+    assert_eq!(acquire(&mut c, b"str", b"o", 1000), None, "ACQUIRE str by another owner");
     assert_eq!(acquire_fence(&mut c, b"str", b"o", 1000, 5), None);
-    assert_eq!(
-        release(&mut c, b"str", b"o"),
-        0,
-        "RELEASE str by another owner"
-    );
-    assert_eq!(
-        extend(&mut c, b"str", b"o", 1000),
-        0,
-        "EXTEND str by another owner"
-    );
+    assert_eq!(release(&mut c, b"str", b"o"), 0, "RELEASE str by another owner");
+    assert_eq!(extend(&mut c, b"str", b"o", 1000), 0, "EXTEND str by another owner");
     let i = info_any(&mut c, b"str").expect("LOCK.INFO of a plain string");
     assert_eq!(i.owner, b"value");
     assert_eq!(i.token, None, "plain-string lock has no token");
-    let l: Vec<String> = cmd("LRANGE")
-        .arg("lst")
-        .arg(0)
-        .arg(-1)
-        .query(&mut c)
-        .expect("LRANGE");
+    let l: Vec<String> = cmd("LRANGE").arg("lst").arg(0).arg(-1).query(&mut c).expect("LRANGE");
     assert_eq!(l, vec!["a", "b"], "list untouched");
     let v: String = cmd("GET").arg("str").query(&mut c).expect("GET");
     assert_eq!(v, "value", "string untouched");
@@ -633,11 +501,7 @@ fn error_table_exact_texts_and_nothing_changes() {
         ("LOCK.EXTEND", vec![], ARITY_EXTEND),
         ("LOCK.EXTEND", vec![b"k"], ARITY_EXTEND),
         ("LOCK.EXTEND", vec![b"k", b"holder"], ARITY_EXTEND),
-        (
-            "LOCK.EXTEND",
-            vec![b"k", b"holder", b"200000", b"x"],
-            ARITY_EXTEND,
-        ),
+        ("LOCK.EXTEND", vec![b"k", b"holder", b"200000", b"x"], ARITY_EXTEND),
         ("LOCK.INFO", vec![], ARITY_INFO),
         ("LOCK.INFO", vec![b"k", b"x"], ARITY_INFO),
         // empty owner
@@ -646,77 +510,17 @@ fn error_table_exact_texts_and_nothing_changes() {
         ("LOCK.RELEASE", vec![b"k", b""], E_EMPTY_OWNER),
         ("LOCK.EXTEND", vec![b"k", b"", b"200000"], E_EMPTY_OWNER),
         // unknown option, FENCE problems, token problems
-        (
-            "LOCK.ACQUIRE",
-            vec![b"k", b"holder", b"200000", b"BOGUS", b"1"],
-            "ERR unknown option 'BOGUS'",
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"free", b"o", b"200000", b"BOGUS"],
-            "ERR unknown option 'BOGUS'",
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"k", b"holder", b"200000", b"FENCE"],
-            E_FENCE_NEEDS,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"free", b"o", b"200000", b"FENCE"],
-            E_FENCE_NEEDS,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![
-                b"k",
-                b"holder",
-                b"200000",
-                b"FENCE",
-                huge.as_bytes(),
-                b"FENCE",
-                b"1",
-            ],
-            E_FENCE_TWICE,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![
-                b"free",
-                b"o",
-                b"200000",
-                b"FENCE",
-                huge.as_bytes(),
-                b"FENCE",
-                huge.as_bytes(),
-            ],
-            E_FENCE_TWICE,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"k", b"holder", b"200000", b"FENCE", b"-1"],
-            E_TOKEN,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"k", b"holder", b"200000", b"FENCE", b"abc"],
-            E_TOKEN,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"free", b"o", b"200000", b"FENCE", b"-1"],
-            E_TOKEN,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"free", b"o", b"200000", b"FENCE", b"abc"],
-            E_TOKEN,
-        ),
-        (
-            "LOCK.ACQUIRE",
-            vec![b"free", b"o", b"200000", b"FENCE", b"1.5"],
-            E_TOKEN,
-        ),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"200000", b"BOGUS", b"1"], "ERR unknown option 'BOGUS'"),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"200000", b"BOGUS"], "ERR unknown option 'BOGUS'"),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"200000", b"FENCE"], E_FENCE_NEEDS),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"200000", b"FENCE"], E_FENCE_NEEDS),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"200000", b"FENCE", huge.as_bytes(), b"FENCE", b"1"], E_FENCE_TWICE),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"200000", b"FENCE", huge.as_bytes(), b"FENCE", huge.as_bytes()], E_FENCE_TWICE),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"200000", b"FENCE", b"-1"], E_TOKEN),
+        ("LOCK.ACQUIRE", vec![b"k", b"holder", b"200000", b"FENCE", b"abc"], E_TOKEN),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"200000", b"FENCE", b"-1"], E_TOKEN),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"200000", b"FENCE", b"abc"], E_TOKEN),
+        ("LOCK.ACQUIRE", vec![b"free", b"o", b"200000", b"FENCE", b"1.5"], E_TOKEN),
         // ttl above max
         ("LOCK.ACQUIRE", vec![b"k", b"holder", b"3600001"], exceeds),
         ("LOCK.ACQUIRE", vec![b"free", b"o", b"3600001"], exceeds),
@@ -727,11 +531,7 @@ fn error_table_exact_texts_and_nothing_changes() {
     for ttl in bad_ttls {
         cases.push(("LOCK.ACQUIRE", vec![b"k", b"holder", ttl], E_TTL));
         cases.push(("LOCK.ACQUIRE", vec![b"free", b"o", ttl], E_TTL));
-        cases.push((
-            "LOCK.ACQUIRE",
-            vec![b"free", b"o", ttl, b"FENCE", b"5"],
-            E_TTL,
-        ));
+        cases.push(("LOCK.ACQUIRE", vec![b"free", b"o", ttl, b"FENCE", b"5"], E_TTL));
         cases.push(("LOCK.EXTEND", vec![b"k", b"holder", ttl], E_TTL));
     }
 
@@ -748,42 +548,18 @@ fn error_table_exact_texts_and_nothing_changes() {
         let after = info(&mut c, b"k").expect("k must still exist after an error");
         assert_eq!(after.owner, before.owner, "owner changed by {desc}");
         assert_eq!(after.token, t0, "token changed by {desc}");
-        assert!(
-            after.pttl <= before.pttl,
-            "lease of k changed by {desc}: {} -> {}",
-            before.pttl,
-            after.pttl
-        );
+        assert!(after.pttl <= before.pttl, "lease of k changed by {desc}: {} -> {}", before.pttl, after.pttl);
         assert!(!exists(&mut c, b"free"), "{desc} created the free key");
     }
     // LOCK.APPLY with a wrong arity: either the arity error or the refusal.
-    for args in [
-        vec![],
-        vec![&b"k"[..]],
-        vec![b"k", b"o", b"1"],
-        vec![b"k", b"o", b"1", b"0", b"x"],
-    ] {
+    for args in [vec![], vec![&b"k"[..]], vec![b"k", b"o", b"1"], vec![b"k", b"o", b"1", b"0", b"x"]] {
         let cm = lock_cmd("LOCK.APPLY", &args);
         let got = expect_err(&mut c, &cm);
-        assert!(
-            got == ARITY_APPLY || got == E_APPLY,
-            "{}: got {got}",
-            describe(&cm.get_packed_command())
-        );
+        assert!(got == ARITY_APPLY || got == E_APPLY, "{}: got {got}", describe(&cm.get_packed_command()));
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} error cases answered wrongly:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {} error cases answered wrongly:\n{}", failures.len(), cases.len(), failures.join("\n"));
     // No error consumed or raised the counter.
-    assert_eq!(
-        grant(&mut c, "after", "o", 1000),
-        t0 + 1,
-        "an erroring command advanced or raised the fencing counter"
-    );
+    assert_eq!(grant(&mut c, "after", "o", 1000), t0 + 1, "an erroring command advanced or raised the fencing counter");
 }
 
 #[test]
@@ -796,10 +572,7 @@ fn fence_beyond_the_lead_is_refused_and_exhausts_nothing() {
     ok_cmd(&mut c, cmd("AUTH").arg("tenant").arg("pw"));
     for far in [i64::MAX, i64::MAX - 1, now_unix_us() + 61_000_000] {
         let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("tenantA:x").arg("me").arg(1000).arg("FENCE").arg(far));
-        assert!(
-            e.starts_with("ERR FENCE token is ahead of this server's clock by more than redislock.max-token-lead (60000 ms)"),
-            "{e}"
-        );
+        assert!(e.starts_with("ERR FENCE token is ahead of this server's clock by more than redislock.max-token-lead (60000 ms)"), "{e}");
         assert!(!exists(&mut admin, b"tenantA:x"), "a refused FENCE creates nothing");
     }
     // Every other key and database still grants, with clock-sized tokens.
@@ -822,11 +595,7 @@ fn fence_beyond_the_lead_is_refused_and_exhausts_nothing() {
 // ---------------------------------------------------------------------------
 
 fn config_get(c: &mut redis::Connection, name: &str) -> String {
-    let v: Vec<String> = cmd("CONFIG")
-        .arg("GET")
-        .arg(name)
-        .query(c)
-        .expect("CONFIG GET");
+    let v: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(c).expect("CONFIG GET");
     assert_eq!(v.len(), 2, "CONFIG GET {name} returned {v:?}");
     assert_eq!(v[0], name);
     v[1].clone()
@@ -837,18 +606,9 @@ fn config_max_ttl_default_and_runtime_set() {
     let s = Server::start();
     let mut c = s.conn();
     assert_eq!(config_get(&mut c, "redislock.max-ttl"), "3600000");
-    assert!(
-        grant(&mut c, "atmax", "o", 3_600_000) > 0,
-        "ttl equal to max-ttl is accepted"
-    );
+    assert!(grant(&mut c, "atmax", "o", 3_600_000) > 0, "ttl equal to max-ttl is accepted");
 
-    ok_cmd(
-        &mut c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("redislock.max-ttl")
-            .arg("1000"),
-    );
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-ttl").arg("1000"));
     assert_eq!(config_get(&mut c, "redislock.max-ttl"), "1000");
     let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1001));
     assert_eq!(e, "ERR ttl exceeds redislock.max-ttl (1000 ms)");
@@ -859,36 +619,14 @@ fn config_max_ttl_default_and_runtime_set() {
     assert_eq!(extend(&mut c, b"k", b"o", 1000), 1);
 
     for bad in ["0", "banana", "-1", "31536000001", ""] {
-        let e = try_cmd(
-            &mut c,
-            cmd("CONFIG").arg("SET").arg("redislock.max-ttl").arg(bad),
-        );
-        assert!(
-            e.is_err(),
-            "CONFIG SET redislock.max-ttl {bad:?} must be refused, got {e:?}"
-        );
-        assert_eq!(
-            config_get(&mut c, "redislock.max-ttl"),
-            "1000",
-            "after refused {bad:?}"
-        );
+        let e = try_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-ttl").arg(bad));
+        assert!(e.is_err(), "CONFIG SET redislock.max-ttl {bad:?} must be refused, got {e:?}");
+        assert_eq!(config_get(&mut c, "redislock.max-ttl"), "1000", "after refused {bad:?}");
     }
-    ok_cmd(
-        &mut c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("redislock.max-ttl")
-            .arg("31536000000"),
-    );
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-ttl").arg("31536000000"));
     assert_eq!(config_get(&mut c, "redislock.max-ttl"), "31536000000");
     grant(&mut c, "year", "o", 31_536_000_000);
-    let e = expect_err(
-        &mut c,
-        cmd("LOCK.ACQUIRE")
-            .arg("k2")
-            .arg("o")
-            .arg(31_536_000_001i64),
-    );
+    let e = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("k2").arg("o").arg(31_536_000_001i64));
     assert_eq!(e, "ERR ttl exceeds redislock.max-ttl (31536000000 ms)");
 }
 
@@ -918,24 +656,14 @@ fn bad_module_arg_server_does_not_come_up_with_module() {
     match Server::try_start_full(&["max-ttl", "banana"], &[]) {
         Err(e) => {
             // Expected: redis-server aborts because the module refused to load.
-            assert!(
-                e.exited.is_some(),
-                "server neither started nor exited (harness must report, not hang): {e}"
-            );
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "harness took {:?} to report the failed start",
-                started.elapsed()
-            );
+            assert!(e.exited.is_some(), "server neither started nor exited (harness must report, not hang): {e}");
+            assert!(started.elapsed() < Duration::from_secs(10), "harness took {:?} to report the failed start", started.elapsed());
         }
         Ok(s) => {
             let mut c = s.conn();
             let v = ok_cmd(&mut c, cmd("MODULE").arg("LIST"));
             let text = format!("{v:?}");
-            assert!(
-                !text.contains("redislock"),
-                "server came up WITH the module despite max-ttl banana: {text}"
-            );
+            assert!(!text.contains("redislock"), "server came up WITH the module despite max-ttl banana: {text}");
         }
     }
     // A bad value out of range is refused the same way.
@@ -944,10 +672,7 @@ fn bad_module_arg_server_does_not_come_up_with_module() {
         Ok(s) => {
             let mut c = s.conn();
             let text = format!("{:?}", ok_cmd(&mut c, cmd("MODULE").arg("LIST")));
-            assert!(
-                !text.contains("redislock"),
-                "module loaded with max-ttl 0: {text}"
-            );
+            assert!(!text.contains("redislock"), "module loaded with max-ttl 0: {text}");
         }
     }
 }
@@ -961,10 +686,7 @@ fn apply_refused_from_clients_multi_and_eval() {
     let s = Server::start();
     let mut c = s.conn();
     let deadline = (now_unix_ms() + 100_000).to_string();
-    let e = expect_err(
-        &mut c,
-        cmd("LOCK.APPLY").arg("k").arg("o").arg(5).arg(&deadline),
-    );
+    let e = expect_err(&mut c, cmd("LOCK.APPLY").arg("k").arg("o").arg(5).arg(&deadline));
     assert_eq!(e, E_APPLY);
     let e = expect_err(&mut c, cmd("LOCK.APPLY").arg("k").arg("o").arg(5).arg(0));
     assert_eq!(e, E_APPLY);
@@ -972,10 +694,7 @@ fn apply_refused_from_clients_multi_and_eval() {
 
     // Inside MULTI/EXEC.
     ok_cmd(&mut c, &cmd("MULTI"));
-    let q = try_cmd(
-        &mut c,
-        cmd("LOCK.APPLY").arg("k").arg("o").arg(5).arg(&deadline),
-    );
+    let q = try_cmd(&mut c, cmd("LOCK.APPLY").arg("k").arg("o").arg(5).arg(&deadline));
     match q {
         Ok(Value::SimpleString(ref s)) if s == "QUEUED" => {
             let v = ok_cmd(&mut c, &cmd("EXEC"));
@@ -995,10 +714,7 @@ fn apply_refused_from_clients_multi_and_eval() {
         }
         Err(t) => {
             // Refused at queue time: EXEC then aborts.
-            assert!(
-                t.contains("LOCK.APPLY is accepted only"),
-                "queue-time error: {t}"
-            );
+            assert!(t.contains("LOCK.APPLY is accepted only"), "queue-time error: {t}");
             let _ = try_cmd(&mut c, &cmd("EXEC"));
         }
         Ok(other) => panic!("LOCK.APPLY in MULTI replied {other:?}"),
@@ -1006,40 +722,20 @@ fn apply_refused_from_clients_multi_and_eval() {
     assert!(!exists(&mut c, b"k"), "LOCK.APPLY in MULTI created the key");
 
     // From a script.
-    let e = expect_err(
-        &mut c,
-        cmd("EVAL")
-            .arg("return redis.call('LOCK.APPLY', KEYS[1], 'o', '5', ARGV[1])")
-            .arg(1)
-            .arg("k")
-            .arg(&deadline),
-    );
+    let e =
+        expect_err(&mut c, cmd("EVAL").arg("return redis.call('LOCK.APPLY', KEYS[1], 'o', '5', ARGV[1])").arg(1).arg("k").arg(&deadline));
     assert!(
         e.contains("LOCK.APPLY is accepted only from the master link or while loading the AOF"),
         "EVAL redis.call('LOCK.APPLY') error: {e}"
     );
-    assert!(
-        !exists(&mut c, b"k"),
-        "LOCK.APPLY from EVAL created the key"
-    );
+    assert!(!exists(&mut c, b"k"), "LOCK.APPLY from EVAL created the key");
     // The counter was not raised by any refused APPLY.
     let t = grant(&mut c, "probe", "o", 1000);
     let t2 = grant(&mut c, "probe2", "o", 1000);
     assert_eq!(t2, t + 1);
-    let e = expect_err(
-        &mut c,
-        cmd("LOCK.APPLY")
-            .arg("k")
-            .arg("o")
-            .arg(t + 1_000_000)
-            .arg(0),
-    );
+    let e = expect_err(&mut c, cmd("LOCK.APPLY").arg("k").arg("o").arg(t + 1_000_000).arg(0));
     assert_eq!(e, E_APPLY);
-    assert_eq!(
-        grant(&mut c, "probe3", "o", 1000),
-        t2 + 1,
-        "refused APPLY raised the counter"
-    );
+    assert_eq!(grant(&mut c, "probe3", "o", 1000), t2 + 1, "refused APPLY raised the counter");
 }
 
 // ---------------------------------------------------------------------------
@@ -1068,13 +764,7 @@ fn command_info(c: &mut redis::Connection, name: &str) -> (i64, Vec<String>, i64
             .collect(),
         other => panic!("flags {other:?}"),
     };
-    (
-        int_of(&entry[1], "arity"),
-        flags,
-        int_of(&entry[3], "first key"),
-        int_of(&entry[4], "last key"),
-        int_of(&entry[5], "step"),
-    )
+    (int_of(&entry[1], "arity"), flags, int_of(&entry[3], "first key"), int_of(&entry[4], "last key"), int_of(&entry[5], "step"))
 }
 
 #[test]
@@ -1091,31 +781,15 @@ fn command_metadata_flags_and_keys() {
     for (name, must, must_not) in expect {
         let (_arity, flags, first, last, step) = command_info(&mut c, name);
         for f in must {
-            assert!(
-                flags.iter().any(|x| x == f),
-                "{name} lacks flag {f}: {flags:?}"
-            );
+            assert!(flags.iter().any(|x| x == f), "{name} lacks flag {f}: {flags:?}");
         }
         for f in must_not {
-            assert!(
-                !flags.iter().any(|x| x == f),
-                "{name} must not have flag {f}: {flags:?}"
-            );
+            assert!(!flags.iter().any(|x| x == f), "{name} must not have flag {f}: {flags:?}");
         }
-        assert_eq!(
-            (first, last, step),
-            (1, 1, 1),
-            "{name} key spec (first, last, step)"
-        );
+        assert_eq!((first, last, step), (1, 1, 1), "{name} key spec (first, last, step)");
     }
-    let keys: Vec<String> = cmd("COMMAND")
-        .arg("GETKEYS")
-        .arg("LOCK.ACQUIRE")
-        .arg("k")
-        .arg("o")
-        .arg("100")
-        .query(&mut c)
-        .expect("COMMAND GETKEYS LOCK.ACQUIRE");
+    let keys: Vec<String> =
+        cmd("COMMAND").arg("GETKEYS").arg("LOCK.ACQUIRE").arg("k").arg("o").arg("100").query(&mut c).expect("COMMAND GETKEYS LOCK.ACQUIRE");
     assert_eq!(keys, vec!["k"]);
     let keys: Vec<String> = cmd("COMMAND")
         .arg("GETKEYS")
@@ -1128,13 +802,8 @@ fn command_metadata_flags_and_keys() {
         .query(&mut c)
         .expect("COMMAND GETKEYS LOCK.ACQUIRE FENCE");
     assert_eq!(keys, vec!["k"]);
-    let keys: Vec<String> = cmd("COMMAND")
-        .arg("GETKEYS")
-        .arg("LOCK.RELEASE")
-        .arg("rk")
-        .arg("o")
-        .query(&mut c)
-        .expect("COMMAND GETKEYS LOCK.RELEASE");
+    let keys: Vec<String> =
+        cmd("COMMAND").arg("GETKEYS").arg("LOCK.RELEASE").arg("rk").arg("o").query(&mut c).expect("COMMAND GETKEYS LOCK.RELEASE");
     assert_eq!(keys, vec!["rk"]);
 }
 
@@ -1164,53 +833,26 @@ fn failed_ops_do_not_invalidate_watch_successful_ops_do() {
     assert_eq!(release(&mut b, b"missing", b"other"), 0);
     assert_eq!(extend(&mut b, b"missing", b"other", 1000), 0);
     let _ = expect_err(&mut b, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(0));
-    let _ = expect_err(
-        &mut b,
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("holder")
-            .arg(1000)
-            .arg("FENCE"),
-    );
+    let _ = expect_err(&mut b, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(1000).arg("FENCE"));
     let _ = expect_err(&mut b, cmd("LOCK.EXTEND").arg("k").arg("holder").arg("abc"));
     let _ = info(&mut b, b"k");
     let v = exec_after_watch(&mut a);
-    assert_ne!(
-        v,
-        Value::Nil,
-        "EXEC aborted: a failed lock operation invalidated WATCH"
-    );
+    assert_ne!(v, Value::Nil, "EXEC aborted: a failed lock operation invalidated WATCH");
     assert!(matches!(v, Value::Array(_)), "EXEC reply {v:?}");
 
     // Each successful operation does abort a watching transaction.
     let ops: Vec<(&str, redis::Cmd)> = vec![
-        (
-            "re-grant",
-            lock_cmd("LOCK.ACQUIRE", &[b"k", b"holder", b"100000"]),
-        ),
-        (
-            "extend",
-            lock_cmd("LOCK.EXTEND", &[b"k", b"holder", b"100000"]),
-        ),
+        ("re-grant", lock_cmd("LOCK.ACQUIRE", &[b"k", b"holder", b"100000"])),
+        ("extend", lock_cmd("LOCK.EXTEND", &[b"k", b"holder", b"100000"])),
         ("release", lock_cmd("LOCK.RELEASE", &[b"k", b"holder"])),
-        (
-            "grant",
-            lock_cmd("LOCK.ACQUIRE", &[b"k", b"new", b"100000"]),
-        ),
+        ("grant", lock_cmd("LOCK.ACQUIRE", &[b"k", b"new", b"100000"])),
     ];
     for (what, op) in ops {
         ok_cmd(&mut a, cmd("WATCH").arg("k"));
         let r = ok_cmd(&mut b, &op);
-        assert!(
-            matches!(r, Value::Int(_)) && r != Value::Int(0),
-            "{what} should have succeeded: {r:?}"
-        );
+        assert!(matches!(r, Value::Int(_)) && r != Value::Int(0), "{what} should have succeeded: {r:?}");
         let v = exec_after_watch(&mut a);
-        assert_eq!(
-            v,
-            Value::Nil,
-            "successful {what} must abort the watching EXEC"
-        );
+        assert_eq!(v, Value::Nil, "successful {what} must abort the watching EXEC");
     }
 }
 
@@ -1218,21 +860,13 @@ fn failed_ops_do_not_invalidate_watch_successful_ops_do() {
 fn keyspace_notifications_only_for_successful_ops() {
     let s = Server::start();
     let mut c = s.conn();
-    ok_cmd(
-        &mut c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg("KEA"),
-    );
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("notify-keyspace-events").arg("KEA"));
     grant(&mut c, "k", "holder", 100_000);
 
     let mut subcon = s.conn();
     let mut ps = subcon.as_pubsub();
-    ps.psubscribe("__keyspace@0__:*")
-        .expect("PSUBSCRIBE keyspace");
-    ps.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("pubsub read timeout");
+    ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE keyspace");
+    ps.set_read_timeout(Some(Duration::from_secs(5))).expect("pubsub read timeout");
 
     // Failed operations: must produce no event at all.
     assert_eq!(acquire(&mut c, b"k", b"other", 1000), None);
@@ -1241,31 +875,19 @@ fn keyspace_notifications_only_for_successful_ops() {
     assert_eq!(release(&mut c, b"missing", b"other"), 0);
     assert_eq!(extend(&mut c, b"missing", b"other", 1000), 0);
     let _ = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(0));
-    let _ = expect_err(
-        &mut c,
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("holder")
-            .arg(1000)
-            .arg("FENCE"),
-    );
+    let _ = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(1000).arg("FENCE"));
     let _ = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("fresh").arg("").arg(1000));
     let _ = info(&mut c, b"k");
 
     // Successful ones, then a marker.
-    assert!(
-        acquire(&mut c, b"k", b"holder", 100_000).is_some(),
-        "holder re-grant"
-    );
+    assert!(acquire(&mut c, b"k", b"holder", 100_000).is_some(), "holder re-grant");
     assert_eq!(extend(&mut c, b"k", b"holder", 200_000), 1);
     assert_eq!(release(&mut c, b"k", b"holder"), 1);
     ok_cmd(&mut c, cmd("SET").arg("marker").arg("1"));
 
     let mut events: Vec<(String, String)> = Vec::new();
     loop {
-        let m = ps.get_message().unwrap_or_else(|e| {
-            panic!("no keyspace message within 5 s (got so far: {events:?}): {e}")
-        });
+        let m = ps.get_message().unwrap_or_else(|e| panic!("no keyspace message within 5 s (got so far: {events:?}): {e}"));
         let ch: String = m.get_channel_name().to_string();
         let payload: String = m.get_payload().expect("payload");
         if ch == "__keyspace@0__:marker" {
@@ -1274,32 +896,16 @@ fn keyspace_notifications_only_for_successful_ops() {
         events.push((ch, payload));
         assert!(events.len() < 100, "runaway events: {events:?}");
     }
-    assert!(
-        !events.is_empty(),
-        "no event before the marker: successful ops emitted nothing"
-    );
+    assert!(!events.is_empty(), "no event before the marker: successful ops emitted nothing");
     assert_eq!(
         events[0],
         ("__keyspace@0__:k".to_string(), "lock.acquire".to_string()),
         "first event must be the successful re-grant (failed ops must emit nothing); all: {events:?}"
     );
-    let lock_events: Vec<&(String, String)> = events
-        .iter()
-        .filter(|(_, p)| p.starts_with("lock."))
-        .collect();
+    let lock_events: Vec<&(String, String)> = events.iter().filter(|(_, p)| p.starts_with("lock.")).collect();
     let want = vec!["lock.acquire", "lock.extend", "lock.release"];
-    assert_eq!(
-        lock_events
-            .iter()
-            .map(|(_, p)| p.as_str())
-            .collect::<Vec<_>>(),
-        want,
-        "all events: {events:?}"
-    );
-    assert!(
-        lock_events.iter().all(|(ch, _)| ch == "__keyspace@0__:k"),
-        "lock events on the wrong key: {events:?}"
-    );
+    assert_eq!(lock_events.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>(), want, "all events: {events:?}");
+    assert!(lock_events.iter().all(|(ch, _)| ch == "__keyspace@0__:k"), "lock events on the wrong key: {events:?}");
 }
 
 #[test]
@@ -1319,14 +925,7 @@ fn failed_ops_do_not_grow_the_aof() {
     assert_eq!(release(&mut c, b"missing", b"other"), 0);
     assert_eq!(extend(&mut c, b"missing", b"other", 1000), 0);
     let _ = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(0));
-    let _ = expect_err(
-        &mut c,
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("holder")
-            .arg(1000)
-            .arg("FENCE"),
-    );
+    let _ = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(1000).arg("FENCE"));
     let _ = expect_err(&mut c, cmd("LOCK.APPLY").arg("z").arg("o").arg(1).arg(0));
     let _ = info(&mut c, b"k");
     let s1 = wait_aof_flushed(&mut c);
@@ -1334,10 +933,7 @@ fn failed_ops_do_not_grow_the_aof() {
 
     grant(&mut c, "k2", "holder", 100_000);
     let s2 = wait_aof_flushed(&mut c);
-    assert!(
-        s2 > s1,
-        "a successful grant must be written to the AOF ({s1} -> {s2})"
-    );
+    assert!(s2 > s1, "a successful grant must be written to the AOF ({s1} -> {s2})");
     assert_eq!(extend(&mut c, b"k2", b"holder", 100_000), 1);
     let s3 = wait_aof_flushed(&mut c);
     assert!(s3 > s2, "a successful extend must be written to the AOF");
@@ -1357,38 +953,19 @@ fn generic_key_commands_work_on_lock_keys() {
     let t = grant(&mut c, "k", "o", 100_000);
 
     let enc = ok_cmd(&mut c, cmd("OBJECT").arg("ENCODING").arg("k"));
-    assert!(
-        matches!(enc, Value::BulkString(ref b) if !b.is_empty()),
-        "OBJECT ENCODING: {enc:?}"
-    );
-    let idle = int_of(
-        &ok_cmd(&mut c, cmd("OBJECT").arg("IDLETIME").arg("k")),
-        "IDLETIME",
-    );
+    assert!(matches!(enc, Value::BulkString(ref b) if !b.is_empty()), "OBJECT ENCODING: {enc:?}");
+    let idle = int_of(&ok_cmd(&mut c, cmd("OBJECT").arg("IDLETIME").arg("k")), "IDLETIME");
     assert!(idle >= 0, "OBJECT IDLETIME {idle}");
-    let mem = int_of(
-        &ok_cmd(&mut c, cmd("MEMORY").arg("USAGE").arg("k")),
-        "MEMORY USAGE",
-    );
+    let mem = int_of(&ok_cmd(&mut c, cmd("MEMORY").arg("USAGE").arg("k")), "MEMORY USAGE");
     assert!(mem > 0, "MEMORY USAGE {mem}");
 
-    assert_eq!(
-        int_of(&ok_cmd(&mut c, cmd("EXPIRE").arg("k").arg(1000)), "EXPIRE"),
-        1
-    );
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("EXPIRE").arg("k").arg(1000)), "EXPIRE"), 1);
     let p = pttl(&mut c, b"k");
     assert!(p > 100_000 && p <= 1_000_000, "PTTL after EXPIRE 1000: {p}");
     let i = info(&mut c, b"k").expect("info after EXPIRE");
-    assert!(
-        i.pttl > 100_000,
-        "LOCK.INFO pttl follows EXPIRE: {}",
-        i.pttl
-    );
+    assert!(i.pttl > 100_000, "LOCK.INFO pttl follows EXPIRE: {}", i.pttl);
     assert_eq!(i.token, t);
-    assert_eq!(
-        int_of(&ok_cmd(&mut c, cmd("PERSIST").arg("k")), "PERSIST"),
-        1
-    );
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("PERSIST").arg("k")), "PERSIST"), 1);
     assert_eq!(pttl(&mut c, b"k"), -1);
     assert_eq!(info(&mut c, b"k").expect("info").pttl, -1);
 
@@ -1402,8 +979,5 @@ fn generic_key_commands_work_on_lock_keys() {
     assert_eq!(int_of(&ok_cmd(&mut c, cmd("UNLINK").arg("u")), "UNLINK"), 1);
     assert!(!exists(&mut c, b"u"));
     assert_eq!(info(&mut c, b"u"), None);
-    assert!(
-        acquire(&mut c, b"u", b"p", 1000).is_some(),
-        "free after UNLINK"
-    );
+    assert!(acquire(&mut c, b"u", b"p", 1000).is_some(), "free after UNLINK");
 }

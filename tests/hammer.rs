@@ -34,13 +34,9 @@ fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
         let overlaps = overlaps.clone();
         let barrier = barrier.clone();
         handles.push(thread::spawn(move || -> Vec<Grant> {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/").as_str())
-                .expect("client for hammer thread");
-            let mut con = client
-                .get_connection_with_timeout(Duration::from_secs(5))
-                .expect("hammer thread connect");
-            con.set_read_timeout(Some(Duration::from_secs(30)))
-                .expect("read timeout");
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/").as_str()).expect("client for hammer thread");
+            let mut con = client.get_connection_with_timeout(Duration::from_secs(5)).expect("hammer thread connect");
+            con.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
             let owner = format!("owner-{id}");
             let mut grants = Vec::new();
             barrier.wait();
@@ -59,16 +55,8 @@ fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
                 held.store(false, Ordering::SeqCst);
                 let released = Instant::now();
                 let r = release(&mut con, b"the-lock", owner.as_bytes());
-                assert_eq!(
-                    r, 1,
-                    "thread {id}: RELEASE of a granted lock (token {token}) replied {r}"
-                );
-                grants.push(Grant {
-                    thread: id,
-                    token,
-                    granted,
-                    released,
-                });
+                assert_eq!(r, 1, "thread {id}: RELEASE of a granted lock (token {token}) replied {r}");
+                grants.push(Grant { thread: id, token, granted, released });
             }
             grants
         }));
@@ -77,38 +65,18 @@ fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
     for h in handles {
         all.extend(h.join().expect("hammer thread panicked"));
     }
-    let per_thread: Vec<usize> = (0..THREADS)
-        .map(|t| all.iter().filter(|g| g.thread == t).count())
-        .collect();
+    let per_thread: Vec<usize> = (0..THREADS).map(|t| all.iter().filter(|g| g.thread == t).count()).collect();
     eprintln!("hammer: {} grants, per thread {:?}", all.len(), per_thread);
 
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "two clients held the lock at the same time"
-    );
-    assert!(
-        all.len() >= 100,
-        "only {} grants in {:?}",
-        all.len(),
-        RUN_FOR
-    );
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two clients held the lock at the same time");
+    assert!(all.len() >= 100, "only {} grants in {:?}", all.len(), RUN_FOR);
     all.sort_by_key(|g| g.granted);
     for w in all.windows(2) {
         let (a, b) = (&w[0], &w[1]);
-        assert!(
-            b.token > a.token,
-            "tokens not strictly increasing in grant order: {a:?} then {b:?}"
-        );
-        assert!(
-            b.granted > a.released,
-            "hold intervals overlap: {a:?} and {b:?}"
-        );
+        assert!(b.token > a.token, "tokens not strictly increasing in grant order: {a:?} then {b:?}");
+        assert!(b.granted > a.released, "hold intervals overlap: {a:?} and {b:?}");
     }
     // The key is free at the end and the server still works.
     let mut c = s.conn();
-    assert!(
-        !exists(&mut c, b"the-lock"),
-        "lock left behind after all releases"
-    );
+    assert!(!exists(&mut c, b"the-lock"), "lock left behind after all releases");
 }

@@ -82,29 +82,42 @@ fn every_way_of_cutting_a_waited_lease_hands_over_when_it_ends() {
     let cases: Vec<(&str, Shorten)> = vec![
         ("LOCK.EXTEND", Box::new(move |a| assert_eq!(extend(a, b"k1", b"A", short), 1))),
         ("same-owner LOCK.ACQUIRE", Box::new(move |a| assert!(acquire(a, b"k2", b"A", short).is_some()))),
-        ("PEXPIREAT in MULTI/EXEC", Box::new(move |a| {
-            // Separate round trips: the command is queued well before EXEC.
-            ok_cmd(a, &cmd("MULTI"));
-            ok_cmd(a, cmd("PEXPIREAT").arg("k3").arg(now_unix_ms() + short + 50));
-            std::thread::sleep(Duration::from_millis(50));
-            let v: Vec<i64> = cmd("EXEC").query(a).expect("EXEC");
-            assert_eq!(v, vec![1]);
-        })),
+        (
+            "PEXPIREAT in MULTI/EXEC",
+            Box::new(move |a| {
+                // Separate round trips: the command is queued well before EXEC.
+                ok_cmd(a, &cmd("MULTI"));
+                ok_cmd(a, cmd("PEXPIREAT").arg("k3").arg(now_unix_ms() + short + 50));
+                std::thread::sleep(Duration::from_millis(50));
+                let v: Vec<i64> = cmd("EXEC").query(a).expect("EXEC");
+                assert_eq!(v, vec![1]);
+            }),
+        ),
         ("renamed PEXPIRE", Box::new(move |a| assert_eq!(int_of(&ok_cmd(a, cmd("CUT-LEASE").arg("k4").arg(short)), "CUT-LEASE"), 1))),
-        ("EXPIREAT in MULTI/EXEC", Box::new(move |a| {
-            // EXPIREAT takes seconds: cut to the next whole second or so.
-            let at = now_unix_ms() / 1000 + 1;
-            let v: Vec<i64> = redis::pipe().atomic().cmd("EXPIREAT").arg("k5").arg(at).query(a).expect("MULTI/EXEC");
-            assert_eq!(v, vec![1]);
-        })),
-        ("EVAL PEXPIRE", Box::new(move |a| {
-            let v: i64 = cmd("EVAL").arg("return redis.call('CUT-LEASE', KEYS[1], ARGV[1])").arg(1).arg("k6").arg(short).query(a).expect("EVAL");
-            assert_eq!(v, 1);
-        })),
-        ("FCALL PEXPIREAT", Box::new(move |a| {
-            let v: i64 = cmd("FCALL").arg("cut").arg(1).arg("k7").arg(now_unix_ms() + short).query(a).expect("FCALL");
-            assert_eq!(v, 1);
-        })),
+        (
+            "EXPIREAT in MULTI/EXEC",
+            Box::new(move |a| {
+                // EXPIREAT takes seconds: cut to the next whole second or so.
+                let at = now_unix_ms() / 1000 + 1;
+                let v: Vec<i64> = redis::pipe().atomic().cmd("EXPIREAT").arg("k5").arg(at).query(a).expect("MULTI/EXEC");
+                assert_eq!(v, vec![1]);
+            }),
+        ),
+        (
+            "EVAL PEXPIRE",
+            Box::new(move |a| {
+                let v: i64 =
+                    cmd("EVAL").arg("return redis.call('CUT-LEASE', KEYS[1], ARGV[1])").arg(1).arg("k6").arg(short).query(a).expect("EVAL");
+                assert_eq!(v, 1);
+            }),
+        ),
+        (
+            "FCALL PEXPIREAT",
+            Box::new(move |a| {
+                let v: i64 = cmd("FCALL").arg("cut").arg(1).arg("k7").arg(now_unix_ms() + short).query(a).expect("FCALL");
+                assert_eq!(v, 1);
+            }),
+        ),
     ];
     let mut failures = Vec::new();
     for (i, (what, shorten)) in cases.into_iter().enumerate() {

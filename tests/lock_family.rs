@@ -103,8 +103,7 @@ fn try_acq(con: &mut Connection, key: &str, owner: &str, ttl: i64, ask: Ask) -> 
 
 /// ACQUIRE that must be granted; returns the token.
 fn must(con: &mut Connection, key: &str, owner: &str, ttl: i64, ask: Ask) -> i64 {
-    try_acq(con, key, owner, ttl, ask)
-        .unwrap_or_else(|| panic!("LOCK.ACQUIRE {key} {owner} {ttl} {ask:?} must be granted, got nil"))
+    try_acq(con, key, owner, ttl, ask).unwrap_or_else(|| panic!("LOCK.ACQUIRE {key} {owner} {ttl} {ask:?} must be granted, got nil"))
 }
 
 /// ACQUIRE that must be refused with nil (held incompatibly / others queued).
@@ -144,8 +143,7 @@ enum Fail {
 /// Send one command and read its reply, never panicking (for threads, whose
 /// connections may break on purpose).
 fn request(con: &mut Connection, c: &redis::Cmd) -> Result<Value, Fail> {
-    con.send_packed_command(&c.get_packed_command())
-        .map_err(|e| Fail::Io(e.to_string()))?;
+    con.send_packed_command(&c.get_packed_command()).map_err(|e| Fail::Io(e.to_string()))?;
     match con.recv_response() {
         Ok(Value::ServerError(e)) => Err(Fail::Server(match e.details() {
             Some(d) => format!("{} {d}", e.code()),
@@ -194,10 +192,7 @@ impl Info {
     }
 
     fn holder(&self, owner: &str) -> &HolderRow {
-        self.holders
-            .iter()
-            .find(|(o, _, _)| o == owner)
-            .unwrap_or_else(|| panic!("{owner} is not among the holders: {self:?}"))
+        self.holders.iter().find(|(o, _, _)| o == owner).unwrap_or_else(|| panic!("{owner} is not among the holders: {self:?}"))
     }
 
     fn holder_token(&self, owner: &str) -> i64 {
@@ -304,11 +299,8 @@ fn check_info(i: &Info) {
             assert!((1..=100_000).contains(&n), "limit {n}: {i:?}");
             assert!(i.holders.len() as i64 <= n, "more holders than the limit: {i:?}");
         }
-        let longest = if i.holders.iter().any(|(_, _, p)| *p < 0) {
-            -1
-        } else {
-            i.holders.iter().map(|(_, _, p)| *p).max().expect("non-empty")
-        };
+        let longest =
+            if i.holders.iter().any(|(_, _, p)| *p < 0) { -1 } else { i.holders.iter().map(|(_, _, p)| *p).max().expect("non-empty") };
         assert!((i.pttl - longest).abs() <= 1, "pttl is the longest lease among the holders ({longest}): {i:?}");
     }
 }
@@ -324,9 +316,7 @@ fn held(con: &mut Connection, key: &str) -> Info {
 
 /// Poll LOCK.INFO until `waiters` equals `n` (deadline `EVENT_DEADLINE`).
 fn wait_queue(con: &mut Connection, key: &str, n: i64) {
-    wait_until(EVENT_DEADLINE, &format!("LOCK.INFO {key} waiters == {n}"), || {
-        info(con, key).map(|i| i.waiters) == Some(n)
-    });
+    wait_until(EVENT_DEADLINE, &format!("LOCK.INFO {key} waiters == {n}"), || info(con, key).map(|i| i.waiters) == Some(n));
 }
 
 /// Tokens must strictly increase along the holders list (grant order).
@@ -384,9 +374,7 @@ impl Pending {
     }
 
     fn reply(&self) -> (Reply, Instant) {
-        self.rx
-            .recv_timeout(EVENT_DEADLINE)
-            .unwrap_or_else(|e| panic!("{}: no reply within {EVENT_DEADLINE:?}: {e}", self.what))
+        self.rx.recv_timeout(EVENT_DEADLINE).unwrap_or_else(|e| panic!("{}: no reply within {EVENT_DEADLINE:?}: {e}", self.what))
     }
 
     /// The reply must be a grant; returns the token and when it arrived.
@@ -876,7 +864,11 @@ fn info_has_seven_fields_in_resp2_and_resp3() {
             other => panic!("{proto}: LOCK.INFO must be a flat array (RESP2) or a map (RESP3), got {other:?}"),
         }
         let i = parse_info(raw).expect("ex is held");
-        assert_eq!((i.owner.as_deref(), i.token, i.mode.as_str(), i.limit, i.waiters), (Some("eo"), Some(te), "exclusive", None, 1), "{proto}");
+        assert_eq!(
+            (i.owner.as_deref(), i.token, i.mode.as_str(), i.limit, i.waiters),
+            (Some("eo"), Some(te), "exclusive", None, 1),
+            "{proto}"
+        );
         assert!(i.pttl > 50_000 && i.pttl <= 60_000, "{proto}: {i:?}");
 
         let i = info(&mut con, "rs").expect("rs is held");
@@ -931,7 +923,8 @@ fn assert_leases(c: &mut Connection, leases: &[(&str, &str, i64)], slack: i64, w
     }
 }
 
-const LEASES: [(&str, &str, i64); 5] = [("sem", "a", 60_000), ("sem", "b", 120_000), ("sem", "c", 180_000), ("rw", "r1", 180_000), ("rw", "r2", 60_000)];
+const LEASES: [(&str, &str, i64); 5] =
+    [("sem", "a", 60_000), ("sem", "b", 120_000), ("sem", "c", 180_000), ("rw", "r1", 180_000), ("rw", "r2", 60_000)];
 
 /// After a reload: the same holders; the semaphore is still full and the
 /// readers still exclude a writer; a new token exceeds all.
@@ -1132,10 +1125,7 @@ const LEASE_SLACK: Duration = Duration::from_millis(150);
 
 /// The message a thread panicked with.
 fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(no message)".into())
+    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "(no message)".into())
 }
 
 fn lease_floor(start: Instant, ttl: i64) -> Instant {
@@ -1472,7 +1462,10 @@ fn history(cfg: HistoryCfg) {
         restarted_at = Some(Instant::now());
         let mut c = srv.conn();
         let i = held(&mut c, cfg.key);
-        assert!(i.holders.iter().any(|(o, t, _)| o == "main" && *t == Some(token)), "main's hold (token {token}) lost in the restart: {i:?}");
+        assert!(
+            i.holders.iter().any(|(o, t, _)| o == "main" && *t == Some(token)),
+            "main's hold (token {token}) lost in the restart: {i:?}"
+        );
         // Hold a little longer so that others queue behind it, then let go.
         thread::sleep(Duration::from_millis(200));
         let end = Instant::now();

@@ -18,10 +18,7 @@ struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
         // Knuth's MMIX constants.
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         self.0 >> 33
     }
     fn below(&mut self, n: usize) -> usize {
@@ -78,8 +75,7 @@ fn is_documented_error(name: &str, nargs: usize, e: &str) -> bool {
         return true;
     }
     if name == "LOCK.APPLY" {
-        return e
-            == "ERR LOCK.APPLY is accepted only from the master link or while loading the AOF";
+        return e == "ERR LOCK.APPLY is accepted only from the master link or while loading the AOF";
     }
     let _ = nargs;
     e == "ERR owner must not be empty"
@@ -128,11 +124,7 @@ impl Unblocker {
                 }
             }
         });
-        Unblocker {
-            stop,
-            unblocked,
-            handle: Some(handle),
-        }
+        Unblocker { stop, unblocked, handle: Some(handle) }
     }
 
     fn finish(mut self) -> usize {
@@ -160,13 +152,7 @@ fn malformed_barrage_never_drops_the_connection() {
     grant(&mut c, "k", "owner", 3_600_000);
     granted_keys.insert(b"k".to_vec());
     let values = nasty_values();
-    let names = [
-        "LOCK.ACQUIRE",
-        "LOCK.RELEASE",
-        "LOCK.EXTEND",
-        "LOCK.INFO",
-        "LOCK.APPLY",
-    ];
+    let names = ["LOCK.ACQUIRE", "LOCK.RELEASE", "LOCK.EXTEND", "LOCK.INFO", "LOCK.APPLY"];
     let fixed_arity = |name: &str| -> Option<usize> {
         match name {
             "LOCK.RELEASE" => Some(2),
@@ -182,9 +168,7 @@ fn malformed_barrage_never_drops_the_connection() {
     for round in 0..8 {
         for name in names {
             for nargs in 0..=8usize {
-                let mut args: Vec<Vec<u8>> = (0..nargs)
-                    .map(|_| values[rng.below(values.len())].clone())
-                    .collect();
+                let mut args: Vec<Vec<u8>> = (0..nargs).map(|_| values[rng.below(values.len())].clone()).collect();
                 // One time in three, start from a valid prefix so that the
                 // legitimate reply paths are exercised amid the garbage.
                 if rng.below(3) == 0 {
@@ -212,25 +196,16 @@ fn malformed_barrage_never_drops_the_connection() {
                 match (&reply, name) {
                     (Err(e), _) => {
                         if !is_documented_error(name, nargs, e) {
-                            problems.push(format!(
-                                "round {round}: {desc}\n    undocumented error: {e}"
-                            ));
+                            problems.push(format!("round {round}: {desc}\n    undocumented error: {e}"));
                         }
                         if let Some(n) = fixed_arity(name) {
-                            let arity = format!(
-                                "ERR wrong number of arguments for '{}' command",
-                                name.to_ascii_lowercase()
-                            );
+                            let arity = format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase());
                             if nargs != n && *e != arity && name != "LOCK.APPLY" {
                                 problems.push(format!("{desc}\n    want arity error, got: {e}"));
                             }
                         }
                         if name == "LOCK.ACQUIRE" && nargs < 3 {
-                            assert_eq!(
-                                e.as_str(),
-                                "ERR wrong number of arguments for 'lock.acquire' command",
-                                "{desc}"
-                            );
+                            assert_eq!(e.as_str(), "ERR wrong number of arguments for 'lock.acquire' command", "{desc}");
                         }
                     }
                     (Ok(v), "LOCK.APPLY") => {
@@ -246,10 +221,7 @@ fn malformed_barrage_never_drops_the_connection() {
                     },
                     (Ok(v), "LOCK.RELEASE") | (Ok(v), "LOCK.EXTEND") => {
                         assert_eq!(Some(nargs), fixed_arity(name), "{desc} accepted");
-                        assert!(
-                            matches!(v, Value::Int(0) | Value::Int(1)),
-                            "{desc}: illegitimate reply {v:?}"
-                        );
+                        assert!(matches!(v, Value::Int(0) | Value::Int(1)), "{desc}: illegitimate reply {v:?}");
                     }
                     (Ok(v), "LOCK.INFO") => {
                         assert_eq!(nargs, 1, "{desc} accepted");
@@ -267,22 +239,13 @@ fn malformed_barrage_never_drops_the_connection() {
     }
     let unblocked = unblocker.finish();
     assert!(sent >= 300, "only {sent} commands sent");
-    assert!(
-        problems.is_empty(),
-        "{} problem(s) in {sent} malformed commands:\n{}",
-        problems.len(),
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "{} problem(s) in {sent} malformed commands:\n{}", problems.len(), problems.join("\n"));
 
     // Only keys that some ACQUIRE granted may exist (errors and LOCK.APPLY
     // create nothing).
     let keys: Vec<Vec<u8>> = cmd("KEYS").arg("*").query(&mut c).expect("KEYS *");
     for k in &keys {
-        assert!(
-            granted_keys.contains(k),
-            "key {:?} exists but no ACQUIRE granted it",
-            String::from_utf8_lossy(&k[..k.len().min(40)])
-        );
+        assert!(granted_keys.contains(k), "key {:?} exists but no ACQUIRE granted it", String::from_utf8_lossy(&k[..k.len().min(40)]));
     }
 
     // The server is alive and healthy.
@@ -294,8 +257,5 @@ fn malformed_barrage_never_drops_the_connection() {
     assert!(t > 0);
     assert_eq!(release(&mut fresh, b"after-barrage", b"me"), 1);
     assert!(!exists(&mut fresh, b"after-barrage"));
-    eprintln!(
-        "malformed: {sent} commands, {} keys granted, {unblocked} blocked WAITs unblocked",
-        granted_keys.len()
-    );
+    eprintln!("malformed: {sent} commands, {} keys granted, {unblocked} blocked WAITs unblocked", granted_keys.len());
 }

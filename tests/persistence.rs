@@ -15,11 +15,7 @@ struct Snapshot {
 
 fn snap(c: &mut Connection, key: &str) -> Snapshot {
     let i = info(c, key.as_bytes()).unwrap_or_else(|| panic!("lock {key} missing"));
-    Snapshot {
-        owner: i.owner,
-        token: i.token,
-        pexpiretime: pexpiretime(c, key.as_bytes()),
-    }
+    Snapshot { owner: i.owner, token: i.token, pexpiretime: pexpiretime(c, key.as_bytes()) }
 }
 
 #[test]
@@ -28,17 +24,11 @@ fn debug_reload_keeps_locks_and_counter() {
     let mut c = s.conn();
     let t1 = grant(&mut c, "plain", "alice", 600_000);
     let f1 = far_future_token();
-    assert_eq!(
-        acquire_fence(&mut c, b"fenced", b"bob", 600_000, f1),
-        Some(f1)
-    );
+    assert_eq!(acquire_fence(&mut c, b"fenced", b"bob", 600_000, f1), Some(f1));
     ok_cmd(&mut c, cmd("PERSIST").arg("fenced"));
     // The highest token lives on no key: only the counter remembers it.
     let f2 = f1 + 1_000_000;
-    assert_eq!(
-        acquire_fence(&mut c, b"gone", b"carol", 600_000, f2),
-        Some(f2)
-    );
+    assert_eq!(acquire_fence(&mut c, b"gone", b"carol", 600_000, f2), Some(f2));
     assert_eq!(release(&mut c, b"gone", b"carol"), 1);
     let before_plain = snap(&mut c, "plain");
     let before_fenced = snap(&mut c, "fenced");
@@ -47,24 +37,13 @@ fn debug_reload_keeps_locks_and_counter() {
 
     ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD"));
 
-    assert_eq!(
-        snap(&mut c, "plain"),
-        before_plain,
-        "plain lock after DEBUG RELOAD"
-    );
-    assert_eq!(
-        snap(&mut c, "fenced"),
-        before_fenced,
-        "fenced lock after DEBUG RELOAD"
-    );
+    assert_eq!(snap(&mut c, "plain"), before_plain, "plain lock after DEBUG RELOAD");
+    assert_eq!(snap(&mut c, "fenced"), before_fenced, "fenced lock after DEBUG RELOAD");
     assert!(!exists(&mut c, b"gone"));
     let ty: String = cmd("TYPE").arg("plain").query(&mut c).expect("TYPE");
     assert_eq!(ty, "redislock");
     let next = grant(&mut c, "next", "dave", 1000);
-    assert!(
-        next > f2,
-        "next token {next} after DEBUG RELOAD must exceed the released FENCE token {f2}"
-    );
+    assert!(next > f2, "next token {next} after DEBUG RELOAD must exceed the released FENCE token {f2}");
     // Locks still behave as locks.
     assert_eq!(acquire(&mut c, b"plain", b"mallory", 1000), None);
     assert_eq!(release(&mut c, b"plain", b"alice"), 1);
@@ -90,16 +69,8 @@ fn rdb_restart_keeps_locks_exactly() {
     let next = grant(&mut c, "d", "o", 1000);
     let max = before.iter().map(|s| s.token).max().expect("tokens");
     assert!(next > max, "next token {next} must exceed {max}");
-    assert_eq!(
-        acquire(&mut c, b"a", b"mallory", 1000),
-        None,
-        "a still held by alice"
-    );
-    assert_eq!(
-        acquire(&mut c, b"a", b"alice", 600_000),
-        Some(t1),
-        "alice re-grant keeps token"
-    );
+    assert_eq!(acquire(&mut c, b"a", b"mallory", 1000), None, "a still held by alice");
+    assert_eq!(acquire(&mut c, b"a", b"alice", 600_000), Some(t1), "alice re-grant keeps token");
 }
 
 #[test]
@@ -125,29 +96,18 @@ fn rdb_restart_counter_survives_in_aux_data() {
     s.restart();
     let mut c = s.conn();
     let next = grant(&mut c, "after", "o", 1000);
-    assert!(
-        next > f,
-        "after RDB restart the next token {next} must exceed the last issued {f} (aux data)"
-    );
+    assert!(next > f, "after RDB restart the next token {next} must exceed the last issued {f} (aux data)");
 }
 
 fn aof_files(s: &Server) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let files = read_all_files(&s.dir.join("appendonlydir"));
-    assert!(
-        !files.is_empty(),
-        "no files in {}/appendonlydir",
-        s.dir.display()
-    );
+    assert!(!files.is_empty(), "no files in {}/appendonlydir", s.dir.display());
     files
 }
 
 fn assert_no_acquire_in_aof(s: &Server, when: &str) {
     for (p, b) in aof_files(s) {
-        assert!(
-            !contains_ci(&b, b"LOCK.ACQUIRE"),
-            "{when}: {} contains LOCK.ACQUIRE",
-            p.display()
-        );
+        assert!(!contains_ci(&b, b"LOCK.ACQUIRE"), "{when}: {} contains LOCK.ACQUIRE", p.display());
     }
 }
 
@@ -173,17 +133,12 @@ fn aof_roundtrip(preamble: bool) {
     let files = aof_files(&s);
     if preamble {
         assert!(
-            files
-                .iter()
-                .any(|(p, _)| p.to_string_lossy().ends_with(".base.rdb")),
+            files.iter().any(|(p, _)| p.to_string_lossy().ends_with(".base.rdb")),
             "preamble yes: expected an RDB base file, got {:?}",
             files.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>()
         );
     } else {
-        let base: Vec<_> = files
-            .iter()
-            .filter(|(p, _)| p.to_string_lossy().ends_with(".base.aof"))
-            .collect();
+        let base: Vec<_> = files.iter().filter(|(p, _)| p.to_string_lossy().ends_with(".base.aof")).collect();
         assert_eq!(base.len(), 1, "preamble no: exactly one .base.aof expected");
         assert!(
             contains_ci(&base[0].1, b"LOCK.APPLY"),
@@ -203,24 +158,15 @@ fn aof_roundtrip(preamble: bool) {
     assert_eq!(acquire_fence(&mut c, b"k4", b"dave", 600_000, f2), Some(f2));
     assert_eq!(release(&mut c, b"k2", b"bob"), 1);
     let f3 = f2 + 1_000_000;
-    assert_eq!(
-        acquire_fence(&mut c, b"k5", b"frank", 600_000, f3),
-        Some(f3)
-    );
+    assert_eq!(acquire_fence(&mut c, b"k5", b"frank", 600_000, f3), Some(f3));
     assert_eq!(release(&mut c, b"k5", b"frank"), 1);
     // A re-grant with a larger FENCE after the rewrite.
     let f4 = f3 + 10;
-    assert_eq!(
-        acquire_fence(&mut c, b"k3", bin_owner, 700_000, f4),
-        Some(f4)
-    );
+    assert_eq!(acquire_fence(&mut c, b"k3", bin_owner, 700_000, f4), Some(f4));
     wait_aof_flushed(&mut c);
     assert_no_acquire_in_aof(&s, "after post-rewrite commands");
     assert!(
-        aof_files(&s)
-            .iter()
-            .any(|(p, b)| p.to_string_lossy().ends_with(".incr.aof")
-                && contains_ci(b, b"LOCK.APPLY")),
+        aof_files(&s).iter().any(|(p, b)| p.to_string_lossy().ends_with(".incr.aof") && contains_ci(b, b"LOCK.APPLY")),
         "incremental AOF must contain LOCK.APPLY for post-rewrite grants"
     );
 
@@ -232,10 +178,7 @@ fn aof_roundtrip(preamble: bool) {
     drop(c);
     s.restart();
     let mut c = s.conn();
-    assert!(
-        info_field(&mut c, "persistence", "aof_enabled") == "1",
-        "AOF still enabled after restart"
-    );
+    assert!(info_field(&mut c, "persistence", "aof_enabled") == "1", "AOF still enabled after restart");
     // PEXPIRETIME must be identical (docs: the replicated deadline is the
     // lease). A 1 ms difference here means the module's propagated deadline
     // (LOCK.APPLY / PEXPIREAT) was computed from a different clock reading
@@ -247,10 +190,7 @@ fn aof_roundtrip(preamble: bool) {
     assert!(!exists(&mut c, b"k2"), "k2 was released after the rewrite");
     assert!(!exists(&mut c, b"k5"), "k5 was released after the rewrite");
     let next = grant(&mut c, "next", "o", 1000);
-    assert!(
-        next > f4,
-        "next token {next} after AOF restart must exceed every issued token ({f4})"
-    );
+    assert!(next > f4, "next token {next} after AOF restart must exceed every issued token ({f4})");
     // Loaded locks still enforce ownership.
     assert_eq!(acquire(&mut c, b"k4", b"mallory", 1000), None);
     assert_eq!(acquire(&mut c, b"k4", b"dave", 600_000), Some(f2));
@@ -280,10 +220,7 @@ fn aof_preamble_carries_counter_of_released_locks() {
     s.restart();
     let mut c = s.conn();
     let next = grant(&mut c, "next", "o", 1000);
-    assert!(
-        next > f,
-        "next token {next} must exceed {f} (counter in the RDB preamble)"
-    );
+    assert!(next > f, "next token {next} must exceed {f} (counter in the RDB preamble)");
 }
 
 #[test]
@@ -319,20 +256,10 @@ fn restart_without_persistence_counter_starts_at_clock() {
     let at_restart = now_unix_us();
     s.start_again();
     let mut c = s.conn();
-    assert_eq!(
-        int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"),
-        0,
-        "no persistence: empty"
-    );
+    assert_eq!(int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"), 0, "no persistence: empty");
     let next = grant(&mut c, "k0", "o", 1000);
-    assert!(
-        next >= at_restart,
-        "token {next} must be >= Unix µs at restart {at_restart}"
-    );
-    assert!(
-        next > max,
-        "token {next} must exceed every earlier token ({max})"
-    );
+    assert!(next >= at_restart, "token {next} must be >= Unix µs at restart {at_restart}");
+    assert!(next > max, "token {next} must exceed every earlier token ({max})");
 }
 
 #[test]
@@ -353,19 +280,13 @@ fn dump_restore_to_second_server() {
     assert_eq!(i.owner, owner);
     assert_eq!(i.token, big);
     let p = pttl(&mut c2, b"k");
-    assert!(
-        p > 0 && p <= 50_000,
-        "RESTORE ttl 50000 sets the lease, PTTL {p}"
-    );
+    assert!(p > 0 && p <= 50_000, "RESTORE ttl 50000 sets the lease, PTTL {p}");
     // Without a TTL.
     ok_cmd(&mut c2, cmd("RESTORE").arg("k0").arg(0).arg(&payload));
     assert_eq!(info(&mut c2, b"k0").expect("restored k0").pttl, -1);
     // The restored token raised the second server's counter.
     let next = grant(&mut c2, "other", "o", 1000);
-    assert!(
-        next > big,
-        "second server's next token {next} must exceed restored {big}"
-    );
+    assert!(next > big, "second server's next token {next} must exceed restored {big}");
     // Restored lock enforces ownership.
     assert_eq!(acquire(&mut c2, b"k", b"mallory", 1000), None);
     assert_eq!(release(&mut c2, b"k", owner), 1);
@@ -379,10 +300,7 @@ fn copy_gives_identical_lock() {
     let s = Server::start();
     let mut c = s.conn();
     let t = grant(&mut c, "k", "alice", 600_000);
-    assert_eq!(
-        int_of(&ok_cmd(&mut c, cmd("COPY").arg("k").arg("k2")), "COPY"),
-        1
-    );
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("COPY").arg("k").arg("k2")), "COPY"), 1);
     let a = snap(&mut c, "k");
     let b = snap(&mut c, "k2");
     assert_eq!(b.owner, b"alice");
@@ -392,13 +310,7 @@ fn copy_gives_identical_lock() {
     assert_eq!(release(&mut c, b"k2", b"alice"), 1);
     assert_eq!(snap(&mut c, "k"), a);
     // COPY to another db.
-    assert_eq!(
-        int_of(
-            &ok_cmd(&mut c, cmd("COPY").arg("k").arg("k").arg("DB").arg(1)),
-            "COPY DB"
-        ),
-        1
-    );
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("COPY").arg("k").arg("k").arg("DB").arg(1)), "COPY DB"), 1);
     let mut c1 = s.conn();
     ok_cmd(&mut c1, cmd("SELECT").arg(1));
     let i = info(&mut c1, b"k").expect("copy in db 1");

@@ -20,21 +20,14 @@ fn quarantine_ms_left(e: &str) -> Option<i64> {
 fn expect_quarantine(c: &mut Connection, cm: &redis::Cmd) -> i64 {
     let e = expect_err(c, cm);
     let n = quarantine_ms_left(&e).unwrap_or_else(|| {
-        panic!(
-            "expected `TRYAGAIN restart quarantine: <n> ms left` to {}, got {e:?}",
-            describe(&cm.get_packed_command())
-        )
+        panic!("expected `TRYAGAIN restart quarantine: <n> ms left` to {}, got {e:?}", describe(&cm.get_packed_command()))
     });
     assert!(n > 0, "ms left must be > 0: {e}");
     n
 }
 
 fn config_quarantine(c: &mut Connection) -> String {
-    let v: Vec<String> = cmd("CONFIG")
-        .arg("GET")
-        .arg("redislock.quarantine")
-        .query(c)
-        .expect("CONFIG GET redislock.quarantine");
+    let v: Vec<String> = cmd("CONFIG").arg("GET").arg("redislock.quarantine").query(c).expect("CONFIG GET redislock.quarantine");
     assert_eq!(v.len(), 2, "CONFIG GET redislock.quarantine: {v:?}");
     assert_eq!(v[0], "redislock.quarantine");
     v[1].clone()
@@ -51,10 +44,7 @@ fn default_is_zero_and_a_fresh_server_grants_at_once() {
 #[test]
 fn fresh_server_with_quarantine_answers_tryagain_until_it_passes() {
     let t_spawn = Instant::now();
-    let srv = Server::start_full(
-        &["quarantine", "2000"],
-        &["--save", "", "--appendonly", "no"],
-    );
+    let srv = Server::start_full(&["quarantine", "2000"], &["--save", "", "--appendonly", "no"]);
     let t_ready = Instant::now();
     let mut c = srv.conn();
     assert_eq!(config_quarantine(&mut c), "2000");
@@ -63,28 +53,11 @@ fn fresh_server_with_quarantine_answers_tryagain_until_it_passes() {
     assert!(n <= 2000, "ms left {n} > the quarantine 2000");
     // WAIT does not block during the quarantine: TRYAGAIN at once.
     let mut w = srv.conn();
-    w.set_read_timeout(Some(Duration::from_secs(3)))
-        .expect("timeout");
+    w.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
     let t0 = Instant::now();
-    expect_quarantine(
-        &mut w,
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("o")
-            .arg(10_000)
-            .arg("WAIT")
-            .arg(0),
-    );
+    expect_quarantine(&mut w, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(10_000).arg("WAIT").arg(0));
     assert!(t0.elapsed() < Duration::from_secs(1));
-    expect_quarantine(
-        &mut c,
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("o")
-            .arg(10_000)
-            .arg("FENCE")
-            .arg(5),
-    );
+    expect_quarantine(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(10_000).arg("FENCE").arg(5));
     assert!(!exists(&mut c, b"k"), "a refused ACQUIRE created the key");
 
     // RELEASE, EXTEND and INFO keep working (on plain-string locks, the
@@ -96,23 +69,12 @@ fn fresh_server_with_quarantine_answers_tryagain_until_it_passes() {
     assert_eq!((i.owner.as_slice(), i.token), (&b"alice"[..], None));
     assert_eq!(info_any(&mut c, b"missing"), None);
     assert_eq!(release(&mut c, b"s", b"bob"), 0);
-    assert_eq!(
-        release(&mut c, b"s", b"alice"),
-        1,
-        "RELEASE during quarantine"
-    );
+    assert_eq!(release(&mut c, b"s", b"alice"), 1, "RELEASE during quarantine");
     assert!(!exists(&mut c, b"s"));
-    assert_eq!(
-        extend(&mut c, b"e", b"alice", 50_000),
-        1,
-        "EXTEND during quarantine"
-    );
+    assert_eq!(extend(&mut c, b"e", b"alice", 50_000), 1, "EXTEND during quarantine");
     assert!(pttl(&mut c, b"e") > 45_000);
     // Converting a string by its owner is a grant: refused too.
-    expect_quarantine(
-        &mut c,
-        cmd("LOCK.ACQUIRE").arg("conv").arg("alice").arg(10_000),
-    );
+    expect_quarantine(&mut c, cmd("LOCK.ACQUIRE").arg("conv").arg("alice").arg(10_000));
     let ty: String = cmd("TYPE").arg("conv").query(&mut c).expect("TYPE");
     assert_eq!(ty, "string", "refused conversion");
 
@@ -125,36 +87,21 @@ fn fresh_server_with_quarantine_answers_tryagain_until_it_passes() {
             Ok(Value::Int(t)) => break t,
             Ok(other) => panic!("ACQUIRE on a free key replied {other:?}"),
             Err(e) => {
-                let n = quarantine_ms_left(&e)
-                    .unwrap_or_else(|| panic!("unexpected error during quarantine: {e}"));
+                let n = quarantine_ms_left(&e).unwrap_or_else(|| panic!("unexpected error during quarantine: {e}"));
                 let since_ready = t_ready.elapsed().as_millis() as i64;
                 assert!(n > 0 && n <= last_n, "ms left went {last_n} -> {n}");
-                assert!(
-                    n <= 2000 - since_ready + 50,
-                    "{n} ms left although {since_ready} ms passed since the server was ready"
-                );
+                assert!(n <= 2000 - since_ready + 50, "{n} ms left although {since_ready} ms passed since the server was ready");
                 last_n = n;
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "quarantine of 2000 ms still active after 10 s"
-        );
+        assert!(Instant::now() < deadline, "quarantine of 2000 ms still active after 10 s");
         std::thread::sleep(Duration::from_millis(20));
     };
     let el = t_spawn.elapsed();
-    eprintln!(
-        "quarantine 2000: first grant {el:?} after spawning the server (last ms left {last_n})"
-    );
-    assert!(
-        el >= Duration::from_millis(1800),
-        "quarantine ended after only {el:?}"
-    );
+    eprintln!("quarantine 2000: first grant {el:?} after spawning the server (last ms left {last_n})");
+    assert!(el >= Duration::from_millis(1800), "quarantine ended after only {el:?}");
     assert!(token > 0);
-    assert!(
-        acquire(&mut c, b"conv", b"alice", 10_000).is_some(),
-        "conversion after the quarantine"
-    );
+    assert!(acquire(&mut c, b"conv", b"alice", 10_000).is_some(), "conversion after the quarantine");
 }
 
 #[test]
@@ -455,10 +402,7 @@ fn bad_quarantine_module_arg_is_refused() {
     for bad in ["-1", "abc"] {
         if let Ok(mut s) = Server::try_start_full(&["quarantine", bad], &[]) {
             let mut c = s.conn();
-            let loaded: Value = cmd("MODULE")
-                .arg("LIST")
-                .query(&mut c)
-                .expect("MODULE LIST");
+            let loaded: Value = cmd("MODULE").arg("LIST").query(&mut c).expect("MODULE LIST");
             s.stop();
             panic!("server with module arg `quarantine {bad}` came up: {loaded:?}");
         }
@@ -477,28 +421,20 @@ fn redlock_conf_quarantine_equals_max_ttl() {
                 continue;
             }
             let mut words = line.split_whitespace();
-            if words
-                .next()
-                .map(|w| w.eq_ignore_ascii_case(name))
-                .unwrap_or(false)
-            {
+            if words.next().map(|w| w.eq_ignore_ascii_case(name)).unwrap_or(false) {
                 // The last occurrence wins, as in redis.conf.
                 found = words.next().map(str::to_string);
             }
         }
         found
     };
-    let max_ttl =
-        value_of("redislock.max-ttl").unwrap_or_else(|| panic!("{path} sets no redislock.max-ttl"));
-    let q = value_of("redislock.quarantine")
-        .unwrap_or_else(|| panic!("{path} sets no redislock.quarantine"));
+    let max_ttl = value_of("redislock.max-ttl").unwrap_or_else(|| panic!("{path} sets no redislock.max-ttl"));
+    let q = value_of("redislock.quarantine").unwrap_or_else(|| panic!("{path} sets no redislock.quarantine"));
     assert_eq!(
         q, max_ttl,
         "redislock.quarantine must equal redislock.max-ttl in {path} (a restarted node must outwait every lease it may have granted)"
     );
-    let ms: i64 = q
-        .parse()
-        .unwrap_or_else(|e| panic!("quarantine {q:?}: {e}"));
+    let ms: i64 = q.parse().unwrap_or_else(|e| panic!("quarantine {q:?}: {e}"));
     assert!(ms > 0);
     let lead: i64 = value_of("redislock.max-token-lead")
         .unwrap_or_else(|| panic!("{path} sets no redislock.max-token-lead"))

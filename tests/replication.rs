@@ -25,20 +25,11 @@ fn pair() -> (Server, Server) {
 
 /// `cmdstat_<name>` calls from INFO commandstats, 0 when absent.
 fn calls(c: &mut Connection, name: &str) -> i64 {
-    let text: String = cmd("INFO")
-        .arg("commandstats")
-        .query(c)
-        .expect("INFO commandstats");
+    let text: String = cmd("INFO").arg("commandstats").query(c).expect("INFO commandstats");
     let prefix = format!("cmdstat_{name}:calls=");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))
-        .map(|rest| {
-            rest.split(',')
-                .next()
-                .expect("calls value")
-                .parse()
-                .expect("calls is an integer")
-        })
+        .map(|rest| rest.split(',').next().expect("calls value").parse().expect("calls is an integer"))
         .unwrap_or(0)
 }
 
@@ -78,48 +69,29 @@ fn grant_extend_release_and_fence_propagate() {
     let mp3 = pexpiretime(&mut m, b"k");
     assert!(mp3 >= mp2 + 1_000_000, "master lease extended");
     assert_same_deadline(mp3, pexpiretime(&mut r, b"k"), "PEXPIRETIME after extend");
-    assert_eq!(
-        info(&mut r, b"k").expect("replica lock").token,
-        t,
-        "extend keeps token"
-    );
+    assert_eq!(info(&mut r, b"k").expect("replica lock").token, t, "extend keeps token");
 
     // FENCE-raised tokens propagate, including a re-grant raise.
     let f = far_future_token();
     assert_eq!(acquire_fence(&mut m, b"f", b"bob", 600_000, f), Some(f));
     wait1(&mut m);
     assert_eq!(info(&mut r, b"f").expect("replica f").token, f);
-    assert_eq!(
-        acquire_fence(&mut m, b"f", b"bob", 600_000, f + 5),
-        Some(f + 5)
-    );
+    assert_eq!(acquire_fence(&mut m, b"f", b"bob", 600_000, f + 5), Some(f + 5));
     wait1(&mut m);
     assert_eq!(info(&mut r, b"f").expect("replica f").token, f + 5);
 
     // RELEASE propagates: the key is gone on the replica.
     assert_eq!(release(&mut m, b"k", b"alice"), 1);
     wait1(&mut m);
-    assert!(
-        !exists(&mut r, b"k"),
-        "released lock must be gone on the replica"
-    );
+    assert!(!exists(&mut r, b"k"), "released lock must be gone on the replica");
 
     // What the replica received: LOCK.APPLY and PEXPIREAT with absolute
     // deadlines, and the release verbatim (deterministic given the same
     // state); never the time-relative ACQUIRE or EXTEND.
     // At least: grant k, grant f, re-grant f with a raised token.
-    assert!(
-        calls(&mut r, "lock.apply") >= 3,
-        "replica must execute LOCK.APPLY"
-    );
-    assert!(
-        calls(&mut r, "pexpireat") >= 1,
-        "extend must arrive as PEXPIREAT"
-    );
-    assert!(
-        calls(&mut r, "lock.release") >= 1,
-        "release must arrive verbatim"
-    );
+    assert!(calls(&mut r, "lock.apply") >= 3, "replica must execute LOCK.APPLY");
+    assert!(calls(&mut r, "pexpireat") >= 1, "extend must arrive as PEXPIREAT");
+    assert!(calls(&mut r, "lock.release") >= 1, "release must arrive verbatim");
     for c in ["lock.acquire", "lock.extend"] {
         assert_eq!(calls(&mut r, c), 0, "replica must not receive {c}");
     }
@@ -145,32 +117,18 @@ fn failed_ops_do_not_advance_replication_offset() {
     assert_eq!(release(&mut m, b"missing", b"other"), 0);
     assert_eq!(extend(&mut m, b"missing", b"other", 1000), 0);
     let _ = expect_err(&mut m, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(0));
-    let _ = expect_err(
-        &mut m,
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("holder")
-            .arg(1000)
-            .arg("FENCE"),
-    );
+    let _ = expect_err(&mut m, cmd("LOCK.ACQUIRE").arg("k").arg("holder").arg(1000).arg("FENCE"));
     let _ = expect_err(&mut m, cmd("LOCK.ACQUIRE").arg("n").arg("").arg(1000));
     let _ = expect_err(&mut m, cmd("LOCK.APPLY").arg("n").arg("o").arg(1).arg(0));
     let _ = info(&mut m, b"k");
     let off1 = info_field_i64(&mut m, "replication", "master_repl_offset");
-    assert_eq!(
-        off1, off0,
-        "failed lock operations were propagated to replicas"
-    );
+    assert_eq!(off1, off0, "failed lock operations were propagated to replicas");
 
     assert_eq!(extend(&mut m, b"k", b"holder", 600_000), 1);
     let off2 = info_field_i64(&mut m, "replication", "master_repl_offset");
     assert!(off2 > off1, "a successful extend must be propagated");
     wait1(&mut m);
-    assert_same_deadline(
-        pexpiretime(&mut m, b"k"),
-        pexpiretime(&mut r, b"k"),
-        "PEXPIRETIME after extend",
-    );
+    assert_same_deadline(pexpiretime(&mut m, b"k"), pexpiretime(&mut r, b"k"), "PEXPIRETIME after extend");
 }
 
 #[test]
@@ -192,10 +150,7 @@ fn promoted_replica_continues_above_master_tokens() {
     ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
     assert_eq!(info_field(&mut r, "replication", "role"), "master");
     let next = grant(&mut r, "new", "o", 1000);
-    assert!(
-        next > max,
-        "promoted replica's next token {next} must exceed every master token ({max})"
-    );
+    assert!(next > max, "promoted replica's next token {next} must exceed every master token ({max})");
     // Existing locks survived the failover with their owners.
     assert_eq!(acquire(&mut r, b"k0", b"mallory", 1000), None);
 }
@@ -248,12 +203,7 @@ fn waiters_of_a_demoted_master_are_told_to_retry() {
 
 #[test]
 fn late_replica_full_sync_gets_locks_and_counter() {
-    let master = Server::start_with(&[
-        "--repl-ping-replica-period",
-        "3600",
-        "--repl-diskless-sync",
-        "no",
-    ]);
+    let master = Server::start_with(&["--repl-ping-replica-period", "3600", "--repl-diskless-sync", "no"]);
     let mut m = master.conn();
     let t1 = grant(&mut m, "a", "alice", 600_000);
     let f = far_future_token();
@@ -268,32 +218,18 @@ fn late_replica_full_sync_gets_locks_and_counter() {
     let replica = Server::start();
     attach_replica(&master, &replica);
     let mut r = replica.conn();
-    assert!(
-        info_field_i64(&mut m, "stats", "sync_full") >= 1,
-        "replica was expected to full-sync"
-    );
-    for (k, owner, token) in [
-        ("a", &b"alice"[..], t1),
-        ("b", &b"bob"[..], f),
-        ("c", bin, f + 1),
-    ] {
+    assert!(info_field_i64(&mut m, "stats", "sync_full") >= 1, "replica was expected to full-sync");
+    for (k, owner, token) in [("a", &b"alice"[..], t1), ("b", &b"bob"[..], f), ("c", bin, f + 1)] {
         let i = info(&mut r, k.as_bytes()).unwrap_or_else(|| panic!("replica lacks {k}"));
         assert_eq!(i.owner, owner, "owner of {k} on replica");
         assert_eq!(i.token, token, "token of {k} on replica");
-        assert_eq!(
-            pexpiretime(&mut r, k.as_bytes()),
-            pexpiretime(&mut m, k.as_bytes()),
-            "PEXPIRETIME of {k} after full sync"
-        );
+        assert_eq!(pexpiretime(&mut r, k.as_bytes()), pexpiretime(&mut m, k.as_bytes()), "PEXPIRETIME of {k} after full sync");
     }
     assert!(!exists(&mut r, b"gone"));
 
     ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
     let next = grant(&mut r, "new", "o", 1000);
-    assert!(
-        next > f2,
-        "promoted late replica's next token {next} must exceed {f2} (counter via RDB aux)"
-    );
+    assert!(next > f2, "promoted late replica's next token {next} must exceed {f2} (counter via RDB aux)");
 }
 
 /// A replica never takes, extends or releases a lock for a client, also
@@ -390,9 +326,7 @@ fn a_replica_attached_under_a_stream_of_grants_gets_each_one_exactly() {
         wait_until(Duration::from_secs(10), "grants under way", || int_of(&ok_cmd(&mut watch, &cmd("DBSIZE")), "DBSIZE") > 500);
         let mut r = replica.conn();
         ok_cmd(&mut r, cmd("REPLICAOF").arg("127.0.0.1").arg(master.port));
-        wait_until(Duration::from_secs(20), "replica link up", || {
-            info_field(&mut r, "replication", "master_link_status") == "up"
-        });
+        wait_until(Duration::from_secs(20), "replica link up", || info_field(&mut r, "replication", "master_link_status") == "up");
         std::thread::sleep(Duration::from_millis(100));
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let granted = granter.join().expect("granter");

@@ -25,7 +25,12 @@ fn snapshot(c: &mut Connection) -> std::collections::BTreeMap<String, i64> {
 
 /// Asserts that exactly the fields in `moved` changed, by those amounts
 /// (gauges and the highest token aside).
-fn assert_moved(before: &std::collections::BTreeMap<String, i64>, after: &std::collections::BTreeMap<String, i64>, moved: &[(&str, i64)], what: &str) {
+fn assert_moved(
+    before: &std::collections::BTreeMap<String, i64>,
+    after: &std::collections::BTreeMap<String, i64>,
+    moved: &[(&str, i64)],
+    what: &str,
+) {
     const GAUGES: [&str; 5] = ["locks", "clients_waiting", "keys_waited", "highest_token", "quarantine_ms_left"];
     for (field, was) in before {
         if GAUGES.contains(&field.as_str()) {
@@ -232,12 +237,15 @@ fn module_list_reports_the_crate_version() {
     let ver = modules
         .iter()
         .find_map(|m| {
-            let fields: Vec<String> = m.iter().map(|v| match v {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                Value::SimpleString(s) => s.clone(),
-                Value::Int(n) => n.to_string(),
-                other => format!("{other:?}"),
-            }).collect();
+            let fields: Vec<String> = m
+                .iter()
+                .map(|v| match v {
+                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    Value::SimpleString(s) => s.clone(),
+                    Value::Int(n) => n.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
             let at = |k: &str| fields.iter().position(|f| f == k).and_then(|i| fields.get(i + 1)).cloned();
             (at("name").as_deref() == Some("redislock")).then(|| at("ver")).flatten()
         })

@@ -26,8 +26,7 @@ fn acq_wait(key: &str, owner: &str, ttl: i64, wait: i64) -> redis::Cmd {
 /// A connection for one waiter, with a read timeout that bounds the test.
 fn waiter(s: &Server, read_timeout: Duration) -> Connection {
     let c = s.conn();
-    c.set_read_timeout(Some(read_timeout))
-        .expect("set waiter read timeout");
+    c.set_read_timeout(Some(read_timeout)).expect("set waiter read timeout");
     c
 }
 
@@ -76,34 +75,16 @@ fn fifo_three_waiters_served_in_order_with_increasing_tokens() {
         // The handoff happened within the release: visible at once.
         let i = info(&mut o, b"k").unwrap_or_else(|| panic!("key free instead of held by {name}"));
         assert_eq!(s(&i.owner), *name, "FIFO: the lock must go to {name}");
-        assert_eq!(
-            i.waiters,
-            2 - idx as i64,
-            "queue length after handing to {name}"
-        );
+        assert_eq!(i.waiters, 2 - idx as i64, "queue length after handing to {name}");
         let t = recv_token(&mut ws[idx], name).unwrap_or_else(|| panic!("{name} got nil"));
-        assert!(
-            t > prev,
-            "{name}'s token {t} must exceed the previous holder's {prev}"
-        );
+        assert!(t > prev, "{name}'s token {t} must exceed the previous holder's {prev}");
         assert_eq!(i.token, t, "LOCK.INFO token is {name}'s token");
         let p = pttl(&mut o, b"k");
-        assert!(
-            p > 50_000 && p <= 60_000,
-            "{name}'s lease is its own ttl 60000: PTTL {p}"
-        );
-        assert_eq!(
-            release(&mut ws[idx], b"k", name.as_bytes()),
-            1,
-            "{name} releases"
-        );
+        assert!(p > 50_000 && p <= 60_000, "{name}'s lease is its own ttl 60000: PTTL {p}");
+        assert_eq!(release(&mut ws[idx], b"k", name.as_bytes()), 1, "{name} releases");
         prev = t;
     }
-    assert_eq!(
-        info_any(&mut o, b"k"),
-        None,
-        "last release leaves the key free"
-    );
+    assert_eq!(info_any(&mut o, b"k"), None, "last release leaves the key free");
     assert_eq!(blocked_clients(&mut o), 0);
 }
 
@@ -135,8 +116,7 @@ fn handoff_on_release_is_immediate_and_atomic() {
     let mut p = redis::pipe();
     p.cmd("LOCK.RELEASE").arg("k").arg("w");
     p.cmd("LOCK.INFO").arg("k");
-    w.send_packed_command(&p.get_packed_pipeline())
-        .expect("send pipeline");
+    w.send_packed_command(&p.get_packed_pipeline()).expect("send pipeline");
     assert_eq!(recv_reply(&mut w, "RELEASE"), Ok(Value::Int(1)));
     let i = parse_info(recv_reply(&mut w, "pipelined LOCK.INFO").expect("LOCK.INFO reply"))
         .expect("pipelined LOCK.INFO: key must be held by w2");
@@ -162,11 +142,7 @@ fn no_barging_after_release_two_connections_pipelined() {
         // RELEASE and the newcomer's ACQUIRE hit the server back to back.
         send_cmd(&mut h, cmd("LOCK.RELEASE").arg("k").arg("h"));
         send_cmd(&mut n, cmd("LOCK.ACQUIRE").arg("k").arg("n").arg(60_000));
-        assert_eq!(
-            recv_reply(&mut h, "RELEASE"),
-            Ok(Value::Int(1)),
-            "round {round}"
-        );
+        assert_eq!(recv_reply(&mut h, "RELEASE"), Ok(Value::Int(1)), "round {round}");
         assert_eq!(
             recv_reply(&mut n, "newcomer ACQUIRE"),
             Ok(Value::Nil),
@@ -174,11 +150,7 @@ fn no_barging_after_release_two_connections_pipelined() {
         );
         let tw = recv_token(&mut w, "w").unwrap_or_else(|| panic!("round {round}: waiter got nil"));
         assert!(tw > th);
-        assert_eq!(
-            owner_of(&mut o, b"k").as_deref(),
-            Some(&b"w"[..]),
-            "round {round}"
-        );
+        assert_eq!(owner_of(&mut o, b"k").as_deref(), Some(&b"w"[..]), "round {round}");
         assert_eq!(release(&mut w, b"k", b"w"), 1);
         prev = tw;
     }
@@ -193,14 +165,8 @@ fn no_barging_after_release_two_connections_pipelined() {
     p.atomic();
     p.cmd("LOCK.RELEASE").arg("t").arg("h");
     p.cmd("LOCK.ACQUIRE").arg("t").arg("n").arg(60_000);
-    let r: Vec<Value> = p
-        .query(&mut n)
-        .expect("MULTI RELEASE; ACQUIRE newcomer; EXEC");
-    assert_eq!(
-        r,
-        vec![Value::Int(1), Value::Nil],
-        "newcomer inside the releasing transaction"
-    );
+    let r: Vec<Value> = p.query(&mut n).expect("MULTI RELEASE; ACQUIRE newcomer; EXEC");
+    assert_eq!(r, vec![Value::Int(1), Value::Nil], "newcomer inside the releasing transaction");
     let tw = recv_token(&mut w, "w on t").expect("waiter granted after the transaction");
     let i = info(&mut o, b"t").expect("t held");
     assert_eq!((i.owner, i.token), (b"w".to_vec(), tw));
@@ -225,21 +191,12 @@ fn no_barging_on_an_expired_lease_before_the_timer_fires() {
         send_cmd(&mut w, &acq_wait(&key, "w", 60_000, 10_000));
         wait_waiters(&mut o, key.as_bytes(), 1);
         let sent_at = now_unix_ms();
-        assert!(
-            sent_at + 400 > deadline + 50,
-            "setup too slow: the sleep would end before the deadline"
-        );
+        assert!(sent_at + 400 > deadline + 50, "setup too slow: the sleep would end before the deadline");
         let mut p = redis::pipe();
         p.cmd("DEBUG").arg("SLEEP").arg("0.4");
         p.cmd("LOCK.ACQUIRE").arg(&key).arg("n").arg(60_000);
-        p.cmd("LOCK.ACQUIRE")
-            .arg(&key)
-            .arg("n")
-            .arg(60_000)
-            .arg("WAIT")
-            .arg(10_000);
-        n.send_packed_command(&p.get_packed_pipeline())
-            .expect("send pipeline");
+        p.cmd("LOCK.ACQUIRE").arg(&key).arg("n").arg(60_000).arg("WAIT").arg(10_000);
+        n.send_packed_command(&p.get_packed_pipeline()).expect("send pipeline");
         assert_eq!(recv_reply(&mut n, "DEBUG SLEEP"), Ok(Value::Okay));
         assert_eq!(
             recv_reply(&mut n, "newcomer ACQUIRE after the deadline"),
@@ -249,17 +206,10 @@ fn no_barging_on_an_expired_lease_before_the_timer_fires() {
         let tw = recv_token(&mut w, "w").unwrap_or_else(|| panic!("round {round}: waiter got nil"));
         assert!(tw > th);
         let i = info(&mut o, key.as_bytes()).expect("held by w");
-        assert_eq!(
-            i.owner, b"w",
-            "round {round}: the older waiter gets the lock"
-        );
-        assert_eq!(
-            i.waiters, 1,
-            "round {round}: the newcomer with WAIT queues at the tail"
-        );
+        assert_eq!(i.owner, b"w", "round {round}: the older waiter gets the lock");
+        assert_eq!(i.waiters, 1, "round {round}: the newcomer with WAIT queues at the tail");
         assert_eq!(release(&mut w, key.as_bytes(), b"w"), 1);
-        let tn = recv_token(&mut n, "newcomer with WAIT")
-            .unwrap_or_else(|| panic!("round {round}: queued newcomer got nil"));
+        let tn = recv_token(&mut n, "newcomer with WAIT").unwrap_or_else(|| panic!("round {round}: queued newcomer got nil"));
         assert!(tn > tw, "newcomer token {tn} after waiter's {tw}");
         assert_eq!(release(&mut n, key.as_bytes(), b"n"), 1);
     }
@@ -281,12 +231,8 @@ fn expiry_handoff_delay(extra_args: &[&str]) {
         let mut w = waiter(&srv, Duration::from_secs(10));
         send_cmd(&mut w, &acq_wait(&key, "w", 60_000, 5000));
         wait_waiters(&mut o, key.as_bytes(), 1);
-        assert!(
-            now_unix_ms() < deadline,
-            "setup too slow: waiter enqueued after the deadline"
-        );
-        let tw = recv_token(&mut w, "w")
-            .unwrap_or_else(|| panic!("round {round}: waiter got nil instead of the expired lock"));
+        assert!(now_unix_ms() < deadline, "setup too slow: waiter enqueued after the deadline");
+        let tw = recv_token(&mut w, "w").unwrap_or_else(|| panic!("round {round}: waiter got nil instead of the expired lock"));
         let delay = now_unix_ms() - deadline;
         assert!(tw > th);
         let i = info(&mut o, key.as_bytes()).expect("held by w");
@@ -296,10 +242,7 @@ fn expiry_handoff_delay(extra_args: &[&str]) {
     }
     eprintln!("handoff on expiry {extra_args:?}: delays after the deadline {delays:?} ms");
     for d in &delays {
-        assert!(
-            *d < 150,
-            "handoff on expiry took {d} ms after the deadline (bound 150 ms); all: {delays:?}"
-        );
+        assert!(*d < 150, "handoff on expiry took {d} ms after the deadline (bound 150 ms); all: {delays:?}");
     }
 }
 
@@ -337,19 +280,12 @@ fn extend_and_pexpire_while_waiting_move_the_handoff() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let i = info(&mut o, b"k").expect("still held by h after the old deadline");
-    assert_eq!(
-        (i.owner.as_slice(), i.token, i.waiters),
-        (&b"h"[..], th, 1),
-        "extended lock was handed over at its old deadline"
-    );
+    assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"h"[..], th, 1), "extended lock was handed over at its old deadline");
     let tw = recv_token(&mut w, "w after extend").expect("granted at the new deadline");
     let delay = now_unix_ms() - new_deadline;
     eprintln!("handoff after EXTEND: {delay} ms after the new deadline");
     assert!(tw > th);
-    assert!(
-        (0..150).contains(&delay),
-        "handoff {delay} ms after the extended deadline"
-    );
+    assert!((0..150).contains(&delay), "handoff {delay} ms after the extended deadline");
     assert_eq!(release(&mut w, b"k", b"w"), 1);
 
     // PEXPIRE shortens the lease: the handoff follows the new deadline.
@@ -357,19 +293,13 @@ fn extend_and_pexpire_while_waiting_move_the_handoff() {
     let mut w = waiter(&srv, Duration::from_secs(10));
     send_cmd(&mut w, &acq_wait("k", "w", 60_000, 10_000));
     wait_waiters(&mut o, b"k", 1);
-    assert_eq!(
-        ok_cmd(&mut o, cmd("PEXPIRE").arg("k").arg(200)),
-        Value::Int(1)
-    );
+    assert_eq!(ok_cmd(&mut o, cmd("PEXPIRE").arg("k").arg(200)), Value::Int(1));
     let deadline = pexpiretime(&mut o, b"k");
     let tw = recv_token(&mut w, "w after PEXPIRE").expect("granted after the shortened lease");
     let delay = now_unix_ms() - deadline;
     eprintln!("handoff after PEXPIRE 200: {delay} ms after the deadline");
     assert!(tw > th);
-    assert!(
-        (0..150).contains(&delay),
-        "handoff {delay} ms after the PEXPIRE deadline"
-    );
+    assert!((0..150).contains(&delay), "handoff {delay} ms after the PEXPIRE deadline");
 }
 
 // ---------------------------------------------------------------------------
@@ -390,10 +320,7 @@ fn wait_timeout_returns_nil_and_leaves_the_queue() {
     let el = t0.elapsed();
     eprintln!("WAIT 200 answered after {el:?}");
     assert_eq!(r, None, "WAIT 200 on a held lock must time out with nil");
-    assert!(
-        el >= Duration::from_millis(180) && el < Duration::from_millis(2000),
-        "WAIT 200 answered after {el:?}"
-    );
+    assert!(el >= Duration::from_millis(180) && el < Duration::from_millis(2000), "WAIT 200 answered after {el:?}");
     let i = info(&mut o, b"k").expect("still held");
     assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"h"[..], th, 0));
     assert_eq!(pexpiretime(&mut o, b"k"), deadline, "lease untouched");
@@ -402,10 +329,7 @@ fn wait_timeout_returns_nil_and_leaves_the_queue() {
     assert_eq!(release(&mut h, b"k", b"h"), 1);
     assert_eq!(info_any(&mut o, b"k"), None);
     // The connection of the timed-out waiter is usable.
-    assert_eq!(
-        acquire(&mut w, b"k", b"w", 1000).map(|t| t > th),
-        Some(true)
-    );
+    assert_eq!(acquire(&mut w, b"k", b"w", 1000).map(|t| t > th), Some(true));
 }
 
 #[test]
@@ -461,16 +385,8 @@ fn same_owner_with_wait_is_regranted_at_once() {
     let mut h2 = waiter(&srv, Duration::from_secs(3));
     let t0 = Instant::now();
     let r = ok_cmd(&mut h2, &acq_wait("k", "h", 60_000, 0));
-    assert_eq!(
-        r,
-        Value::Int(th),
-        "same owner with WAIT: re-grant, token unchanged"
-    );
-    assert!(
-        t0.elapsed() < Duration::from_millis(500),
-        "re-grant took {:?}",
-        t0.elapsed()
-    );
+    assert_eq!(r, Value::Int(th), "same owner with WAIT: re-grant, token unchanged");
+    assert!(t0.elapsed() < Duration::from_millis(500), "re-grant took {:?}", t0.elapsed());
     let p = pttl(&mut o, b"k");
     assert!(p > 10_000, "re-grant restarts the lease at 60000: PTTL {p}");
     let i = info(&mut o, b"k").expect("held");
@@ -478,10 +394,7 @@ fn same_owner_with_wait_is_regranted_at_once() {
     assert_eq!(blocked_clients(&mut o), 0);
     // And on a free key, WAIT grants at once.
     let t = ok_cmd(&mut h2, &acq_wait("free", "x", 1000, 0));
-    assert!(
-        matches!(t, Value::Int(x) if x > th),
-        "WAIT on a free key: {t:?}"
-    );
+    assert!(matches!(t, Value::Int(x) if x > th), "WAIT on a free key: {t:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -499,15 +412,9 @@ fn disconnected_waiter_leaves_the_queue_and_gets_nothing() {
     wait_waiters(&mut o, b"k", 1);
     drop(w); // closes the socket
     wait_waiters(&mut o, b"k", 0);
-    wait_until(Duration::from_secs(10), "blocked_clients == 0", || {
-        blocked_clients(&mut o) == 0
-    });
+    wait_until(Duration::from_secs(10), "blocked_clients == 0", || blocked_clients(&mut o) == 0);
     assert_eq!(release(&mut h, b"k", b"h"), 1);
-    assert_eq!(
-        info_any(&mut o, b"k"),
-        None,
-        "release after the waiter disconnected must leave the key free"
-    );
+    assert_eq!(info_any(&mut o, b"k"), None, "release after the waiter disconnected must leave the key free");
     assert!(!exists(&mut o, b"k"));
 }
 
@@ -524,11 +431,7 @@ fn client_unblock_does_not_apply_to_lock_waiters() {
     let id = client_id(&mut w);
     send_cmd(&mut w, &acq_wait("k", "w", 60_000, 0));
     wait_waiters(&mut o, b"k", 1);
-    assert_eq!(
-        ok_cmd(&mut o, cmd("CLIENT").arg("UNBLOCK").arg(id)),
-        Value::Int(0),
-        "CLIENT UNBLOCK of a lock waiter"
-    );
+    assert_eq!(ok_cmd(&mut o, cmd("CLIENT").arg("UNBLOCK").arg(id)), Value::Int(0), "CLIENT UNBLOCK of a lock waiter");
     assert_eq!(waiters(&mut o, b"k"), 1, "still waiting");
     assert_eq!(blocked_clients(&mut o), 1);
     assert_eq!(release(&mut h, b"k", b"h"), 1);
@@ -561,21 +464,14 @@ fn churn_200_waiters_no_leak() {
         for i in 0..50i64 {
             let mut c = waiter(&srv, Duration::from_secs(5));
             let wait = 50 + (i * 37 + batch * 11) % 101;
-            send_cmd(
-                &mut c,
-                &acq_wait("k", &format!("w{batch}-{i}"), 60_000, wait),
-            );
+            send_cmd(&mut c, &acq_wait("k", &format!("w{batch}-{i}"), 60_000, wait));
             conns.push(c);
         }
         for (i, mut c) in conns.into_iter().enumerate() {
             if i % 5 == 0 {
                 drop(c);
             } else {
-                assert_eq!(
-                    recv_token(&mut c, "churn waiter"),
-                    None,
-                    "batch {batch} waiter {i}: held lock must time out"
-                );
+                assert_eq!(recv_token(&mut c, "churn waiter"), None, "batch {batch} waiter {i}: held lock must time out");
                 timed_out += 1;
             }
         }
@@ -604,13 +500,9 @@ fn churn_200_waiters_no_leak() {
     let mut granted = 0;
     while let Some(i) = info(&mut o, b"k") {
         let name = s(&i.owner);
-        let idx: usize = name
-            .strip_prefix('z')
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("lock handed to unexpected owner {name:?}"));
-        let c = conns[idx]
-            .as_mut()
-            .unwrap_or_else(|| panic!("lock handed to disconnected waiter {name}"));
+        let idx: usize =
+            name.strip_prefix('z').and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("lock handed to unexpected owner {name:?}"));
+        let c = conns[idx].as_mut().unwrap_or_else(|| panic!("lock handed to disconnected waiter {name}"));
         let t = recv_token(c, &name).unwrap_or_else(|| panic!("{name} got nil"));
         assert_eq!(t, i.token);
         assert!(t > prev, "tokens increase along the queue");
@@ -622,14 +514,8 @@ fn churn_200_waiters_no_leak() {
     assert_eq!(granted, live, "every live waiter got the lock once");
     drop(conns);
 
-    wait_until(Duration::from_secs(10), "clients to go away", || {
-        info_field_i64(&mut o, "clients", "connected_clients") == base_clients
-    });
-    assert_eq!(
-        blocked_clients(&mut o),
-        0,
-        "blocked_clients after the churn"
-    );
+    wait_until(Duration::from_secs(10), "clients to go away", || info_field_i64(&mut o, "clients", "connected_clients") == base_clients);
+    assert_eq!(blocked_clients(&mut o), 0, "blocked_clients after the churn");
     grant(&mut h, "k", "h", 60_000);
     assert_eq!(waiters(&mut o, b"k"), 0, "no stale waiters on the key");
     // Redis 7.0 keeps the helper clients of unblocked module clients in a
@@ -640,9 +526,7 @@ fn churn_200_waiters_no_leak() {
     let t_mem = Instant::now();
     let mut mem_after = mem_peak;
     let mut stable_since = Instant::now();
-    while stable_since.elapsed() < Duration::from_millis(400)
-        && t_mem.elapsed() < Duration::from_secs(10)
-    {
+    while stable_since.elapsed() < Duration::from_millis(400) && t_mem.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
         let m = info_field_i64(&mut o, "memory", "used_memory");
         if m != mem_after {
@@ -676,17 +560,10 @@ fn wait_in_multi_and_script_does_not_block() {
 
     let t0 = Instant::now();
     assert_eq!(ok_cmd(&mut c, &cmd("MULTI")), Value::Okay);
-    assert_eq!(
-        ok_cmd(&mut c, &acq_wait("k", "other", 1000, 0)),
-        Value::SimpleString("QUEUED".into())
-    );
+    assert_eq!(ok_cmd(&mut c, &acq_wait("k", "other", 1000, 0)), Value::SimpleString("QUEUED".into()));
     let r = ok_cmd(&mut c, &cmd("EXEC"));
     assert_eq!(r, Value::Array(vec![Value::Nil]), "WAIT inside MULTI/EXEC");
-    assert!(
-        t0.elapsed() < Duration::from_secs(1),
-        "EXEC took {:?}",
-        t0.elapsed()
-    );
+    assert!(t0.elapsed() < Duration::from_secs(1), "EXEC took {:?}", t0.elapsed());
 
     // Free key inside MULTI: granted as without WAIT.
     let mut p = redis::pipe();
@@ -699,19 +576,9 @@ fn wait_in_multi_and_script_does_not_block() {
     let t0 = Instant::now();
     let r = ok_cmd(&mut c, cmd("EVAL").arg(script).arg(1).arg("k").arg("other"));
     assert_eq!(r, Value::Nil, "WAIT in a script on a held lock");
-    assert!(
-        t0.elapsed() < Duration::from_secs(1),
-        "EVAL took {:?}",
-        t0.elapsed()
-    );
-    let r = ok_cmd(
-        &mut c,
-        cmd("EVAL").arg(script).arg(1).arg("free2").arg("other"),
-    );
-    assert!(
-        matches!(r, Value::Int(t) if t > th),
-        "WAIT in a script on a free key: {r:?}"
-    );
+    assert!(t0.elapsed() < Duration::from_secs(1), "EVAL took {:?}", t0.elapsed());
+    let r = ok_cmd(&mut c, cmd("EVAL").arg(script).arg(1).arg("free2").arg("other"));
+    assert!(matches!(r, Value::Int(t) if t > th), "WAIT in a script on a free key: {r:?}");
 
     let i = info(&mut c, b"k").expect("k still held");
     assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"h"[..], th, 0));
@@ -736,20 +603,12 @@ fn fence_with_wait_applies_at_handoff() {
     send_cmd(&mut w, &c);
     wait_waiters(&mut o, b"k", 1);
     // Queued, not granted: the FENCE has not raised the counter yet.
-    assert_eq!(
-        grant(&mut o, "other", "x", 1000),
-        th + 1,
-        "a waiting FENCE raised the counter"
-    );
+    assert_eq!(grant(&mut o, "other", "x", 1000), th + 1, "a waiting FENCE raised the counter");
     assert_eq!(release(&mut h, b"k", b"h"), 1);
     let tw = recv_token(&mut w, "w with FENCE").expect("granted");
     assert_eq!(tw, f, "handoff token must be max(counter + 1, FENCE)");
     assert_eq!(info(&mut o, b"k").expect("held").token, f);
-    assert_eq!(
-        grant(&mut o, "next", "x", 1000),
-        f + 1,
-        "counter raised to the FENCE"
-    );
+    assert_eq!(grant(&mut o, "next", "x", 1000), f + 1, "counter raised to the FENCE");
 }
 
 #[test]
@@ -785,11 +644,7 @@ fn del_unlink_flushdb_flushall_hand_over() {
         assert!(el < Duration::from_secs(1), "{how}: handoff took {el:?}");
         assert!(tw > th, "{how}: token {tw} must exceed {th}");
         let i = info(&mut o, b"k").unwrap_or_else(|| panic!("{how}: key free, waiter not granted"));
-        assert_eq!(
-            (i.owner.as_slice(), i.token, i.waiters),
-            (&b"w"[..], tw, 0),
-            "{how}"
-        );
+        assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"w"[..], tw, 0), "{how}");
         let p = pttl(&mut o, b"k");
         assert!(p > 50_000 && p <= 60_000, "{how}: waiter's lease PTTL {p}");
         assert_eq!(release(&mut w, b"k", b"w"), 1, "{how}");
@@ -811,10 +666,7 @@ fn overwrite_with_plain_string_hands_over_only_to_the_same_owner() {
     let i = info_any(&mut o, b"k").expect("plain-string lock");
     assert_eq!(i.owner, b"someone-else");
     assert_eq!(i.token, None);
-    assert_eq!(
-        i.waiters, 1,
-        "the waiter must stay queued on a string held by another owner"
-    );
+    assert_eq!(i.waiters, 1, "the waiter must stay queued on a string held by another owner");
     ok_cmd(&mut o, cmd("DEL").arg("k"));
     let tw = recv_token(&mut w, "w after DEL of the string").expect("granted after DEL");
     assert!(tw > th);
@@ -828,24 +680,14 @@ fn overwrite_with_plain_string_hands_over_only_to_the_same_owner() {
     let t0 = Instant::now();
     ok_cmd(&mut o, cmd("SET").arg("k").arg("w2"));
     let t2 = recv_token(&mut w2, "w2 after SET k w2").expect("w2 granted after SET k w2");
-    assert!(
-        t0.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        t0.elapsed()
-    );
+    assert!(t0.elapsed() < Duration::from_secs(1), "took {:?}", t0.elapsed());
     assert!(t2 > tw, "new token {t2} after {tw}");
     let ty: String = cmd("TYPE").arg("k").query(&mut o).expect("TYPE");
     assert_eq!(ty, "redislock", "the string became a module lock");
     let i = info(&mut o, b"k").expect("held by w2");
-    assert_eq!(
-        (i.owner.as_slice(), i.token, i.waiters),
-        (&b"w2"[..], t2, 0)
-    );
+    assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"w2"[..], t2, 0));
     let p = pttl(&mut o, b"k");
-    assert!(
-        p > 50_000 && p <= 60_000,
-        "string had no TTL: lease is ttl-ms; PTTL {p}"
-    );
+    assert!(p > 50_000 && p <= 60_000, "string had no TTL: lease is ttl-ms; PTTL {p}");
 }
 
 #[test]
@@ -868,18 +710,9 @@ fn key_becoming_another_type_gives_waiters_wrongtype() {
     assert_eq!(r, vec![Value::Int(1), Value::Int(1)]);
     for (name, w) in [("w1", &mut w1), ("w2", &mut w2)] {
         let e = recv_reply(w, name);
-        assert_eq!(
-            e,
-            Err(E_WRONGTYPE.to_string()),
-            "{name} when the key became a list"
-        );
+        assert_eq!(e, Err(E_WRONGTYPE.to_string()), "{name} when the key became a list");
     }
-    let l: Vec<String> = cmd("LRANGE")
-        .arg("k")
-        .arg(0)
-        .arg(-1)
-        .query(&mut o)
-        .expect("LRANGE");
+    let l: Vec<String> = cmd("LRANGE").arg("k").arg(0).arg(-1).query(&mut o).expect("LRANGE");
     assert_eq!(l, vec!["x"], "list untouched");
     assert_eq!(blocked_clients(&mut o), 0);
 }
@@ -913,12 +746,7 @@ fn queues_are_per_database() {
 // Replication
 // ---------------------------------------------------------------------------
 
-const MASTER_ARGS: &[&str] = &[
-    "--repl-ping-replica-period",
-    "3600",
-    "--repl-diskless-sync-delay",
-    "0",
-];
+const MASTER_ARGS: &[&str] = &["--repl-ping-replica-period", "3600", "--repl-diskless-sync-delay", "0"];
 
 fn pair() -> (Server, Server) {
     let master = Server::start_with(MASTER_ARGS);
@@ -937,22 +765,13 @@ fn follow_until_master_owner(m: &mut Connection, r: &mut Connection, key: &[u8],
         if let Some(ri) = &ri {
             assert_eq!(ri.waiters, 0, "a replica has no waiters: {ri:?}");
             if ri.owner == owner {
-                assert_eq!(
-                    mi.as_ref().map(|i| i.owner.as_slice()),
-                    Some(owner),
-                    "replica showed {} before the master did",
-                    s(owner)
-                );
+                assert_eq!(mi.as_ref().map(|i| i.owner.as_slice()), Some(owner), "replica showed {} before the master did", s(owner));
             }
         }
         if mi.map(|i| i.owner == owner).unwrap_or(false) {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "master never handed {} the lock",
-            s(owner)
-        );
+        assert!(Instant::now() < deadline, "master never handed {} the lock", s(owner));
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -969,12 +788,7 @@ fn handoff_on_release_and_expiry_replicates() {
     let e = expect_err(&mut rw, &acq_wait("k", "w", 60_000, 0));
     assert!(e.starts_with("READONLY"), "ACQUIRE WAIT on a replica: {e}");
 
-    for (case, ttl) in [
-        ("release", 60_000),
-        ("expiry", 500),
-        ("DEL", 60_000),
-        ("FLUSHALL", 60_000),
-    ] {
+    for (case, ttl) in [("release", 60_000), ("expiry", 500), ("DEL", 60_000), ("FLUSHALL", 60_000)] {
         let th = grant(&mut h, "k", "h", ttl);
         // WAIT waits for the calling connection's own last write on Valkey
         // 8 (not the server's offset): ask it on the connection that wrote.
@@ -983,11 +797,7 @@ fn handoff_on_release_and_expiry_replicates() {
         send_cmd(&mut w, &acq_wait("k", "w", 60_000, 10_000));
         wait_waiters(&mut m, b"k", 1);
         let ri = info(&mut r, b"k").expect("replica has h's lock");
-        assert_eq!(
-            (ri.owner.as_slice(), ri.token, ri.waiters),
-            (&b"h"[..], th, 0),
-            "{case}"
-        );
+        assert_eq!((ri.owner.as_slice(), ri.token, ri.waiters), (&b"h"[..], th, 0), "{case}");
         match case {
             "release" => assert_eq!(release(&mut h, b"k", b"h"), 1),
             "DEL" => assert_eq!(ok_cmd(&mut h, cmd("DEL").arg("k")), Value::Int(1)),
@@ -1021,12 +831,7 @@ fn handoffs_persist_in_the_aof_in_order() {
     let mut h = srv.conn();
     let mut o = srv.conn();
     let mut expected = Vec::new();
-    for (key, how) in [
-        ("r", "release"),
-        ("e", "expiry"),
-        ("d", "DEL"),
-        ("o", "overwrite"),
-    ] {
+    for (key, how) in [("r", "release"), ("e", "expiry"), ("d", "DEL"), ("o", "overwrite")] {
         let th = grant(&mut h, key, "h", if how == "expiry" { 300 } else { 60_000 });
         let mut w = waiter(&srv, Duration::from_secs(10));
         send_cmd(&mut w, &acq_wait(key, "w", 600_000, 10_000));
@@ -1047,18 +852,9 @@ fn handoffs_persist_in_the_aof_in_order() {
     srv.start_again();
     let mut c = srv.conn();
     for (key, tw, deadline) in expected {
-        let i = info(&mut c, key.as_bytes())
-            .unwrap_or_else(|| panic!("{key}: the waiter's lock is missing after an AOF restart"));
-        assert_eq!(
-            (i.owner.as_slice(), i.token),
-            (&b"w"[..], tw),
-            "{key} after AOF restart"
-        );
-        assert_eq!(
-            pexpiretime(&mut c, key.as_bytes()),
-            deadline,
-            "{key}: deadline after AOF restart"
-        );
+        let i = info(&mut c, key.as_bytes()).unwrap_or_else(|| panic!("{key}: the waiter's lock is missing after an AOF restart"));
+        assert_eq!((i.owner.as_slice(), i.token), (&b"w"[..], tw), "{key} after AOF restart");
+        assert_eq!(pexpiretime(&mut c, key.as_bytes()), deadline, "{key}: deadline after AOF restart");
     }
 }
 
@@ -1070,11 +866,7 @@ fn assert_reply_agrees_with_owner(w: &mut Connection, o: &mut Connection, th: i6
     eprintln!("{what}: waiter got {r:?}; LOCK.INFO {i:?}");
     match (&r, &i) {
         (Some(Ok(Value::Int(t))), Some(i)) => {
-            assert_eq!(
-                (i.owner.as_slice(), i.token),
-                (&b"w"[..], Some(*t)),
-                "{what}: granted, must hold"
-            );
+            assert_eq!((i.owner.as_slice(), i.token), (&b"w"[..], Some(*t)), "{what}: granted, must hold");
             assert!(*t > th);
         }
         (Some(Ok(Value::Nil)), i) => assert!(
@@ -1107,8 +899,7 @@ fn wait_timeout_due_in_the_same_turn_as_a_handoff_still_gets_a_reply() {
     let mut p = redis::pipe();
     p.cmd("DEBUG").arg("SLEEP").arg("0.3");
     p.cmd("LOCK.RELEASE").arg("k").arg("h");
-    h.send_packed_command(&p.get_packed_pipeline())
-        .expect("send");
+    h.send_packed_command(&p.get_packed_pipeline()).expect("send");
     assert_eq!(recv_reply(&mut h, "DEBUG SLEEP"), Ok(Value::Okay));
     assert_eq!(recv_reply(&mut h, "RELEASE"), Ok(Value::Int(1)));
     assert_reply_agrees_with_owner(&mut w, &mut o, th, "timeout due with the handoff");
@@ -1129,8 +920,7 @@ fn client_unblock_right_after_a_handoff_still_gets_a_reply() {
     let mut p = redis::pipe();
     p.cmd("LOCK.RELEASE").arg("k").arg("h");
     p.cmd("CLIENT").arg("UNBLOCK").arg(id);
-    h.send_packed_command(&p.get_packed_pipeline())
-        .expect("send");
+    h.send_packed_command(&p.get_packed_pipeline()).expect("send");
     assert_eq!(recv_reply(&mut h, "RELEASE"), Ok(Value::Int(1)));
     let unblocked = recv_reply(&mut h, "CLIENT UNBLOCK");
     eprintln!("CLIENT UNBLOCK replied {unblocked:?}");
@@ -1152,33 +942,20 @@ fn waited_key_leaving_by_rename_move_or_pexpire_0_frees_the_waiter() {
         wait_waiters(&mut o, b"k", 1);
         let t0 = Instant::now();
         match how {
-            "RENAME" => assert_eq!(
-                ok_cmd(&mut h, cmd("RENAME").arg("k").arg("k2")),
-                Value::Okay
-            ),
+            "RENAME" => assert_eq!(ok_cmd(&mut h, cmd("RENAME").arg("k").arg("k2")), Value::Okay),
             "MOVE" => assert_eq!(ok_cmd(&mut h, cmd("MOVE").arg("k").arg(1)), Value::Int(1)),
-            "PEXPIRE 0" => assert_eq!(
-                ok_cmd(&mut h, cmd("PEXPIRE").arg("k").arg(0)),
-                Value::Int(1)
-            ),
+            "PEXPIRE 0" => assert_eq!(ok_cmd(&mut h, cmd("PEXPIRE").arg("k").arg(0)), Value::Int(1)),
             _ => {
                 // Replaced by a list: waiters get WRONGTYPE, checked below.
                 ok_cmd(&mut h, cmd("RPUSH").arg("l").arg("x"));
                 let dump: Vec<u8> = cmd("DUMP").arg("l").query(&mut h).expect("DUMP");
-                ok_cmd(
-                    &mut h,
-                    cmd("RESTORE").arg("k").arg(0).arg(dump).arg("REPLACE"),
-                );
+                ok_cmd(&mut h, cmd("RESTORE").arg("k").arg(0).arg(dump).arg("REPLACE"));
             }
         }
         let r = recv_reply(&mut w, how);
         let el = t0.elapsed();
         if how == "RESTORE REPLACE" {
-            assert_eq!(
-                r,
-                Err(E_WRONGTYPE.to_string()),
-                "{how}: key replaced by a list"
-            );
+            assert_eq!(r, Err(E_WRONGTYPE.to_string()), "{how}: key replaced by a list");
             continue;
         }
         let tw = match r {
@@ -1198,19 +975,11 @@ fn handoffs_emit_lock_acquire_after_the_freeing_event() {
     let srv = Server::start();
     let mut h = srv.conn();
     let mut o = srv.conn();
-    ok_cmd(
-        &mut o,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg("KEA"),
-    );
+    ok_cmd(&mut o, cmd("CONFIG").arg("SET").arg("notify-keyspace-events").arg("KEA"));
     let mut subcon = srv.conn();
     let mut ps = subcon.as_pubsub();
-    ps.psubscribe("__keyspace@0__:*")
-        .expect("PSUBSCRIBE keyspace");
-    ps.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("pubsub read timeout");
+    ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE keyspace");
+    ps.set_read_timeout(Some(Duration::from_secs(5))).expect("pubsub read timeout");
 
     let mut ws = Vec::new();
     for (key, how) in [("r", "release"), ("e", "expiry"), ("d", "DEL")] {
@@ -1229,26 +998,17 @@ fn handoffs_emit_lock_acquire_after_the_freeing_event() {
     ok_cmd(&mut o, cmd("SET").arg("marker").arg("1"));
     let mut events: Vec<(String, String)> = Vec::new();
     loop {
-        let m = ps
-            .get_message()
-            .unwrap_or_else(|e| panic!("no keyspace message within 5 s (so far {events:?}): {e}"));
+        let m = ps.get_message().unwrap_or_else(|e| panic!("no keyspace message within 5 s (so far {events:?}): {e}"));
         let ch: String = m.get_channel_name().to_string();
         let payload: String = m.get_payload().expect("payload");
         if ch == "__keyspace@0__:marker" {
             break;
         }
-        events.push((
-            ch.trim_start_matches("__keyspace@0__:").to_string(),
-            payload,
-        ));
+        events.push((ch.trim_start_matches("__keyspace@0__:").to_string(), payload));
         assert!(events.len() < 100, "runaway events: {events:?}");
     }
     for (key, freeing) in [("r", "lock.release"), ("e", "expired"), ("d", "del")] {
-        let on_key: Vec<&str> = events
-            .iter()
-            .filter(|(k, _)| k == key)
-            .map(|(_, e)| e.as_str())
-            .collect();
+        let on_key: Vec<&str> = events.iter().filter(|(k, _)| k == key).map(|(_, e)| e.as_str()).collect();
         assert_eq!(
             on_key,
             vec!["lock.acquire", freeing, "lock.acquire"],
@@ -1268,10 +1028,7 @@ fn master_demoted_to_replica_unblocks_its_waiters() {
     wait_waiters(&mut m, b"k", 1);
     ok_cmd(&mut m, cmd("REPLICAOF").arg("127.0.0.1").arg(other.port));
     match try_recv_reply(&mut w) {
-        Some(Err(e)) => assert!(
-            e.starts_with("UNBLOCKED"),
-            "waiter on a demoted master: {e}"
-        ),
+        Some(Err(e)) => assert!(e.starts_with("UNBLOCKED"), "waiter on a demoted master: {e}"),
         other => {
             panic!("waiter on a master turned replica: expected an UNBLOCKED error, got {other:?}")
         }
@@ -1283,16 +1040,9 @@ fn master_demoted_to_replica_unblocks_its_waiters() {
     }
     let mut oc = other.conn();
     assert_eq!(info_any(&mut oc, b"k"), None, "the new master has no k");
-    assert_eq!(
-        info_any(&mut m, b"k"),
-        None,
-        "the demoted node granted k on its own"
-    );
+    assert_eq!(info_any(&mut m, b"k"), None, "the demoted node granted k on its own");
     let keys: Vec<String> = cmd("KEYS").arg("*").query(&mut m).expect("KEYS");
-    assert!(
-        keys.is_empty(),
-        "demoted node has keys the master does not: {keys:?}"
-    );
+    assert!(keys.is_empty(), "demoted node has keys the master does not: {keys:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1317,16 +1067,10 @@ fn wait_option_errors() {
         (vec!["k", "w", "1000", "WAIT", "abc"], e_timeout),
         (vec!["k", "w", "1000", "WAIT", ""], e_timeout),
         (vec!["k", "w", "1000", "WAIT", "1.5"], e_timeout),
-        (
-            vec!["k", "w", "1000", "WAIT", "9223372036854775808"],
-            e_too_large,
-        ),
+        (vec!["k", "w", "1000", "WAIT", "9223372036854775808"], e_too_large),
         (vec!["free", "w", "1000", "wait", "-5"], e_timeout),
         (vec!["k", "w", "1000", "WAIT", "1", "WAIT", "2"], e_twice),
-        (
-            vec!["k", "w", "1000", "wait", "1", "FENCE", "3", "Wait", "2"],
-            e_twice,
-        ),
+        (vec!["k", "w", "1000", "wait", "1", "FENCE", "3", "Wait", "2"], e_twice),
         (vec!["free", "w", "1000", "WAIT", "0", "WAIT", "0"], e_twice),
     ];
     for (args, want) in &cases {
@@ -1340,32 +1084,14 @@ fn wait_option_errors() {
     let i = info(&mut c, b"k").expect("k");
     assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"h"[..], th, 0));
     assert_eq!(pexpiretime(&mut c, b"k"), deadline);
-    assert!(
-        !exists(&mut c, b"free"),
-        "an erroring ACQUIRE created a key"
-    );
+    assert!(!exists(&mut c, b"free"), "an erroring ACQUIRE created a key");
     // Case-insensitive WAIT, valid: a free key is granted at once.
-    let t = ok_cmd(
-        &mut c,
-        cmd("LOCK.ACQUIRE")
-            .arg("free")
-            .arg("w")
-            .arg(1000)
-            .arg("wAiT")
-            .arg(5),
-    );
+    let t = ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("free").arg("w").arg(1000).arg("wAiT").arg(5));
     assert!(matches!(t, Value::Int(x) if x > th), "{t:?}");
     // WRONGTYPE at once, not a wait, on another type.
     ok_cmd(&mut c, cmd("RPUSH").arg("lst").arg("a"));
     let t0 = Instant::now();
-    assert_eq!(
-        expect_err(&mut c, &acq_wait("lst", "w", 1000, 0)),
-        E_WRONGTYPE
-    );
+    assert_eq!(expect_err(&mut c, &acq_wait("lst", "w", 1000, 0)), E_WRONGTYPE);
     assert!(t0.elapsed() < Duration::from_secs(1));
-    assert_eq!(
-        grant(&mut c, "after", "x", 1000),
-        th + 2,
-        "errors consumed no token"
-    );
+    assert_eq!(grant(&mut c, "after", "x", 1000), th + 2, "errors consumed no token");
 }

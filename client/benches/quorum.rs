@@ -254,10 +254,7 @@ fn module_path() -> Res<PathBuf> {
         _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target/release/libredislock.so"),
     };
     if !path.is_file() {
-        return Err(format!(
-            "module {} not found: build it (cargo build --release -p redislock) or set REDISLOCK_MODULE",
-            path.display()
-        ));
+        return Err(format!("module {} not found: build it (cargo build --release -p redislock) or set REDISLOCK_MODULE", path.display()));
     }
     path.canonicalize().map_err(|e| format!("module {}: {e}", path.display()))
 }
@@ -282,7 +279,12 @@ struct Config {
 impl Config {
     fn from_env() -> Res<Config> {
         let seconds = match std::env::var("BENCH_SECONDS") {
-            Ok(v) => v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0).ok_or(format!("BENCH_SECONDS={v:?}: not a positive number"))?,
+            Ok(v) => v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .ok_or(format!("BENCH_SECONDS={v:?}: not a positive number"))?,
             Err(_) => DEFAULT_SECONDS,
         };
         let rounds = match std::env::var("BENCH_ROUNDS") {
@@ -389,8 +391,11 @@ async fn collect(tasks: Vec<tokio::task::JoinHandle<Res<Tally>>>, seconds: f64) 
         }
     }
     let ms = |v: u64| v as f64 / 1000.0;
-    let (p50, p99, max) =
-        if all.hist.is_empty() { (0.0, 0.0, 0.0) } else { (ms(all.hist.value_at_quantile(0.5)), ms(all.hist.value_at_quantile(0.99)), ms(all.hist.max())) };
+    let (p50, p99, max) = if all.hist.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (ms(all.hist.value_at_quantile(0.5)), ms(all.hist.value_at_quantile(0.99)), ms(all.hist.max()))
+    };
     Ok(Sample {
         rate: all.done as f64 / seconds,
         p50_ms: p50,
@@ -448,7 +453,15 @@ impl Exclusion {
 }
 
 /// N contenders on one resource for `seconds`.
-async fn contended(imp: Imp, clients: &Clients, n: usize, hold: Duration, resource: String, cfg: &Config, violations: &Violations) -> Res<Sample> {
+async fn contended(
+    imp: Imp,
+    clients: &Clients,
+    n: usize,
+    hold: Duration,
+    resource: String,
+    cfg: &Config,
+    violations: &Violations,
+) -> Res<Sample> {
     let exclusion = Arc::new(Exclusion {
         busy: AtomicBool::new(false),
         last_token: AtomicI64::new(i64::MIN),
@@ -583,7 +596,11 @@ async fn uncontended(imp: Imp, clients: &Clients, workers: usize, prefix: String
 async fn warm_up(clients: &Clients, run: &str) -> Res<()> {
     for i in 0..8 {
         let key = format!("qb:{run}:warm:ours:{i}");
-        let lock = clients.ours.try_lock(&key, TTL).await.map_err(|e| format!("our client cannot lock on the fresh servers (is the module loaded?): {e}"))?;
+        let lock = clients
+            .ours
+            .try_lock(&key, TTL)
+            .await
+            .map_err(|e| format!("our client cannot lock on the fresh servers (is the module loaded?): {e}"))?;
         clients.ours.release(&lock).await.map_err(|e| format!("our client cannot release: {e}"))?;
         // The line's queue (LOCK.ACQUIRE ... WAIT) too.
         let lock = clients
@@ -798,7 +815,22 @@ async fn bench(cfg: &Config, urls: &[String], version: &str) -> Res<usize> {
     );
     out += &format!(
         "{:>10} {:>5} | {:>7} {:>7} {:>7} | {:>7} {:>7} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>6} {:>6} | {:>6} {:>6}\n",
-        "", "", "ours", "rslock", "ratio", "ours", "rslock", "ours", "rslock", "ratio", "ours", "rslock", "ours", "rslock", "ours", "rslock"
+        "",
+        "",
+        "ours",
+        "rslock",
+        "ratio",
+        "ours",
+        "rslock",
+        "ours",
+        "rslock",
+        "ratio",
+        "ours",
+        "rslock",
+        "ours",
+        "rslock",
+        "ours",
+        "rslock"
     );
     let mut errors: Vec<String> = Vec::new();
     for ((n, hold_ms), pair) in &contended_pairs {
@@ -828,10 +860,7 @@ async fn bench(cfg: &Config, urls: &[String], version: &str) -> Res<usize> {
     out += "gave up: acquire calls that ran out (ours: its deadline; rslock: its 3 attempts) and were called again, summed over the rounds\n\n";
 
     out += "uncontended: each worker on a fresh key every cycle, acquire + release; cycle time in ms\n";
-    out += &format!(
-        "{:>7} | {:<26} | {:<17} | {:<17} | {:<13}\n",
-        "workers", "cycles/s", "p50", "p99", "errors"
-    );
+    out += &format!("{:>7} | {:<26} | {:<17} | {:<17} | {:<13}\n", "workers", "cycles/s", "p50", "p99", "errors");
     out += &format!(
         "{:>7} | {:>9} {:>9} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>6} {:>6}\n",
         "", "ours", "rslock", "ratio", "ours", "rslock", "ours", "rslock", "ours", "rslock"

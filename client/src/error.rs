@@ -58,14 +58,14 @@ impl fmt::Display for Why<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             NotGranted::Held => f.write_str("held by another owner"),
-            NotGranted::Quarantine { ms_left, instances } => write!(
-                f,
-                "{instances} server(s) in restart quarantine, {} left",
-                crate::transport::seconds_left(*ms_left)
-            ),
+            NotGranted::Quarantine { ms_left, instances } => {
+                write!(f, "{instances} server(s) in restart quarantine, {} left", crate::transport::seconds_left(*ms_left))
+            }
             NotGranted::NoQuorum => f.write_str("too few servers answered for a quorum"),
             NotGranted::NoValidity => f.write_str("granted too late: no validity left"),
-            NotGranted::Rejected { rejection, instances } => write!(f, "{instances} server(s) refused the request: {}", rejection.describe()),
+            NotGranted::Rejected { rejection, instances } => {
+                write!(f, "{instances} server(s) refused the request: {}", rejection.describe())
+            }
         }
     }
 }

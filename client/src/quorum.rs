@@ -135,7 +135,8 @@ pub fn not_granted(outcomes: &[InstanceOutcome], quorum: usize) -> NotGranted {
 /// how many outcomes are rejections of any kind.
 pub fn rejections(outcomes: &[InstanceOutcome]) -> Option<(Rejection, usize)> {
     let all: Vec<Rejection> = outcomes.iter().filter_map(|o| o.outcome.rejection()).collect();
-    let most = all.iter().copied().max_by_key(|r| (all.iter().filter(|x| *x == r).count(), std::cmp::Reverse(all.iter().position(|x| x == r))))?;
+    let most =
+        all.iter().copied().max_by_key(|r| (all.iter().filter(|x| *x == r).count(), std::cmp::Reverse(all.iter().position(|x| x == r))))?;
     Some((most, all.len()))
 }
 
@@ -173,11 +174,7 @@ mod tests {
     }
 
     fn round(outcomes: &[Outcome]) -> Vec<InstanceOutcome> {
-        outcomes
-            .iter()
-            .enumerate()
-            .map(|(i, o)| InstanceOutcome { server: format!("s{i}"), outcome: o.clone(), latency: MS(1) })
-            .collect()
+        outcomes.iter().enumerate().map(|(i, o)| InstanceOutcome { server: format!("s{i}"), outcome: o.clone(), latency: MS(1) }).collect()
     }
 
     #[test]

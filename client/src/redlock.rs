@@ -310,13 +310,7 @@ impl Redlock {
 
     /// `lock_until`, calling `observe` after each failed attempt that will
     /// be retried (e.g. to show why it waits).
-    pub async fn lock_until_observed<F>(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        deadline: Option<Instant>,
-        observe: F,
-    ) -> Result<Lock, Error>
+    pub async fn lock_until_observed<F>(&self, resource: &str, ttl: Duration, deadline: Option<Instant>, observe: F) -> Result<Lock, Error>
     where
         F: FnMut(&Retry<'_>) + Send,
     {
@@ -373,8 +367,8 @@ impl Redlock {
                         // A window well inside the ttl: the validity counts
                         // from the moment the waits were sent.
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
-                        let floor = ask_floor
-                            .then(|| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
+                        let floor =
+                            ask_floor.then(|| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
                         (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared).await, Some(window))
                     }
                     (_, _, Kind::Permit(limit)) => (self.attempt_permit(resource, limit, ttl).await, None),
@@ -730,7 +724,7 @@ impl Redlock {
         granted: &[(usize, Option<i64>)],
         outcomes: &mut [InstanceOutcome],
     ) -> Option<(i64, usize)> {
-        let mut candidates: Vec<(usize, i64)> = granted.iter().filter_map(|&(i, t)| Some((i, t?))).collect();
+        let mut candidates: Vec<Grant> = granted.iter().filter_map(|&(i, t)| Some((i, t?))).collect();
         let mut fenced: Vec<usize> = Vec::new();
         loop {
             let tokens: Vec<i64> = candidates.iter().map(|&(_, t)| t).collect();
@@ -772,14 +766,17 @@ impl Redlock {
             if !too_far_ahead {
                 return None;
             }
-            let (ahead, rest): (Vec<(usize, i64)>, Vec<(usize, i64)>) = candidates.into_iter().partition(|&(_, t)| t >= plan.token);
+            let (ahead, rest): (Vec<Grant>, Vec<Grant>) = candidates.into_iter().partition(|&(_, t)| t >= plan.token);
             candidates = rest;
             for (i, _) in ahead {
                 if let Some(instance) = self.inner.instances.get(i) {
                     instance.release(resource, owner).await;
                 }
                 if let Some(slot) = outcomes.get_mut(i) {
-                    slot.outcome = Outcome::Failed(format!("token {} is too far ahead for the other instances' max-token-lead; not counted", plan.token));
+                    slot.outcome = Outcome::Failed(format!(
+                        "token {} is too far ahead for the other instances' max-token-lead; not counted",
+                        plan.token
+                    ));
                 }
             }
             if candidates.len() < self.inner.quorum {
@@ -889,6 +886,9 @@ impl Redlock {
         LockGuard::start(self.clone(), lock)
     }
 }
+
+/// A grant in reconciliation: (instance index, token).
+type Grant = (usize, i64);
 
 /// What an acquisition asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

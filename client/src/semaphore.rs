@@ -81,26 +81,14 @@ impl Redlock {
     /// waiters at once, in arrival order, each of which then asks the
     /// permits until one is granted; permits are so handed out in arrival
     /// order instead of by lottery.
-    pub async fn permit_until(
-        &self,
-        resource: &str,
-        limit: u32,
-        ttl: Duration,
-        deadline: Option<Instant>,
-    ) -> Result<Lock, Error> {
+    pub async fn permit_until(&self, resource: &str, limit: u32, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
         Self::check_limit(limit)?;
         self.acquire_until(resource, ttl, deadline, Kind::Permit(limit), |_| {}).await
     }
 
     /// A permit of `resource` (as `permit_until`) kept by a guard that
     /// extends it and signals its loss, like `Redlock::guard`.
-    pub async fn guard_permit(
-        &self,
-        resource: &str,
-        limit: u32,
-        ttl: Duration,
-        deadline: Option<Instant>,
-    ) -> Result<LockGuard, Error> {
+    pub async fn guard_permit(&self, resource: &str, limit: u32, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
         let permit = self.permit_until(resource, limit, ttl, deadline).await?;
         Ok(self.keep(permit))
     }

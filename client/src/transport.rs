@@ -101,7 +101,9 @@ impl Rejection {
         match self {
             Rejection::MaxTtl => "the ttl exceeds the servers' redislock.max-ttl (ask for less, or raise the setting)",
             Rejection::OwnerTooLong => "the owner is longer than the servers' redislock.max-owner-len",
-            Rejection::WrongType => "the key holds another type or another kind of lock (a mutex, read-write lock or semaphore of another limit)",
+            Rejection::WrongType => {
+                "the key holds another type or another kind of lock (a mutex, read-write lock or semaphore of another limit)"
+            }
             Rejection::Permission => "the servers refused the credentials or the ACL permissions",
             Rejection::ReadOnly => "a server is a read-only replica: list masters",
             Rejection::ModuleMissing => "the redislock module is not loaded on the servers",
@@ -381,7 +383,8 @@ const MAX_IDLE_WAITING_CONNS: usize = 64;
 pub const CLUSTER_SCHEME: &str = "redis+cluster://";
 
 enum Client {
-    Single(redis::Client),
+    /// Boxed: far larger than a seed list, and used only to connect.
+    Single(Box<redis::Client>),
     /// Seed node URLs (`redis://...`).
     Cluster(Vec<String>),
 }
@@ -468,7 +471,7 @@ impl Instance {
             let client = redis::Client::open(url)?;
             let name = client.get_connection_info().addr().to_string();
             let addresses = vec![name.to_ascii_lowercase()];
-            (Client::Single(client), name, addresses)
+            (Client::Single(Box::new(client)), name, addresses)
         };
         Ok(Instance {
             name,
@@ -500,7 +503,7 @@ impl Instance {
                         // the request timeout, not as a timeout. `request`
                         // retries a dropped connection once itself.
                         .set_number_of_retries(0);
-                    ConnectionManager::new_with_config(client.clone(), config).await.map(Link::Single)
+                    ConnectionManager::new_with_config(redis::Client::clone(client), config).await.map(Link::Single)
                 }
                 Client::Cluster(seeds) => {
                     let client = self.cluster_client(seeds, self.request_timeout)?;
@@ -901,10 +904,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 fn connect_timeout(after: Duration) -> Outcome {
-    Outcome::Unreachable {
-        cause: UnreachableCause::ConnectTimeout,
-        detail: format!("no connection within {}", ms_text(after)),
-    }
+    Outcome::Unreachable { cause: UnreachableCause::ConnectTimeout, detail: format!("no connection within {}", ms_text(after)) }
 }
 
 fn ms_text(d: Duration) -> String {

@@ -75,17 +75,12 @@ async fn run_gives_the_command_a_real_fencing_token_and_releases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn second_run_is_refused_without_wait_and_follows_with_wait() {
     let c = Cluster::start(5);
-    let mut first = redlock(
-        &c,
-        &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo $REDLOCK_TOKEN $REDLOCK_OWNER; sleep 2"],
-    )
-    .spawn()
-    .expect("spawn first");
+    let mut first = redlock(&c, &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo $REDLOCK_TOKEN $REDLOCK_OWNER; sleep 2"])
+        .spawn()
+        .expect("spawn first");
     // The first holds the lock once every server shows an owner.
-    eventually(Duration::from_secs(10), "first run to hold the lock", || async {
-        c.infos("cli-shared").await.iter().all(Option::is_some)
-    })
-    .await;
+    eventually(Duration::from_secs(10), "first run to hold the lock", || async { c.infos("cli-shared").await.iter().all(Option::is_some) })
+        .await;
     assert!(first.try_wait().unwrap().is_none(), "first run ended early");
 
     let refused = run(&c, &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo ran"], "no --wait").await;
@@ -129,10 +124,7 @@ async fn run_stops_the_command_when_the_lock_is_lost() {
     )
     .spawn()
     .expect("spawn");
-    eventually(Duration::from_secs(10), "run to hold the lock", || async {
-        c.infos("cli-lost").await.iter().all(Option::is_some)
-    })
-    .await;
+    eventually(Duration::from_secs(10), "run to hold the lock", || async { c.infos("cli-lost").await.iter().all(Option::is_some) }).await;
     for i in 0..3 {
         c.servers[i].freeze();
     }
@@ -193,10 +185,7 @@ async fn status_without_a_resource_summarises_each_server() {
 }
 
 fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
-        .unwrap_or_else(|| panic!("no {name} in {stdout:?}"))
+    stdout.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(": ")).unwrap_or_else(|| panic!("no {name} in {stdout:?}"))
 }
 
 /// `acquire --limit 2`: two permits, each a lock of its own, a third

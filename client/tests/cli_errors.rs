@@ -59,8 +59,8 @@ async fn cli(servers: &str, args: &[&str]) -> Ran {
 /// The `--json` error object on stdout: the only document there, with
 /// kind, message and the exit status the process really had.
 fn error_object(ran: &Ran, kind: &str) -> Value {
-    let doc: Value = serde_json::from_str(ran.stdout.trim())
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {:?}", ran.stdout));
+    let doc: Value =
+        serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {:?}", ran.stdout));
     let error = doc.get("error").unwrap_or_else(|| panic!("no error object: {doc}")).clone();
     assert_eq!(error["kind"], kind, "{error}");
     assert_eq!(error["exit_code"].as_i64(), ran.code.map(i64::from), "exit_code must be the real status: {error}");
@@ -495,11 +495,7 @@ async fn bench_reports_what_it_measured_and_ratios_from_the_same_run_without_tar
     assert!(report.get("targets").is_none(), "{report}");
     assert_eq!(report["workers"], 2);
     let phases = report["phases"].as_array().expect("phases");
-    assert_eq!(
-        phases.len(),
-        9,
-        "module, script at 1 and 2 workers, the floor at 1 and 2, contended exclusive, mixed, permits: {report}"
-    );
+    assert_eq!(phases.len(), 9, "module, script at 1 and 2 workers, the floor at 1 and 2, contended exclusive, mixed, permits: {report}");
     assert!(phases.iter().all(|p| p["cycles"].as_u64().is_some_and(|n| n > 0)), "every phase measured something: {report}");
     let ratios = report["ratios"].as_array().expect("ratios");
     let names: Vec<&str> = ratios.iter().filter_map(|r| r["name"].as_str()).collect();

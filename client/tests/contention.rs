@@ -25,12 +25,7 @@ struct Hold {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_never_overlap_and_tokens_increase() {
     let c = Cluster::start(5);
-    let settings = Settings {
-        request_timeout: MS(250),
-        connect_timeout: MS(1000),
-        retry_delay: (MS(5), MS(15)),
-        ..Settings::default()
-    };
+    let settings = Settings { request_timeout: MS(250), connect_timeout: MS(1000), retry_delay: (MS(5), MS(15)), ..Settings::default() };
     let ttl = Duration::from_secs(2);
     let busy = Arc::new(AtomicBool::new(false));
     let start = Instant::now();

@@ -105,8 +105,7 @@ async fn a_holder_paused_past_its_lease_is_refused_by_the_fence() {
         fence.key
     );
     let mut cmd = redlock_cmd(&c.urls(), "100ms");
-    cmd.args(["run", "paused", "--ttl", "1s", "--on-lost", "warn", "--", "sh", "-c", &script])
-        .env("FENCED_WRITE", FENCED_WRITE);
+    cmd.args(["run", "paused", "--ttl", "1s", "--on-lost", "warn", "--", "sh", "-c", &script]).env("FENCED_WRITE", FENCED_WRITE);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn().expect("spawn redlock run");
     let group = Group(child.id() as libc::pid_t);
@@ -116,10 +115,8 @@ async fn a_holder_paused_past_its_lease_is_refused_by_the_fence() {
         stdout.read_line(&mut line).expect("read token");
         (line, stdout)
     });
-    let (line, mut stdout) = tokio::time::timeout(Duration::from_secs(10), first_line)
-        .await
-        .expect("redlock run printed no token within 10 s")
-        .expect("join");
+    let (line, mut stdout) =
+        tokio::time::timeout(Duration::from_secs(10), first_line).await.expect("redlock run printed no token within 10 s").expect("join");
     let token_a: i64 = line.trim().parse().unwrap_or_else(|e| panic!("token {line:?}: {e}"));
 
     // Pause the holder: redlock run (no more extensions) and its command.
@@ -393,11 +390,8 @@ async fn slow_network_acquisitions_end_in_time_and_never_return_a_lock_without_v
         let (mut max_try, mut max_until) = (Duration::ZERO, Duration::ZERO);
         for round in 0..18 {
             let started = Instant::now();
-            let got = if round % 3 == 2 {
-                rl.lock_until("slow", ttl, Some(started + deadline)).await
-            } else {
-                rl.try_lock("slow", ttl).await
-            };
+            let got =
+                if round % 3 == 2 { rl.lock_until("slow", ttl, Some(started + deadline)).await } else { rl.try_lock("slow", ttl).await };
             let took = started.elapsed();
             attempts += 1;
             let limit = if round % 3 == 2 { bound_until } else { bound };
@@ -558,10 +552,7 @@ async fn redlock_run_stops_the_command_within_one_extension_interval_of_losing_t
     let mut c = Cluster::start(5);
     let dir = tempfile::tempdir().expect("temp dir");
     let stopped = dir.path().join("stopped");
-    let script = format!(
-        "trap 'date +%s%N > {}; exit 143' TERM; echo started; while :; do sleep 0.02; done",
-        stopped.display()
-    );
+    let script = format!("trap 'date +%s%N > {}; exit 143' TERM; echo started; while :; do sleep 0.02; done", stopped.display());
     let ttl = MS(1500);
     let every = ttl / 3;
     let request_timeout = MS(50);

@@ -28,21 +28,14 @@ async fn an_instance_answering_above_the_written_back_token_still_counts() {
     // B's replies come late: between its grant and the write-back there
     // is time to issue a token above A's on B.
     let slow = DelayProxy::start(b.port, 1000..=1000).await;
-    let settings = Settings {
-        request_timeout: Duration::from_secs(10),
-        connect_timeout: Duration::from_secs(10),
-        ..relaxed()
-    };
+    let settings = Settings { request_timeout: Duration::from_secs(10), connect_timeout: Duration::from_secs(10), ..relaxed() };
     let rl = Redlock::new(&[a.url(), slow.url(), z.url()], settings).expect("handle");
     let _ = rl.status("f").await;
     let locking = tokio::spawn(async move {
         let got = rl.try_lock("f", Duration::from_secs(30)).await;
         (rl, got)
     });
-    eventually(Duration::from_secs(10), "A and B granted f", || async {
-        a.info("f").await.is_some() && b.info("f").await.is_some()
-    })
-    .await;
+    eventually(Duration::from_secs(10), "A and B granted f", || async { a.info("f").await.is_some() && b.info("f").await.is_some() }).await;
     let a_token = a.info("f").await.and_then(|i| i.token).expect("A's token");
     let b_token = b.info("f").await.and_then(|i| i.token).expect("B's token");
     assert!(a_token > b_token, "A issued the maximum ({a_token} vs {b_token})");

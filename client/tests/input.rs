@@ -121,7 +121,10 @@ async fn an_alias_found_at_first_contact_is_refused_by_the_library() {
             other => panic!("attempt {attempt}: expected a configuration error, got {other:?}"),
         }
     }
-    assert!(matches!(rl.lock_until("alias", Duration::from_secs(10), Some(Instant::now() + Duration::from_secs(2))).await, Err(Error::Config(_))));
+    assert!(matches!(
+        rl.lock_until("alias", Duration::from_secs(10), Some(Instant::now() + Duration::from_secs(2))).await,
+        Err(Error::Config(_))
+    ));
     assert!(matches!(rl.verify_servers().await, Err(Error::Config(_))));
     for s in &c.servers {
         assert_eq!(s.info("alias").await, None, "{}: nothing taken", s.addr());

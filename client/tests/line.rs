@@ -64,10 +64,8 @@ async fn waiters_are_served_in_arrival_order_and_the_head_waits_on_the_lock() {
     let mut order = Vec::new();
     let mut last = lock.token.unwrap_or(0);
     while order.len() < 3 {
-        let (n, token) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-            .await
-            .expect("every contender is served")
-            .expect("channel open");
+        let (n, token) =
+            tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("every contender is served").expect("channel open");
         let token = token.expect("granted");
         assert!(token > last, "tokens increase along the line");
         last = token;
@@ -75,10 +73,8 @@ async fn waiters_are_served_in_arrival_order_and_the_head_waits_on_the_lock() {
     }
     assert_eq!(order, vec![0, 1, 2], "served in arrival order");
     common::eventually(Duration::from_secs(3), "line key gone", || async { line_holders(&c, "fifo").await == 0 }).await;
-    common::eventually(Duration::from_secs(3), "lock free everywhere", || async {
-        c.infos("fifo").await.iter().all(Option::is_none)
-    })
-    .await;
+    common::eventually(Duration::from_secs(3), "lock free everywhere", || async { c.infos("fifo").await.iter().all(Option::is_none) })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,8 +91,7 @@ async fn a_lock_taken_without_a_deadline_has_no_place_in_line() {
 async fn the_place_is_given_up_at_the_grant_and_the_lock_kept() {
     let c = Cluster::start(5);
     let rl = c.redlock(relaxed());
-    let lock =
-        rl.lock_until("early", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(2))).await.expect("lock");
+    let lock = rl.lock_until("early", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(2))).await.expect("lock");
     common::eventually(Duration::from_secs(3), "place given up", || async { line_holders(&c, "early").await == 0 }).await;
     assert!(c.infos("early").await.iter().all(|i| i.as_ref().is_some_and(|i| i.owner == lock.owner)), "lock kept");
     rl.release(&lock).await.expect("release");
@@ -116,12 +111,12 @@ async fn head_granted_by_three(c: &Cluster, resource: &str) -> (redlock::Lock, r
     let head = c.redlock(relaxed());
     let waiting = {
         let (head, resource) = (head.clone(), resource.to_string());
-        tokio::spawn(async move { head.lock_until(&resource, Duration::from_secs(20), Some(Instant::now() + Duration::from_secs(5))).await })
+        tokio::spawn(
+            async move { head.lock_until(&resource, Duration::from_secs(20), Some(Instant::now() + Duration::from_secs(5))).await },
+        )
     };
-    common::eventually(Duration::from_secs(3), "head waiting on every instance", || async {
-        waiters(c, resource).await == vec![1; 5]
-    })
-    .await;
+    common::eventually(Duration::from_secs(3), "head waiting on every instance", || async { waiters(c, resource).await == vec![1; 5] })
+        .await;
     for i in 0..3 {
         assert_eq!(on_server(c, i, redis::cmd("LOCK.RELEASE").arg(resource).arg(&held.owner)).await, Value::Int(1));
     }
@@ -147,10 +142,8 @@ async fn a_head_grant_after_the_release_is_released_at_once() {
     for i in 3..5 {
         assert_eq!(on_server(&c, i, redis::cmd("LOCK.RELEASE").arg("late").arg(&held.owner)).await, Value::Int(1));
     }
-    common::eventually(Duration::from_secs(3), "late grants released", || async {
-        c.infos("late").await.iter().all(Option::is_none)
-    })
-    .await;
+    common::eventually(Duration::from_secs(3), "late grants released", || async { c.infos("late").await.iter().all(Option::is_none) })
+        .await;
     // Not by their lease: it is 20 s.
     let other = c.redlock(relaxed());
     let next = other.try_lock("late", Duration::from_secs(5)).await.expect("free on every instance");

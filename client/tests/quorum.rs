@@ -104,10 +104,7 @@ async fn minority_down_acquires_majority_down_fails_cleanly() {
     let token = lock.token.unwrap();
     for (i, o) in lock.instances.iter().enumerate() {
         if i == 1 || i == 3 {
-            assert!(
-                matches!(o.outcome, Outcome::Unreachable { cause: UnreachableCause::ConnectionRefused, .. }),
-                "killed server {i}: {o}"
-            );
+            assert!(matches!(o.outcome, Outcome::Unreachable { cause: UnreachableCause::ConnectionRefused, .. }), "killed server {i}: {o}");
         } else {
             assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "live server {i}");
         }

@@ -1,6 +1,8 @@
 //! A Redis Cluster as one of the quorum's instances (`redis+cluster://`
 //! seed URL): alone with quorum 1, beside standalone servers as one vote,
 //! and through a reshard of a held lock's slot.
+// Each test holds `one_cluster_at_a_time` across its awaits on purpose.
+#![allow(clippy::await_holding_lock)]
 
 mod common;
 
@@ -16,6 +18,9 @@ use redlock::{Outcome, Redlock};
 /// Three cluster nodes and their buses per test: one cluster at a time.
 static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
+/// Held for a whole test, across its awaits on purpose: it keeps the other
+/// tests of this binary (on their own runtimes and threads) from starting
+/// a cluster meanwhile.
 fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
     ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -162,15 +167,8 @@ async fn a_held_lock_follows_its_slot_to_another_node() {
     let (src_id, dst_id) = (node_id(&cluster.nodes[src]).await, node_id(&cluster.nodes[dst]).await);
     cluster.nodes[dst].ok(redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&src_id)).await;
     cluster.nodes[src].ok(redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&dst_id)).await;
-    let migrate = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(cluster.nodes[dst].port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(resource)
-        .clone();
+    let migrate =
+        redis::cmd("MIGRATE").arg("127.0.0.1").arg(cluster.nodes[dst].port).arg("").arg(0).arg(5000).arg("KEYS").arg(resource).clone();
     assert_eq!(cluster.nodes[src].ok(&migrate).await, Value::Okay);
     for node in &cluster.nodes {
         node.ok(redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("NODE").arg(&dst_id)).await;

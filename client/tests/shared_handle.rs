@@ -95,10 +95,8 @@ async fn sixteen_tasks_on_one_shared_handle_exclude_each_other() {
     }
     let mut per_way = std::collections::BTreeMap::new();
     for t in tasks {
-        let (way, grants) = tokio::time::timeout(Duration::from_secs(30), t)
-            .await
-            .expect("a task did not finish within 30 s")
-            .expect("task panicked");
+        let (way, grants) =
+            tokio::time::timeout(Duration::from_secs(30), t).await.expect("a task did not finish within 30 s").expect("task panicked");
         *per_way.entry(format!("{way:?}")).or_insert(0) += grants;
     }
     let verdict = history.check();

@@ -225,9 +225,8 @@ async fn mixed_history(faults: bool) {
             }
         }
     }
-    let readers_overlapped = rw.iter().enumerate().any(|(i, a)| {
-        rw[i + 1..].iter().any(|b| a.kind == Kind::Shared && b.kind == Kind::Shared && overlap(a, b))
-    });
+    let readers_overlapped =
+        rw.iter().enumerate().any(|(i, a)| rw[i + 1..].iter().any(|b| a.kind == Kind::Shared && b.kind == Kind::Shared && overlap(a, b)));
     eprintln!(
         "lock-family quorum history (faults: {faults}): 16 clients, {} holds ({shared} shared, {exclusive} exclusive, {permits} permits, \
          {} abandoned), most permits at once {most_permits}, {} violations",

@@ -45,10 +45,7 @@ async fn frozen_server_costs_one_request_timeout() {
     // nothing of ours stays behind (the lease alone would last 10 s).
     c.servers[2].thaw();
     let s = &c.servers[2];
-    eventually(Duration::from_secs(3), "thawed server to drop the late grant", || async {
-        s.info("frozen").await.is_none()
-    })
-    .await;
+    eventually(Duration::from_secs(3), "thawed server to drop the late grant", || async { s.info("frozen").await.is_none() }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,20 +29,12 @@ where
 {
     let rt = runtime::runtime()?;
     if exit::closed() {
-        return Err(PyRuntimeError::new_err(
-            "redislock: the interpreter is exiting; no new asyncio operation",
-        ));
+        return Err(PyRuntimeError::new_err("redislock: the interpreter is exiting; no new asyncio operation"));
     }
-    let event_loop = PyModule::import(py, intern!(py, "asyncio"))?
-        .call_method0(intern!(py, "get_running_loop"))?;
+    let event_loop = PyModule::import(py, intern!(py, "asyncio"))?.call_method0(intern!(py, "get_running_loop"))?;
     let fut = event_loop.call_method0(intern!(py, "create_future"))?;
     let cancel = CancellationToken::new();
-    fut.call_method1(
-        intern!(py, "add_done_callback"),
-        (OnDone {
-            cancel: cancel.clone(),
-        },),
-    )?;
+    fut.call_method1(intern!(py, "add_done_callback"), (OnDone { cancel: cancel.clone() },))?;
     let (event_loop, target) = (event_loop.unbind(), fut.clone().unbind());
     rt.spawn(async move {
         let result = tokio::select! {
@@ -52,8 +44,7 @@ where
         };
         // Not on a worker thread: those must never wait for the GIL.
         tokio::task::spawn_blocking(move || {
-            let convert: Convert =
-                Box::new(move |py| result.and_then(|value| value.into_py_any(py)));
+            let convert: Convert = Box::new(move |py| result.and_then(|value| value.into_py_any(py)));
             // `None` once the interpreter exits: everything is dropped
             // without it (an acquired lock is then released, `hold::Fresh`).
             exit::attach(move |py| resolve(py, event_loop, target, convert));
@@ -65,17 +56,11 @@ where
 /// Hands the result to the loop's thread, where `Resolve` sets it.
 fn resolve(py: Python<'_>, event_loop: Py<PyAny>, target: Py<PyAny>, convert: Convert) {
     let event_loop = event_loop.into_bound(py);
-    let resolve = Resolve {
-        target,
-        convert: Mutex::new(Some(convert)),
-    };
+    let resolve = Resolve { target, convert: Mutex::new(Some(convert)) };
     if let Err(e) = event_loop.call_method1(intern!(py, "call_soon_threadsafe"), (resolve,)) {
         // A closed loop: nobody is waiting (its result is dropped, so an
         // acquired lock is released).
-        let closed = event_loop
-            .call_method0(intern!(py, "is_closed"))
-            .and_then(|c| c.is_truthy())
-            .unwrap_or(false);
+        let closed = event_loop.call_method0(intern!(py, "is_closed")).and_then(|c| c.is_truthy()).unwrap_or(false);
         if !closed {
             e.write_unraisable(py, Some(&event_loop));
         }
@@ -117,10 +102,7 @@ struct OnDone {
 #[pymethods]
 impl OnDone {
     fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
-        if fut
-            .call_method0(intern!(fut.py(), "cancelled"))?
-            .is_truthy()?
-        {
+        if fut.call_method0(intern!(fut.py(), "cancelled"))?.is_truthy()? {
             self.cancel.cancel();
         }
         Ok(())

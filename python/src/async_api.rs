@@ -55,15 +55,9 @@ where
 /// awaiting asyncio task must not cut an acquisition in the middle (a grant
 /// on the servers without a lock to release). Its result, if nobody takes
 /// it, is dropped and so released (`hold::Fresh`).
-fn acquire<'py>(
-    py: Python<'py>,
-    work: impl Acquisition,
-    slot: Option<Slot>,
-) -> PyResult<Bound<'py, PyAny>> {
+fn acquire<'py>(py: Python<'py>, work: impl Acquisition, slot: Option<Slot>) -> PyResult<Bound<'py, PyAny>> {
     awaitable(py, async move {
-        let fresh = tokio::spawn(work).await.map_err(|e| {
-            Failure::Runtime(format!("redislock: the acquisition's task failed: {e}"))
-        })??;
+        let fresh = tokio::spawn(work).await.map_err(|e| Failure::Runtime(format!("redislock: the acquisition's task failed: {e}")))??;
         Ok(Acquired { fresh, slot })
     })
 }
@@ -75,10 +69,7 @@ fn started(
     work: impl Future<Output = Result<(), Failure>> + Send + 'static,
 ) -> PyResult<impl Future<Output = Result<(), Failure>> + Send + 'static> {
     let task = runtime::runtime()?.spawn(work);
-    Ok(async move {
-        task.await
-            .map_err(|e| Failure::Runtime(format!("redislock: the release's task failed: {e}")))?
-    })
+    Ok(async move { task.await.map_err(|e| Failure::Runtime(format!("redislock: the release's task failed: {e}")))? })
 }
 
 /// The asyncio twin of `Redlock`: the same servers and settings, its
@@ -140,14 +131,7 @@ impl PyAsyncRedlock {
 
     /// Awaitable: one attempt round, as `Redlock.try_lock`; an `AsyncLock`.
     #[pyo3(signature = (resource, ttl, *, shared=false, limit=None))]
-    fn try_lock<'py>(
-        &self,
-        py: Python<'py>,
-        resource: String,
-        ttl: f64,
-        shared: bool,
-        limit: Option<i64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn try_lock<'py>(&self, py: Python<'py>, resource: String, ttl: f64, shared: bool, limit: Option<i64>) -> PyResult<Bound<'py, PyAny>> {
         let req = Request::new(resource, ttl, None, shared, limit)?;
         let work = hold::acquire(self.inner.clone(), req, true, false, None);
         acquire(py, work, None)
@@ -169,10 +153,7 @@ impl PyAsyncRedlock {
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<AsyncLockRequest> {
         let req = Request::new(resource, ttl, wait, shared, limit)?;
-        Ok(AsyncLockRequest {
-            pending: Pending::new(self.inner.clone(), req, on_lost),
-            entered: Arc::new(Mutex::new(None)),
-        })
+        Ok(AsyncLockRequest { pending: Pending::new(self.inner.clone(), req, on_lost), entered: Arc::new(Mutex::new(None)) })
     }
 
     /// Awaitable: a kept `AsyncLock`, as `Redlock.guard`.
@@ -194,11 +175,7 @@ impl PyAsyncRedlock {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "AsyncRedlock({:?}, quorum={})",
-            self.inner.servers(),
-            self.inner.quorum()
-        )
+        format!("AsyncRedlock({:?}, quorum={})", self.inner.servers(), self.inner.quorum())
     }
 }
 
@@ -252,11 +229,7 @@ impl PyAsyncLock {
 }
 
 fn aexit<'py>(py: Python<'py>, hold: &Arc<Hold>, raised: bool) -> PyResult<Bound<'py, PyAny>> {
-    let work = if hold.released() {
-        None
-    } else {
-        hold.release().ok().map(started).transpose()?
-    };
+    let work = if hold.released() { None } else { hold.release().ok().map(started).transpose()? };
     awaitable(py, async move {
         if let Some(work) = work {
             match work.await {

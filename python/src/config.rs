@@ -15,22 +15,15 @@ const FOREVER: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// `value` seconds as a Duration: finite and not negative.
 pub fn seconds(what: &str, value: f64) -> PyResult<Duration> {
     if !value.is_finite() || value < 0.0 {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be a finite number of seconds >= 0, not {value}"
-        )));
+        return Err(PyValueError::new_err(format!("{what} must be a finite number of seconds >= 0, not {value}")));
     }
-    Duration::try_from_secs_f64(value)
-        .map_err(|e| PyValueError::new_err(format!("{what} = {value}: {e}")))
+    Duration::try_from_secs_f64(value).map_err(|e| PyValueError::new_err(format!("{what} = {value}: {e}")))
 }
 
 /// A lease: at least the servers' resolution of one millisecond (a
 /// shorter one would be sent as 0 ms, which the servers refuse).
 pub fn ttl(value: f64) -> PyResult<Duration> {
-    let refused = || {
-        PyValueError::new_err(format!(
-            "ttl must be a finite number of seconds > 0 (at least 0.001), not {value}"
-        ))
-    };
+    let refused = || PyValueError::new_err(format!("ttl must be a finite number of seconds > 0 (at least 0.001), not {value}"));
     if !value.is_finite() {
         return Err(refused());
     }
@@ -48,11 +41,7 @@ pub fn server_list(servers: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     servers.extract::<Vec<String>>().map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err(format!(
             "servers must be a list of URLs such as [\"redis://127.0.0.1:7001\", ...] or one URL as a string, not {}",
-            servers
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "that".into())
+            servers.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "that".into())
         ))
     })
 }
@@ -82,53 +71,33 @@ pub fn new_redlock(
     let positive = |what: &str, v: f64| -> PyResult<Duration> {
         let d = seconds(what, v)?;
         if d.is_zero() {
-            return Err(PyValueError::new_err(format!(
-                "{what} must be more than 0 s"
-            )));
+            return Err(PyValueError::new_err(format!("{what} must be more than 0 s")));
         }
         Ok(d)
     };
     let quorum = match quorum {
         None => None,
-        Some(q) => Some(
-            usize::try_from(q)
-                .map_err(|_| PyValueError::new_err(format!("quorum must be >= 1, not {q}")))?,
-        ),
+        Some(q) => Some(usize::try_from(q).map_err(|_| PyValueError::new_err(format!("quorum must be >= 1, not {q}")))?),
     };
-    let retry_count = u32::try_from(retry_count).map_err(|_| {
-        PyValueError::new_err(format!(
-            "retry_count must be 0 to {}, not {retry_count}",
-            u32::MAX
-        ))
-    })?;
+    let retry_count = u32::try_from(retry_count)
+        .map_err(|_| PyValueError::new_err(format!("retry_count must be 0 to {}, not {retry_count}", u32::MAX)))?;
     if !drift_factor.is_finite() || drift_factor < 0.0 {
-        return Err(PyValueError::new_err(format!(
-            "drift_factor must be a finite number >= 0, not {drift_factor}"
-        )));
+        return Err(PyValueError::new_err(format!("drift_factor must be a finite number >= 0, not {drift_factor}")));
     }
     // The guard clamps it to 0.05..0.9; outside (0, 1) it makes no sense at all.
     if !(extend_fraction > 0.0 && extend_fraction < 1.0) {
-        return Err(PyValueError::new_err(format!(
-            "extend_fraction must be between 0 and 1, not {extend_fraction}"
-        )));
+        return Err(PyValueError::new_err(format!("extend_fraction must be between 0 and 1, not {extend_fraction}")));
     }
     let mode = match mode {
         "module" => Mode::Module,
         "script" => Mode::Script,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "mode must be 'module' or 'script', not {other:?}"
-            )))
-        }
+        other => return Err(PyValueError::new_err(format!("mode must be 'module' or 'script', not {other:?}"))),
     };
     let settings = Settings {
         request_timeout: positive("request_timeout", request_timeout)?,
         connect_timeout: positive("connect_timeout", connect_timeout)?,
         retry_count,
-        retry_delay: (
-            seconds("retry_delay", retry_delay.0)?,
-            seconds("retry_delay", retry_delay.1)?,
-        ),
+        retry_delay: (seconds("retry_delay", retry_delay.0)?, seconds("retry_delay", retry_delay.1)?),
         drift_factor,
         quorum,
         mode,
@@ -164,13 +133,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(
-        resource: String,
-        ttl_s: f64,
-        wait_s: Option<f64>,
-        shared: bool,
-        limit: Option<i64>,
-    ) -> PyResult<Request> {
+    pub fn new(resource: String, ttl_s: f64, wait_s: Option<f64>, shared: bool, limit: Option<i64>) -> PyResult<Request> {
         let kind = match (shared, limit) {
             (true, Some(_)) => {
                 return Err(PyValueError::new_err(
@@ -183,21 +146,12 @@ impl Request {
                 u32::try_from(n).map_err(|_| PyValueError::new_err(format!("limit must be a positive number of permits, not {n}")))?,
             ),
         };
-        Ok(Request {
-            resource,
-            ttl: ttl(ttl_s)?,
-            kind,
-            wait: wait(wait_s)?,
-        })
+        Ok(Request { resource, ttl: ttl(ttl_s)?, kind, wait: wait(wait_s)? })
     }
 
     /// The deadline of a wait starting now.
     pub fn deadline(&self) -> Option<Instant> {
         let now = Instant::now();
-        self.wait.map(|w| {
-            now.checked_add(w)
-                .or_else(|| now.checked_add(FOREVER))
-                .unwrap_or(now)
-        })
+        self.wait.map(|w| now.checked_add(w).or_else(|| now.checked_add(FOREVER)).unwrap_or(now))
     }
 }

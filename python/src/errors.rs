@@ -42,10 +42,7 @@ impl From<Error> for Failure {
 
 /// `[(server, outcome text), ...]`, as exceptions and `Lock.outcomes` show them.
 pub fn outcome_pairs(outcomes: &[InstanceOutcome]) -> Vec<(String, String)> {
-    outcomes
-        .iter()
-        .map(|o| (o.server.clone(), o.outcome.to_string()))
-        .collect()
+    outcomes.iter().map(|o| (o.server.clone(), o.outcome.to_string())).collect()
 }
 
 impl From<Failure> for PyErr {
@@ -56,9 +53,7 @@ impl From<Failure> for PyErr {
                 let message = format!("lock {resource:?} lost: {why}");
                 LockLost::new_err((message, resource, Vec::<(String, String)>::new()))
             }
-            Failure::Released { resource } => PyRuntimeError::new_err(format!(
-                "this hold of lock {resource:?} was released already"
-            )),
+            Failure::Released { resource } => PyRuntimeError::new_err(format!("this hold of lock {resource:?} was released already")),
             Failure::Value(message) => PyValueError::new_err(message),
             Failure::Runtime(message) => PyRuntimeError::new_err(message),
         }
@@ -68,21 +63,9 @@ impl From<Failure> for PyErr {
 fn redlock_error(e: Error) -> PyErr {
     let message = e.to_string();
     match e {
-        Error::NotAcquired {
-            resource,
-            attempts,
-            why,
-            outcomes,
-        } => {
+        Error::NotAcquired { resource, attempts, why, outcomes } => {
             let reason = redlock::error::Why(&why).to_string();
-            let args = (
-                message,
-                resource,
-                attempts,
-                reason,
-                why.kind(),
-                outcome_pairs(&outcomes),
-            );
+            let args = (message, resource, attempts, reason, why.kind(), outcome_pairs(&outcomes));
             // Too few servers answered at all: nothing was decided about
             // the lock, unlike a refusal by a quorum.
             if why == NotGranted::NoQuorum {
@@ -91,18 +74,12 @@ fn redlock_error(e: Error) -> PyErr {
                 NotAcquired::new_err(args)
             }
         }
-        Error::QuorumLost { resource, outcomes } => {
-            LockLost::new_err((message, resource, outcome_pairs(&outcomes)))
-        }
-        Error::Expired { resource } => {
-            LockLost::new_err((message, resource, Vec::<(String, String)>::new()))
-        }
+        Error::QuorumLost { resource, outcomes } => LockLost::new_err((message, resource, outcome_pairs(&outcomes))),
+        Error::Expired { resource } => LockLost::new_err((message, resource, Vec::<(String, String)>::new())),
         Error::Config(_) => ConfigError::new_err(message),
         // The request itself was refused: a ttl over max-ttl, a server
         // listed twice, NOPERM, ... are configuration, not an outage.
-        Error::Rejected { rejection, .. } if rejection.is_configuration() => {
-            ConfigError::new_err(message)
-        }
+        Error::Rejected { rejection, .. } if rejection.is_configuration() => ConfigError::new_err(message),
         Error::Rejected { .. } => RedlockError::new_err(message),
         Error::Server { .. } => RedlockError::new_err(message),
     }

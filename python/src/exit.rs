@@ -30,11 +30,7 @@ struct Counts {
     releases: usize,
 }
 
-static COUNTS: Mutex<Counts> = Mutex::new(Counts {
-    closed: false,
-    attached: 0,
-    releases: 0,
-});
+static COUNTS: Mutex<Counts> = Mutex::new(Counts { closed: false, attached: 0, releases: 0 });
 static CHANGED: Condvar = Condvar::new();
 
 /// Whether `shutdown` ran: new asyncio operations are refused.
@@ -105,10 +101,7 @@ pub fn shutdown(py: Python<'_>) {
             if left.is_zero() {
                 break;
             }
-            counts = CHANGED
-                .wait_timeout(counts, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            counts = CHANGED.wait_timeout(counts, left).unwrap_or_else(|p| p.into_inner()).0;
         }
     });
 }

@@ -67,13 +67,7 @@ impl Drop for Fresh {
 
 /// Acquires as `req` asks: one round (`once`) or retried as configured /
 /// until its deadline; kept by a guard (`keep`) or not.
-pub async fn acquire(
-    redlock: Redlock,
-    req: Request,
-    once: bool,
-    keep: bool,
-    on_lost: Option<Py<PyAny>>,
-) -> Result<Fresh, Error> {
+pub async fn acquire(redlock: Redlock, req: Request, once: bool, keep: bool, on_lost: Option<Py<PyAny>>) -> Result<Fresh, Error> {
     let deadline = req.deadline();
     let (resource, ttl) = (req.resource.as_str(), req.ttl);
     let lock = match (req.kind, once) {
@@ -82,21 +76,10 @@ pub async fn acquire(
         (Kind::Permit(limit), true) => redlock.try_permit(resource, limit, ttl).await?,
         (Kind::Exclusive, false) => redlock.lock_until(resource, ttl, deadline).await?,
         (Kind::Shared, false) => redlock.lock_shared_until(resource, ttl, deadline).await?,
-        (Kind::Permit(limit), false) => {
-            redlock.permit_until(resource, limit, ttl, deadline).await?
-        }
+        (Kind::Permit(limit), false) => redlock.permit_until(resource, limit, ttl, deadline).await?,
     };
-    let held = if keep {
-        Held::Kept(redlock.keep(lock))
-    } else {
-        Held::Plain(lock)
-    };
-    Ok(Fresh {
-        redlock,
-        resource: req.resource,
-        held: Some(held),
-        on_lost,
-    })
+    let held = if keep { Held::Kept(redlock.keep(lock)) } else { Held::Plain(lock) };
+    Ok(Fresh { redlock, resource: req.resource, held: Some(held), on_lost })
 }
 
 /// An acquisition under way (`acquire`), for the runtime to run: the
@@ -117,32 +100,22 @@ pub struct Pending {
 
 impl Pending {
     pub fn new(redlock: Redlock, req: Request, on_lost: Option<Py<PyAny>>) -> Pending {
-        Pending {
-            redlock,
-            req,
-            unused: Mutex::new(Some(on_lost)),
-        }
+        Pending { redlock, req, unused: Mutex::new(Some(on_lost)) }
     }
 
     /// The acquisition, the first time; a RuntimeError after. `client`
     /// names the class whose `lock()` to call again.
     pub fn start(&self, client: &str) -> PyResult<impl Acquisition> {
-        let on_lost = locked(&self.unused).take().ok_or_else(|| {
-            PyRuntimeError::new_err(format!(
-                "a lock request is entered once: call {client}.lock() again"
-            ))
-        })?;
+        let on_lost = locked(&self.unused)
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err(format!("a lock request is entered once: call {client}.lock() again")))?;
         let (redlock, req) = (self.redlock.clone(), self.req.clone());
         Ok(acquire(redlock, req, false, true, on_lost))
     }
 
     /// ``<LockRequest "resource" ttl=Xs>``, with `class` for the name.
     pub fn repr(&self, class: &str) -> String {
-        format!(
-            "<{class} {:?} ttl={}s>",
-            self.req.resource,
-            self.req.ttl.as_secs_f64()
-        )
+        format!("<{class} {:?} ttl={}s>", self.req.resource, self.req.ttl.as_secs_f64())
     }
 }
 
@@ -189,8 +162,7 @@ pub struct Hold {
     group: Arc<Group>,
 }
 
-const LOST_BY_GUARD: &str =
-    "the guard could not extend it in time; another client may hold it now, with a larger token";
+const LOST_BY_GUARD: &str = "the guard could not extend it in time; another client may hold it now, with a larger token";
 const LOST_PLAIN: &str = "its validity ran out or an extension reached no quorum; another client may hold it now, with a larger token";
 
 impl Hold {
@@ -199,27 +171,15 @@ impl Hold {
     pub fn from_fresh(mut fresh: Fresh) -> PyResult<Hold> {
         let rt = runtime::runtime()?;
         // A `Fresh` loses its lock only here, and is not used after.
-        let held = fresh
-            .held
-            .take()
-            .ok_or_else(|| PyRuntimeError::new_err("acquired lock went missing"))?;
-        let group = Arc::new(Group {
-            lost: AtomicBool::new(false),
-            done: CancellationToken::new(),
-        });
+        let held = fresh.held.take().ok_or_else(|| PyRuntimeError::new_err("acquired lock went missing"))?;
+        let group = Arc::new(Group { lost: AtomicBool::new(false), done: CancellationToken::new() });
         let state = match held {
-            Held::Plain(lock) => State::Plain(Arc::new(Cell {
-                lock: Mutex::new(lock),
-                extending: tokio::sync::Mutex::new(()),
-            })),
+            Held::Plain(lock) => State::Plain(Arc::new(Cell { lock: Mutex::new(lock), extending: tokio::sync::Mutex::new(()) })),
             Held::Kept(guard) => {
                 if let Some(callback) = fresh.on_lost.take() {
                     watch(rt, guard.lost_token(), group.done.clone(), callback);
                 }
-                State::Kept {
-                    last: Mutex::new(guard.lock()),
-                    guard: Mutex::new(Some(guard)),
-                }
+                State::Kept { last: Mutex::new(guard.lock()), guard: Mutex::new(Some(guard)) }
             }
         };
         Ok(Hold {
@@ -263,9 +223,7 @@ impl Hold {
         match &self.state {
             // The guard notices a validity run out when its task next
             // wakes (late, after a pause of the process): this does at once.
-            State::Kept { guard, .. } => locked(guard)
-                .as_ref()
-                .is_some_and(|g| g.is_lost() || g.lock().remaining().is_zero()),
+            State::Kept { guard, .. } => locked(guard).as_ref().is_some_and(|g| g.is_lost() || g.lock().remaining().is_zero()),
             State::Plain(cell) => !self.released() && locked(&cell.lock).remaining().is_zero(),
         }
     }
@@ -279,22 +237,13 @@ impl Hold {
     }
 
     fn lost_failure(&self) -> Failure {
-        let why = if self.kept() {
-            LOST_BY_GUARD
-        } else {
-            LOST_PLAIN
-        };
-        Failure::Lost {
-            resource: self.resource.clone(),
-            why,
-        }
+        let why = if self.kept() { LOST_BY_GUARD } else { LOST_PLAIN };
+        Failure::Lost { resource: self.resource.clone(), why }
     }
 
     fn check_held(&self) -> Result<(), Failure> {
         if self.released() {
-            return Err(Failure::Released {
-                resource: self.resource.clone(),
-            });
+            return Err(Failure::Released { resource: self.resource.clone() });
         }
         if self.lost() {
             return Err(self.lost_failure());
@@ -307,19 +256,12 @@ impl Hold {
     ///
     /// On a kept lock `ttl` becomes the guard's: it goes on extending to
     /// it, longer or shorter than before, and `validity` follows.
-    pub fn extend(
-        self: &Arc<Self>,
-        ttl: Option<Duration>,
-    ) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
+    pub fn extend(self: &Arc<Self>, ttl: Option<Duration>) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
         self.check_held()?;
         let kept = match &self.state {
             State::Kept { guard, .. } => match locked(guard).as_ref() {
                 Some(g) => Some(g.extend(ttl.unwrap_or_else(|| g.lock().ttl))),
-                None => {
-                    return Err(Failure::Released {
-                        resource: self.resource.clone(),
-                    })
-                }
+                None => return Err(Failure::Released { resource: self.resource.clone() }),
             },
             State::Plain(_) => None,
         };
@@ -360,14 +302,10 @@ impl Hold {
     /// Releases this hold; the last hold of the lock releases it on the
     /// servers. The future fails with `Lost` after releasing when the lock
     /// had been lost before.
-    pub fn release(
-        self: &Arc<Self>,
-    ) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
+    pub fn release(self: &Arc<Self>) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
         let was_lost = self.lost();
         if self.released.swap(true, Ordering::SeqCst) {
-            return Err(Failure::Released {
-                resource: self.resource.clone(),
-            });
+            return Err(Failure::Released { resource: self.resource.clone() });
         }
         let guard = match &self.state {
             State::Kept { guard, last } => {
@@ -414,16 +352,9 @@ impl Hold {
             State::Kept { guard, .. } => {
                 let again = match locked(guard).as_ref() {
                     Some(g) => g.reenter()?,
-                    None => {
-                        return Err(Failure::Released {
-                            resource: self.resource.clone(),
-                        })
-                    }
+                    None => return Err(Failure::Released { resource: self.resource.clone() }),
                 };
-                State::Kept {
-                    last: Mutex::new(again.lock()),
-                    guard: Mutex::new(Some(again)),
-                }
+                State::Kept { last: Mutex::new(again.lock()), guard: Mutex::new(Some(again)) }
             }
         };
         Ok(Hold {

@@ -37,8 +37,6 @@ fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<async_api::AsyncLockRequest>()?;
     // Before finalization: no runtime thread may attach during it.
     let shutdown = wrap_pyfunction!(exit::shutdown, m)?;
-    m.py()
-        .import("atexit")?
-        .call_method1("register", (shutdown,))?;
+    m.py().import("atexit")?.call_method1("register", (shutdown,))?;
     Ok(())
 }

@@ -24,10 +24,7 @@ impl PyLockState {
     where
         T: PyClass<BaseType = PyLockState>,
     {
-        PyClassInitializer::from(PyLockState {
-            hold: Arc::new(hold),
-        })
-        .add_subclass(class)
+        PyClassInitializer::from(PyLockState { hold: Arc::new(hold) }).add_subclass(class)
     }
 
     /// The hold of a `Lock` or `AsyncLock`. Their methods reach it through
@@ -132,10 +129,6 @@ impl PyLockState {
         } else {
             "held"
         };
-        Ok(format!(
-            "<{class} {:?} token={token} {state} validity={:.3}s>",
-            hold.resource(),
-            hold.validity().as_secs_f64()
-        ))
+        Ok(format!("<{class} {:?} token={token} {state} validity={:.3}s>", hold.resource(), hold.validity().as_secs_f64()))
     }
 }

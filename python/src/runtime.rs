@@ -62,9 +62,7 @@ where
             Ok(value) => return Ok(value),
             Err(RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(RecvTimeoutError::Disconnected) => {
-                return Err(PyRuntimeError::new_err(
-                    "redislock: the operation's task ended without a result",
-                ))
+                return Err(PyRuntimeError::new_err("redislock: the operation's task ended without a result"))
             }
         }
     }

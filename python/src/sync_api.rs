@@ -79,14 +79,7 @@ impl PyRedlock {
     /// lock; `limit=N`: a permit of a semaphore of N. Release it with
     /// `release()` or a `with` block; one never released ends with its ttl.
     #[pyo3(signature = (resource, ttl, *, shared=false, limit=None))]
-    fn try_lock<'py>(
-        &self,
-        py: Python<'py>,
-        resource: String,
-        ttl: f64,
-        shared: bool,
-        limit: Option<i64>,
-    ) -> PyResult<Bound<'py, PyLock>> {
+    fn try_lock<'py>(&self, py: Python<'py>, resource: String, ttl: f64, shared: bool, limit: Option<i64>) -> PyResult<Bound<'py, PyLock>> {
         let req = Request::new(resource, ttl, None, shared, limit)?;
         let work = hold::acquire(self.inner.clone(), req, true, false, None);
         acquire(py, work)
@@ -115,10 +108,7 @@ impl PyRedlock {
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<LockRequest> {
         let req = Request::new(resource, ttl, wait, shared, limit)?;
-        Ok(LockRequest {
-            pending: Pending::new(self.inner.clone(), req, on_lost),
-            entered: Mutex::new(None),
-        })
+        Ok(LockRequest { pending: Pending::new(self.inner.clone(), req, on_lost), entered: Mutex::new(None) })
     }
 
     /// Takes `resource` (waiting as `lock` does) and returns it kept: a
@@ -143,11 +133,7 @@ impl PyRedlock {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Redlock({:?}, quorum={})",
-            self.inner.servers(),
-            self.inner.quorum()
-        )
+        format!("Redlock({:?}, quorum={})", self.inner.servers(), self.inner.quorum())
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
 
-use super::{ok_cmd, cmd, info_field, wait_until, Server};
+use super::{cmd, info_field, ok_cmd, wait_until, Server};
 
 /// How long a dead master takes to be replaced: well above
 /// `cluster-node-timeout` plus an election on a loaded 2-core machine.

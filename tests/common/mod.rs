@@ -28,10 +28,7 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn module_path() -> PathBuf {
     let p = match std::env::var_os("REDISLOCK_MODULE") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/release/libredislock.so"
-        )),
+        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/libredislock.so")),
     };
     if !p.is_file() {
         panic!(
@@ -74,10 +71,7 @@ pub fn libfaketime() -> Option<PathBuf> {
 
 /// Microseconds since the Unix epoch, from the system clock.
 pub fn now_unix_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("system clock before 1970")
-        .as_micros() as i64
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("system clock before 1970").as_micros() as i64
 }
 
 /// A fencing token well above anything a server's counter (seeded from
@@ -118,11 +112,7 @@ impl StartError {
 
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} (exit status: {:?})\n--- redis log tail ---\n{}",
-            self.message, self.exited, self.log_tail
-        )
+        write!(f, "{} (exit status: {:?})\n--- redis log tail ---\n{}", self.message, self.exited, self.log_tail)
     }
 }
 
@@ -190,12 +180,7 @@ impl Server {
         }
     }
 
-    pub fn try_start_binary_env(
-        binary: &Path,
-        module_args: &[&str],
-        args: &[&str],
-        envs: &[(&str, &str)],
-    ) -> Result<Server, StartError> {
+    pub fn try_start_binary_env(binary: &Path, module_args: &[&str], args: &[&str], envs: &[(&str, &str)]) -> Result<Server, StartError> {
         let mut s = Self::unstarted(binary, module_args, args);
         s.envs = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let mut last_err = None;
@@ -222,10 +207,7 @@ impl Server {
     }
 
     fn unstarted(binary: &Path, module_args: &[&str], args: &[&str]) -> Server {
-        let tmp = tempfile::Builder::new()
-            .prefix("redislock-test-")
-            .tempdir()
-            .expect("create temp dir for redis-server");
+        let tmp = tempfile::Builder::new().prefix("redislock-test-").tempdir().expect("create temp dir for redis-server");
         let dir = tmp.path().to_path_buf();
         let log = dir.join("redis.log");
         Server {
@@ -348,20 +330,12 @@ impl Server {
         let mut last: String;
         loop {
             // The process died: report at once, do not wait for the deadline.
-            let status = self
-                .child
-                .as_mut()
-                .expect("child present")
-                .try_wait()
-                .expect("try_wait on redis-server");
+            let status = self.child.as_mut().expect("child present").try_wait().expect("try_wait on redis-server");
             if let Some(st) = status {
                 self.child = None;
                 return Err(StartError {
                     exited: Some(st),
-                    message: format!(
-                        "redis-server (pid {}, port {}) exited during startup; args: {:?}",
-                        self.pid, self.port, args
-                    ),
+                    message: format!("redis-server (pid {}, port {}) exited during startup; args: {:?}", self.pid, self.port, args),
                     log_tail: self.log_since(log_start),
                 });
             }
@@ -429,19 +403,11 @@ impl Server {
 
     fn conn_url(&self, url: &str) -> Connection {
         let client = redis::Client::open(url).expect("redis client from URL");
-        let con = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "connect to redis-server on port {} failed: {e}\n--- log tail ---\n{}",
-                    self.port,
-                    self.log_tail(30)
-                )
-            });
-        con.set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set read timeout");
-        con.set_write_timeout(Some(READ_TIMEOUT))
-            .expect("set write timeout");
+        let con = client.get_connection_with_timeout(Duration::from_secs(5)).unwrap_or_else(|e| {
+            panic!("connect to redis-server on port {} failed: {e}\n--- log tail ---\n{}", self.port, self.log_tail(30))
+        });
+        con.set_read_timeout(Some(READ_TIMEOUT)).expect("set read timeout");
+        con.set_write_timeout(Some(READ_TIMEOUT)).expect("set write timeout");
         con
     }
 
@@ -502,14 +468,9 @@ impl Server {
         if !self.is_alive() {
             return;
         }
-        let mode = if self.persistence_configured() {
-            "SAVE"
-        } else {
-            "NOSAVE"
-        };
+        let mode = if self.persistence_configured() { "SAVE" } else { "NOSAVE" };
         let mut sent = false;
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port).as_str())
-            .expect("redis client for shutdown");
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port).as_str()).expect("redis client for shutdown");
         if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_secs(5)) {
             let _ = con.set_read_timeout(Some(Duration::from_secs(10)));
             match redis::cmd("SHUTDOWN").arg(mode).query::<Value>(&mut con) {
@@ -534,11 +495,7 @@ impl Server {
             }
             if Instant::now() > deadline {
                 self.kill_child();
-                panic!(
-                    "redis-server pid {} did not exit within 10 s after SHUTDOWN/SIGTERM\n{}",
-                    self.pid,
-                    self.log_tail(30)
-                );
+                panic!("redis-server pid {} did not exit within 10 s after SHUTDOWN/SIGTERM\n{}", self.pid, self.log_tail(30));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -585,11 +542,7 @@ impl Server {
                 Err(e) => panic!("redis-server did not restart: {e}"),
             }
         }
-        panic!(
-            "redis-server could not get its port {} back: {}",
-            self.port,
-            last.expect("an error")
-        );
+        panic!("redis-server could not get its port {} back: {}", self.port, last.expect("an error"));
     }
 }
 
@@ -638,8 +591,7 @@ fn server_err_text(e: &redis::ServerError) -> String {
 /// `Value::ServerError`. I/O errors (dropped connection) panic with context.
 pub fn try_cmd(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> {
     let packed = cmd.get_packed_command();
-    con.send_packed_command(&packed)
-        .unwrap_or_else(|e| panic!("sending {} failed: {e}", describe(&packed)));
+    con.send_packed_command(&packed).unwrap_or_else(|e| panic!("sending {} failed: {e}", describe(&packed)));
     match con.recv_response() {
         Ok(Value::ServerError(e)) => Err(server_err_text(&e)),
         Ok(v) => Ok(v),
@@ -652,10 +604,7 @@ pub fn try_cmd(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> 
 pub fn expect_err(con: &mut Connection, cmd: &redis::Cmd) -> String {
     match try_cmd(con, cmd) {
         Err(t) => t,
-        Ok(v) => panic!(
-            "expected an error reply to {}, got {v:?}",
-            describe(&cmd.get_packed_command())
-        ),
+        Ok(v) => panic!("expected an error reply to {}, got {v:?}", describe(&cmd.get_packed_command())),
     }
 }
 
@@ -663,10 +612,7 @@ pub fn expect_err(con: &mut Connection, cmd: &redis::Cmd) -> String {
 pub fn ok_cmd(con: &mut Connection, cmd: &redis::Cmd) -> Value {
     match try_cmd(con, cmd) {
         Ok(v) => v,
-        Err(t) => panic!(
-            "unexpected error reply to {}: {t}",
-            describe(&cmd.get_packed_command())
-        ),
+        Err(t) => panic!("unexpected error reply to {}: {t}", describe(&cmd.get_packed_command())),
     }
 }
 
@@ -674,11 +620,7 @@ pub fn ok_cmd(con: &mut Connection, cmd: &redis::Cmd) -> Value {
 pub fn describe(packed: &[u8]) -> String {
     let s = String::from_utf8_lossy(packed).replace("\r\n", " ");
     if s.len() > 200 {
-        format!(
-            "{}… ({} bytes)",
-            &s[..s.char_indices().nth(200).map(|(i, _)| i).unwrap_or(s.len())],
-            packed.len()
-        )
+        format!("{}… ({} bytes)", &s[..s.char_indices().nth(200).map(|(i, _)| i).unwrap_or(s.len())], packed.len())
     } else {
         s
     }
@@ -706,22 +648,8 @@ pub fn acquire(con: &mut Connection, key: &[u8], owner: &[u8], ttl: i64) -> Opti
 }
 
 /// `LOCK.ACQUIRE key owner ttl FENCE min`.
-pub fn acquire_fence(
-    con: &mut Connection,
-    key: &[u8],
-    owner: &[u8],
-    ttl: i64,
-    min: i64,
-) -> Option<i64> {
-    let v = ok_cmd(
-        con,
-        cmd("LOCK.ACQUIRE")
-            .arg(key)
-            .arg(owner)
-            .arg(ttl)
-            .arg("FENCE")
-            .arg(min),
-    );
+pub fn acquire_fence(con: &mut Connection, key: &[u8], owner: &[u8], ttl: i64, min: i64) -> Option<i64> {
+    let v = ok_cmd(con, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(ttl).arg("FENCE").arg(min));
     match v {
         Value::Nil => None,
         Value::Int(t) => Some(t),
@@ -731,8 +659,7 @@ pub fn acquire_fence(
 
 /// Acquire that must be granted; returns the token.
 pub fn grant(con: &mut Connection, key: &str, owner: &str, ttl: i64) -> i64 {
-    acquire(con, key.as_bytes(), owner.as_bytes(), ttl)
-        .unwrap_or_else(|| panic!("LOCK.ACQUIRE {key} {owner} {ttl} was not granted"))
+    acquire(con, key.as_bytes(), owner.as_bytes(), ttl).unwrap_or_else(|| panic!("LOCK.ACQUIRE {key} {owner} {ttl} was not granted"))
 }
 
 pub fn release(con: &mut Connection, key: &[u8], owner: &[u8]) -> i64 {
@@ -859,9 +786,8 @@ pub fn info_any(con: &mut Connection, key: &[u8]) -> Option<AnyLockInfo> {
 /// The `waiters` field of LOCK.INFO, of any kind of lock; panics when the
 /// key does not exist.
 pub fn waiters(con: &mut Connection, key: &[u8]) -> i64 {
-    let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key))).unwrap_or_else(|| {
-        panic!("LOCK.INFO {}: key does not exist (expected a held lock)", String::from_utf8_lossy(key))
-    });
+    let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key)))
+        .unwrap_or_else(|| panic!("LOCK.INFO {}: key does not exist (expected a held lock)", String::from_utf8_lossy(key)));
     int_of(&fields[3].1, "LOCK.INFO waiters")
 }
 
@@ -874,10 +800,7 @@ pub fn wait_waiters(con: &mut Connection, key: &[u8], n: i64) {
             return;
         }
         if Instant::now() > deadline {
-            panic!(
-                "timed out waiting for LOCK.INFO {} waiters == {n} (last seen {last})",
-                String::from_utf8_lossy(key)
-            );
+            panic!("timed out waiting for LOCK.INFO {} waiters == {n} (last seen {last})", String::from_utf8_lossy(key));
         }
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -897,8 +820,7 @@ pub fn blocked_clients(con: &mut Connection) -> i64 {
 /// pipelining across connections); read it later with `recv_reply`.
 pub fn send_cmd(con: &mut Connection, cmd: &redis::Cmd) {
     let packed = cmd.get_packed_command();
-    con.send_packed_command(&packed)
-        .unwrap_or_else(|e| panic!("sending {} failed: {e}", describe(&packed)));
+    con.send_packed_command(&packed).unwrap_or_else(|e| panic!("sending {} failed: {e}", describe(&packed)));
 }
 
 /// Read the next reply on `con`; a top-level error becomes `Err(text)`.
@@ -941,10 +863,7 @@ pub fn exists(con: &mut Connection, key: &[u8]) -> bool {
 
 /// One field of `INFO <section>`.
 pub fn info_field(con: &mut Connection, section: &str, field: &str) -> String {
-    let text: String = redis::cmd("INFO")
-        .arg(section)
-        .query(con)
-        .unwrap_or_else(|e| panic!("INFO {section} failed: {e}"));
+    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap_or_else(|e| panic!("INFO {section} failed: {e}"));
     let prefix = format!("{field}:");
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix(&prefix) {
@@ -956,8 +875,7 @@ pub fn info_field(con: &mut Connection, section: &str, field: &str) -> String {
 
 pub fn info_field_i64(con: &mut Connection, section: &str, field: &str) -> i64 {
     let s = info_field(con, section, field);
-    s.parse()
-        .unwrap_or_else(|e| panic!("INFO {section} {field}={s:?} is not an integer: {e}"))
+    s.parse().unwrap_or_else(|e| panic!("INFO {section} {field}={s:?} is not an integer: {e}"))
 }
 
 /// Poll `f` until it returns true or `timeout` passes (then panic with `what`).
@@ -982,10 +900,7 @@ pub fn wait_until<F: FnMut() -> bool>(timeout: Duration, what: &str, mut f: F) {
 pub fn wait_aof_flushed(c: &mut Connection) -> i64 {
     let mut size = 0;
     wait_until(Duration::from_secs(10), "AOF buffer to drain", || {
-        let text: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(c)
-            .expect("INFO persistence");
+        let text: String = redis::cmd("INFO").arg("persistence").query(c).expect("INFO persistence");
         let get = |f: &str| -> i64 {
             text.lines()
                 .find_map(|l| l.strip_prefix(&format!("{f}:")))
@@ -1003,8 +918,7 @@ pub fn wait_aof_flushed(c: &mut Connection) -> i64 {
 /// Wait until no AOF rewrite is running or scheduled.
 pub fn wait_aof_rewrite_idle(con: &mut Connection) {
     wait_until(Duration::from_secs(30), "AOF rewrite to finish", || {
-        info_field(con, "persistence", "aof_rewrite_in_progress") == "0"
-            && info_field(con, "persistence", "aof_rewrite_scheduled") == "0"
+        info_field(con, "persistence", "aof_rewrite_in_progress") == "0" && info_field(con, "persistence", "aof_rewrite_scheduled") == "0"
     });
 }
 
@@ -1018,11 +932,7 @@ pub fn bgrewriteaof(con: &mut Connection) {
             && info_field(con, "persistence", "aof_rewrite_scheduled") == "0"
             && info_field_i64(con, "persistence", "aof_rewrites") > before
     });
-    assert_eq!(
-        info_field(con, "persistence", "aof_last_bgrewrite_status"),
-        "ok",
-        "BGREWRITEAOF failed"
-    );
+    assert_eq!(info_field(con, "persistence", "aof_last_bgrewrite_status"), "ok", "BGREWRITEAOF failed");
 }
 
 /// Make `replica` replicate `master` and wait for the link to be up with
@@ -1037,20 +947,14 @@ pub fn attach_replica(master: &Server, replica: &Server) {
 pub fn wait_replica_synced(master: &Server, replica: &Server) {
     let mut m = master.conn();
     let mut r = replica.conn();
-    wait_until(Duration::from_secs(20), "replica link up", || {
-        info_field(&mut r, "replication", "master_link_status") == "up"
-    });
+    wait_until(Duration::from_secs(20), "replica link up", || info_field(&mut r, "replication", "master_link_status") == "up");
     let n = int_of(&ok_cmd(&mut m, cmd("WAIT").arg(1).arg(5000)), "WAIT");
     assert_eq!(n, 1, "WAIT 1 5000: replica did not acknowledge");
-    wait_until(
-        Duration::from_secs(10),
-        "replica offset == master offset",
-        || {
-            let mo = info_field_i64(&mut m, "replication", "master_repl_offset");
-            let ro = info_field_i64(&mut r, "replication", "slave_repl_offset");
-            mo == ro
-        },
-    );
+    wait_until(Duration::from_secs(10), "replica offset == master offset", || {
+        let mo = info_field_i64(&mut m, "replication", "master_repl_offset");
+        let ro = info_field_i64(&mut r, "replication", "slave_repl_offset");
+        mo == ro
+    });
 }
 
 /// `WAIT 1 5000` on the master must report the replica acknowledged.

@@ -444,10 +444,7 @@ mod tests {
     #[test]
     fn acquire_needs_a_ttl_and_a_resource() {
         assert_eq!(parse(&["acquire", "r"]).expect_err("no ttl").kind(), ErrorKind::MissingRequiredArgument);
-        assert_eq!(
-            parse(&["acquire", "--ttl", "1s"]).expect_err("no resource").kind(),
-            ErrorKind::MissingRequiredArgument
-        );
+        assert_eq!(parse(&["acquire", "--ttl", "1s"]).expect_err("no resource").kind(), ErrorKind::MissingRequiredArgument);
         assert_eq!(parse(&["acquire", "", "--ttl", "1s"]).expect_err("empty").kind(), ErrorKind::ValueValidation);
     }
 
@@ -479,10 +476,7 @@ mod tests {
     #[test]
     fn servers_split_on_commas_and_default_to_the_five_local_ones() {
         let cli = parse(&["status", "r", "--servers", "redis://a:1, b:2 ,redis://c:3"]).expect("servers");
-        assert_eq!(
-            cli.global.urls().expect("urls"),
-            ["redis://a:1", "redis://b:2", "redis://c:3"].map(String::from).to_vec()
-        );
+        assert_eq!(cli.global.urls().expect("urls"), ["redis://a:1", "redis://b:2", "redis://c:3"].map(String::from).to_vec());
         let cli = parse(&["status", "r", "--servers", "redis+cluster://a:1,b:2,redis://c:3,redis+cluster://d:4"]).expect("cluster");
         assert_eq!(
             cli.global.urls().expect("urls"),
@@ -545,8 +539,7 @@ mod tests {
 
     #[test]
     fn run_takes_the_command_after_double_dash_or_directly() {
-        let cli =
-            parse(&["run", "r", "--ttl", "5s", "--wait", "30s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"]).expect("run");
+        let cli = parse(&["run", "r", "--ttl", "5s", "--wait", "30s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"]).expect("run");
         let Command::Run(r) = cli.command else { panic!("not run") };
         assert_eq!(r.command, ["sh", "-c", "echo $REDLOCK_TOKEN"].map(OsString::from).to_vec());
         assert_eq!((r.ttl, r.wait, r.on_lost), (ms(5000), Some(ms(30_000)), OnLost::Kill));

@@ -172,8 +172,7 @@ where
     let mut phase = WorkerTally::default();
     let mut per_worker = Vec::with_capacity(workers);
     for result in results {
-        let (h, tally) =
-            result.map_err(|e| Failure::general(format!("bench worker failed: {e}")))?.map_err(Failure::general)?;
+        let (h, tally) = result.map_err(|e| Failure::general(format!("bench worker failed: {e}")))?.map_err(Failure::general)?;
         hist.add(&h).map_err(|e| Failure::general(format!("histogram: {e}")))?;
         per_worker.push(tally.cycles);
         phase.cycles += tally.cycles;
@@ -184,16 +183,7 @@ where
     }
     bar.set_position(output::millis(duration));
     bar.finish_with_message(format!("{} cycles, {} errors", phase.cycles, phase.errors));
-    Ok(Phase {
-        name,
-        workers,
-        cycles: phase.cycles,
-        errors: phase.errors,
-        first_error: phase.first_error,
-        elapsed,
-        hist,
-        per_worker,
-    })
+    Ok(Phase { name, workers, cycles: phase.cycles, errors: phase.errors, first_error: phase.first_error, elapsed, hist, per_worker })
 }
 
 /// Uncontended quorum cycles: lock and release a fresh resource.
@@ -519,10 +509,8 @@ impl Report {
 }
 
 fn text(phases: &[Phase], report: &Report, ttl: Duration) -> String {
-    let mut t = format!(
-        "{:<44} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7}\n",
-        "phase", "workers", "cycles/s", "p50 ms", "p99 ms", "max ms", "errors"
-    );
+    let mut t =
+        format!("{:<44} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7}\n", "phase", "workers", "cycles/s", "p50 ms", "p99 ms", "max ms", "errors");
     for p in phases {
         let name = if p.name.starts_with("contended") { format!("{} (wait)", p.name) } else { p.name.clone() };
         t.push_str(&format!(
@@ -536,10 +524,8 @@ fn text(phases: &[Phase], report: &Report, ttl: Duration) -> String {
             p.errors
         ));
     }
-    let errors: Vec<String> = phases
-        .iter()
-        .filter_map(|p| p.first_error.as_ref().map(|e| format!("  {}, {} worker(s): {e}\n", p.name, p.workers)))
-        .collect();
+    let errors: Vec<String> =
+        phases.iter().filter_map(|p| p.first_error.as_ref().map(|e| format!("  {}, {} worker(s): {e}\n", p.name, p.workers))).collect();
     if !errors.is_empty() {
         t.push_str("\nfirst error of each phase with errors:\n");
         t.push_str(&errors.concat());

@@ -148,8 +148,7 @@ pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, 
         Some(limit) => rl.extend_permit(&args.resource, limit, &args.owner, args.ttl).await,
         None => rl.extend_owner(&args.resource, &args.owner, args.ttl).await,
     };
-    let lock = extended
-        .map_err(|e| explain::not_extended(&e, rl.quorum(), &args.owner))?;
+    let lock = extended.map_err(|e| explain::not_extended(&e, rl.quorum(), &args.owner))?;
     let extended = lock.instances.iter().filter(|o| o.outcome == redlock::Outcome::Done).count();
     let validity_ms = millis(lock.remaining());
     if json {
@@ -167,11 +166,7 @@ pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, 
         if args.limit.is_some() {
             lines.push(("permit", lock.resource.clone()));
         }
-        lines.extend([
-            ("owner", args.owner.clone()),
-            ("validity_ms", validity_ms.to_string()),
-            ("extended", extended.to_string()),
-        ]);
+        lines.extend([("owner", args.owner.clone()), ("validity_ms", validity_ms.to_string()), ("extended", extended.to_string())]);
         output::stdout(&pairs(&lines))?;
     }
     Ok(exit::OK)
@@ -448,16 +443,15 @@ impl Verdict<'_> {
             Verdict::Free { answered, quarantined: 0 } => {
                 format!("{resource:?} is free on {answered} of {n} servers (quorum {quorum})")
             }
-            Verdict::Free { answered, quarantined } => format!(
-                "{resource:?} is free on {answered} of {n} servers (quorum {quorum}; {quarantined} in restart quarantine)"
-            ),
-            Verdict::Quarantine { ms_left, instances } => format!(
-                "{resource:?} is not grantable for {} s on {instances} of {n} servers (restart quarantine)",
-                ceil_secs(*ms_left)
-            ),
-            Verdict::Split { holders, servers } => format!(
-                "{resource:?} is held by no owner on a quorum ({quorum} of {n}): {holders} holder(s) on {servers} server(s)"
-            ),
+            Verdict::Free { answered, quarantined } => {
+                format!("{resource:?} is free on {answered} of {n} servers (quorum {quorum}; {quarantined} in restart quarantine)")
+            }
+            Verdict::Quarantine { ms_left, instances } => {
+                format!("{resource:?} is not grantable for {} s on {instances} of {n} servers (restart quarantine)", ceil_secs(*ms_left))
+            }
+            Verdict::Split { holders, servers } => {
+                format!("{resource:?} is held by no owner on a quorum ({quorum} of {n}): {holders} holder(s) on {servers} server(s)")
+            }
         }
     }
 }

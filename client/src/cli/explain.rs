@@ -26,9 +26,8 @@ pub fn failure_cause(outcomes: &[InstanceOutcome], op: Op) -> &'static str {
 
 /// What to do about each kind of failure present, once per kind.
 fn hints(outcomes: &[InstanceOutcome]) -> Vec<String> {
-    let servers = |pick: fn(&Outcome) -> bool| {
-        outcomes.iter().filter(|o| pick(&o.outcome)).map(|o| o.server.as_str()).collect::<Vec<_>>().join(", ")
-    };
+    let servers =
+        |pick: fn(&Outcome) -> bool| outcomes.iter().filter(|o| pick(&o.outcome)).map(|o| o.server.as_str()).collect::<Vec<_>>().join(", ");
     let mut hints = Vec::new();
     let any = |pick: fn(&Outcome) -> bool| outcomes.iter().any(|o| pick(&o.outcome));
     let refused = |o: &Outcome| matches!(o, Outcome::Unreachable { cause: redlock::UnreachableCause::ConnectionRefused, .. });
@@ -42,9 +41,7 @@ fn hints(outcomes: &[InstanceOutcome]) -> Vec<String> {
     if any(dns) {
         hints.push(format!("{} does not resolve: check the host names in --servers or REDLOCK_SERVERS", servers(dns)));
     }
-    let slow = |o: &Outcome| {
-        matches!(o, Outcome::Timeout | Outcome::Unreachable { cause: redlock::UnreachableCause::ConnectTimeout, .. })
-    };
+    let slow = |o: &Outcome| matches!(o, Outcome::Timeout | Outcome::Unreachable { cause: redlock::UnreachableCause::ConnectTimeout, .. });
     if any(slow) {
         hints.push(format!(
             "{} did not answer in time: down, frozen, overloaded or firewalled? (--request-timeout, --connect-timeout)",
@@ -83,10 +80,8 @@ fn with_hints(message: String, outcomes: &[InstanceOutcome]) -> String {
 pub fn no_quorum(what: &str, outcomes: &[InstanceOutcome], quorum: usize, op: Op) -> Failure {
     let answered = outcomes.iter().filter(|o| o.outcome.answered()).count();
     let n = outcomes.len();
-    let message = format!(
-        "{what}: no quorum reachable: {answered} of {n} servers answered (quorum {quorum}): {}",
-        outcomes_text(outcomes, op)
-    );
+    let message =
+        format!("{what}: no quorum reachable: {answered} of {n} servers answered (quorum {quorum}): {}", outcomes_text(outcomes, op));
     Failure::new(exit::NO_QUORUM, "no_quorum", with_hints(message, outcomes))
         .with("cause", failure_cause(outcomes, op))
         .with("servers", n)
@@ -98,11 +93,7 @@ pub fn no_quorum(what: &str, outcomes: &[InstanceOutcome], quorum: usize, op: Op
 /// A status row as an outcome, for `no_quorum`: its failure, or `Done`
 /// for a server that answered.
 pub fn as_outcome(server: &str, failure: Option<&Outcome>) -> InstanceOutcome {
-    InstanceOutcome {
-        server: server.to_string(),
-        outcome: failure.cloned().unwrap_or(Outcome::Done),
-        latency: std::time::Duration::ZERO,
-    }
+    InstanceOutcome { server: server.to_string(), outcome: failure.cloned().unwrap_or(Outcome::Done), latency: std::time::Duration::ZERO }
 }
 
 /// Servers refused the request itself (`Error::Rejected`): a usage or
@@ -129,8 +120,7 @@ pub fn rejected(what: &str, rejection: Rejection, outcomes: &[InstanceOutcome], 
 /// An acquisition that failed (acquire; `run` adjusts it with `for_run`).
 pub fn not_acquired(e: &Error, quorum: usize) -> Failure {
     if let Error::Rejected { resource, rejection, outcomes, .. } = e {
-        return rejected(&format!("lock {resource:?} not acquired"), *rejection, outcomes, quorum, Op::Acquire)
-            .with("resource", resource);
+        return rejected(&format!("lock {resource:?} not acquired"), *rejection, outcomes, quorum, Op::Acquire).with("resource", resource);
     }
     let Error::NotAcquired { resource, attempts, why, outcomes } = e else {
         return other(e);
@@ -255,9 +245,7 @@ pub fn not_released(resource: &str, owner: &str, released: usize, outcomes: &[In
     let owner_shown = shown(owner);
     let what = format!("lock {resource:?} of owner {owner_shown} not released");
     let failure = match redlock::quorum::rejections(outcomes) {
-        Some((rejection, n)) if released < quorum && released + n >= quorum => {
-            rejected(&what, rejection, outcomes, quorum, Op::Release)
-        }
+        Some((rejection, n)) if released < quorum && released + n >= quorum => rejected(&what, rejection, outcomes, quorum, Op::Release),
         _ if answered < quorum => no_quorum(&what, outcomes, quorum, Op::Release),
         _ => Failure::new(
             exit::NOT_RELEASED,
@@ -332,7 +320,13 @@ mod tests {
 
     #[test]
     fn two_held_and_three_unreachable_is_no_quorum_not_held() {
-        let outcomes = vec![o("a", Outcome::Refused), o("b", Outcome::Refused), o("c", refused_conn()), o("d", refused_conn()), o("e", Outcome::Timeout)];
+        let outcomes = vec![
+            o("a", Outcome::Refused),
+            o("b", Outcome::Refused),
+            o("c", refused_conn()),
+            o("d", refused_conn()),
+            o("e", Outcome::Timeout),
+        ];
         let why = redlock::quorum::not_granted(&outcomes, 3);
         let e = Error::NotAcquired { resource: "r".into(), attempts: 4, why, outcomes };
         let f = not_acquired(&e, 3);

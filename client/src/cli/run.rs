@@ -94,13 +94,9 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
             (None, true) => Ok(status_code(status)),
             (lost_at, _) => Err(lost_while_running(&args.resource, &name, &describe(status), lost_at, exited_at)),
         },
-        Supervised::StoppedAfterLoss(status) => Err(lost_while_running(
-            &args.resource,
-            &name,
-            &format!("stopped ({})", describe(status)),
-            lost_at,
-            exited_at,
-        )),
+        Supervised::StoppedAfterLoss(status) => {
+            Err(lost_while_running(&args.resource, &name, &format!("stopped ({})", describe(status)), lost_at, exited_at))
+        }
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
     }
 }
@@ -123,10 +119,7 @@ fn lost_while_running(resource: &str, name: &str, how: &str, lost_at: Option<Ins
     Failure::new(
         exit::RUN_LOCK_LOST,
         "lock_lost",
-        format!(
-            "the lock on {resource:?} was {when}: {name:?} ran without it from then on; {name:?} {how}; exit {}",
-            exit::RUN_LOCK_LOST
-        ),
+        format!("the lock on {resource:?} was {when}: {name:?} ran without it from then on; {name:?} {how}; exit {}", exit::RUN_LOCK_LOST),
     )
     .with("resource", resource)
 }

@@ -52,10 +52,7 @@ impl Fence {
     pub async fn state(&self) -> FenceState {
         let v = self.server.ok(redis::cmd("HGETALL").arg(&self.key)).await;
         let pairs: Vec<(String, String)> = match v {
-            Value::Array(items) => items
-                .chunks(2)
-                .map(|kv| (to_string(&kv[0]), to_string(&kv[1])))
-                .collect(),
+            Value::Array(items) => items.chunks(2).map(|kv| (to_string(&kv[0]), to_string(&kv[1]))).collect(),
             Value::Map(m) => m.iter().map(|(k, v)| (to_string(k), to_string(v))).collect(),
             other => panic!("HGETALL replied {other:?}"),
         };

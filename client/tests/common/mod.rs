@@ -109,9 +109,8 @@ impl Opts {
 
     /// Valkey 8.1, panicking with the fix when it is not installed.
     pub fn valkey() -> Opts {
-        let binary = valkey_binary().expect(
-            "Valkey 8.1 not found: run `scripts/install-servers.sh valkey-8.1` (make test does) or set REDISLOCK_VALKEY",
-        );
+        let binary = valkey_binary()
+            .expect("Valkey 8.1 not found: run `scripts/install-servers.sh valkey-8.1` (make test does) or set REDISLOCK_VALKEY");
         Opts { binary: Some(binary), ..Opts::default() }
     }
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The lint gate of `make test`: rustfmt (rustfmt.toml) and clippy with
+# warnings as errors, on every crate and target of the workspace.
+#
+#   scripts/lint.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  echo "lint: rustfmt or clippy is missing: rustup component add rustfmt clippy" >&2
+  echo "lint: 0 passed, 1 failed"
+  exit 1
+fi
+passed=0 failed=0
+if cargo fmt --all --check >/dev/null; then
+  passed=$((passed + 1))
+else
+  cargo fmt --all --check 2>&1 | head -40
+  echo "lint: formatting differs from rustfmt.toml: run 'cargo fmt --all'" >&2
+  failed=$((failed + 1))
+fi
+if cargo clippy --workspace --all-targets --profile tests -- -D warnings; then
+  passed=$((passed + 1))
+else
+  echo "lint: clippy found warnings (denied)" >&2
+  failed=$((failed + 1))
+fi
+echo "lint: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
