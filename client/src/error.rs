@@ -3,8 +3,8 @@
 
 use std::fmt;
 
+use crate::outcome::{InstanceOutcome, Rejection};
 use crate::quorum::NotGranted;
-use crate::transport::{InstanceOutcome, Rejection};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -59,7 +59,7 @@ impl fmt::Display for Why<'_> {
         match self.0 {
             NotGranted::Held => f.write_str("held by another owner"),
             NotGranted::Quarantine { ms_left, instances } => {
-                write!(f, "{instances} server(s) in restart quarantine, {} left", crate::transport::seconds_left(*ms_left))
+                write!(f, "{instances} server(s) in restart quarantine, {} left", crate::outcome::seconds_left(*ms_left))
             }
             NotGranted::NoQuorum => f.write_str("too few servers answered for a quorum"),
             NotGranted::NoValidity => f.write_str("granted too late: no validity left"),

@@ -99,8 +99,31 @@ impl Drop for Shared {
     }
 }
 
+/// The guards a `Redlock` hands out (here, so that the algorithm does not
+/// depend on its keeper).
+impl Redlock {
+    /// Takes `resource` and keeps it: extends it before the lease runs out
+    /// and signals when it is lost. Dropping the guard releases the lock.
+    pub async fn guard(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
+        let lock = self.lock_until(resource, ttl, deadline).await?;
+        Ok(self.keep(lock))
+    }
+
+    /// `guard` for a shared hold.
+    pub async fn guard_shared(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
+        let lock = self.lock_shared_until(resource, ttl, deadline).await?;
+        Ok(self.keep(lock))
+    }
+
+    /// Keeps `lock` (e.g. from `lock_until_observed`) as `guard` does:
+    /// extended before its lease runs out, released when the guard goes.
+    pub fn keep(&self, lock: Lock) -> LockGuard {
+        LockGuard::start(self.clone(), lock)
+    }
+}
+
 impl LockGuard {
-    pub(crate) fn start(redlock: Redlock, lock: Lock) -> LockGuard {
+    fn start(redlock: Redlock, lock: Lock) -> LockGuard {
         let keeping = Arc::new(Keeping {
             lock: Mutex::new(lock),
             lost: CancellationToken::new(),

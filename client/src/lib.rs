@@ -2,6 +2,7 @@
 //! run the redislock module (or, in script mode, plain Redis).
 //!
 //! - `quorum`: quorum, drift, validity and token arithmetic (no I/O)
+//! - `outcome`: what each server answered, as data (outcomes, rejections)
 //! - `transport`: one reconnecting connection per server, with timeouts
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `guard`: automatic extension and the lost-lock signal
@@ -9,6 +10,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod outcome;
 pub mod quorum;
 pub mod redlock;
 pub mod semaphore;
@@ -17,7 +19,8 @@ pub mod transport;
 
 pub use error::Error;
 pub use guard::LockGuard;
+pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{Lock, Redlock, Released, Retry};
 pub use settings::{Mode, Settings};
-pub use transport::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Rejection, UnreachableCause};
+pub use transport::{InstanceStatus, InstanceSummary};

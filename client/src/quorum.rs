@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::transport::{InstanceOutcome, Outcome, Rejection};
+use crate::outcome::{InstanceOutcome, Outcome, Rejection};
 
 /// A majority of `n` instances: n/2 + 1.
 pub fn majority(n: usize) -> usize {
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn why_not_granted() {
-        use crate::transport::UnreachableCause::ConnectionRefused;
+        use crate::outcome::UnreachableCause::ConnectionRefused;
         let g = Outcome::Granted { token: Some(1) };
         let r = Outcome::Refused;
         let q = |ms| Outcome::Quarantine { ms_left: ms };

@@ -8,10 +8,10 @@ use futures::future::join_all;
 use rand::Rng;
 
 use crate::error::Error;
-use crate::guard::LockGuard;
+use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::settings::{Mode, Settings};
-use crate::transport::{Identities, Instance, InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Share};
+use crate::transport::{Identities, Instance, InstanceStatus, InstanceSummary, Share};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -267,12 +267,6 @@ impl Redlock {
     /// arrival order, consecutive readers together.
     pub async fn lock_shared_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
         self.acquire_until(resource, ttl, deadline, Kind::Shared, |_| {}).await
-    }
-
-    /// `guard` for a shared hold.
-    pub async fn guard_shared(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
-        let lock = self.lock_shared_until(resource, ttl, deadline).await?;
-        Ok(self.keep(lock))
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -871,19 +865,6 @@ impl Redlock {
     /// locks held, waiters, highest token (`INFO redislock`).
     pub async fn summary(&self) -> Vec<InstanceSummary> {
         join_all(self.inner.instances.iter().map(|i| i.summary())).await
-    }
-
-    /// Takes `resource` and keeps it: extends it before the lease runs out
-    /// and signals when it is lost. Dropping the guard releases the lock.
-    pub async fn guard(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<LockGuard, Error> {
-        let lock = self.lock_until(resource, ttl, deadline).await?;
-        Ok(self.keep(lock))
-    }
-
-    /// Keeps `lock` (e.g. from `lock_until_observed`) as `guard` does:
-    /// extended before its lease runs out, released when the guard goes.
-    pub fn keep(&self, lock: Lock) -> LockGuard {
-        LockGuard::start(self.clone(), lock)
     }
 }
 

@@ -23,9 +23,9 @@ use rand::Rng;
 
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::redlock::{Kind, Lock, Redlock, Released};
-use crate::transport::{InstanceOutcome, Outcome};
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.

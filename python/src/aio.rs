@@ -15,8 +15,8 @@ use pyo3::IntoPyObjectExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::exit;
-use crate::hold::locked;
 use crate::runtime;
+use crate::sync::locked;
 
 type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 

@@ -12,9 +12,10 @@ use redlock::Redlock;
 use crate::aio;
 use crate::config::{self, Request};
 use crate::errors::Failure;
-use crate::hold::{self, locked, Acquisition, Fresh, Hold, Pending};
+use crate::hold::{self, Acquisition, Fresh, Hold, Pending};
 use crate::lock_state::PyLockState;
 use crate::runtime;
+use crate::sync::locked;
 
 type Slot = Arc<Mutex<Option<Py<PyAsyncLock>>>>;
 

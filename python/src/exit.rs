@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-use crate::hold::locked;
+use crate::sync::locked;
 
 /// The most `shutdown` waits, in all: attaches under way (an asyncio
 /// completion, an on_lost callback) and releases (a few server round

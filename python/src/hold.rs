@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
@@ -17,12 +17,7 @@ use crate::config::{Kind, Request};
 use crate::errors::Failure;
 use crate::exit;
 use crate::runtime;
-
-/// Locks `m`, poisoned or not. Every mutex of the binding guards plain
-/// values (a lock, a slot) that a panic cannot leave half-written.
-pub fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::locked;
 
 pub enum Held {
     Plain(Lock),

@@ -22,6 +22,7 @@ mod exit;
 mod hold;
 mod lock_state;
 mod runtime;
+mod sync;
 mod sync_api;
 
 /// Native part of the `redislock` package; import from `redislock`.

@@ -8,9 +8,10 @@ use redlock::Redlock;
 
 use crate::config::{self, Request};
 use crate::errors::Failure;
-use crate::hold::{self, locked, Acquisition, Hold, Pending};
+use crate::hold::{self, Acquisition, Hold, Pending};
 use crate::lock_state::PyLockState;
 use crate::runtime;
+use crate::sync::locked;
 
 /// A Redlock client over independent Redis servers that run the redislock
 /// module (or plain Redis with `mode="script"`, without fencing tokens).
