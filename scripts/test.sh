@@ -14,6 +14,8 @@
 #                (scripts/test-examples.sh; a missing toolchain is skipped)
 #   lint         rustfmt and clippy -D warnings on the workspace
 #                (scripts/lint.sh)
+#   docs         README.md and the book in docs/: links and anchors
+#                resolve, README stays short (scripts/check-docs.py)
 #
 # The test binaries build with the `tests` profile (release optimisation
 # without whole-program LTO); the servers load the release module that
@@ -57,9 +59,9 @@ run_suite() {
   # pytest's closing "1 failed, 69 passed in 11.3s" (with -q, no border).
   local pytest_line
   pytest_line=$(grep -E '^=* *[0-9]+ (passed|failed)[^;]* in [0-9.]+s' "$log" | tail -n 1)
-  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |lint: )[0-9]+ passed' "$log"
+  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |lint: |docs: )[0-9]+ passed' "$log"
     grep -Eo '[0-9]+ passed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
-  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |lint: [0-9]+ passed, )[0-9]+ failed' "$log"
+  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, )[0-9]+ failed' "$log"
     grep -Eo '[0-9]+ failed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
   passed=${passed:-0} failed=${failed:-0}
   local verdict=ok
@@ -88,6 +90,7 @@ run_suite quickstart python3 scripts/quickstart.py
 run_suite python scripts/test-python.sh
 run_suite examples scripts/test-examples.sh
 run_suite lint scripts/lint.sh
+run_suite docs python3 scripts/check-docs.py
 tests_secs=$(( $(date +%s) - tests_started ))
 
 echo

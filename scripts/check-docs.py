@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Checks README.md and the book in docs/ (every docs/*.md), and the links
+of python/README.md and examples/, without building anything.
+
+- every relative link (`[text](target)`, `![alt](target)`, `[ref]: target`)
+  points to a file or directory that exists;
+- every `#anchor` (in the same file or in another Markdown file) is the
+  anchor of a heading there, by GitHub's rules: the heading's text
+  (inline code, emphasis and link markup removed) lowercased, punctuation
+  other than `-` and `_` dropped, spaces turned into `-`, and `-1`, `-2`
+  ... added to repeated headings; an explicit `<a id="...">` counts too;
+- docs/SUMMARY.md lists at least six chapters, each an existing file;
+- README.md has at most 250 lines.
+
+Links to http(s) and mailto addresses are not followed, and links inside
+fenced code blocks and inline code are not links. Prints one line per
+check and `docs: N passed, M failed` last; exits 1 if any check failed.
+"""
+
+import glob
+import os
+import re
+import sys
+from urllib.parse import unquote
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README_MAX_LINES = 250
+SUMMARY_MIN_CHAPTERS = 6
+
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
+REF_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
+HTML_ID = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"", re.I)
+
+
+def prose_lines(text):
+    """The file's lines with fenced code blocks blanked (line numbers kept)."""
+    out = []
+    fence = None
+    for line in text.split("\n"):
+        m = FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+            out.append("")
+        elif fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)):].strip():
+                fence = None
+            out.append("")
+        else:
+            out.append(line)
+    return out
+
+
+def without_inline_code(text):
+    """Inline code spans replaced by `code` of no markup, so a bracket or a
+    parenthesis inside them cannot make or break a link."""
+    return re.sub(r"(`+)(?:(?!\1).)+?\1", lambda m: "x" * len(m.group(0)), text, flags=re.S)
+
+
+def anchor(heading):
+    """GitHub's anchor for a heading's text."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading)                 # inline code
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)       # links, images
+    text = re.sub(r"<[^>]+>", "", text)                          # HTML tags
+    text = re.sub(r"(\*\*|__|\*|_)(\S(?:.*?\S)?)\1", r"\2", text)  # emphasis
+    text = text.strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+_anchors = {}
+
+
+def anchors_of(path):
+    """Every anchor a Markdown file offers (cached)."""
+    if path not in _anchors:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        found = set()
+        seen = {}
+        for line in prose_lines(text):
+            m = HEADING.match(line)
+            if m:
+                a = anchor(m.group(2))
+                n = seen.get(a, 0)
+                seen[a] = n + 1
+                found.add(a if n == 0 else f"{a}-{n}")
+            found.update(HTML_ID.findall(line))
+        _anchors[path] = found
+    return _anchors[path]
+
+
+def links_of(text):
+    """(line number, target) of every link outside code."""
+    prose = without_inline_code("\n".join(prose_lines(text)))
+    found = []
+    for m in INLINE_LINK.finditer(prose):
+        found.append((prose.count("\n", 0, m.start()) + 1, m.group(2)))
+    for m in REF_DEFINITION.finditer(prose):
+        found.append((prose.count("\n", 0, m.start()) + 1, m.group(1)))
+    return found
+
+
+def check_links(path):
+    """Problems with the links of one file, as messages."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    problems = []
+    for line, target in links_of(text):
+        if re.match(r"^(https?|mailto|ftp):", target, re.I):
+            continue
+        if not target:
+            problems.append(f"line {line}: empty link target")
+            continue
+        file_part, _, fragment = target.partition("#")
+        file_part = unquote(file_part)
+        dest = path if not file_part else os.path.normpath(os.path.join(os.path.dirname(path), file_part))
+        if not os.path.exists(dest):
+            problems.append(f"line {line}: {target}: {os.path.relpath(dest, ROOT)} does not exist")
+            continue
+        if fragment:
+            if not dest.endswith(".md") or os.path.isdir(dest):
+                problems.append(f"line {line}: {target}: an anchor into a file that is not Markdown")
+            elif unquote(fragment) not in anchors_of(dest):
+                problems.append(f"line {line}: {target}: no heading with anchor #{fragment} in {os.path.relpath(dest, ROOT)}")
+    return problems
+
+
+def check_summary(path):
+    """Problems with docs/SUMMARY.md as a table of contents."""
+    if not os.path.isfile(path):
+        return ["docs/SUMMARY.md does not exist"]
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    problems = []
+    chapters = [t for _, t in links_of(text) if not re.match(r"^[a-z]+:", t, re.I)]
+    if len(chapters) < SUMMARY_MIN_CHAPTERS:
+        problems.append(f"lists {len(chapters)} chapters, fewer than {SUMMARY_MIN_CHAPTERS}")
+    for target in chapters:
+        dest = os.path.join(os.path.dirname(path), unquote(target.partition("#")[0]))
+        if not os.path.isfile(dest) or not dest.endswith(".md"):
+            problems.append(f"chapter {target}: no such Markdown file")
+    return problems
+
+
+def main():
+    results = []  # (name, [problems])
+    files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    # The other Markdown readers land on, linking into the book.
+    files += [os.path.join(ROOT, "python", "README.md")] + sorted(
+        f for f in glob.glob(os.path.join(ROOT, "examples", "**", "*.md"), recursive=True) if "node_modules" not in f
+    )
+    for path in files:
+        results.append((f"links of {os.path.relpath(path, ROOT)}", check_links(path)))
+    with open(files[0], encoding="utf-8") as f:
+        count = len(f.read().splitlines())
+    results.append((f"README.md length ({count} lines, at most {README_MAX_LINES})",
+                    [] if count <= README_MAX_LINES else [f"{count - README_MAX_LINES} lines too many"]))
+    summary = os.path.join(ROOT, "docs", "SUMMARY.md")
+    results.append(("docs/SUMMARY.md chapters", check_summary(summary)))
+
+    passed = failed = 0
+    for name, problems in results:
+        if problems:
+            failed += 1
+            print(f"docs: FAILED {name}")
+            for p in problems:
+                print(f"  {p}")
+        else:
+            passed += 1
+            print(f"docs: ok     {name}")
+    print(f"docs: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
