@@ -21,10 +21,7 @@ pub fn mono_ms() -> i64 {
     i64::try_from(epoch.elapsed().as_millis()).unwrap_or(i64::MAX)
 }
 
-/// How far the wall clock may move against the monotonic one between two
-/// looks before it counts as a step: the two are read a few microseconds
-/// apart, and NTP slews at most 0.5 ms per second.
-pub const STEP_MS: i64 = 20;
+pub use crate::core::lease::STEP_MS;
 
 /// Watches the offset between the wall clock and the monotonic clock.
 #[derive(Debug, Default)]
@@ -45,6 +42,11 @@ impl StepDetector {
         self.offset_ms = Some(offset);
         stepped
     }
+}
+
+/// Both clocks, read once per command.
+pub fn now() -> crate::core::lease::Now {
+    crate::core::lease::Now { wall: crate::api::unix_millis(), mono: mono_ms() }
 }
 
 #[cfg(test)]

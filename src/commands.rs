@@ -12,12 +12,12 @@ use redis_module::raw;
 use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::args;
 use crate::config;
+use crate::core::grant::{self, Holder, Kind, Mode, Outcome, Refusal};
+use crate::core::lease::{self, Lease, Now};
 use crate::fencing::{self, Token, COUNTER};
 use crate::gate;
-use crate::grant::{self, Holder, Kind, Mode, Outcome, Refusal};
 use crate::group::{self, Group};
 use crate::kept;
-use crate::lease::{self, Lease, Now};
 use crate::lock::{self, Lock, LockRef};
 use crate::propagate;
 use crate::quarantine;
@@ -140,7 +140,7 @@ impl Want {
 /// plain string, or room beside shared holders); a key of another type
 /// counts as free, its waiters get WRONGTYPE from the grant.
 pub fn may_grant(key: &Key, owner: &[u8], want: Want) -> bool {
-    let now = Now::read();
+    let now = crate::clock::now();
     match slot(key, now, Look::Held) {
         Slot::Held(lock) => lock.is_held_by(owner),
         Slot::Shared(group) => {
@@ -182,7 +182,7 @@ fn replays(ctx: Ctx) -> bool {
 /// clocks are read only when something is.
 pub fn restore_kept(ctx: Ctx, key: &Key, key_name: &Arg) {
     if kept::any() {
-        kept::restore(ctx, key, key_name, ctx.selected_db(), Now::read());
+        kept::restore(ctx, key, key_name, ctx.selected_db(), crate::clock::now());
     }
 }
 
@@ -216,7 +216,7 @@ pub enum Attempt {
     Refused(CString),
 }
 
-pub use crate::grant::Grant;
+pub use crate::core::grant::Grant;
 
 /// Gives the lock at `key` to `owner` if `want` fits what holds it now,
 /// and propagates the grant. `waiting_ahead`: others wait in the key's
@@ -236,7 +236,7 @@ pub fn try_acquire(
     by: By,
 ) -> Attempt {
     let owner = owner_arg.bytes();
-    let now = Now::read();
+    let now = crate::clock::now();
     let slot = slot(key, now, Look::Held);
     if want.shared || matches!(slot, Slot::Shared(_)) {
         return try_shared(ctx, key, key_name, owner_arg, Request { ttl_ms, fence, want, waiting_ahead }, slot, now);
@@ -457,7 +457,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let now = Now::read();
+    let now = crate::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
     if look != Look::AsStored {
         restore_kept(ctx, &key, req.key);
@@ -523,7 +523,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
     restore_kept(ctx, &key, req.key);
-    let now = Now::read();
+    let now = crate::clock::now();
     let lease = Lease::starting(now, req.ttl_ms);
     match slot(&key, now, Look::Held) {
         Slot::WrongType => return ctx.reply_error(WRONGTYPE),
@@ -581,7 +581,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
     let waiting = || waiters::count_in(ctx, key_name.bytes());
-    let now = Now::read();
+    let now = crate::clock::now();
     match slot(&key, now, Look::Exact) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => {

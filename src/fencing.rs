@@ -19,8 +19,7 @@ use redis_module::raw;
 use crate::api::{rm, Ctx, RedisModuleCtx};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Tokens are Redis integers: non-negative and at most `i64::MAX`.
-pub type Token = i64;
+pub use crate::core::token::{next_token, Token};
 
 /// A monotonic token counter.
 #[derive(Default)]
@@ -118,11 +117,6 @@ pub fn lead_error(what: &str, ceiling: Token) -> String {
          the largest accepted now is {ceiling}",
         crate::config::max_token_lead()
     )
-}
-
-/// The token that follows `counter` given a floor of `min`.
-pub fn next_token(counter: Token, min: Token) -> Option<Token> {
-    Some(counter.checked_add(1)?.max(min))
 }
 
 fn unix_micros() -> i64 {

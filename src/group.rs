@@ -23,8 +23,8 @@
 use std::ffi::c_void;
 use std::mem::size_of;
 
-use crate::grant::{self, Holder, Kind, Mode};
-use crate::lease::{Lease, Now, NO_END, NO_TTL};
+use crate::core::grant::{self, Holder, Kind, Mode};
+use crate::core::lease::{Lease, Now, NO_END, NO_TTL};
 
 /// The key's TTL is not known yet (a load): the first look adopts it.
 const UNKNOWN_MIRROR: i64 = i64::MIN;

@@ -29,11 +29,11 @@ use std::sync::{LazyLock, Mutex};
 use redis_module::raw;
 
 use crate::api::{rm, Arg, Ctx, Key, KeyKind, KeyMode, RedisModuleCtx, RedisModuleString};
+use crate::core::grant::Holder;
+use crate::core::lease::{Lease, Left, Now, NO_TTL};
 use crate::fencing::Token;
 use crate::gate;
-use crate::grant::Holder;
 use crate::group::{self, Group};
-use crate::lease::{Lease, Left, Now, NO_TTL};
 use crate::lock::{self, Lock};
 use crate::stats;
 
@@ -117,7 +117,7 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
     if !may_keep() {
         return;
     }
-    let now = Now::read();
+    let now = crate::clock::now();
     let holders: Vec<_> = group.live(now).cloned().collect();
     let Some(end) = holders.iter().map(|h| h.end).max() else { return };
     removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()));
@@ -131,7 +131,7 @@ fn may_keep() -> bool {
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
 fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>) {
-    let now = Now::read();
+    let now = crate::clock::now();
     let running = match lease.left(now) {
         Left::Ms(ms) => ms > crate::clock::STEP_MS,
         Left::Forever => true,
@@ -141,7 +141,7 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
         return;
     }
     let kept = |why| Kept { holders, shared, why };
-    if crate::lease::removed_by_step(lease, now) {
+    if crate::core::lease::removed_by_step(lease, now) {
         let arm = with_state(|s| {
             s.kept.insert((db, key.into()), kept(Why::ClockStep));
             recount(s);
@@ -290,7 +290,7 @@ unsafe extern "C" fn on_restore(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void
         s.kept.iter().filter(|(_, k)| k.why == Why::ClockStep).map(|(n, _)| n.clone()).collect()
     })
     .unwrap_or_default();
-    let now = Now::read();
+    let now = crate::clock::now();
     for (db, key) in names {
         let name = crate::api::HeldString::own(
             rm!(RedisModule_CreateString(ptr::null_mut(), key.as_ptr().cast::<c_char>(), key.len()) else ptr::null_mut()),

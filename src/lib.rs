@@ -1,21 +1,23 @@
 //! redislock: native distributed locks for Redis.
 //!
 //! `LOCK.ACQUIRE / LOCK.RELEASE / LOCK.EXTEND / LOCK.INFO` on a lock data
-//! type whose lease is the key's TTL and whose every grant carries a
-//! fencing token from a per-instance monotonic counter.
+//! type whose lease runs on the module's monotonic clock (the key's Redis
+//! TTL mirrors its wall-clock deadline, for PTTL, persistence and
+//! replication) and whose every grant carries a fencing token from a
+//! per-instance monotonic counter.
 //!
-//! - `acl`: a waiter's permissions, checked again at handoff
-//! - `args`: command argument parsing
-//! - `clock`: the monotonic clock, and steps of the wall clock
-//! - `commands`: the lock commands
-//! - `lock`: the lock value and its data type callbacks
-//! - `fencing`: the token counter
-//! - `propagate`: replication, AOF, WATCH and keyspace events; LOCK.APPLY
-//! - `waiters`: fair server-side waiting (WAIT) and the handoff
-//! - `quarantine`: the restart quarantine
-//! - `gate`: whether the module may write outside a client's command
-//! - `info`: the `INFO redislock` section
-//! - `config`: module configuration
+//! Layers, each importing only those below it (work in progress, issue 29):
+//! - `core`: the rules, free of Redis: grant, release, extension and the
+//!   queue of every kind (`core::grant`), the lease (`core::lease`), tokens
+//!   (`core::token`); property-tested
+//! - the glue: `commands` (the lock commands), `lock` (the lock value and
+//!   its data type callbacks), `group` (a key held shared), `waiters` (fair
+//!   server-side waiting and the handoff), `propagate` (replication, AOF,
+//!   WATCH, keyspace events; LOCK.APPLY), `fencing` (the token counter),
+//!   `quarantine` (the restart quarantine), `kept` and `realign` (locks
+//!   Redis evicted or a clock step expired), `acl`, `args`, `config`,
+//!   `info`, `stats`, `clock`, `gate` (whether the module may write outside
+//!   a client's command), `listeners`
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
 
 // Under `cargo test` the module entry point is not compiled (the unit tests
@@ -28,13 +30,12 @@ pub mod args;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod core;
 pub mod fencing;
 pub mod gate;
-pub mod grant;
 pub mod group;
 pub mod info;
 pub mod kept;
-pub mod lease;
 pub mod listeners;
 pub mod lock;
 pub mod propagate;

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use redis_module::{native_types::RedisType, raw};
 
 use crate::api::{self, rm, Key, RedisModuleIO, RedisModuleString, RedisModuleType};
+use crate::core::lease::Lease;
 use crate::fencing::{Token, COUNTER};
 use crate::group::{self, Group};
-use crate::lease::{Lease, Now};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 pub const TYPE_NAME: &str = "redislock";
@@ -350,7 +350,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
-        let now = Now::read();
+        let now = crate::clock::now();
         rm!(RedisModule_SaveUnsigned(rdb, SHAPE_SHARED) else ());
         rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
         let live: Vec<_> = group.live(now).collect();
@@ -429,7 +429,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
     if let Some(group) = Group::borrow(value) {
         // Each holder with its own deadline; Redis's PEXPIREAT for the key
         // that follows is the group's own TTL, which caps nobody.
-        let now = Now::read();
+        let now = crate::clock::now();
         let key_deadline = group.key_deadline(now).max(0);
         for holder in group.live(now) {
             rm!(RedisModule_EmitAOF(
@@ -469,7 +469,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
 /// over the keyspace, once per load.
 pub fn learn_loaded_leases(ctx: api::Ctx) {
     let selected = ctx.selected_db();
-    let now = crate::lease::Now::read();
+    let now = crate::clock::now();
     for db in 0..ctx.databases() {
         if !ctx.select_db(db) {
             continue;
@@ -479,7 +479,9 @@ pub fn learn_loaded_leases(ctx: api::Ctx) {
             break;
         }
         let mut now_data = now;
-        while rm!(RedisModule_Scan(ctx.raw(), cursor, Some(learn_lease), (&mut now_data as *mut crate::lease::Now).cast()) else 0) != 0 {}
+        while rm!(RedisModule_Scan(ctx.raw(), cursor, Some(learn_lease), (&mut now_data as *mut crate::core::lease::Now).cast()) else 0)
+            != 0
+        {}
         rm!(RedisModule_ScanCursorDestroy(cursor) else ());
     }
     ctx.select_db(selected);
@@ -491,11 +493,11 @@ unsafe extern "C" fn learn_lease(
     key: *mut raw::RedisModuleKey,
     data: *mut c_void,
 ) {
-    let Some(now) = data.cast::<crate::lease::Now>().as_ref() else { return };
+    let Some(now) = data.cast::<crate::core::lease::Now>().as_ref() else { return };
     // The scan owns the key handle: borrowed, never closed here.
     let key = ManuallyDrop::new(Key::from_raw(key));
     if let Some(mut lock) = at(&key) {
-        if lock.lease().end == crate::lease::UNKNOWN {
+        if lock.lease().end == crate::core::lease::UNKNOWN {
             lock.set_lease(Lease::until(key.deadline_ms(), *now));
         }
     } else if let Some(group) = group_at(&key) {
@@ -554,7 +556,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
     if limit != 0 && count > u64::from(limit) {
         return None;
     }
-    let now = Now::read();
+    let now = crate::clock::now();
     let mut holders = Vec::new();
     for _ in 0..count {
         let mut len = 0usize;
@@ -570,7 +572,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
             return None;
         }
         let at = (deadline != 0).then_some(deadline);
-        holders.push(crate::grant::Holder { owner, token, end: Lease::until(at, now).end });
+        holders.push(crate::core::grant::Holder { owner, token, end: Lease::until(at, now).end });
     }
     if !crate::quarantine::loading() {
         let highest = holders.iter().map(|h| h.token).max().unwrap_or(0);

@@ -19,10 +19,10 @@ use redis_module::raw;
 
 use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
+use crate::core::grant::Holder;
+use crate::core::lease::Lease;
 use crate::fencing::{Token, COUNTER};
-use crate::grant::Holder;
 use crate::group::Group;
-use crate::lease::{Lease, Now};
 use crate::lock::{self, Lock};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
@@ -103,8 +103,8 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
 /// exclusive lock it was downgraded from) becomes a new group. The key's
 /// TTL is the master's.
 fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::ApplyShared) -> Result<(), &'static std::ffi::CStr> {
-    let now = Now::read();
-    let end = if req.deadline_ms == 0 { crate::lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
+    let now = crate::clock::now();
+    let end = if req.deadline_ms == 0 { crate::core::lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
     let fits = lock::group_at(key).is_some_and(|g| g.limit() == shared.limit);
     if !fits && !lock::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {
         return Err(c"ERR could not store the lock");
@@ -117,7 +117,7 @@ fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::A
         }
         None => group.lock.holders.push(Holder { owner: req.owner.into(), token: req.token, end }),
     }
-    group.mirrored(if shared.key_deadline_ms == 0 { crate::lease::NO_TTL } else { shared.key_deadline_ms });
+    group.mirrored(if shared.key_deadline_ms == 0 { crate::core::lease::NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
         return Err(c"ERR could not set the lease");
     }
@@ -154,7 +154,7 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
         // The lease runs on this server's monotonic clock from its
         // wall-clock deadline read now; an AOF rewrite's form (0) is
         // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
-        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), Now::read()) } else { Lease::UNKNOWN };
+        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::clock::now()) } else { Lease::UNKNOWN };
         if !Lock::new(req.owner, req.token, lease).is_some_and(|lock| lock::store(&key, lock)) {
             return ctx.reply_error(c"ERR could not store the lock");
         }

@@ -16,8 +16,8 @@ use std::sync::{LazyLock, Mutex};
 use redis_module::raw;
 
 use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleCtx, RedisModuleString};
+use crate::core::lease::{self, Left, Now};
 use crate::gate;
-use crate::lease::{self, Left, Now};
 use crate::lock;
 
 /// SCAN steps per tick: each visits one bucket of the keyspace (a few
@@ -115,7 +115,7 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     .flatten();
     if let Some((db, names)) = batch {
         if ctx.select_db(db) {
-            let now = Now::read();
+            let now = crate::clock::now();
             for name in names {
                 realign(ctx, &name, now);
             }

@@ -37,9 +37,9 @@ use crate::api::{
 };
 use crate::clock;
 use crate::commands::{try_acquire, Attempt, By, Want};
+use crate::core::lease::Left;
 use crate::fencing::Token;
 use crate::gate;
-use crate::lease::{Left, Now};
 use crate::stats::{self, Cause};
 
 /// Waiters across all keys: lets the hot path skip the registry.
@@ -226,7 +226,7 @@ pub fn queued_in(ctx: Ctx, key: &[u8]) -> Option<c_int> {
 /// at the old end.
 pub fn lease_changed(ctx: Ctx, key: &[u8], end: i64) {
     if let Some(db) = queued_in(ctx, key) {
-        arm_lease(db, key, (end != crate::lease::NO_END).then(|| end.saturating_add(LEASE_END_MARGIN_MS)));
+        arm_lease(db, key, (end != crate::core::lease::NO_END).then(|| end.saturating_add(LEASE_END_MARGIN_MS)));
     }
 }
 
@@ -363,7 +363,7 @@ const PLAIN_STRING_POLL_MS: i64 = 50;
 /// re-armed. A persisted lock waits for those events. A plain-string lock
 /// is also polled: its lease is its TTL, on the wall clock.
 fn next_check(key: &Key) -> Option<i64> {
-    let now = Now::read();
+    let now = crate::clock::now();
     if key.kind() != KeyKind::String {
         return match crate::commands::lease_left(key, now) {
             Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),

@@ -22,7 +22,7 @@
 
 use std::fmt;
 
-pub use crate::fencing::Token;
+pub use super::token::Token;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {

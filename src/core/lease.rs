@@ -21,7 +21,9 @@
 //!
 //! Nothing here knows Redis: the caller reads the clocks and the key's TTL.
 
-use crate::clock;
+/// A wall-clock move larger than this, between two reads of both clocks,
+/// is a step (NTP, a resumed VM, `date -s`), not drift.
+pub const STEP_MS: i64 = 20;
 
 /// No end: a persisted lock.
 pub const NO_END: i64 = i64::MAX;
@@ -36,14 +38,8 @@ pub const NO_TTL: i64 = -1;
 pub struct Now {
     /// Unix ms, as the server reads it.
     pub wall: i64,
-    /// `clock::mono_ms`.
+    /// The module's monotonic clock, ms (`clock::mono_ms`).
     pub mono: i64,
-}
-
-impl Now {
-    pub fn read() -> Now {
-        Now { wall: crate::api::unix_millis(), mono: clock::mono_ms() }
-    }
 }
 
 /// A lease as the lock value stores it.
@@ -147,7 +143,7 @@ pub fn held(lease: Lease, now: Now, ttl: impl FnOnce() -> Option<i64>) -> (Left,
 /// (so Redis expired it, or would have) while the monotonic lease has more
 /// than a step's tolerance left.
 pub fn removed_by_step(lease: Lease, now: Now) -> bool {
-    lease.mirror != NO_TTL && now.wall >= lease.mirror && matches!(lease.left(now), Left::Ms(ms) if ms > clock::STEP_MS)
+    lease.mirror != NO_TTL && now.wall >= lease.mirror && matches!(lease.left(now), Left::Ms(ms) if ms > STEP_MS)
 }
 
 #[cfg(test)]
