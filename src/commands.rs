@@ -12,7 +12,7 @@ use redis_module::raw;
 use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::args;
 use crate::config;
-use crate::core::grant::{self, Holder, Kind, Mode, Outcome, Refusal};
+use crate::core::grant::{self, Holder, Kind, Mode, OneHolder, Outcome, Refusal};
 use crate::core::lease::{self, Lease, Now};
 use crate::fencing::{self, Token, COUNTER};
 use crate::gate;
@@ -241,19 +241,43 @@ pub fn try_acquire(
     if want.shared || matches!(slot, Slot::Shared(_)) {
         return try_shared(ctx, key, key_name, owner_arg, Request { ttl_ms, fence, want, waiting_ahead }, slot, now);
     }
-    let lease = match slot {
+    // The rules are the core's (`grant::acquire_exclusive`, checked against
+    // `grant::Lock`); what follows only reads the key and carries out the
+    // decision.
+    let mut held_lock = None;
+    let mut converted = None;
+    let held = match slot {
         Slot::Shared(_) => return Attempt::Held,
         Slot::WrongType => return Attempt::WrongType,
-        Slot::Held(lock) if !lock.is_held_by(owner) => return Attempt::Held,
-        Slot::PlainString(value) if value != owner => return Attempt::Held,
-        Slot::Held(mut lock) => {
-            // Re-grant to the same owner: a retry after a lost reply. A
-            // FENCE above its token takes a token from the counter, like a
-            // new grant: `fence` itself may be another lock's token already.
-            if fence > lock.token() {
-                let Some(token) = COUNTER.issue(fence) else {
-                    return Attempt::Failed(c"ERR fencing token space exhausted");
-                };
+        Slot::Held(lock) => {
+            let view = OneHolder::Held { mine: lock.is_held_by(owner), token: lock.token() };
+            held_lock = Some(lock);
+            view
+        }
+        // Another owner's plain-string lock: held (it has no token).
+        Slot::PlainString(value) if value != owner => OneHolder::Held { mine: false, token: 0 },
+        // The owner of a plain-string lock converts it and keeps its
+        // remaining lease, up to the longest lease a lock may have: a new
+        // grant, which the line does not hold back (it is already held).
+        Slot::PlainString(_) => {
+            let longest = now.wall.saturating_add(config::max_ttl());
+            let deadline = key.deadline_ms().map_or_else(|| now.wall.saturating_add(ttl_ms), |at| at.min(longest));
+            converted = Some(Lease::until(Some(deadline), now));
+            OneHolder::Free
+        }
+        Slot::Free => OneHolder::Free,
+    };
+    let ahead = waiting_ahead && converted.is_none();
+    let token = match grant::acquire_exclusive(held, fence, ahead, |min| COUNTER.issue(min)) {
+        Outcome::Held => return Attempt::Held,
+        Outcome::Refused(_) => return Attempt::Failed(c"ERR fencing token space exhausted"),
+        Outcome::Granted(token, Grant::Regrant) => {
+            // Re-grant to the same owner: a retry after a lost reply, with
+            // a new token only when FENCE asked for more.
+            let Some(mut lock) = held_lock else {
+                return Attempt::Failed(c"ERR could not store the lock");
+            };
+            if token != lock.token() {
                 lock.set_token(token);
             }
             let lease = Lease::starting(now, ttl_ms);
@@ -261,23 +285,13 @@ pub fn try_acquire(
                 return Attempt::Failed(c"ERR could not set the lease");
             }
             lock.set_lease(lease);
-            propagate::granted(ctx, key_name, owner_arg, lock.token(), lease.mirror);
+            propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
             waiters::lease_changed(ctx, key_name.bytes(), lease.end);
-            return Attempt::Granted(lock.token(), Grant::Regrant);
+            return Attempt::Granted(token, Grant::Regrant);
         }
-        // The owner of a plain-string lock converts it and keeps its
-        // remaining lease, up to the longest lease a lock may have.
-        Slot::PlainString(_) => {
-            let longest = now.wall.saturating_add(config::max_ttl());
-            let deadline = key.deadline_ms().map_or_else(|| now.wall.saturating_add(ttl_ms), |at| at.min(longest));
-            Lease::until(Some(deadline), now)
-        }
-        Slot::Free if waiting_ahead => return Attempt::Held,
-        Slot::Free => Lease::starting(now, ttl_ms),
+        Outcome::Granted(token, _) => token,
     };
-    let Some(token) = COUNTER.issue(fence) else {
-        return Attempt::Failed(c"ERR fencing token space exhausted");
-    };
+    let lease = converted.unwrap_or_else(|| Lease::starting(now, ttl_ms));
     if !Lock::new(owner, token, lease).is_some_and(|lock| lock::store(key, lock)) {
         return Attempt::Failed(c"ERR could not store the lock");
     }

@@ -236,6 +236,46 @@ impl<O: PartialEq + Clone> Lock<O> {
     }
 }
 
+/// Who holds a key that is free or held exclusively, as the exclusive
+/// path sees it without building a `Lock` (no allocation on the hot path):
+/// the one holder's running lease, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OneHolder {
+    Free,
+    /// Held exclusively, by the asking owner (`mine`) or another, with
+    /// this token.
+    Held {
+        mine: bool,
+        token: Token,
+    },
+}
+
+/// `Lock::acquire` for an exclusive request without a LIMIT on a key that
+/// is free or held exclusively (`held`), at the same rules: the holder's
+/// own request is a re-grant that keeps its token unless FENCE asks for
+/// more; another holder's key is held; a free key goes to the request
+/// unless others wait ahead of it. The property test `one_holder_view`
+/// checks it against `Lock::acquire` on the same one-holder lock.
+pub fn acquire_exclusive(held: OneHolder, fence: Token, waiting_ahead: bool, mut issue: impl FnMut(Token) -> Option<Token>) -> Outcome {
+    match held {
+        OneHolder::Held { mine: true, token } => {
+            if fence <= token {
+                return Outcome::Granted(token, Grant::Regrant);
+            }
+            match issue(fence) {
+                Some(t) => Outcome::Granted(t, Grant::Regrant),
+                None => Outcome::Refused(Refusal::TokensExhausted),
+            }
+        }
+        OneHolder::Held { mine: false, .. } => Outcome::Held,
+        OneHolder::Free if waiting_ahead => Outcome::Held,
+        OneHolder::Free => match issue(fence) {
+            Some(t) => Outcome::Granted(t, Grant::New),
+            None => Outcome::Refused(Refusal::TokensExhausted),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,6 +551,40 @@ mod properties {
                 run.apply(op);
                 run.check();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod one_holder_view {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The exclusive path's decision is `Lock::acquire`'s on the same
+        /// one-holder lock, for every holder, FENCE, line and counter.
+        #[test]
+        fn agrees_with_the_lock(
+            held in prop_oneof![Just(None), (any::<bool>(), 0i64..1_000).prop_map(Some)],
+            fence in prop_oneof![Just(0i64), 0i64..2_000, Just(i64::MAX)],
+            waiting_ahead in any::<bool>(),
+            counter in prop_oneof![0i64..1_500, Just(i64::MAX)],
+        ) {
+            let (me, other) = (1u8, 2u8);
+            let now = 100;
+            let mut lock = Lock { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() };
+            let view = match held {
+                None => OneHolder::Free,
+                Some((mine, token)) => {
+                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end: now + 1_000 });
+                    OneHolder::Held { mine, token }
+                }
+            };
+            let ask = Ask { owner: &me, mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence };
+            let issue = |c: &mut i64| { let mut c = *c; move |min: Token| { let t = super::super::token::next_token(c, min)?; c = t; Some(t) } };
+            let by_lock = lock.acquire(&ask, now, waiting_ahead, issue(&mut counter.clone()));
+            let by_view = acquire_exclusive(view, fence, waiting_ahead, issue(&mut counter.clone()));
+            prop_assert_eq!(by_view, by_lock);
         }
     }
 }
