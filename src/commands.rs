@@ -108,13 +108,16 @@ fn slot(key: &Key, now: Now, look: Look) -> Slot<'_> {
 
 /// Whether `owner` holds the lock at `key` (a module lock or a
 /// plain-string one); `None` when the key holds another type.
-fn holds(key: &Key, owner: &[u8], now: Now, look: Look) -> Option<bool> {
-    match slot(key, now, look) {
+/// A key that is free or held exclusively, as the core's one-holder
+/// rules see it for `owner`; `None` for another type. (A key held shared
+/// is the core's `Lock`; it reads as held by another here.)
+fn one_holder(slot: &Slot<'_>, owner: &[u8]) -> Option<OneHolder> {
+    match slot {
         Slot::WrongType => None,
-        Slot::Held(lock) => Some(lock.is_held_by(owner)),
-        Slot::Shared(group) => Some(group.lock.holders.iter().any(|h| *h.owner == *owner)),
-        Slot::PlainString(value) => Some(value == owner),
-        Slot::Free => Some(false),
+        Slot::Held(lock) => Some(OneHolder::Held { mine: lock.is_held_by(owner), token: lock.token() }),
+        Slot::PlainString(value) => Some(OneHolder::Held { mine: *value == owner, token: 0 }),
+        Slot::Shared(_) => Some(OneHolder::Held { mine: false, token: 0 }),
+        Slot::Free => Some(OneHolder::Free),
     }
 }
 
@@ -479,7 +482,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     if let Slot::Shared(group) = slot(&key, now, look) {
         return release_shared(ctx, &key, req.key, req.owner, group, now, look);
     }
-    match holds(&key, req.owner, now, look) {
+    match one_holder(&slot(&key, now, look), req.owner).map(grant::release_exclusive) {
         None => return ctx.reply_error(WRONGTYPE),
         Some(false) => {
             stats::RELEASE_REFUSED.bump();
@@ -539,24 +542,27 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     restore_kept(ctx, &key, req.key);
     let now = crate::clock::now();
     let lease = Lease::starting(now, req.ttl_ms);
-    match slot(&key, now, Look::Held) {
-        Slot::WrongType => return ctx.reply_error(WRONGTYPE),
+    let slot = slot(&key, now, Look::Held);
+    let Some(view) = one_holder(&slot, req.owner) else {
+        return ctx.reply_error(WRONGTYPE);
+    };
+    match slot {
         Slot::Shared(group) => return extend_shared(ctx, &key, req.key, req.owner, req.ttl_ms, group, now),
-        Slot::Held(mut lock) if lock.is_held_by(req.owner) => {
+        _ if !grant::extend_exclusive(view) => {
+            stats::EXTEND_REFUSED.bump();
+            return ctx.reply_integer(0);
+        }
+        Slot::Held(mut lock) => {
             if !key.expire_at(lease.mirror) {
                 return ctx.reply_error(c"ERR could not set the lease");
             }
             lock.set_lease(lease);
         }
         // A plain-string lock's lease is its TTL alone.
-        Slot::PlainString(value) if value == req.owner => {
+        _ => {
             if !key.expire_at(lease.mirror) {
                 return ctx.reply_error(c"ERR could not set the lease");
             }
-        }
-        _ => {
-            stats::EXTEND_REFUSED.bump();
-            return ctx.reply_integer(0);
         }
     }
     propagate::extended(ctx, req.key, lease.mirror);

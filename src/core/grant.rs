@@ -276,6 +276,20 @@ pub fn acquire_exclusive(held: OneHolder, fence: Token, waiting_ahead: bool, mut
     }
 }
 
+/// `Lock::release` for a key that is free or held exclusively (`held`):
+/// whether the asking owner's hold ends. Only a running hold of its own
+/// does; a holder whose lease ended is `OneHolder::Free`.
+pub fn release_exclusive(held: OneHolder) -> bool {
+    matches!(held, OneHolder::Held { mine: true, .. })
+}
+
+/// `Lock::extend` for a key that is free or held exclusively: whether the
+/// asking owner's hold takes the new lease (the same rule as a release:
+/// its own running hold only).
+pub fn extend_exclusive(held: OneHolder) -> bool {
+    matches!(held, OneHolder::Held { mine: true, .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,6 +599,29 @@ mod one_holder_view {
             let by_lock = lock.acquire(&ask, now, waiting_ahead, issue(&mut counter.clone()));
             let by_view = acquire_exclusive(view, fence, waiting_ahead, issue(&mut counter.clone()));
             prop_assert_eq!(by_view, by_lock);
+        }
+
+        /// A release and an extension through the view end or lengthen a
+        /// hold exactly when `Lock::release` and `Lock::extend` do, for a
+        /// holder whose lease runs or has ended.
+        #[test]
+        fn release_and_extend_agree_with_the_lock(
+            held in prop_oneof![Just(None), (any::<bool>(), 0i64..1_000, any::<bool>()).prop_map(Some)],
+        ) {
+            let (me, other) = (1u8, 2u8);
+            let now = 100;
+            let mut lock = Lock { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() };
+            let view = match held {
+                None => OneHolder::Free,
+                Some((mine, token, running)) => {
+                    let end = if running { now + 1_000 } else { now };
+                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end });
+                    // The glue sees an ended lease as a free key.
+                    if running { OneHolder::Held { mine, token } } else { OneHolder::Free }
+                }
+            };
+            prop_assert_eq!(release_exclusive(view), lock.clone().release(&me, now));
+            prop_assert_eq!(extend_exclusive(view), lock.clone().extend(&me, 500, now));
         }
     }
 }
