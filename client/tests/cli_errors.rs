@@ -31,21 +31,8 @@ const NO_QUORUM: i32 = 6;
 const QUARANTINE: i32 = 7;
 const RUN_NOT_LOCKED: i32 = 75;
 
-/// `redlock --servers <servers> <args>`, with generous timeouts: time is
-/// not the subject here (a loaded machine must not turn a healthy server
-/// into a timeout).
 fn redlock(servers: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
-    cmd.env_remove("REDLOCK_SERVERS")
-        .arg("--servers")
-        .arg(servers)
-        .args(["--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    common::cli::redlock(servers, args)
 }
 
 async fn run_cmd(cmd: Command, what: &str) -> Ran {

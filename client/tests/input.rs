@@ -23,15 +23,7 @@ const USAGE: i32 = 2;
 const RUN_LOCK_LOST: i32 = 76;
 
 fn redlock_cli(servers: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
-    cmd.env_remove("REDLOCK_SERVERS")
-        .args(["--servers", servers, "--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    common::cli::redlock(servers, args)
 }
 
 async fn cli(servers: &str, args: &[&str]) -> Ran {

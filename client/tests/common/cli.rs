@@ -2,6 +2,7 @@
 //! deadline and keep what it printed.
 #![allow(dead_code)]
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
@@ -41,4 +42,22 @@ pub async fn run(mut cmd: Command, deadline: Duration, what: &str) -> Ran {
     let started = Instant::now();
     let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: spawning redlock: {e}"));
     finish(child, started, deadline, what).await
+}
+
+/// `redlock --servers <servers> <args>`, with generous timeouts: time is
+/// not the subject of the tests that use it (a loaded machine must not
+/// turn a healthy server into a timeout). Output captured, killed when
+/// dropped.
+pub fn redlock(servers: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    cmd.env_remove("REDLOCK_SERVERS")
+        .arg("--servers")
+        .arg(servers)
+        .args(["--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
 }
