@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::cli::Ran;
@@ -23,18 +22,7 @@ fn redlock(c: &Cluster, args: &[&str]) -> Command {
 }
 
 fn redlock_with_timeout(c: &Cluster, request_timeout: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
-    cmd.env_remove("REDLOCK_SERVERS")
-        .arg("--servers")
-        .arg(c.urls().join(","))
-        .arg("--request-timeout")
-        .arg(request_timeout)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    common::cli::redlock_with(&c.urls().join(","), &["--request-timeout", request_timeout], args)
 }
 
 /// Waits for a `redlock` spawned just before (these tests compare `ended`).

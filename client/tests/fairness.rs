@@ -50,11 +50,28 @@ async fn acquire(rl: &Redlock, resource: &str, ask: Ask, ttl: Duration, deadline
 /// One client per entry of `asks`, each looping acquire (deadline 10×
 /// ttl), hold, release, until `duration` is over.
 async fn looping(urls: &[String], resource: &str, asks: &[Ask], ttl: Duration, hold: Duration, duration: Duration) -> Run {
+    looping_on(urls, None, resource, asks, ttl, hold, duration).await
+}
+
+/// `looping`, every loop a task on `shared` when given (one handle, as
+/// tasks of one process share it), else on a handle of its own.
+async fn looping_on(
+    urls: &[String],
+    shared: Option<&Redlock>,
+    resource: &str,
+    asks: &[Ask],
+    ttl: Duration,
+    hold: Duration,
+    duration: Duration,
+) -> Run {
     let run = Arc::new(Mutex::new(Run::default()));
     let until = Instant::now() + duration;
     let mut tasks = Vec::new();
     for (client, &ask) in asks.iter().enumerate() {
-        let rl = Redlock::new(urls, relaxed()).expect("Redlock::new");
+        let rl = match shared {
+            Some(rl) => rl.clone(),
+            None => Redlock::new(urls, relaxed()).expect("Redlock::new"),
+        };
         let (run, resource) = (run.clone(), resource.to_string());
         tasks.push(tokio::spawn(async move {
             while Instant::now() < until {
@@ -185,6 +202,26 @@ async fn permits_are_handed_out_in_turn() {
     holds.sort_by_key(|h| h.granted);
     let pairs = holds.windows(2).filter(|w| w[1].granted < w[0].released).count();
     assert!(pairs > 0, "never two permits held at once");
+}
+
+/// Tasks of one process on one shared handle, every kind at once on one
+/// resource (readers and writers) and on a semaphore: the line and the
+/// handle's bookkeeping (its highest token, places given up in the
+/// background) keep them apart as separate processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_on_one_handle_are_kept_apart_in_every_kind() {
+    let c = Cluster::start(5);
+    let shared = c.redlock(relaxed());
+    let asks = [Ask::Exclusive, Ask::Shared, Ask::Exclusive, Ask::Shared, Ask::Shared, Ask::Exclusive];
+    let run = looping_on(&c.urls(), Some(&shared), "one-handle-rw", &asks, TTL, Duration::from_millis(20), Duration::from_secs(3)).await;
+    assert_excluded(&run, "6 tasks on one handle, readers and writers");
+    assert!(run.failures.is_empty(), "{:?}", run.failures);
+    assert!(run.holds.len() >= asks.len(), "only {} holds", run.holds.len());
+    let asks = [Ask::Permit(2); 5];
+    let run =
+        looping_on(&c.urls(), Some(&shared), "one-handle-permits", &asks, TTL, Duration::from_millis(20), Duration::from_secs(3)).await;
+    assert_excluded(&run, "5 tasks on one handle, limit 2");
+    assert!(run.failures.is_empty(), "{:?}", run.failures);
 }
 
 /// The done-when of issue 28: a waiter with a deadline of 10× the ttl,

@@ -44,20 +44,25 @@ pub async fn run(mut cmd: Command, deadline: Duration, what: &str) -> Ran {
     finish(child, started, deadline, what).await
 }
 
-/// `redlock --servers <servers> <args>`, with generous timeouts: time is
-/// not the subject of the tests that use it (a loaded machine must not
-/// turn a healthy server into a timeout). Output captured, killed when
-/// dropped.
-pub fn redlock(servers: &str, args: &[&str]) -> Command {
+/// `redlock --servers <servers> <options> <args>`: output captured,
+/// killed when dropped.
+pub fn redlock_with(servers: &str, options: &[&str], args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
     cmd.env_remove("REDLOCK_SERVERS")
         .arg("--servers")
         .arg(servers)
-        .args(["--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"])
+        .args(options)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     cmd
+}
+
+/// `redlock_with` generous timeouts: time is not the subject of the tests
+/// that use it (a loaded machine must not turn a healthy server into a
+/// timeout).
+pub fn redlock(servers: &str, args: &[&str]) -> Command {
+    redlock_with(servers, &["--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"], args)
 }
