@@ -11,6 +11,7 @@
 
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw;
 
@@ -686,7 +687,8 @@ impl Ctx {
 
     /// How many databases the server has (`databases`; 16 if unreadable).
     pub fn databases(self) -> c_int {
-        self.config_get(c"databases", crate::args::parse_i64).flatten().and_then(|n| c_int::try_from(n).ok()).unwrap_or(16)
+        let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|v| v.parse::<c_int>().ok());
+        self.config_get(c"databases", parse).flatten().unwrap_or(16)
     }
 
     /// Asks Redis to run `EXISTS key` as a module call, which applies
@@ -725,4 +727,19 @@ pub fn log(ctx: Option<Ctx>, level: &CStr, message: &str) {
     if let Ok(text) = std::ffi::CString::new(message.replace('\0', "?")) {
         rm!(RedisModule_Log(ctx, level.as_ptr(), c"redislock: %s".as_ptr(), text.as_ptr()) else ());
     }
+}
+
+/// A detached context of this module for timers, usable where Redis hands
+/// the module none (an unlink callback, a server event).
+static TIMER_CTX: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
+
+/// At load: takes the timers' context; false if Redis gave none.
+pub fn init_timer_ctx(ctx: Ctx) -> bool {
+    let own = rm!(RedisModule_GetDetachedThreadSafeContext(ctx.raw()) else ptr::null_mut());
+    TIMER_CTX.store(own, Ordering::Relaxed);
+    !own.is_null()
+}
+
+pub fn timer_ctx() -> *mut RedisModuleCtx {
+    TIMER_CTX.load(Ordering::Relaxed)
 }

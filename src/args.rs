@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use std::ffi::{CStr, CString};
 
 use crate::api::Arg;
-use crate::fencing::Token;
+use crate::core::grant::{Mode, Request};
+use crate::core::token::Token;
 
 /// Anything that exposes an argument's bytes.
 pub trait ArgBytes {
@@ -190,17 +191,13 @@ type ValueParser = fn(&[u8]) -> Result<i64, ArgError>;
 pub struct Acquire<'a, A> {
     pub key: &'a A,
     /// The owner argument itself, shared with replication.
-    pub owner_arg: &'a A,
-    pub owner: &'a [u8],
-    pub ttl_ms: i64,
-    /// The floor for the token; 0 when FENCE is not given.
-    pub fence: Token,
+    pub owner: &'a A,
+    /// Mode, limit, lease and FENCE floor: what is asked, as the core and
+    /// the line take it.
+    pub request: Request,
     /// How long to wait for a held lock, in ms (0: no limit); `None`
     /// answers at once.
     pub wait: Option<i64>,
-    pub shared: bool,
-    /// `SHARED LIMIT n`: a semaphore of `n` permits.
-    pub limit: Option<u32>,
 }
 
 /// `max_owner_len` bounds only the owner a grant stores: RELEASE, EXTEND
@@ -250,7 +247,8 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         return Err(ArgError::LimitWithoutShared);
     }
     let limit = limit.and_then(|n| u32::try_from(n).ok());
-    Ok(Acquire { key, owner_arg, owner, ttl_ms, fence: fence.unwrap_or(0), wait, shared, limit })
+    let mode = if shared { Mode::Shared } else { Mode::Exclusive };
+    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0) }, wait })
 }
 
 fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
@@ -407,16 +405,16 @@ mod tests {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
         let req = parse_acquire(&a, MAX, OWNER).expect("valid");
         assert_eq!(*req.key, b"k".as_slice());
-        assert_eq!(req.owner, b"me");
-        assert_eq!(req.ttl_ms, 1000);
-        assert_eq!(req.fence, 0);
+        assert_eq!(*req.owner, b"me".as_slice());
+        assert_eq!(req.request.ttl_ms, 1000);
+        assert_eq!(req.request.fence, 0);
     }
 
     #[test]
     fn acquire_parses_fence_in_any_case() {
         for word in ["FENCE", "fence", "FeNcE"] {
             let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", word, "77"]);
-            assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").fence, 77);
+            assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").request.fence, 77);
         }
     }
 
@@ -424,7 +422,7 @@ mod tests {
     fn acquire_parses_wait_and_fence_in_any_order() {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "wait", "0", "FENCE", "9"]);
         let req = parse_acquire(&a, MAX, OWNER).expect("valid");
-        assert_eq!((req.wait, req.fence), (Some(0), 9));
+        assert_eq!((req.wait, req.request.fence), (Some(0), 9));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "WAIT", "250"]);
         assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, Some(250));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
@@ -522,10 +520,10 @@ mod tests {
     fn shared_and_limit_parse_in_any_order_and_limit_needs_shared() {
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "LIMIT", "4", "WAIT", "5", "shared"]);
         let req = parse_acquire(&a, MAX, OWNER).expect("valid");
-        assert_eq!((req.shared, req.limit, req.wait), (true, Some(4), Some(5)));
+        assert_eq!((req.request.mode, req.request.limit, req.wait), (Mode::Shared, Some(4), Some(5)));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED"]);
         let req = parse_acquire(&a, MAX, OWNER).expect("valid");
-        assert_eq!((req.shared, req.limit), (true, None));
+        assert_eq!((req.request.mode, req.request.limit), (Mode::Shared, None));
         let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "LIMIT", "4"]);
         assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("no SHARED"), ArgError::LimitWithoutShared);
         for bad in ["0", "-1", "x", "100001", "99999999999999999999"] {

@@ -7,7 +7,6 @@ use redis_module::configuration::{register_i64_configuration, ConfigurationFlags
 use redis_module::{raw, Context, RedisString};
 
 use crate::api::{rm, ERR, OK};
-use crate::quarantine::{QUARANTINE_DEFAULT, QUARANTINE_MS};
 
 /// A year: keeps `now + ttl` far from overflow and any lease sane.
 pub const DURATION_LIMIT: i64 = 31_536_000_000;
@@ -47,6 +46,15 @@ pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(MAX_OWNER_LEN_DEFAULT);
 
 pub fn max_owner_len() -> i64 {
     MAX_OWNER_LEN.load(Ordering::Relaxed)
+}
+
+pub const QUARANTINE_DEFAULT: i64 = 0;
+
+/// `redislock.quarantine`, in milliseconds (see `quarantine`).
+pub static QUARANTINE_MS: AtomicI64 = AtomicI64::new(QUARANTINE_DEFAULT);
+
+pub fn quarantine_ms() -> i64 {
+    QUARANTINE_MS.load(Ordering::Relaxed)
 }
 
 /// A numeric setting.

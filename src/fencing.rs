@@ -11,12 +11,8 @@
 //! clock stepped back, since one Redis grants far fewer than a million
 //! locks a second.
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use redis_module::raw;
-
-use crate::api::{rm, Ctx, RedisModuleCtx};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use crate::core::token::{next_token, Token};
@@ -63,25 +59,6 @@ impl Counter {
     pub fn seed_for_promotion(&self) {
         self.observe(ceiling(crate::config::max_token_lead()));
     }
-}
-
-/// Server event: this instance became a master (REPLICAOF NO ONE, a
-/// Cluster or Sentinel failover), or a replica. One callback per event and
-/// module, so the waiters' part is called from here.
-unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
-    crate::listeners::heard_from_now_on();
-    if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
-        crate::gate::set_replica(false);
-        COUNTER.seed_for_promotion();
-    } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
-        crate::gate::set_replica(true);
-        crate::waiters::demoted();
-    }
-}
-
-pub fn subscribe(ctx: Ctx) -> bool {
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, dataver: 1 };
-    rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), event, Some(on_role_changed)) else 1) == 0
 }
 
 /// A token a client brings (FENCE, a RESTORE payload) may lead the clock

@@ -34,7 +34,7 @@ const TAG: usize = 1;
 pub type Owner = Box<[u8]>;
 
 pub struct Group {
-    pub lock: grant::Lock<Owner>,
+    pub holding: grant::Holding<Owner>,
     /// The key's TTL as this module last set or saw it (Unix ms, or
     /// `NO_TTL`), or `UNKNOWN_MIRROR`.
     key_mirror: i64,
@@ -43,20 +43,20 @@ pub struct Group {
 impl Group {
     pub fn new(kind: Kind) -> Group {
         crate::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Group { lock: grant::Lock { kind, mode: Mode::Shared, holders: Vec::new() }, key_mirror: NO_TTL }
+        Group { holding: grant::Holding { kind, mode: Mode::Shared, holders: Vec::new() }, key_mirror: NO_TTL }
     }
 
     /// A group loaded with its holders; the key's TTL comes after it.
     pub fn loaded(kind: Kind, holders: Vec<Holder<Owner>>) -> Group {
         let mut group = Group::new(kind);
-        group.lock.holders = holders;
+        group.holding.holders = holders;
         group.key_mirror = UNKNOWN_MIRROR;
         group
     }
 
     /// 0 for a read-write lock held shared.
     pub fn limit(&self) -> u32 {
-        match self.lock.kind {
+        match self.holding.kind {
             Kind::ReadWrite => 0,
             Kind::Semaphore { limit } => limit,
         }
@@ -84,7 +84,7 @@ impl Group {
         self.key_mirror = current;
         if ttl.is_some() {
             let cap = Lease::until(ttl, now).end;
-            for holder in &mut self.lock.holders {
+            for holder in &mut self.holding.holders {
                 holder.end = holder.end.min(cap);
             }
         }
@@ -106,11 +106,11 @@ impl Group {
 
     /// Any holder whose lease runs at `now`.
     pub fn is_held(&self, now: Now) -> bool {
-        self.lock.holders.iter().any(|h| h.end > now.mono)
+        self.holding.holders.iter().any(|h| h.end > now.mono)
     }
 
     pub fn live(&self, now: Now) -> impl Iterator<Item = &Holder<Owner>> {
-        self.lock.holders.iter().filter(move |h| h.end > now.mono)
+        self.holding.holders.iter().filter(move |h| h.end > now.mono)
     }
 
     /// When the first running lease ends (monotonic ms): the earliest time
@@ -140,13 +140,13 @@ impl Group {
     /// What MEMORY USAGE should count for the value itself.
     pub fn bytes(&self) -> usize {
         size_of::<Group>()
-            + self.lock.holders.capacity() * size_of::<Holder<Owner>>()
-            + self.lock.holders.iter().map(|h| h.owner.len()).sum::<usize>()
+            + self.holding.holders.capacity() * size_of::<Holder<Owner>>()
+            + self.holding.holders.iter().map(|h| h.owner.len()).sum::<usize>()
     }
 
     pub fn duplicate(&self) -> Group {
-        let mut copy = Group::new(self.lock.kind);
-        copy.lock.holders = self.lock.holders.clone();
+        let mut copy = Group::new(self.holding.kind);
+        copy.holding.holders = self.holding.holders.clone();
         copy.key_mirror = self.key_mirror;
         copy
     }
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn a_foreign_ttl_caps_every_holder_and_never_lengthens_one() {
         let mut g = Group::new(Kind::ReadWrite);
-        g.lock.holders = vec![holder("a", 1, T0.mono + 1_000), holder("b", 2, T0.mono + 9_000)];
+        g.holding.holders = vec![holder("a", 1, T0.mono + 1_000), holder("b", 2, T0.mono + 9_000)];
         g.mirrored(T0.wall + 9_000);
         g.judge(T0, Some(T0.wall + 9_000));
         assert_eq!(g.earliest_end(T0), Some(T0.mono + 1_000), "its own TTL changes nothing");
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn the_key_lives_until_the_latest_holder_and_is_free_after_all() {
         let mut g = Group::new(Kind::ReadWrite);
-        g.lock.holders = vec![holder("a", 1, T0.mono + 1_000), holder("b", 2, T0.mono + 3_000)];
+        g.holding.holders = vec![holder("a", 1, T0.mono + 1_000), holder("b", 2, T0.mono + 3_000)];
         assert_eq!(g.key_deadline(T0), T0.wall + 3_000);
         let later = Now { wall: T0.wall + 3_000, mono: T0.mono + 3_000 };
         assert!(g.is_held(T0) && !g.is_held(later));

@@ -48,7 +48,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     }
     let (clients_waiting, keys_waited) = waiters::gauges();
     field(ctx, c"locks", stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed).max(0));
-    field(ctx, c"evicted_locks_kept", crate::kept::evicted_kept());
+    field(ctx, c"evicted_locks_kept", crate::rescue::evicted_kept());
     field(ctx, c"locks_evictable", i64::from(locks_evictable()));
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
@@ -57,7 +57,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"max_ttl_ms", config::max_ttl());
     field(ctx, c"max_token_lead_ms", config::max_token_lead());
     field(ctx, c"max_owner_len", config::max_owner_len());
-    field(ctx, c"quarantine_ms", quarantine::QUARANTINE_MS.load(std::sync::atomic::Ordering::Relaxed));
+    field(ctx, c"quarantine_ms", config::quarantine_ms());
 }
 
 /// Whether the server may evict lock keys now: a memory limit with a

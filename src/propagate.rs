@@ -6,7 +6,8 @@
 //! trace, as a failed `SET NX` does not.
 //!
 //! A grant travels as `LOCK.APPLY key owner token deadline` with the
-//! absolute deadline: replaying a relative ttl would restart the lease on
+//! absolute deadline (built in one place, `replicate_apply`, whoever made
+//! the grant: a command, a handoff, a lock put back): replaying a relative ttl would restart the lease on
 //! the replica or at AOF load. An extension travels as `PEXPIREAT` with the
 //! absolute deadline. A release travels as itself, verbatim: given the same
 //! lock state it has the same effect anywhere (on a replica, commands from
@@ -23,14 +24,49 @@ use crate::core::grant::Holder;
 use crate::core::lease::Lease;
 use crate::fencing::{Token, COUNTER};
 use crate::group::Group;
-use crate::lock::{self, Lock};
+use crate::value::{self, Exclusive};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
+
+/// The owner a replicated grant names.
+#[derive(Clone, Copy)]
+enum Owner<'a> {
+    /// The command's own argument, shared with Redis rather than copied
+    /// (the hot path).
+    Arg(&'a Arg),
+    /// An owner this module keeps.
+    Bytes(&'a [u8]),
+}
+
+/// What a shared holder's grant carries beside its own deadline.
+#[derive(Clone, Copy)]
+pub struct SharedTerms {
+    /// The group's limit (0: a read-write lock held shared).
+    pub limit: u32,
+    /// The key's TTL (0: none).
+    pub key_deadline_ms: i64,
+}
+
+/// The one builder of `LOCK.APPLY key owner token deadline [SHARED limit
+/// key-deadline]`, the replicated form of every grant.
+fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline_ms: i64, shared: Option<SharedTerms>) {
+    match (owner, shared) {
+        (Owner::Arg(owner), None) => ctx.replicate_grant(APPLY, key, owner, token, deadline_ms),
+        (Owner::Bytes(owner), None) => ctx.replicate_grant_bytes(APPLY, key, owner, token, deadline_ms),
+        (owner, Some(terms)) => {
+            let owner = match owner {
+                Owner::Arg(arg) => arg.bytes(),
+                Owner::Bytes(bytes) => bytes,
+            };
+            ctx.replicate_shared_grant(APPLY, key, owner, token, deadline_ms.max(0), terms.limit, terms.key_deadline_ms.max(0));
+        }
+    }
+}
 
 /// A lock was granted or re-granted to `owner` with `token`, its key set to
 /// expire at `deadline_ms` (the lease's wall-clock mirror).
 pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
-    ctx.replicate_grant(APPLY, key, owner, token, deadline_ms);
+    replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None);
     ctx.signal_modified(key);
     ctx.notify(c"lock.acquire", key);
 }
@@ -38,18 +74,18 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64)
 /// `granted`, for a new grant made by the `LOCK.ACQUIRE` being executed,
 /// the hot path: while nothing can receive propagated commands, the
 /// command goes verbatim, which Redis drops at no cost and counts for the
-/// `save` rules (see `listeners`).
+/// `save` rules (see `audience`).
 pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
-    exactly_if_heard(ctx, || ctx.replicate_grant(APPLY, key, owner, token, deadline_ms));
+    exactly_if_heard(ctx, || replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None));
     ctx.signal_modified(key);
     ctx.notify(c"lock.acquire", key);
 }
 
 /// The exact effect while anything can receive it; otherwise the command
 /// being executed, verbatim: Redis drops it all the same, and counts the
-/// change for the `save` rules (see `listeners`).
+/// change for the `save` rules (see `audience`).
 fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
-    if crate::listeners::heard() {
+    if crate::audience::heard() {
         replicate_exactly();
     } else {
         ctx.replicate_verbatim();
@@ -59,7 +95,7 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 /// A shared holder was granted, re-granted or extended: its token and
 /// deadline, the group's limit (0: a read-write lock) and the key's TTL.
 pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {
-    ctx.replicate_shared_grant(APPLY, key, owner, token, deadline_ms.max(0), limit, key_deadline_ms.max(0));
+    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(SharedTerms { limit, key_deadline_ms }));
     ctx.signal_modified(key);
     ctx.notify(c"lock.acquire", key);
 }
@@ -77,6 +113,33 @@ pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     exactly_if_heard(ctx, || ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms));
     ctx.signal_modified(key);
     ctx.notify(c"lock.extend", key);
+}
+
+/// A lock Redis removed while its lease ran is back (see `rescue`): each
+/// holder travels as the grant it was (`shared`: a group's terms), then
+/// `restored` tells watchers.
+pub fn holder_restored(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, shared: Option<SharedTerms>) {
+    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms.max(0), shared);
+}
+
+pub fn restored(ctx: Ctx, key: &Arg) {
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.restore", key);
+}
+
+/// A lock whose lease had ended was deleted outside a command (after a
+/// clock step, see `realign`): as Redis's own expiry, a DEL.
+pub fn expired(ctx: Ctx, key: &Arg) {
+    ctx.replicate_key(c"DEL", key);
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.expired", key);
+}
+
+/// A key's TTL was set at the wall clock of now for the same lease (after
+/// a clock step, see `realign`): the lock is unchanged, so only the TTL
+/// travels.
+pub fn remirrored(ctx: Ctx, key: &Arg, deadline_ms: i64) {
+    ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
 }
 
 /// A lock was released (its key deleted) by the command being executed.
@@ -105,17 +168,17 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
 fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::ApplyShared) -> Result<(), &'static std::ffi::CStr> {
     let now = crate::clock::now();
     let end = if req.deadline_ms == 0 { crate::core::lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
-    let fits = lock::group_at(key).is_some_and(|g| g.limit() == shared.limit);
-    if !fits && !lock::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {
+    let fits = value::group_at(key).is_some_and(|g| g.limit() == shared.limit);
+    if !fits && !value::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {
         return Err(c"ERR could not store the lock");
     }
-    let group = lock::group_at(key).ok_or(c"ERR could not store the lock")?;
-    match group.lock.holders.iter_mut().find(|h| *h.owner == *req.owner) {
+    let group = value::group_at(key).ok_or(c"ERR could not store the lock")?;
+    match group.holding.holders.iter_mut().find(|h| *h.owner == *req.owner) {
         Some(holder) => {
             holder.token = req.token;
             holder.end = end;
         }
-        None => group.lock.holders.push(Holder { owner: req.owner.into(), token: req.token, end }),
+        None => group.holding.holders.push(Holder { owner: req.owner.into(), token: req.token, end }),
     }
     group.mirrored(if shared.key_deadline_ms == 0 { crate::core::lease::NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
@@ -155,7 +218,7 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
         // wall-clock deadline read now; an AOF rewrite's form (0) is
         // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
         let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::clock::now()) } else { Lease::UNKNOWN };
-        if !Lock::new(req.owner, req.token, lease).is_some_and(|lock| lock::store(&key, lock)) {
+        if !Exclusive::new(req.owner, req.token, lease).is_some_and(|lock| value::store(&key, lock)) {
             return ctx.reply_error(c"ERR could not store the lock");
         }
         if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {

@@ -25,7 +25,7 @@
 //! `everysec` after a crash, and any load once the server runs (DEBUG
 //! RELOAD, a replica's sync) lift nothing.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -33,11 +33,6 @@ use redis_module::raw;
 
 use crate::api::{rm, Ctx, RedisModuleCtx, ServerInfo};
 use crate::fencing::COUNTER;
-
-pub const QUARANTINE_DEFAULT: i64 = 0;
-
-/// `redislock.quarantine`, in milliseconds.
-pub static QUARANTINE_MS: AtomicI64 = AtomicI64::new(QUARANTINE_DEFAULT);
 
 /// Monotonic ms (`clock::mono_ms`) until which ACQUIRE is refused; 0 = off.
 static UNTIL: AtomicI64 = AtomicI64::new(0);
@@ -305,9 +300,9 @@ fn keep_always_record(ctx: Ctx, at_start: bool) {
     }
 }
 
-/// Server event: a configuration change, possibly of the AOF's policy.
-unsafe extern "C" fn on_config_change(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
-    keep_always_record(Ctx::new(ctx), false);
+/// A configuration change, possibly of the AOF's policy.
+pub fn config_changed(ctx: Ctx) {
+    keep_always_record(ctx, false);
 }
 
 /// At module load: consumes the previous shutdown's marker, starts the
@@ -325,7 +320,7 @@ pub fn start(ctx: Ctx) {
         *slot = previous_always;
     }
     keep_always_record(ctx, true);
-    let ms = QUARANTINE_MS.load(Ordering::Relaxed);
+    let ms = crate::config::quarantine_ms();
     if ms > 0 {
         UNTIL.store(crate::clock::mono_ms().saturating_add(ms).max(1), Ordering::Relaxed);
     }
@@ -367,36 +362,39 @@ pub fn loaded_counter(counter: i64) {
     LOADED_COUNTER.store(counter, Ordering::Relaxed);
 }
 
-/// Server event: loading started, ended or failed.
-unsafe extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut c_void) {
-    let starting = STARTING.load(Ordering::Relaxed);
-    match sub {
-        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
-        | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
-        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => {
-            LOADING.store(true, Ordering::Relaxed);
-            LOADED_COUNTER.store(-1, Ordering::Relaxed);
-            let load = match sub {
-                raw::REDISMODULE_SUBEVENT_LOADING_RDB_START => RDB_LOAD,
-                raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => AOF_LOAD,
-                _ => NO_LOAD,
-            };
-            STARTUP_LOAD.store(if starting { load } else { NO_LOAD }, Ordering::Relaxed);
-        }
-        raw::REDISMODULE_SUBEVENT_LOADING_FAILED => {
-            LOADING.store(false, Ordering::Relaxed);
-            STARTUP_LOAD.store(NO_LOAD, Ordering::Relaxed);
-        }
-        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            LOADING.store(false, Ordering::Relaxed);
-            crate::listeners::loaded(Ctx::new(ctx));
-            crate::lock::learn_loaded_leases(Ctx::new(ctx));
-            let load = STARTUP_LOAD.swap(NO_LOAD, Ordering::Relaxed);
-            if starting && load != NO_LOAD && loaded_everything(Ctx::new(ctx), load) {
-                UNTIL.store(0, Ordering::Relaxed);
-            }
-        }
-        _ => {}
+/// What a load reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    Rdb,
+    Aof,
+    /// A replica's sync from its master.
+    Other,
+}
+
+/// A load started.
+pub fn loading_started(load: Load) {
+    LOADING.store(true, Ordering::Relaxed);
+    LOADED_COUNTER.store(-1, Ordering::Relaxed);
+    let load = match load {
+        Load::Rdb => RDB_LOAD,
+        Load::Aof => AOF_LOAD,
+        Load::Other => NO_LOAD,
+    };
+    STARTUP_LOAD.store(if STARTING.load(Ordering::Relaxed) { load } else { NO_LOAD }, Ordering::Relaxed);
+}
+
+pub fn loading_failed() {
+    LOADING.store(false, Ordering::Relaxed);
+    STARTUP_LOAD.store(NO_LOAD, Ordering::Relaxed);
+}
+
+/// A load ended: the quarantine is lifted if this is the startup load and
+/// it brought back every grant (see the top of this file).
+pub fn loading_ended(ctx: Ctx) {
+    LOADING.store(false, Ordering::Relaxed);
+    let load = STARTUP_LOAD.swap(NO_LOAD, Ordering::Relaxed);
+    if STARTING.load(Ordering::Relaxed) && load != NO_LOAD && loaded_everything(ctx, load) {
+        UNTIL.store(0, Ordering::Relaxed);
     }
 }
 
@@ -419,9 +417,9 @@ fn loaded_everything(ctx: Ctx, load: u8) -> bool {
     }
 }
 
-/// Server event: a clean shutdown, after the final save and AOF fsync.
-unsafe extern "C" fn on_shutdown(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
-    let ctx = Ctx::new(ctx);
+/// A clean shutdown, after the final save and AOF fsync: records what
+/// the data files hold for the next start.
+pub fn shutting_down(ctx: Ctx) {
     let persistence = ServerInfo::read(ctx, c"persistence");
     let rdb_complete = persistence.integer(c"rdb_changes_since_last_save") == Some(0);
     let aof = persistence.integer(c"aof_enabled") == Some(1) && persistence.text_is(c"aof_last_write_status", c"ok");
@@ -450,15 +448,6 @@ fn write_marker(marker: &Marker) -> std::io::Result<()> {
     let mut file = std::fs::File::create(MARKER_FILE)?;
     file.write_all(marker.render().as_bytes())?;
     file.sync_all()
-}
-
-pub fn subscribe(ctx: Ctx) -> bool {
-    let loading = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_LOADING, dataver: 1 };
-    let shutdown = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SHUTDOWN, dataver: 1 };
-    let config = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_CONFIG, dataver: 1 };
-    rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), loading, Some(on_loading)) else 1 as c_int) == 0
-        && rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), shutdown, Some(on_shutdown)) else 1 as c_int) == 0
-        && rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), config, Some(on_config_change)) else 1 as c_int) == 0
 }
 
 #[cfg(test)]

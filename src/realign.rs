@@ -1,7 +1,7 @@
 //! After a step of the wall clock, every lock key's TTL is off by the
 //! step: the lease runs on the monotonic clock, but Redis would reclaim a
 //! key a step late (backward) or expire it a step early (forward, where
-//! `kept` puts it back), and PTTL would show the wrong time. One pass over
+//! `rescue` puts it back), and PTTL would show the wrong time. One pass over
 //! the keyspace sets each running lease's TTL at the new wall clock, and
 //! deletes the keys whose lease has ended, as Redis's expiry would have.
 //!
@@ -17,8 +17,8 @@ use redis_module::raw;
 
 use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleCtx, RedisModuleString};
 use crate::core::lease::{self, Left, Now};
-use crate::gate;
-use crate::lock;
+use crate::writable;
+use crate::{propagate, value};
 
 /// SCAN steps per tick: each visits one bucket of the keyspace (a few
 /// keys), so a tick costs well under a millisecond.
@@ -64,7 +64,7 @@ pub fn clock_stepped(ctx: Ctx) {
 }
 
 fn arm_tick(ms: i64) {
-    rm!(RedisModule_CreateTimer(crate::waiters::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0);
+    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0);
 }
 
 fn end_pass(s: &mut State) {
@@ -75,9 +75,9 @@ fn end_pass(s: &mut State) {
 
 unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx::new(raw_ctx);
-    match gate::refusal(ctx) {
+    match writable::refusal(ctx) {
         // A replica's keys follow its master's pass.
-        Some(gate::Refusal::Replica) => {
+        Some(writable::Refusal::Replica) => {
             with_state(|s| {
                 end_pass(s);
                 s.armed = false;
@@ -134,7 +134,7 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
 unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
     let Some(names) = data.cast::<Vec<Box<[u8]>>>().as_mut() else { return };
     let key = std::mem::ManuallyDrop::new(Key::from_raw(key));
-    if lock::at(&key).is_some() || lock::group_at(&key).is_some() {
+    if value::at(&key).is_some() || value::group_at(&key).is_some() {
         names.push(crate::api::string_bytes(name).into());
     }
 }
@@ -149,27 +149,25 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
     }
     let key_name = Arg::of(&held);
     let key = ctx.open_key(key_name, KeyMode::Write);
-    if let Some(group) = lock::group_at(&key) {
+    if let Some(group) = value::group_at(&key) {
         return realign_group(ctx, &key, key_name, group, now);
     }
-    let Some(mut lock) = lock::at(&key) else { return };
+    let Some(mut lock) = value::at(&key) else { return };
     let (left, taken) = lease::judge(lock.lease(), now, || key.deadline_ms());
     if let Some(taken) = taken {
         lock.set_lease(taken);
     }
     match left {
         Left::Ended => {
-            if lock::delete(&key) {
-                ctx.replicate_key(c"DEL", key_name);
-                ctx.signal_modified(key_name);
-                ctx.notify(c"lock.expired", key_name);
+            if value::delete(&key) {
+                propagate::expired(ctx, key_name);
             }
         }
         Left::Ms(_) => {
             let lease = lock.lease().remirrored(now);
             if lease.mirror.saturating_sub(lock.lease().mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(lease.mirror) {
                 lock.set_lease(lease);
-                ctx.replicate_key_integer(c"PEXPIREAT", key_name, lease.mirror);
+                propagate::remirrored(ctx, key_name, lease.mirror);
             }
         }
         Left::Forever => {}
@@ -182,10 +180,8 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
 fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::group::Group, now: Now) {
     group.judge(now, key.deadline_ms());
     let Some(latest) = group.latest_end(now) else {
-        if lock::delete(key) {
-            ctx.replicate_key(c"DEL", key_name);
-            ctx.signal_modified(key_name);
-            ctx.notify(c"lock.expired", key_name);
+        if value::delete(key) {
+            propagate::expired(ctx, key_name);
         }
         return;
     };
@@ -193,6 +189,6 @@ fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::group::
     let mirror = group.key_mirror();
     if deadline != lease::NO_TTL && deadline.saturating_sub(mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(deadline) {
         group.mirrored(deadline);
-        ctx.replicate_key_integer(c"PEXPIREAT", key_name, deadline);
+        propagate::remirrored(ctx, key_name, deadline);
     }
 }

@@ -24,23 +24,25 @@
 //! expiry and deletion do not signal keys there; LOCK.INFO needs the queue
 //! length anyway. An explicit queue keeps every handoff in one place.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::raw;
 
 use crate::api::{
-    rm, unix_millis, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
+    self as api, rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
 };
 use crate::clock;
-use crate::commands::{try_acquire, Attempt, By, Want};
+use crate::core::grant::Request;
 use crate::core::lease::Left;
-use crate::fencing::Token;
-use crate::gate;
+use crate::core::line::{self, Line, Offer};
+use crate::core::token::Token;
+use crate::grants::{self, try_acquire, Attempt, By};
 use crate::stats::{self, Cause};
+use crate::writable;
 
 /// Waiters across all keys: lets the hot path skip the registry.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -48,9 +50,7 @@ static WAITING: AtomicUsize = AtomicUsize::new(0);
 struct Waiter {
     client: *mut RedisModuleBlockedClient,
     owner: HeldString,
-    ttl_ms: i64,
-    fence: Token,
-    want: Want,
+    request: Request,
     /// The module timer that ends the wait (`WAIT 0`: none).
     deadline: Option<raw::RedisModuleTimerID>,
     /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
@@ -68,7 +68,7 @@ struct Timer {
 
 struct Queue {
     key: HeldString,
-    waiters: VecDeque<Waiter>,
+    waiters: Line<Waiter>,
     timer: Option<Timer>,
     /// What freed the lock, when an event (not the lease timer) said so.
     freed_by: Option<Cause>,
@@ -96,7 +96,7 @@ struct Registry {
     /// Blocked client → the queue it waits in.
     clients: HashMap<usize, (c_int, Box<[u8]>)>,
     timer_generation: u64,
-    /// Queues whose handoff the server's state refused (see `gate`): one
+    /// Queues whose handoff the server's state refused (see `writable`): one
     /// timer retries them all, so a long pause costs one check per tick.
     deferred: Vec<(c_int, Box<[u8]>)>,
     retry_timer: Option<raw::RedisModuleTimerID>,
@@ -123,7 +123,7 @@ impl Registry {
     }
 
     fn pop_head(&mut self, db: c_int, key: &[u8]) -> Option<Waiter> {
-        let waiter = self.queue_mut(db, key)?.waiters.pop_front()?;
+        let waiter = self.queue_mut(db, key)?.waiters.take_head()?;
         self.clients.remove(&(waiter.client as usize));
         WAITING.fetch_sub(1, Ordering::Relaxed);
         Some(waiter)
@@ -134,7 +134,7 @@ impl Registry {
         let Some(queue) = self.queue_mut(db, key) else {
             return Err(waiter);
         };
-        queue.waiters.push_front(waiter);
+        queue.waiters.put_back(waiter);
         self.clients.insert(client, (db, key.into()));
         WAITING.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -147,9 +147,7 @@ impl Registry {
     fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Option<Timer>, Option<QueueName>)> {
         let (db, key) = self.clients.remove(&(client as usize))?;
         let queue = self.queue_mut(db, &key)?;
-        let position = queue.waiters.iter().position(|w| w.client == client)?;
-        let waiter = queue.waiters.remove(position)?;
-        let new_head = position == 0 && !queue.waiters.is_empty();
+        let (waiter, new_head) = queue.waiters.leave(|w| w.client == client)?;
         WAITING.fetch_sub(1, Ordering::Relaxed);
         let stopped = self.drop_if_empty(db, &key);
         Some((waiter, stopped, new_head.then_some((db, key))))
@@ -221,12 +219,12 @@ pub fn queued_in(ctx: Ctx, key: &[u8]) -> Option<c_int> {
     (waiter_count(db, key) > 0).then_some(db)
 }
 
-/// A command changed the lease of the lock at `key` to end at `end` (on
-/// the monotonic clock): its waiters, if any, are served when it ends, not
-/// at the old end.
-pub fn lease_changed(ctx: Ctx, key: &[u8], end: i64) {
-    if let Some(db) = queued_in(ctx, key) {
-        arm_lease(db, key, (end != crate::core::lease::NO_END).then(|| end.saturating_add(LEASE_END_MARGIN_MS)));
+/// A command changed the lease of the lock at `key` (open, named
+/// `key_name`): its waiters, if any, are served when the new lease ends,
+/// not at the old end.
+pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
+    if let Some(db) = queued_in(ctx, key_name.bytes()) {
+        arm_lease(db, key_name.bytes(), next_check(key));
     }
 }
 
@@ -240,8 +238,7 @@ pub fn lease_changed(ctx: Ctx, key: &[u8], end: i64) {
 /// all on Redis 7.0 (it skips both callbacks once a client is unblocked).
 /// For the same reason there is no timeout callback, so CLIENT UNBLOCK
 /// does not apply to lock waiters (CLIENT KILL does).
-#[allow(clippy::too_many_arguments)]
-pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence: Token, want: Want, timeout_ms: i64) -> c_int {
+pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, timeout_ms: i64) -> c_int {
     let client = rm!(RedisModule_BlockClient(ctx.raw(), Some(on_reply), None, Some(free_outcome), 0) else ptr::null_mut());
     if client.is_null() {
         return ctx.reply_error(c"ERR could not block the client");
@@ -257,21 +254,21 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
     // (microseconds) from overflowing.
     let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT).then(|| {
         let data = Box::into_raw(Box::new(client as usize));
-        rm!(RedisModule_CreateTimer(timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
+        rm!(RedisModule_CreateTimer(api::timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
     });
     let due_mono_ms = clock::mono_ms().saturating_add(timeout_ms);
     let user = crate::acl::current_user(ctx);
-    let waiter = Waiter { client, owner: owner_held, ttl_ms, fence, want, deadline, due_mono_ms, user };
+    let waiter = Waiter { client, owner: owner_held, request, deadline, due_mono_ms, user };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
-            waiters: VecDeque::new(),
+            waiters: Line::default(),
             timer: None,
             freed_by: None,
             lease_due_ms: None,
             touched: false,
         });
-        queue.waiters.push_back(waiter);
+        queue.waiters.join(waiter);
         r.clients.insert(client as usize, (db, key.bytes().into()));
         WAITING.fetch_add(1, Ordering::Relaxed);
         stats::WAIT_STARTED.bump();
@@ -293,24 +290,24 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ttl_ms: i64, fence:
 pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
     // A lock Redis removed while its lease runs is still held.
-    crate::commands::restore_kept(ctx, key, key_name);
-    // Each head is taken out of the registry while Redis is called
-    // (replication and notifications may re-enter this module).
-    while let Some(head) = with_registry(|r| r.pop_head(db, name)).flatten() {
+    grants::restore_rescued(ctx, key, key_name);
+    // In the line's order (`core::line::serve`), each head taken out of the
+    // registry while Redis is called (replication and notifications may
+    // re-enter this module). The head is first in line: nobody waits ahead
+    // of it. Shared heads are granted one after the other until one does
+    // not fit.
+    let offer = |head: Waiter| {
         // Only a waiter the lock would go to now is checked: its rights
         // then, not while it waits, decide.
         let refused = match &head.user {
-            Some(user) if crate::commands::may_grant(key, head.owner.bytes(), head.want) => crate::acl::refusal(user, key_name),
+            Some(user) if grants::may_grant(key, head.owner.bytes(), &head.request) => crate::acl::refusal(user, key_name),
             _ => None,
         };
         if let Some(msg) = refused {
             cancel(head, Outcome::Refused(msg));
-            continue;
+            return Offer::Left;
         }
-        // The head is first in line: nobody waits ahead of it. Shared
-        // heads are granted one after the other until one does not fit.
-        let attempt = try_acquire(ctx, key, key_name, Arg::of(&head.owner), head.ttl_ms, head.fence, head.want, false, By::Handoff);
-        match attempt {
+        match try_acquire(ctx, key, key_name, Arg::of(&head.owner), &head.request, false, By::Handoff) {
             Attempt::Granted(token, _) => {
                 stats::WAIT_GRANTED.bump();
                 cause.counter().bump();
@@ -319,22 +316,25 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
             Attempt::WrongType => cancel(head, Outcome::WrongType),
             Attempt::Failed(msg) => cancel(head, Outcome::Error(msg)),
             Attempt::Refused(msg) => cancel(head, Outcome::Refused(msg)),
-            Attempt::Held => {
-                // Back to the front of the line; if that fails, never leave
-                // a client blocked with nobody to serve it.
-                let mut unplaced = Some(head);
-                with_registry(|r| {
-                    if let Some(waiter) = unplaced.take() {
-                        unplaced = r.push_front(db, name, waiter).err();
-                    }
-                });
-                if let Some(waiter) = unplaced {
-                    cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
-                }
-                arm_lease(db, name, next_check(key));
-                break;
-            }
+            Attempt::Held => return Offer::Waits(head),
         }
+        Offer::Left
+    };
+    let put_back = |head: Waiter| {
+        // Back to the front of the line; if that fails, never leave a
+        // client blocked with nobody to serve it.
+        let mut unplaced = Some(head);
+        with_registry(|r| {
+            if let Some(waiter) = unplaced.take() {
+                unplaced = r.push_front(db, name, waiter).err();
+            }
+        });
+        if let Some(waiter) = unplaced {
+            cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+        }
+    };
+    if line::serve(|| with_registry(|r| r.pop_head(db, name)).flatten(), offer, put_back) {
+        arm_lease(db, name, next_check(key));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, name)) {
         stop_timer(timer.id);
@@ -365,7 +365,7 @@ const PLAIN_STRING_POLL_MS: i64 = 50;
 fn next_check(key: &Key) -> Option<i64> {
     let now = crate::clock::now();
     if key.kind() != KeyKind::String {
-        return match crate::commands::lease_left(key, now) {
+        return match grants::lease_left(key, now) {
             Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),
             Left::Forever => None,
             Left::Ended => Some(now.mono),
@@ -401,7 +401,7 @@ fn unblock(client: *mut RedisModuleBlockedClient, outcome: Outcome) {
 
 fn stop_wait_timer(id: raw::RedisModuleTimerID) {
     let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
+    if rm!(RedisModule_StopTimer(api::timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
         // SAFETY: a wait timer's data is a boxed client address.
         drop(unsafe { Box::from_raw(data.cast::<usize>()) });
     }
@@ -421,7 +421,7 @@ unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_voi
         if left <= 0 {
             return None;
         }
-        waiter.deadline = Some(rm!(RedisModule_CreateTimer(timer_ctx(), left, Some(on_wait_timeout), data) else 0));
+        waiter.deadline = Some(rm!(RedisModule_CreateTimer(api::timer_ctx(), left, Some(on_wait_timeout), data) else 0));
         Some(())
     });
     if matches!(rearmed, Some(Some(()))) {
@@ -439,14 +439,6 @@ unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_voi
         stats::WAIT_TIMED_OUT.bump();
         unblock(client, Outcome::TimedOut);
     }
-}
-
-/// A context of this module for timers, usable where Redis hands us none
-/// (the unlink callback).
-static TIMER_CTX: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
-
-pub fn timer_ctx() -> *mut RedisModuleCtx {
-    TIMER_CTX.load(Ordering::Relaxed)
 }
 
 /// Arms `key`'s queue for the end of the lease at `due_ms` (none: a lease
@@ -471,7 +463,7 @@ fn arm(db: c_int, key: &[u8], due_ms: i64) {
         }
         let target = Box::into_raw(Box::new(TimerTarget { db, key: key.into(), generation }));
         let period = due_ms.saturating_sub(clock::mono_ms()).max(0);
-        let id = rm!(RedisModule_CreateTimer(timer_ctx(), period, Some(on_timer), target.cast()) else 0);
+        let id = rm!(RedisModule_CreateTimer(api::timer_ctx(), period, Some(on_timer), target.cast()) else 0);
         queue.timer.replace(Timer { id, due_ms, generation })
     });
     if let Some(Some(old)) = replaced {
@@ -481,7 +473,7 @@ fn arm(db: c_int, key: &[u8], due_ms: i64) {
 
 fn stop_timer(id: raw::RedisModuleTimerID) {
     let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
+    if rm!(RedisModule_StopTimer(api::timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
         // SAFETY: every timer's data is a boxed `TimerTarget`.
         drop(unsafe { Box::from_raw(data.cast::<TimerTarget>()) });
     }
@@ -510,17 +502,17 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
         return;
     }
     // A handoff here is a write no client asked for now: only what a
-    // client's ACQUIRE could do may happen (see `gate`), and only on the
+    // client's ACQUIRE could do may happen (see `writable`), and only on the
     // node that serves the key's slot.
-    match gate::placement(ctx, Arg::of(&key_name)) {
-        gate::Placement::Local => {}
-        gate::Placement::ClusterDown => return defer(target.db, &target.key, gate::Refusal::ClusterDown),
-        gate::Placement::Elsewhere => return turn_away(target.db, &target.key, MOVED_AWAY),
+    match writable::placement(ctx, Arg::of(&key_name)) {
+        writable::Placement::Local => {}
+        writable::Placement::ClusterDown => return defer(target.db, &target.key, writable::Refusal::ClusterDown),
+        writable::Placement::Elsewhere => return turn_away(target.db, &target.key, MOVED_AWAY),
     }
-    match gate::refusal(ctx) {
+    match writable::refusal(ctx) {
         // A replica never grants: whoever still waits here (a server that
         // keeps blocked clients across a demotion) must ask the master.
-        Some(gate::Refusal::Replica) => return turn_away(target.db, &target.key, NOW_A_REPLICA),
+        Some(writable::Refusal::Replica) => return turn_away(target.db, &target.key, NOW_A_REPLICA),
         Some(refusal) => return defer(target.db, &target.key, refusal),
         None => {}
     }
@@ -552,7 +544,7 @@ fn turn_away(db: c_int, key: &[u8], msg: &'static CStr) {
 
 /// Parks a queue whose handoff the server refused; the retry timer serves
 /// it once writes are allowed again.
-pub fn defer(db: c_int, key: &[u8], refusal: gate::Refusal) {
+pub fn defer(db: c_int, key: &[u8], refusal: writable::Refusal) {
     let arm_retry = with_registry(|r| {
         if !r.deferred.iter().any(|(d, k)| *d == db && **k == *key) {
             r.deferred.push((db, key.into()));
@@ -560,7 +552,7 @@ pub fn defer(db: c_int, key: &[u8], refusal: gate::Refusal) {
         r.retry_timer.is_none()
     });
     if arm_retry == Some(true) {
-        let id = rm!(RedisModule_CreateTimer(timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
+        let id = rm!(RedisModule_CreateTimer(api::timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
         with_registry(|r| r.retry_timer = Some(id));
     }
 }
@@ -570,8 +562,8 @@ pub fn defer(db: c_int, key: &[u8], refusal: gate::Refusal) {
 /// writable for them: `on_timer` turns their waiters away.
 unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     with_registry(|r| r.retry_timer = None);
-    if let Some(refusal) = gate::refusal(Ctx::new(raw_ctx)).filter(|r| *r != gate::Refusal::Replica) {
-        let id = rm!(RedisModule_CreateTimer(timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
+    if let Some(refusal) = writable::refusal(Ctx::new(raw_ctx)).filter(|r| *r != writable::Refusal::Replica) {
+        let id = rm!(RedisModule_CreateTimer(api::timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
         with_registry(|r| r.retry_timer = Some(id));
         return;
     }
@@ -613,35 +605,11 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
 /// after it: the check is a timer, which runs once the command, and the
 /// event-loop turn that ran it, are done. A command queued in MULTI runs
 /// only at EXEC, so the key is marked and looked at again after EXEC.
-unsafe extern "C" fn lease_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
-    if WAITING.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    let arg = |pos: c_int| {
-        let s = rm!(RedisModule_CommandFilterArgGet(fctx, pos) else ptr::null_mut());
-        // SAFETY: Redis hands the command's live argument for the call.
-        (!s.is_null()).then(|| unsafe { crate::api::string_bytes(s) })
-    };
-    let count = rm!(RedisModule_CommandFilterArgsCount(fctx) else 0);
-    if count == 1 {
-        if arg(0).is_some_and(|name| name.eq_ignore_ascii_case(b"exec")) {
-            look_at_queues_touched_in_multi();
-        }
-        return;
-    }
-    // LOCK.* commands serve and re-arm their queues themselves.
-    if count < 2 || arg(0).is_some_and(|name| name.len() > 5 && name[..5].eq_ignore_ascii_case(b"lock.")) {
-        return;
-    }
-    if let Some(key) = arg(1) {
-        lease_may_change(key);
-    }
-}
-
-/// A command is about to run on `key` (in a database the filter does not
+///
+/// So a command is about to run on `key` (in a database the filter does not
 /// know): look at each waited queue of that name right after it, and
 /// again after the next EXEC.
-fn lease_may_change(key: &[u8]) {
+pub fn command_names(key: &[u8]) {
     let dbs: Vec<c_int> = with_registry(|r| {
         let mut dbs = Vec::new();
         for (db, keys) in r.queues.iter_mut() {
@@ -664,7 +632,7 @@ fn lease_may_change(key: &[u8]) {
 
 /// An EXEC is about to run: the queues a command named since the last
 /// EXEC are looked at once it is done.
-fn look_at_queues_touched_in_multi() {
+pub fn exec_starting() {
     let touched: Vec<(c_int, Box<[u8]>)> = with_registry(|r| {
         let touched = std::mem::take(&mut r.touched);
         for (db, key) in &touched {
@@ -681,28 +649,15 @@ fn look_at_queues_touched_in_multi() {
     }
 }
 
-/// The wall clock's offset from the monotonic clock, as last seen.
-static STEPS: Mutex<clock::StepDetector> = Mutex::new(clock::StepDetector::new());
-
-/// Server cron (an event-loop timer on the monotonic clock, `hz` times a
-/// second): a step of the wall clock moved every module timer by the step.
-/// A forward step fires wait and lease timers early, which they notice
+/// The wall clock stepped, which moved every module timer by the step. A
+/// forward step fires wait and lease timers early, which they notice
 /// themselves (a lease found running is re-armed); a backward one holds
-/// them back by the whole step, so they are re-armed with what is left on
-/// the monotonic clock.
-unsafe extern "C" fn on_cron(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
-    let stepped = crate::reentry::with(&STEPS, |steps| steps.stepped(unix_millis(), clock::mono_ms())).unwrap_or(false);
-    if stepped {
-        crate::realign::clock_stepped(Ctx::new(ctx));
+/// them back by the whole step, so every wait timer, every lease timer and
+/// the retry timer is re-created from what is left on the monotonic clock.
+pub fn clock_stepped() {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return;
     }
-    if stepped && WAITING.load(Ordering::Relaxed) > 0 {
-        rearm_after_step();
-    }
-}
-
-/// Re-creates every wait timer, every lease timer and the retry timer
-/// from the monotonic clock.
-fn rearm_after_step() {
     let now = clock::mono_ms();
     with_registry(|r| {
         for keys in r.queues.values_mut() {
@@ -737,25 +692,22 @@ fn restart_timer(
     callback: unsafe extern "C" fn(*mut RedisModuleCtx, *mut c_void),
 ) -> Option<raw::RedisModuleTimerID> {
     let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(timer_ctx(), id, &mut data) else crate::api::ERR) != crate::api::OK {
+    if rm!(RedisModule_StopTimer(api::timer_ctx(), id, &mut data) else crate::api::ERR) != crate::api::OK {
         return None;
     }
-    Some(rm!(RedisModule_CreateTimer(timer_ctx(), period_ms.max(0), Some(callback), data) else 0))
+    Some(rm!(RedisModule_CreateTimer(api::timer_ctx(), period_ms.max(0), Some(callback), data) else 0))
 }
 
-/// FLUSHDB/FLUSHALL and SWAPDB change keys without per-key events: serve
+/// FLUSHDB/FLUSHALL or SWAPDB changed keys without per-key events: serve
 /// every queue soon.
-unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, event: raw::RedisModuleEvent, sub: u64, data: *mut c_void) {
-    if event.id == raw::REDISMODULE_EVENT_FLUSHDB && sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_START {
-        if let Some(info) = data.cast::<raw::RedisModuleFlushInfo>().as_ref() {
-            crate::kept::flushed(info.dbnum);
-        }
-    } else if event.id == raw::REDISMODULE_EVENT_SWAPDB {
-        if let Some(info) = data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() {
-            crate::kept::swapped(info.dbnum_first, info.dbnum_second);
-        }
-    }
+pub fn dataset_changed() {
     look_at_every_queue(Some(Cause::Delete));
+}
+
+/// Whether anyone waits anywhere: one load.
+#[inline]
+pub fn anyone_waits() -> bool {
+    WAITING.load(Ordering::Relaxed) != 0
 }
 
 /// This node became a replica: its waiters are turned away (see
@@ -792,7 +744,7 @@ unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut Red
     let data = rm!(RedisModule_GetBlockedClientPrivateData(raw_ctx) else ptr::null_mut());
     match data.cast::<Outcome>().as_ref() {
         Some(Outcome::Token(token)) => ctx.reply_integer(*token),
-        Some(Outcome::WrongType) => ctx.reply_error(crate::commands::WRONGTYPE),
+        Some(Outcome::WrongType) => ctx.reply_error(grants::WRONGTYPE),
         Some(Outcome::Error(msg)) => ctx.reply_error(msg),
         Some(Outcome::Refused(msg)) => ctx.reply_error(msg),
         Some(Outcome::TimedOut) => ctx.reply_null(),
@@ -829,21 +781,4 @@ unsafe extern "C" fn free_outcome(_ctx: *mut RedisModuleCtx, data: *mut c_void) 
     if !data.is_null() {
         drop(Box::from_raw(data.cast::<Outcome>()));
     }
-}
-
-/// Takes a context for timers and subscribes to the server events that can
-/// free waited keys.
-pub fn init(ctx: Ctx) -> bool {
-    let ctx = ctx.raw();
-    let own = rm!(RedisModule_GetDetachedThreadSafeContext(ctx) else ptr::null_mut());
-    TIMER_CTX.store(own, Ordering::Relaxed);
-    let flush = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
-    let swap = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
-    let cron = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_CRON_LOOP, dataver: 1 };
-    let flushed = rm!(RedisModule_SubscribeToServerEvent(ctx, flush, Some(on_dataset_event)) else 1);
-    let swapped = rm!(RedisModule_SubscribeToServerEvent(ctx, swap, Some(on_dataset_event)) else 1);
-    let crons = rm!(RedisModule_SubscribeToServerEvent(ctx, cron, Some(on_cron)) else 1);
-    let noself = raw::REDISMODULE_CMDFILTER_NOSELF as c_int;
-    let filtered = !rm!(RedisModule_RegisterCommandFilter(ctx, Some(lease_filter), noself) else ptr::null_mut()).is_null();
-    !own.is_null() && flushed == 0 && swapped == 0 && crons == 0 && filtered
 }

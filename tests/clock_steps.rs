@@ -5,7 +5,7 @@
 //! TTL ended at once when the wall clock stepped 60 s forward (a second
 //! holder) and lasted a minute longer when it stepped back. The module
 //! measures leases on the monotonic clock (see `src/lease.rs`) and keeps a
-//! lock Redis expired early (`src/kept.rs`).
+//! lock Redis expired early (`src/rescue.rs`).
 //!
 //! Every supported server keys module timers to the wall clock, so an NTP
 //! step, a resumed VM or `date -s` used to fire a WAIT's timeout early

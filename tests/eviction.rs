@@ -2,7 +2,7 @@
 //!
 //! Lock keys carry a TTL (the lease's wall-clock mirror), so `volatile-*`
 //! policies may pick them, and `allkeys-*` may pick any key. Redis offers
-//! no veto; before the module kept evicted locks (`src/kept.rs`), the
+//! no veto; before the module kept evicted locks (`src/rescue.rs`), the
 //! waiter was granted the moment its holder's key was evicted. Each test
 //! fills memory until Redis has evicted the lock itself (INFO says so:
 //! without it the test would prove nothing), then checks that nobody got
@@ -11,7 +11,7 @@
 //!
 //! The behavioural checks (the waiter's reply, LOCK.INFO, a newcomer's
 //! nil, the handover time) come before the INFO counters, so that against
-//! a module without `src/kept.rs` (and without its INFO fields) a test
+//! a module without `src/rescue.rs` (and without its INFO fields) a test
 //! fails on what that module gets wrong, the waiter served at once, not
 //! on a missing field. The counters still decide whether a passing run
 //! proved anything.

@@ -20,6 +20,7 @@
 //! Time is a monotonic millisecond count chosen by the caller; tokens come
 //! from the caller's counter.
 
+use std::borrow::Borrow;
 use std::fmt;
 
 pub use super::token::Token;
@@ -62,10 +63,12 @@ pub struct Holder<O> {
     pub end: i64,
 }
 
-/// A request: who, how, for how long.
-#[derive(Clone, Copy, Debug)]
-pub struct Ask<'a, O> {
-    pub owner: &'a O,
+/// What a LOCK.ACQUIRE asks for, from its parsing through its wait in
+/// line to its grant: the one request type of the module. Its owner
+/// travels beside it (the command's argument, a waiter's copy, a holder's
+/// owner), so asking costs no copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
     pub mode: Mode,
     /// `SHARED LIMIT n`; `None` without LIMIT.
     pub limit: Option<u32>,
@@ -109,24 +112,27 @@ pub enum Outcome {
 
 /// The holders of one key. Empty means free (the caller then deletes it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lock<O> {
+pub struct Holding<O> {
     pub kind: Kind,
     pub mode: Mode,
     pub holders: Vec<Holder<O>>,
 }
 
-impl<O: PartialEq + Clone> Lock<O> {
-    /// A key nobody holds, of the kind `ask` would create.
-    pub fn free_for(ask: &Ask<'_, O>) -> Lock<O> {
-        Lock { kind: Kind::of(ask.limit), mode: ask.mode, holders: Vec::new() }
+impl<O: PartialEq + Clone> Holding<O> {
+    /// A key nobody holds, of the kind `req` would create.
+    pub fn free_for(req: &Request) -> Holding<O> {
+        Holding { kind: Kind::of(req.limit), mode: req.mode, holders: Vec::new() }
     }
 
     pub fn is_free(&self) -> bool {
         self.holders.is_empty()
     }
 
-    pub fn holder(&self, owner: &O) -> Option<&Holder<O>> {
-        self.holders.iter().find(|h| h.owner == *owner)
+    pub fn holder<Q: PartialEq + ?Sized>(&self, owner: &Q) -> Option<&Holder<O>>
+    where
+        O: Borrow<Q>,
+    {
+        self.holders.iter().find(|h| h.owner.borrow() == owner)
     }
 
     /// Drops the holders whose lease has ended by `now`; true if any.
@@ -136,14 +142,14 @@ impl<O: PartialEq + Clone> Lock<O> {
         self.holders.len() != before
     }
 
-    /// Whether `ask` fits this key's kind. A free key takes any kind.
-    pub fn fits(&self, ask: &Ask<'_, O>) -> Result<(), Refusal> {
+    /// Whether `req` fits this key's kind. A free key takes any kind.
+    pub fn fits(&self, req: &Request) -> Result<(), Refusal> {
         if self.is_free() {
             return Ok(());
         }
         let fits = match self.kind {
-            Kind::ReadWrite => ask.limit.is_none(),
-            Kind::Semaphore { limit } => ask.mode == Mode::Shared && ask.limit == Some(limit),
+            Kind::ReadWrite => req.limit.is_none(),
+            Kind::Semaphore { limit } => req.mode == Mode::Shared && req.limit == Some(limit),
         };
         if fits {
             Ok(())
@@ -166,19 +172,26 @@ impl<O: PartialEq + Clone> Lock<O> {
         }
     }
 
-    /// Tries to grant `ask` at `now`. `waiting_ahead`: others wait in the
+    /// Tries to grant `req` to `owner` at `now`. `waiting_ahead`: others wait in the
     /// key's line before this request (a newcomer is then not granted; the
     /// line's head asks with `false`). `issue(min)` hands out a fresh
     /// token of at least `min`.
-    pub fn acquire(&mut self, ask: &Ask<'_, O>, now: i64, waiting_ahead: bool, mut issue: impl FnMut(Token) -> Option<Token>) -> Outcome {
+    pub fn acquire(
+        &mut self,
+        owner: &O,
+        req: &Request,
+        now: i64,
+        waiting_ahead: bool,
+        mut issue: impl FnMut(Token) -> Option<Token>,
+    ) -> Outcome {
         self.expire(now);
-        if let Err(refusal) = self.fits(ask) {
+        if let Err(refusal) = self.fits(req) {
             return Outcome::Refused(refusal);
         }
-        let end = now.saturating_add(ask.ttl_ms);
+        let end = now.saturating_add(req.ttl_ms);
         let sole = self.holders.len() == 1;
-        if let Some(current) = self.holder(ask.owner).map(|h| h.token) {
-            let how = match (self.mode, ask.mode) {
+        if let Some(current) = self.holder(owner).map(|h| h.token) {
+            let how = match (self.mode, req.mode) {
                 (held, asked) if held == asked => Grant::Regrant,
                 (Mode::Exclusive, Mode::Shared) => Grant::Downgrade,
                 (_, _) if sole => Grant::Upgrade,
@@ -186,58 +199,70 @@ impl<O: PartialEq + Clone> Lock<O> {
             };
             // A change of mode is a new grant: its token must exceed every
             // token the key's earlier holders had.
-            let token = if how == Grant::Regrant && ask.fence <= current {
+            let token = if how == Grant::Regrant && req.fence <= current {
                 current
             } else {
-                match issue(ask.fence) {
+                match issue(req.fence) {
                     Some(t) => t,
                     None => return Outcome::Refused(Refusal::TokensExhausted),
                 }
             };
-            self.mode = ask.mode;
-            if let Some(h) = self.holders.iter_mut().find(|h| h.owner == *ask.owner) {
+            self.mode = req.mode;
+            if let Some(h) = self.holders.iter_mut().find(|h| h.owner == *owner) {
                 h.token = token;
                 h.end = end;
             }
             return Outcome::Granted(token, how);
         }
-        if waiting_ahead || !self.admits(ask.mode) {
+        if waiting_ahead || !self.admits(req.mode) {
             return Outcome::Held;
         }
-        let Some(token) = issue(ask.fence) else {
+        let Some(token) = issue(req.fence) else {
             return Outcome::Refused(Refusal::TokensExhausted);
         };
         if self.is_free() {
-            *self = Lock::free_for(ask);
+            *self = Holding::free_for(req);
         }
-        self.holders.push(Holder { owner: ask.owner.clone(), token, end });
+        self.holders.push(Holder { owner: owner.clone(), token, end });
         Outcome::Granted(token, Grant::New)
     }
 
     /// Ends `owner`'s hold; false if it held nothing (or its lease ended).
-    pub fn release(&mut self, owner: &O, now: i64) -> bool {
+    pub fn release<Q: PartialEq + ?Sized>(&mut self, owner: &Q, now: i64) -> bool
+    where
+        O: Borrow<Q>,
+    {
         self.expire(now);
+        self.remove(owner)
+    }
+
+    /// Ends `owner`'s hold as stored, whatever its lease: a replica and an
+    /// AOF replay what the master decided, on leases their own clock may
+    /// see otherwise. False if it held nothing.
+    pub fn remove<Q: PartialEq + ?Sized>(&mut self, owner: &Q) -> bool
+    where
+        O: Borrow<Q>,
+    {
         let before = self.holders.len();
-        self.holders.retain(|h| h.owner != *owner);
+        self.holders.retain(|h| h.owner.borrow() != owner);
         self.holders.len() != before
     }
 
-    /// Gives `owner`'s hold a lease of `ttl_ms` from `now`; false if it
-    /// holds nothing.
-    pub fn extend(&mut self, owner: &O, ttl_ms: i64, now: i64) -> bool {
+    /// Gives `owner`'s hold a lease of `ttl_ms` from `now`; its token if
+    /// it held the key (a running lease), `None` otherwise.
+    pub fn extend<Q: PartialEq + ?Sized>(&mut self, owner: &Q, ttl_ms: i64, now: i64) -> Option<Token>
+    where
+        O: Borrow<Q>,
+    {
         self.expire(now);
-        match self.holders.iter_mut().find(|h| h.owner == *owner) {
-            Some(h) => {
-                h.end = now.saturating_add(ttl_ms);
-                true
-            }
-            None => false,
-        }
+        let holder = self.holders.iter_mut().find(|h| h.owner.borrow() == owner)?;
+        holder.end = now.saturating_add(ttl_ms);
+        Some(holder.token)
     }
 }
 
 /// Who holds a key that is free or held exclusively, as the exclusive
-/// path sees it without building a `Lock` (no allocation on the hot path):
+/// path sees it without building a `Holding` (no allocation on the hot path):
 /// the one holder's running lease, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OneHolder {
@@ -250,12 +275,12 @@ pub enum OneHolder {
     },
 }
 
-/// `Lock::acquire` for an exclusive request without a LIMIT on a key that
+/// `Holding::acquire` for an exclusive request without a LIMIT on a key that
 /// is free or held exclusively (`held`), at the same rules: the holder's
 /// own request is a re-grant that keeps its token unless FENCE asks for
 /// more; another holder's key is held; a free key goes to the request
 /// unless others wait ahead of it. The property test `one_holder_view`
-/// checks it against `Lock::acquire` on the same one-holder lock.
+/// checks it against `Holding::acquire` on the same one-holder lock.
 pub fn acquire_exclusive(held: OneHolder, fence: Token, waiting_ahead: bool, mut issue: impl FnMut(Token) -> Option<Token>) -> Outcome {
     match held {
         OneHolder::Held { mine: true, token } => {
@@ -276,14 +301,14 @@ pub fn acquire_exclusive(held: OneHolder, fence: Token, waiting_ahead: bool, mut
     }
 }
 
-/// `Lock::release` for a key that is free or held exclusively (`held`):
+/// `Holding::release` for a key that is free or held exclusively (`held`):
 /// whether the asking owner's hold ends. Only a running hold of its own
 /// does; a holder whose lease ended is `OneHolder::Free`.
 pub fn release_exclusive(held: OneHolder) -> bool {
     matches!(held, OneHolder::Held { mine: true, .. })
 }
 
-/// `Lock::extend` for a key that is free or held exclusively: whether the
+/// `Holding::extend` for a key that is free or held exclusively: whether the
 /// asking owner's hold takes the new lease (the same rule as a release:
 /// its own running hold only).
 pub fn extend_exclusive(held: OneHolder) -> bool {
@@ -294,10 +319,20 @@ pub fn extend_exclusive(held: OneHolder) -> bool {
 mod tests {
     use super::*;
 
-    fn ask(owner: &'static str, mode: Mode, limit: Option<u32>) -> Ask<'static, &'static str> {
+    fn ask(owner: &'static str, mode: Mode, limit: Option<u32>) -> (&'static &'static str, Request) {
         static OWNERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
         let owner = OWNERS.iter().find(|o| **o == owner).expect("known owner");
-        Ask { owner, mode, limit, ttl_ms: 1_000, fence: 0 }
+        (owner, Request { mode, limit, ttl_ms: 1_000, fence: 0 })
+    }
+
+    fn grant(
+        l: &mut Holding<&'static str>,
+        (owner, req): (&'static &'static str, Request),
+        now: i64,
+        waiting_ahead: bool,
+        issue: impl FnMut(Token) -> Option<Token>,
+    ) -> Outcome {
+        l.acquire(owner, &req, now, waiting_ahead, issue)
     }
 
     fn counter() -> impl FnMut(Token) -> Option<Token> {
@@ -311,43 +346,43 @@ mod tests {
     #[test]
     fn readers_share_and_a_writer_waits_for_all_of_them() {
         let mut issue = counter();
-        let mut l = Lock::free_for(&ask("a", Mode::Shared, None));
-        assert!(matches!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New)));
-        assert!(matches!(l.acquire(&ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::New)));
-        assert_eq!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Held);
+        let mut l = Holding::free_for(&ask("a", Mode::Shared, None).1);
+        assert!(matches!(grant(&mut l, ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New)));
+        assert!(matches!(grant(&mut l, ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::New)));
+        assert_eq!(grant(&mut l, ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Held);
         assert!(l.release(&"a", 0));
-        assert_eq!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Held);
+        assert_eq!(grant(&mut l, ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Held);
         assert!(l.release(&"b", 0));
         assert!(l.is_free());
-        assert!(matches!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
-        assert_eq!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Held);
+        assert!(matches!(grant(&mut l, ask("c", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
+        assert_eq!(grant(&mut l, ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Held);
     }
 
     #[test]
     fn a_semaphore_admits_up_to_its_limit_and_only_its_own_kind() {
         let mut issue = counter();
         let sem = |o| ask(o, Mode::Shared, Some(2));
-        let mut l = Lock::free_for(&sem("a"));
-        assert!(matches!(l.acquire(&sem("a"), 0, false, &mut issue), Outcome::Granted(..)));
-        assert!(matches!(l.acquire(&sem("b"), 0, false, &mut issue), Outcome::Granted(..)));
-        assert_eq!(l.acquire(&sem("c"), 0, false, &mut issue), Outcome::Held);
+        let mut l = Holding::free_for(&sem("a").1);
+        assert!(matches!(grant(&mut l, sem("a"), 0, false, &mut issue), Outcome::Granted(..)));
+        assert!(matches!(grant(&mut l, sem("b"), 0, false, &mut issue), Outcome::Granted(..)));
+        assert_eq!(grant(&mut l, sem("c"), 0, false, &mut issue), Outcome::Held);
         let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 }));
-        assert_eq!(l.acquire(&ask("c", Mode::Shared, Some(3)), 0, false, &mut issue), wrong);
-        assert_eq!(l.acquire(&ask("c", Mode::Shared, None), 0, false, &mut issue), wrong);
-        assert_eq!(l.acquire(&ask("c", Mode::Exclusive, None), 0, false, &mut issue), wrong);
+        assert_eq!(grant(&mut l, ask("c", Mode::Shared, Some(3)), 0, false, &mut issue), wrong);
+        assert_eq!(grant(&mut l, ask("c", Mode::Shared, None), 0, false, &mut issue), wrong);
+        assert_eq!(grant(&mut l, ask("c", Mode::Exclusive, None), 0, false, &mut issue), wrong);
         // A lease that ends frees a permit.
-        assert!(l.extend(&"a", 5_000, 0));
-        assert!(matches!(l.acquire(&sem("c"), 1_000, false, &mut issue), Outcome::Granted(..)));
+        assert!(l.extend(&"a", 5_000, 0).is_some());
+        assert!(matches!(grant(&mut l, sem("c"), 1_000, false, &mut issue), Outcome::Granted(..)));
         assert_eq!(l.holders.len(), 2);
     }
 
     #[test]
     fn a_lock_refuses_a_limit() {
         let mut issue = counter();
-        let mut l = Lock::free_for(&ask("a", Mode::Exclusive, None));
-        l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue);
+        let mut l = Holding::free_for(&ask("a", Mode::Exclusive, None).1);
+        grant(&mut l, ask("a", Mode::Exclusive, None), 0, false, &mut issue);
         assert_eq!(
-            l.acquire(&ask("b", Mode::Shared, Some(2)), 0, false, &mut issue),
+            grant(&mut l, ask("b", Mode::Shared, Some(2)), 0, false, &mut issue),
             Outcome::Refused(Refusal::WrongKind(Kind::ReadWrite))
         );
     }
@@ -355,33 +390,34 @@ mod tests {
     #[test]
     fn nobody_barges_past_the_line() {
         let mut issue = counter();
-        let mut l = Lock::free_for(&ask("a", Mode::Shared, None));
-        l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue);
-        assert_eq!(l.acquire(&ask("b", Mode::Shared, None), 0, true, &mut issue), Outcome::Held, "others wait first");
-        assert!(matches!(l.acquire(&ask("a", Mode::Shared, None), 0, true, &mut issue), Outcome::Granted(_, Grant::Regrant)));
+        let mut l = Holding::free_for(&ask("a", Mode::Shared, None).1);
+        grant(&mut l, ask("a", Mode::Shared, None), 0, false, &mut issue);
+        assert_eq!(grant(&mut l, ask("b", Mode::Shared, None), 0, true, &mut issue), Outcome::Held, "others wait first");
+        assert!(matches!(grant(&mut l, ask("a", Mode::Shared, None), 0, true, &mut issue), Outcome::Granted(_, Grant::Regrant)));
     }
 
     #[test]
     fn downgrade_and_upgrade_take_new_tokens() {
         let mut issue = counter();
-        let mut l = Lock::free_for(&ask("a", Mode::Exclusive, None));
-        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New));
-        assert_eq!(l.acquire(&ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::Downgrade));
-        assert!(matches!(l.acquire(&ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
-        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Refused(Refusal::UpgradeWithOthers));
+        let mut l = Holding::free_for(&ask("a", Mode::Exclusive, None).1);
+        assert_eq!(grant(&mut l, ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(1, Grant::New));
+        assert_eq!(grant(&mut l, ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(2, Grant::Downgrade));
+        assert!(matches!(grant(&mut l, ask("b", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(3, Grant::New)));
+        assert_eq!(grant(&mut l, ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Refused(Refusal::UpgradeWithOthers));
         assert!(l.release(&"b", 0));
-        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(4, Grant::Upgrade));
+        assert_eq!(grant(&mut l, ask("a", Mode::Exclusive, None), 0, false, &mut issue), Outcome::Granted(4, Grant::Upgrade));
         assert_eq!(l.mode, Mode::Exclusive);
     }
 
     #[test]
     fn a_regrant_keeps_its_token_unless_fence_asks_more() {
         let mut issue = counter();
-        let mut l = Lock::free_for(&ask("a", Mode::Exclusive, None));
-        l.acquire(&ask("a", Mode::Exclusive, None), 0, false, &mut issue);
-        assert_eq!(l.acquire(&ask("a", Mode::Exclusive, None), 10, false, &mut issue), Outcome::Granted(1, Grant::Regrant));
-        let fenced = Ask { fence: 50, ..ask("a", Mode::Exclusive, None) };
-        assert_eq!(l.acquire(&fenced, 10, false, &mut issue), Outcome::Granted(50, Grant::Regrant));
+        let mut l = Holding::free_for(&ask("a", Mode::Exclusive, None).1);
+        grant(&mut l, ask("a", Mode::Exclusive, None), 0, false, &mut issue);
+        assert_eq!(grant(&mut l, ask("a", Mode::Exclusive, None), 10, false, &mut issue), Outcome::Granted(1, Grant::Regrant));
+        let (a, plain) = ask("a", Mode::Exclusive, None);
+        let fenced = (a, Request { fence: 50, ..plain });
+        assert_eq!(grant(&mut l, fenced, 10, false, &mut issue), Outcome::Granted(50, Grant::Regrant));
         assert_eq!(l.holder(&"a").map(|h| h.end), Some(1_010));
     }
 }
@@ -432,7 +468,7 @@ mod properties {
 
     struct Run {
         limit: Option<u32>,
-        lock: Lock<u8>,
+        lock: Holding<u8>,
         line: VecDeque<Waiter>,
         now: i64,
         last_token: Token,
@@ -448,8 +484,8 @@ mod properties {
             }
         }
 
-        fn ask(&self, owner: &'static u8, mode: Mode, ttl: i64) -> Ask<'static, u8> {
-            Ask { owner, mode, limit: self.limit, ttl_ms: ttl, fence: 0 }
+        fn ask(&self, mode: Mode, ttl: i64) -> Request {
+            Request { mode, limit: self.limit, ttl_ms: ttl, fence: 0 }
         }
 
         fn granted(&mut self, owner: u8, mode: Mode, token: Token, how: Grant) {
@@ -463,8 +499,8 @@ mod properties {
         fn serve(&mut self) {
             while let Some(head) = self.line.front() {
                 let (owner, mode, ttl) = (head.owner, head.mode, head.ttl);
-                let ask = self.ask(owner_ref(owner), mode, ttl);
-                let outcome = self.lock.acquire(&ask, self.now, false, Self::issue(&mut self.last_token));
+                let req = self.ask(mode, ttl);
+                let outcome = self.lock.acquire(&owner, &req, self.now, false, Self::issue(&mut self.last_token));
                 match outcome {
                     Outcome::Granted(token, how) => {
                         self.line.pop_front();
@@ -487,8 +523,8 @@ mod properties {
                     let mode = if shared || self.limit.is_some() { Mode::Shared } else { Mode::Exclusive };
                     let waiting_ahead = !self.line.is_empty();
                     let holds_before = self.lock.holder(&owner).is_some();
-                    let ask = self.ask(owner_ref(owner), mode, ttl);
-                    match self.lock.acquire(&ask, self.now, waiting_ahead, Self::issue(&mut self.last_token)) {
+                    let req = self.ask(mode, ttl);
+                    match self.lock.acquire(&owner, &req, self.now, waiting_ahead, Self::issue(&mut self.last_token)) {
                         Outcome::Granted(token, how) => {
                             assert!(!waiting_ahead || holds_before, "owner {owner} barged past {} waiters", self.line.len());
                             self.granted(owner, mode, token, how);
@@ -542,12 +578,6 @@ mod properties {
         }
     }
 
-    /// Owners as `'static` references, as the core borrows them.
-    fn owner_ref(owner: u8) -> &'static u8 {
-        static ALL: [u8; OWNERS as usize] = [0, 1, 2, 3, 4, 5];
-        &ALL[usize::from(owner) % ALL.len()]
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -555,7 +585,7 @@ mod properties {
         fn the_rules_hold_for_every_sequence(limit in prop_oneof![Just(None), (1u32..4).prop_map(Some)], ops in proptest::collection::vec(op(), 1..80)) {
             let mut run = Run {
                 limit,
-                lock: Lock { kind: Kind::of(limit), mode: Mode::Shared, holders: Vec::new() },
+                lock: Holding { kind: Kind::of(limit), mode: Mode::Shared, holders: Vec::new() },
                 line: VecDeque::new(),
                 now: 0,
                 last_token: 0,
@@ -575,7 +605,7 @@ mod one_holder_view {
     use proptest::prelude::*;
 
     proptest! {
-        /// The exclusive path's decision is `Lock::acquire`'s on the same
+        /// The exclusive path's decision is `Holding::acquire`'s on the same
         /// one-holder lock, for every holder, FENCE, line and counter.
         #[test]
         fn agrees_with_the_lock(
@@ -586,7 +616,7 @@ mod one_holder_view {
         ) {
             let (me, other) = (1u8, 2u8);
             let now = 100;
-            let mut lock = Lock { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() };
+            let mut lock = Holding { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() };
             let view = match held {
                 None => OneHolder::Free,
                 Some((mine, token)) => {
@@ -594,15 +624,15 @@ mod one_holder_view {
                     OneHolder::Held { mine, token }
                 }
             };
-            let ask = Ask { owner: &me, mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence };
+            let req = Request { mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence };
             let issue = |c: &mut i64| { let mut c = *c; move |min: Token| { let t = super::super::token::next_token(c, min)?; c = t; Some(t) } };
-            let by_lock = lock.acquire(&ask, now, waiting_ahead, issue(&mut counter.clone()));
+            let by_lock = lock.acquire(&me, &req, now, waiting_ahead, issue(&mut counter.clone()));
             let by_view = acquire_exclusive(view, fence, waiting_ahead, issue(&mut counter.clone()));
             prop_assert_eq!(by_view, by_lock);
         }
 
         /// A release and an extension through the view end or lengthen a
-        /// hold exactly when `Lock::release` and `Lock::extend` do, for a
+        /// hold exactly when `Holding::release` and `Holding::extend` do, for a
         /// holder whose lease runs or has ended.
         #[test]
         fn release_and_extend_agree_with_the_lock(
@@ -610,7 +640,7 @@ mod one_holder_view {
         ) {
             let (me, other) = (1u8, 2u8);
             let now = 100;
-            let mut lock = Lock { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() };
+            let mut lock = Holding { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() };
             let view = match held {
                 None => OneHolder::Free,
                 Some((mine, token, running)) => {
@@ -621,7 +651,7 @@ mod one_holder_view {
                 }
             };
             prop_assert_eq!(release_exclusive(view), lock.clone().release(&me, now));
-            prop_assert_eq!(extend_exclusive(view), lock.clone().extend(&me, 500, now));
+            prop_assert_eq!(extend_exclusive(view), lock.clone().extend(&me, 500, now).is_some());
         }
     }
 }

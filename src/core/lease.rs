@@ -17,7 +17,7 @@
 //! - the wall clock stepped back: the TTL outlives the lease, and the lock
 //!   is free although its key is still there (`judge`);
 //! - the wall clock stepped forward: Redis deletes the key while the lease
-//!   runs, and the module keeps the lock (`kept`).
+//!   runs, and the module keeps the lock (`rescue`).
 //!
 //! Nothing here knows Redis: the caller reads the clocks and the key's TTL.
 

@@ -1,7 +1,8 @@
 //! The rules of every lock kind, free of Redis: what a grant, a release, an
-//! extension and the wait queue may do (`grant`), the lease on the
-//! monotonic clock and its wall-clock mirror (`lease`), and fencing tokens
-//! as numbers (`token`). Nothing here imports `redis_module`, uses
+//! extension and admission may do for each kind (`grant`), the order a
+//! key's line of waiters is served in (`line`), the lease on the monotonic
+//! clock and its wall-clock mirror (`lease`), and fencing tokens as
+//! numbers (`token`). Nothing here imports `redis_module`, uses
 //! `unsafe`, or imports from outside `src/core/`; the glue reads the
 //! clocks and the keys and calls these functions, and the property tests
 //! drive the same functions.
@@ -9,4 +10,5 @@
 
 pub mod grant;
 pub mod lease;
+pub mod line;
 pub mod token;

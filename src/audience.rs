@@ -70,16 +70,3 @@ fn listened_to(ctx: Ctx) -> bool {
     let replicas = replication.integer(c"connected_slaves").unwrap_or(1);
     backlog != 0 || replicas != 0
 }
-
-/// Server event: a child was forked (RDB, AOF rewrite, a replica's sync,
-/// a module's fork).
-unsafe extern "C" fn on_fork(_ctx: *mut raw::RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, _data: *mut std::ffi::c_void) {
-    if sub == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN {
-        heard_from_now_on();
-    }
-}
-
-pub fn subscribe(ctx: Ctx) -> bool {
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FORK_CHILD, dataver: 1 };
-    crate::api::rm!(RedisModule_SubscribeToServerEvent(ctx.raw(), event, Some(on_fork)) else 1) == 0
-}

@@ -143,15 +143,3 @@ pub fn placement(ctx: Ctx, key: &crate::api::Arg) -> Placement {
 
 /// errno for "operation not permitted" (Linux and the BSDs agree).
 const EPERM: i32 = 1;
-
-/// A refusal as the error a client would see, for logs.
-pub fn describe(refusal: Refusal) -> &'static CStr {
-    match refusal {
-        Refusal::Replica => c"this instance is a replica",
-        Refusal::Paused => c"writes are paused",
-        Refusal::OutOfMemory => c"OOM",
-        Refusal::NoReplicas => c"NOREPLICAS",
-        Refusal::DiskError => c"MISCONF",
-        Refusal::ClusterDown => c"CLUSTERDOWN",
-    }
-}

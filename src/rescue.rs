@@ -23,19 +23,20 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use redis_module::raw;
 
-use crate::api::{rm, Arg, Ctx, Key, KeyKind, KeyMode, RedisModuleCtx, RedisModuleString};
+use crate::api::{rm, Arg, Ctx, Key, KeyKind, KeyMode, RedisModuleCtx};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
 use crate::fencing::Token;
-use crate::gate;
 use crate::group::{self, Group};
-use crate::lock::{self, Lock};
+use crate::propagate::{self, SharedTerms};
 use crate::stats;
+use crate::value::{self, Exclusive};
+use crate::writable;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Why {
@@ -75,8 +76,6 @@ unsafe impl Send for State {}
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
 /// Kept locks: lets every command skip the map while there are none.
 static KEPT: AtomicUsize = AtomicUsize::new(0);
-/// Set while this module itself deletes or overwrites a lock.
-static OWN_REMOVALS: AtomicU32 = AtomicU32::new(0);
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     crate::reentry::with(&STATE, f)
@@ -86,25 +85,8 @@ fn recount(state: &State) {
     KEPT.store(state.kept.len(), Ordering::Relaxed);
 }
 
-/// Marks a deletion or overwrite as this module's own (a release, a grant
-/// over an ended lease, a replayed LOCK.APPLY) for as long as it lives.
-pub struct OwnRemoval;
-
-impl OwnRemoval {
-    pub fn begin() -> OwnRemoval {
-        OWN_REMOVALS.fetch_add(1, Ordering::Relaxed);
-        OwnRemoval
-    }
-}
-
-impl Drop for OwnRemoval {
-    fn drop(&mut self) {
-        OWN_REMOVALS.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// The unlink callback saw a lock leave the keyspace.
-pub fn lock_removed(db: c_int, key: &[u8], lock: &Lock) {
+pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) {
     if !may_keep() {
         return;
     }
@@ -126,7 +108,7 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
 /// Whether a removal now may lose a lock: not this module's decision, nor
 /// the master's (its DEL), nor the data being loaded.
 fn may_keep() -> bool {
-    OWN_REMOVALS.load(Ordering::Relaxed) == 0 && !gate::is_replica() && !crate::quarantine::loading()
+    !value::OwnRemoval::in_progress() && !writable::is_replica() && !crate::quarantine::loading()
 }
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
@@ -156,13 +138,11 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
     }
 }
 
-/// The `evicted` keyspace event, sent right after the unlink callback.
-unsafe extern "C" fn on_evicted(ctx: *mut RedisModuleCtx, _type: c_int, _event: *const c_char, key: *mut RedisModuleString) -> c_int {
-    let db = Ctx::new(ctx).selected_db();
-    // SAFETY: Redis hands the live key name for the callback's duration.
-    let name = unsafe { crate::api::string_bytes(key) };
+/// The `evicted` keyspace event for `key` in `db`, sent right after the
+/// unlink callback.
+pub fn evicted(db: c_int, key: &[u8]) {
     with_state(|s| {
-        if s.unexplained.as_ref().is_some_and(|((d, k), _)| *d == db && **k == *name) {
+        if s.unexplained.as_ref().is_some_and(|((d, k), _)| *d == db && **k == *key) {
             if let Some((name, kept)) = s.unexplained.take() {
                 s.kept.insert(name, kept);
                 stats::LOCKS_EVICTED.bump();
@@ -172,7 +152,6 @@ unsafe extern "C" fn on_evicted(ctx: *mut RedisModuleCtx, _type: c_int, _event: 
             }
         }
     });
-    crate::api::OK
 }
 
 /// Whether any lock is kept: one load on the hot path.
@@ -199,21 +178,21 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
         None => {
             let Some(holder) = kept.holders.first() else { return };
             let lease = Lease { end: holder.end, mirror: NO_TTL }.remirrored(now);
-            (Lock::new(&holder.owner, holder.token, lease).is_some_and(|lock| lock::store(key, lock)), lease.mirror)
+            (Exclusive::new(&holder.owner, holder.token, lease).is_some_and(|lock| value::store(key, lock)), lease.mirror)
         }
         Some(limit) => {
             let mut restored = Group::new(Group::kind_of_limit(limit));
-            restored.lock.holders = kept.holders.iter().filter(|h| h.end > now.mono).cloned().collect();
+            restored.holding.holders = kept.holders.iter().filter(|h| h.end > now.mono).cloned().collect();
             let mirror = restored.key_deadline(now);
             restored.mirrored(mirror);
-            (lock::store_group(key, restored), mirror)
+            (value::store_group(key, restored), mirror)
         }
     };
     // Without its TTL the key would stay forever.
     if !stored || (mirror != NO_TTL && !key.expire_at(mirror)) {
         // The key could not be written: the lock stays kept here, held.
         if stored {
-            lock::delete(key);
+            value::delete(key);
         }
         with_state(|s| {
             s.kept.insert((db, key_name.bytes().into()), kept);
@@ -223,16 +202,13 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     }
     stats::LOCKS_RESTORED.bump();
     for holder in kept.holders.iter().filter(|h| h.end > now.mono) {
-        match kept.shared {
-            None => ctx.replicate_grant_bytes(crate::propagate::APPLY, key_name, &holder.owner, holder.token, mirror.max(0)),
-            Some(limit) => {
-                let deadline = group::wall_deadline(holder.end, now).max(0);
-                ctx.replicate_shared_grant(crate::propagate::APPLY, key_name, &holder.owner, holder.token, deadline, limit, mirror.max(0));
-            }
-        }
+        let (deadline, shared) = match kept.shared {
+            None => (mirror, None),
+            Some(limit) => (group::wall_deadline(holder.end, now), Some(SharedTerms { limit, key_deadline_ms: mirror })),
+        };
+        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, shared);
     }
-    ctx.signal_modified(key_name);
-    ctx.notify(c"lock.restore", key_name);
+    propagate::restored(ctx, key_name);
 }
 
 /// What LOCK.INFO shows of a kept lock.
@@ -270,15 +246,15 @@ pub fn evicted_kept() -> i64 {
 }
 
 fn arm_restore(ms: i64) {
-    rm!(RedisModule_CreateTimer(crate::waiters::timer_ctx(), ms, Some(on_restore), ptr::null_mut()) else 0);
+    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_restore), ptr::null_mut()) else 0);
 }
 
 /// Puts back the locks a clock step removed, as soon as the server lets
 /// this module write.
 unsafe extern "C" fn on_restore(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx::new(raw_ctx);
-    if let Some(refusal) = gate::refusal(ctx) {
-        if refusal == gate::Refusal::Replica {
+    if let Some(refusal) = writable::refusal(ctx) {
+        if refusal == writable::Refusal::Replica {
             with_state(|s| s.restore_armed = false);
         } else {
             arm_restore(refusal.retry_ms());
@@ -298,7 +274,7 @@ unsafe extern "C" fn on_restore(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void
         if !name.is_valid() || !ctx.select_db(db) {
             continue;
         }
-        if gate::placement(ctx, Arg::of(&name)) == gate::Placement::Elsewhere {
+        if writable::placement(ctx, Arg::of(&name)) == writable::Placement::Elsewhere {
             with_state(|s| {
                 s.kept.remove(&(db, key.clone()));
                 recount(s);
@@ -342,9 +318,4 @@ pub fn swapped(a: c_int, b: c_int) {
             })
             .collect();
     });
-}
-
-pub fn init(ctx: Ctx) -> bool {
-    rm!(RedisModule_SubscribeToKeyspaceEvents(ctx.raw(), raw::REDISMODULE_NOTIFY_EVICTED, Some(on_evicted)) else crate::api::ERR)
-        == crate::api::OK
 }

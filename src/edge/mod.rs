@@ -1,0 +1,247 @@
+//! The edge: what Redis calls into. The command table (`init` registers
+//! it with its docs, key specs and ACL categories), the data type and its
+//! callbacks (`datatype`), and every server event (`events`). Each hands
+//! over to the glue at once; the rest of the FFI is `api`.
+
+pub mod datatype;
+mod events;
+
+use std::ffi::{c_int, CStr};
+
+use redis_module::{raw, Context, RedisString, Status};
+
+use crate::api::{self, rm, Arg, Ctx, RedisModuleCtx, RedisModuleString};
+use crate::{acl, audience, clock, commands, config, fencing, info, propagate, quarantine, writable};
+
+type Handler = fn(Ctx, &[Arg]) -> c_int;
+
+/// A command as Redis sees it. Flags and the key position make Cluster
+/// routing, COMMAND GETKEYS and ACL key patterns work on every server; the
+/// command info (arity, a key spec with its access flags, docs) and the
+/// ACL categories are declared where the server supports them.
+struct Command {
+    name: &'static CStr,
+    flags: &'static CStr,
+    handler: raw::RedisModuleCmdFunc,
+    arity: c_int,
+    /// `REDISMODULE_CMD_KEY_*` of the key at position 1.
+    key_flags: u32,
+    /// ACL categories (Redis 7.2+, Valkey 8.1+).
+    acl: &'static CStr,
+    summary: &'static CStr,
+    complexity: &'static CStr,
+    /// Its arguments after the name, for COMMAND DOCS.
+    args: &'static [ArgDoc],
+}
+
+/// One argument as COMMAND DOCS lists it.
+struct ArgDoc {
+    name: &'static CStr,
+    kind: raw::RedisModuleCommandArgType,
+    /// The word that precedes the value (`FENCE 7`).
+    token: Option<&'static CStr>,
+    optional: bool,
+}
+
+const fn arg(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: None, optional: false }
+}
+
+/// An optional `TOKEN value` pair; LOCK.ACQUIRE takes its options in any order.
+const fn option(token: &'static CStr, name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: Some(token), optional: true }
+}
+
+/// An optional word on its own (`SHARED`).
+const fn flag(token: &'static CStr, name: &'static CStr) -> ArgDoc {
+    ArgDoc { name, kind: PURE_TOKEN, token: Some(token), optional: true }
+}
+
+const PURE_TOKEN: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN;
+const KEY: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY;
+const STRING: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
+const INTEGER: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
+const UNIX_TIME: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
+
+const ACQUIRE_ARGS: [ArgDoc; 7] = [
+    arg(c"key", KEY),
+    arg(c"owner", STRING),
+    arg(c"ttl-ms", INTEGER),
+    flag(c"SHARED", c"shared"),
+    option(c"LIMIT", c"holders", INTEGER),
+    option(c"FENCE", c"min-token", INTEGER),
+    option(c"WAIT", c"timeout-ms", INTEGER),
+];
+const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
+const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
+const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
+const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
+
+/// Adapts a handler to the C calling convention.
+macro_rules! command {
+    ($name:literal, $handler:path, $flags:literal, $($field:ident: $value:expr),* $(,)?) => {{
+        unsafe extern "C" fn call(
+            ctx: *mut RedisModuleCtx,
+            argv: *mut *mut RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            let handler: Handler = $handler;
+            // SAFETY: Redis passes `argc` arguments that live for the call.
+            handler(Ctx::new(ctx), unsafe { Arg::slice(argv, argc) });
+            api::OK
+        }
+        Command { name: $name, flags: $flags, handler: Some(call), $($field: $value),* }
+    }};
+}
+
+const RW: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS;
+
+fn command_table() -> [Command; 5] {
+    [
+        // `blocking`: WAIT blocks the client (Redis puts it in @blocking
+        // and knows it may block, as for BLPOP); `fast`: the command itself
+        // is O(1) and returns at once, also when the client then waits.
+        command!(c"lock.acquire", commands::acquire, c"write deny-oom fast blocking",
+            arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast blocking",
+            summary: c"Takes a lock (exclusive, SHARED, or a permit of a SHARED LIMIT semaphore) for an owner with a lease, or waits in line (WAIT); replies the fencing token",
+            complexity: c"O(1)", args: &ACQUIRE_ARGS),
+        command!(c"lock.release", commands::release, c"write fast",
+            arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, acl: c"write fast",
+            summary: c"Releases a lock if the owner holds it; the oldest waiter gets it",
+            complexity: c"O(1)", args: &RELEASE_ARGS),
+        command!(c"lock.extend", commands::extend, c"write fast",
+            arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast",
+            summary: c"Restarts the lease of a lock the owner holds",
+            complexity: c"O(1)", args: &EXTEND_ARGS),
+        command!(c"lock.info", commands::info, c"readonly fast",
+            arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
+            summary: c"Mode, holders (owner, fencing token, remaining lease), limit and waiters of a lock",
+            complexity: c"O(1)", args: &INFO_ARGS),
+        command!(c"lock.apply", propagate::apply, c"write",
+            arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
+            summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
+            complexity: c"O(1)", args: &APPLY_ARGS),
+    ]
+}
+
+/// Declares arity, key spec and docs (Redis 7.0+), and the ACL categories
+/// where the server has them. Redis copies what it is given.
+fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
+    let name = c.name.to_string_lossy();
+    let cmd = rm!(RedisModule_GetCommand(ctx.ctx, c.name.as_ptr()) else std::ptr::null_mut());
+    if cmd.is_null() {
+        return Err(format!("could not find command {name} after creating it"));
+    }
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    let key = raw::RedisModuleCommandKeySpec {
+        notes: std::ptr::null(),
+        flags: u64::from(c.key_flags),
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 { index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 } },
+        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
+        },
+    };
+    // SAFETY: an all-zero key spec is the array's terminator.
+    let mut key_specs = [key, unsafe { std::mem::zeroed() }];
+    let mut args: Vec<raw::RedisModuleCommandArg> = c
+        .args
+        .iter()
+        .map(|a| raw::RedisModuleCommandArg {
+            name: a.name.as_ptr(),
+            type_: a.kind,
+            // The key's spec is the only one (index 0); -1 for the rest.
+            key_spec_index: if a.kind == KEY { 0 } else { -1 },
+            token: a.token.map_or(std::ptr::null(), CStr::as_ptr),
+            summary: std::ptr::null(),
+            since: std::ptr::null(),
+            flags: if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int } else { 0 },
+            deprecated_since: std::ptr::null(),
+            subargs: std::ptr::null_mut(),
+            display_text: std::ptr::null(),
+        })
+        .collect();
+    // SAFETY: an all-zero argument (no name) is the array's terminator.
+    args.push(unsafe { std::mem::zeroed() });
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: c.summary.as_ptr(),
+        complexity: c.complexity.as_ptr(),
+        since: c"0.1.0".as_ptr(),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: c.arity,
+        key_specs: key_specs.as_mut_ptr(),
+        args: args.as_mut_ptr(),
+    };
+    if rm!(RedisModule_SetCommandInfo(cmd, &info) else api::ERR) != api::OK {
+        return Err(format!("Redis refused the command info of {name}"));
+    }
+    if api::has!(RedisModule_SetCommandACLCategories)
+        && rm!(RedisModule_SetCommandACLCategories(cmd, c.acl.as_ptr()) else api::ERR) != api::OK
+    {
+        return Err(format!("Redis refused the ACL categories of {name}"));
+    }
+    Ok(())
+}
+
+fn fail(ctx: &Context, message: &str) -> Status {
+    ctx.log_warning(&format!("redislock: {message}"));
+    Status::Err
+}
+
+/// The module's load: configuration, commands, the data type, server
+/// events, INFO, and the state learnt from the server.
+pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let missing = api::missing_functions();
+    if !missing.is_empty() {
+        return fail(ctx, &format!("this Redis lacks module API functions: {}", missing.join(", ")));
+    }
+    if let Err(e) = config::register(ctx, args) {
+        return fail(ctx, &e);
+    }
+    if !datatype::remember_registered() {
+        return fail(ctx, "the lock data type was not registered");
+    }
+    // Keys opened for writing are not implicitly "modified": a failed
+    // acquire must not break WATCH or client-side caching. Effects signal
+    // themselves (see `propagate`).
+    let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
+    rm!(RedisModule_SetModuleOptions(ctx.ctx, options) else ());
+    for c in command_table() {
+        let status = rm!(RedisModule_CreateCommand(ctx.ctx, c.name.as_ptr(), c.handler, c.flags.as_ptr(), 1, 1, 1) else api::ERR);
+        if status != api::OK {
+            return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));
+        }
+        if let Err(e) = describe(ctx, &c) {
+            return fail(ctx, &e);
+        }
+    }
+    // The monotonic clock's origin, before any lease is measured on it.
+    clock::mono_ms();
+    let module = Ctx::new(ctx.ctx);
+    if !api::init_timer_ctx(module) {
+        return fail(ctx, "could not get a context for timers");
+    }
+    if !events::subscribe(module) {
+        return fail(ctx, "could not subscribe to server events");
+    }
+    writable::learn_role(module);
+    audience::learn(module);
+    if !info::register(module) {
+        return fail(ctx, "could not register the INFO section");
+    }
+    let server = api::ServerInfo::read(module, c"server");
+    datatype::learn_memory_accounting(&server);
+    acl::init(module, &server);
+    drop(server);
+    quarantine::start(module);
+    fencing::COUNTER.seed_from_clock();
+    Status::Ok
+}
