@@ -281,6 +281,11 @@ impl Ctx {
         self.flags() & flags as c_int != 0
     }
 
+    /// The calling client's id (`CLIENT ID`); 0 when there is none.
+    pub fn client_id(self) -> u64 {
+        rm!(RedisModule_GetClientId(self.0) else 0)
+    }
+
     pub fn selected_db(self) -> c_int {
         rm!(RedisModule_GetSelectedDb(self.0) else 0)
     }
@@ -371,6 +376,12 @@ impl Ctx {
             std::ffi::c_longlong::from(limit),
             key_deadline_ms as std::ffi::c_longlong,
         ) else ERR);
+    }
+
+    /// Propagates `cmd key bytes`, e.g. `LOCK.RELEASE key owner` for a
+    /// release the module makes outside a command.
+    pub fn replicate_key_bytes(self, cmd: &CStr, key: &Arg, bytes: &[u8]) {
+        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"sb".as_ptr(), key.raw(), bytes.as_ptr().cast::<c_char>(), bytes.len()) else ERR);
     }
 
     /// Propagates `cmd key`, e.g. `DEL key`.

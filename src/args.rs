@@ -47,6 +47,10 @@ pub enum ArgError {
     BadDeadline,
     /// `LIMIT` without `SHARED`.
     LimitWithoutShared,
+    /// `DELAY` without `SESSION`.
+    DelayWithoutSession,
+    /// Carries `redislock.max-ttl`.
+    BadDelay(i64),
     BadLimit,
 }
 
@@ -68,6 +72,10 @@ impl ArgError {
             }
             ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
             ArgError::LimitWithoutShared => Cow::Borrowed(c"ERR syntax error: LIMIT needs SHARED"),
+            ArgError::DelayWithoutSession => Cow::Borrowed(c"ERR syntax error: DELAY needs SESSION"),
+            ArgError::BadDelay(max) => {
+                owned(format!("ERR DELAY must be an integer from 0 to redislock.max-ttl ({max} ms): how long a lock stays held past its holder's disconnect"))
+            }
             ArgError::BadLimit => Cow::Borrowed(c"ERR LIMIT must be an integer from 1 to 100000"),
             ArgError::OwnerTooLong(max) => owned(format!("ERR owner is longer than redislock.max-owner-len ({max} bytes)")),
             ArgError::TtlAboveMax(max) => owned(format!("ERR ttl exceeds redislock.max-ttl ({max} ms)")),
@@ -83,6 +91,7 @@ fn value_name(option: &str) -> &'static str {
         "FENCE" => "a token",
         "WAIT" => "a timeout",
         "LIMIT" => "a number of holders",
+        "DELAY" => "milliseconds",
         _ => "a value",
     }
 }
@@ -186,7 +195,7 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
 
 type ValueParser = fn(&[u8]) -> Result<i64, ArgError>;
 
-/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`
+/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
     pub key: &'a A,
@@ -212,16 +221,23 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         return Err(ArgError::OwnerTooLong(max_owner_len));
     }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
-    let (mut fence, mut wait, mut limit) = (None, None, None);
-    let mut shared = false;
+    let (mut fence, mut wait, mut limit, mut delay) = (None, None, None, None);
+    let (mut shared, mut session) = (false, false);
     let mut rest = options;
     while let [name, tail @ ..] = rest {
         let name = name.bytes();
-        if name.eq_ignore_ascii_case(b"SHARED") {
-            if shared {
-                return Err(ArgError::Repeated("SHARED"));
+        let flag = if name.eq_ignore_ascii_case(b"SHARED") {
+            Some(("SHARED", &mut shared))
+        } else if name.eq_ignore_ascii_case(b"SESSION") {
+            Some(("SESSION", &mut session))
+        } else {
+            None
+        };
+        if let Some((option, set)) = flag {
+            if *set {
+                return Err(ArgError::Repeated(option));
             }
-            shared = true;
+            *set = true;
             rest = tail;
             continue;
         }
@@ -231,6 +247,8 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
             ("WAIT", &mut wait, parse_timeout)
         } else if name.eq_ignore_ascii_case(b"LIMIT") {
             ("LIMIT", &mut limit, parse_limit)
+        } else if name.eq_ignore_ascii_case(b"DELAY") {
+            ("DELAY", &mut delay, parse_timeout)
         } else {
             return Err(ArgError::UnknownOption(name.to_vec()));
         };
@@ -240,15 +258,23 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         if slot.is_some() {
             return Err(ArgError::Repeated(option));
         }
-        *slot = Some(parse(value.bytes())?);
+        *slot = Some(match (option, parse(value.bytes())) {
+            ("DELAY", Ok(ms)) if ms <= max_ttl => ms,
+            ("DELAY", _) => return Err(ArgError::BadDelay(max_ttl)),
+            (_, parsed) => parsed?,
+        });
         rest = tail;
     }
     if limit.is_some() && !shared {
         return Err(ArgError::LimitWithoutShared);
     }
+    if delay.is_some() && !session {
+        return Err(ArgError::DelayWithoutSession);
+    }
+    let session = session.then(|| delay.unwrap_or(0));
     let limit = limit.and_then(|n| u32::try_from(n).ok());
     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
-    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0) }, wait })
+    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), session }, wait })
 }
 
 fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {

@@ -16,7 +16,7 @@ use crate::core::token::Token;
 use crate::grants::{one_holder, restore_rescued, slot, try_acquire, Attempt, By, Grant, Look, Slot, WRONGTYPE};
 use crate::group::Group;
 use crate::stats::{self, Cause};
-use crate::{args, config, fencing, propagate, quarantine, rescue, value, waiters, writable};
+use crate::{args, config, fencing, propagate, quarantine, rescue, session, value, waiters, writable};
 
 /// Whether the command replays the master's stream or the AOF.
 fn replays(ctx: Ctx) -> bool {
@@ -57,6 +57,9 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
             return ctx.reply_error_text(&fencing::lead_error("FENCE token", ceiling));
         }
     }
+    if req.request.session.is_some() && ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_LUA) {
+        return ctx.reply_error(NO_SESSION_IN_SCRIPTS);
+    }
     let key = ctx.open_key(req.key, KeyMode::Write);
     restore_rescued(ctx, &key, req.key);
     if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
@@ -68,6 +71,10 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         Attempt::Granted(token, how) => {
             // Its waiters, if any, are served when the new lease ends.
             waiters::lease_changed(ctx, &key, req.key);
+            if req.request.session.is_some() || session::bound() != 0 {
+                let binding = req.request.session.map(|delay| (ctx.client_id(), delay));
+                session::granted(ctx.selected_db(), req.key.bytes(), req.owner.bytes(), binding);
+            }
             match how {
                 Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
                 Grant::New | Grant::Upgrade => stats::ACQUIRE_NEW.bump(),
@@ -93,6 +100,11 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         },
     }
 }
+
+/// A script runs as a client of its own that never disconnects: a hold
+/// bound to it would end with nothing.
+const NO_SESSION_IN_SCRIPTS: &std::ffi::CStr =
+    c"ERR SESSION is not allowed in scripts: the hold would be bound to the script, not to a connection; call LOCK.ACQUIRE directly";
 
 /// Inside MULTI/EXEC, a script or another context that cannot block, WAIT
 /// answers as if it were not given.
@@ -124,10 +136,18 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
         Some(true) => {}
     }
     stats::RELEASE_DONE.bump();
+    unbind(ctx, req.key, req.owner);
     value::delete(&key);
     propagate::released(ctx, req.key);
     serve_after_release(ctx, &key, req.key);
     ctx.reply_integer(1)
+}
+
+/// A released hold is bound to no connection any more.
+fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
+    if session::bound() != 0 {
+        session::released(ctx.selected_db(), key_name.bytes(), owner);
+    }
 }
 
 fn serve_after_release(ctx: Ctx, key: &Key, key_name: &Arg) {
@@ -155,6 +175,7 @@ fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut
         return ctx.reply_integer(0);
     }
     stats::RELEASE_DONE.bump();
+    unbind(ctx, key_name, owner);
     if group.holding.holders.is_empty() {
         value::delete(key);
         propagate::released_last(ctx, key_name);
@@ -221,59 +242,86 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     ctx.reply_integer(1)
 }
 
+/// One holder as LOCK.INFO lists it.
+struct HolderRow<'a> {
+    owner: &'a [u8],
+    /// `None` for a plain-string lock.
+    token: Option<Token>,
+    pttl: i64,
+    /// How long it has held the lock; `None` when unknown (a plain-string
+    /// lock).
+    held_ms: Option<i64>,
+    /// Bound to its connection (`SESSION`).
+    session: bool,
+}
+
+impl<'a> HolderRow<'a> {
+    fn of(owner: &'a [u8], token: Token, pttl: i64, held_ms: i64, session: bool) -> HolderRow<'a> {
+        HolderRow { owner, token: Some(token), pttl, held_ms: Some(held_ms), session }
+    }
+}
+
 /// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock or
 /// a lock held shared), remaining lease (pttl, the longest for shared
 /// holders), the number of waiters, the mode, the limit (a semaphore's)
-/// and every holder as [owner, token, pttl].
+/// and every holder as [owner, token, pttl, held-ms, session].
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
     let waiting = || waiters::count_in(ctx, key_name.bytes());
     let now = crate::clock::now();
+    let db = ctx.selected_db();
+    let bound = |owner: &[u8]| session::is_bound(db, key_name.bytes(), owner);
     match slot(&key, now, Look::Exact) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => {
             let kept = rescue::any().then(|| {
-                rescue::peek(ctx.selected_db(), key_name.bytes(), now, |peek| {
-                    let holders: Vec<_> = peek.holders.iter().map(|(o, t, left)| (*o, Some(*t), left.pttl())).collect();
-                    match peek.shared {
-                        None => reply_info(ctx, None, &holders, waiting()),
-                        Some(limit) => reply_info(ctx, Some(limit), &holders, waiting()),
-                    }
+                rescue::peek(db, key_name.bytes(), now, |peek| {
+                    let holders: Vec<_> = peek
+                        .holders
+                        .iter()
+                        .map(|(o, t, left, since)| HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o)))
+                        .collect();
+                    reply_info(ctx, peek.shared, &holders, waiting())
                 })
             });
             kept.flatten().unwrap_or_else(|| ctx.reply_null())
         }
         Slot::Held(lock) => {
-            let holder = [(lock.owner(), Some(lock.token()), lock.lease().left(now).pttl())];
+            let (owner, since) = (lock.owner(), lock.since());
+            let holder = [HolderRow::of(owner, lock.token(), lock.lease().left(now).pttl(), now.mono - since, bound(owner))];
             reply_info(ctx, None, &holder, waiting())
         }
         Slot::Shared(group) => {
-            let holders: Vec<_> = group.live(now).map(|h| (&h.owner[..], Some(h.token), h.end - now.mono)).collect();
+            let holders: Vec<_> =
+                group.live(now).map(|h| HolderRow::of(&h.owner, h.token, h.end - now.mono, now.mono - h.since, bound(&h.owner))).collect();
             reply_info(ctx, Some(group.limit()), &holders, waiting())
         }
-        Slot::PlainString(value) => reply_info(ctx, None, &[(value, None, key.pttl())], waiting()),
+        Slot::PlainString(value) => {
+            let holder = HolderRow { owner: value, token: None, pttl: key.pttl(), held_ms: None, session: false };
+            reply_info(ctx, None, &[holder], waiting())
+        }
     }
 }
 
 /// `shared`: `None` for an exclusive lock, else a group's limit (0: none).
-fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[(&[u8], Option<Token>, i64)], waiting: usize) -> c_int {
-    let reply_token = |token: Option<Token>| match token {
-        Some(token) => ctx.reply_integer(token),
+fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting: usize) -> c_int {
+    let reply_option = |n: Option<i64>| match n {
+        Some(n) => ctx.reply_integer(n),
         None => ctx.reply_null(),
     };
     ctx.reply_map(7);
     let exclusive = if shared.is_none() { holders.first() } else { None };
     ctx.reply_bulk(b"owner");
     match exclusive {
-        Some((owner, _, _)) => ctx.reply_bulk(owner),
+        Some(h) => ctx.reply_bulk(h.owner),
         None => ctx.reply_null(),
     };
     ctx.reply_bulk(b"token");
-    reply_token(exclusive.and_then(|(_, token, _)| *token));
+    reply_option(exclusive.and_then(|h| h.token));
     ctx.reply_bulk(b"pttl");
-    let longest = holders.iter().map(|(_, _, pttl)| *pttl).max().unwrap_or(0);
-    ctx.reply_integer(if holders.iter().any(|(_, _, pttl)| *pttl < 0) { -1 } else { longest });
+    let longest = holders.iter().map(|h| h.pttl).max().unwrap_or(0);
+    ctx.reply_integer(if holders.iter().any(|h| h.pttl < 0) { -1 } else { longest });
     ctx.reply_bulk(b"waiters");
     ctx.reply_integer(i64::try_from(waiting).unwrap_or(i64::MAX));
     ctx.reply_bulk(b"mode");
@@ -285,11 +333,13 @@ fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[(&[u8], Option<Token>, i
     };
     ctx.reply_bulk(b"holders");
     ctx.reply_array(holders.len() as std::ffi::c_long);
-    for (owner, token, pttl) in holders {
-        ctx.reply_array(3);
-        ctx.reply_bulk(owner);
-        reply_token(*token);
-        ctx.reply_integer(*pttl);
+    for h in holders {
+        ctx.reply_array(5);
+        ctx.reply_bulk(h.owner);
+        reply_option(h.token);
+        ctx.reply_integer(h.pttl);
+        reply_option(h.held_ms);
+        ctx.reply_integer(i64::from(h.session));
     }
     crate::api::OK
 }

@@ -232,7 +232,7 @@ pub fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, req: &R
         Outcome::Granted(token, _) => token,
     };
     let lease = converted.unwrap_or_else(|| Lease::starting(now, req.ttl_ms));
-    if !Exclusive::new(owner, token, lease).is_some_and(|lock| value::store(key, lock)) {
+    if !Exclusive::new(owner, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
         return Attempt::Failed(c"ERR could not store the lock");
     }
     if !key.expire_at(lease.mirror) {
@@ -283,13 +283,18 @@ fn try_shared(
         Slot::Free if waiting_ahead => Attempt::Held,
         // A downgrade, or a new group: either way one holder, a new token.
         Slot::Held(_) | Slot::Free => {
+            // A downgrade continues the exclusive hold.
+            let since = match &slot {
+                Slot::Held(lock) => lock.since(),
+                _ => now.mono,
+            };
             let downgrade = !matches!(slot, Slot::Free);
             let Some(token) = COUNTER.issue(req.fence) else {
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: now.mono.saturating_add(req.ttl_ms) });
+            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: now.mono.saturating_add(req.ttl_ms), since });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
@@ -315,7 +320,9 @@ fn try_shared(
                 Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
-                    if !Exclusive::new(owner, token, lease).is_some_and(|lock| value::store(key, lock)) {
+                    // An upgrade continues the shared hold.
+                    let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
+                    if !Exclusive::new(owner, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
                         return Attempt::Failed(c"ERR could not store the lock");
                     }
                     if !key.expire_at(lease.mirror) {

@@ -22,7 +22,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     if rm!(RedisModule_InfoAddSection(ctx, std::ptr::null()) else crate::api::ERR) != crate::api::OK {
         return;
     }
-    let counters: [(&CStr, &stats::Counter); 19] = [
+    let counters: [(&CStr, &stats::Counter); 21] = [
         (c"acquire_granted_new", &stats::ACQUIRE_NEW),
         (c"acquire_granted_regrant", &stats::ACQUIRE_REGRANT),
         (c"acquire_granted_handoff", &stats::WAIT_GRANTED),
@@ -42,6 +42,8 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
         (c"locks_evicted", &stats::LOCKS_EVICTED),
         (c"locks_expired_by_clock_step", &stats::KEPT_AFTER_CLOCK_STEP),
         (c"locks_restored", &stats::LOCKS_RESTORED),
+        (c"session_releases", &stats::SESSION_RELEASES),
+        (c"session_delays", &stats::SESSION_DELAYS),
     ];
     for (name, counter) in counters {
         field(ctx, name, counter.get());
@@ -52,6 +54,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"locks_evictable", i64::from(locks_evictable()));
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
+    field(ctx, c"session_holds", crate::session::bound());
     field(ctx, c"quarantine_ms_left", quarantine::remaining_ms().unwrap_or(0));
     field(ctx, c"highest_token", COUNTER.current());
     field(ctx, c"max_ttl_ms", config::max_ttl());

@@ -13,6 +13,7 @@
 //! - the glue, in the order it depends on itself:
 //!   - commands: `commands` (LOCK.ACQUIRE, RELEASE, EXTEND, INFO),
 //!     `info` (INFO redislock);
+//!   - ending the holds of a closed connection: `disconnect`;
 //!   - waiting: `waiters` (fair server-side waiting and the handoff),
 //!     `acl` (a waiter's rights, checked again when served);
 //!   - granting: `grants` (what a key holds and the grant made on it);
@@ -24,7 +25,8 @@
 //!     `audience` (whether anything receives what is propagated);
 //!   - the stored values: `value` (an exclusive lock, and reading and
 //!     storing values at a key), `group` (a lock held shared);
-//!   - the server's state: `quarantine` (the restart quarantine), `fencing`
+//!   - the server's state: `session` (holds bound to a connection),
+//!     `quarantine` (the restart quarantine), `fencing`
 //!     (the token counter), `writable` (whether the module may write
 //!     outside a client's command), `config`, `args` (command syntax),
 //!     `clock` (the monotonic clock), `stats`, `reentry`.
@@ -47,6 +49,7 @@ mod clock;
 mod commands;
 mod config;
 mod core;
+mod disconnect;
 mod edge;
 mod fencing;
 mod grants;
@@ -57,6 +60,7 @@ mod quarantine;
 mod realign;
 mod reentry;
 mod rescue;
+mod session;
 mod stats;
 mod value;
 mod waiters;

@@ -142,6 +142,23 @@ pub fn remirrored(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
 }
 
+/// `owner`'s hold was released by this server, not by a command (its
+/// connection closed, see `session`): it travels as the LOCK.RELEASE a
+/// client would have sent, which every replica and the AOF replay as such.
+pub fn released_by_server(ctx: Ctx, key: &Arg, owner: &[u8]) {
+    ctx.replicate_key_bytes(c"LOCK.RELEASE", key, owner);
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.release", key);
+}
+
+/// An exclusive lock's lease was cut short to end at `deadline_ms` (its
+/// holder's connection closed with a lock-delay, see `session`).
+pub fn cut_short(ctx: Ctx, key: &Arg, deadline_ms: i64) {
+    ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
+    ctx.signal_modified(key);
+    ctx.notify(c"lock.delay", key);
+}
+
 /// A lock was released (its key deleted) by the command being executed.
 pub fn released(ctx: Ctx, key: &Arg) {
     ctx.replicate_verbatim();
@@ -178,7 +195,7 @@ fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::A
             holder.token = req.token;
             holder.end = end;
         }
-        None => group.holding.holders.push(Holder { owner: req.owner.into(), token: req.token, end }),
+        None => group.holding.holders.push(Holder { owner: req.owner.into(), token: req.token, end, since: now.mono }),
     }
     group.mirrored(if shared.key_deadline_ms == 0 { crate::core::lease::NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
@@ -218,7 +235,7 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
         // wall-clock deadline read now; an AOF rewrite's form (0) is
         // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
         let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::clock::now()) } else { Lease::UNKNOWN };
-        if !Exclusive::new(req.owner, req.token, lease).is_some_and(|lock| value::store(&key, lock)) {
+        if !Exclusive::new(req.owner, req.token, lease, crate::clock::mono_ms()).is_some_and(|lock| value::store(&key, lock)) {
             return ctx.reply_error(c"ERR could not store the lock");
         }
         if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {

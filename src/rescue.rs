@@ -90,7 +90,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) {
     if !may_keep() {
         return;
     }
-    let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end };
+    let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end, since: lock.since() };
     removed(db, key, lock.lease(), vec![holder], None);
 }
 
@@ -178,7 +178,7 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
         None => {
             let Some(holder) = kept.holders.first() else { return };
             let lease = Lease { end: holder.end, mirror: NO_TTL }.remirrored(now);
-            (Exclusive::new(&holder.owner, holder.token, lease).is_some_and(|lock| value::store(key, lock)), lease.mirror)
+            (Exclusive::new(&holder.owner, holder.token, lease, holder.since).is_some_and(|lock| value::store(key, lock)), lease.mirror)
         }
         Some(limit) => {
             let mut restored = Group::new(Group::kind_of_limit(limit));
@@ -215,8 +215,8 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
 pub struct Peek<'a> {
     /// `None`: exclusive; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
-    /// Owner, token and lease left of each holder still running.
-    pub holders: Vec<(&'a [u8], Token, Left)>,
+    /// Owner, token, lease left and start of each holder still running.
+    pub holders: Vec<(&'a [u8], Token, Left, i64)>,
 }
 
 /// For LOCK.INFO: the holders of a kept lock, without putting it back
@@ -227,8 +227,8 @@ pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(Peek<'_>) -> R) -
         let holders: Vec<_> = kept
             .holders
             .iter()
-            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now)))
-            .filter(|(_, _, left)| left.is_running())
+            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now), h.since))
+            .filter(|(_, _, left, _)| left.is_running())
             .collect();
         (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders }))
     })

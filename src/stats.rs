@@ -53,6 +53,12 @@ pub static KEPT_AFTER_CLOCK_STEP: Counter = Counter::new();
 /// Kept locks put back into the keyspace.
 pub static LOCKS_RESTORED: Counter = Counter::new();
 
+/// Session-bound holds released because their connection closed.
+pub static SESSION_RELEASES: Counter = Counter::new();
+/// Session-bound holds whose lease was cut to their lock-delay because
+/// their connection closed.
+pub static SESSION_DELAYS: Counter = Counter::new();
+
 /// Lock values in memory: held locks, plus leases that ran out and that
 /// Redis has not reclaimed yet.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);

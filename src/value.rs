@@ -29,6 +29,9 @@ struct Header {
     token: Token,
     owner_len: usize,
     lease: Lease,
+    /// When the hold began (monotonic ms), for LOCK.INFO and INFO's
+    /// hold times; a re-grant continues it.
+    since: i64,
 }
 
 /// A lock value: token and owner in a single allocation, so a grant costs
@@ -43,7 +46,7 @@ impl Exclusive {
     }
 
     /// `None` only for an owner too large to allocate.
-    pub fn new(owner: &[u8], token: Token, lease: Lease) -> Option<Exclusive> {
+    pub fn new(owner: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
         let layout = Self::layout(owner.len())?;
         // SAFETY: the layout has a non-zero size (the header).
         let raw = unsafe { alloc(layout) }.cast::<Header>();
@@ -52,7 +55,7 @@ impl Exclusive {
         };
         // SAFETY: freshly allocated for a header plus `owner.len()` bytes.
         unsafe {
-            header.as_ptr().write(Header { token, owner_len: owner.len(), lease });
+            header.as_ptr().write(Header { token, owner_len: owner.len(), lease, since });
             ptr::copy_nonoverlapping(owner.as_ptr(), header.as_ptr().add(1).cast::<u8>(), owner.len());
         }
         crate::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -77,6 +80,11 @@ impl Exclusive {
     pub fn set_lease(&mut self, lease: Lease) {
         // SAFETY: as above.
         unsafe { self.0.as_mut().lease = lease }
+    }
+
+    pub fn since(&self) -> i64 {
+        // SAFETY: as above.
+        unsafe { self.0.as_ref().since }
     }
 
     pub fn owner(&self) -> &[u8] {
@@ -297,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_lock_keeps_owner_and_token_in_one_allocation() {
-        let mut lock = Exclusive::new(b"owner\0\xff", 42, Lease::UNKNOWN).expect("allocates");
+        let mut lock = Exclusive::new(b"owner\0\xff", 42, Lease::UNKNOWN, 0).expect("allocates");
         assert_eq!(lock.owner(), b"owner\0\xff");
         assert_eq!(lock.token(), 42);
         lock.set_token(43);
@@ -308,7 +316,7 @@ mod tests {
 
     #[test]
     fn a_raw_value_round_trips_and_borrows_without_freeing() {
-        let raw = Exclusive::new(b"me", 7, Lease::UNKNOWN).expect("allocates").into_raw();
+        let raw = Exclusive::new(b"me", 7, Lease::UNKNOWN, 0).expect("allocates").into_raw();
         // SAFETY: `raw` came from `into_raw` just above.
         unsafe {
             Exclusive::borrow(raw).expect("non-null").set_token(8);

@@ -51,6 +51,9 @@ struct Waiter {
     client: *mut RedisModuleBlockedClient,
     owner: HeldString,
     request: Request,
+    /// Its connection's id, when the hold it waits for is to be bound to
+    /// it (`SESSION`).
+    session_client: Option<u64>,
     /// The module timer that ends the wait (`WAIT 0`: none).
     deadline: Option<raw::RedisModuleTimerID>,
     /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
@@ -258,7 +261,8 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     });
     let due_mono_ms = clock::mono_ms().saturating_add(timeout_ms);
     let user = crate::acl::current_user(ctx);
-    let waiter = Waiter { client, owner: owner_held, request, deadline, due_mono_ms, user };
+    let session_client = request.session.map(|_| ctx.client_id());
+    let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, due_mono_ms, user };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
@@ -309,6 +313,10 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         }
         match try_acquire(ctx, key, key_name, Arg::of(&head.owner), &head.request, false, By::Handoff) {
             Attempt::Granted(token, _) => {
+                if head.request.session.is_some() || crate::session::bound() != 0 {
+                    let binding = head.request.session.zip(head.session_client).map(|(delay, client)| (client, delay));
+                    crate::session::granted(db, name, head.owner.bytes(), binding);
+                }
                 stats::WAIT_GRANTED.bump();
                 cause.counter().bump();
                 unblock_waiter(head, Outcome::Token(token));

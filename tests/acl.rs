@@ -228,6 +228,8 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
                     "holders integer token LIMIT flags optional",
                     "min-token integer token FENCE flags optional",
                     "timeout-ms integer token WAIT flags optional",
+                    "session pure-token token SESSION flags optional",
+                    "lock-delay-ms integer token DELAY flags optional",
                 ],
             ),
             ("lock.release", &["key key", "owner string"]),

@@ -356,9 +356,24 @@ fn info_missing_resp2_resp3_and_persist() {
             assert_eq!(items[10], Value::BulkString(b"limit".to_vec()));
             assert_eq!(items[11], Value::Nil);
             assert_eq!(items[12], Value::BulkString(b"holders".to_vec()));
+            let held = match &items[13] {
+                Value::Array(rows) => match rows.as_slice() {
+                    [Value::Array(row)] if row.len() == 5 => row[3].clone(),
+                    other => panic!("one holder row of 5 items, got {other:?}"),
+                },
+                other => panic!("holders must be an array, got {other:?}"),
+            };
+            let held_ms = int_of(&held, "held-ms");
+            assert!((0..10_000).contains(&held_ms), "alice has held the lock {held_ms} ms");
             assert_eq!(
                 items[13],
-                Value::Array(vec![Value::Array(vec![Value::BulkString(b"alice".to_vec()), Value::Int(t), items[5].clone()])])
+                Value::Array(vec![Value::Array(vec![
+                    Value::BulkString(b"alice".to_vec()),
+                    Value::Int(t),
+                    items[5].clone(),
+                    held,
+                    Value::Int(0)
+                ])])
             );
             assert_eq!(items[4], Value::BulkString(b"pttl".to_vec()));
             let p = int_of(&items[5], "pttl");

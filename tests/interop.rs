@@ -127,7 +127,13 @@ fn info_on_a_plain_string_resp2_and_resp3() {
             assert_eq!(items[9], Value::BulkString(b"exclusive".to_vec()), "a plain-string lock is exclusive");
             assert_eq!(
                 items[13],
-                Value::Array(vec![Value::Array(vec![Value::BulkString(b"alice".to_vec()), Value::Nil, items[5].clone()])])
+                Value::Array(vec![Value::Array(vec![
+                    Value::BulkString(b"alice".to_vec()),
+                    Value::Nil,
+                    items[5].clone(),
+                    Value::Nil,
+                    Value::Int(0)
+                ])])
             );
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));
             assert_eq!(items[1], Value::BulkString(b"alice".to_vec()));

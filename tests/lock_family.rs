@@ -223,14 +223,21 @@ fn opt_int(v: &Value, what: &str) -> Option<i64> {
 
 fn holder_row(v: &Value) -> HolderRow {
     match v {
-        Value::Array(items) if items.len() == 3 => {
+        Value::Array(items) if items.len() == 5 => {
             let owner = match &items[0] {
                 Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
                 other => panic!("LOCK.INFO holder owner must be a bulk string, got {other:?}"),
             };
-            (owner, opt_int(&items[1], "LOCK.INFO holder token"), int_of(&items[2], "LOCK.INFO holder pttl"))
+            let token = opt_int(&items[1], "LOCK.INFO holder token");
+            // Held-for is known for every module lock, never for a plain string.
+            let held = opt_int(&items[3], "LOCK.INFO holder held-ms");
+            assert_eq!(held.is_some(), token.is_some(), "held-ms of {owner}: {items:?}");
+            assert!(held.is_none_or(|ms| ms >= 0), "held-ms of {owner}: {items:?}");
+            let session = int_of(&items[4], "LOCK.INFO holder session");
+            assert!(session == 0 || session == 1, "session of {owner}: {items:?}");
+            (owner, token, int_of(&items[2], "LOCK.INFO holder pttl"))
         }
-        other => panic!("LOCK.INFO holder must be [owner, token, pttl], got {other:?}"),
+        other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session], got {other:?}"),
     }
 }
 

@@ -31,7 +31,7 @@ fn assert_moved(
     moved: &[(&str, i64)],
     what: &str,
 ) {
-    const GAUGES: [&str; 5] = ["locks", "clients_waiting", "keys_waited", "highest_token", "quarantine_ms_left"];
+    const GAUGES: [&str; 6] = ["locks", "clients_waiting", "keys_waited", "highest_token", "quarantine_ms_left", "session_holds"];
     for (field, was) in before {
         if GAUGES.contains(&field.as_str()) {
             continue;
@@ -131,6 +131,24 @@ fn each_counter_moves_with_what_it_counts() {
     wait_until(Duration::from_secs(10), "lazy-free threads freed every lock", || stat(&mut c, "locks") == 0);
     let last = grant(&mut c, "last", "a", 1000);
     assert_eq!(stat(&mut c, "highest_token"), last);
+
+    // Holds that end with their connection (SESSION), at once or after a
+    // lock-delay.
+    for (key, extra, counter) in [("bound", None, "session_releases"), ("delayed", Some("DELAY"), "session_delays")] {
+        let mut holder = server.conn();
+        step(&mut c, counter, &[("acquire_granted_new", 1), (counter, 1)], |c| {
+            let mut acq = cmd("LOCK.ACQUIRE");
+            acq.arg(key).arg("a").arg(60_000).arg("SESSION");
+            if let Some(delay) = extra {
+                acq.arg(delay).arg(50);
+            }
+            int_of(&ok_cmd(&mut holder, &acq), "token");
+            assert_eq!(stat(c, "session_holds"), 1);
+            drop(holder);
+            wait_until(Duration::from_secs(10), "the holder's disconnect handled", || stat(c, counter) == 1);
+            assert_eq!(stat(c, "session_holds"), 0);
+        });
+    }
 }
 
 #[test]

@@ -61,6 +61,9 @@ pub struct Holder<O> {
     pub token: Token,
     /// When the lease ends (monotonic ms; `lease::NO_END`).
     pub end: i64,
+    /// When the hold began (monotonic ms): a re-grant, a downgrade or an
+    /// upgrade continues it.
+    pub since: i64,
 }
 
 /// What a LOCK.ACQUIRE asks for, from its parsing through its wait in
@@ -75,6 +78,10 @@ pub struct Request {
     pub ttl_ms: i64,
     /// `FENCE`: the token granted must be at least this (0: none).
     pub fence: Token,
+    /// `SESSION [DELAY ms]`: the hold ends with the connection granted it,
+    /// `DELAY` ms after it closes (`Some(0)` without DELAY). The grant
+    /// rules do not depend on it; the glue binds the hold (`session`).
+    pub session: Option<i64>,
 }
 
 /// Why a request is refused outright (an error, not "held").
@@ -223,7 +230,7 @@ impl<O: PartialEq + Clone> Holding<O> {
         if self.is_free() {
             *self = Holding::free_for(req);
         }
-        self.holders.push(Holder { owner: owner.clone(), token, end });
+        self.holders.push(Holder { owner: owner.clone(), token, end, since: now });
         Outcome::Granted(token, Grant::New)
     }
 
@@ -246,6 +253,18 @@ impl<O: PartialEq + Clone> Holding<O> {
         let before = self.holders.len();
         self.holders.retain(|h| h.owner.borrow() != owner);
         self.holders.len() != before
+    }
+
+    /// Cuts `owner`'s running hold short to end at `end` (its connection
+    /// closed, with a lock-delay); its token if it was cut, `None` if it
+    /// holds nothing or ends by then anyway. Never lengthens a hold.
+    pub fn cut_short<Q: PartialEq + ?Sized>(&mut self, owner: &Q, end: i64, now: i64) -> Option<Token>
+    where
+        O: Borrow<Q>,
+    {
+        let holder = self.holders.iter_mut().find(|h| h.owner.borrow() == owner && h.end > now && end < h.end)?;
+        holder.end = end;
+        Some(holder.token)
     }
 
     /// Gives `owner`'s hold a lease of `ttl_ms` from `now`; its token if
@@ -322,7 +341,7 @@ mod tests {
     fn ask(owner: &'static str, mode: Mode, limit: Option<u32>) -> (&'static &'static str, Request) {
         static OWNERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
         let owner = OWNERS.iter().find(|o| **o == owner).expect("known owner");
-        (owner, Request { mode, limit, ttl_ms: 1_000, fence: 0 })
+        (owner, Request { mode, limit, ttl_ms: 1_000, fence: 0, session: None })
     }
 
     fn grant(
@@ -410,6 +429,20 @@ mod tests {
     }
 
     #[test]
+    fn a_hold_is_cut_short_never_lengthened() {
+        let mut issue = counter();
+        let mut l = Holding::free_for(&ask("a", Mode::Shared, None).1);
+        grant(&mut l, ask("a", Mode::Shared, None), 0, false, &mut issue);
+        grant(&mut l, ask("b", Mode::Shared, None), 0, false, &mut issue);
+        assert_eq!(l.cut_short(&"a", 2_000, 0), None, "ends at 1000 anyway");
+        assert_eq!(l.cut_short(&"a", 400, 0), Some(1));
+        assert_eq!(l.holder(&"a").map(|h| h.end), Some(400));
+        assert_eq!(l.holder(&"b").map(|h| h.end), Some(1_000), "the others keep their lease");
+        assert_eq!(l.cut_short(&"c", 10, 0), None);
+        assert_eq!(l.cut_short(&"a", 10, 500), None, "a hold that has ended");
+    }
+
+    #[test]
     fn a_regrant_keeps_its_token_unless_fence_asks_more() {
         let mut issue = counter();
         let mut l = Holding::free_for(&ask("a", Mode::Exclusive, None).1);
@@ -485,7 +518,7 @@ mod properties {
         }
 
         fn ask(&self, mode: Mode, ttl: i64) -> Request {
-            Request { mode, limit: self.limit, ttl_ms: ttl, fence: 0 }
+            Request { mode, limit: self.limit, ttl_ms: ttl, fence: 0, session: None }
         }
 
         fn granted(&mut self, owner: u8, mode: Mode, token: Token, how: Grant) {
@@ -620,11 +653,11 @@ mod one_holder_view {
             let view = match held {
                 None => OneHolder::Free,
                 Some((mine, token)) => {
-                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end: now + 1_000 });
+                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end: now + 1_000, since: 0 });
                     OneHolder::Held { mine, token }
                 }
             };
-            let req = Request { mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence };
+            let req = Request { mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence, session: None };
             let issue = |c: &mut i64| { let mut c = *c; move |min: Token| { let t = super::super::token::next_token(c, min)?; c = t; Some(t) } };
             let by_lock = lock.acquire(&me, &req, now, waiting_ahead, issue(&mut counter.clone()));
             let by_view = acquire_exclusive(view, fence, waiting_ahead, issue(&mut counter.clone()));
@@ -645,7 +678,7 @@ mod one_holder_view {
                 None => OneHolder::Free,
                 Some((mine, token, running)) => {
                     let end = if running { now + 1_000 } else { now };
-                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end });
+                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end, since: 0 });
                     // The glue sees an ended lease as a free key.
                     if running { OneHolder::Held { mine, token } } else { OneHolder::Free }
                 }

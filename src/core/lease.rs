@@ -54,6 +54,13 @@ pub struct Lease {
 impl Lease {
     pub const UNKNOWN: Lease = Lease { end: UNKNOWN, mirror: NO_TTL };
 
+    /// This lease cut short to end at `end` (monotonic; its holder's
+    /// connection closed, with a lock-delay): `None` when it ends by then
+    /// anyway. A lease is never lengthened this way.
+    pub fn cut_to(self, end: i64, now: Now) -> Option<Lease> {
+        (end < self.end).then(|| Lease::starting(now, end.saturating_sub(now.mono)))
+    }
+
     /// A lease of `ttl_ms` from `now`; its mirror is the wall deadline.
     pub fn starting(now: Now, ttl_ms: i64) -> Lease {
         Lease { end: now.mono.saturating_add(ttl_ms), mirror: now.wall.saturating_add(ttl_ms) }
@@ -203,6 +210,16 @@ mod tests {
         let stepped = at(T0, 10_000, 60_000);
         assert_eq!(lease.remirrored(stepped), Lease { end: lease.end, mirror: stepped.wall + 20_000 });
         assert_eq!(Lease::until(None, T0).remirrored(stepped), Lease::until(None, T0));
+    }
+
+    #[test]
+    fn a_lease_is_cut_short_never_lengthened() {
+        let lease = Lease::starting(T0, 30_000);
+        let cut = lease.cut_to(T0.mono + 500, T0).expect("shorter");
+        assert_eq!(cut, Lease { end: T0.mono + 500, mirror: T0.wall + 500 });
+        assert_eq!(lease.cut_to(T0.mono + 30_000, T0), None);
+        assert_eq!(lease.cut_to(T0.mono + 40_000, T0), None);
+        assert_eq!(Lease { end: NO_END, mirror: NO_TTL }.cut_to(T0.mono, T0).map(|l| l.end), Some(T0.mono));
     }
 
     #[test]

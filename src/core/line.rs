@@ -201,7 +201,7 @@ mod properties {
     impl Run {
         fn request(&self, mode: Mode) -> Request {
             let mode = if self.limit.is_some() { Mode::Shared } else { mode };
-            Request { mode, limit: self.limit, ttl_ms: 300, fence: 0 }
+            Request { mode, limit: self.limit, ttl_ms: 300, fence: 0, session: None }
         }
 
         /// `waiters::serve` in miniature: the same `serve`, each head
@@ -214,7 +214,7 @@ mod properties {
                 || line.borrow_mut().take_head(),
                 |head| {
                     let mode = if limit.is_some() { Mode::Shared } else { head.mode };
-                    let req = Request { mode, limit, ttl_ms: 300, fence: 0 };
+                    let req = Request { mode, limit, ttl_ms: 300, fence: 0, session: None };
                     let issue = |min: Token| {
                         *counter = (*counter + 1).max(min);
                         Some(*counter)
@@ -314,7 +314,7 @@ mod properties {
         ) {
             let mut run = Run {
                 limit,
-                holding: Holding::free_for(&Request { mode: Mode::Exclusive, limit, ttl_ms: 300, fence: 0 }),
+                holding: Holding::free_for(&Request { mode: Mode::Exclusive, limit, ttl_ms: 300, fence: 0, session: None }),
                 line: RefCell::new(Line::default()),
                 now: 0,
                 counter: 0,
@@ -334,7 +334,7 @@ mod properties {
         /// exclusive one, which holds the rest back.
         #[test]
         fn shared_heads_go_together_up_to_an_exclusive_one(before in 0usize..5, after in 1usize..5) {
-            let shared = Request { mode: Mode::Shared, limit: None, ttl_ms: 300, fence: 0 };
+            let shared = Request { mode: Mode::Shared, limit: None, ttl_ms: 300, fence: 0, session: None };
             let mut holding: Holding<u8> = Holding::free_for(&shared);
             let mut counter = 0;
             let mut issue = |min: Token| { counter = (counter + 1).max(min); Some(counter) };

@@ -91,7 +91,7 @@ unsafe extern "C" fn copy(_from: *mut RedisModuleString, _to: *mut RedisModuleSt
     if let Some(group) = Group::borrow(value.cast_mut()) {
         return Box::new(group.duplicate()).into_raw();
     }
-    match Exclusive::borrow(value.cast_mut()).and_then(|lock| Exclusive::new(lock.owner(), lock.token(), lock.lease())) {
+    match Exclusive::borrow(value.cast_mut()).and_then(|lock| Exclusive::new(lock.owner(), lock.token(), lock.lease(), lock.since())) {
         Some(copy) => copy.into_raw(),
         None => ptr::null_mut(),
     }
@@ -298,7 +298,8 @@ unsafe fn load_lock(rdb: *mut RedisModuleIO) -> Option<Exclusive> {
     let owner = std::slice::from_raw_parts(p.cast::<u8>(), len);
     let token = rm!(RedisModule_LoadSigned(rdb) else 0);
     // The lease is the key's TTL, which Redis loads beside the value.
-    let lock = if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Exclusive::new(owner, token, Lease::UNKNOWN) };
+    let lock =
+        if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Exclusive::new(owner, token, Lease::UNKNOWN, clock::mono_ms()) };
     rm!(RedisModule_Free(p.cast()) else ());
     lock
 }
@@ -332,7 +333,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
             return None;
         }
         let at = (deadline != 0).then_some(deadline);
-        holders.push(Holder { owner, token, end: Lease::until(at, now).end });
+        holders.push(Holder { owner, token, end: Lease::until(at, now).end, since: now.mono });
     }
     if !quarantine::loading() {
         let highest = holders.iter().map(|h| h.token).max().unwrap_or(0);

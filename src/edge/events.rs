@@ -1,6 +1,6 @@
 //! Every server event the module listens to, in one place: forks, role
 //! changes, loading, shutdown, configuration changes, FLUSHDB/FLUSHALL and
-//! SWAPDB, the server's cron, evictions (a keyspace event) and every
+//! SWAPDB, the server's cron, client disconnects, evictions (a keyspace event) and every
 //! command before it runs (a command filter). Each callback only tells the
 //! glue what happened; the glue decides what it means.
 
@@ -14,7 +14,7 @@ use crate::api::{self, rm, Ctx, RedisModuleCtx, RedisModuleString};
 use crate::clock::{self, StepDetector};
 use crate::fencing::COUNTER;
 use crate::quarantine::Load;
-use crate::{audience, quarantine, realign, reentry, rescue, value, waiters, writable};
+use crate::{audience, disconnect, quarantine, realign, reentry, rescue, session, value, waiters, writable};
 
 type Callback = unsafe extern "C" fn(*mut RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
 
@@ -22,7 +22,7 @@ type Callback = unsafe extern "C" fn(*mut RedisModuleCtx, raw::RedisModuleEvent,
 pub fn subscribe(ctx: Ctx) -> bool {
     // One callback per event and module: where several parts of the glue
     // care about an event, its callback tells each.
-    let events: [(u64, Callback); 8] = [
+    let events: [(u64, Callback); 9] = [
         (raw::REDISMODULE_EVENT_FORK_CHILD, on_fork),
         (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, on_role_changed),
         (raw::REDISMODULE_EVENT_LOADING, on_loading),
@@ -31,6 +31,7 @@ pub fn subscribe(ctx: Ctx) -> bool {
         (raw::REDISMODULE_EVENT_FLUSHDB, on_dataset_event),
         (raw::REDISMODULE_EVENT_SWAPDB, on_dataset_event),
         (raw::REDISMODULE_EVENT_CRON_LOOP, on_cron),
+        (raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client_change),
     ];
     for (id, callback) in events {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
@@ -62,6 +63,7 @@ unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::Red
     } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
         writable::set_replica(true);
         waiters::demoted();
+        session::forget_all();
     }
 }
 
@@ -105,6 +107,17 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, event: raw::Red
         }
     }
     waiters::dataset_changed();
+}
+
+/// A client connected or disconnected: a disconnect ends the holds bound
+/// to its connection (`SESSION`).
+unsafe extern "C" fn on_client_change(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, data: *mut c_void) {
+    if sub != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED || session::bound() == 0 {
+        return;
+    }
+    if let Some(client) = data.cast::<raw::RedisModuleClientInfo>().as_ref() {
+        disconnect::closed(client.id);
+    }
 }
 
 /// The wall clock's offset from the monotonic clock, as last seen.

@@ -63,7 +63,7 @@ const STRING: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_RE
 const INTEGER: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
 const UNIX_TIME: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
 
-const ACQUIRE_ARGS: [ArgDoc; 7] = [
+const ACQUIRE_ARGS: [ArgDoc; 9] = [
     arg(c"key", KEY),
     arg(c"owner", STRING),
     arg(c"ttl-ms", INTEGER),
@@ -71,6 +71,8 @@ const ACQUIRE_ARGS: [ArgDoc; 7] = [
     option(c"LIMIT", c"holders", INTEGER),
     option(c"FENCE", c"min-token", INTEGER),
     option(c"WAIT", c"timeout-ms", INTEGER),
+    flag(c"SESSION", c"session"),
+    option(c"DELAY", c"lock-delay-ms", INTEGER),
 ];
 const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
 const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
@@ -103,7 +105,7 @@ fn command_table() -> [Command; 5] {
         // is O(1) and returns at once, also when the client then waits.
         command!(c"lock.acquire", commands::acquire, c"write deny-oom fast blocking",
             arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast blocking",
-            summary: c"Takes a lock (exclusive, SHARED, or a permit of a SHARED LIMIT semaphore) for an owner with a lease, or waits in line (WAIT); replies the fencing token",
+            summary: c"Takes a lock (exclusive, SHARED, or a permit of a SHARED LIMIT semaphore) for an owner with a lease, or waits in line (WAIT), optionally bound to the connection (SESSION); replies the fencing token",
             complexity: c"O(1)", args: &ACQUIRE_ARGS),
         command!(c"lock.release", commands::release, c"write fast",
             arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, acl: c"write fast",

@@ -750,12 +750,18 @@ pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
         Value::Array(holders) => {
             assert_eq!(holders.len(), 1, "an exclusive lock has one holder: {fields:?}");
             match &holders[0] {
-                Value::Array(h) if h.len() == 3 => {
+                Value::Array(h) if h.len() == 5 => {
+                    // Held-for is known for a module lock, not for a plain string.
+                    match (&h[1], &h[3]) {
+                        (Value::Nil, held) => assert_eq!(held, &Value::Nil, "a plain string's held-ms: {fields:?}"),
+                        (_, held) => assert!(int_of(held, "holder held-ms") >= 0, "held-ms: {fields:?}"),
+                    }
+                    assert!(matches!(h[4], Value::Int(0 | 1)), "session flag: {fields:?}");
                     assert_eq!(bulk(&h[0], "holder owner"), owner, "{fields:?}");
                     assert_eq!(token_of(&h[1]), token, "{fields:?}");
                     assert_eq!(int_of(&h[2], "holder pttl"), pttl, "{fields:?}");
                 }
-                other => panic!("LOCK.INFO holder must be [owner, token, pttl], got {other:?}"),
+                other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session], got {other:?}"),
             }
         }
         other => panic!("LOCK.INFO holders must be an array, got {other:?}"),

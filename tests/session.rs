@@ -1,0 +1,359 @@
+//! `LOCK.ACQUIRE ... SESSION [DELAY ms]`: holds that end with the
+//! connection that was granted them, a lock-delay past the disconnect,
+//! and the lease alone without SESSION.
+//!
+//! Connections are closed the ways a holder dies: a `redis-cli` killed
+//! with SIGKILL, a dropped connection, CLIENT KILL. Whether the module has
+//! handled a disconnect is learnt from an event (a waiter's reply, a
+//! sentinel hold released in the same pass, INFO counters), never from a
+//! sleep.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::{Connection, Value};
+
+/// `LOCK.ACQUIRE key owner ttl [extra...]`.
+fn acq(key: &str, owner: &str, ttl: i64, extra: &[&str]) -> redis::Cmd {
+    let mut c = cmd("LOCK.ACQUIRE");
+    c.arg(key).arg(owner).arg(ttl);
+    for e in extra {
+        c.arg(*e);
+    }
+    c
+}
+
+/// A waiter blocked on `key` on its own connection (its reply read later).
+fn wait_for(s: &Server, key: &str, owner: &str, ttl: i64, wait_ms: i64) -> Connection {
+    let mut c = s.conn();
+    send_cmd(&mut c, &acq(key, owner, ttl, &["WAIT", &wait_ms.to_string()]));
+    c
+}
+
+/// A `redis-cli` holding `key` for `owner` (its stdin kept open, so it
+/// stays connected until killed).
+struct Cli {
+    child: Child,
+}
+
+impl Cli {
+    fn acquire(s: &Server, key: &str, owner: &str, ttl: i64, extra: &str) -> (Cli, i64) {
+        let mut child = Command::new(redis_cli())
+            .args(["-h", "127.0.0.1", "-p", &s.port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-cli");
+        let mut stdin = child.stdin.take().expect("redis-cli stdin");
+        writeln!(stdin, "LOCK.ACQUIRE {key} {owner} {ttl} {extra}").expect("write to redis-cli");
+        stdin.flush().expect("flush redis-cli");
+        // Kept open: redis-cli reads on and stays connected.
+        std::mem::forget(stdin);
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().expect("redis-cli stdout")).read_line(&mut line).expect("redis-cli reply");
+        let token = line.trim().parse().unwrap_or_else(|_| panic!("redis-cli got no token: {line:?}"));
+        (Cli { child }, token)
+    }
+
+    /// SIGKILL, as a crashed holder.
+    fn kill9(&mut self) {
+        self.child.kill().expect("kill -9 redis-cli");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// redis-cli beside the server binary the tests run (Debian's by default).
+fn redis_cli() -> std::path::PathBuf {
+    let server = server_binary();
+    let beside = server.with_file_name("redis-cli");
+    if beside.exists() {
+        beside
+    } else {
+        "redis-cli".into()
+    }
+}
+
+fn counter(c: &mut Connection, field: &str) -> i64 {
+    info_field_i64(c, "redislock", &format!("redislock_{field}"))
+}
+
+/// The waiter's reply: its token, and how long after `since` it came.
+fn granted_after(waiter: &mut Connection, since: Instant) -> (i64, Duration) {
+    let reply = recv_reply(waiter, "the waiter's LOCK.ACQUIRE").expect("a token");
+    (int_of(&reply, "waiter token"), since.elapsed())
+}
+
+/// One holder row of LOCK.INFO: owner, held-ms, session flag.
+fn holder_rows(c: &mut Connection, key: &str) -> Vec<(String, i64, i64)> {
+    let fields = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key))).unwrap_or_default();
+    let Some((_, Value::Array(rows))) = fields.into_iter().nth(6) else { return Vec::new() };
+    rows.into_iter()
+        .map(|row| match row {
+            Value::Array(r) if r.len() == 5 => match &r[0] {
+                Value::BulkString(o) => (String::from_utf8_lossy(o).into_owned(), int_of(&r[3], "held-ms"), int_of(&r[4], "session")),
+                other => panic!("owner {other:?}"),
+            },
+            other => panic!("holder row {other:?}"),
+        })
+        .collect()
+}
+
+/// A 30 s lock whose holder (a redis-cli) is killed -9 goes to its waiter
+/// at once with SESSION; without it, the waiter waits for the lease.
+#[test]
+fn a_killed_holder_hands_over_at_once_only_with_session() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let (mut holder, token) = Cli::acquire(&s, "job", "a", 30_000, "SESSION");
+    let rows = holder_rows(&mut c, "job");
+    assert_eq!(rows.iter().map(|(o, _, session)| (o.as_str(), *session)).collect::<Vec<_>>(), [("a", 1)], "bound to its connection");
+    let mut w = wait_for(&s, "job", "b", 30_000, 20_000);
+    wait_waiters(&mut c, b"job", 1);
+    let killed = Instant::now();
+    holder.kill9();
+    let (next, after) = granted_after(&mut w, killed);
+    assert!(next > token);
+    assert!(after < Duration::from_millis(1_000), "granted {after:?} after the kill, with a 30 s lease left");
+    assert_eq!(counter(&mut c, "session_releases"), 1);
+    assert_eq!(counter(&mut c, "session_holds"), 0);
+
+    // Without SESSION the lease alone decides: a 3 s lease.
+    let (mut holder, _) = Cli::acquire(&s, "plain", "a", 3_000, "");
+    let mut w = wait_for(&s, "plain", "b", 30_000, 20_000);
+    wait_waiters(&mut c, b"plain", 1);
+    let killed = Instant::now();
+    holder.kill9();
+    let (_, after) = granted_after(&mut w, killed);
+    assert!(after >= Duration::from_millis(2_500), "granted {after:?} after the kill of a holder without SESSION");
+    assert_eq!(counter(&mut c, "session_releases"), 1, "no session release without SESSION");
+}
+
+/// DELAY keeps the lock held that long past the disconnect, then it goes
+/// to the waiter; the lease is cut to the delay (PTTL shows it).
+#[test]
+fn the_lock_delay_holds_the_lock_past_the_disconnect() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut holder = s.conn();
+    int_of(&ok_cmd(&mut holder, &acq("job", "a", 30_000, &["SESSION", "DELAY", "800"])), "token");
+    let mut w = wait_for(&s, "job", "b", 30_000, 20_000);
+    wait_waiters(&mut c, b"job", 1);
+    let dropped = Instant::now();
+    drop(holder);
+    wait_until(Duration::from_secs(5), "the lease cut to the delay", || counter(&mut c, "session_delays") == 1);
+    let left = pttl(&mut c, b"job");
+    assert!((0..=800).contains(&left), "PTTL {left} after the cut");
+    let (_, after) = granted_after(&mut w, dropped);
+    assert!(after >= Duration::from_millis(795), "granted {after:?} after the disconnect, inside the 800 ms lock-delay");
+    assert!(after < Duration::from_millis(800 + 2_000), "granted {after:?} after the disconnect");
+    assert_eq!(counter(&mut c, "session_releases"), 0, "a lock-delay ends by the lease, not a release");
+}
+
+/// A sentinel: a session hold on `key` whose connection closes in the
+/// same pass as the ones under test, so its release says the pass ran.
+fn sentinel(s: &Server, key: &str) -> Connection {
+    let mut c = s.conn();
+    int_of(&ok_cmd(&mut c, &acq(key, "sentinel", 30_000, &["SESSION"])), "sentinel token");
+    c
+}
+
+fn kill_client(control: &mut Connection, id: i64) {
+    assert_eq!(int_of(&ok_cmd(control, cmd("CLIENT").arg("KILL").arg("ID").arg(id)), "CLIENT KILL"), 1);
+}
+
+/// A re-grant to the same owner on another connection moves the binding
+/// there, a re-grant without SESSION binds it to nothing, and a release
+/// by owner from anywhere ends it: closing the first connection then
+/// frees nothing.
+#[test]
+fn a_regrant_elsewhere_moves_the_binding_and_a_release_ends_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut first = s.conn();
+    let mut second = s.conn();
+    let t = int_of(&ok_cmd(&mut first, &acq("moved", "a", 30_000, &["SESSION"])), "token");
+    assert_eq!(int_of(&ok_cmd(&mut second, &acq("moved", "a", 30_000, &["SESSION"])), "re-grant"), t, "a re-grant keeps its token");
+    int_of(&ok_cmd(&mut first, &acq("unbound", "a", 30_000, &["SESSION"])), "token");
+    int_of(&ok_cmd(&mut second, &acq("unbound", "a", 30_000, &[])), "re-grant without SESSION");
+    assert_eq!(holder_rows(&mut c, "unbound")[0].2, 0, "a re-grant without SESSION is bound to nothing");
+    int_of(&ok_cmd(&mut first, &acq("released", "a", 30_000, &["SESSION"])), "token");
+    assert_eq!(release(&mut c, b"released", b"a"), 1, "a release by owner from another connection");
+    int_of(&ok_cmd(&mut first, &acq("released", "b", 30_000, &[])), "another owner takes it");
+    assert_eq!(counter(&mut c, "session_holds"), 1, "only the moved hold is bound");
+
+    let mut watch = sentinel(&s, "sentinel");
+    let (first_id, watch_id) = (client_id(&mut first), client_id(&mut watch));
+    kill_client(&mut c, first_id);
+    kill_client(&mut c, watch_id);
+    wait_until(Duration::from_secs(5), "the sentinel's release", || !exists(&mut c, b"sentinel"));
+    assert!(exists(&mut c, b"moved"), "the hold moved to the second connection");
+    assert_eq!(holder_rows(&mut c, "moved")[0].2, 1);
+    assert!(exists(&mut c, b"unbound"), "a hold bound to nothing stays");
+    assert_eq!(info(&mut c, b"released").expect("held").owner, b"b", "another owner's lock is left alone");
+
+    let second_id = client_id(&mut second);
+    kill_client(&mut c, second_id);
+    wait_until(Duration::from_secs(5), "the moved hold's release", || !exists(&mut c, b"moved"));
+    assert_eq!(counter(&mut c, "session_releases"), 2, "the sentinel and the moved hold");
+}
+
+/// Readers and permits end with their own connection only: the others
+/// keep holding, and the line moves when they leave.
+#[test]
+fn shared_and_permit_holds_end_with_their_connection() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut r1 = s.conn();
+    let mut r2 = s.conn();
+    int_of(&ok_cmd(&mut r1, &acq("rw", "r1", 30_000, &["SHARED", "SESSION"])), "r1");
+    int_of(&ok_cmd(&mut r2, &acq("rw", "r2", 30_000, &["SHARED"])), "r2");
+    let mut writer = wait_for(&s, "rw", "w", 30_000, 20_000);
+    wait_waiters(&mut c, b"rw", 1);
+    let id = client_id(&mut r1);
+    kill_client(&mut c, id);
+    wait_until(Duration::from_secs(5), "r1's release", || counter(&mut c, "session_releases") == 1);
+    let owners: Vec<String> = holder_rows(&mut c, "rw").into_iter().map(|(o, _, _)| o).collect();
+    assert_eq!(owners, ["r2"], "r2 still holds; the writer still waits");
+    assert_eq!(waiters(&mut c, b"rw"), 1);
+    assert_eq!(release(&mut r2, b"rw", b"r2"), 1);
+    int_of(&recv_reply(&mut writer, "the writer").expect("token"), "writer token");
+
+    // A semaphore of 2: a permit with a lock-delay frees after it.
+    let mut p1 = s.conn();
+    let mut p2 = s.conn();
+    int_of(&ok_cmd(&mut p1, &acq("sem", "p1", 30_000, &["SHARED", "LIMIT", "2", "SESSION", "DELAY", "300"])), "p1");
+    int_of(&ok_cmd(&mut p2, &acq("sem", "p2", 30_000, &["SHARED", "LIMIT", "2"])), "p2");
+    let mut p3 = s.conn();
+    send_cmd(&mut p3, &acq("sem", "p3", 30_000, &["SHARED", "LIMIT", "2", "WAIT", "20000"]));
+    wait_waiters(&mut c, b"sem", 1);
+    let dropped = Instant::now();
+    drop(p1);
+    let (_, after) = granted_after(&mut p3, dropped);
+    assert!(after >= Duration::from_millis(295), "p3 had p1's permit {after:?} after the disconnect, inside the delay");
+    let owners: Vec<String> = holder_rows(&mut c, "sem").into_iter().map(|(o, _, _)| o).collect();
+    assert_eq!(owners.len(), 2, "never over the limit: {owners:?}");
+    assert!(owners.contains(&"p2".to_string()) && owners.contains(&"p3".to_string()), "{owners:?}");
+}
+
+/// A release the module makes for a closed connection reaches a replica
+/// as a release.
+#[test]
+fn a_session_release_replicates() {
+    let master = Server::start();
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let mut holder = master.conn();
+    int_of(&ok_cmd(&mut holder, &acq("job", "a", 30_000, &["SESSION"])), "token");
+    int_of(&ok_cmd(&mut holder, &acq("rw", "a", 30_000, &["SHARED", "SESSION", "DELAY", "400"])), "token");
+    int_of(&ok_cmd(&mut m, &acq("rw", "b", 30_000, &["SHARED"])), "token");
+    wait1(&mut m);
+    assert!(info(&mut r, b"job").is_some(), "the replica has the lock");
+    drop(holder);
+    wait_until(Duration::from_secs(5), "the release on the master", || !exists(&mut m, b"job"));
+    wait_until(Duration::from_secs(5), "the release on the replica", || !exists(&mut r, b"job"));
+    // The cut lease reached the replica too: a's hold ends there within the delay.
+    wait_until(Duration::from_secs(5), "a's shared hold ended on the replica", || {
+        holder_rows(&mut r, "rw").iter().all(|(o, _, _)| o != "a")
+    });
+    assert_eq!(holder_rows(&mut r, "rw").len(), 1, "b keeps its hold on the replica");
+}
+
+/// SESSION and DELAY are checked like every option.
+#[test]
+fn bad_session_options_are_refused_clearly() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let cases: [(&[&str], &str); 5] = [
+        (&["DELAY", "100"], "ERR syntax error: DELAY needs SESSION"),
+        (&["SESSION", "DELAY", "-1"], "ERR DELAY must be an integer from 0 to redislock.max-ttl"),
+        (&["SESSION", "DELAY", "3600001"], "ERR DELAY must be an integer from 0 to redislock.max-ttl"),
+        (&["SESSION", "SESSION"], "ERR SESSION given more than once"),
+        (&["SESSION", "DELAY"], "ERR DELAY needs milliseconds"),
+    ];
+    for (extra, expected) in cases {
+        let e = expect_err(&mut c, &acq("k", "a", 1_000, extra));
+        assert!(e.starts_with(expected), "{extra:?}: {e}");
+    }
+    let e = expect_err(&mut c, cmd("EVAL").arg("return redis.call('LOCK.ACQUIRE', 'k', 'a', 1000, 'SESSION')").arg(0));
+    assert!(e.contains("SESSION is not allowed in scripts"), "{e}");
+    assert!(!exists(&mut c, b"k"), "nothing was granted");
+}
+
+/// Holders come and go with SESSION, some released, some crashed (their
+/// connection dropped or killed mid-hold): every grant finds the fenced
+/// resource free and tokens only rise.
+#[test]
+fn sessions_never_let_two_holders_in() {
+    let s = Server::start();
+    let resource = Arc::new(Mutex::new((None::<usize>, 0i64, 0usize, 0usize)));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let workers: Vec<_> = (0..6)
+        .map(|me| {
+            let (s_port, resource) = (s.port, Arc::clone(&resource));
+            std::thread::spawn(move || {
+                let url = format!("redis://127.0.0.1:{s_port}/");
+                let client = redis::Client::open(url).expect("client");
+                let mut control = client.get_connection().expect("control");
+                let mut round = 0u64;
+                while Instant::now() < deadline {
+                    round += 1;
+                    let mut c = client.get_connection().expect("connect");
+                    let owner = format!("w{me}");
+                    let reply = redis::cmd("LOCK.ACQUIRE")
+                        .arg("job")
+                        .arg(&owner)
+                        .arg(5_000)
+                        .arg("WAIT")
+                        .arg(4_000)
+                        .arg("SESSION")
+                        .query::<Option<i64>>(&mut c);
+                    let Ok(Some(token)) = reply else { continue };
+                    {
+                        let mut r = resource.lock().unwrap_or_else(|p| p.into_inner());
+                        if r.0.is_some() {
+                            r.2 += 1; // an overlap
+                        }
+                        assert!(token > r.1, "token {token} after {}", r.1);
+                        *r = (Some(me), token, r.2, r.3 + 1);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    // The holder stops writing before it ends: released, or dead.
+                    resource.lock().unwrap_or_else(|p| p.into_inner()).0 = None;
+                    match round % 3 {
+                        0 => drop(c),
+                        1 => {
+                            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).expect("CLIENT ID");
+                            let _: redis::RedisResult<i64> = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut control);
+                        }
+                        _ => {
+                            let _: i64 = redis::cmd("LOCK.RELEASE").arg("job").arg(&owner).query(&mut c).expect("release");
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let r = resource.lock().unwrap_or_else(|p| p.into_inner());
+    assert_eq!(r.2, 0, "overlapping holds");
+    assert!(r.3 >= 30, "only {} holds in 3 s", r.3);
+    let mut c = s.conn();
+    assert!(counter(&mut c, "session_releases") > 0, "crashed holders were released by their session");
+}
