@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel run install uninstall test test-all lint bench redlock-up redlock-down clean
+.PHONY: all deps build wheel node run install uninstall test test-all lint bench bench-node redlock-up redlock-down clean
 
 all: build
 
@@ -24,13 +24,19 @@ deps:
 	@scripts/install-servers.sh $(TEST_SERVERS)
 
 # The Python binding (python/) is built by maturin, with its own profile:
-# `make wheel`, or `pip install ./python`.
+# `make wheel`, or `pip install ./python`; the Node.js one (node/) by its
+# own script: `make node`, or `npm install ./node`.
 build: deps
-	cargo build --release --workspace --exclude redislock-python
+	cargo build --release --workspace --exclude redislock-python --exclude redislock-node
 
 # A wheel of the Python package in target/wheels (pip fetches maturin).
 wheel: build
 	python3 -m pip wheel --no-deps --wheel-dir target/wheels ./python
+
+# The Node.js package in node/: the addon built into node/redislock.node,
+# ready for `npm install <checkout>/node` (or `npm pack` in node/).
+node:
+	npm --prefix node run build
 
 $(MODULE): build
 
@@ -73,7 +79,8 @@ test-all: build
 # contended waiting against the polling loop (benches/contended.rs), the
 # quorum client against rslock on five servers (client/benches/quorum.rs), then
 # ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh), then
-# the Python package against Pottery's Redlock on five servers (benches/python.sh).
+# the Python package against Pottery's Redlock on five servers (benches/python.sh),
+# the Node.js package against node-redlock on five servers (benches/node.sh).
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
@@ -81,6 +88,11 @@ bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench quorum
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/node.sh
+
+# The Node.js package against node-redlock alone (benches/node.sh).
+bench-node: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/node.sh
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
 # Redlock quorum client; state and logs under .run/<port>. Up returns when

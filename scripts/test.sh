@@ -10,6 +10,8 @@
 #   quickstart   README's quick start, run as written (scripts/quickstart.py)
 #   python       the Python package (python/, PyO3) and its pytest suite
 #                (scripts/test-python.sh; its own virtualenv in target/)
+#   node         the Node.js package (node/, napi-rs) and its node:test suite
+#                (scripts/test-node.sh)
 #   examples     examples/ (redis-py, redis-cli, ioredis) on one server
 #                (scripts/test-examples.sh; a missing toolchain is skipped)
 #   lint         rustfmt and clippy -D warnings on the workspace
@@ -59,9 +61,9 @@ run_suite() {
   # pytest's closing "1 failed, 69 passed in 11.3s" (with -q, no border).
   local pytest_line
   pytest_line=$(grep -E '^=* *[0-9]+ (passed|failed)[^;]* in [0-9.]+s' "$log" | tail -n 1)
-  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |lint: |docs: )[0-9]+ passed' "$log"
+  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |node: |lint: |docs: )[0-9]+ passed' "$log"
     grep -Eo '[0-9]+ passed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
-  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, )[0-9]+ failed' "$log"
+  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |node: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, )[0-9]+ failed' "$log"
     grep -Eo '[0-9]+ failed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
   passed=${passed:-0} failed=${failed:-0}
   local verdict=ok
@@ -86,6 +88,9 @@ for server in "$@"; do
   fi
   REDISLOCK_SERVER=$binary run_suite "$server" cargo test --profile tests -p redislock --no-fail-fast
 done
+# The Node package's suite builds its addon, which the quick start's
+# `make node` then finds built.
+run_suite node scripts/test-node.sh
 run_suite quickstart python3 scripts/quickstart.py
 run_suite python scripts/test-python.sh
 run_suite examples scripts/test-examples.sh

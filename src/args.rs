@@ -49,6 +49,8 @@ pub enum ArgError {
     LimitWithoutShared,
     /// `DELAY` without `SESSION`.
     DelayWithoutSession,
+    /// `LOCK.WAITERS ... COUNT` not a non-negative integer.
+    BadCount,
     /// Carries `redislock.max-ttl`.
     BadDelay(i64),
     BadLimit,
@@ -73,6 +75,7 @@ impl ArgError {
             ArgError::BadDeadline => Cow::Borrowed(c"ERR deadline must be a non-negative integer (Unix time in milliseconds)"),
             ArgError::LimitWithoutShared => Cow::Borrowed(c"ERR syntax error: LIMIT needs SHARED"),
             ArgError::DelayWithoutSession => Cow::Borrowed(c"ERR syntax error: DELAY needs SESSION"),
+            ArgError::BadCount => Cow::Borrowed(c"ERR COUNT must be a non-negative integer"),
             ArgError::BadDelay(max) => {
                 owned(format!("ERR DELAY must be an integer from 0 to redislock.max-ttl ({max} ms): how long a lock stays held past its holder's disconnect"))
             }
@@ -320,6 +323,20 @@ pub fn parse_info<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.info' command"));
     };
     Ok(key)
+}
+
+/// `LOCK.WAITERS key [COUNT n]`: the key and how many waiters to list
+/// (`None`: all).
+pub fn parse_waiters<A: ArgBytes>(args: &[A]) -> Result<(&A, Option<usize>), ArgError> {
+    match args {
+        [_, key] => Ok((key, None)),
+        [_, key, word, n] if word.bytes().eq_ignore_ascii_case(b"COUNT") => match parse_int(n.bytes()) {
+            Ok(n) if n >= 0 => Ok((key, Some(usize::try_from(n).unwrap_or(usize::MAX)))),
+            _ => Err(ArgError::BadCount),
+        },
+        [_, _, word, ..] if !word.bytes().eq_ignore_ascii_case(b"COUNT") => Err(ArgError::UnknownOption(word.bytes().to_vec())),
+        _ => Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.waiters' command")),
+    }
 }
 
 /// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline]`

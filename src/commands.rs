@@ -242,6 +242,35 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     ctx.reply_integer(1)
 }
 
+/// `LOCK.WAITERS key [COUNT n]` → the key's line, oldest first: per waiter
+/// its position (1 is the head), owner, mode (`exclusive` or `shared`),
+/// limit (a semaphore's, else nil), how long it has waited and what is
+/// left of its WAIT (-1: no limit), in ms.
+pub fn waiters_of(ctx: Ctx, argv: &[Arg]) -> c_int {
+    let (key_name, count) = parse_or_reply!(ctx, args::parse_waiters(argv));
+    let line = waiters::list(ctx.selected_db(), key_name.bytes(), count.unwrap_or(usize::MAX));
+    ctx.reply_array(line.len() as std::ffi::c_long);
+    for (i, w) in line.iter().enumerate() {
+        ctx.reply_map(6);
+        ctx.reply_bulk(b"position");
+        ctx.reply_integer(i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1));
+        ctx.reply_bulk(b"owner");
+        ctx.reply_bulk(&w.owner);
+        ctx.reply_bulk(b"mode");
+        ctx.reply_bulk(if w.request.mode == grant::Mode::Shared { b"shared" } else { b"exclusive" });
+        ctx.reply_bulk(b"limit");
+        match w.request.limit {
+            Some(limit) => ctx.reply_integer(i64::from(limit)),
+            None => ctx.reply_null(),
+        };
+        ctx.reply_bulk(b"waited_ms");
+        ctx.reply_integer(w.waited_ms);
+        ctx.reply_bulk(b"wait_left_ms");
+        ctx.reply_integer(w.left_ms.unwrap_or(-1));
+    }
+    crate::api::OK
+}
+
 /// One holder as LOCK.INFO lists it.
 struct HolderRow<'a> {
     owner: &'a [u8],

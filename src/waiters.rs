@@ -56,6 +56,8 @@ struct Waiter {
     session_client: Option<u64>,
     /// The module timer that ends the wait (`WAIT 0`: none).
     deadline: Option<raw::RedisModuleTimerID>,
+    /// When it joined the line, on the monotonic clock.
+    joined_mono_ms: i64,
     /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
     /// timer is only a wake-up, since Redis keys timers to the wall clock.
     due_mono_ms: i64,
@@ -132,15 +134,17 @@ impl Registry {
         Some(waiter)
     }
 
-    fn push_front(&mut self, db: c_int, key: &[u8], waiter: Waiter) -> Result<(), Waiter> {
+    /// Puts a head back first in its line; the waiter again when its line
+    /// is gone.
+    fn push_front(&mut self, db: c_int, key: &[u8], waiter: Waiter) -> Option<Waiter> {
         let client = waiter.client as usize;
         let Some(queue) = self.queue_mut(db, key) else {
-            return Err(waiter);
+            return Some(waiter);
         };
         queue.waiters.put_back(waiter);
         self.clients.insert(client, (db, key.into()));
         WAITING.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        None
     }
 
     /// Takes a client out of its queue; also returns the queue's timer to
@@ -184,6 +188,39 @@ enum Outcome {
     Error(&'static CStr),
     /// Its user may no longer take the lock: the server's NOPERM text.
     Refused(std::ffi::CString),
+}
+
+/// One waiter as LOCK.WAITERS lists it.
+pub struct WaiterView {
+    pub owner: Box<[u8]>,
+    pub request: Request,
+    /// How long it has waited, ms.
+    pub waited_ms: i64,
+    /// What is left of its WAIT, ms; `None` without a limit (`WAIT 0`).
+    pub left_ms: Option<i64>,
+}
+
+/// The first `count` waiters of `key` in `db`, in line order.
+pub fn list(db: c_int, key: &[u8], count: usize) -> Vec<WaiterView> {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return Vec::new();
+    }
+    let now = clock::mono_ms();
+    with_registry(|r| {
+        let Some(queue) = r.queue_mut(db, key) else { return Vec::new() };
+        queue
+            .waiters
+            .iter_mut()
+            .take(count)
+            .map(|w| WaiterView {
+                owner: w.owner.bytes().into(),
+                request: w.request,
+                waited_ms: now.saturating_sub(w.joined_mono_ms),
+                left_ms: w.deadline.map(|_| w.due_mono_ms.saturating_sub(now).max(0)),
+            })
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// Clients waiting now, and the keys they wait for (for INFO).
@@ -259,10 +296,11 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
         let data = Box::into_raw(Box::new(client as usize));
         rm!(RedisModule_CreateTimer(api::timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
     });
-    let due_mono_ms = clock::mono_ms().saturating_add(timeout_ms);
+    let joined_mono_ms = clock::mono_ms();
+    let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
     let user = crate::acl::current_user(ctx);
     let session_client = request.session.map(|_| ctx.client_id());
-    let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, due_mono_ms, user };
+    let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, joined_mono_ms, due_mono_ms, user };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
             key: key_held,
@@ -334,7 +372,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         let mut unplaced = Some(head);
         with_registry(|r| {
             if let Some(waiter) = unplaced.take() {
-                unplaced = r.push_front(db, name, waiter).err();
+                unplaced = r.push_front(db, name, waiter);
             }
         });
         if let Some(waiter) = unplaced {

@@ -313,7 +313,10 @@ fn sessions_never_let_two_holders_in() {
                 while Instant::now() < deadline {
                     round += 1;
                     let mut c = client.get_connection().expect("connect");
-                    let owner = format!("w{me}");
+                    // A new owner each round: a crashed holder's successor is a
+                    // new process (the same owner again would be a re-grant,
+                    // with the same token, and would take the binding over).
+                    let owner = format!("w{me}-{round}");
                     let reply = redis::cmd("LOCK.ACQUIRE")
                         .arg("job")
                         .arg(&owner)

@@ -1095,3 +1095,100 @@ fn wait_option_errors() {
     assert!(t0.elapsed() < Duration::from_secs(1));
     assert_eq!(grant(&mut c, "after", "x", 1000), th + 2, "errors consumed no token");
 }
+
+/// One waiter as LOCK.WAITERS lists it: position, owner, mode, limit,
+/// waited ms, ms left of its WAIT.
+fn waiter_rows(c: &mut Connection, key: &str, count: Option<i64>) -> Vec<(i64, String, String, Option<i64>, i64, i64)> {
+    let mut q = cmd("LOCK.WAITERS");
+    q.arg(key);
+    if let Some(n) = count {
+        q.arg("COUNT").arg(n);
+    }
+    let Value::Array(rows) = ok_cmd(c, &q) else { panic!("LOCK.WAITERS must be an array") };
+    rows.into_iter()
+        .map(|row| {
+            let Value::Array(f) = row else { panic!("a waiter must be a field/value array (RESP2): {row:?}") };
+            let names: Vec<String> = f.iter().step_by(2).map(|v| String::from_utf8_lossy(&bulk_bytes(v)).into_owned()).collect();
+            assert_eq!(names, ["position", "owner", "mode", "limit", "waited_ms", "wait_left_ms"], "{f:?}");
+            let text = |v: &Value| String::from_utf8_lossy(&bulk_bytes(v)).into_owned();
+            let limit = match &f[7] {
+                Value::Nil => None,
+                v => Some(int_of(v, "limit")),
+            };
+            (int_of(&f[1], "position"), text(&f[3]), text(&f[5]), limit, int_of(&f[9], "waited_ms"), int_of(&f[11], "wait_left_ms"))
+        })
+        .collect()
+}
+
+fn bulk_bytes(v: &Value) -> Vec<u8> {
+    match v {
+        Value::BulkString(b) => b.clone(),
+        Value::SimpleString(s) => s.as_bytes().to_vec(),
+        other => panic!("expected a string, got {other:?}"),
+    }
+}
+
+/// LOCK.WAITERS lists a line of mixed waiters in order, with their modes,
+/// how long each has waited and what is left of its WAIT.
+#[test]
+fn lock_waiters_lists_the_line_in_order() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert!(waiter_rows(&mut c, "rw", None).is_empty(), "no line on a missing key");
+    grant(&mut c, "rw", "holder", 60_000);
+    let started = Instant::now();
+    let mut conns = Vec::new();
+    for (i, (owner, extra, wait)) in
+        [("w1", None, 0), ("r1", Some("SHARED"), 10_000), ("r2", Some("SHARED"), 5_000)].into_iter().enumerate()
+    {
+        let mut w = waiter(&s, Duration::from_secs(30));
+        let mut q = cmd("LOCK.ACQUIRE");
+        q.arg("rw").arg(owner).arg(60_000);
+        if let Some(e) = extra {
+            q.arg(e);
+        }
+        q.arg("WAIT").arg(wait);
+        send_cmd(&mut w, &q);
+        wait_waiters(&mut c, b"rw", i as i64 + 1);
+        conns.push(w);
+    }
+    let rows = waiter_rows(&mut c, "rw", None);
+    let elapsed = started.elapsed().as_millis() as i64;
+    let who: Vec<(i64, &str, &str)> = rows.iter().map(|(p, o, m, _, _, _)| (*p, o.as_str(), m.as_str())).collect();
+    assert_eq!(who, [(1, "w1", "exclusive"), (2, "r1", "shared"), (3, "r2", "shared")]);
+    assert!(rows.iter().all(|r| r.3.is_none()), "a read-write lock has no limit: {rows:?}");
+    let waited: Vec<i64> = rows.iter().map(|r| r.4).collect();
+    assert!(waited[0] >= waited[1] && waited[1] >= waited[2] && waited[2] >= 0, "older waiters waited longer: {waited:?}");
+    assert!(waited[0] <= elapsed + 5, "{waited:?} within {elapsed} ms");
+    assert_eq!(rows[0].5, -1, "WAIT 0 has no limit");
+    assert!(rows[1].5 > 0 && rows[1].5 <= 10_000 && rows[2].5 > 0 && rows[2].5 <= 5_000, "{rows:?}");
+    assert_eq!(waiter_rows(&mut c, "rw", Some(2)).len(), 2, "COUNT 2");
+    assert!(waiter_rows(&mut c, "rw", Some(0)).is_empty(), "COUNT 0");
+    // The line moves: w1 gets the lock, the readers stay behind it.
+    assert_eq!(release(&mut c, b"rw", b"holder"), 1);
+    recv_reply(&mut conns[0], "w1").expect("w1 granted");
+    let owners: Vec<String> = waiter_rows(&mut c, "rw", None).into_iter().map(|r| r.1).collect();
+    assert_eq!(owners, ["r1", "r2"]);
+
+    // A semaphore's waiters show its limit.
+    let mut p = s.conn();
+    int_of(&ok_cmd(&mut p, cmd("LOCK.ACQUIRE").arg("sem").arg("p1").arg(60_000).arg("SHARED").arg("LIMIT").arg(1)), "p1");
+    let mut w = waiter(&s, Duration::from_secs(30));
+    send_cmd(&mut w, cmd("LOCK.ACQUIRE").arg("sem").arg("p2").arg(60_000).arg("SHARED").arg("LIMIT").arg(1).arg("WAIT").arg(10_000));
+    wait_waiters(&mut c, b"sem", 1);
+    let rows = waiter_rows(&mut c, "sem", None);
+    assert_eq!((rows[0].1.as_str(), rows[0].2.as_str(), rows[0].3), ("p2", "shared", Some(1)));
+
+    for (args, expected) in [
+        (&["rw", "COUNT", "-1"][..], "ERR COUNT must be a non-negative integer"),
+        (&["rw", "COUNT", "x"][..], "ERR COUNT must be a non-negative integer"),
+        (&["rw", "LIMIT", "1"][..], "ERR unknown option 'LIMIT'"),
+        (&["rw", "COUNT"][..], "ERR wrong number of arguments for 'lock.waiters' command"),
+    ] {
+        let mut q = cmd("LOCK.WAITERS");
+        for a in args {
+            q.arg(*a);
+        }
+        assert_eq!(expect_err(&mut c, &q), expected, "{args:?}");
+    }
+}

@@ -77,6 +77,7 @@ const ACQUIRE_ARGS: [ArgDoc; 9] = [
 const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
 const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
+const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
 const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
@@ -98,7 +99,7 @@ macro_rules! command {
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS;
 
-fn command_table() -> [Command; 5] {
+fn command_table() -> [Command; 6] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -119,6 +120,10 @@ fn command_table() -> [Command; 5] {
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
             summary: c"Mode, holders (owner, fencing token, remaining lease), limit and waiters of a lock",
             complexity: c"O(1)", args: &INFO_ARGS),
+        command!(c"lock.waiters", commands::waiters_of, c"readonly",
+            arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read",
+            summary: c"The line of clients waiting for a lock, oldest first: owner, mode, how long each has waited and has left",
+            complexity: c"O(N) where N is the number of waiters listed", args: &WAITERS_ARGS),
         command!(c"lock.apply", propagate::apply, c"write",
             arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",

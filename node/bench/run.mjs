@@ -1,0 +1,166 @@
+#!/usr/bin/env node
+// The redislock Node package beside node-redlock 5.0.0-beta.2 (ioredis),
+// on the same five redislock module servers this script starts (the
+// tests' harness: 127.0.0.1, free ports, no persistence).
+//
+//   cd node/bench && npm install && node run.mjs     (after npm run build in node/)
+//
+// Scenarios, each run ROUNDS times, the two clients interleaved (their
+// order alternating per round); medians are printed, with ours/theirs:
+// - uncontended 1: one caller, acquire + release cycles on its own key
+// - uncontended 32: 32 concurrent callers in this process, a key each
+// - contended 16: 16 callers on one key, each waiting for the lock,
+//   holding it 1 ms (a 1 ms timer: `hold ms` shows what it lasted, the
+//   same for both) and releasing; waits from the call to
+//   the grant (p50, p99) and grants/s. Ours waits in the resource's line
+//   (`wait`); node-redlock polls with its defaults (retryDelay 200 ±
+//   retryJitter 100 ms), retrying without limit (retryCount -1); the
+//   `node-redlock 10ms` rows poll every 10 ± 5 ms instead.
+//
+// Environment: BENCH_SECONDS (per run, default 3), BENCH_ROUNDS (default 3).
+import { Redis } from 'ioredis';
+import NodeRedlock from 'redlock';
+
+import { Redlock } from '../index.mjs';
+import { startServers } from '../test/support/servers.mjs';
+
+const SECONDS = Number(process.env.BENCH_SECONDS || 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS || 3);
+const TTL = 10_000;
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+let keys = 0;
+const key = (what) => `bench:${what}:${++keys}`;
+
+/** The clients under test: acquire(resource, {contended}) → release function. */
+function ours(urls) {
+  const redlock = new Redlock(urls);
+  return {
+    name: 'redislock',
+    async acquire(resource, contended) {
+      const lock = await redlock.acquire(resource, TTL, contended ? { wait: 60_000 } : undefined);
+      return () => lock.release();
+    },
+    async close() {
+      await redlock.settle();
+    },
+  };
+}
+
+function theirs(urls, { retryDelay = 200, retryJitter = 100, name = 'node-redlock' } = {}) {
+  const clients = urls.map((url) => new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true }));
+  const contended = new NodeRedlock(clients, { retryCount: -1, retryDelay, retryJitter });
+  const once = new NodeRedlock(clients, { retryCount: 0 });
+  return {
+    name,
+    async acquire(resource, isContended) {
+      const lock = await (isContended ? contended : once).acquire([resource], TTL);
+      return () => lock.release();
+    },
+    async close() {
+      await Promise.all(clients.map((c) => c.quit()));
+    },
+  };
+}
+
+async function uncontended(client, callers) {
+  const end = Date.now() + SECONDS * 1000;
+  let cycles = 0;
+  let errors = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      const resource = key(`u${callers}`);
+      while (Date.now() < end) {
+        try {
+          const release = await client.acquire(resource, false);
+          await release();
+          cycles += 1;
+        } catch {
+          errors += 1;
+        }
+      }
+    }),
+  );
+  return { 'cycles/s': cycles / SECONDS, errors };
+}
+
+async function contended(client, callers) {
+  const resource = key('c');
+  const end = Date.now() + SECONDS * 1000;
+  const waits = [];
+  let errors = 0;
+  let held = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (Date.now() < end) {
+        const asked = performance.now();
+        let release;
+        try {
+          release = await client.acquire(resource, true);
+        } catch {
+          errors += 1;
+          continue;
+        }
+        const granted = performance.now();
+        waits.push(granted - asked);
+        await pause(1);
+        held += performance.now() - granted;
+        await release();
+      }
+    }),
+  );
+  waits.sort((a, b) => a - b);
+  const at = (q) => (waits.length ? waits[Math.min(waits.length - 1, Math.floor(q * waits.length))] : NaN);
+  return { 'grants/s': waits.length / SECONDS, 'p50 wait ms': at(0.5), 'p99 wait ms': at(0.99), 'hold ms': held / waits.length, errors };
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const cluster = await startServers(5);
+try {
+  const makers = [ours, theirs, (urls) => theirs(urls, { retryDelay: 10, retryJitter: 5, name: 'node-redlock 10ms' })];
+  const scenarios = [
+    { name: 'uncontended, 1 caller', run: (c) => uncontended(c, 1), fast: true },
+    { name: 'uncontended, 32 callers', run: (c) => uncontended(c, 32), fast: true },
+    { name: 'contended, 16 callers, 1 ms hold', run: (c) => contended(c, 16), contended: true },
+  ];
+  const results = new Map(); // "scenario|client" -> [result, ...]
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const scenario of scenarios) {
+      // Polling every 10 ms only matters where clients poll.
+      let order = scenario.contended ? makers : makers.slice(0, 2);
+      if (round % 2) order = [...order].reverse();
+      for (const make of order) {
+        const client = make(cluster.urls);
+        // Connections made (and servers identified) before the clock runs.
+        const warm = await client.acquire(key('warm'), false);
+        await warm();
+        const result = await scenario.run(client);
+        await client.close();
+        const id = `${scenario.name}|${client.name}`;
+        if (!results.has(id)) results.set(id, []);
+        results.get(id).push(result);
+        console.error(`round ${round + 1}: ${id}: ${JSON.stringify(result, (k, v) => (typeof v === 'number' ? Math.round(v * 10) / 10 : v))}`);
+      }
+    }
+  }
+  console.log(`\nmedians of ${ROUNDS} runs of ${SECONDS} s each (node ${process.version}, five redis-server with the module on 127.0.0.1)\n`);
+  const fmt = (v) => (Number.isFinite(v) ? (v >= 100 ? Math.round(v).toString() : v.toFixed(2)) : '-');
+  for (const scenario of scenarios) {
+    console.log(`${scenario.name}`);
+    const clientNames = [...results.keys()].filter((id) => id.startsWith(`${scenario.name}|`)).map((id) => id.split('|')[1]);
+    const metrics = Object.keys(results.get(`${scenario.name}|redislock`)[0]);
+    const med = (client, metric) => median(results.get(`${scenario.name}|${client}`).map((r) => r[metric]));
+    for (const metric of metrics) {
+      const row = clientNames.map((c) => `${c} ${fmt(med(c, metric))}`).join('   ');
+      const others = clientNames.filter((c) => c !== 'redislock');
+      const ratios = metric === 'errors' || metric === 'hold ms' ? '' : others.map((c) => `ours/${c} ${fmt(med('redislock', metric) / med(c, metric))}`).join('   ');
+      console.log(`  ${metric.padEnd(12)} ${row}   ${ratios}`);
+    }
+  }
+} finally {
+  await cluster.stop();
+}
+process.exit(0);

@@ -1,0 +1,166 @@
+/// <reference lib="esnext.disposable" />
+// Type declarations of the `redislock` package (index.js, index.mjs).
+// Times are milliseconds; fencing tokens are bigints.
+
+/** Options of `new Redlock(urls, options)`: the Rust client's `Settings`. */
+export interface RedlockOptions {
+  /** Servers that must agree. Default: a majority, N/2 + 1. */
+  quorum?: number;
+  /** Per-request timeout (ms), much smaller than any ttl. Default 50. */
+  requestTimeout?: number;
+  /** Timeout to (re)connect to a server (ms). Default 200. */
+  connectTimeout?: number;
+  /** Attempts after the first one with `acquire(..., { retry: true })`. Default 3. */
+  retryCount?: number;
+  /** Pause between attempts that poll (ms): `retryDelay ± retryJitter`. Default 150. */
+  retryDelay?: number;
+  /** Default 50: pauses of 100 to 200 ms. */
+  retryJitter?: number;
+  /** Clock drift allowed for: ttl × driftFactor + 2 ms. Default 0.01. */
+  driftFactor?: number;
+  /** A kept lock is extended after this fraction of its ttl. Default 1/3. */
+  extendFraction?: number;
+  /** `'module'` (default: LOCK.* commands, fencing tokens) or `'script'` (plain Redis, SET NX PX, no tokens). */
+  mode?: 'module' | 'script';
+}
+
+/** What to acquire, and how long to try. */
+export interface AcquireOptions {
+  /** Wait up to this long (ms, or `Infinity`) in the resource's FIFO line. Without it (and without `retry`): one attempt. */
+  wait?: number;
+  /** Without `wait`: retry `retryCount` times, `retryDelay ± retryJitter` ms apart. */
+  retry?: boolean;
+  /** A shared hold of a read-write lock: readers together, never beside a writer. */
+  shared?: boolean;
+  /** One of `limit` permits (1 to 1024) of a semaphore named by the resource. */
+  limit?: number;
+  /** Ends the wait: the promise rejects with `signal.reason`, and the wait leaves the line. */
+  signal?: AbortSignal;
+  /** Extend the lock automatically until it is released (`lock.lost` tells a loss). */
+  keep?: boolean;
+}
+
+/** Options of `Redlock.using`: it always waits in line (`wait` defaults to `Infinity`) and keeps the lock. */
+export interface UsingOptions {
+  wait?: number;
+  shared?: boolean;
+  limit?: number;
+  /** Ends the wait for the lock (not the routine: its own `signal` says when the lock is lost). */
+  signal?: AbortSignal;
+}
+
+/** One server's answer. */
+export interface ServerOutcome {
+  /** `host:port`. */
+  server: string;
+  /** `granted`, `refused`, `ok`, `timeout`, `connection_refused`, `dns_failure`, `connect_timeout`, `unreachable`, `quarantine`, `auth_failed`, `module_missing`, `duplicate_server`, `error`. */
+  kind: string;
+  /** The client's text, e.g. `granted (token 42)`. */
+  message: string;
+}
+
+export interface Released {
+  /** Servers that released the lock. */
+  released: number;
+}
+
+/** One held lock: an exclusive lock, a shared hold, or a permit. */
+export class Lock implements AsyncDisposable {
+  private constructor();
+  /** The resource as asked for (a permit's semaphore name). */
+  readonly resource: string;
+  /** The key held on the servers: the resource, or a permit's own key (`<resource>:permit:<i>`). */
+  readonly key: string;
+  /** The random owner value of this acquisition. */
+  readonly owner: string;
+  /** The fencing token: larger than every earlier holder's. `null` in script mode. */
+  readonly token: bigint | null;
+  /** The lease (ms) of the latest acquisition or extension. */
+  readonly ttl: number;
+  /** Milliseconds the lock is still safe to use; 0 once lost or released. */
+  readonly validity: number;
+  /** When the validity ends, as a `Date.now()` timestamp. */
+  readonly expiration: number;
+  readonly shared: boolean;
+  /** An extension reached no quorum, or the validity ran out. */
+  readonly lost: boolean;
+  readonly released: boolean;
+  /** Extended automatically while held. */
+  readonly kept: boolean;
+  /** Each server's answer to the acquisition or latest extension. */
+  readonly outcomes: ServerOutcome[];
+  /** The lease becomes `ttl` (default: the lock's) from now on a quorum; a kept lock keeps extending to it. */
+  extend(ttl?: number): Promise<this>;
+  /** Releases the lock on every server. Rejects with LockLostError (after releasing) if it had been lost. */
+  release(): Promise<Released>;
+  /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A Redlock client over independent servers running the redislock module. */
+export class Redlock {
+  /** @param urls `redis://host:port` per server (`redis+cluster://h:p,h:p` for a cluster), or one URL. */
+  constructor(urls: string | readonly string[], options?: RedlockOptions);
+  /** Servers that must agree. */
+  readonly quorum: number;
+  /** The servers, as `host:port`. */
+  readonly servers: string[];
+  /** Acquires `resource` for `ttl` ms. Rejects with NotAcquiredError (QuorumUnreachableError when too few servers answered). */
+  acquire(resource: string, ttl: number, options?: AcquireOptions): Promise<Lock>;
+  /**
+   * Acquires (waiting in line), keeps the lease extended while `routine` runs, aborts the
+   * routine's `signal` with a LockLostError the moment the lock is lost, and releases it at the
+   * end, also when the routine throws. Resolves to the routine's value.
+   */
+  using<T>(resource: string, ttl: number, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  using<T>(resource: string, ttl: number, options: UsingOptions, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  /** Resolves once the places in line given up in the background are given up (await before exiting right after an acquisition). */
+  settle(): Promise<void>;
+}
+
+/** Every error of the lock client itself. */
+export class RedlockError extends Error {
+  static readonly code: string;
+  readonly code: string;
+  readonly resource?: string;
+}
+
+/** No quorum granted the lock. */
+export class NotAcquiredError extends RedlockError {
+  static readonly code: string;
+  readonly code: 'ERR_REDLOCK_NOT_ACQUIRED' | 'ERR_REDLOCK_QUORUM_UNREACHABLE';
+  /** `held`, `quarantine`, `no_quorum`, `no_validity`. */
+  readonly reason: string | null;
+  readonly attempts: number;
+  readonly outcomes: ServerOutcome[];
+  /** With `reason` `quarantine`: until enough servers leave their restart quarantine. */
+  readonly quarantineMsLeft: number | null;
+}
+
+/** Too few servers answered at all to decide. */
+export class QuorumUnreachableError extends NotAcquiredError {
+  static readonly code: string;
+  readonly code: 'ERR_REDLOCK_QUORUM_UNREACHABLE';
+}
+
+/** The lock is lost: another client may hold it now, with a larger token. */
+export class LockLostError extends RedlockError {
+  static readonly code: string;
+  readonly code: 'ERR_REDLOCK_LOCK_LOST';
+  readonly outcomes: ServerOutcome[];
+}
+
+/** A bad argument value, or a request the servers refuse as configured (e.g. a ttl over their max-ttl). */
+export class ConfigError extends RedlockError {
+  static readonly code: string;
+  readonly code: 'ERR_REDLOCK_CONFIG';
+  /** What the servers refused (`max_ttl`, `wrong_type`, ...), when they did. */
+  readonly reason?: string;
+  readonly outcomes?: ServerOutcome[];
+}
+
+/** The lock was released already. */
+export class LockReleasedError extends RedlockError {
+  static readonly code: string;
+  readonly code: 'ERR_REDLOCK_RELEASED';
+}

@@ -1,0 +1,270 @@
+'use strict';
+// redislock: the Redlock quorum client of the redislock project, for
+// Node.js. The algorithm is the Rust crate `redlock` (client/ in the
+// repository), bound with napi-rs (node/src); this file only gives it
+// Node's idioms: Promises, AbortSignal, error classes, `using`,
+// Symbol.asyncDispose. Every network call runs on the crate's runtime,
+// off the JavaScript thread. Times are milliseconds.
+
+const util = require('node:util');
+const native = require('./lib/native.js');
+const args = require('./lib/args.js');
+const errors = require('./lib/errors.js');
+
+const { LockLostError, callNative, fromFailure, isFailure } = errors;
+
+// Node 20 has Symbol.asyncDispose; on an engine without it, the symbol
+// TypeScript's and core-js's polyfills use.
+const asyncDispose = typeof Symbol.asyncDispose === 'symbol' ? Symbol.asyncDispose : Symbol.for('Symbol.asyncDispose');
+
+const REDLOCK_OPTIONS = [
+  'quorum',
+  'requestTimeout',
+  'connectTimeout',
+  'retryCount',
+  'retryDelay',
+  'retryJitter',
+  'driftFactor',
+  'extendFraction',
+  'mode',
+];
+const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'signal', 'keep'];
+const USING_OPTIONS = ['wait', 'shared', 'limit', 'signal'];
+
+const kNative = Symbol('redislock.native');
+const kMake = Symbol('redislock.make');
+
+/** One held lock (an exclusive lock, a shared hold, or a permit). */
+class Lock {
+  #native;
+
+  /** Made by `Redlock.acquire` and `Redlock.using` only. */
+  constructor(key, nativeLock) {
+    if (key !== kMake) throw new TypeError('a Lock is made by Redlock.acquire() or Redlock.using()');
+    this.#native = nativeLock;
+  }
+
+  /** The resource as asked for (a permit's semaphore name). */
+  get resource() { return this.#native.resource; }
+  /** The key held on the servers: the resource, or a permit's own key (`<resource>:permit:<i>`). */
+  get key() { return this.#native.key; }
+  /** The random owner value of this acquisition. */
+  get owner() { return this.#native.owner; }
+  /** The fencing token (a bigint): larger than every earlier holder's; null in script mode. */
+  get token() { return this.#native.token; }
+  /** The lease (ms) of the latest acquisition or extension. */
+  get ttl() { return this.#native.ttl; }
+  /** Milliseconds the lock is still safe to use; 0 once lost or released. */
+  get validity() { return this.#native.validity; }
+  /** When the validity ends, as a `Date.now()` timestamp (ms). */
+  get expiration() { return Date.now() + this.#native.validity; }
+  /** A shared hold of a read-write lock. */
+  get shared() { return this.#native.shared; }
+  /** Lost: an extension reached no quorum, or the validity ran out. */
+  get lost() { return this.#native.lost; }
+  get released() { return this.#native.released; }
+  /** Extended automatically while held (`using`, `acquire(..., { keep: true })`). */
+  get kept() { return this.#native.kept; }
+  /** Each server's answer to the acquisition or latest extension: `{ server, kind, message }`. */
+  get outcomes() { return this.#native.outcomes; }
+
+  /**
+   * Makes the lease `ttl` ms from now on a quorum (default: the lock's
+   * ttl); a kept lock keeps extending to it. Resolves to this lock;
+   * rejects with LockLostError when no quorum extended it.
+   */
+  async extend(ttl) {
+    args.optionalNumber('ttl', ttl);
+    const failure = await callNative(() => this.#native.extend(ttl));
+    if (isFailure(failure)) throw fromFailure(failure);
+    return this;
+  }
+
+  /**
+   * Releases the lock on every server; resolves to `{ released }`, the
+   * servers that released it. Rejects with LockLostError (after
+   * releasing) when the lock had been lost.
+   */
+  async release() {
+    const result = await callNative(() => this.#native.release());
+    if (isFailure(result)) throw fromFailure(result);
+    return result;
+  }
+
+  /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
+  async [asyncDispose]() {
+    if (!this.#native.released) await this.release();
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    const state = this.released ? 'released' : this.lost ? 'lost' : this.kept ? 'kept' : 'held';
+    const shown = { resource: this.resource, token: this.token, state, validity: Math.round(this.validity), shared: this.shared };
+    return `Lock ${inspect(shown, options)}`;
+  }
+
+  static [kNative](lock) {
+    return lock.#native;
+  }
+}
+
+/**
+ * A Redlock client over independent servers running the redislock
+ * module. Share one per process: every acquisition is a new owner, so
+ * callers sharing it exclude each other like separate processes.
+ */
+class Redlock {
+  #native;
+
+  /**
+   * @param urls `redis://host:port` per server (or one URL as a string)
+   * @param options quorum, requestTimeout (50), connectTimeout (200),
+   *   retryCount (3), retryDelay (150), retryJitter (50), driftFactor
+   *   (0.01), extendFraction (1/3), mode ('module' | 'script')
+   */
+  constructor(urls, options) {
+    const list = args.urls(urls);
+    const opts = args.options('options', options, REDLOCK_OPTIONS);
+    for (const key of REDLOCK_OPTIONS) {
+      if (key === 'mode') {
+        if (opts.mode !== undefined && typeof opts.mode !== 'string') throw args.typeError('options.mode', "'module' or 'script'", opts.mode);
+      } else {
+        args.optionalNumber(`options.${key}`, opts[key]);
+      }
+    }
+    const picked = {};
+    for (const key of REDLOCK_OPTIONS) if (opts[key] !== undefined) picked[key] = opts[key];
+    this.#native = callNative(() => new native.NativeRedlock(list, picked));
+  }
+
+  /** Servers that must agree. */
+  get quorum() { return this.#native.quorum; }
+  /** The servers, as `host:port`. */
+  get servers() { return this.#native.servers; }
+
+  /**
+   * Acquires `resource` for `ttl` ms. Options:
+   * - `wait` (ms, or Infinity): wait that long in the resource's FIFO
+   *   line; without it (and without `retry`), one attempt.
+   * - `retry`: retry `retryCount` times after `retryDelay ± retryJitter` ms.
+   * - `shared`: a shared hold of a read-write lock.
+   * - `limit`: one of `limit` permits of a semaphore named `resource`.
+   * - `signal`: an AbortSignal that ends the wait (the promise rejects
+   *   with its reason, and the wait leaves the line).
+   * - `keep`: extended automatically until released (see `Lock.lost`).
+   * Rejects with NotAcquiredError (QuorumUnreachableError when too few
+   * servers answered).
+   */
+  async acquire(resource, ttl, options) {
+    args.string('resource', resource);
+    args.number('ttl', ttl);
+    const opts = args.options('options', options, ACQUIRE_OPTIONS);
+    const wait = args.optionalNumber('options.wait', opts.wait);
+    const limit = args.optionalNumber('options.limit', opts.limit);
+    const retry = args.optionalBoolean('options.retry', opts.retry);
+    const shared = args.optionalBoolean('options.shared', opts.shared);
+    const keep = args.optionalBoolean('options.keep', opts.keep);
+    const signal = args.signal('options.signal', opts.signal);
+    signal?.throwIfAborted();
+    let cancel;
+    let onAbort;
+    if (signal) {
+      cancel = new native.Cancel();
+      onAbort = () => cancel.cancel();
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    let result;
+    try {
+      result = await callNative(() => this.#native.acquire(resource, ttl, wait, retry, shared, limit, keep, cancel));
+    } finally {
+      if (signal) signal.removeEventListener('abort', onAbort);
+    }
+    if (isFailure(result)) {
+      if (result.code === 'ABORTED' && signal?.aborted) throw signal.reason;
+      throw fromFailure(result);
+    }
+    const lock = new Lock(kMake, result);
+    if (signal?.aborted) {
+      // Granted as the signal fired: the caller has given up on it.
+      await lock.release().catch(() => {});
+      throw signal.reason;
+    }
+    return lock;
+  }
+
+  /**
+   * `using(resource, ttl, [options,] async (signal, lock) => ...)`:
+   * acquires (waiting in the line: `wait` defaults to Infinity; `signal`
+   * cancels), keeps the lease extended while the routine runs, aborts the
+   * routine's `signal` with a LockLostError the moment the lock is lost,
+   * and releases it at the end, also when the routine throws. Resolves to
+   * the routine's value; rejects with the routine's error, or with the
+   * LockLostError when the lock was lost while it ran.
+   */
+  async using(resource, ttl, ...rest) {
+    if (rest.length < 1 || rest.length > 2) {
+      throw args.typeError('arguments', 'using(resource, ttl, [options,] routine)', rest.length);
+    }
+    const routine = rest[rest.length - 1];
+    if (typeof routine !== 'function') throw args.typeError('routine', 'a function', routine);
+    const opts = args.options('options', rest.length === 2 ? rest[0] : undefined, USING_OPTIONS);
+    const lock = await this.acquire(resource, ttl, { ...opts, wait: opts.wait ?? Infinity, keep: true });
+    const controller = new AbortController();
+    const watching = Lock[kNative](lock)
+      .whenLost()
+      .then(
+        (lost) => {
+          if (lost) {
+            const why = 'the guard could not extend it in time; another client may hold it now, with a larger token';
+            controller.abort(new LockLostError(`lock ${JSON.stringify(lock.resource)} lost: ${why}`, { resource: lock.resource }));
+          }
+        },
+        () => {},
+      );
+    let value;
+    let failed = false;
+    let error;
+    try {
+      value = await routine(controller.signal, lock);
+    } catch (e) {
+      failed = true;
+      error = e;
+    }
+    let releaseError;
+    try {
+      // Unless the routine released it itself.
+      if (!lock.released) await lock.release();
+    } catch (e) {
+      releaseError = e;
+    }
+    await watching;
+    if (failed) throw error;
+    if (controller.signal.aborted) throw controller.signal.reason;
+    if (releaseError) throw releaseError;
+    return value;
+  }
+
+  /**
+   * Resolves once the places in line this client gives up in the
+   * background after a grant are given up. Await it before a process
+   * exits right after acquiring, so the next in line need not wait for
+   * the place's lease to end.
+   */
+  async settle() {
+    await this.#native.settle();
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    return `Redlock ${inspect({ servers: this.servers, quorum: this.quorum }, options)}`;
+  }
+}
+
+module.exports = {
+  Redlock,
+  Lock,
+  RedlockError: errors.RedlockError,
+  NotAcquiredError: errors.NotAcquiredError,
+  QuorumUnreachableError: errors.QuorumUnreachableError,
+  LockLostError: errors.LockLostError,
+  ConfigError: errors.ConfigError,
+  LockReleasedError: errors.LockReleasedError,
+};

@@ -1,0 +1,14 @@
+// ESM entry: the CommonJS module's exports, by name.
+import cjs from './index.js';
+
+export const {
+  Redlock,
+  Lock,
+  RedlockError,
+  NotAcquiredError,
+  QuorumUnreachableError,
+  LockLostError,
+  ConfigError,
+  LockReleasedError,
+} = cjs;
+export default cjs;

@@ -1,0 +1,68 @@
+'use strict';
+// Type checks of the public API's arguments: a wrong type is a TypeError
+// naming the argument (code ERR_INVALID_ARG_TYPE, as Node's own). Values
+// (ranges, URLs, ...) are checked by the native layer, which throws
+// ConfigError.
+
+function describe(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return `an instance of ${value.constructor?.name ?? 'Object'}`;
+  if (typeof value === 'function') return 'a function';
+  return `${typeof value} ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`;
+}
+
+function typeError(name, expected, value) {
+  const err = new TypeError(`${name} must be ${expected}, not ${describe(value)}`);
+  err.code = 'ERR_INVALID_ARG_TYPE';
+  return err;
+}
+
+function string(name, value) {
+  if (typeof value !== 'string') throw typeError(name, 'a string', value);
+  return value;
+}
+
+function number(name, value) {
+  if (typeof value !== 'number') throw typeError(name, 'a number', value);
+  return value;
+}
+
+function optionalNumber(name, value) {
+  return value === undefined ? undefined : number(name, value);
+}
+
+function optionalBoolean(name, value) {
+  if (value !== undefined && typeof value !== 'boolean') throw typeError(name, 'a boolean', value);
+  return value ?? false;
+}
+
+/** `options` as a plain object of known keys (undefined: `{}`). */
+function options(name, value, known) {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw typeError(name, 'an object', value);
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key) && value[key] !== undefined) {
+      const err = new TypeError(`${name}.${key} is not an option; known: ${known.join(', ')}`);
+      err.code = 'ERR_INVALID_ARG_VALUE';
+      throw err;
+    }
+  }
+  return value;
+}
+
+function urls(value) {
+  if (typeof value === 'string') return [value];
+  if (!Array.isArray(value) || value.some((u) => typeof u !== 'string')) {
+    throw typeError('urls', 'an array of server URLs such as ["redis://127.0.0.1:7001", ...] or one URL as a string', value);
+  }
+  return value;
+}
+
+function signal(name, value) {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) throw typeError(name, 'an AbortSignal', value);
+  return value;
+}
+
+module.exports = { typeError, string, number, optionalNumber, optionalBoolean, options, urls, signal };

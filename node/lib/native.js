@@ -1,0 +1,19 @@
+'use strict';
+// Loads the addon built from the Rust crate (node/src) by `npm run build`.
+const path = require('node:path');
+
+const file = path.join(__dirname, '..', 'redislock.node');
+let native;
+try {
+  native = require(file);
+} catch (e) {
+  const err = new Error(
+    `redislock: the native addon ${file} could not be loaded (${e.message}). ` +
+      'Build it from a checkout of the repository with `npm --prefix <checkout>/node run build` ' +
+      '(needs Rust), or install a package tarball made by `npm pack` after that build.',
+  );
+  err.code = 'ERR_REDLOCK_NATIVE';
+  err.cause = e;
+  throw err;
+}
+module.exports = native;

@@ -1,0 +1,238 @@
+//! `redislock.node`: Node.js bindings of the `redlock` crate, the Redlock
+//! quorum client. The algorithm lives in the crate only; this crate
+//! converts arguments, results and errors, and runs the crate's futures on
+//! one tokio runtime per process (`runtime`). The package's JavaScript
+//! (`index.js`, `lib/`) wraps these classes in the public API: error
+//! classes, `AbortSignal`, `using`, `Symbol.asyncDispose`.
+//!
+//! - `NativeRedlock`: a client; `acquire` returns a Promise of a `NativeLock`
+//! - `NativeLock`: one held lock (`hold`), plain or kept by a guard
+//! - `Cancel`: the native end of an `AbortSignal`
+//! - `config`, `errors`, `hold`, `runtime`
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{BigInt, Either, Object};
+use napi::{Env, Result};
+use napi_derive::napi;
+use redlock::Redlock;
+use tokio_util::sync::CancellationToken;
+
+mod config;
+mod errors;
+mod hold;
+mod runtime;
+
+use config::{Options, Request};
+use errors::{Failure, Fault, ServerOutcome};
+use hold::Hold;
+
+/// A Redlock client over a list of servers. Cheap to share: every
+/// acquisition is a new owner, so callers sharing one exclude each other
+/// like separate processes.
+#[napi]
+pub struct NativeRedlock {
+    inner: Redlock,
+}
+
+/// Cancels an acquisition's wait (the native end of an `AbortSignal`).
+#[napi]
+pub struct Cancel {
+    token: CancellationToken,
+}
+
+#[napi]
+impl Cancel {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Cancel {
+        Cancel { token: CancellationToken::new() }
+    }
+
+    /// Stops the wait: the acquisition leaves the resource's line and its
+    /// Promise resolves with an `ABORTED` failure.
+    #[napi]
+    pub fn cancel(&self) {
+        self.token.cancel();
+    }
+}
+
+/// What a release did.
+#[napi(object)]
+pub struct Released {
+    /// Servers that released the lock.
+    pub released: u32,
+}
+
+#[napi]
+impl NativeRedlock {
+    /// `urls`: `redis://host:port` (or `redis+cluster://...`) per server.
+    #[napi(constructor)]
+    pub fn new(urls: Vec<String>, options: Option<Options>) -> Result<NativeRedlock> {
+        // The crate's transport makes its clients here, with no I/O.
+        let inner = config::new_redlock(urls, options.unwrap_or_default())?;
+        Ok(NativeRedlock { inner })
+    }
+
+    /// Servers that must agree.
+    #[napi(getter)]
+    pub fn quorum(&self) -> u32 {
+        u32::try_from(self.inner.quorum()).unwrap_or(u32::MAX)
+    }
+
+    /// The servers, as `host:port`.
+    #[napi(getter)]
+    pub fn servers(&self) -> Vec<String> {
+        self.inner.servers()
+    }
+
+    /// A Promise of a `NativeLock`, or of a `Failure`. Arguments are
+    /// checked now (a `ConfigError` thrown at once); `wait_ms` (or `retry`)
+    /// as in `Request::new`; `keep`: kept by a guard that extends it;
+    /// `cancel` stops the wait.
+    #[napi(ts_return_type = "Promise<NativeLock | Failure>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        resource: String,
+        ttl_ms: f64,
+        wait_ms: Option<f64>,
+        retry: bool,
+        shared: bool,
+        limit: Option<f64>,
+        keep: bool,
+        cancel: Option<&Cancel>,
+    ) -> Result<Object<'env>> {
+        let req = Request::new(resource, ttl_ms, wait_ms, retry, shared, limit)?;
+        let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
+        let redlock = self.inner.clone();
+        runtime::promise(env, async move {
+            let name = req.resource.clone();
+            // Dropping the acquisition (cancelled) gives its place in line
+            // up and releases whatever a round in flight was granted.
+            let acquired = tokio::select! {
+                acquired = hold::acquire(redlock, req, keep) => acquired,
+                () = cancel.cancelled() => return Ok(Either::B(Failure::from(Fault::Aborted { resource: name }))),
+            };
+            Ok(match acquired {
+                Ok(hold) => Either::A(NativeLock { hold: Arc::new(hold) }),
+                Err(e) => Either::B(Failure::from(Fault::from(e))),
+            })
+        })
+    }
+
+    /// A Promise that resolves once the places in line this client gives
+    /// up in the background after a grant are given up: call it before
+    /// the process exits right after an acquisition, or the next in line
+    /// waits for the place's lease to end.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn settle<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        let redlock = self.inner.clone();
+        runtime::promise(env, async move {
+            redlock.settle().await;
+            Ok(())
+        })
+    }
+}
+
+/// One held lock.
+#[napi]
+pub struct NativeLock {
+    hold: Arc<Hold>,
+}
+
+#[napi]
+impl NativeLock {
+    /// The resource as asked for (a permit's semaphore name).
+    #[napi(getter)]
+    pub fn resource(&self) -> String {
+        self.hold.resource().to_string()
+    }
+
+    /// The key held on the servers: the resource, or a permit's own key.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.hold.lock().resource
+    }
+
+    /// The random owner value of this acquisition.
+    #[napi(getter)]
+    pub fn owner(&self) -> String {
+        self.hold.lock().owner
+    }
+
+    /// The fencing token; `null` in script mode.
+    #[napi(getter)]
+    pub fn token(&self) -> Option<BigInt> {
+        self.hold.lock().token.map(BigInt::from)
+    }
+
+    /// The lease (ms) of the latest acquisition or extension.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        self.hold.lock().ttl.as_secs_f64() * 1000.0
+    }
+
+    /// Milliseconds the lock is still safe to use; 0 once lost or released.
+    #[napi(getter)]
+    pub fn validity(&self) -> f64 {
+        self.hold.validity().as_secs_f64() * 1000.0
+    }
+
+    #[napi(getter)]
+    pub fn lost(&self) -> bool {
+        self.hold.lost()
+    }
+
+    #[napi(getter)]
+    pub fn released(&self) -> bool {
+        self.hold.released()
+    }
+
+    #[napi(getter)]
+    pub fn shared(&self) -> bool {
+        self.hold.lock().shared
+    }
+
+    /// Kept by a guard that extends it.
+    #[napi(getter)]
+    pub fn kept(&self) -> bool {
+        self.hold.kept()
+    }
+
+    /// Each server's answer to the acquisition (or latest extension).
+    #[napi(getter)]
+    pub fn outcomes(&self) -> Vec<ServerOutcome> {
+        errors::outcomes(&self.hold.lock().instances)
+    }
+
+    /// A Promise of `null`, or of a `Failure`. `ttl_ms`: the new lease
+    /// (default the lock's); a kept lock keeps extending to it.
+    #[napi(ts_return_type = "Promise<Failure | null>")]
+    pub fn extend<'env>(&self, env: &'env Env, ttl_ms: Option<f64>) -> Result<Object<'env>> {
+        let ttl = ttl_ms.map(config::ttl).transpose()?;
+        let hold = Arc::clone(&self.hold);
+        runtime::promise(env, async move { Ok(hold.extend(ttl).await.err().map(Failure::from)) })
+    }
+
+    /// A Promise of `Released`, or of a `Failure`.
+    #[napi(ts_return_type = "Promise<Released | Failure>")]
+    pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        let hold = Arc::clone(&self.hold);
+        runtime::promise(env, async move {
+            Ok(match hold.release().await {
+                Ok(n) => Either::A(Released { released: u32::try_from(n).unwrap_or(u32::MAX) }),
+                Err(f) => Either::B(Failure::from(f)),
+            })
+        })
+    }
+
+    /// A Promise of `true` the moment the lock is lost, `false` once it
+    /// was released first. Pending, it keeps the event loop alive.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn when_lost<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        let lost = self.hold.when_lost();
+        runtime::promise(env, async move { Ok(lost.await) })
+    }
+}

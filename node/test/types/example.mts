@@ -1,0 +1,89 @@
+// A typed use of the whole API, checked by `tsc --noEmit -p test/types`
+// (types.test.mjs): index.d.ts must accept what the package does, and
+// refuse what it refuses (the @ts-expect-error lines).
+import redislock, {
+  ConfigError,
+  Lock,
+  LockLostError,
+  LockReleasedError,
+  NotAcquiredError,
+  QuorumUnreachableError,
+  Redlock,
+  RedlockError,
+  type AcquireOptions,
+  type RedlockOptions,
+  type ServerOutcome,
+} from 'redislock';
+
+const options: RedlockOptions = {
+  quorum: 3,
+  requestTimeout: 50,
+  connectTimeout: 200,
+  retryCount: 3,
+  retryDelay: 150,
+  retryJitter: 50,
+  driftFactor: 0.01,
+  extendFraction: 1 / 3,
+  mode: 'module',
+};
+const redlock = new Redlock(['redis://127.0.0.1:7001', 'redis://127.0.0.1:7002', 'redis://127.0.0.1:7003'], options);
+const one = new redislock.Redlock('redis://127.0.0.1:7001');
+const quorum: number = redlock.quorum + one.quorum;
+const servers: string[] = redlock.servers;
+
+export async function all(): Promise<void> {
+  const controller = new AbortController();
+  const opts: AcquireOptions = { wait: 5_000, signal: controller.signal, keep: false };
+  const lock: Lock = await redlock.acquire('orders:42', 10_000, opts);
+  const token: bigint | null = lock.token;
+  const fields: [string, string, string, number, number, number, boolean, boolean, boolean, boolean] = [
+    lock.resource, lock.key, lock.owner, lock.ttl, lock.validity, lock.expiration, lock.shared, lock.lost, lock.released, lock.kept,
+  ];
+  const outcomes: ServerOutcome[] = lock.outcomes;
+  const extended: Lock = await lock.extend(30_000);
+  await extended.extend();
+  const { released }: { released: number } = await lock.release();
+
+  {
+    await using held = await redlock.acquire('orders:42', 10_000, { wait: Infinity, shared: true });
+    void held.token;
+  }
+  await redlock.acquire('api-pool', 10_000, { limit: 4, retry: true });
+
+  const total: number = await redlock.using('orders:42', 10_000, async (signal: AbortSignal, held: Lock) => {
+    if (signal.aborted) throw signal.reason;
+    return Number(held.token ?? 0n);
+  });
+  const text: string = await redlock.using('orders:42', 10_000, { wait: 1_000, signal: controller.signal }, (_signal, held) => held.key);
+  await redlock.settle();
+
+  try {
+    await redlock.acquire('x', 1);
+  } catch (e) {
+    if (e instanceof QuorumUnreachableError) {
+      const code: 'ERR_REDLOCK_QUORUM_UNREACHABLE' = e.code;
+      void code;
+    } else if (e instanceof NotAcquiredError) {
+      const why: string | null = e.reason;
+      const n: number = e.attempts + e.outcomes.length + (e.quarantineMsLeft ?? 0);
+      void why, n;
+    } else if (e instanceof LockLostError || e instanceof ConfigError || e instanceof LockReleasedError) {
+      const code: string = e.code;
+      void code;
+    } else if (e instanceof RedlockError) {
+      void e.resource;
+    }
+  }
+  void [quorum, servers, token, fields, outcomes, released, total, text];
+
+  // @ts-expect-error: a ttl is a number of milliseconds
+  await redlock.acquire('x', '10s');
+  // @ts-expect-error: no such option
+  await redlock.acquire('x', 1000, { tries: 3 });
+  // @ts-expect-error: mode is 'module' or 'script'
+  new Redlock(['redis://127.0.0.1:7001'], { mode: 'lua' });
+  // @ts-expect-error: a token is read-only
+  lock.token = 1n;
+  // @ts-expect-error: a Lock is made by the client
+  new Lock();
+}
