@@ -22,6 +22,15 @@ export interface RedlockOptions {
   extendFraction?: number;
   /** `'module'` (default: LOCK.* commands, fencing tokens) or `'script'` (plain Redis, SET NX PX, no tokens). */
   mode?: 'module' | 'script';
+  /**
+   * Bind each lock to this process's connections (`LOCK.ACQUIRE ... SESSION`):
+   * when the process dies, even killed -9, the servers release it (after
+   * `lockDelay`), not when its ttl runs out; a hold whose connection closed
+   * counts as lost, never taken again. Module mode only. Default false.
+   */
+  releaseOnDisconnect?: boolean;
+  /** With `releaseOnDisconnect`: how long (ms) a server keeps the lock after the connection closed. Default 0. */
+  lockDelay?: number;
 }
 
 /** What to acquire, and how long to try. */

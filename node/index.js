@@ -27,6 +27,8 @@ const REDLOCK_OPTIONS = [
   'driftFactor',
   'extendFraction',
   'mode',
+  'releaseOnDisconnect',
+  'lockDelay',
 ];
 const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'signal', 'keep'];
 const USING_OPTIONS = ['wait', 'shared', 'limit', 'signal'];
@@ -119,7 +121,8 @@ class Redlock {
    * @param urls `redis://host:port` per server (or one URL as a string)
    * @param options quorum, requestTimeout (50), connectTimeout (200),
    *   retryCount (3), retryDelay (150), retryJitter (50), driftFactor
-   *   (0.01), extendFraction (1/3), mode ('module' | 'script')
+   *   (0.01), extendFraction (1/3), mode ('module' | 'script'),
+   *   releaseOnDisconnect (false), lockDelay (0)
    */
   constructor(urls, options) {
     const list = args.urls(urls);
@@ -127,6 +130,8 @@ class Redlock {
     for (const key of REDLOCK_OPTIONS) {
       if (key === 'mode') {
         if (opts.mode !== undefined && typeof opts.mode !== 'string') throw args.typeError('options.mode', "'module' or 'script'", opts.mode);
+      } else if (key === 'releaseOnDisconnect') {
+        if (opts[key] !== undefined && typeof opts[key] !== 'boolean') throw args.typeError('options.releaseOnDisconnect', 'a boolean', opts[key]);
       } else {
         args.optionalNumber(`options.${key}`, opts[key]);
       }

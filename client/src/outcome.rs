@@ -224,6 +224,10 @@ pub struct InstanceOutcome {
     pub server: String,
     pub outcome: Outcome,
     pub latency: Duration,
+    /// A grant bound to the connection that asked for it
+    /// (`Settings::release_on_disconnect`): that connection's id on the
+    /// server (`CLIENT ID`).
+    pub connection: Option<u64>,
 }
 
 impl fmt::Display for InstanceOutcome {

@@ -174,7 +174,11 @@ mod tests {
     }
 
     fn round(outcomes: &[Outcome]) -> Vec<InstanceOutcome> {
-        outcomes.iter().enumerate().map(|(i, o)| InstanceOutcome { server: format!("s{i}"), outcome: o.clone(), latency: MS(1) }).collect()
+        outcomes
+            .iter()
+            .enumerate()
+            .map(|(i, o)| InstanceOutcome { server: format!("s{i}"), outcome: o.clone(), latency: MS(1), connection: None })
+            .collect()
     }
 
     #[test]

@@ -190,6 +190,14 @@ impl Redlock {
         if lo > hi {
             return Err(Error::Config("retry delay range is reversed".into()));
         }
+        if settings.release_on_disconnect && settings.mode == Mode::Script {
+            return Err(Error::Config(
+                "release_on_disconnect needs the redislock module (module mode): plain Redis cannot bind a lock to a connection".into(),
+            ));
+        }
+        if !settings.release_on_disconnect && !settings.lock_delay.is_zero() {
+            return Err(Error::Config("lock_delay needs release_on_disconnect".into()));
+        }
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
         Ok(Redlock {
@@ -792,7 +800,13 @@ impl Redlock {
         }
         self.verify_servers().await?;
         let started = Instant::now();
-        let outcomes = join_all(self.inner.instances.iter().map(|i| i.extend(&lock.resource, &lock.owner, ttl))).await;
+        // A hold bound to its connection is extended on that connection only
+        // (see `Settings::release_on_disconnect`).
+        let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
+        let outcomes = join_all(
+            self.inner.instances.iter().enumerate().map(|(i, inst)| inst.extend_bound(&lock.resource, &lock.owner, ttl, bound(i))),
+        )
+        .await;
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let validity = quorum::validity(ttl, started.elapsed(), drift);
@@ -1022,6 +1036,7 @@ impl HeadRound {
                         server: instance.name.clone(),
                         outcome: Outcome::Refused,
                         latency: Duration::ZERO,
+                        connection: None,
                     })
                 })
                 .collect(),

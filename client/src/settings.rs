@@ -28,6 +28,17 @@ pub struct Settings {
     pub mode: Mode,
     /// A guard extends its lock after this fraction of the ttl. Default 1/3.
     pub extend_fraction: f64,
+    /// Holds end with this client's connection to each server
+    /// (`LOCK.ACQUIRE ... SESSION`): a process that dies, or loses its
+    /// connection, frees its locks `lock_delay` after the server sees the
+    /// connection close, not when the lease runs out. A hold whose
+    /// connection closed counts as lost on that server, never silently
+    /// taken again. Module mode only. Default off.
+    pub release_on_disconnect: bool,
+    /// With `release_on_disconnect`: how long a server keeps the lock held
+    /// after the connection closed (`DELAY`), for a holder cut off by the
+    /// network that may still be running. Default 0.
+    pub lock_delay: Duration,
 }
 
 impl Default for Settings {
@@ -41,6 +52,8 @@ impl Default for Settings {
             quorum: None,
             mode: Mode::Module,
             extend_fraction: 1.0 / 3.0,
+            release_on_disconnect: false,
+            lock_delay: Duration::ZERO,
         }
     }
 }

@@ -149,6 +149,9 @@ pub struct Instance {
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
+    /// `SESSION DELAY ms` on every grant: holds end with the connection
+    /// (`Settings::release_on_disconnect`, module mode).
+    session: Option<u64>,
 }
 
 /// Idle wait connections kept per instance; more waits at once open more.
@@ -259,6 +262,7 @@ impl Instance {
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
+            session: (settings.release_on_disconnect && settings.mode == Mode::Module).then(|| millis(settings.lock_delay)),
         })
     }
 
@@ -360,7 +364,33 @@ impl Instance {
     }
 
     fn outcome(&self, started: Instant, outcome: Outcome) -> InstanceOutcome {
-        InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed() }
+        InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed(), connection: None }
+    }
+
+    /// `SESSION DELAY ms`, when holds end with their connection.
+    fn session_args(&self, cmd: &mut Cmd) {
+        if let Some(delay) = self.session {
+            cmd.arg("SESSION").arg("DELAY").arg(delay);
+        }
+    }
+
+    /// Whether a grant here is bound to the connection that asks, which
+    /// must then stay the one that extends it: a single server's shared
+    /// connection (a cluster's commands go to whichever node serves the
+    /// key, and there the lease alone decides).
+    fn binds_connection(&self) -> bool {
+        self.session.is_some() && matches!(self.client, Client::Single(_))
+    }
+
+    /// `cmd` on the shared connection, preceded by `CLIENT ID` in one
+    /// pipeline: its reply and the id of the connection that ran it.
+    async fn query_on_connection<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<(u64, T), CallError> {
+        self.request(|mut conn| async move {
+            let mut pipe = redis::pipe();
+            pipe.cmd("CLIENT").arg("ID").add_command(cmd.clone());
+            pipe.query_async::<(u64, T)>(&mut conn).await
+        })
+        .await
     }
 
     /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min]`, or `SET key owner
@@ -381,6 +411,15 @@ impl Instance {
                 share.args(&mut cmd);
                 if let Some(min) = fence {
                     cmd.arg("FENCE").arg(min);
+                }
+                self.session_args(&mut cmd);
+                if self.binds_connection() {
+                    let (outcome, connection) = match self.query_on_connection::<Option<i64>>(&cmd).await {
+                        Ok((id, Some(token))) => (Outcome::Granted { token: Some(token) }, Some(id)),
+                        Ok((_, None)) => (Outcome::Refused, None),
+                        Err(e) => (e, None),
+                    };
+                    return InstanceOutcome { connection, ..self.outcome(started, outcome) };
                 }
                 match self.query::<Option<i64>>(&cmd).await {
                     Ok(Some(token)) => Outcome::Granted { token: Some(token) },
@@ -422,6 +461,26 @@ impl Instance {
         self.outcome(started, one_or_zero(reply))
     }
 
+    /// `extend` of a hold bound to connection `connection` (see
+    /// `Settings::release_on_disconnect`): only on that connection. Once
+    /// the shared connection was remade, the server has ended (or will end,
+    /// after its lock-delay) the hold it bound to the old one: the hold is
+    /// lost here, and not extended as if nothing happened.
+    pub async fn extend_bound(&self, key: &str, owner: &str, ttl: Duration, connection: Option<u64>) -> InstanceOutcome {
+        let Some(bound) = connection.filter(|_| self.binds_connection()) else {
+            return self.extend(key, owner, ttl).await;
+        };
+        let started = Instant::now();
+        let mut cmd = redis::cmd("LOCK.EXTEND");
+        cmd.arg(key).arg(owner).arg(millis(ttl));
+        let outcome = match self.query_on_connection::<i64>(&cmd).await {
+            Ok((id, _)) if id != bound => Outcome::Refused,
+            Ok((_, reply)) => one_or_zero(Ok(reply)),
+            Err(e) => e,
+        };
+        InstanceOutcome { connection, ..self.outcome(started, outcome) }
+    }
+
     /// Sets the lease of `key` to `ttl` from now if `owner` holds it.
     pub async fn extend(&self, key: &str, owner: &str, ttl: Duration) -> InstanceOutcome {
         let started = Instant::now();
@@ -455,6 +514,7 @@ impl Instance {
             cmd.arg("FENCE").arg(min);
         }
         cmd.arg("WAIT").arg(millis(wait).max(1));
+        self.session_args(&mut cmd);
         let waited = async {
             match &self.client {
                 Client::Single(client) => {
@@ -503,6 +563,14 @@ impl Instance {
             Ok(Ok(None)) => Outcome::Refused,
             Ok(Err(e)) => classify(e),
         };
+        // A hold bound to the waiting connection would end whenever that
+        // connection does (it goes back to a pool): it is granted again on
+        // the shared one, the same owner's re-grant with the same token,
+        // which moves the binding there.
+        if matches!(outcome, Outcome::Granted { .. }) && self.binds_connection() {
+            let again = self.acquire_as(key, owner, ttl, None, share).await;
+            return InstanceOutcome { latency: started.elapsed(), ..again };
+        }
         self.outcome(started, outcome)
     }
 

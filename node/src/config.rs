@@ -36,6 +36,10 @@ pub struct Options {
     pub extend_fraction: Option<f64>,
     /// `"module"` (default) or `"script"` (plain Redis, no tokens).
     pub mode: Option<String>,
+    /// Locks end with this process's connections (`SESSION`). Default false.
+    pub release_on_disconnect: Option<bool>,
+    /// With `releaseOnDisconnect`: the lock-delay (ms). Default 0.
+    pub lock_delay: Option<f64>,
 }
 
 /// `value` ms as a Duration: finite and not negative.
@@ -109,6 +113,8 @@ pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
         quorum,
         mode,
         extend_fraction,
+        release_on_disconnect: options.release_on_disconnect.unwrap_or(false),
+        lock_delay: millis("options.lockDelay", options.lock_delay.unwrap_or(0.0))?,
     };
     Redlock::new(&urls, settings).map_err(|e| config_error(e.to_string()))
 }

@@ -45,6 +45,8 @@ class Redlock:
         drift_factor: float = 0.01,
         extend_fraction: float = 1 / 3,
         mode: Literal["module", "script"] = "module",
+        release_on_disconnect: bool = False,
+        lock_delay: float = 0.0,
     ) -> None: ...
     @property
     def servers(self) -> List[str]: ...
@@ -107,6 +109,8 @@ class AsyncRedlock:
         drift_factor: float = 0.01,
         extend_fraction: float = 1 / 3,
         mode: Literal["module", "script"] = "module",
+        release_on_disconnect: bool = False,
+        lock_delay: float = 0.0,
     ) -> None: ...
     @property
     def servers(self) -> List[str]: ...

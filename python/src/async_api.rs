@@ -91,7 +91,7 @@ impl PyAsyncRedlock {
 #[pymethods]
 impl PyAsyncRedlock {
     #[new]
-    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module"))]
+    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: &Bound<'_, PyAny>,
@@ -103,6 +103,8 @@ impl PyAsyncRedlock {
         drift_factor: f64,
         extend_fraction: f64,
         mode: &str,
+        release_on_disconnect: bool,
+        lock_delay: f64,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
             config::server_list(servers)?,
@@ -114,6 +116,7 @@ impl PyAsyncRedlock {
             drift_factor,
             extend_fraction,
             mode,
+            (release_on_disconnect, lock_delay),
         )?;
         Ok(PyAsyncRedlock { inner })
     }

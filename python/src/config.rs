@@ -67,6 +67,7 @@ pub fn new_redlock(
     drift_factor: f64,
     extend_fraction: f64,
     mode: &str,
+    (release_on_disconnect, lock_delay): (bool, f64),
 ) -> PyResult<Redlock> {
     let positive = |what: &str, v: f64| -> PyResult<Duration> {
         let d = seconds(what, v)?;
@@ -102,6 +103,8 @@ pub fn new_redlock(
         quorum,
         mode,
         extend_fraction,
+        release_on_disconnect,
+        lock_delay: seconds("lock_delay", lock_delay)?,
     };
     Redlock::new(&servers, settings).map_err(|e| Failure::from(e).into())
 }

@@ -29,7 +29,7 @@ pub struct PyRedlock {
 #[pymethods]
 impl PyRedlock {
     #[new]
-    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module"))]
+    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: &Bound<'_, PyAny>,
@@ -41,6 +41,8 @@ impl PyRedlock {
         drift_factor: f64,
         extend_fraction: f64,
         mode: &str,
+        release_on_disconnect: bool,
+        lock_delay: f64,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
             config::server_list(servers)?,
@@ -52,6 +54,7 @@ impl PyRedlock {
             drift_factor,
             extend_fraction,
             mode,
+            (release_on_disconnect, lock_delay),
         )?;
         Ok(PyRedlock { inner })
     }

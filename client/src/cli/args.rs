@@ -97,6 +97,18 @@ pub struct Global {
           allow_negative_numbers = true)]
     pub quorum: Option<u32>,
 
+    /// Bind the lock to this program's connections (LOCK.ACQUIRE ... SESSION):
+    /// when it exits or dies (even killed -9), each server releases the lock
+    /// at once (or after --lock-delay), not when the ttl runs out.
+    #[arg(long, global = true)]
+    pub session: bool,
+
+    /// With --session: how long a server keeps the lock after the connection
+    /// closed, for a holder cut off by the network that may still run [default: 0].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true, requires = "session",
+          allow_hyphen_values = true)]
+    pub lock_delay: Option<Duration>,
+
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -375,6 +387,8 @@ impl Global {
             retry_delay: self.retry_delay.map(|DelayRange(lo, hi)| (lo, hi)).unwrap_or(defaults.retry_delay),
             quorum: self.quorum.and_then(|q| usize::try_from(q).ok()),
             mode,
+            release_on_disconnect: self.session,
+            lock_delay: self.lock_delay.unwrap_or(defaults.lock_delay),
             ..defaults
         }
     }
@@ -524,6 +538,11 @@ mod tests {
         assert_eq!(s.retry_delay, (ms(5), ms(15)));
         assert_eq!(s.quorum, Some(4));
         assert_eq!(s.mode, Mode::Script);
+        assert!(!s.release_on_disconnect && s.lock_delay.is_zero(), "no session by default");
+        let cli = parse(&["run", "r", "--session", "--lock-delay", "250ms", "--", "true"]).expect("session");
+        let s = cli.global.settings(Mode::Module);
+        assert_eq!((s.release_on_disconnect, s.lock_delay), (true, ms(250)));
+        assert!(parse(&["run", "r", "--lock-delay", "1s", "--", "true"]).is_err(), "--lock-delay needs --session");
     }
 
     #[test]

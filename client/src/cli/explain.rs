@@ -93,7 +93,12 @@ pub fn no_quorum(what: &str, outcomes: &[InstanceOutcome], quorum: usize, op: Op
 /// A status row as an outcome, for `no_quorum`: its failure, or `Done`
 /// for a server that answered.
 pub fn as_outcome(server: &str, failure: Option<&Outcome>) -> InstanceOutcome {
-    InstanceOutcome { server: server.to_string(), outcome: failure.cloned().unwrap_or(Outcome::Done), latency: std::time::Duration::ZERO }
+    InstanceOutcome {
+        server: server.to_string(),
+        outcome: failure.cloned().unwrap_or(Outcome::Done),
+        latency: std::time::Duration::ZERO,
+        connection: None,
+    }
 }
 
 /// Servers refused the request itself (`Error::Rejected`): a usage or
@@ -311,7 +316,7 @@ mod tests {
     use std::time::Duration;
 
     fn o(server: &str, outcome: Outcome) -> InstanceOutcome {
-        InstanceOutcome { server: server.into(), outcome, latency: Duration::from_millis(1) }
+        InstanceOutcome { server: server.into(), outcome, latency: Duration::from_millis(1), connection: None }
     }
 
     fn refused_conn() -> Outcome {

@@ -457,6 +457,8 @@ pub struct Info {
     pub token: Option<i64>,
     pub pttl: i64,
     pub waiters: i64,
+    /// The holder's hold is bound to its connection (`SESSION`).
+    pub session: bool,
 }
 
 fn text(v: &Value) -> String {
@@ -481,7 +483,7 @@ pub fn parse_info(v: Value) -> Option<Info> {
         Value::Map(pairs) => pairs,
         other => panic!("LOCK.INFO replied {other:?}"),
     };
-    let (mut owner, mut token, mut pttl, mut waiters) = (None, None, None, 0);
+    let (mut owner, mut token, mut pttl, mut waiters, mut session) = (None, None, None, 0, false);
     for (k, v) in pairs {
         match text(&k).as_str() {
             "owner" => owner = Some(text(&v)),
@@ -503,10 +505,18 @@ pub fn parse_info(v: Value) -> Option<Info> {
                     waiters = n;
                 }
             }
+            // [owner, token, pttl, held-ms, session] per holder.
+            "holders" => {
+                if let Value::Array(rows) = v {
+                    if let Some(Value::Array(row)) = rows.first() {
+                        session = row.get(4) == Some(&Value::Int(1));
+                    }
+                }
+            }
             _ => {}
         }
     }
-    Some(Info { owner: owner.expect("owner field"), token, pttl: pttl.expect("pttl field"), waiters })
+    Some(Info { owner: owner.expect("owner field"), token, pttl: pttl.expect("pttl field"), waiters, session })
 }
 
 /// N servers, started in parallel.

@@ -1,0 +1,108 @@
+//! Locks bound to the client's connections (`Settings::release_on_disconnect`,
+//! `redlock --session`): a holder that dies frees its lock on every server
+//! at once (or after its lock-delay), and a holder whose connection to a
+//! server closed counts that server's hold as lost, never silently takes
+//! it again.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{eventually, relaxed, Cluster};
+use redlock::Settings;
+
+fn session(delay: Duration) -> Settings {
+    Settings { release_on_disconnect: true, lock_delay: delay, ..relaxed() }
+}
+
+/// `redlock run --session` killed -9 while it holds a 30 s lock: a waiter
+/// has it within a second; without `--session` it waits for the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_with_session_frees_its_lock_at_once() {
+    let c = Cluster::start(5);
+    let servers = c.urls().join(",");
+    for (session, resource) in [(true, "nightly"), (false, "nightly-plain")] {
+        let mut options = vec!["--request-timeout", "1s"];
+        if session {
+            options.push("--session");
+        }
+        // The command outlives its killed parent: a short one.
+        let mut run = common::cli::redlock_with(&servers, &options, &["run", resource, "--ttl", "30s", "--", "sleep", "8"])
+            .spawn()
+            .expect("spawn redlock run");
+        eventually(Duration::from_secs(15), "run to hold the lock", || async { c.infos(resource).await.iter().all(Option::is_some) }).await;
+        let held = c.infos(resource).await;
+        assert!(held.iter().all(|i| i.as_ref().is_some_and(|i| i.session == session)), "session-bound: {session}: {held:?}");
+        let killed = Instant::now();
+        run.start_kill().expect("kill -9 redlock run");
+        let _ = run.wait().await;
+        let lib = c.redlock(relaxed());
+        let waited = lib.lock_until(resource, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(3))).await;
+        if session {
+            let lock = waited.unwrap_or_else(|e| panic!("the killed holder's lock was not freed: {e}"));
+            assert!(killed.elapsed() < Duration::from_secs(2), "granted {:?} after the kill, with 30 s of lease left", killed.elapsed());
+            lib.release(&lock).await.expect("release");
+        } else {
+            assert!(waited.is_err(), "without --session the lock is held until its lease ends");
+        }
+    }
+}
+
+/// A lock held with a lock-delay: its holder's connections close (the
+/// client dropped), and another client has it once the delay has passed,
+/// not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_delay_holds_the_lock_after_the_holder_is_gone() {
+    let c = Cluster::start(5);
+    let holder = c.redlock(session(Duration::from_millis(800)));
+    let lock = holder.lock("delayed", Duration::from_secs(30)).await.expect("lock");
+    assert!(lock.instances.iter().all(|o| o.connection.is_some()), "every grant bound to a connection: {:?}", lock.instances);
+    let dropped = Instant::now();
+    drop(holder);
+    drop(lock);
+    let other = c.redlock(relaxed());
+    let next =
+        other.lock_until("delayed", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(10))).await.expect("after the delay");
+    let after = dropped.elapsed();
+    assert!(after >= Duration::from_millis(780), "granted {after:?} after the holder went, inside its 800 ms lock-delay");
+    assert!(after < Duration::from_secs(5), "granted {after:?} after the holder went");
+    other.release(&next).await.expect("release");
+}
+
+/// The client's connections to three of five servers are killed while it
+/// holds a session-bound lock under a guard, with a lock-delay longer than
+/// its 1.5 s lease: those servers unbind the hold and leave it to its
+/// lease. The guard's next extension finds its connections remade and
+/// counts those holds lost (the lost signal fires) instead of extending
+/// them as if nothing happened, so their leases run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_connection_is_a_lost_hold_never_extended_again() {
+    let c = Cluster::start(5);
+    let lib = c.redlock(session(Duration::from_secs(5)));
+    let guard = lib.guard("watched", Duration::from_millis(1_500), None).await.expect("guard");
+    for server in c.servers.iter().take(3) {
+        // Every client but the one asking: the guard's connection among them.
+        server.ok(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes")).await;
+    }
+    let killed = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost()).await.expect("the lost signal");
+    assert!(killed.elapsed() < Duration::from_secs(3), "lost signalled {:?} after the connections closed", killed.elapsed());
+    // Extended as if nothing happened, the three would stay held.
+    eventually(Duration::from_secs(4), "the three holds ran out", || async {
+        c.infos("watched").await.iter().take(3).all(Option::is_none)
+    })
+    .await;
+    drop(guard);
+}
+
+/// Bad settings are refused when the client is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_settings_are_checked() {
+    let urls = ["redis://127.0.0.1:1"];
+    let script = Settings { release_on_disconnect: true, mode: redlock::Mode::Script, ..Settings::default() };
+    let e = redlock::Redlock::new(&urls, script).err().expect("script mode refused");
+    assert!(e.to_string().contains("release_on_disconnect needs the redislock module"), "{e}");
+    let delay = Settings { lock_delay: Duration::from_millis(5), ..Settings::default() };
+    let e = redlock::Redlock::new(&urls, delay).err().expect("a delay alone refused");
+    assert!(e.to_string().contains("lock_delay needs release_on_disconnect"), "{e}");
+}
