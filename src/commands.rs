@@ -15,7 +15,7 @@ use crate::core::lease::{Lease, Now};
 use crate::core::token::Token;
 use crate::grants::{one_holder, restore_rescued, slot, try_acquire, Attempt, By, Grant, Look, Slot, WRONGTYPE};
 use crate::group::Group;
-use crate::stats::{self, Cause};
+use crate::stats::{self, Cause, HoldKind};
 use crate::{args, config, fencing, propagate, quarantine, rescue, session, value, waiters, writable};
 
 /// Whether the command replays the master's stream or the AOF.
@@ -127,7 +127,12 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     if let Slot::Shared(group) = slot(&key, now, look) {
         return release_shared(ctx, &key, req.key, req.owner, group, now, look);
     }
-    match one_holder(&slot(&key, now, look), req.owner).map(grant::release_exclusive) {
+    let held = slot(&key, now, look);
+    let since = match &held {
+        Slot::Held(lock) => Some(lock.since()),
+        _ => None,
+    };
+    match one_holder(&held, req.owner).map(grant::release_exclusive) {
         None => return ctx.reply_error(WRONGTYPE),
         Some(false) => {
             stats::RELEASE_REFUSED.bump();
@@ -136,6 +141,11 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
         Some(true) => {}
     }
     stats::RELEASE_DONE.bump();
+    // How long it was held (a replica replaying its master's release saw
+    // the hold start only when it applied it).
+    if let Some(since) = since.filter(|_| look != Look::AsStored) {
+        stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since));
+    }
     unbind(ctx, req.key, req.owner);
     value::delete(&key);
     propagate::released(ctx, req.key);
@@ -166,6 +176,7 @@ fn serve_after_release(ctx: Ctx, key: &Key, key_name: &Arg) {
 /// that travels as DEL: holders whose lease ended here may still be
 /// stored on a replica, which must drop the key all the same.
 fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look) -> c_int {
+    let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
     let released = match look {
         Look::AsStored => group.holding.remove(owner),
         _ => group.holding.release(owner, now.mono),
@@ -175,6 +186,9 @@ fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut
         return ctx.reply_integer(0);
     }
     stats::RELEASE_DONE.bump();
+    if let Some(since) = since.filter(|_| look != Look::AsStored) {
+        stats::holds(HoldKind::of_group(group.holding.kind)).record(now.mono.saturating_sub(since));
+    }
     unbind(ctx, key_name, owner);
     if group.holding.holders.is_empty() {
         value::delete(key);

@@ -20,7 +20,7 @@ use redis_module::raw;
 use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleCtx};
 use crate::core::lease::Now;
 use crate::grants::{self, Look, Slot};
-use crate::stats::{self, Cause};
+use crate::stats::{self, Cause, HoldKind};
 use crate::{clock, group, propagate, session, value, waiters, writable};
 
 /// The timer is armed.
@@ -96,6 +96,7 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
     match grants::slot(key, now, Look::Held) {
         Slot::Held(mut lock) if lock.is_held_by(owner) => {
             if release_now {
+                stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(lock.since()));
                 value::delete(key);
                 propagate::released_by_server(ctx, key_name, owner);
                 return Ended::Released;
@@ -109,8 +110,12 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             Ended::CutShort
         }
         Slot::Shared(g) if release_now => {
+            let since = g.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
             if !g.holding.release(owner, now.mono) {
                 return Ended::Nothing;
+            }
+            if let Some(since) = since {
+                stats::holds(HoldKind::of_group(g.holding.kind)).record(now.mono.saturating_sub(since));
             }
             // The key goes with the last holder as DEL, as a command's release
             // of it: holders whose lease ended here may still be stored on a

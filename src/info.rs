@@ -61,6 +61,31 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"max_token_lead_ms", config::max_token_lead());
     field(ctx, c"max_owner_len", config::max_owner_len());
     field(ctx, c"quarantine_ms", config::quarantine_ms());
+    field(ctx, c"oldest_wait_ms", waiters::oldest_wait_ms());
+    distributions(ctx);
+}
+
+/// Per kind of hold: how long waits took (`wait_<kind>_*`) and holds
+/// lasted (`hold_<kind>_*`): a count and p50, p99, p99.9 and max in ms,
+/// each a plain number (a gauge to a scraper).
+fn distributions(ctx: *mut raw::RedisModuleInfoCtx) {
+    for (what, of) in [("wait", stats::waits as fn(stats::HoldKind) -> &'static crate::histogram::Histogram), ("hold", stats::holds)] {
+        for kind in stats::HoldKind::ALL {
+            let h = of(kind);
+            let values = [
+                ("count", h.count()),
+                ("p50_ms", h.percentile(0.5)),
+                ("p99_ms", h.percentile(0.99)),
+                ("p999_ms", h.percentile(0.999)),
+                ("max_ms", h.max()),
+            ];
+            for (stat, value) in values {
+                if let Ok(name) = std::ffi::CString::new(format!("{what}_{}_{stat}", kind.name())) {
+                    field(ctx, &name, i64::try_from(value).unwrap_or(i64::MAX));
+                }
+            }
+        }
+    }
 }
 
 /// Whether the server may evict lock keys now: a memory limit with a

@@ -29,7 +29,8 @@
 //!     `quarantine` (the restart quarantine), `fencing`
 //!     (the token counter), `writable` (whether the module may write
 //!     outside a client's command), `config`, `args` (command syntax),
-//!     `clock` (the monotonic clock), `stats`, `reentry`.
+//!     `clock` (the monotonic clock), `stats` and `histogram` (what INFO
+//!     shows), `reentry`.
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
 //!   that the glue calls.
 //! - `core`: the rules, free of Redis: grant, release, extension and
@@ -54,6 +55,7 @@ mod edge;
 mod fencing;
 mod grants;
 mod group;
+mod histogram;
 mod info;
 mod propagate;
 mod quarantine;

@@ -5,6 +5,9 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::core::grant::{Kind, Mode, Request};
+use crate::histogram::Histogram;
+
 #[derive(Default)]
 pub struct Counter(AtomicU64);
 
@@ -62,6 +65,69 @@ pub static SESSION_DELAYS: Counter = Counter::new();
 /// Lock values in memory: held locks, plus leases that ran out and that
 /// Redis has not reclaimed yet.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);
+
+/// The kinds of hold INFO tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldKind {
+    Exclusive,
+    /// A shared hold of a read-write lock.
+    Shared,
+    /// One of a semaphore's permits.
+    Permit,
+}
+
+impl HoldKind {
+    pub const ALL: [HoldKind; 3] = [HoldKind::Exclusive, HoldKind::Shared, HoldKind::Permit];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldKind::Exclusive => "exclusive",
+            HoldKind::Shared => "shared",
+            HoldKind::Permit => "permit",
+        }
+    }
+
+    pub fn of_request(req: &Request) -> HoldKind {
+        match (req.mode, req.limit) {
+            (_, Some(_)) => HoldKind::Permit,
+            (Mode::Shared, None) => HoldKind::Shared,
+            (Mode::Exclusive, None) => HoldKind::Exclusive,
+        }
+    }
+
+    /// A holder of a key held shared, of this kind.
+    pub fn of_group(kind: Kind) -> HoldKind {
+        match kind {
+            Kind::ReadWrite => HoldKind::Shared,
+            Kind::Semaphore { .. } => HoldKind::Permit,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How long clients waited in line before their grant (ms), per kind.
+static WAITS: [Histogram; 3] = [const { Histogram::new() }; 3];
+/// How long holders held a lock they released (LOCK.RELEASE, or their
+/// connection closing with SESSION), per kind (ms).
+static HOLDS: [Histogram; 3] = [const { Histogram::new() }; 3];
+
+pub fn waits(kind: HoldKind) -> &'static Histogram {
+    &WAITS[kind.index()]
+}
+
+pub fn holds(kind: HoldKind) -> &'static Histogram {
+    &HOLDS[kind.index()]
+}
+
+/// `CONFIG RESETSTAT`: the distributions start again.
+pub fn reset_distributions() {
+    for h in WAITS.iter().chain(HOLDS.iter()) {
+        h.reset();
+    }
+}
 
 /// What freed a lock that was handed to a waiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

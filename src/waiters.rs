@@ -223,6 +223,18 @@ pub fn list(db: c_int, key: &[u8], count: usize) -> Vec<WaiterView> {
     .unwrap_or_default()
 }
 
+/// How long the longest-waiting client has waited, ms (0: nobody waits).
+pub fn oldest_wait_ms() -> i64 {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    let now = clock::mono_ms();
+    let oldest = with_registry(|r| {
+        r.queues.values().flat_map(|keys| keys.values()).filter_map(|q| q.waiters.first().map(|w| w.joined_mono_ms)).min()
+    });
+    oldest.flatten().map_or(0, |joined| now.saturating_sub(joined))
+}
+
 /// Clients waiting now, and the keys they wait for (for INFO).
 pub fn gauges() -> (i64, i64) {
     let clients = i64::try_from(WAITING.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
@@ -351,6 +363,8 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         }
         match try_acquire(ctx, key, key_name, Arg::of(&head.owner), &head.request, false, By::Handoff) {
             Attempt::Granted(token, _) => {
+                let waited = clock::mono_ms().saturating_sub(head.joined_mono_ms);
+                stats::waits(stats::HoldKind::of_request(&head.request)).record(waited);
                 if head.request.session.is_some() || crate::session::bound() != 0 {
                     let binding = head.request.session.zip(head.session_client).map(|(delay, client)| (client, delay));
                     crate::session::granted(db, name, head.owner.bytes(), binding);

@@ -31,9 +31,14 @@ fn assert_moved(
     moved: &[(&str, i64)],
     what: &str,
 ) {
-    const GAUGES: [&str; 6] = ["locks", "clients_waiting", "keys_waited", "highest_token", "quarantine_ms_left", "session_holds"];
+    const GAUGES: [&str; 7] =
+        ["locks", "clients_waiting", "keys_waited", "highest_token", "quarantine_ms_left", "session_holds", "oldest_wait_ms"];
+    // The distributions (`wait_<kind>_*`, `hold_<kind>_*`) have a test of their own.
+    let distribution = |f: &str| {
+        ["exclusive_", "shared_", "permit_"].iter().any(|k| f.starts_with(&format!("wait_{k}")) || f.starts_with(&format!("hold_{k}")))
+    };
     for (field, was) in before {
-        if GAUGES.contains(&field.as_str()) {
+        if GAUGES.contains(&field.as_str()) || distribution(field) {
             continue;
         }
         let expected = moved.iter().find(|(f, _)| f == field).map_or(0, |(_, d)| *d);
@@ -270,4 +275,56 @@ fn module_list_reports_the_crate_version() {
         .expect("redislock in MODULE LIST");
     let parts: Vec<i64> = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse().expect("numeric version")).collect();
     assert_eq!(ver, (parts[0] * 10_000 + parts[1] * 100 + parts[2]).to_string());
+}
+
+/// INFO's wait and hold distributions follow a known schedule of holds
+/// and waits (within a bucket, 1/8 of the value, plus what a loaded
+/// machine adds to a sleep), per kind; CONFIG RESETSTAT empties them.
+#[test]
+fn wait_and_hold_distributions_follow_a_schedule() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let held = |c: &mut Connection, key: &str, extra: &[&str], ms: u64| {
+        let mut acq = cmd("LOCK.ACQUIRE");
+        acq.arg(key).arg("a").arg(60_000);
+        for e in extra {
+            acq.arg(*e);
+        }
+        int_of(&ok_cmd(c, &acq), "token");
+        std::thread::sleep(Duration::from_millis(ms));
+        assert_eq!(release(c, key.as_bytes(), b"a"), 1);
+    };
+    for i in 0..4 {
+        held(&mut c, &format!("ex{i}"), &[], 100);
+    }
+    held(&mut c, "rw", &["SHARED"], 50);
+    held(&mut c, "sem", &["SHARED", "LIMIT", "2"], 0);
+    // One wait of about 300 ms.
+    grant(&mut c, "line", "holder", 60_000);
+    let mut w = waiter(&server, "line", "w", 10_000);
+    wait_waiters(&mut c, b"line", 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(stat(&mut c, "oldest_wait_ms") >= 290, "the waiter has waited 300 ms");
+    assert_eq!(release(&mut c, b"line", b"holder"), 1);
+    assert!(matches!(recv_reply(&mut w, "w").expect("granted"), Value::Int(_)));
+    assert_eq!(stat(&mut c, "oldest_wait_ms"), 0, "nobody waits");
+
+    let slack = 400; // what a loaded 2-core machine may add to a sleep
+    assert_eq!(stat(&mut c, "hold_exclusive_count"), 5, "four holds and the line's holder");
+    let p50 = stat(&mut c, "hold_exclusive_p50_ms");
+    assert!((100..=112 + slack).contains(&p50), "hold p50 {p50} for holds of 100 ms");
+    assert!(stat(&mut c, "hold_exclusive_max_ms") >= 300, "the line's holder held 300 ms and more");
+    assert_eq!(stat(&mut c, "hold_shared_count"), 1);
+    assert!((50..=56 + slack).contains(&stat(&mut c, "hold_shared_p99_ms")));
+    assert_eq!(stat(&mut c, "hold_permit_count"), 1);
+    assert!(stat(&mut c, "hold_permit_max_ms") <= slack);
+    assert_eq!(stat(&mut c, "wait_exclusive_count"), 1);
+    let wait = stat(&mut c, "wait_exclusive_p50_ms");
+    assert!((300..=337 + slack).contains(&wait), "wait p50 {wait} for a wait of 300 ms");
+    assert_eq!((stat(&mut c, "wait_shared_count"), stat(&mut c, "wait_permit_count")), (0, 0));
+
+    ok_cmd(&mut c, cmd("CONFIG").arg("RESETSTAT"));
+    for field in ["hold_exclusive_count", "hold_exclusive_max_ms", "wait_exclusive_count", "wait_exclusive_p99_ms", "hold_shared_count"] {
+        assert_eq!(stat(&mut c, field), 0, "{field} after CONFIG RESETSTAT");
+    }
 }

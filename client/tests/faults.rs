@@ -601,3 +601,120 @@ async fn redlock_run_stops_the_command_within_one_extension_interval_of_losing_t
     assert!(after <= limit, "the command was stopped {after:?} after the freeze (limit {limit:?})");
     assert!(after < ttl - every, "stopped before the lease could run out on the servers");
 }
+
+/// Session-bound locks (`release_on_disconnect`) under the faults they are
+/// for, each phase with a holder A, a contender B and the fenced resource:
+/// - A killed (-9) mid-hold: B is granted at once, long before A's lease;
+/// - A cut off from three of five servers (their proxies gone: the servers
+///   see the connections close) while A runs on: the servers keep the
+///   lock for the lock-delay, B is granted only after it, A's lost signal
+///   fires, and A's late write with its old token is refused;
+/// - two of five servers restarted empty under A: the bindings on the
+///   other three stand, B is not granted while A holds, and is once A
+///   releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_bound_locks_under_kills_cuts_and_restarts() {
+    let _serial = serial();
+    let mut c = Cluster::start_opts(vec![Opts::quarantine(500); 5]);
+    let fence = Fence::start();
+    let b_client = c.redlock(relaxed());
+    let session = |delay: Duration| Settings { release_on_disconnect: true, lock_delay: delay, ..relaxed() };
+    // The fresh servers' quarantine first.
+    let probe = b_client.lock_until("probe", MS(500), Some(Instant::now() + Duration::from_secs(5))).await.expect("probe");
+    b_client.release(&probe).await.expect("probe release");
+
+    // 1. A killed: `redlock run --session` with a 30 s lease, SIGKILL.
+    let mut cmd = redlock_cmd(&c.urls(), "500ms");
+    cmd.args(["--session", "run", "killed", "--ttl", "30s", "--", "sh", "-c", "echo \"$REDLOCK_TOKEN\"; exec sleep 30"]);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().expect("spawn redlock run --session");
+    let group = Group(child.id() as libc::pid_t);
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read token");
+        line
+    });
+    let line = tokio::time::timeout(Duration::from_secs(10), line).await.expect("no token within 10 s").expect("join");
+    let token_a: i64 = line.trim().parse().unwrap_or_else(|e| panic!("token {line:?}: {e}"));
+    group.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    let b = b_client
+        .lock_until("killed", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(5)))
+        .await
+        .expect("B after the kill");
+    let after_kill = killed.elapsed();
+    let token_b = b.token.expect("token");
+    assert!(token_b > token_a && after_kill < Duration::from_secs(2), "B ({token_b}) {after_kill:?} after A ({token_a}) was killed");
+    assert!(fence.write(token_b, "B after the kill").await);
+    b_client.release(&b).await.expect("release");
+    drop(child);
+
+    // 2. A cut off from three servers, through proxies that go away. A
+    // learns of it at its next extension (every ttl/3 = 2 s); a lock-delay
+    // longer than that plus a request timeout lets it know before anyone
+    // else is granted the lock.
+    let delay = MS(3_000);
+    let mut proxies = Vec::new();
+    for s in &c.servers[..3] {
+        proxies.push(DelayProxy::start(s.port, 0..=0).await);
+    }
+    let mut a_urls: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    a_urls.extend(c.servers[3..].iter().map(|s| s.url()));
+    let a = Redlock::new(&a_urls, session(delay)).expect("A");
+    let guard = a.guard("cut", MS(6_000), None).await.expect("A's lock");
+    let token_a = guard.lock().token.expect("token");
+    assert!(fence.write(token_a, "A before the cut").await);
+    drop(proxies);
+    let cut = Instant::now();
+    let b = b_client
+        .lock_until("cut", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(10)))
+        .await
+        .expect("B after the delay");
+    let b_after = cut.elapsed();
+    let token_b = b.token.expect("token");
+    assert!(b_after >= delay - MS(50), "B granted {b_after:?} after the cut, inside the {delay:?} lock-delay");
+    assert!(fence.write(token_b, "B after the cut").await, "B's write");
+    let a_lost = guard.lost_at().map(|at| at.saturating_duration_since(cut));
+    tokio::time::timeout(Duration::from_secs(5), guard.lost()).await.expect("A's lost signal");
+    let a_lost = a_lost.unwrap_or_else(|| cut.elapsed());
+    assert!(a_lost < b_after, "A learnt of the loss {a_lost:?} after the cut, B was granted at {b_after:?}");
+    // A, cut off but still running, writes late: refused.
+    assert!(!fence.write(token_a, "A, late").await, "A's late write must be refused");
+    b_client.release(&b).await.expect("release");
+    drop(guard);
+
+    // 3. Two servers restarted empty under A's session-bound hold.
+    let a = c.redlock(session(Duration::ZERO));
+    let guard = a.guard("restarted", MS(3_000), None).await.expect("A's lock");
+    let token_a = guard.lock().token.expect("token");
+    for s in &mut c.servers[..2] {
+        s.kill9();
+        s.restart();
+    }
+    let refused = b_client.lock_until("restarted", Duration::from_secs(5), Some(Instant::now() + MS(1_500))).await;
+    assert!(refused.is_err(), "B was granted while A holds on three servers: {:?}", refused.map(|l| l.token));
+    assert!(!guard.is_lost(), "A holds on the three servers that kept running");
+    assert!(fence.write(token_a, "A across the restarts").await);
+    a.release(&guard.lock()).await.expect("A's release");
+    drop(guard);
+    let b =
+        b_client.lock_until("restarted", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(5))).await.expect("B after A");
+    assert!(fence.write(b.token.expect("token"), "B after A").await);
+    b_client.release(&b).await.expect("release");
+
+    let state = fence.state().await;
+    println!(
+        "FAULTS | session-bound locks | killed holder: next grant {} ms after the kill (lease 30 s) | \
+         holder cut off from 3 of 5 (lock-delay {} ms): its lost signal {} ms after the cut, the next grant {} ms after, \
+         its late write refused | 2 of 5 restarted empty under the holder: no grant until it released | \
+         fenced writes accepted {} refused {} | overlaps on the servers 0",
+        after_kill.as_millis(),
+        delay.as_millis(),
+        a_lost.as_millis(),
+        b_after.as_millis(),
+        state.accepted,
+        state.refused
+    );
+    assert_eq!(state.refused, 1, "only A's late write was refused");
+}

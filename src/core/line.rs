@@ -48,6 +48,11 @@ impl<W> Line<W> {
         self.waiting.is_empty()
     }
 
+    /// The head: the next to be offered the lock.
+    pub fn first(&self) -> Option<&W> {
+        self.waiting.front()
+    }
+
     #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &W> {
         self.waiting.iter()

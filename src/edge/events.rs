@@ -146,15 +146,24 @@ unsafe extern "C" fn on_evicted(ctx: *mut RedisModuleCtx, _type: c_int, _event: 
 /// while someone waits: a command may change a waited key's lease (see
 /// `waiters::command_names`), one load otherwise.
 unsafe extern "C" fn on_command(fctx: *mut raw::RedisModuleCommandFilterCtx) {
-    if !waiters::anyone_waits() {
-        return;
-    }
     let arg = |pos: c_int| {
         let s = rm!(RedisModule_CommandFilterArgGet(fctx, pos) else ptr::null_mut());
         // SAFETY: Redis hands the command's live argument for the call.
         (!s.is_null()).then(|| unsafe { api::string_bytes(s) })
     };
     let count = rm!(RedisModule_CommandFilterArgsCount(fctx) else 0);
+    // CONFIG RESETSTAT empties the module's distributions with the
+    // server's statistics (Redis tells a module nothing else of it).
+    if count == 2
+        && arg(0).is_some_and(|name| name.eq_ignore_ascii_case(b"config"))
+        && arg(1).is_some_and(|sub| sub.eq_ignore_ascii_case(b"resetstat"))
+    {
+        crate::stats::reset_distributions();
+        return;
+    }
+    if !waiters::anyone_waits() {
+        return;
+    }
     if count == 1 {
         if arg(0).is_some_and(|name| name.eq_ignore_ascii_case(b"exec")) {
             waiters::exec_starting();
