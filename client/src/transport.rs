@@ -65,7 +65,39 @@ pub struct InstanceStatus {
     /// What went wrong, classified (`Timeout`, `Unreachable`, `AuthFailed`,
     /// `ModuleMissing`, `Failed`); `None` when the server answered.
     pub failure: Option<Outcome>,
+    /// Who holds it there (`LOCK.INFO`'s holders), oldest first.
+    pub holders: Vec<HolderState>,
+    /// Who waits for it there (`LOCK.WAITERS`), the head first.
+    pub line: Vec<WaiterState>,
 }
+
+/// One holder on one server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HolderState {
+    pub owner: String,
+    pub token: Option<i64>,
+    pub pttl: i64,
+    /// How long it has held the lock, ms (`None`: a plain-string lock).
+    pub held_ms: Option<i64>,
+    /// Bound to its connection (`SESSION`).
+    pub session: bool,
+}
+
+/// One waiter in one server's line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaiterState {
+    pub owner: String,
+    /// `exclusive` or `shared`.
+    pub mode: String,
+    /// The semaphore's limit a permit waits for.
+    pub limit: Option<i64>,
+    pub waited_ms: i64,
+    /// What is left of its WAIT, ms (-1: no limit).
+    pub wait_left_ms: i64,
+}
+
+/// Waiters `status` lists per server.
+const STATUS_LINE_COUNT: i64 = 20;
 
 /// One instance's lock service as a whole (`INFO redislock`), for
 /// `status` without a resource. A cluster's nodes are added up (locks,
@@ -605,6 +637,8 @@ impl Instance {
             quarantine_ms_left: None,
             error: None,
             failure: None,
+            holders: Vec::new(),
+            line: Vec::new(),
         };
         let reply = match self.mode {
             Mode::Module => self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await,
@@ -620,6 +654,10 @@ impl Instance {
                 if self.mode == Mode::Module {
                     let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
                     status.quarantine_ms_left = info.and_then(quarantine_left);
+                    if status.waiters.is_some_and(|n| n > 0) {
+                        let line = self.query::<Value>(redis::cmd("LOCK.WAITERS").arg(key).arg("COUNT").arg(STATUS_LINE_COUNT)).await;
+                        status.line = line.map(waiter_states).unwrap_or_default();
+                    }
                 }
             }
             Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
@@ -715,9 +753,61 @@ fn set_field(status: &mut InstanceStatus, key: Value, value: Value) {
         "waiters" => status.waiters = i64::from_redis_value(value).ok(),
         // A lock held shared has no single owner (LOCK.INFO's owner is nil):
         // its holders stand in for it, so `status` does not call it free.
-        "holders" if status.owner.is_none() => status.owner = shared_holders(value),
+        "holders" => {
+            status.holders = holder_states(&value);
+            if status.owner.is_none() {
+                status.owner = shared_holders(value);
+            }
+        }
         _ => {}
     }
+}
+
+/// LOCK.INFO's holder rows `[owner, token, pttl, held-ms, session]`.
+fn holder_states(value: &Value) -> Vec<HolderState> {
+    let Value::Array(rows) = value else { return Vec::new() };
+    rows.iter()
+        .filter_map(|row| match row {
+            Value::Array(f) => Some(HolderState {
+                owner: String::from_redis_value(f.first()?.clone()).ok()?,
+                token: f.get(1).and_then(|v| i64::from_redis_value(v.clone()).ok()),
+                pttl: f.get(2).and_then(|v| i64::from_redis_value(v.clone()).ok()).unwrap_or(-1),
+                held_ms: f.get(3).and_then(|v| i64::from_redis_value(v.clone()).ok()),
+                session: f.get(4).and_then(|v| i64::from_redis_value(v.clone()).ok()) == Some(1),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// LOCK.WAITERS' entries (maps, or field/value arrays in RESP2).
+fn waiter_states(value: Value) -> Vec<WaiterState> {
+    let Value::Array(entries) = value else { return Vec::new() };
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            let pairs: Vec<(Value, Value)> = match entry {
+                Value::Map(pairs) => pairs,
+                Value::Array(items) => {
+                    let mut it = items.into_iter();
+                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
+                }
+                _ => return None,
+            };
+            let mut w = WaiterState { owner: String::new(), mode: String::new(), limit: None, waited_ms: 0, wait_left_ms: -1 };
+            for (k, v) in pairs {
+                match String::from_redis_value(k).ok()?.as_str() {
+                    "owner" => w.owner = String::from_redis_value(v).ok()?,
+                    "mode" => w.mode = String::from_redis_value(v).ok()?,
+                    "limit" => w.limit = i64::from_redis_value(v).ok(),
+                    "waited_ms" => w.waited_ms = i64::from_redis_value(v).unwrap_or(0),
+                    "wait_left_ms" => w.wait_left_ms = i64::from_redis_value(v).unwrap_or(-1),
+                    _ => {}
+                }
+            }
+            Some(w)
+        })
+        .collect()
 }
 
 /// `shared(N): owner,owner,...` from LOCK.INFO's holders, `None` when

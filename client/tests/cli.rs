@@ -288,3 +288,60 @@ async fn acquire_with_wait_leaves_no_place_in_line_behind() {
         assert!(c.infos(&resource).await.iter().all(Option::is_some), "run {n}: the lock is kept");
     }
 }
+
+/// `redlock status RESOURCE` shows each server's holders (how long each has
+/// held the lock, whether it is bound to its connection) and its line in
+/// order, as text and as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_the_holders_and_the_line_on_every_server() {
+    let c = Cluster::start(3);
+    let held = finish(redlock(&c, &["--session", "acquire", "report", "--ttl", "60s"]).spawn().expect("spawn"), "acquire").await;
+    assert_eq!(held.code, Some(0), "stderr: {}", held.stderr);
+    // The holder's connections closed with the program: its session-bound
+    // lock is gone again. Hold it from here instead, bound to nothing.
+    eventually(Duration::from_secs(5), "the session-bound lock released", || async { c.infos("report").await.iter().all(Option::is_none) })
+        .await;
+    let lib = c.redlock(relaxed());
+    let lock = lib.lock("report", Duration::from_secs(60)).await.expect("lock");
+    // Two waiters in line on the first server: an exclusive one, then a reader.
+    let mut waiters = Vec::new();
+    for (owner, shared) in [("w1", false), ("r1", true)] {
+        let mut conn = c.servers[0].conn().await;
+        waiters.push(tokio::spawn(async move {
+            let mut cmd = redis::cmd("LOCK.ACQUIRE");
+            cmd.arg("report").arg(owner).arg(1000);
+            if shared {
+                cmd.arg("SHARED");
+            }
+            cmd.arg("WAIT").arg(20_000).query_async::<redis::Value>(&mut conn).await
+        }));
+        let n = waiters.len() as i64;
+        eventually(Duration::from_secs(10), "the waiter queued", || async {
+            c.servers[0].info("report").await.is_some_and(|i| i.waiters == n)
+        })
+        .await;
+    }
+    let json = finish(redlock(&c, &["status", "report", "--json"]).spawn().expect("spawn"), "status --json").await;
+    assert_eq!(json.code, Some(0), "stderr: {}", json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    let first = &v["instances"][0];
+    assert_eq!(first["holders"][0]["owner"], lock.owner.as_str(), "{first}");
+    assert_eq!(first["holders"][0]["session"], false, "{first}");
+    assert!(first["holders"][0]["held_ms"].as_i64().is_some_and(|ms| ms >= 0), "{first}");
+    let line: Vec<(&str, &str)> = first["line"]
+        .as_array()
+        .expect("line")
+        .iter()
+        .map(|w| (w["owner"].as_str().unwrap_or(""), w["mode"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(line, [("w1", "exclusive"), ("r1", "shared")], "{first}");
+    assert_eq!(v["instances"][1]["line"].as_array().map(Vec::len), Some(0), "nobody waits on the second server");
+    let text = finish(redlock(&c, &["status", "report"]).spawn().expect("spawn"), "status").await;
+    assert!(text.stdout.contains("line: 1. w1 (exclusive, waited"), "{}", text.stdout);
+    assert!(text.stdout.contains("2. r1 (shared, waited"), "{}", text.stdout);
+    assert!(text.stdout.contains(&format!("holders: {}, held", lock.owner)), "{}", text.stdout);
+    lib.release(&lock).await.expect("release");
+    for w in waiters {
+        let _ = w.await;
+    }
+}

@@ -190,6 +190,10 @@ struct StatusRowJson<'a> {
     /// timeout, connect_timeout, unreachable, auth_failed, module_missing, error.
     #[serde(skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
+    /// Who holds it on this server, oldest first.
+    holders: Vec<HolderJson<'a>>,
+    /// Who waits for it on this server, the head first.
+    line: Vec<WaiterJson<'a>>,
     error: Option<&'a str>,
 }
 
@@ -316,6 +320,8 @@ pub async fn status(rl: &Redlock, args: &StatusArgs, json: bool) -> Result<i32, 
             quarantine_ms_left: s.quarantine_ms_left,
             kind: s.failure.as_ref().map(Outcome::kind),
             error: s.error.as_deref(),
+            holders: holders_json(s),
+            line: line_json(s),
         })
         .collect();
     if let Verdict::Unknown { .. } = verdict {
@@ -491,6 +497,79 @@ fn verdict(statuses: &[InstanceStatus], quorum: usize) -> Verdict<'_> {
     split
 }
 
+#[derive(Serialize)]
+struct HolderJson<'a> {
+    owner: &'a str,
+    token: Option<i64>,
+    pttl_ms: i64,
+    held_ms: Option<i64>,
+    session: bool,
+}
+
+#[derive(Serialize)]
+struct WaiterJson<'a> {
+    owner: &'a str,
+    mode: &'a str,
+    limit: Option<i64>,
+    waited_ms: i64,
+    /// -1: no limit.
+    wait_left_ms: i64,
+}
+
+fn holders_json(s: &InstanceStatus) -> Vec<HolderJson<'_>> {
+    s.holders
+        .iter()
+        .map(|h| HolderJson { owner: &h.owner, token: h.token, pttl_ms: h.pttl, held_ms: h.held_ms, session: h.session })
+        .collect()
+}
+
+fn line_json(s: &InstanceStatus) -> Vec<WaiterJson<'_>> {
+    s.line
+        .iter()
+        .map(|w| WaiterJson { owner: &w.owner, mode: &w.mode, limit: w.limit, waited_ms: w.waited_ms, wait_left_ms: w.wait_left_ms })
+        .collect()
+}
+
+/// Under the table: each server's holders (how long each has held it,
+/// whether it is bound to its connection) and its line, in order.
+fn holders_and_line(statuses: &[InstanceStatus]) -> String {
+    let secs = |ms: i64| format!("{:.1} s", ms as f64 / 1000.0);
+    let mut text = String::new();
+    for s in statuses {
+        if !s.holders.is_empty() {
+            let holders: Vec<String> = s
+                .holders
+                .iter()
+                .map(|h| {
+                    let held = h.held_ms.map(|ms| format!(", held {}", secs(ms))).unwrap_or_default();
+                    let session = if h.session { ", session" } else { "" };
+                    format!("{}{held}{session}", cell(&h.owner))
+                })
+                .collect();
+            text.push_str(&format!("{}  holders: {}\n", s.server, holders.join("; ")));
+        }
+        if !s.line.is_empty() {
+            let line: Vec<String> = s
+                .line
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let mode = match w.limit {
+                        Some(n) => format!("{} of {n}", w.mode),
+                        None => w.mode.clone(),
+                    };
+                    let left = if w.wait_left_ms < 0 { "no limit".to_string() } else { format!("{} left", secs(w.wait_left_ms)) };
+                    format!("{}. {} ({mode}, waited {}, {left})", i + 1, cell(&w.owner), secs(w.waited_ms))
+                })
+                .collect();
+            let more = s.waiters.unwrap_or(0) - s.line.len() as i64;
+            let more = if more > 0 { format!("; {more} more") } else { String::new() };
+            text.push_str(&format!("{}  line: {}{more}\n", s.server, line.join("; ")));
+        }
+    }
+    text
+}
+
 fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> String {
     let dash = || "-".to_string();
     let with_errors = statuses.iter().any(|s| s.error.is_some());
@@ -523,6 +602,7 @@ fn status_text(resource: &str, statuses: &[InstanceStatus], quorum: usize) -> St
         })
         .collect();
     let mut text = output::table(&header, &rows);
+    text.push_str(&holders_and_line(statuses));
     text.push_str(&summary(resource, statuses, quorum));
     text.push('\n');
     text
@@ -548,6 +628,8 @@ mod tests {
             quarantine_ms_left: Some(0),
             error: None,
             failure: None,
+            holders: Vec::new(),
+            line: Vec::new(),
         }
     }
 
