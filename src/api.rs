@@ -189,6 +189,12 @@ impl Arg {
 pub struct HeldString(*mut RedisModuleString);
 
 impl HeldString {
+    /// A string of `bytes` this module owns (a key name kept as bytes,
+    /// opened again from a timer); check `is_valid`.
+    pub fn from_bytes(bytes: &[u8]) -> HeldString {
+        HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), bytes.as_ptr().cast::<c_char>(), bytes.len()) else ptr::null_mut()))
+    }
+
     /// Takes ownership of a string the server created for this module
     /// (null allowed: not valid).
     pub fn own(s: *mut RedisModuleString) -> HeldString {

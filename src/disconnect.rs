@@ -11,7 +11,7 @@
 //! the disconnect plus the delay, replicated like any lease change, and
 //! the line is served when it ends.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -50,8 +50,7 @@ unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) 
     }
     let now = clock::now();
     for ((db, key, owner), end) in session::take_closed() {
-        let name =
-            HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), key.as_ptr().cast::<c_char>(), key.len()) else ptr::null_mut()));
+        let name = HeldString::from_bytes(&key);
         if !name.is_valid() || !ctx.select_db(db) {
             continue;
         }

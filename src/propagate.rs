@@ -28,6 +28,13 @@ use crate::value::{self, Exclusive};
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
 
+/// What every change tells watchers: WATCH and client-side caching
+/// (`signal_modified`) and a keyspace notification `event`.
+fn signal(ctx: Ctx, key: &Arg, event: &std::ffi::CStr) {
+    ctx.signal_modified(key);
+    ctx.notify(event, key);
+}
+
 /// The owner a replicated grant names.
 #[derive(Clone, Copy)]
 enum Owner<'a> {
@@ -67,8 +74,7 @@ fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline
 /// expire at `deadline_ms` (the lease's wall-clock mirror).
 pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
     replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None);
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.acquire", key);
+    signal(ctx, key, c"lock.acquire");
 }
 
 /// `granted`, for a new grant made by the `LOCK.ACQUIRE` being executed,
@@ -77,8 +83,7 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64)
 /// `save` rules (see `audience`).
 pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
     exactly_if_heard(ctx, || replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None));
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.acquire", key);
+    signal(ctx, key, c"lock.acquire");
 }
 
 /// The exact effect while anything can receive it; otherwise the command
@@ -96,23 +101,20 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 /// deadline, the group's limit (0: a read-write lock) and the key's TTL.
 pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {
     replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(SharedTerms { limit, key_deadline_ms }));
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.acquire", key);
+    signal(ctx, key, c"lock.acquire");
 }
 
 /// The last shared holder left: the key is deleted, and travels as DEL.
 pub fn released_last(ctx: Ctx, key: &Arg) {
     ctx.replicate_key(c"DEL", key);
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.release", key);
+    signal(ctx, key, c"lock.release");
 }
 
 /// A lease now ends at `deadline_ms`, by the `LOCK.EXTEND` being executed:
 /// verbatim while nothing listens, as `granted_by_command`.
 pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     exactly_if_heard(ctx, || ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms));
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.extend", key);
+    signal(ctx, key, c"lock.extend");
 }
 
 /// A lock Redis removed while its lease ran is back (see `rescue`): each
@@ -123,16 +125,14 @@ pub fn holder_restored(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline
 }
 
 pub fn restored(ctx: Ctx, key: &Arg) {
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.restore", key);
+    signal(ctx, key, c"lock.restore");
 }
 
 /// A lock whose lease had ended was deleted outside a command (after a
 /// clock step, see `realign`): as Redis's own expiry, a DEL.
 pub fn expired(ctx: Ctx, key: &Arg) {
     ctx.replicate_key(c"DEL", key);
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.expired", key);
+    signal(ctx, key, c"lock.expired");
 }
 
 /// A key's TTL was set at the wall clock of now for the same lease (after
@@ -147,23 +147,20 @@ pub fn remirrored(ctx: Ctx, key: &Arg, deadline_ms: i64) {
 /// client would have sent, which every replica and the AOF replay as such.
 pub fn released_by_server(ctx: Ctx, key: &Arg, owner: &[u8]) {
     ctx.replicate_key_bytes(c"LOCK.RELEASE", key, owner);
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.release", key);
+    signal(ctx, key, c"lock.release");
 }
 
 /// An exclusive lock's lease was cut short to end at `deadline_ms` (its
 /// holder's connection closed with a lock-delay, see `session`).
 pub fn cut_short(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.delay", key);
+    signal(ctx, key, c"lock.delay");
 }
 
 /// A lock was released (its key deleted) by the command being executed.
 pub fn released(ctx: Ctx, key: &Arg) {
     ctx.replicate_verbatim();
-    ctx.signal_modified(key);
-    ctx.notify(c"lock.release", key);
+    signal(ctx, key, c"lock.release");
 }
 
 /// Sets a replayed deadline exactly, also one already past. Redis 7.0 can
@@ -243,7 +240,6 @@ pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
         }
     }
     ctx.replicate_verbatim();
-    ctx.signal_modified(req.key);
-    ctx.notify(c"lock.acquire", req.key);
+    signal(ctx, req.key, c"lock.acquire");
     ctx.reply_ok()
 }

@@ -9,7 +9,7 @@
 //! steps per tick), so a large keyspace does not stall the server; a step
 //! during a pass starts it again.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::sync::{LazyLock, Mutex};
 
@@ -142,8 +142,7 @@ unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleSt
 /// Sets one lock key's TTL at the wall clock of now, or deletes it when
 /// its lease has ended.
 fn realign(ctx: Ctx, name: &[u8], now: Now) {
-    let held =
-        HeldString::own(rm!(RedisModule_CreateString(ptr::null_mut(), name.as_ptr().cast::<c_char>(), name.len()) else ptr::null_mut()));
+    let held = HeldString::from_bytes(name);
     if !held.is_valid() {
         return;
     }

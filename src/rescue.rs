@@ -21,7 +21,7 @@
 //! waiter is never served before the kept lease has ended.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -268,9 +268,7 @@ unsafe extern "C" fn on_restore(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void
     .unwrap_or_default();
     let now = crate::clock::now();
     for (db, key) in names {
-        let name = crate::api::HeldString::own(
-            rm!(RedisModule_CreateString(ptr::null_mut(), key.as_ptr().cast::<c_char>(), key.len()) else ptr::null_mut()),
-        );
+        let name = crate::api::HeldString::from_bytes(&key);
         if !name.is_valid() || !ctx.select_db(db) {
             continue;
         }
