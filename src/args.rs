@@ -339,6 +339,23 @@ pub fn parse_waiters<A: ArgBytes>(args: &[A]) -> Result<(&A, Option<usize>), Arg
     }
 }
 
+/// `LOCK.TOP [COUNT n]`: how many of the most contended locks to list
+/// (`TOP_DEFAULT_COUNT` without COUNT).
+pub fn parse_top<A: ArgBytes>(args: &[A]) -> Result<usize, ArgError> {
+    match args {
+        [_] => Ok(TOP_DEFAULT_COUNT),
+        [_, word, n] if word.bytes().eq_ignore_ascii_case(b"COUNT") => match parse_int(n.bytes()) {
+            Ok(n) if n >= 0 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => Err(ArgError::BadCount),
+        },
+        [_, word, ..] if !word.bytes().eq_ignore_ascii_case(b"COUNT") => Err(ArgError::UnknownOption(word.bytes().to_vec())),
+        _ => Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.top' command")),
+    }
+}
+
+/// What LOCK.TOP lists without COUNT.
+pub const TOP_DEFAULT_COUNT: usize = 10;
+
 /// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline]`
 /// (replicated form). With `SHARED`, one shared holder of a read-write
 /// lock (`limit` 0) or a semaphore, and the key's own deadline; 0 is no
@@ -590,5 +607,22 @@ mod tests {
         assert_eq!(parse_apply(&a).expect_err("deadline"), ArgError::BadDeadline);
         let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "OTHER", "4", "5"]);
         assert!(matches!(parse_apply(&a).expect_err("word"), ArgError::Arity(_)));
+    }
+
+    #[test]
+    fn top_takes_an_optional_count() {
+        assert_eq!(parse_top(&argv(&["LOCK.TOP"])).ok(), Some(TOP_DEFAULT_COUNT));
+        assert_eq!(parse_top(&argv(&["LOCK.TOP", "count", "3"])).ok(), Some(3));
+        assert_eq!(parse_top(&argv(&["LOCK.TOP", "COUNT", "0"])).ok(), Some(0));
+        for (bad, expected) in [
+            (vec!["LOCK.TOP", "COUNT", "-1"], "ERR COUNT must be a non-negative integer"),
+            (vec!["LOCK.TOP", "COUNT", "x"], "ERR COUNT must be a non-negative integer"),
+            (vec!["LOCK.TOP", "LIMIT", "3"], "ERR unknown option"),
+            (vec!["LOCK.TOP", "COUNT"], "ERR wrong number of arguments for 'lock.top' command"),
+            (vec!["LOCK.TOP", "COUNT", "1", "2"], "ERR wrong number of arguments for 'lock.top' command"),
+        ] {
+            let e = parse_top(&argv(&bad)).err().map(message).unwrap_or_default();
+            assert!(e.starts_with(expected), "{bad:?}: {e}");
+        }
     }
 }

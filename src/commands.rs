@@ -285,6 +285,54 @@ pub fn waiters_of(ctx: Ctx, argv: &[Arg]) -> c_int {
     crate::api::OK
 }
 
+/// `LOCK.TOP [COUNT n]` → the most contended locks of the database, most
+/// waiters first (then the longest wait): per lock its key, how many wait,
+/// how long the oldest has waited, its mode (nil when free), how many hold
+/// it and how long the longest of them has (nil when unknown or free).
+pub fn top(ctx: Ctx, argv: &[Arg]) -> c_int {
+    let count = parse_or_reply!(ctx, args::parse_top(argv));
+    let busiest = waiters::busiest(ctx.selected_db(), count);
+    let now = crate::clock::now();
+    ctx.reply_array(busiest.len() as std::ffi::c_long);
+    for c in &busiest {
+        let name = crate::api::HeldString::from_bytes(&c.key);
+        let (mode, holders, longest) = if name.is_valid() {
+            let key = ctx.open_key(Arg::of(&name), KeyMode::Read);
+            match slot(&key, now, Look::Exact) {
+                Slot::Held(lock) => (Some(&b"exclusive"[..]), 1, Some(now.mono.saturating_sub(lock.since()))),
+                Slot::Shared(group) => {
+                    let longest = group.live(now).map(|h| now.mono.saturating_sub(h.since)).max();
+                    (Some(&b"shared"[..]), group.live(now).count(), longest)
+                }
+                Slot::PlainString(_) => (Some(&b"exclusive"[..]), 1, None),
+                Slot::Free | Slot::WrongType => (None, 0, None),
+            }
+        } else {
+            (None, 0, None)
+        };
+        ctx.reply_map(6);
+        ctx.reply_bulk(b"key");
+        ctx.reply_bulk(&c.key);
+        ctx.reply_bulk(b"waiters");
+        ctx.reply_integer(i64::try_from(c.waiters).unwrap_or(i64::MAX));
+        ctx.reply_bulk(b"oldest_wait_ms");
+        ctx.reply_integer(c.oldest_wait_ms);
+        ctx.reply_bulk(b"mode");
+        match mode {
+            Some(m) => ctx.reply_bulk(m),
+            None => ctx.reply_null(),
+        };
+        ctx.reply_bulk(b"holders");
+        ctx.reply_integer(i64::try_from(holders).unwrap_or(i64::MAX));
+        ctx.reply_bulk(b"longest_hold_ms");
+        match longest {
+            Some(ms) => ctx.reply_integer(ms),
+            None => ctx.reply_null(),
+        };
+    }
+    crate::api::OK
+}
+
 /// One holder as LOCK.INFO lists it.
 struct HolderRow<'a> {
     owner: &'a [u8],

@@ -62,6 +62,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"max_owner_len", config::max_owner_len());
     field(ctx, c"quarantine_ms", config::quarantine_ms());
     field(ctx, c"oldest_wait_ms", waiters::oldest_wait_ms());
+    field(ctx, c"longest_hold_ms", crate::census::longest_hold_ms());
     distributions(ctx);
 }
 

@@ -11,8 +11,9 @@
 //!   load (`edge`), the data type and its callbacks (`edge::datatype`),
 //!   every server event (`edge::events`).
 //! - the glue, in the order it depends on itself:
-//!   - commands: `commands` (LOCK.ACQUIRE, RELEASE, EXTEND, INFO),
-//!     `info` (INFO redislock);
+//!   - commands: `commands` (LOCK.ACQUIRE, RELEASE, EXTEND, INFO, WAITERS,
+//!     TOP), `info` (INFO redislock), `census` (the longest current hold,
+//!     from a walk of the keyspace);
 //!   - ending the holds of a closed connection: `disconnect`;
 //!   - waiting: `waiters` (fair server-side waiting and the handoff),
 //!     `acl` (a waiter's rights, checked again when served);
@@ -46,6 +47,7 @@ mod acl;
 mod api;
 mod args;
 mod audience;
+mod census;
 mod clock;
 mod commands;
 mod config;

@@ -223,6 +223,38 @@ pub fn list(db: c_int, key: &[u8], count: usize) -> Vec<WaiterView> {
     .unwrap_or_default()
 }
 
+/// One waited key as LOCK.TOP lists it.
+pub struct Contended {
+    pub key: Box<[u8]>,
+    pub waiters: usize,
+    /// How long its head has waited, ms.
+    pub oldest_wait_ms: i64,
+}
+
+/// The waited keys of `db`, most waiters first, then the longest wait,
+/// then by name; at most `count`.
+pub fn busiest(db: c_int, count: usize) -> Vec<Contended> {
+    if WAITING.load(Ordering::Relaxed) == 0 || count == 0 {
+        return Vec::new();
+    }
+    let now = clock::mono_ms();
+    let mut all = with_registry(|r| {
+        r.queues.get(&db).map_or_else(Vec::new, |keys| {
+            keys.iter()
+                .map(|(key, q)| Contended {
+                    key: key.clone(),
+                    waiters: q.waiters.len(),
+                    oldest_wait_ms: q.waiters.first().map_or(0, |w| now.saturating_sub(w.joined_mono_ms)),
+                })
+                .collect()
+        })
+    })
+    .unwrap_or_default();
+    all.sort_by(|a, b| b.waiters.cmp(&a.waiters).then(b.oldest_wait_ms.cmp(&a.oldest_wait_ms)).then_with(|| a.key.cmp(&b.key)));
+    all.truncate(count);
+    all
+}
+
 /// How long the longest-waiting client has waited, ms (0: nobody waits).
 pub fn oldest_wait_ms() -> i64 {
     if WAITING.load(Ordering::Relaxed) == 0 {

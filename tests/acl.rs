@@ -140,6 +140,11 @@ fn categories_where_the_server_supports_them() {
         assert!(info(&mut no_write, b"k").is_some(), "{name}: LOCK.INFO is not @write");
         let mut read_only = user(&srv, "readonly", &["~*", "+@read"]);
         assert!(info(&mut read_only, b"k").is_some(), "{name}: +@read runs LOCK.INFO");
+        assert!(try_cmd(&mut read_only, &cmd("LOCK.TOP")).is_ok(), "{name}: +@read runs LOCK.TOP");
+        // LOCK.TOP names keys beyond the user's patterns, as SCAN does.
+        let mut no_keyspace = user(&srv, "nokeyspace", &["~*", "+@all", "-@keyspace"]);
+        assert!(is_noperm(try_cmd(&mut no_keyspace, &cmd("LOCK.TOP"))), "{name}: -@keyspace");
+        assert!(info(&mut no_keyspace, b"k").is_some(), "{name}: LOCK.INFO is not @keyspace");
         assert!(is_noperm(try_cmd(&mut read_only, cmd("LOCK.ACQUIRE").arg("j").arg("me").arg(1000))), "{name}");
         let mut no_blocking = user(&srv, "noblock", &["~*", "+@all", "-@blocking"]);
         assert!(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use redis::{Connection, Value};
@@ -327,4 +327,43 @@ fn wait_and_hold_distributions_follow_a_schedule() {
     for field in ["hold_exclusive_count", "hold_exclusive_max_ms", "wait_exclusive_count", "wait_exclusive_p99_ms", "hold_shared_count"] {
         assert_eq!(stat(&mut c, field), 0, "{field} after CONFIG RESETSTAT");
     }
+}
+
+/// INFO's `longest_hold_ms` follows the oldest hold whose lease runs: not a
+/// lease that ran out, and after a release the next oldest, shared holds
+/// included (the keyspace walk refreshes it about every second).
+#[test]
+fn the_longest_hold_is_the_oldest_running_one() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert_eq!(stat(&mut c, "longest_hold_ms"), 0, "no hold");
+    // Began first, but its lease runs out.
+    int_of(&ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("ran-out").arg("a").arg(300)), "token");
+    std::thread::sleep(Duration::from_millis(400));
+    let old_from = Instant::now();
+    grant(&mut c, "old", "a", 60_000);
+    std::thread::sleep(Duration::from_millis(300));
+    let reader_from = Instant::now();
+    int_of(&ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("rw").arg("r").arg(60_000).arg("SHARED")), "reader");
+    let held = |c: &mut Connection, key: &[u8]| {
+        let fields = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key))).expect("held");
+        let Some((_, Value::Array(rows))) = fields.into_iter().nth(6) else { panic!("holders") };
+        match &rows[0] {
+            Value::Array(r) => int_of(&r[3], "held-ms"),
+            other => panic!("{other:?}"),
+        }
+    };
+    wait_until(Duration::from_secs(10), "the walk to see the old hold", || stat(&mut c, "longest_hold_ms") >= 1_000);
+    let (longest, by_info) = (stat(&mut c, "longest_hold_ms"), held(&mut c, b"old"));
+    assert!((longest - by_info).abs() <= 50, "longest {longest} ms, LOCK.INFO says the old hold is {by_info} ms");
+    assert!(longest <= old_from.elapsed().as_millis() as i64 + 5, "longest {longest} ms: not the lease that ran out earlier");
+    // The old hold goes: the reader's is the longest now.
+    assert_eq!(release(&mut c, b"old", b"a"), 1);
+    wait_until(Duration::from_secs(10), "the walk to drop the released hold", || {
+        stat(&mut c, "longest_hold_ms") <= reader_from.elapsed().as_millis() as i64 + 5
+    });
+    let (longest, by_info) = (stat(&mut c, "longest_hold_ms"), held(&mut c, b"rw"));
+    assert!((longest - by_info).abs() <= 50, "longest {longest} ms, the reader has held {by_info} ms");
+    assert_eq!(release(&mut c, b"rw", b"r"), 1);
+    wait_until(Duration::from_secs(10), "no hold left", || stat(&mut c, "longest_hold_ms") == 0);
 }

@@ -1128,6 +1128,101 @@ fn bulk_bytes(v: &Value) -> Vec<u8> {
     }
 }
 
+/// One lock as LOCK.TOP lists it: key, waiters, oldest wait, mode,
+/// holders, longest hold.
+type TopRow = (String, i64, i64, Option<String>, i64, Option<i64>);
+
+fn top_rows(c: &mut Connection, count: Option<i64>) -> Vec<TopRow> {
+    let mut q = cmd("LOCK.TOP");
+    if let Some(n) = count {
+        q.arg("COUNT").arg(n);
+    }
+    let Value::Array(rows) = ok_cmd(c, &q) else { panic!("LOCK.TOP must be an array") };
+    let text = |v: &Value| String::from_utf8_lossy(&bulk_bytes(v)).into_owned();
+    let opt_int = |v: &Value| match v {
+        Value::Nil => None,
+        v => Some(int_of(v, "a number")),
+    };
+    rows.into_iter()
+        .map(|row| {
+            let Value::Array(f) = row else { panic!("a lock must be a field/value array (RESP2): {row:?}") };
+            let names: Vec<String> = f.iter().step_by(2).map(text).collect();
+            assert_eq!(names, ["key", "waiters", "oldest_wait_ms", "mode", "holders", "longest_hold_ms"], "{f:?}");
+            let mode = match &f[7] {
+                Value::Nil => None,
+                v => Some(text(v)),
+            };
+            (text(&f[1]), int_of(&f[3], "waiters"), int_of(&f[5], "oldest_wait_ms"), mode, int_of(&f[9], "holders"), opt_int(&f[11]))
+        })
+        .collect()
+}
+
+/// LOCK.TOP lists the waited locks busiest first (most waiters, then the
+/// oldest wait), with their holders and how long the longest has held.
+#[test]
+fn lock_top_lists_the_most_contended_locks_first() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert!(top_rows(&mut c, None).is_empty(), "nothing waits");
+    let held_from = Instant::now();
+    grant(&mut c, "one-waiter-old", "h", 60_000);
+    grant(&mut c, "one-waiter-new", "h", 60_000);
+    grant(&mut c, "busy", "h", 60_000);
+    for r in ["r1", "r2"] {
+        int_of(&ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("readers").arg(r).arg(60_000).arg("SHARED")), "reader");
+    }
+    grant(&mut c, "nobody-waits", "h", 60_000);
+    let mut conns = Vec::new();
+    let mut queue = |key: &str, owner: &str, n: i64| {
+        let mut w = waiter(&s, Duration::from_secs(30));
+        send_cmd(&mut w, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(60_000).arg("WAIT").arg(20_000));
+        wait_waiters(&mut c, key.as_bytes(), n);
+        conns.push(w);
+        // Waits apart by more than the millisecond the server counts in.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    queue("one-waiter-old", "w", 1);
+    queue("readers", "writer", 1);
+    queue("busy", "b1", 1);
+    queue("busy", "b2", 2);
+    queue("busy", "b3", 3);
+    queue("one-waiter-new", "w", 1);
+    let rows = top_rows(&mut c, None);
+    let keys: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(keys, ["busy", "one-waiter-old", "readers", "one-waiter-new"], "most waiters, then the oldest wait: {rows:?}");
+    let held_for = held_from.elapsed().as_millis() as i64;
+    let busy = &rows[0];
+    assert_eq!((busy.1, busy.3.as_deref(), busy.4), (3, Some("exclusive"), 1), "{busy:?}");
+    assert!(busy.5.is_some_and(|ms| ms >= 0 && ms <= held_for + 5), "held for at most {held_for} ms: {busy:?}");
+    assert!(rows[1].2 >= rows[2].2 && rows[2].2 >= rows[3].2, "older waits first among ties: {rows:?}");
+    let readers = &rows[2];
+    assert_eq!((readers.3.as_deref(), readers.4), (Some("shared"), 2), "two readers hold it: {readers:?}");
+    assert_eq!(top_rows(&mut c, Some(2)).len(), 2, "COUNT 2");
+    assert!(top_rows(&mut c, Some(0)).is_empty(), "COUNT 0");
+    // Another database has its own locks.
+    let mut other = s.conn();
+    ok_cmd(&mut other, cmd("SELECT").arg(1));
+    assert!(top_rows(&mut other, None).is_empty(), "db 1 has no waiters");
+    // The line moves: busy's holder goes, b1 holds, two wait.
+    assert_eq!(release(&mut c, b"busy", b"h"), 1);
+    let rows = top_rows(&mut c, Some(1));
+    assert_eq!((rows[0].0.as_str(), rows[0].1, rows[0].4), ("busy", 2, 1), "{rows:?}");
+    // No key: routing and COMMAND GETKEYS see none.
+    let e = expect_err(&mut c, cmd("COMMAND").arg("GETKEYS").arg("LOCK.TOP").arg("COUNT").arg(1));
+    assert!(e.contains("no key arguments"), "{e}");
+    for (args, expected) in [
+        (&["COUNT", "-1"][..], "ERR COUNT must be a non-negative integer"),
+        (&["LIMIT", "1"][..], "ERR unknown option 'LIMIT'"),
+        (&["COUNT"][..], "ERR wrong number of arguments for 'lock.top' command"),
+    ] {
+        let mut q = cmd("LOCK.TOP");
+        for a in args {
+            q.arg(*a);
+        }
+        assert_eq!(expect_err(&mut c, &q), expected, "{args:?}");
+    }
+}
+
 /// LOCK.WAITERS lists a line of mixed waiters in order, with their modes,
 /// how long each has waited and what is left of its WAIT.
 #[test]

@@ -23,4 +23,4 @@ pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{Lock, Redlock, Released, Retry};
 pub use settings::{Mode, Settings};
-pub use transport::{InstanceStatus, InstanceSummary};
+pub use transport::{ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

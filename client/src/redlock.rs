@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::settings::{Mode, Settings};
-use crate::transport::{Identities, Instance, InstanceStatus, InstanceSummary, Share};
+use crate::transport::{Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Share};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -873,6 +873,12 @@ impl Redlock {
     /// Each instance's view of `resource`.
     pub async fn status(&self, resource: &str) -> Vec<InstanceStatus> {
         join_all(self.inner.instances.iter().map(|i| i.status(resource))).await
+    }
+
+    /// Every instance's `count` most contended locks (`LOCK.TOP`), most
+    /// waiters first.
+    pub async fn top(&self, count: usize) -> Vec<InstanceTop> {
+        join_all(self.inner.instances.iter().map(|i| i.top(count))).await
     }
 
     /// Every instance's lock service as a whole: reachable, quarantine,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, Value};
 use tokio::sync::Mutex;
 
@@ -111,6 +112,32 @@ pub struct InstanceSummary {
     pub clients_waiting: Option<i64>,
     pub keys_waited: Option<i64>,
     pub highest_token: Option<i64>,
+    pub error: Option<String>,
+    /// What went wrong, classified, as in `InstanceStatus::failure`.
+    pub failure: Option<Outcome>,
+}
+
+/// One contended lock in one server's `LOCK.TOP`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContendedLock {
+    pub key: String,
+    pub waiters: i64,
+    /// How long the oldest of them has waited, ms.
+    pub oldest_wait_ms: i64,
+    /// `exclusive` or `shared`; `None` when nobody holds it.
+    pub mode: Option<String>,
+    pub holders: i64,
+    /// How long the longest holder has held it, ms (`None`: unknown or free).
+    pub longest_hold_ms: Option<i64>,
+}
+
+/// One instance's most contended locks (`LOCK.TOP`; a cluster's masters
+/// together), for `redlock top`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceTop {
+    pub server: String,
+    pub reachable: bool,
+    pub locks: Vec<ContendedLock>,
     pub error: Option<String>,
     /// What went wrong, classified, as in `InstanceStatus::failure`.
     pub failure: Option<Outcome>,
@@ -625,6 +652,46 @@ impl Instance {
         summary
     }
 
+    /// This instance's `count` most contended locks, most waiters first
+    /// (a cluster's masters asked together).
+    pub async fn top(&self, count: usize) -> InstanceTop {
+        let mut top = InstanceTop { server: self.name.clone(), ..InstanceTop::default() };
+        if self.mode == Mode::Script {
+            top.error = Some(format!("{}: top needs the redislock module (script mode has no line)", self.name));
+            return top;
+        }
+        let mut cmd = redis::cmd("LOCK.TOP");
+        cmd.arg("COUNT").arg(count);
+        let reply = self
+            .request(|conn| {
+                let cmd = cmd.clone();
+                async move {
+                    match conn {
+                        Link::Cluster(mut c) => {
+                            let every_master =
+                                RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::CombineArrays)));
+                            c.route_command(cmd, every_master).await
+                        }
+                        mut single => cmd.query_async::<Value>(&mut single).await,
+                    }
+                }
+            })
+            .await;
+        match reply {
+            Ok(value) => {
+                top.reachable = true;
+                top.locks = contended_locks(value);
+                // A cluster's masters each answered their own, in turn.
+                top.locks.sort_by(|a, b| {
+                    b.waiters.cmp(&a.waiters).then(b.oldest_wait_ms.cmp(&a.oldest_wait_ms)).then_with(|| a.key.cmp(&b.key))
+                });
+                top.locks.truncate(count);
+            }
+            Err(e) => (top.reachable, top.error, top.failure) = for_status(e, &self.name),
+        }
+        top
+    }
+
     /// This server's view of `key`.
     pub async fn status(&self, key: &str) -> InstanceStatus {
         let mut status = InstanceStatus {
@@ -806,6 +873,37 @@ fn waiter_states(value: Value) -> Vec<WaiterState> {
                 }
             }
             Some(w)
+        })
+        .collect()
+}
+
+/// The entries of a `LOCK.TOP` reply (maps, or flat arrays on RESP2).
+fn contended_locks(value: Value) -> Vec<ContendedLock> {
+    let Value::Array(entries) = value else { return Vec::new() };
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            let pairs: Vec<(Value, Value)> = match entry {
+                Value::Map(pairs) => pairs,
+                Value::Array(items) => {
+                    let mut it = items.into_iter();
+                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
+                }
+                _ => return None,
+            };
+            let mut c = ContendedLock::default();
+            for (k, v) in pairs {
+                match String::from_redis_value(k).ok()?.as_str() {
+                    "key" => c.key = String::from_utf8_lossy(&Vec::<u8>::from_redis_value(v).ok()?).into_owned(),
+                    "waiters" => c.waiters = i64::from_redis_value(v).unwrap_or(0),
+                    "oldest_wait_ms" => c.oldest_wait_ms = i64::from_redis_value(v).unwrap_or(0),
+                    "mode" => c.mode = Option::<String>::from_redis_value(v).ok().flatten(),
+                    "holders" => c.holders = i64::from_redis_value(v).unwrap_or(0),
+                    "longest_hold_ms" => c.longest_hold_ms = Option::<i64>::from_redis_value(v).ok().flatten(),
+                    _ => {}
+                }
+            }
+            Some(c)
         })
         .collect()
 }

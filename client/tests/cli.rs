@@ -345,3 +345,66 @@ async fn status_shows_the_holders_and_the_line_on_every_server() {
         let _ = w.await;
     }
 }
+
+/// `redlock top` lists the most contended locks across the servers: a
+/// quorum client's line counts for its resource, the servers' counts are
+/// merged by their largest, a lock nobody waits for is left out; as JSON
+/// (one document per refresh) and as text, refreshed `--iterations` times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_lists_the_most_contended_locks_across_the_servers() {
+    let c = Cluster::start(3);
+    let lib = c.redlock(relaxed());
+    let report = lib.lock("report", Duration::from_secs(60)).await.expect("lock");
+    let _quiet = lib.lock("quiet", Duration::from_secs(60)).await.expect("lock");
+    let queue = |at: usize, key: &'static str, n: i64| queue_waiter(&c.servers[at], key, n);
+    let mut waiters = Vec::new();
+    // Two wait for `report` on the first server, one on the second.
+    waiters.push(queue(0, "report", 1).await);
+    waiters.push(queue(0, "report", 2).await);
+    waiters.push(queue(1, "report", 1).await);
+    // Three in a quorum client's line for `jobs` on the third (its place
+    // in line is a lock of its own, held by the head).
+    c.servers[2].ok(redis::cmd("LOCK.ACQUIRE").arg("redlock:line:jobs").arg("head").arg(60_000)).await;
+    for n in 1..=3 {
+        waiters.push(queue(2, "redlock:line:jobs", n).await);
+    }
+    let json =
+        finish(redlock(&c, &["top", "--json", "--iterations", "2", "--interval", "50ms"]).spawn().expect("spawn"), "top --json").await;
+    assert_eq!(json.code, Some(0), "stderr: {}", json.stderr);
+    let docs: Vec<serde_json::Value> = json.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON document a line")).collect();
+    assert_eq!(docs.len(), 2, "one document per refresh: {}", json.stdout);
+    let rows = docs[1]["resources"].as_array().expect("resources");
+    let names: Vec<&str> = rows.iter().map(|r| r["resource"].as_str().unwrap_or("")).collect();
+    assert_eq!(names, ["jobs", "report"], "busiest first, the lock nobody waits for left out: {}", docs[1]);
+    assert_eq!((rows[0]["waiters"].as_i64(), rows[0]["servers"].as_i64()), (Some(3), Some(1)), "{}", rows[0]);
+    let r = &rows[1];
+    assert_eq!((r["waiters"].as_i64(), r["servers"].as_i64(), r["holders"].as_i64()), (Some(2), Some(2), Some(1)), "{r}");
+    assert_eq!(r["mode"], "exclusive", "{r}");
+    assert!(r["longest_hold_ms"].as_i64().is_some_and(|ms| ms >= 0) && r["oldest_wait_ms"].as_i64().is_some_and(|ms| ms >= 0), "{r}");
+    assert_eq!(docs[1]["instances"].as_array().map(Vec::len), Some(3), "{}", docs[1]);
+    let text = finish(redlock(&c, &["top", "--iterations", "1", "--count", "1"]).spawn().expect("spawn"), "top").await;
+    assert_eq!(text.code, Some(0), "stderr: {}", text.stderr);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(lines[0].starts_with("RESOURCE") && lines[0].contains("LONGEST_HOLD_MS"), "{}", text.stdout);
+    assert!(lines[1].starts_with("jobs ") && lines[1].ends_with("1/3"), "--count 1: jobs alone: {}", text.stdout);
+    assert_eq!(lines[2], "3 of 3 servers answered (quorum 2)", "{}", text.stdout);
+    let bad = finish(redlock(&c, &["top", "--count", "0"]).spawn().expect("spawn"), "top --count 0").await;
+    assert_eq!(bad.code, Some(2), "a usage error: {}", bad.stderr);
+    lib.release(&report).await.expect("release");
+    for w in waiters {
+        w.abort();
+    }
+}
+
+/// A waiter on `key` at `server`, on a connection of its own, once it is
+/// the `n`th in line there.
+async fn queue_waiter(server: &common::Server, key: &'static str, n: i64) -> tokio::task::JoinHandle<redis::RedisResult<redis::Value>> {
+    let mut conn = server.conn().await;
+    let owner = format!("w{n}");
+    let waiter = tokio::spawn(async move {
+        redis::cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(1000).arg("WAIT").arg(20_000).query_async::<redis::Value>(&mut conn).await
+    });
+    eventually(Duration::from_secs(10), "the waiter queued", || async { server.info(key).await.is_some_and(|i| i.waiters == n) }).await;
+    waiter
+}
+

@@ -185,3 +185,46 @@ async fn a_held_lock_follows_its_slot_to_another_node() {
     let next = other.try_lock(resource, Duration::from_secs(1)).await.expect("free after the release");
     assert!(next.token > held.token, "{:?} after {:?}", next.token, held.token);
 }
+
+/// `top` on a cluster instance asks every master: contended locks on
+/// different nodes all come back, as one instance's list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_asks_every_master_of_a_cluster_instance() {
+    let _serial = one_cluster_at_a_time();
+    let cluster = RedisCluster::start().await;
+    let handle = Redlock::new(&[cluster.url()], relaxed()).expect("a cluster URL is one instance");
+    let resources = ["order:1", "order:2", "invoice:7", "batch:nightly"];
+    let mut held = Vec::new();
+    let mut nodes = std::collections::BTreeSet::new();
+    let mut waiters = Vec::new();
+    for r in resources {
+        held.push(handle.try_lock(r, Duration::from_secs(30)).await.expect("free"));
+        let node = cluster.node_of(r).await.expect("the lock is on some node");
+        nodes.insert(node);
+        // One waiter on the node that has it.
+        let mut conn = cluster.nodes[node].conn().await;
+        waiters.push(tokio::spawn(async move {
+            redis::cmd("LOCK.ACQUIRE").arg(r).arg("waiter").arg(1000).arg("WAIT").arg(20_000).query_async::<Value>(&mut conn).await
+        }));
+        eventually(Duration::from_secs(10), "the waiter queued", || async {
+            cluster.nodes[node].info(r).await.is_some_and(|i| i.waiters == 1)
+        })
+        .await;
+    }
+    assert!(nodes.len() >= 2, "four resources on {} node(s)", nodes.len());
+    let tops = handle.top(10).await;
+    assert_eq!(tops.len(), 1, "one instance");
+    assert!(tops[0].reachable && tops[0].error.is_none(), "{:?}", tops[0]);
+    let mut keys: Vec<&str> = tops[0].locks.iter().map(|l| l.key.as_str()).collect();
+    keys.sort();
+    let mut expected = resources.to_vec();
+    expected.sort();
+    assert_eq!(keys, expected, "every master's contended locks: {:?}", tops[0].locks);
+    assert!(tops[0].locks.iter().all(|l| l.waiters == 1 && l.holders == 1), "{:?}", tops[0].locks);
+    for lock in &held {
+        handle.release(lock).await.expect("release");
+    }
+    for w in waiters {
+        let _ = w.await;
+    }
+}

@@ -11,7 +11,7 @@ use std::ffi::{c_int, CStr};
 use redis_module::{raw, Context, RedisString, Status};
 
 use crate::api::{self, rm, Arg, Ctx, RedisModuleCtx, RedisModuleString};
-use crate::{acl, audience, clock, commands, config, fencing, info, propagate, quarantine, writable};
+use crate::{acl, audience, census, clock, commands, config, fencing, info, propagate, quarantine, writable};
 
 type Handler = fn(Ctx, &[Arg]) -> c_int;
 
@@ -24,7 +24,8 @@ struct Command {
     flags: &'static CStr,
     handler: raw::RedisModuleCmdFunc,
     arity: c_int,
-    /// `REDISMODULE_CMD_KEY_*` of the key at position 1.
+    /// `REDISMODULE_CMD_KEY_*` of the key at position 1; 0 for a command
+    /// without a key.
     key_flags: u32,
     /// ACL categories (Redis 7.2+, Valkey 8.1+).
     acl: &'static CStr,
@@ -78,6 +79,7 @@ const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
 const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
 const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
+const TOP_ARGS: [ArgDoc; 1] = [option(c"COUNT", c"count", INTEGER)];
 const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
@@ -99,7 +101,7 @@ macro_rules! command {
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS;
 
-fn command_table() -> [Command; 6] {
+fn command_table() -> [Command; 7] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -124,6 +126,13 @@ fn command_table() -> [Command; 6] {
             arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read",
             summary: c"The line of clients waiting for a lock, oldest first: owner, mode, how long each has waited and has left",
             complexity: c"O(N) where N is the number of waiters listed", args: &WAITERS_ARGS),
+        // No key: each node lists its own locks (in a Cluster, ask every
+        // master). It names keys whatever the user's key patterns, as
+        // SCAN does, so it is in @keyspace with it.
+        command!(c"lock.top", commands::top, c"readonly",
+            arity: -1, key_flags: 0, acl: c"read slow keyspace",
+            summary: c"The most contended locks of the database, most waiters first: key, waiters, oldest wait, mode, holders, longest hold",
+            complexity: c"O(N log N) where N is the number of locks with waiters", args: &TOP_ARGS),
         command!(c"lock.apply", propagate::apply, c"write",
             arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
@@ -157,6 +166,8 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
     };
     // SAFETY: an all-zero key spec is the array's terminator.
     let mut key_specs = [key, unsafe { std::mem::zeroed() }];
+    // A command without a key has no key spec: the terminator alone.
+    let key_specs = if c.key_flags == 0 { &mut key_specs[1..] } else { &mut key_specs[..] };
     let mut args: Vec<raw::RedisModuleCommandArg> = c
         .args
         .iter()
@@ -222,7 +233,8 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
     rm!(RedisModule_SetModuleOptions(ctx.ctx, options) else ());
     for c in command_table() {
-        let status = rm!(RedisModule_CreateCommand(ctx.ctx, c.name.as_ptr(), c.handler, c.flags.as_ptr(), 1, 1, 1) else api::ERR);
+        let key_step = if c.key_flags == 0 { 0 } else { 1 };
+        let status = rm!(RedisModule_CreateCommand(ctx.ctx, c.name.as_ptr(), c.handler, c.flags.as_ptr(), key_step, key_step, key_step) else api::ERR);
         if status != api::OK {
             return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));
         }
@@ -236,6 +248,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !api::init_timer_ctx(module) {
         return fail(ctx, "could not get a context for timers");
     }
+    census::start();
     if !events::subscribe(module) {
         return fail(ctx, "could not subscribe to server events");
     }

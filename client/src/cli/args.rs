@@ -144,6 +144,9 @@ pub enum Command {
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
     Status(StatusArgs),
+    /// The most contended locks across the servers (waiters, longest wait,
+    /// holders, longest hold), refreshed every --interval until interrupted.
+    Top(TopArgs),
     /// Run a command while holding the lock, like flock(1) across machines.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
@@ -222,6 +225,19 @@ pub struct StatusArgs {
     /// per permit, who holds it on the quorum.
     #[arg(long, value_name = "N", requires = "resource", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+pub struct TopArgs {
+    /// How many locks to list.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000), allow_negative_numbers = true)]
+    pub count: u32,
+    /// Time between refreshes.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "1s", allow_hyphen_values = true)]
+    pub interval: Duration,
+    /// Stop after N refreshes [default: until interrupted].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub iterations: Option<u32>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
