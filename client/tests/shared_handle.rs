@@ -4,8 +4,10 @@
 //! `lock`, `lock_until`, `guard`), loop lock → hold → release on one
 //! resource; the history checker finds no overlapping holds and tokens
 //! strictly increasing in grant order, and every task that waits in line
-//! is served. Its own test binary, so no other
-//! test shares the CPU with it.
+//! is served. The same again with every hold bound to the handle's
+//! connections (`release_on_disconnect`), where a grant won in line is
+//! granted again on the shared connection. Its own test binary, so no other
+//! test shares the CPU with it (the two runs go one after the other).
 
 mod common;
 
@@ -30,6 +32,12 @@ enum Way {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_tasks_on_one_shared_handle_exclude_each_other() {
+    sixteen_tasks(false).await;
+    sixteen_tasks(true).await;
+}
+
+async fn sixteen_tasks(session: bool) {
+    let label = if session { "16 tasks on one handle, session-bound" } else { "16 tasks on one handle" };
     let c = Cluster::start(5);
     let fence = Fence::start();
     let fence = Arc::new(fence);
@@ -38,6 +46,7 @@ async fn sixteen_tasks_on_one_shared_handle_exclude_each_other() {
         connect_timeout: MS(1000),
         retry_count: 2,
         retry_delay: (MS(5), MS(15)),
+        release_on_disconnect: session,
         ..Settings::default()
     });
     let ttl = Duration::from_secs(2);
@@ -77,6 +86,8 @@ async fn sixteen_tasks_on_one_shared_handle_exclude_each_other() {
                 let granted = Instant::now();
                 assert!(!busy.swap(true, Ordering::SeqCst), "{name} granted while another task of the handle holds it");
                 let token = lock.token.expect("module mode has tokens");
+                let bound = lock.instances.iter().filter(|o| o.connection.is_some()).count();
+                assert!(!session || bound >= 3, "{name}: a session-bound grant on {bound} connections only: {:?}", lock.instances);
                 assert!(fence.write(token, &name).await, "{name}: the fence refused token {token}");
                 tokio::time::sleep(MS(2)).await;
                 busy.store(false, Ordering::SeqCst);
@@ -102,20 +113,20 @@ async fn sixteen_tasks_on_one_shared_handle_exclude_each_other() {
     let verdict = history.check();
     let fenced = fence.state().await;
     println!(
-        "shared handle: {} grants ({per_way:?}), {} overlaps, {} token inversions, fence accepted {} refused {}",
+        "{label}: {} grants ({per_way:?}), {} overlaps, {} token inversions, fence accepted {} refused {}",
         verdict.grants,
         verdict.overlaps.len(),
         verdict.inversions.len(),
         fenced.accepted,
         fenced.refused
     );
-    verdict.assert_exclusive("16 tasks on one handle");
+    verdict.assert_exclusive(label);
     // The waiting ways are served in turn. The polling ones (`try_lock`,
     // `lock`) pass nobody in line: while the line is never empty they may
     // get nothing, as on a single server whose queue is never empty.
     for way in ["LockUntil", "Guard"] {
-        assert!(per_way.get(way).is_some_and(|g| *g > 0), "no grant through {way}: {per_way:?}");
+        assert!(per_way.get(way).is_some_and(|g| *g > 0), "{label}: no grant through {way}: {per_way:?}");
     }
     assert_eq!((fenced.accepted as usize, fenced.refused), (verdict.grants, 0));
-    assert_eq!(c.infos("shared").await, vec![None; 5], "everything released");
+    assert_eq!(c.infos("shared").await, vec![None; 5], "{label}: everything released");
 }
