@@ -42,6 +42,31 @@ pub struct Lock {
     ended: Arc<AtomicBool>,
 }
 
+/// What asking for a place in line came to.
+enum Joined {
+    Place(Ticket),
+    /// The line instance did not answer in time: ask again.
+    Again,
+    /// No place: the line instance does not serve it, stopped answering
+    /// while we waited, or the deadline came.
+    Without,
+}
+
+/// What the first round of a waiting acquisition came to (`first_try`).
+enum FirstTry {
+    Lock(Lock),
+    /// The lock is held: first in line, with this place.
+    Head(Ticket),
+    /// Others are in line: wait behind them.
+    Behind,
+    /// Neither: go on as without it.
+    Again,
+}
+
+/// How many times a place in line is asked for again at once after a
+/// request that timed out, before this round goes without one.
+const JOIN_RETRIES: usize = 3;
+
 /// A place in a resource's waiting line: a module lock on one designated
 /// instance, held while its owner waits at the head of the line and given
 /// up the moment the lock is granted, so that the next in line waits on
@@ -345,12 +370,38 @@ impl Redlock {
         // The head asks for a token above the ticket's and every one this
         // handle saw, unless an instance refused that as too far ahead.
         let mut ask_floor = true;
+        // First the place in line and the lock at once: nobody in line and
+        // the lock free, it is ours in one round trip; the lock held, we are
+        // the head already; others in line, what we took goes back and we
+        // wait behind them.
+        let mut behind = false;
+        if let (true, Some(_), Kind::Exclusive | Kind::Shared) = (lined, deadline, kind) {
+            match self.first_try(resource, kind, ttl).await {
+                FirstTry::Lock(lock) => return Ok(lock),
+                FirstTry::Head(ticket) => {
+                    place.ticket = Some(ticket);
+                    place.renewed = Instant::now();
+                }
+                FirstTry::Behind => behind = true,
+                FirstTry::Again => {}
+            }
+        }
         loop {
             attempts += 1;
             // Not in line (yet, or any more: the line instance did not answer,
             // or the place was lost): take a place, never poll behind the line.
             if let (true, None, Some(d)) = (lined, &place.ticket, deadline) {
-                place.ticket = self.join_line(resource, kind, ttl, d).await;
+                // A request that timed out (a busy machine, a slow reply) is
+                // asked again at once, a few times: falling back to polling
+                // would leave this waiter behind everyone in line.
+                for _ in 0..=JOIN_RETRIES {
+                    match self.join_line(resource, kind, ttl, d, !std::mem::take(&mut behind)).await {
+                        Joined::Place(ticket) => place.ticket = Some(ticket),
+                        Joined::Again if Instant::now() < d => continue,
+                        Joined::Again | Joined::Without => {}
+                    }
+                    break;
+                }
                 place.renewed = Instant::now();
                 head_delay = Duration::from_millis(1);
             }
@@ -483,22 +534,33 @@ impl Redlock {
     /// Takes the head of `resource`'s line, in the request's own mode
     /// (`Kind::line`): at once when nobody is ahead, else by waiting in the
     /// module's first-come, first-served queue on the line instance until
-    /// `deadline`, whatever the ttl. `None` if the line instance does not
-    /// serve it, or stops answering while we wait (watched: a frozen line
-    /// instance must not hold its waiters until their deadlines).
-    async fn join_line(&self, resource: &str, kind: Kind, ttl: Duration, deadline: Instant) -> Option<Ticket> {
+    /// `deadline`, whatever the ttl. `Again` when the line instance did not
+    /// answer the first request in time (ask again), `Without` if it does
+    /// not serve the line, or stops answering while we wait (watched: a
+    /// frozen line instance must not hold its waiters until their
+    /// deadlines).
+    async fn join_line(&self, resource: &str, kind: Kind, ttl: Duration, deadline: Instant, ask_first: bool) -> Joined {
         let index = line_instance(resource, &self.inner.line_order);
-        let instance = self.inner.instances.get(index)?;
+        let Some(instance) = self.inner.instances.get(index) else { return Joined::Without };
         let (key, share) = kind.line(resource);
         let owner = new_owner();
-        match instance.acquire_as(&key, &owner, ttl, None, share).await.outcome {
-            Outcome::Granted { token } => return Some(Ticket { instance: index, key, owner, token }),
-            Outcome::Refused => {}
-            _ => return None,
+        // Without `ask_first` the caller just found others in line: straight
+        // to the queue (which grants at once if the line emptied since).
+        if ask_first {
+            match instance.acquire_as(&key, &owner, ttl, None, share).await.outcome {
+                Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, owner, token }),
+                Outcome::Refused => {}
+                Outcome::Timeout => {
+                    // It may have granted just after the timeout: not left held.
+                    self.leave_line_soon(Ticket { instance: index, key, owner, token: None });
+                    return Joined::Again;
+                }
+                _ => return Joined::Without,
+            }
         }
         let wait = deadline.saturating_duration_since(Instant::now());
         if wait.is_zero() {
-            return None;
+            return Joined::Without;
         }
         let watch = async {
             let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(1));
@@ -514,18 +576,59 @@ impl Redlock {
         };
         tokio::select! {
             waited = instance.wait_for(&key, &owner, ttl, wait, None, share) => match waited.outcome {
-                Outcome::Granted { token } => Some(Ticket { instance: index, key, owner, token }),
+                Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, owner, token }),
                 _ => {
                     // A grant that raced the timeout must not block the line.
                     instance.release(&key, &owner).await;
-                    None
+                    Joined::Without
                 }
             },
             () = watch => {
                 // The wait's connection is closed (which leaves the queue);
                 // a grant that raced it is undone when the server answers.
                 self.leave_line_soon(Ticket { instance: index, key, owner, token: None });
-                None
+                Joined::Without
+            }
+        }
+    }
+
+    /// The first round of a waiting acquisition: a place in `resource`'s
+    /// line (without waiting) and a plain round on the lock, sent together.
+    /// A lock taken while others are in line is given back at once: it was
+    /// free on the servers only between two holders of the line, and a
+    /// newcomer must not overtake them.
+    async fn first_try(&self, resource: &str, kind: Kind, ttl: Duration) -> FirstTry {
+        let index = line_instance(resource, &self.inner.line_order);
+        let Some(instance) = self.inner.instances.get(index) else { return FirstTry::Again };
+        let (key, share) = kind.line(resource);
+        let owner = new_owner();
+        let (placed, taken) =
+            futures::join!(instance.acquire_as(&key, &owner, ttl, None, share), self.attempt(resource, ttl, kind == Kind::Shared));
+        let ticket = |token| Ticket { instance: index, key: key.clone(), owner: owner.clone(), token };
+        match (placed.outcome, taken) {
+            (Outcome::Granted { token }, Ok(lock)) => {
+                self.leave_line_soon(ticket(token));
+                FirstTry::Lock(lock)
+            }
+            (Outcome::Granted { token }, Err(_)) => FirstTry::Head(ticket(token)),
+            (Outcome::Refused, taken) => {
+                if let Ok(lock) = taken {
+                    // Nothing to report: the release reaches every instance
+                    // or runs out with the ttl.
+                    let _ = self.release_on_servers(&lock).await;
+                }
+                FirstTry::Behind
+            }
+            // The line instance cannot order us now: a lock taken stands,
+            // as a plain round's would (the line's fallback).
+            (other, taken) => {
+                if other == Outcome::Timeout {
+                    self.leave_line_soon(ticket(None));
+                }
+                match taken {
+                    Ok(lock) => FirstTry::Lock(lock),
+                    Err(_) => FirstTry::Again,
+                }
             }
         }
     }
@@ -577,7 +680,7 @@ impl Redlock {
         let owner = new_owner();
         let started = Instant::now();
         let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared))).await;
-        self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false))).await
+        self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
     }
 
     /// One round of the head of the line: `LOCK.ACQUIRE resource owner ttl
@@ -613,7 +716,7 @@ impl Redlock {
         let sent = Instant::now();
         let n = self.inner.instances.len();
         let round = Arc::new(HeadRound {
-            state: std::sync::Mutex::new(RoundState { outcomes: vec![None; n], decided: false, stragglers_seen: false }),
+            state: std::sync::Mutex::new(RoundState { outcomes: vec![None; n], decided: false }),
             changed: tokio::sync::Notify::new(),
             ended: Arc::new(AtomicBool::new(false)),
         });
@@ -634,13 +737,15 @@ impl Redlock {
         let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
         let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
         abandon.armed = false;
-        self.conclude(resource, owner, ttl, shared, sent, outcomes, Arc::clone(&round.ended)).await
+        self.conclude(resource, owner, ttl, shared, sent, outcomes, Arc::clone(&round.ended), true).await
     }
 
     /// The end of a round with these `outcomes`, its requests sent at
     /// `started`: with a quorum of grants, the tokens reconciled and the
-    /// validity left, the lock; otherwise everything released, and
-    /// `ended` set first (see `attempt_at_head`).
+    /// validity left, the lock; otherwise `ended` set first (see
+    /// `attempt_at_head`) and every grant released: everywhere when
+    /// `late_grants` (waits still running may be granted), else wherever
+    /// the answer was not a plain refusal.
     #[allow(clippy::too_many_arguments)]
     async fn conclude(
         &self,
@@ -651,6 +756,7 @@ impl Redlock {
         started: Instant,
         mut outcomes: Vec<InstanceOutcome>,
         ended: Arc<AtomicBool>,
+        late_grants: bool,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         let granted: Vec<(usize, Option<i64>)> = outcomes
             .iter()
@@ -662,7 +768,16 @@ impl Redlock {
             .collect();
         let give_up = |outcomes: Vec<InstanceOutcome>| async {
             ended.store(true, Ordering::SeqCst);
-            self.release_everywhere(resource, &owner).await;
+            // A plain round's nil is the server's own answer: nothing to
+            // undo there (under contention most are). A head round's waits
+            // may still be granted: released everywhere.
+            let undo = self
+                .inner
+                .instances
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| late_grants || outcomes.get(i).is_none_or(|o| o.outcome != Outcome::Refused));
+            join_all(undo.map(|(_, instance)| instance.release(resource, &owner))).await;
             Err(outcomes)
         };
         // A server found listed twice: its entries make the count wrong.
@@ -963,19 +1078,7 @@ struct RoundState {
     outcomes: Vec<Option<InstanceOutcome>>,
     /// The round was decided: answers that come now are late.
     decided: bool,
-    /// Decided with waits still running (their grace started).
-    stragglers_seen: bool,
 }
-
-enum Decision {
-    Undecided,
-    /// Decided, with waits still running, within their grace.
-    Stragglers,
-    Decided(Vec<InstanceOutcome>),
-}
-
-/// How long waits still running get once a quorum granted.
-const STRAGGLER_GRACE: Duration = Duration::from_millis(1);
 
 impl HeadRound {
     /// Records instance `i`'s answer; `false` if it came after the decision.
@@ -994,29 +1097,24 @@ impl HeadRound {
     }
 
     /// Waits until `quorum` instances granted or the waits left cannot make
-    /// it, and returns every instance's answer. The waits still running
-    /// then get `STRAGGLER_GRACE` more: the holder's release reaches every
-    /// instance at about the same time, a lock held on all of them survives
-    /// more failures, and the answers say what each instance did. Those
-    /// still waiting after it, late from now on, are `Refused`: the lock
-    /// was held there (or the server slow to answer).
+    /// it, and returns every instance's answer: decided the moment the
+    /// answers that decide it are in, with no wait for the others (the
+    /// handoff is on the critical path of every waiter behind). Those
+    /// still waiting are `Refused`, late from now on: the lock was held
+    /// there, or the server slow to answer. A late grant while the lock is
+    /// held is harmless (extensions and the release go to every instance);
+    /// one after it ended is released by its task.
     async fn decide(&self, quorum: usize, instances: &[Instance]) -> Vec<InstanceOutcome> {
-        let mut grace_ends: Option<tokio::time::Instant> = None;
         loop {
             let notified = self.changed.notified();
-            let stragglers_too = grace_ends.is_some_and(|end| tokio::time::Instant::now() < end);
-            match self.try_decide(quorum, instances, stragglers_too) {
-                Decision::Decided(outcomes) => return outcomes,
-                Decision::Undecided => notified.await,
-                Decision::Stragglers => {
-                    let end = *grace_ends.get_or_insert_with(|| tokio::time::Instant::now() + STRAGGLER_GRACE);
-                    let _ = tokio::time::timeout_at(end, notified).await;
-                }
+            if let Some(outcomes) = self.try_decide(quorum, instances) {
+                return outcomes;
             }
+            notified.await;
         }
     }
 
-    fn try_decide(&self, quorum: usize, instances: &[Instance], wait_for_stragglers: bool) -> Decision {
+    fn try_decide(&self, quorum: usize, instances: &[Instance]) -> Option<Vec<InstanceOutcome>> {
         let mut state = match self.state.lock() {
             Ok(state) => state,
             Err(poisoned) => poisoned.into_inner(),
@@ -1024,15 +1122,10 @@ impl HeadRound {
         let granted = state.outcomes.iter().flatten().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count();
         let waiting = state.outcomes.iter().filter(|o| o.is_none()).count();
         if granted < quorum && granted + waiting >= quorum {
-            return Decision::Undecided;
-        }
-        // Decided either way: the stragglers' answers only complete it.
-        if waiting > 0 && (wait_for_stragglers || !state.stragglers_seen) {
-            state.stragglers_seen = true;
-            return Decision::Stragglers;
+            return None;
         }
         state.decided = true;
-        Decision::Decided(
+        Some(
             state
                 .outcomes
                 .iter_mut()

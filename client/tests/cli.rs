@@ -407,4 +407,3 @@ async fn queue_waiter(server: &common::Server, key: &'static str, n: i64) -> tok
     eventually(Duration::from_secs(10), "the waiter queued", || async { server.info(key).await.is_some_and(|i| i.waiters == n) }).await;
     waiter
 }
-

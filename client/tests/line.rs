@@ -201,3 +201,63 @@ async fn a_line_instance_that_is_down_costs_fairness_not_the_lock() {
     assert!(started.elapsed() < Duration::from_secs(3), "waited {:?}", started.elapsed());
     waiter.release(&got).await.expect("release");
 }
+
+/// The line instance freezes (SIGSTOP) for 120 ms while a contender asks
+/// for its place: its requests time out (50 ms, the default), and it asks
+/// again at once instead of polling behind the line, so a contender that
+/// arrives after the line instance is back still comes after it. Everyone
+/// is served in arrival order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_asked_for_while_the_line_instance_stalls_keeps_its_turn() {
+    let mut c = Cluster::start(5);
+    let holder = c.redlock(relaxed());
+    let held = holder.lock("stall", Duration::from_secs(10)).await.expect("lock");
+    let deadline = || Some(Instant::now() + Duration::from_secs(10));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let contender = |n: usize, rl: redlock::Redlock| {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let asked = Instant::now();
+            let got = rl.lock_until("stall", Duration::from_secs(5), deadline()).await;
+            let _ = tx.send((n, got.as_ref().map(|l| l.token).ok().flatten(), asked.elapsed()));
+            if let Ok(l) = got {
+                let _ = rl.release(&l).await;
+            }
+        })
+    };
+    // The first is the head: its place shows where the line lives.
+    contender(1, c.redlock(relaxed()));
+    common::eventually(Duration::from_secs(3), "the head waiting on every instance", || async {
+        waiters(&c, "stall").await == vec![1; 5] && line_holders(&c, "stall").await == 1
+    })
+    .await;
+    let line = c.infos(&format!("{LINE}stall")).await.iter().position(Option::is_some).expect("the line's instance");
+    // The second asks with the defaults (a 50 ms request timeout, polls
+    // 100-200 ms apart) while the line instance is frozen.
+    let second = c.redlock(redlock::Settings::default());
+    // Connected (and its servers identified) before the freeze: only the
+    // place in line is asked for while the line instance stalls.
+    second.verify_servers().await.expect("servers");
+    c.servers[line].freeze();
+    contender(2, second);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    c.servers[line].thaw();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    contender(3, c.redlock(relaxed()));
+    common::eventually(Duration::from_secs(5), "both behind the head in line", || async {
+        c.infos(&format!("{LINE}stall")).await.get(line).cloned().flatten().is_some_and(|i| i.waiters == 2)
+    })
+    .await;
+    holder.release(&held).await.expect("release");
+    let mut order = Vec::new();
+    let mut last = held.token.unwrap_or(0);
+    while order.len() < 3 {
+        let (n, token, waited) =
+            tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("every contender is served").expect("channel open");
+        let token = token.unwrap_or_else(|| panic!("contender {n} not granted after {waited:?}"));
+        assert!(token > last, "tokens increase along the line");
+        last = token;
+        order.push(n);
+    }
+    assert_eq!(order, vec![1, 2, 3], "served in arrival order, the stalled request's contender included");
+}

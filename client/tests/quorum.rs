@@ -535,6 +535,9 @@ async fn a_restart_quarantine_never_grants_and_a_deadline_waits_it_out() {
         match o.outcome {
             // The servers' quarantines end a few ms apart.
             Outcome::Quarantine { .. } => assert_eq!(c.servers[i].info("q").await, None, "server {i}"),
+            // Decided without its answer (the round does not wait for the
+            // last ones): granted late or not, uncounted.
+            Outcome::Refused => {}
             _ => {
                 assert_eq!(o.outcome, Outcome::Granted { token: Some(token) }, "server {i}");
                 assert_eq!(c.servers[i].info("q").await.and_then(|i| i.token), Some(token), "server {i}");
