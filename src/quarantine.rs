@@ -24,6 +24,9 @@
 //! A stale RDB (saved, then more grants, then a crash), an AOF with
 //! `everysec` after a crash, and any load once the server runs (DEBUG
 //! RELOAD, a replica's sync) lift nothing.
+//!
+//! A replica promoted to master quarantines too (`promoted`): it may lack
+//! grants its old master acknowledged, as a restart without data does.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
@@ -326,6 +329,20 @@ pub fn start(ctx: Ctx) {
     }
     // Timers run only in the event loop, after the startup load.
     rm!(RedisModule_CreateTimer(ctx.raw(), 0, Some(on_started), std::ptr::null_mut()) else 0);
+}
+
+/// This node was promoted from replica to master (failover, `REPLICAOF NO
+/// ONE`). Replication is asynchronous: its old master may have granted
+/// locks, and acknowledged them to clients, that never reached it, and a
+/// client holding one on a bare quorum would see a second holder granted
+/// here at once. So a promotion quarantines as a restart without data
+/// does, for the configured time (0: not at all), whatever was loaded.
+pub fn promoted() {
+    let ms = crate::config::quarantine_ms();
+    if ms > 0 {
+        let until = crate::clock::mono_ms().saturating_add(ms).max(1);
+        UNTIL.fetch_max(until, Ordering::Relaxed);
+    }
 }
 
 unsafe extern "C" fn on_started(_ctx: *mut RedisModuleCtx, _data: *mut c_void) {

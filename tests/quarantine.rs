@@ -459,3 +459,31 @@ fn info_redislock_shows_the_quarantine_and_the_settings() {
     let t = grant(&mut c, "k", "o", 1000);
     assert_eq!(info_field_i64(&mut c, "redislock", "redislock_highest_token"), t);
 }
+
+/// A replica promoted to master (a failover, `REPLICAOF NO ONE`) may lack
+/// grants its old master acknowledged (replication is asynchronous): it
+/// quarantines for the configured time, as a restart without data does,
+/// whatever it loaded from its master.
+#[test]
+fn a_promoted_replica_quarantines_like_a_restart() {
+    let master = Server::start();
+    let replica = Server::start_full(&["quarantine", "1500"], &["--save", "", "--appendonly", "no"]);
+    attach_replica(&master, &replica);
+    let mut m = master.conn();
+    grant(&mut m, "held", "a", 60_000);
+    wait_replica_synced(&master, &replica);
+    let mut r = replica.conn();
+    // Its own start's quarantine ends first.
+    wait_until(Duration::from_secs(10), "the replica's start quarantine over", || {
+        info_field_i64(&mut r, "redislock", "redislock_quarantine_ms_left") == 0
+    });
+    let promoted = Instant::now();
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    let n = expect_quarantine(&mut r, cmd("LOCK.ACQUIRE").arg("fresh").arg("b").arg(10_000));
+    assert!(n > 1000 && n <= 1500, "{n} ms left just after the promotion");
+    assert_eq!(info(&mut r, b"held").map(|i| i.owner), Some(b"a".to_vec()), "the replicated lock is kept");
+    wait_until(Duration::from_secs(10), "the promotion's quarantine over", || {
+        try_cmd(&mut r, &cmd("LOCK.ACQUIRE").arg("fresh").arg("b").arg(10_000).clone()).is_ok()
+    });
+    assert!(promoted.elapsed() >= Duration::from_millis(1_450), "granted {:?} after the promotion", promoted.elapsed());
+}

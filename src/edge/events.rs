@@ -60,6 +60,7 @@ unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::Red
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         writable::set_replica(false);
         COUNTER.seed_for_promotion();
+        quarantine::promoted();
     } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
         writable::set_replica(true);
         waiters::demoted();
