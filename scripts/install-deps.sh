@@ -2,11 +2,13 @@
 # Installs what building and testing redislock needs, only where missing:
 # redis-server and redis-tools (the server, redis-cli, redis-benchmark) and
 # libclang with its headers (the redis-module crate generates its bindings
-# with bindgen at build time; libclang alone lacks stddef.h), and faketime
-# (clock-skew fault tests run a server under libfaketime).
+# with bindgen at build time; libclang alone lacks stddef.h), faketime
+# (clock-skew fault tests run a server under libfaketime), and iproute2 and
+# nftables (the partition suite cuts links and drops packets between
+# network namespaces).
 set -euo pipefail
 
-wanted=(redis-server redis-tools libclang-dev faketime)
+wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

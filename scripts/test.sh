@@ -10,6 +10,9 @@
 #   quickstart   README's quick start, run as written (scripts/quickstart.py)
 #   python       the Python package (python/, PyO3) and its pytest suite
 #                (scripts/test-python.sh; its own virtualenv in target/)
+#   partitions   real network partitions (namespaces, veths, nftables)
+#                under servers and clients (scripts/test-partitions.sh;
+#                needs root: elsewhere it says it was skipped)
 #   node         the Node.js package (node/, napi-rs) and its node:test suite
 #                (scripts/test-node.sh)
 #   examples     examples/ (redis-py, redis-cli, ioredis) on one server
@@ -59,14 +62,19 @@ run_suite() {
   # cargo's "test result: ok. 12 passed; 0 failed; ..." lines, the quick
   # start's and the examples' own "quickstart: N passed, M failed", and
   # pytest's closing "1 failed, 69 passed in 11.3s" (with -q, no border).
+  # A suite that could not run here says "<name>: skipped: <why>".
   local pytest_line
   pytest_line=$(grep -E '^=* *[0-9]+ (passed|failed)[^;]* in [0-9.]+s' "$log" | tail -n 1)
-  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |node: |lint: |docs: )[0-9]+ passed' "$log"
+  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |node: |partitions: |lint: |docs: )[0-9]+ passed' "$log"
     grep -Eo '[0-9]+ passed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
-  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |node: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, )[0-9]+ failed' "$log"
+  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |node: [0-9]+ passed, |partitions: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, )[0-9]+ failed' "$log"
     grep -Eo '[0-9]+ failed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
   passed=${passed:-0} failed=${failed:-0}
-  local verdict=ok
+  local verdict=ok skipped
+  skipped=$(grep -E "^$name: skipped: " "$log" | tail -n 1)
+  if [ "$status" -eq 0 ] && [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && [ -n "$skipped" ]; then
+    verdict="skipped (${skipped#"$name: skipped: "})"
+  fi
   if [ "$status" -ne 0 ]; then
     verdict=FAILED any_failed=1
     # A crashed test binary prints no result line: count it as one failure.
@@ -93,6 +101,7 @@ done
 run_suite node scripts/test-node.sh
 run_suite quickstart python3 scripts/quickstart.py
 run_suite python scripts/test-python.sh
+run_suite partitions scripts/test-partitions.sh
 run_suite examples scripts/test-examples.sh
 run_suite lint scripts/lint.sh
 run_suite docs python3 scripts/check-docs.py
