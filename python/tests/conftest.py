@@ -81,20 +81,21 @@ def _free_port():
 class Server:
     """One redis-server with the module, started on a free port."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, binary=None):
         self.dir = tempfile.mkdtemp(prefix="redis-", dir=workdir)
+        self.binary = binary or SERVER
         self.proc = None
         self.port = None
         for _ in range(20):
             if self._start(_free_port()):
                 return
-        raise RuntimeError(f"could not start {SERVER} (see the logs in {self.dir})")
+        raise RuntimeError(f"could not start {self.binary} (see the logs in {self.dir})")
 
     def _start(self, port):
         log = open(os.path.join(self.dir, "server.log"), "ab")
         try:
             proc = subprocess.Popen(
-                [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.dir,
+                [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.dir,
                  "--save", "", "--appendonly", "no", "--loadmodule", str(MODULE)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )
@@ -160,15 +161,16 @@ class Servers(list):
             s.kill()
 
 
-def _servers(n, workdir):
+def _servers(n, workdir, binary=None):
+    binary = binary or SERVER
     if not MODULE.is_file():
         pytest.fail(f"redislock module not found at {MODULE}: run `make build`, or set REDISLOCK_MODULE")
-    if shutil.which(SERVER) is None and not os.path.isfile(SERVER):
-        pytest.fail(f"{SERVER} not found: install redis-server, or set REDISLOCK_SERVER")
+    if shutil.which(binary) is None and not os.path.isfile(binary):
+        pytest.fail(f"{binary} not found: install redis-server, or set REDISLOCK_SERVER")
     started = Servers()
     try:
         for _ in range(n):
-            started.append(Server(workdir))
+            started.append(Server(workdir, binary))
     except BaseException:
         started.stop()
         raise
@@ -180,6 +182,20 @@ def servers(tmp_path_factory):
     """Five servers shared by the tests that leave them as they found them
     (each test uses resources of its own, see `resource`)."""
     started = _servers(5, tmp_path_factory.mktemp("shared"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey_servers(tmp_path_factory):
+    """Five Valkey 8.1 servers ($REDISLOCK_VALKEY, which `make test` sets;
+    the test is skipped, saying so, without it)."""
+    binary = os.environ.get("REDISLOCK_VALKEY")
+    if not binary or not os.path.isfile(binary):
+        pytest.skip("Valkey 8.1 not found: set REDISLOCK_VALKEY (make test does)")
+    started = _servers(5, tmp_path_factory.mktemp("valkey"), binary)
     try:
         yield started
     finally:

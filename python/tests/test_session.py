@@ -67,8 +67,10 @@ def _kill_to_grant(servers, resource, session, delay, patience):
             proc.kill()
 
 
+@pytest.mark.parametrize("server", ["redis", "valkey"])
 @pytest.mark.parametrize("delay", [0.0, 0.3])
-def test_a_killed_holder_hands_its_lock_to_the_waiter_within_the_delay(servers, resource, delay):
+def test_a_killed_holder_hands_its_lock_to_the_waiter_within_the_delay(request, resource, delay, server):
+    servers = request.getfixturevalue("servers" if server == "redis" else "valkey_servers")
     times = []
     for i in range(TRIALS):
         took = _kill_to_grant(servers, f"{resource}-{i}", True, delay, 5.0)
