@@ -55,11 +55,9 @@ enum Joined {
 /// What the first round of a waiting acquisition came to (`first_try`).
 enum FirstTry {
     Lock(Lock),
-    /// The lock is held: first in line, with this place.
-    Head(Ticket),
     /// Others are in line: wait behind them.
     Behind,
-    /// Neither: go on as without it.
+    /// Neither (the lock is held, nobody in line): take a place.
     Again,
 }
 
@@ -370,18 +368,13 @@ impl Redlock {
         // The head asks for a token above the ticket's and every one this
         // handle saw, unless an instance refused that as too far ahead.
         let mut ask_floor = true;
-        // First the place in line and the lock at once: nobody in line and
-        // the lock free, it is ours in one round trip; the lock held, we are
-        // the head already; others in line, what we took goes back and we
-        // wait behind them.
+        // First the lock, and whether anyone is in line, at once: nobody in
+        // line and the lock free, it is ours in one round trip; others in
+        // line, what we took goes back and we wait behind them.
         let mut behind = false;
         if let (true, Some(_), Kind::Exclusive | Kind::Shared) = (lined, deadline, kind) {
             match self.first_try(resource, kind, ttl).await {
                 FirstTry::Lock(lock) => return Ok(lock),
-                FirstTry::Head(ticket) => {
-                    place.ticket = Some(ticket);
-                    place.renewed = Instant::now();
-                }
                 FirstTry::Behind => behind = true,
                 FirstTry::Again => {}
             }
@@ -592,26 +585,21 @@ impl Redlock {
         }
     }
 
-    /// The first round of a waiting acquisition: a place in `resource`'s
-    /// line (without waiting) and a plain round on the lock, sent together.
-    /// A lock taken while others are in line is given back at once: it was
-    /// free on the servers only between two holders of the line, and a
-    /// newcomer must not overtake them.
+    /// The first round of a waiting acquisition: a plain round on the lock,
+    /// and in the same round trip a look at `resource`'s line (whether its
+    /// place is held: someone is first in line). Taking no place here keeps
+    /// the line instance's token counter in step with the others, so an
+    /// uncontended grant needs no write-back round. A lock taken while
+    /// someone is in line is given back at once: it was free on the servers
+    /// only between two holders of the line, and a newcomer must not
+    /// overtake them.
     async fn first_try(&self, resource: &str, kind: Kind, ttl: Duration) -> FirstTry {
         let index = line_instance(resource, &self.inner.line_order);
         let Some(instance) = self.inner.instances.get(index) else { return FirstTry::Again };
-        let (key, share) = kind.line(resource);
-        let owner = new_owner();
-        let (placed, taken) =
-            futures::join!(instance.acquire_as(&key, &owner, ttl, None, share), self.attempt(resource, ttl, kind == Kind::Shared));
-        let ticket = |token| Ticket { instance: index, key: key.clone(), owner: owner.clone(), token };
-        match (placed.outcome, taken) {
-            (Outcome::Granted { token }, Ok(lock)) => {
-                self.leave_line_soon(ticket(token));
-                FirstTry::Lock(lock)
-            }
-            (Outcome::Granted { token }, Err(_)) => FirstTry::Head(ticket(token)),
-            (Outcome::Refused, taken) => {
+        let (key, _) = kind.line(resource);
+        let (someone_in_line, taken) = futures::join!(instance.exists(&key), self.attempt(resource, ttl, kind == Kind::Shared));
+        match (someone_in_line, taken) {
+            (Some(true), taken) => {
                 if let Ok(lock) = taken {
                     // Nothing to report: the release reaches every instance
                     // or runs out with the ttl.
@@ -619,17 +607,10 @@ impl Redlock {
                 }
                 FirstTry::Behind
             }
-            // The line instance cannot order us now: a lock taken stands,
-            // as a plain round's would (the line's fallback).
-            (other, taken) => {
-                if other == Outcome::Timeout {
-                    self.leave_line_soon(ticket(None));
-                }
-                match taken {
-                    Ok(lock) => FirstTry::Lock(lock),
-                    Err(_) => FirstTry::Again,
-                }
-            }
+            // Nobody in line; or the line instance cannot tell, when a lock
+            // taken stands as a plain round's would (the line's fallback).
+            (_, Ok(lock)) => FirstTry::Lock(lock),
+            (_, Err(_)) => FirstTry::Again,
         }
     }
 

@@ -510,6 +510,12 @@ impl Instance {
         }
     }
 
+    /// Whether `key` exists here (`EXISTS`); `None` when the server did not
+    /// answer it.
+    pub async fn exists(&self, key: &str) -> Option<bool> {
+        self.query::<i64>(redis::cmd("EXISTS").arg(key)).await.ok().map(|n| n > 0)
+    }
+
     /// Releases `key` if `owner` holds it.
     pub async fn release(&self, key: &str, owner: &str) -> InstanceOutcome {
         let started = Instant::now();
