@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel node run install uninstall test test-all lint bench bench-node redlock-up redlock-down clean
+.PHONY: all deps build wheel node run install uninstall test test-all lint bench bench-node bench-rtt redlock-up redlock-down clean
 
 all: build
 
@@ -81,6 +81,7 @@ test-all: build
 # ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh), then
 # the Python package against Pottery's Redlock on five servers (benches/python.sh),
 # the Node.js package against node-redlock on five servers (benches/node.sh).
+# (`make bench-rtt`, apart: the quorum client against rslock through 0-0.5 ms proxies.)
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
@@ -93,6 +94,12 @@ bench: build
 # The Node.js package against node-redlock alone (benches/node.sh).
 bench-node: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/node.sh
+
+# `redlock bench` beside rslock 0.10 through delaying proxies (0, 0.1, 0.25,
+# 0.5 ms one way), 1, 4 and 16 contenders, exact 1 ms hold; about 5 min
+# (client/benches/rtt.rs; BENCH_SECONDS, BENCH_ROUNDS, BENCH_DELAYS).
+bench-rtt: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench rtt
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
 # Redlock quorum client; state and logs under .run/<port>. Up returns when
