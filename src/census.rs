@@ -3,14 +3,15 @@
 //! that has kept extending for hours.
 //!
 //! Finding it at INFO time would scan the keyspace in one go, and keeping
-//! an ordered index of holds would cost every grant and release. Instead a
-//! timer walks the keyspace in small batches (a bounded number of SCAN
-//! steps per tick, as `realign` does) while any lock is in memory, and
-//! keeps the earliest start of a hold whose lease runs. Each pass publishes
-//! it when it ends; INFO reports the time since then. So the figure is
-//! exact for a hold the last pass saw, and a hold released since shows
-//! until the next pass ends: a pass starts `PAUSE_MS` after the last and
-//! visits `SCAN_STEPS_PER_TICK` buckets of the keyspace every `TICK_MS`.
+//! an ordered index of holds would cost every grant and release. Instead
+//! an INFO starts a walk of the keyspace by a timer, in small batches (a
+//! bounded number of SCAN steps per tick, as `realign` does), at most one
+//! a second and only while a lock is in memory; the walk keeps the
+//! earliest start of a hold whose lease runs and publishes it when it
+//! ends. INFO reports the time since the earliest start the last finished
+//! walk found: exact for a hold that walk saw, while a hold released since
+//! shows until a later walk ends. Nobody asking, nothing runs: the
+//! commands and an unobserved server pay nothing for it.
 //!
 //! The walk only reads (the scan's key handles, no expiry, no write), so it
 //! is the same on a master, a replica and a node that refuses writes.
@@ -29,11 +30,11 @@ use crate::value;
 /// SCAN steps per tick: each visits one bucket of the keyspace (a few
 /// keys), so a tick costs some tens of microseconds.
 const SCAN_STEPS_PER_TICK: usize = 200;
-/// Between the ticks of a pass: the walk takes under 1 % of the server's
-/// time (40,000 buckets a second).
+/// Between the ticks of a pass: a walk takes under 1 % of the server's
+/// time while it runs (40,000 buckets a second).
 const TICK_MS: i64 = 5;
-/// Between passes, and between looks while no lock is in memory.
-const PAUSE_MS: i64 = 1_000;
+/// The least time from the start of one walk to the start of the next.
+const MIN_GAP_MS: i64 = 1_000;
 /// No hold seen.
 const NONE: i64 = i64::MAX;
 
@@ -54,6 +55,10 @@ struct Pass {
 #[derive(Default)]
 struct State {
     pass: Option<Pass>,
+    /// A timer is armed or a walk runs.
+    busy: bool,
+    /// When the last walk started (monotonic ms).
+    started_ms: Option<i64>,
 }
 
 // SAFETY: only touched on Redis's main thread (timers).
@@ -65,22 +70,32 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     crate::reentry::with(&STATE, f)
 }
 
-/// Starts the walk (at the module's load).
-pub fn start() {
-    arm(PAUSE_MS);
-}
-
-/// How long the longest current hold has lasted, ms, as of the last pass
-/// (0: none).
-pub fn longest_hold_ms() -> i64 {
+/// How long the longest current hold has lasted, ms, as of the last walk
+/// (0: none); with `walk_again`, a new walk starts unless one runs or
+/// started less than `MIN_GAP_MS` ago.
+pub fn longest_hold_ms(walk_again: bool) -> i64 {
+    let now = crate::clock::mono_ms();
+    if walk_again {
+        let start = with_state(|s| {
+            let due = !s.busy && s.started_ms.is_none_or(|t| now.saturating_sub(t) >= MIN_GAP_MS);
+            if due {
+                s.busy = true;
+            }
+            due
+        });
+        if start == Some(true) && !arm(0) {
+            let _ = with_state(|s| s.busy = false);
+        }
+    }
     match EARLIEST_START.load(Relaxed) {
         NONE => 0,
-        start => crate::clock::mono_ms().saturating_sub(start).max(0),
+        start => now.saturating_sub(start).max(0),
     }
 }
 
-fn arm(ms: i64) {
-    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0);
+/// Arms the walk's next tick; false if Redis made no timer.
+fn arm(ms: i64) -> bool {
+    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0) != 0
 }
 
 fn end_pass(s: &mut State) -> Option<i64> {
@@ -92,32 +107,55 @@ fn end_pass(s: &mut State) -> Option<i64> {
 unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx::new(raw_ctx);
     let next = with_state(|s| {
-        if s.pass.is_none() {
-            if crate::stats::LOCKS.load(Relaxed) <= 0 {
-                EARLIEST_START.store(NONE, Relaxed);
-                return PAUSE_MS;
-            }
-            let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
-            if cursor.is_null() {
-                return PAUSE_MS;
-            }
-            if DATABASES.load(Relaxed) <= 0 {
-                DATABASES.store(ctx.databases(), Relaxed);
-            }
-            s.pass = Some(Pass { db: 0, databases: DATABASES.load(Relaxed), cursor, earliest: NONE });
+        let next = begin(ctx, s).and_then(|()| step(ctx, s));
+        if next.is_none() {
+            s.busy = false;
         }
-        step(ctx, s)
-    })
-    .unwrap_or(PAUSE_MS);
-    arm(next);
+        next
+    });
+    let armed = match next {
+        Some(Some(ms)) => arm(ms),
+        Some(None) => true,
+        // The state was in use further up the stack (never expected here).
+        None => false,
+    };
+    if !armed {
+        // Nothing runs now: the next INFO starts a walk again.
+        let _ = with_state(|s| {
+            end_pass(s);
+            s.busy = false;
+        });
+    }
 }
 
-/// One tick of the pass; when to tick again.
-fn step(ctx: Ctx, s: &mut State) -> i64 {
-    let Some(pass) = s.pass.as_mut() else { return PAUSE_MS };
+/// Starts a walk unless one runs; `None` when there is nothing to walk
+/// (no lock in memory: no hold either).
+fn begin(ctx: Ctx, s: &mut State) -> Option<()> {
+    if s.pass.is_some() {
+        return Some(());
+    }
+    s.started_ms = Some(crate::clock::mono_ms());
+    if crate::stats::LOCKS.load(Relaxed) <= 0 {
+        EARLIEST_START.store(NONE, Relaxed);
+        return None;
+    }
+    let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
+    if cursor.is_null() {
+        return None;
+    }
+    if DATABASES.load(Relaxed) <= 0 {
+        DATABASES.store(ctx.databases(), Relaxed);
+    }
+    s.pass = Some(Pass { db: 0, databases: DATABASES.load(Relaxed), cursor, earliest: NONE });
+    Some(())
+}
+
+/// One tick of the walk; when to tick again, `None` when it ended.
+fn step(ctx: Ctx, s: &mut State) -> Option<i64> {
+    let pass = s.pass.as_mut()?;
     if !ctx.select_db(pass.db) {
         end_pass(s);
-        return PAUSE_MS;
+        return None;
     }
     let mut seen = Seen { now: crate::clock::now(), earliest: pass.earliest };
     let mut more = true;
@@ -130,17 +168,17 @@ fn step(ctx: Ctx, s: &mut State) -> i64 {
     }
     pass.earliest = seen.earliest;
     if more {
-        return TICK_MS;
+        return Some(TICK_MS);
     }
     pass.db += 1;
     rm!(RedisModule_ScanCursorRestart(pass.cursor) else ());
     if pass.db < pass.databases {
-        return TICK_MS;
+        return Some(TICK_MS);
     }
     if let Some(earliest) = end_pass(s) {
         EARLIEST_START.store(earliest, Relaxed);
     }
-    PAUSE_MS
+    None
 }
 
 struct Seen {

@@ -17,7 +17,7 @@ fn field(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, value: i64) {
     rm!(RedisModule_InfoAddFieldLongLong(ctx, name.as_ptr(), value) else 0);
 }
 
-unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     // The default section: named after the module, `INFO redislock`.
     if rm!(RedisModule_InfoAddSection(ctx, std::ptr::null()) else crate::api::ERR) != crate::api::OK {
         return;
@@ -62,7 +62,8 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
     field(ctx, c"max_owner_len", config::max_owner_len());
     field(ctx, c"quarantine_ms", config::quarantine_ms());
     field(ctx, c"oldest_wait_ms", waiters::oldest_wait_ms());
-    field(ctx, c"longest_hold_ms", crate::census::longest_hold_ms());
+    // A crash report only reads: no walk started from there.
+    field(ctx, c"longest_hold_ms", crate::census::longest_hold_ms(for_crash_report == 0));
     distributions(ctx);
 }
 

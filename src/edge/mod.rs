@@ -11,7 +11,7 @@ use std::ffi::{c_int, CStr};
 use redis_module::{raw, Context, RedisString, Status};
 
 use crate::api::{self, rm, Arg, Ctx, RedisModuleCtx, RedisModuleString};
-use crate::{acl, audience, census, clock, commands, config, fencing, info, propagate, quarantine, writable};
+use crate::{acl, audience, clock, commands, config, fencing, info, propagate, quarantine, writable};
 
 type Handler = fn(Ctx, &[Arg]) -> c_int;
 
@@ -248,7 +248,6 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if !api::init_timer_ctx(module) {
         return fail(ctx, "could not get a context for timers");
     }
-    census::start();
     if !events::subscribe(module) {
         return fail(ctx, "could not subscribe to server events");
     }
