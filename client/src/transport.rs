@@ -802,14 +802,8 @@ fn fill_status(status: &mut InstanceStatus, value: Value, mode: Mode) {
     match (mode, value) {
         (_, Value::Nil) => {}
         (Mode::Script, v) => status.owner = String::from_redis_value(v).ok(),
-        (Mode::Module, Value::Map(pairs)) => {
-            for (k, v) in pairs {
-                set_field(status, k, v);
-            }
-        }
-        (Mode::Module, Value::Array(items)) => {
-            let mut it = items.into_iter();
-            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        (Mode::Module, v @ (Value::Map(_) | Value::Array(_))) => {
+            for (k, v) in field_pairs(v).unwrap_or_default() {
                 set_field(status, k, v);
             }
         }
@@ -853,20 +847,26 @@ fn holder_states(value: &Value) -> Vec<HolderState> {
         .collect()
 }
 
+/// One entry of a reply made of maps (RESP3), or of flat field/value
+/// arrays (RESP2), as its field/value pairs.
+fn field_pairs(entry: Value) -> Option<Vec<(Value, Value)>> {
+    match entry {
+        Value::Map(pairs) => Some(pairs),
+        Value::Array(items) => {
+            let mut it = items.into_iter();
+            Some(std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect())
+        }
+        _ => None,
+    }
+}
+
 /// LOCK.WAITERS' entries (maps, or field/value arrays in RESP2).
 fn waiter_states(value: Value) -> Vec<WaiterState> {
     let Value::Array(entries) = value else { return Vec::new() };
     entries
         .into_iter()
         .filter_map(|entry| {
-            let pairs: Vec<(Value, Value)> = match entry {
-                Value::Map(pairs) => pairs,
-                Value::Array(items) => {
-                    let mut it = items.into_iter();
-                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
-                }
-                _ => return None,
-            };
+            let pairs = field_pairs(entry)?;
             let mut w = WaiterState { owner: String::new(), mode: String::new(), limit: None, waited_ms: 0, wait_left_ms: -1 };
             for (k, v) in pairs {
                 match String::from_redis_value(k).ok()?.as_str() {
@@ -889,14 +889,7 @@ fn contended_locks(value: Value) -> Vec<ContendedLock> {
     entries
         .into_iter()
         .filter_map(|entry| {
-            let pairs: Vec<(Value, Value)> = match entry {
-                Value::Map(pairs) => pairs,
-                Value::Array(items) => {
-                    let mut it = items.into_iter();
-                    std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
-                }
-                _ => return None,
-            };
+            let pairs = field_pairs(entry)?;
             let mut c = ContendedLock::default();
             for (k, v) in pairs {
                 match String::from_redis_value(k).ok()?.as_str() {
