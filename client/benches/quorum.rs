@@ -76,8 +76,11 @@ const RSLOCK_RETRY_DELAY_MS: u64 = 200;
 
 #[path = "support/servers.rs"]
 mod servers;
+#[path = "support/stats.rs"]
+mod stats;
 
 use servers::{module_path, redis_server_version, Res, Server};
+use stats::{histogram, median_of, ratio};
 
 // ---------------------------------------------------------------- config
 
@@ -134,10 +137,6 @@ struct Clients {
 }
 
 /// Histograms count microseconds, up to ten minutes.
-fn histogram() -> Res<Histogram<u64>> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).map_err(|e| format!("histogram: {e}"))
-}
-
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }
@@ -437,18 +436,8 @@ fn note_errors(errors: &mut Vec<String>, what: &str, ours: &Med, rslock: &Med) {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    median_of(v).unwrap_or(0.0)
 }
 
 /// Medians over rounds of one configuration, one implementation.
@@ -474,14 +463,6 @@ fn med(samples: &[Sample]) -> Med {
         gave_up: samples.iter().map(|s| s.gave_up).sum(),
         errors: samples.iter().map(|s| s.errors).sum(),
         first_error: samples.iter().find_map(|s| s.first_error.clone()),
-    }
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        f64::NAN
     }
 }
 

@@ -86,6 +86,8 @@
 mod proxy;
 #[path = "support/servers.rs"]
 mod servers;
+#[path = "support/stats.rs"]
+mod stats;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -104,6 +106,7 @@ use serde_json::Value;
 
 use proxy::{Lateness, Network, Proxy};
 use servers::{Res, Server};
+use stats::{histogram, median_of, ratio};
 
 const SERVERS: usize = 5;
 /// Lease of every lock, both clients.
@@ -461,10 +464,6 @@ fn run_ours(bin: &Path, dir: &Path, urls: &[String], n: usize, cfg: &Config) -> 
 }
 
 /// Histograms count microseconds, up to ten minutes.
-fn histogram() -> Res<Histogram<u64>> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).map_err(|e| format!("histogram: {e}"))
-}
-
 /// One rslock contender's counts.
 struct Tally {
     hist: Histogram<u64>,
@@ -597,18 +596,8 @@ async fn hold_until(until: Instant) {
 
 // ---------------------------------------------------------------- report
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    median_of(v).unwrap_or(f64::NAN)
 }
 
 /// Medians over rounds of one configuration, one client.
@@ -655,14 +644,6 @@ fn one_decimal(v: f64) -> String {
         format!("{v:.1}")
     } else {
         "-".to_string()
-    }
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        f64::NAN
     }
 }
 
