@@ -71,9 +71,10 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         Attempt::Granted(token, how) => {
             // Its waiters, if any, are served when the new lease ends.
             waiters::lease_changed(ctx, &key, req.key);
-            if req.request.session.is_some() || session::bound() != 0 {
+            if req.request.session.is_some() || session::any() {
                 let binding = req.request.session.map(|delay| (ctx.client_id(), delay));
-                session::granted(ctx.selected_db(), req.key.bytes(), req.owner.bytes(), binding);
+                let end = crate::clock::mono_ms().saturating_add(req.request.ttl_ms);
+                session::granted(ctx.selected_db(), req.key.bytes(), req.owner.bytes(), binding, end);
             }
             match how {
                 Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
@@ -155,7 +156,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
 
 /// A released hold is bound to no connection any more.
 fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
-    if session::bound() != 0 {
+    if session::any() {
         session::released(ctx.selected_db(), key_name.bytes(), owner);
     }
 }
@@ -201,7 +202,8 @@ fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut
 }
 
 /// `LOCK.EXTEND key owner ttl-ms` → 1 if the lease now ends ttl-ms from
-/// now, 0 otherwise. The token does not change.
+/// now, 0 otherwise (not the holder; a session-bound hold, from another
+/// connection than its own). The token does not change.
 pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
@@ -216,6 +218,10 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     match slot {
         Slot::Shared(group) => return extend_shared(ctx, &key, req.key, req.owner, req.ttl_ms, group, now),
         _ if !grant::extend_exclusive(view) => {
+            stats::EXTEND_REFUSED.bump();
+            return ctx.reply_integer(0);
+        }
+        _ if session::any() && !may_extend_here(ctx, req.key, req.owner, lease.end) => {
             stats::EXTEND_REFUSED.bump();
             return ctx.reply_integer(0);
         }
@@ -238,9 +244,26 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     ctx.reply_integer(1)
 }
 
+/// Whether this connection may extend `owner`'s hold to `end`
+/// (monotonic): a hold bound to a connection only from there, and one
+/// whose connection closed from nowhere until its lease ends, so that a
+/// reconnected holder cannot revive a lease cut to its lock-delay (see
+/// `session`); a bound hold's binding then lasts as long as its new lease.
+/// The master's stream and the AOF replay what was decided. Out of line:
+/// EXTEND's hot path only tests whether any hold is bound.
+#[cold]
+#[inline(never)]
+fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
+    replays(ctx) || session::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
+}
+
 /// One shared holder's new lease. The key's TTL grows with it, never
 /// shrinks (see `group`); the extension travels as that holder's grant.
 fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> c_int {
+    if session::any() && !may_extend_here(ctx, key_name, owner, now.mono.saturating_add(ttl_ms)) {
+        stats::EXTEND_REFUSED.bump();
+        return ctx.reply_integer(0);
+    }
     let Some(token) = group.holding.extend(owner, ttl_ms, now.mono) else {
         stats::EXTEND_REFUSED.bump();
         return ctx.reply_integer(0);

@@ -148,6 +148,17 @@ pub fn lease_left(key: &Key, now: Now) -> lease::Left {
     }
 }
 
+/// When `owner`'s hold at `key` ends (monotonic ms; `lease::NO_END` for
+/// none), if `owner` holds the lock at `now`.
+pub fn hold_end(key: &Key, owner: &[u8], now: Now) -> Option<i64> {
+    match slot(key, now, Look::Exact) {
+        Slot::Held(lock) if lock.is_held_by(owner) => Some(lock.lease().end),
+        Slot::Shared(group) => group.live(now).find(|h| *h.owner == *owner).map(|h| h.end),
+        Slot::PlainString(value) if value == owner => Some(Lease::until(key.deadline_ms(), now).end),
+        _ => None,
+    }
+}
+
 /// Puts back a lock Redis removed while its lease ran (see `rescue`), so
 /// the command finds it where it was. One load when nothing is kept: the
 /// clocks are read only when something is.

@@ -22,7 +22,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report
     if rm!(RedisModule_InfoAddSection(ctx, std::ptr::null()) else crate::api::ERR) != crate::api::OK {
         return;
     }
-    let counters: [(&CStr, &stats::Counter); 21] = [
+    let counters: [(&CStr, &stats::Counter); 22] = [
         (c"acquire_granted_new", &stats::ACQUIRE_NEW),
         (c"acquire_granted_regrant", &stats::ACQUIRE_REGRANT),
         (c"acquire_granted_handoff", &stats::WAIT_GRANTED),
@@ -44,6 +44,7 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report
         (c"locks_restored", &stats::LOCKS_RESTORED),
         (c"session_releases", &stats::SESSION_RELEASES),
         (c"session_delays", &stats::SESSION_DELAYS),
+        (c"session_end_yields", &stats::SESSION_END_YIELDS),
     ];
     for (name, counter) in counters {
         field(ctx, name, counter.get());

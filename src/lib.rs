@@ -14,7 +14,8 @@
 //!   - commands: `commands` (LOCK.ACQUIRE, RELEASE, EXTEND, INFO, WAITERS,
 //!     TOP), `info` (INFO redislock), `census` (the longest current hold,
 //!     from a walk of the keyspace);
-//!   - ending the holds of a closed connection: `disconnect`;
+//!   - ending the holds of a closed connection, a slice at a time, and
+//!     forgetting the bindings of holds that ended: `disconnect`;
 //!   - waiting: `waiters` (fair server-side waiting and the handoff),
 //!     `acl` (a waiter's rights, checked again when served);
 //!   - granting: `grants` (what a key holds and the grant made on it);

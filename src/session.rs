@@ -10,6 +10,14 @@
 //! lock stays unavailable that long and the fencing token covers the
 //! rest). The lease still bounds every hold.
 //!
+//! Only the connection a hold is bound to may extend it: a holder that
+//! lost its connection and reconnected must not restart, on the new one,
+//! a lease the server is cutting to its lock-delay (or has cut), nor
+//! leave a hold bound to a dead connection running on. From the
+//! disconnect until its lease ends, such a hold is extended by nobody; a
+//! re-grant to its owner (LOCK.ACQUIRE, which may bind it anew) is the
+//! way back, and a release by owner still ends it from anywhere.
+//!
 //! The binding is this server's memory of a connection, so it never
 //! outlives it: it is not persisted or replicated, and after a restart, an
 //! AOF load or a failover the lease alone governs the hold. A grant to the
@@ -17,195 +25,679 @@
 //! replaces the binding; a release by owner ends it. So a disconnect never
 //! ends a hold that was granted again on another connection, and never one
 //! that moved to another owner (`disconnect` checks the owner before it
-//! ends anything).
+//! ends anything). Nor does a binding outlive its hold: each carries the
+//! lease end last granted or extended, and `disconnect` drops it once that
+//! has passed and the key confirms the hold is gone.
 //!
-//! Nothing here costs a grant without SESSION anything but one load while
-//! no hold is bound.
+//! Everything here is O(1) or O(log n) per hold, so that no single call
+//! walks a connection's holds: a closed connection's holds are handed over
+//! as one list and ended by `disconnect` a slice at a time.
+//!
+//! Nothing here costs a command without SESSION anything but one load
+//! while no hold is tracked.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// A held lock: database, key, owner.
 pub type Hold = (c_int, Box<[u8]>, Box<[u8]>);
 
-struct Binding {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    /// Bound to its client: listed under it while the connection is open;
+    /// once it closed, in `closing` until `disconnect` ends it.
+    Bound,
+    /// Its connection closed and its lease was cut to the lock-delay (or
+    /// ended by then anyway): remembered until it ends, so that no EXTEND
+    /// revives it.
+    Cut,
+}
+
+struct Entry {
     client: u64,
     delay_ms: i64,
-    /// When its connection closed (monotonic ms), once it has.
-    closed_at: Option<i64>,
+    /// When the hold's lease ends (monotonic ms), as last granted,
+    /// extended or cut; the key has the last word (`verified`).
+    end: i64,
+    status: Status,
+    /// Its place in `by_client[client]`, while its connection is open.
+    listed_at: usize,
+    /// Its key in `ends`, while it is there.
+    queued: (i64, u64),
 }
 
+/// A closed connection's holds, handed over whole by the disconnect.
+struct Closing {
+    client: u64,
+    /// When it closed (monotonic ms).
+    at: i64,
+    holds: Vec<Arc<Hold>>,
+}
+
+/// A closed connection's hold to end now.
+pub struct Ending {
+    pub hold: Arc<Hold>,
+    client: u64,
+    /// When it must end (monotonic ms): the disconnect plus its lock-delay.
+    pub end: i64,
+}
+
+/// What ending a closed connection's hold came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Released, or nothing of it is left here: forgotten.
+    Gone,
+    /// Still held until the end it was cut to (or an earlier one): no
+    /// EXTEND until then.
+    Cut,
+}
+
+/// Every binding and cut mark of the server. Each hold is stored once and
+/// shared by the lists that find it: by connection (to end them when it
+/// closes) and by lease end (to forget them when it passes).
 #[derive(Default)]
-struct State {
-    bindings: HashMap<Hold, Binding>,
-    by_client: HashMap<u64, Vec<Hold>>,
-    /// Holds whose connection closed, for `disconnect` to end.
-    closed: Vec<Hold>,
+pub struct Sessions {
+    entries: HashMap<Arc<Hold>, Entry>,
+    /// Holds bound to each open connection.
+    by_client: HashMap<u64, Vec<Arc<Hold>>>,
+    /// Every entry by the end it is due at, then a sequence number.
+    ends: BTreeMap<(i64, u64), Arc<Hold>>,
+    /// Closed connections' holds not ended yet, oldest first.
+    closing: VecDeque<Closing>,
+    next_seq: u64,
+    /// Holds bound to an open connection: the lengths of `by_client`'s lists.
+    live: usize,
 }
 
-static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
-/// Bound holds: lets every grant and release skip the map while none is.
-static BOUND: AtomicUsize = AtomicUsize::new(0);
+/// Room kept in a map or list that emptied: beyond it, memory is given
+/// back when it is three quarters empty.
+const KEPT_ROOM: usize = 64;
 
-fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    crate::reentry::with(&STATE, f)
+fn shrink_map<K: std::hash::Hash + Eq, V>(m: &mut HashMap<K, V>) {
+    if m.capacity() > KEPT_ROOM && m.len().saturating_mul(4) < m.capacity() {
+        m.shrink_to(m.len().saturating_mul(2));
+    }
 }
 
-impl State {
-    fn recount(&self) {
-        BOUND.store(self.bindings.len(), Ordering::Relaxed);
+fn shrink_list<T>(v: &mut Vec<T>) {
+    if v.capacity() > KEPT_ROOM && v.len().saturating_mul(4) < v.capacity() {
+        v.shrink_to(v.len().saturating_mul(2));
+    }
+}
+
+impl Sessions {
+    fn seq(&mut self) -> u64 {
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.next_seq
     }
 
-    fn unlist(&mut self, client: u64, hold: &Hold) {
-        if let Some(holds) = self.by_client.get_mut(&client) {
-            holds.retain(|h| h != hold);
-            if holds.is_empty() {
-                self.by_client.remove(&client);
+    /// Puts `hold` in `ends` at its entry's end, in place of where it was.
+    fn requeue(&mut self, hold: &Arc<Hold>) {
+        let seq = self.seq();
+        let Some(entry) = self.entries.get_mut(hold) else { return };
+        self.ends.remove(&entry.queued);
+        entry.queued = (entry.end, seq);
+        self.ends.insert(entry.queued, Arc::clone(hold));
+    }
+
+    /// Queues `hold` again if it is not in `ends` (taken out by `due`) or
+    /// is queued later than its end; a later end waits for the earlier one
+    /// to pass (`due`).
+    fn schedule(&mut self, hold: &Arc<Hold>) {
+        let Some(entry) = self.entries.get(hold) else { return };
+        if entry.end < entry.queued.0 || !self.ends.contains_key(&entry.queued) {
+            self.requeue(hold);
+        }
+    }
+
+    /// Whether `hold`'s entry is listed under its open connection.
+    fn is_listed(&self, hold: &Arc<Hold>, entry: &Entry) -> bool {
+        entry.status == Status::Bound
+            && self.by_client.get(&entry.client).and_then(|l| l.get(entry.listed_at)).is_some_and(|h| Arc::ptr_eq(h, hold))
+    }
+
+    /// Takes `hold` off its open connection's list, if it is on one.
+    fn unlist(&mut self, hold: &Arc<Hold>) {
+        let Some(entry) = self.entries.get(hold) else { return };
+        if !self.is_listed(hold, entry) {
+            return;
+        }
+        let (client, at) = (entry.client, entry.listed_at);
+        let Some(list) = self.by_client.get_mut(&client) else { return };
+        if at >= list.len() {
+            return;
+        }
+        list.swap_remove(at);
+        let moved = list.get(at).cloned();
+        if list.is_empty() {
+            self.by_client.remove(&client);
+            shrink_map(&mut self.by_client);
+        } else {
+            shrink_list(list);
+        }
+        self.live = self.live.saturating_sub(1);
+        if let Some(e) = moved.as_ref().and_then(|m| self.entries.get_mut(m)) {
+            e.listed_at = at;
+        }
+    }
+
+    /// Lists `hold` under connection `client`.
+    fn list(&mut self, hold: &Arc<Hold>, client: u64) {
+        let list = self.by_client.entry(client).or_default();
+        let at = list.len();
+        list.push(Arc::clone(hold));
+        self.live = self.live.saturating_add(1);
+        if let Some(entry) = self.entries.get_mut(hold) {
+            entry.listed_at = at;
+        }
+    }
+
+    fn forget(&mut self, hold: &Hold) {
+        let Some(shared) = self.entries.get_key_value(hold).map(|(k, _)| Arc::clone(k)) else { return };
+        self.unlist(&shared);
+        if let Some(entry) = self.entries.remove(&shared) {
+            self.ends.remove(&entry.queued);
+        }
+        shrink_map(&mut self.entries);
+    }
+
+    /// `hold` was granted (a new hold, a re-grant, a handoff): bound to
+    /// connection `client` with a lock-delay of `delay_ms` until `end`
+    /// (`session`), or to nothing (`None`: a grant without SESSION ends an
+    /// earlier binding, since a re-grant's terms are the hold's). Either
+    /// way a cut mark is gone: the owner was granted the hold again.
+    pub fn granted(&mut self, hold: Hold, session: Option<(u64, i64)>, end: i64) {
+        let Some((client, delay_ms)) = session else {
+            return self.forget(&hold);
+        };
+        let shared = match self.entries.get_key_value(&hold) {
+            Some((k, _)) => Arc::clone(k),
+            None => {
+                let shared = Arc::new(hold);
+                let entry = Entry { client, delay_ms, end, status: Status::Bound, listed_at: 0, queued: (end, 0) };
+                self.entries.insert(Arc::clone(&shared), entry);
+                self.requeue(&shared);
+                self.list(&shared, client);
+                return;
+            }
+        };
+        self.unlist(&shared);
+        let Some(entry) = self.entries.get_mut(&shared) else { return };
+        *entry = Entry { client, delay_ms, end, status: Status::Bound, ..*entry };
+        self.schedule(&shared);
+        self.list(&shared, client);
+    }
+
+    /// `hold` was released by its owner.
+    pub fn released(&mut self, hold: &Hold) {
+        self.forget(hold);
+    }
+
+    /// Whether connection `client` may extend `hold`: any may, unless it
+    /// is bound to another connection, its connection closed, or it was
+    /// cut to its lock-delay.
+    pub fn may_extend(&self, hold: &Hold, client: u64) -> bool {
+        match self.entries.get_key_value(hold) {
+            None => true,
+            Some((k, e)) => e.client == client && self.is_listed(k, e),
+        }
+    }
+
+    /// Connection `client` asks to extend `hold` to `end`: whether it may
+    /// (`may_extend`); when the hold is bound to it, its binding now lasts
+    /// until `end` too.
+    pub fn extending(&mut self, hold: &Hold, client: u64, end: i64) -> bool {
+        if !self.may_extend(hold, client) {
+            return false;
+        }
+        self.extended(hold, client, end);
+        true
+    }
+
+    /// `hold` was extended by connection `client` to end at `end`.
+    fn extended(&mut self, hold: &Hold, client: u64, end: i64) {
+        let Some((shared, entry)) = self.entries.get_key_value(hold) else { return };
+        if entry.client != client || !self.is_listed(shared, entry) {
+            return;
+        }
+        let shared = Arc::clone(shared);
+        if let Some(entry) = self.entries.get_mut(&shared) {
+            entry.end = end;
+        }
+        self.schedule(&shared);
+    }
+
+    /// Connection `client` closed at `at`: its list is handed over whole,
+    /// to be ended a slice at a time (`closing_slice`). True if it had any.
+    pub fn connection_closed(&mut self, client: u64, at: i64) -> bool {
+        let Some(holds) = self.by_client.remove(&client) else { return false };
+        self.live = self.live.saturating_sub(holds.len());
+        self.closing.push_back(Closing { client, at, holds });
+        shrink_map(&mut self.by_client);
+        true
+    }
+
+    /// Up to `limit` closed connections' holds (fewer when some were
+    /// granted again or ended since: the grant wins), each with when it
+    /// must end. Each stays bound to its closed connection, refused every
+    /// EXTEND, until `closed_hold_ended` says how it ended.
+    pub fn closing_slice(&mut self, limit: usize) -> Vec<Ending> {
+        let mut out = Vec::new();
+        for _ in 0..limit {
+            let Some(front) = self.closing.front_mut() else { break };
+            let Some(hold) = front.holds.pop() else {
+                self.closing.pop_front();
+                continue;
+            };
+            let client = front.client;
+            let at = front.at;
+            if let Some(entry) = self.entries.get(&hold).filter(|e| e.status == Status::Bound && e.client == client) {
+                out.push(Ending { hold, client, end: at.saturating_add(entry.delay_ms) });
+            }
+        }
+        if self.closing.front().is_some_and(|c| c.holds.is_empty()) {
+            self.closing.pop_front();
+        }
+        out
+    }
+
+    /// Whether `ending`'s hold is still bound to its closed connection:
+    /// not granted again, released or forgotten since it was handed out.
+    pub fn is_closing(&self, ending: &Ending) -> bool {
+        self.entries.get(&ending.hold).is_some_and(|e| e.status == Status::Bound && e.client == ending.client)
+    }
+
+    /// How ending a closed connection's hold went (nothing changes if it
+    /// was granted again meanwhile).
+    pub fn closed_hold_ended(&mut self, ending: &Ending, ended: Ended) {
+        let Some(entry) = self.entries.get_mut(&ending.hold) else { return };
+        if entry.status != Status::Bound || entry.client != ending.client {
+            return;
+        }
+        match ended {
+            Ended::Gone => self.forget(&ending.hold),
+            Ended::Cut => {
+                entry.status = Status::Cut;
+                entry.end = entry.end.min(ending.end);
+                self.schedule(&ending.hold);
             }
         }
     }
 
-    fn unbind(&mut self, hold: &Hold) {
-        if let Some(old) = self.bindings.remove(hold) {
-            if old.closed_at.is_none() {
-                self.unlist(old.client, hold);
+    /// Whether closed connections' holds wait to be ended.
+    pub fn closing_left(&self) -> bool {
+        !self.closing.is_empty()
+    }
+
+    /// Up to `limit` holds whose lease end, as known here, passed by
+    /// `now`, taken out of `ends` for the caller to check against the key
+    /// (`verified`). Those extended since are queued again at their end.
+    pub fn due(&mut self, now: i64, limit: usize) -> Vec<Arc<Hold>> {
+        let mut out = Vec::new();
+        for _ in 0..limit {
+            match self.ends.first_key_value() {
+                Some((at, _)) if at.0 <= now => {}
+                _ => break,
+            }
+            let Some((_, hold)) = self.ends.pop_first() else { break };
+            match self.entries.get(&hold) {
+                Some(e) if e.end > now => self.requeue(&hold),
+                Some(_) => out.push(hold),
+                None => {}
             }
         }
+        out
+    }
+
+    /// Whether any known lease end has passed by `now`.
+    pub fn any_due(&self, now: i64) -> bool {
+        self.ends.first_key_value().is_some_and(|(at, _)| at.0 <= now)
+    }
+
+    /// What the key says of a hold `due` returned: `end`, when the hold
+    /// still runs (its lease was made longer than known here), or `None`:
+    /// its binding or cut mark ends with it.
+    pub fn verified(&mut self, hold: &Arc<Hold>, end: Option<i64>, now: i64) {
+        let Some(entry) = self.entries.get_mut(hold) else { return };
+        match end {
+            Some(end) if end > now => {
+                entry.end = end;
+                self.requeue(hold);
+            }
+            // Granted or extended meanwhile: due later.
+            _ if entry.end > now => self.requeue(hold),
+            _ => self.forget(hold),
+        }
+    }
+
+    /// Whether `hold` is bound to an open connection.
+    pub fn is_bound(&self, hold: &Hold) -> bool {
+        self.entries.get_key_value(hold).is_some_and(|(k, e)| self.is_listed(k, e))
+    }
+
+    /// Holds bound to an open connection.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Bindings and cut marks.
+    pub fn tracked(&self) -> usize {
+        self.entries.len()
     }
 }
 
-/// Holds bound to a connection now (for INFO).
+static STATE: LazyLock<Mutex<Sessions>> = LazyLock::new(|| Mutex::new(Sessions::default()));
+/// Bindings and cut marks: lets every grant, release and extension skip
+/// the maps while there are none.
+static TRACKED: AtomicUsize = AtomicUsize::new(0);
+/// Holds bound to an open connection (INFO).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+fn with_state<R>(f: impl FnOnce(&mut Sessions) -> R) -> Option<R> {
+    crate::reentry::with(&STATE, |s| {
+        let r = f(s);
+        TRACKED.store(s.tracked(), Ordering::Relaxed);
+        LIVE.store(s.live(), Ordering::Relaxed);
+        r
+    })
+}
+
+/// Whether any hold is bound or cut: one load.
+#[inline]
+pub fn any() -> bool {
+    TRACKED.load(Ordering::Relaxed) != 0
+}
+
+/// Holds bound to an open connection now (for INFO).
 pub fn bound() -> i64 {
-    i64::try_from(BOUND.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+    i64::try_from(LIVE.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
 }
 
 fn hold(db: c_int, key: &[u8], owner: &[u8]) -> Hold {
     (db, key.into(), owner.into())
 }
 
-/// `owner` was granted the lock at `key` in `db`: bound to connection
-/// `client` with a lock-delay of `delay_ms` (`SESSION`), or to none
-/// (`None`: a grant without SESSION ends an earlier binding, since a
-/// re-grant's terms are the hold's).
-pub fn granted(db: c_int, key: &[u8], owner: &[u8], session: Option<(u64, i64)>) {
-    if session.is_none() && BOUND.load(Ordering::Relaxed) == 0 {
+/// `owner` was granted the lock at `key` in `db` until `end` (monotonic
+/// ms): bound to connection `client` with a lock-delay of `delay_ms`
+/// (`SESSION`), or to none (`None`).
+pub fn granted(db: c_int, key: &[u8], owner: &[u8], session: Option<(u64, i64)>, end: i64) {
+    if session.is_none() && !any() {
         return;
     }
-    with_state(|s| {
-        let hold = hold(db, key, owner);
-        s.unbind(&hold);
-        if let Some((client, delay_ms)) = session {
-            s.by_client.entry(client).or_default().push(hold.clone());
-            s.bindings.insert(hold, Binding { client, delay_ms, closed_at: None });
-        }
-        s.recount();
-    });
+    with_state(|s| s.granted(hold(db, key, owner), session, end));
 }
 
 /// `owner` released the lock at `key` in `db`.
 pub fn released(db: c_int, key: &[u8], owner: &[u8]) {
-    if BOUND.load(Ordering::Relaxed) == 0 {
-        return;
+    if any() {
+        with_state(|s| s.released(&hold(db, key, owner)));
     }
-    with_state(|s| {
-        s.unbind(&hold(db, key, owner));
-        s.recount();
-    });
 }
 
-/// Connection `client` closed at `now_mono`: its holds are marked for
-/// `disconnect` to end. True if any was.
+/// Whether connection `client` may extend `owner`'s hold at `key` in `db`
+/// to `end` (monotonic ms); see `Sessions::extending`.
+pub fn extending(db: c_int, key: &[u8], owner: &[u8], client: u64, end: i64) -> bool {
+    !any() || with_state(|s| s.extending(&hold(db, key, owner), client, end)).unwrap_or(true)
+}
+
+/// Connection `client` closed at `now_mono`: its holds are handed over
+/// for `disconnect` to end. True if it had any.
 pub fn connection_closed(client: u64, now_mono: i64) -> bool {
-    if BOUND.load(Ordering::Relaxed) == 0 {
-        return false;
-    }
-    with_state(|s| {
-        let Some(holds) = s.by_client.remove(&client) else { return false };
-        for hold in holds {
-            if let Some(binding) = s.bindings.get_mut(&hold).filter(|b| b.client == client) {
-                binding.closed_at = Some(now_mono);
-                s.closed.push(hold);
-            }
-        }
-        !s.closed.is_empty()
-    })
-    .unwrap_or(false)
+    LIVE.load(Ordering::Relaxed) != 0 && with_state(|s| s.connection_closed(client, now_mono)).unwrap_or(false)
 }
 
-/// The holds whose connection closed and that no grant has bound again
-/// since, each with when it must end (monotonic ms: the disconnect plus
-/// its lock-delay); their bindings are gone.
-pub fn take_closed() -> Vec<(Hold, i64)> {
-    with_state(|s| {
-        let closed = std::mem::take(&mut s.closed);
-        let ended: Vec<(Hold, i64)> = closed
-            .into_iter()
-            .filter_map(|hold| {
-                let binding = s.bindings.get(&hold).filter(|b| b.closed_at.is_some())?;
-                let end = binding.closed_at.unwrap_or(0).saturating_add(binding.delay_ms);
-                s.bindings.remove(&hold);
-                Some((hold, end))
-            })
-            .collect();
-        s.recount();
-        ended
-    })
-    .unwrap_or_default()
+/// See `Sessions::closing_slice`.
+pub fn closing_slice(limit: usize) -> Vec<Ending> {
+    with_state(|s| s.closing_slice(limit)).unwrap_or_default()
 }
 
-/// Whether any closed connection's hold waits to be ended.
-pub fn any_closed() -> bool {
-    with_state(|s| !s.closed.is_empty()).unwrap_or(false)
+/// See `Sessions::is_closing`.
+pub fn is_closing(ending: &Ending) -> bool {
+    with_state(|s| s.is_closing(ending)).unwrap_or(false)
+}
+
+/// See `Sessions::closed_hold_ended`.
+pub fn closed_hold_ended(ending: &Ending, ended: Ended) {
+    with_state(|s| s.closed_hold_ended(ending, ended));
+}
+
+/// Whether closed connections' holds wait to be ended.
+pub fn closing_left() -> bool {
+    any() && with_state(|s| s.closing_left()).unwrap_or(false)
+}
+
+/// See `Sessions::due`.
+pub fn due(now_mono: i64, limit: usize) -> Vec<Arc<Hold>> {
+    with_state(|s| s.due(now_mono, limit)).unwrap_or_default()
+}
+
+/// Whether any known lease end has passed by `now_mono`.
+pub fn has_due(now_mono: i64) -> bool {
+    any() && with_state(|s| s.any_due(now_mono)).unwrap_or(false)
+}
+
+/// Whether there is anything for `disconnect` to do at `now_mono`.
+pub fn has_work(now_mono: i64) -> bool {
+    any() && with_state(|s| s.closing_left() || s.any_due(now_mono)).unwrap_or(false)
+}
+
+/// See `Sessions::verified`.
+pub fn verified(hold: &Arc<Hold>, end: Option<i64>, now_mono: i64) {
+    with_state(|s| s.verified(hold, end, now_mono));
 }
 
 /// This node became a replica, or its data was replaced: no binding
 /// stands (a replica grants nothing to its own clients).
 pub fn forget_all() {
-    with_state(|s| {
-        *s = State::default();
-        s.recount();
-    });
+    with_state(|s| *s = Sessions::default());
 }
 
-/// Whether `owner`'s hold at `key` in `db` is bound to a connection (for
-/// LOCK.INFO).
+/// Whether `owner`'s hold at `key` in `db` is bound to an open
+/// connection (for LOCK.INFO).
 pub fn is_bound(db: c_int, key: &[u8], owner: &[u8]) -> bool {
-    BOUND.load(Ordering::Relaxed) != 0
-        && with_state(|s| s.bindings.get(&hold(db, key, owner)).is_some_and(|b| b.closed_at.is_none())).unwrap_or(false)
+    LIVE.load(Ordering::Relaxed) != 0 && with_state(|s| s.is_bound(&hold(db, key, owner))).unwrap_or(false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // One test: the state is the process's, shared by every test thread.
+    fn h(db: c_int, key: &str, owner: &str) -> Hold {
+        hold(db, key.as_bytes(), owner.as_bytes())
+    }
+
+    /// Ends every closed connection's hold the way `disconnect` would:
+    /// released when its end has come by `now`, cut otherwise.
+    fn end_closed(s: &mut Sessions, now: i64) -> Vec<(Hold, i64)> {
+        let mut ended = Vec::new();
+        loop {
+            let slice = s.closing_slice(10);
+            if slice.is_empty() && !s.closing_left() {
+                return ended;
+            }
+            for e in slice {
+                ended.push(((*e.hold).clone(), e.end));
+                s.closed_hold_ended(&e, if e.end <= now { Ended::Gone } else { Ended::Cut });
+            }
+        }
+    }
+
+    /// Sweeps as `disconnect` does, the key saying the hold ended.
+    fn sweep(s: &mut Sessions, now: i64) -> usize {
+        let due = s.due(now, usize::MAX);
+        for hold in &due {
+            s.verified(hold, None, now);
+        }
+        due.len()
+    }
+
+    /// Every internal list agrees with the entries.
+    fn consistent(s: &Sessions) {
+        let listed: usize = s.by_client.values().map(Vec::len).sum();
+        assert_eq!(listed, s.live, "live counts the lists");
+        for (client, list) in &s.by_client {
+            for (i, hold) in list.iter().enumerate() {
+                let e = &s.entries[hold];
+                assert_eq!((e.client, e.listed_at, e.status), (*client, i, Status::Bound));
+            }
+        }
+        assert!(s.ends.len() <= s.entries.len());
+        for (at, hold) in &s.ends {
+            assert_eq!(s.entries[hold].queued, *at, "queued where its entry says");
+        }
+    }
+
+    // The global functions share one state: one test for them.
     #[test]
     fn a_binding_follows_the_latest_grant_and_ends_only_with_its_own_connection() {
         forget_all();
-        granted(0, b"k", b"a", Some((7, 0)));
-        granted(0, b"j", b"a", Some((7, 500)));
+        granted(0, b"k", b"a", Some((7, 0)), 10_000);
+        granted(0, b"j", b"a", Some((7, 500)), 10_000);
         assert!(is_bound(0, b"k", b"a") && bound() == 2);
         // Re-granted on connection 8: closing 7 leaves it alone.
-        granted(0, b"k", b"a", Some((8, 0)));
+        granted(0, b"k", b"a", Some((8, 0)), 10_000);
         // Re-granted without SESSION: bound to nothing.
-        granted(0, b"j", b"a", None);
+        granted(0, b"j", b"a", None, 10_000);
         assert!(!is_bound(0, b"j", b"a"));
         assert!(!connection_closed(7, 1_000), "7 holds nothing bound any more");
-        assert!(take_closed().is_empty());
+        assert!(closing_slice(100).is_empty());
         assert!(connection_closed(8, 1_000));
+        assert_eq!(bound(), 0, "8 closed");
+        assert!(!extending(0, b"k", b"a", 9, 10_000), "closed, not ended yet: nobody extends it");
         // A grant between the disconnect and its handling wins.
-        granted(0, b"k", b"a", Some((9, 0)));
-        assert!(take_closed().is_empty());
-        assert!(is_bound(0, b"k", b"a"));
-        granted(1, b"k", b"b", Some((9, 250)));
+        granted(0, b"k", b"a", Some((9, 0)), 10_000);
+        assert!(closing_slice(100).is_empty());
+        assert!(is_bound(0, b"k", b"a") && extending(0, b"k", b"a", 9, 10_000) && !extending(0, b"k", b"a", 10, 10_000));
+        granted(1, b"k", b"b", Some((9, 250)), 10_000);
         released(0, b"k", b"a");
         assert!(connection_closed(9, 2_000));
-        let closed = take_closed();
-        assert_eq!(closed.len(), 1, "only the hold still bound: {:?}", closed.iter().map(|(h, _)| h.0).collect::<Vec<_>>());
-        assert_eq!(closed[0].1, 2_250, "the disconnect plus its lock-delay");
+        let closed = closing_slice(100);
+        assert_eq!(closed.len(), 1, "only the hold still bound: {:?}", closed.iter().map(|e| e.hold.0).collect::<Vec<_>>());
+        assert_eq!(closed[0].end, 2_250, "the disconnect plus its lock-delay");
+        closed_hold_ended(&closed[0], Ended::Cut);
+        assert!(!extending(1, b"k", b"b", 9, 10_000) && !extending(1, b"k", b"b", 11, 10_000), "cut: nobody extends it");
         assert_eq!(bound(), 0);
+        assert!(any(), "the cut mark stays until its end");
+        assert!(!has_work(2_249) && has_work(2_250));
+        for hold in due(2_250, 100) {
+            verified(&hold, None, 2_250);
+        }
+        assert!(!any() && extending(1, b"k", b"b", 11, 10_000));
         forget_all();
+    }
+
+    #[test]
+    fn only_the_bound_connection_extends_and_a_cut_hold_stays_cut_until_it_ends() {
+        let mut s = Sessions::default();
+        let k = h(0, "k", "a");
+        s.granted(k.clone(), Some((7, 1_500)), 10_000);
+        assert!(s.may_extend(&k, 7) && !s.may_extend(&k, 8));
+        assert!(s.may_extend(&h(0, "k", "b"), 8) && s.may_extend(&h(1, "k", "a"), 8), "other holds are not bound");
+        s.extended(&k, 8, 99_000);
+        assert_eq!(s.entries[&k].end, 10_000, "an extension from elsewhere changes nothing");
+        s.extended(&k, 7, 12_000);
+        assert_eq!(s.entries[&k].end, 12_000);
+
+        assert!(s.connection_closed(7, 3_000));
+        assert!(!s.may_extend(&k, 7) && !s.may_extend(&k, 8), "closed: nobody extends it");
+        assert_eq!(end_closed(&mut s, 3_000), [(k.clone(), 4_500)]);
+        assert!(!s.may_extend(&k, 8) && !s.is_bound(&k), "cut: nobody extends it, and it is not bound");
+        assert_eq!(s.live(), 0);
+        assert_eq!(s.tracked(), 1);
+        assert_eq!(sweep(&mut s, 4_499), 0, "cut until the delay ends");
+        assert_eq!(sweep(&mut s, 4_500), 1);
+        assert_eq!(s.tracked(), 0, "forgotten once its lease ended");
+        consistent(&s);
+
+        // A re-grant clears the cut mark, on the new connection or none.
+        for rebind in [Some((9, 0)), None] {
+            s.granted(k.clone(), Some((7, 1_500)), 10_000);
+            s.connection_closed(7, 3_000);
+            end_closed(&mut s, 3_000);
+            assert!(!s.may_extend(&k, 9));
+            s.granted(k.clone(), rebind, 20_000);
+            assert!(s.may_extend(&k, 9), "{rebind:?}");
+            assert_eq!(s.is_bound(&k), rebind.is_some());
+            consistent(&s);
+            s.released(&k);
+        }
+        // The key may say the hold runs on (a PEXPIRE): the mark stays.
+        s.granted(k.clone(), Some((7, 1_500)), 10_000);
+        s.connection_closed(7, 3_000);
+        end_closed(&mut s, 3_000);
+        let due = s.due(5_000, 10);
+        assert_eq!(due.len(), 1);
+        s.verified(&due[0], Some(8_000), 5_000);
+        assert!(!s.may_extend(&k, 9) && s.due(7_999, 10).is_empty());
+        assert_eq!(sweep(&mut s, 8_000), 1);
+        assert!(s.may_extend(&k, 9) && s.tracked() == 0);
+    }
+
+    #[test]
+    fn a_binding_is_forgotten_when_its_lease_ends_and_not_before() {
+        let mut s = Sessions::default();
+        for i in 0..1_000 {
+            s.granted(h(0, &format!("k{i}"), "a"), Some((7, 0)), 1_000 + i);
+        }
+        assert_eq!((s.live(), s.tracked()), (1_000, 1_000));
+        // Extended on its connection: due later.
+        s.extended(&h(0, "k0", "a"), 7, 5_000);
+        // Re-granted shorter: due earlier.
+        s.granted(h(0, "k999", "a"), Some((7, 0)), 500);
+        assert_eq!(sweep(&mut s, 499), 0);
+        assert_eq!(sweep(&mut s, 500), 1, "the shorter re-grant");
+        assert_eq!(sweep(&mut s, 1_499), 499, "k1..k499 (k0 was extended)");
+        assert!(s.is_bound(&h(0, "k0", "a")) && s.is_bound(&h(0, "k500", "a")) && !s.is_bound(&h(0, "k499", "a")));
+        consistent(&s);
+        assert_eq!(sweep(&mut s, 4_999), 499, "k500..k998");
+        assert_eq!((s.live(), s.tracked()), (1, 1));
+        assert_eq!(sweep(&mut s, 5_000), 1);
+        assert_eq!((s.live(), s.tracked(), s.by_client.len(), s.ends.len()), (0, 0, 0, 0), "nothing left");
+        assert!(s.entries.capacity() <= 2 * KEPT_ROOM, "memory given back: {}", s.entries.capacity());
+        assert!(!s.connection_closed(7, 6_000), "the connection has nothing left to end");
+        consistent(&s);
+    }
+
+    #[test]
+    fn a_closed_connection_is_handed_over_whole_and_ended_in_slices() {
+        let mut s = Sessions::default();
+        let n = 10_000;
+        for i in 0..n {
+            s.granted(h(0, &format!("k{i}"), "a"), Some((7, 0)), 60_000);
+        }
+        s.granted(h(0, "other", "a"), Some((8, 0)), 60_000);
+        assert!(s.connection_closed(7, 1_000));
+        assert_eq!(s.live(), 1, "only 8's hold is bound to an open connection");
+        assert!(!s.is_bound(&h(0, "k0", "a")) && !s.may_extend(&h(0, "k0", "a"), 8));
+        // Granted again (elsewhere) or released before its turn: the grant wins.
+        s.granted(h(0, "k1", "a"), Some((8, 0)), 60_000);
+        s.released(&h(0, "k2", "a"));
+        let mut slices = 0;
+        let mut ended = 0;
+        while s.closing_left() {
+            let slice = s.closing_slice(1_000);
+            assert!(slice.len() <= 1_000);
+            slices += 1;
+            for e in &slice {
+                assert_eq!(e.end, 1_000);
+                s.closed_hold_ended(e, Ended::Gone);
+            }
+            ended += slice.len();
+        }
+        assert_eq!(ended, n - 2);
+        assert!(slices >= 10, "{slices} slices");
+        assert_eq!((s.live(), s.tracked()), (2, 2), "k1 and other, bound to 8");
+        consistent(&s);
+        // A connection closing while another's holds are still being ended.
+        assert!(s.connection_closed(8, 2_000));
+        let first = s.closing_slice(1);
+        assert_eq!(first.len(), 1);
+        s.granted((*first[0].hold).clone(), None, 60_000);
+        s.closed_hold_ended(&first[0], Ended::Cut);
+        assert!(s.may_extend(&first[0].hold, 9), "granted again before its end was applied: the grant wins");
+        assert_eq!(s.closing_slice(10).len(), 1);
+        assert!(!s.closing_left());
     }
 }

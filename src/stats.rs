@@ -62,6 +62,11 @@ pub static SESSION_RELEASES: Counter = Counter::new();
 /// their connection closed.
 pub static SESSION_DELAYS: Counter = Counter::new();
 
+/// Times the ending of closed connections' holds stopped after a slice
+/// (`disconnect::SLICE_HOLDS` holds, or a few ms) to let clients in
+/// before going on.
+pub static SESSION_END_YIELDS: Counter = Counter::new();
+
 /// Lock values in memory: held locks, plus leases that ran out and that
 /// Redis has not reclaimed yet.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);

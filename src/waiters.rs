@@ -397,9 +397,10 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
             Attempt::Granted(token, _) => {
                 let waited = clock::mono_ms().saturating_sub(head.joined_mono_ms);
                 stats::waits(stats::HoldKind::of_request(&head.request)).record(waited);
-                if head.request.session.is_some() || crate::session::bound() != 0 {
+                if head.request.session.is_some() || crate::session::any() {
                     let binding = head.request.session.zip(head.session_client).map(|(delay, client)| (client, delay));
-                    crate::session::granted(db, name, head.owner.bytes(), binding);
+                    let end = clock::mono_ms().saturating_add(head.request.ttl_ms);
+                    crate::session::granted(db, name, head.owner.bytes(), binding, end);
                 }
                 stats::WAIT_GRANTED.bump();
                 cause.counter().bump();

@@ -391,3 +391,196 @@ fn sessions_never_let_two_holders_in() {
     let mut c = s.conn();
     assert!(counter(&mut c, "session_releases") > 0, "crashed holders were released by their session");
 }
+
+/// `LOCK.ACQUIRE key owner ttl SESSION ...` for `n` keys `{prefix}{i}` on
+/// `c`, pipelined.
+fn bind_many(c: &mut Connection, prefix: &str, n: usize, ttl: i64) {
+    const CHUNK: usize = 10_000;
+    for start in (0..n).step_by(CHUNK) {
+        let mut pipe = redis::pipe();
+        for i in start..n.min(start + CHUNK) {
+            pipe.add_command(acq(&format!("{prefix}{i}"), "a", ttl, &["SESSION"]));
+        }
+        let tokens: Vec<i64> = pipe.query(c).expect("pipelined LOCK.ACQUIRE ... SESSION");
+        assert_eq!(tokens.len(), n.min(start + CHUNK) - start);
+    }
+}
+
+/// A session-bound hold is extended from its own connection only: from
+/// another, EXTEND answers 0 and changes nothing (its lease, what a
+/// replica has); exclusive, shared and permit holds alike. A hold bound
+/// to nothing extends from anywhere.
+#[test]
+fn only_its_own_connection_extends_a_bound_hold() {
+    let master = Server::start();
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut c = master.conn();
+    let mut r = replica.conn();
+    let mut own = master.conn();
+    let mut other = master.conn();
+    let holds: [(&str, &[&str]); 3] = [("x", &["SESSION"]), ("rw", &["SHARED", "SESSION"]), ("sem", &["SHARED", "LIMIT", "2", "SESSION"])];
+    for (key, extra) in holds {
+        int_of(&ok_cmd(&mut own, &acq(key, "a", 10_000, extra)), "token");
+    }
+    wait1(&mut c);
+    let expires: Vec<i64> = holds.iter().map(|(key, _)| pexpiretime(&mut r, key.as_bytes())).collect();
+    for (key, _) in holds {
+        assert_eq!(extend(&mut other, key.as_bytes(), b"a", 60_000), 0, "{key}: EXTEND from another connection");
+        let left = pttl(&mut c, key.as_bytes());
+        assert!((1..=10_000).contains(&left), "{key}: PTTL {left} after a refused extension");
+    }
+    assert_eq!(counter(&mut c, "extend_refused"), 3);
+    wait1(&mut c);
+    let after: Vec<i64> = holds.iter().map(|(key, _)| pexpiretime(&mut r, key.as_bytes())).collect();
+    assert_eq!(after, expires, "nothing reached the replica");
+    for (key, _) in holds {
+        assert_eq!(extend(&mut own, key.as_bytes(), b"a", 20_000), 1, "{key}: EXTEND from its own connection");
+        assert!(pttl(&mut c, key.as_bytes()) > 10_000, "{key}: extended");
+        assert_eq!(holder_rows(&mut c, key)[0].2, 1, "{key}: still bound");
+    }
+    // Bound to nothing: from anywhere.
+    int_of(&ok_cmd(&mut own, &acq("x", "a", 10_000, &[])), "a re-grant without SESSION");
+    assert_eq!(extend(&mut other, b"x", b"a", 30_000), 1, "a hold bound to nothing");
+    int_of(&ok_cmd(&mut own, &acq("plain", "a", 10_000, &[])), "token");
+    assert_eq!(extend(&mut other, b"plain", b"a", 30_000), 1, "a hold never bound");
+}
+
+/// With `SESSION DELAY`, a closed connection's hold cannot be revived by
+/// an extension from a new connection, neither before the server has
+/// ended it (here held back by OOM, under which the module writes
+/// nothing) nor after its lease was cut to the lock-delay: the lock goes
+/// to the next owner after the delay, not after the 10 s lease.
+#[test]
+fn a_lease_cut_to_its_lock_delay_is_not_revived_by_an_extension() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut holder = s.conn();
+    let token = int_of(&ok_cmd(&mut holder, &acq("job", "a", 10_000, &["SESSION", "DELAY", "1500"])), "token");
+    // The module ends nothing while the server is out of memory.
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("maxmemory").arg(1));
+    let id = client_id(&mut holder);
+    let killed = Instant::now();
+    kill_client(&mut c, id);
+    assert_eq!(counter(&mut c, "session_holds"), 0, "its connection closed");
+    let mut reconnected = s.conn();
+    assert_eq!(extend(&mut reconnected, b"job", b"a", 10_000), 0, "closed, not ended yet: no extension");
+    assert_eq!(counter(&mut c, "session_delays"), 0, "not ended under OOM");
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("maxmemory").arg(0));
+    wait_until(Duration::from_secs(5), "the lease cut to the delay", || counter(&mut c, "session_delays") == 1);
+    assert_eq!(extend(&mut reconnected, b"job", b"a", 10_000), 0, "cut: no extension");
+    assert_eq!(extend(&mut c, b"job", b"a", 10_000), 0, "cut: from no connection");
+    let left = pttl(&mut c, b"job");
+    assert!((0..=1_500).contains(&left), "PTTL {left} after the cut and the extensions");
+    assert_eq!(info(&mut c, b"job").expect("held through the delay").token, token);
+    // The next owner, waiting: granted once the delay ends.
+    let mut next = s.conn();
+    let t = int_of(&ok_cmd(&mut next, &acq("job", "b", 10_000, &["WAIT", "8000"])), "b's token");
+    let after = killed.elapsed();
+    assert!(t > token);
+    assert!(after >= Duration::from_millis(1_495), "b was granted {after:?} after the kill, inside the lock-delay");
+    assert!(after < Duration::from_millis(1_500 + 3_000), "b was granted {after:?} after the kill: the lease was revived");
+    assert_eq!(extend(&mut reconnected, b"job", b"a", 10_000), 0, "a's hold is gone");
+}
+
+/// After the cut, a re-grant to the same owner (LOCK.ACQUIRE on its new
+/// connection, during the lock-delay) is how a holder gets its hold back:
+/// same token, a full lease, bound to the new connection, which alone may
+/// extend it; closing that one ends it again.
+#[test]
+fn a_regrant_after_the_cut_binds_the_hold_to_the_new_connection() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut holder = s.conn();
+    let token = int_of(&ok_cmd(&mut holder, &acq("job", "a", 10_000, &["SESSION", "DELAY", "3000"])), "token");
+    let id = client_id(&mut holder);
+    kill_client(&mut c, id);
+    wait_until(Duration::from_secs(5), "the lease cut to the delay", || counter(&mut c, "session_delays") == 1);
+    let mut reconnected = s.conn();
+    assert_eq!(extend(&mut reconnected, b"job", b"a", 10_000), 0, "cut: no extension");
+    let again = int_of(&ok_cmd(&mut reconnected, &acq("job", "a", 10_000, &["SESSION", "DELAY", "3000"])), "re-grant");
+    assert_eq!(again, token, "a re-grant keeps the token");
+    assert!(pttl(&mut c, b"job") > 3_000, "a full lease again");
+    assert_eq!(holder_rows(&mut c, "job")[0].2, 1, "bound again");
+    assert_eq!(extend(&mut reconnected, b"job", b"a", 10_000), 1, "from the connection it is bound to now");
+    assert_eq!(extend(&mut c, b"job", b"a", 10_000), 0, "from another");
+    let id = client_id(&mut reconnected);
+    kill_client(&mut c, id);
+    wait_until(Duration::from_secs(5), "the second connection's cut", || counter(&mut c, "session_delays") == 2);
+    assert!(pttl(&mut c, b"job") <= 3_000);
+}
+
+/// A binding ends with its hold: the leases of 1000 bound holds run out
+/// while their connection stays open, and `session_holds` falls to 0;
+/// a hold extended on that connection stays bound, and closing the
+/// connection still ends it.
+#[test]
+fn bindings_end_with_their_leases_while_the_connection_stays_open() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut holder = s.conn();
+    bind_many(&mut holder, "short", 1_000, 300);
+    int_of(&ok_cmd(&mut holder, &acq("kept", "a", 300, &["SESSION"])), "token");
+    assert_eq!(counter(&mut c, "session_holds"), 1_001);
+    assert_eq!(extend(&mut holder, b"kept", b"a", 60_000), 1);
+    wait_until(Duration::from_secs(10), "the ended holds' bindings forgotten", || counter(&mut c, "session_holds") == 1);
+    assert_eq!(holder_rows(&mut c, "kept")[0].2, 1, "the extended hold is still bound");
+    let mut sentinel_conn = sentinel(&s, "sentinel");
+    let (holder_id, sentinel_id) = (client_id(&mut holder), client_id(&mut sentinel_conn));
+    kill_client(&mut c, holder_id);
+    kill_client(&mut c, sentinel_id);
+    wait_until(Duration::from_secs(5), "the sentinel's release", || !exists(&mut c, b"sentinel"));
+    assert!(!exists(&mut c, b"kept"), "the extended hold ended with its connection");
+    assert_eq!(counter(&mut c, "session_releases"), 2, "kept and the sentinel; the others had ended");
+    assert_eq!(counter(&mut c, "session_holds"), 0);
+}
+
+/// Closing a connection bound to 100,000 holds ends them all, a slice at
+/// a time: the server keeps answering (a pinger's worst round trip while
+/// they end stays far below the 116–130 ms one callback took), and the
+/// work was split (the module yields at least once per 1000 holds).
+#[test]
+fn closing_a_connection_with_many_holds_ends_them_in_slices() {
+    const N: usize = 100_000;
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut holder = s.conn();
+    let bound_at = Instant::now();
+    bind_many(&mut holder, "k", N, 600_000);
+    eprintln!("{N} bound in {:?}", bound_at.elapsed());
+    assert_eq!(counter(&mut c, "session_holds"), N as i64);
+    // One of them with a waiter: its line moves when it ends.
+    let mut w = wait_for(&s, "k7", "b", 60_000, 20_000);
+    wait_waiters(&mut c, b"k7", 1);
+
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut ping = s.conn();
+    let pinger = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let (mut worst, mut pings) = (Duration::ZERO, 0u32);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let sent = Instant::now();
+                let _: String = redis::cmd("PING").query(&mut ping).expect("PING");
+                worst = worst.max(sent.elapsed());
+                pings += 1;
+            }
+            (worst, pings)
+        })
+    };
+    let id = client_id(&mut holder);
+    let killed = Instant::now();
+    kill_client(&mut c, id);
+    wait_until(Duration::from_secs(30), "every hold ended", || counter(&mut c, "session_releases") == N as i64);
+    let took = killed.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (worst, pings) = pinger.join().expect("pinger");
+    let yields = counter(&mut c, "session_end_yields");
+    eprintln!("{N} holds ended in {took:?} with {yields} yields; {pings} pings, the worst {worst:?}");
+    assert!(yields >= (N / 1_000 - 1) as i64, "ended in {yields} yields: not in slices of at most 1000 holds");
+    assert!(worst < Duration::from_millis(60), "a PING took {worst:?} while the holds ended ({took:?})");
+    assert_eq!(int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"), 1, "every hold released; the waiter holds k7");
+    assert_eq!(info(&mut c, b"k7").expect("k7 handed over").owner, b"b");
+    int_of(&recv_reply(&mut w, "the waiter").expect("token"), "waiter token");
+    assert_eq!(counter(&mut c, "session_holds"), 0);
+}

@@ -126,13 +126,17 @@ static STEPS: Mutex<StepDetector> = Mutex::new(StepDetector::new());
 
 /// The server's cron (an event-loop timer on the monotonic clock, `hz`
 /// times a second) notices steps of the wall clock, which move every
-/// module timer and every key's TTL by the step (see `clock`).
+/// module timer and every key's TTL by the step (see `clock`), and starts
+/// the forgetting of session bindings whose hold ended (`disconnect`).
 unsafe extern "C" fn on_cron(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, _sub: u64, _data: *mut c_void) {
     let stepped = reentry::with(&STEPS, |steps| steps.stepped(api::unix_millis(), clock::mono_ms())).unwrap_or(false);
     if stepped {
         realign::clock_stepped(Ctx::new(ctx));
         waiters::clock_stepped();
+        disconnect::clock_stepped();
     }
+    // Bindings whose hold ended are forgotten (one load while none is).
+    disconnect::cron();
 }
 
 /// The `evicted` keyspace event, sent right after the unlink callback.

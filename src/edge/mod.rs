@@ -116,7 +116,7 @@ fn command_table() -> [Command; 7] {
             complexity: c"O(1)", args: &RELEASE_ARGS),
         command!(c"lock.extend", commands::extend, c"write fast",
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast",
-            summary: c"Restarts the lease of a lock the owner holds",
+            summary: c"Restarts the lease of a lock the owner holds (a SESSION hold: from its own connection only)",
             complexity: c"O(1)", args: &EXTEND_ARGS),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
