@@ -29,7 +29,15 @@ export interface RedlockOptions {
    * counts as lost, never taken again. Module mode only. Default false.
    */
   releaseOnDisconnect?: boolean;
-  /** With `releaseOnDisconnect`: how long (ms) a server keeps the lock after the connection closed. Default 0. */
+  /**
+   * With `releaseOnDisconnect`: how long (ms) a server keeps the lock after
+   * the connection closed. Default: the extension interval (`ttl ×
+   * extendFraction`) plus `requestTimeout` plus the clock drift, so a holder
+   * whose connection is reset learns it lost the lock before anyone else can
+   * be granted it. A shorter delay, 0 included, is taken as given: the next
+   * holder may then be granted up to one extension interval before the old
+   * one learns of it, and only the fencing token refuses its late writes.
+   */
   lockDelay?: number;
 }
 

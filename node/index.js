@@ -122,7 +122,8 @@ class Redlock {
    * @param options quorum, requestTimeout (50), connectTimeout (200),
    *   retryCount (3), retryDelay (150), retryJitter (50), driftFactor
    *   (0.01), extendFraction (1/3), mode ('module' | 'script'),
-   *   releaseOnDisconnect (false), lockDelay (0)
+   *   releaseOnDisconnect (false), lockDelay (default: ttl × extendFraction +
+   *   requestTimeout + drift)
    */
   constructor(urls, options) {
     const list = args.urls(urls);

@@ -255,12 +255,11 @@ impl Drop for LockGuard {
 /// released (e.g. the last through `Redlock::release` of a `Lock`
 /// re-entered from the guard's).
 async fn keep(redlock: Redlock, keeping: Arc<Keeping>) {
-    let fraction = redlock.settings().extend_fraction.clamp(0.05, 0.9);
     // Checked: a ttl near Duration::MAX must not overflow an Instant.
     let far = |from: Instant, by: Duration| from.checked_add(by).unwrap_or(from + Duration::from_secs(86_400 * 365));
     loop {
         let current = keeping.lock();
-        let every = Duration::try_from_secs_f64(current.ttl.as_secs_f64() * fraction).unwrap_or(current.ttl);
+        let every = redlock.settings().extension_interval(current.ttl);
         let valid_until = far(current.acquired_at, current.validity);
         let next = far(current.acquired_at, every).min(valid_until);
         tokio::select! {

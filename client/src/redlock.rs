@@ -61,6 +61,14 @@ enum FirstTry {
     Again,
 }
 
+/// A place in line ends with the connection that holds it, at once
+/// (`SESSION DELAY 0`): a waiter that dies, or whose connection to the
+/// line instance is reset, leaves the line then, not a ttl later. The
+/// place only orders waiters (the lock is the quorum's), so no lock-delay
+/// is needed for safety; a waiter whose connection was reset finds its
+/// place gone at its next renewal and queues again.
+const PLACE_SESSION: Option<u64> = Some(0);
+
 /// How many times a place in line is asked for again at once after a
 /// request that timed out, before this round goes without one.
 const JOIN_RETRIES: usize = 3;
@@ -218,7 +226,7 @@ impl Redlock {
                 "release_on_disconnect needs the redislock module (module mode): plain Redis cannot bind a lock to a connection".into(),
             ));
         }
-        if !settings.release_on_disconnect && !settings.lock_delay.is_zero() {
+        if !settings.release_on_disconnect && settings.lock_delay.is_some() {
             return Err(Error::Config("lock_delay needs release_on_disconnect".into()));
         }
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
@@ -242,12 +250,13 @@ impl Redlock {
     }
 
     /// Checks that no two entries of the server list are one server: the
-    /// first call contacts every server (each is identified by the
-    /// `run_id` of `INFO server` when its connection is made, before any
-    /// other command is sent on it), later calls only look. A server that
-    /// could not be reached is identified when it is, and refused then if
-    /// it repeats another. Every acquisition, extension and release calls
-    /// it first; `Error::Config` names the repeated server.
+    /// first call contacts every server (each connection is identified by
+    /// the `run_id` of `INFO server` when it is made, before any other
+    /// command is sent on it), later calls only look, and ask an entry
+    /// found repeating another again. A server that could not be reached
+    /// is identified when it is, and refused then if it repeats another.
+    /// Every acquisition and extension calls it first; `Error::Config`
+    /// names the repeated server.
     pub async fn verify_servers(&self) -> Result<(), Error> {
         self.inner
             .first_contact
@@ -255,6 +264,13 @@ impl Redlock {
                 join_all(self.inner.instances.iter().map(|i| i.contact())).await;
             })
             .await;
+        // An entry found to repeat another (at the first contact, or since:
+        // an address that moved) is asked again who it is: moved back, it
+        // counts again.
+        let repeated: Vec<String> = self.inner.identities.duplicates().into_iter().map(|(entry, _, _)| entry).collect();
+        if !repeated.is_empty() {
+            join_all(self.inner.instances.iter().filter(|i| repeated.contains(&i.name)).map(|i| i.contact())).await;
+        }
         match self.inner.identities.duplicates().first() {
             None => Ok(()),
             Some((entry, other, run_id)) => Err(duplicate_server(entry, other, run_id)),
@@ -540,7 +556,7 @@ impl Redlock {
         // Without `ask_first` the caller just found others in line: straight
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
-            match instance.acquire_as(&key, &owner, ttl, None, share).await.outcome {
+            match instance.acquire_as(&key, &owner, ttl, None, share, PLACE_SESSION).await.outcome {
                 Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, owner, token }),
                 Outcome::Refused => {}
                 Outcome::Timeout => {
@@ -568,7 +584,7 @@ impl Redlock {
             }
         };
         tokio::select! {
-            waited = instance.wait_for(&key, &owner, ttl, wait, None, share) => match waited.outcome {
+            waited = instance.wait_for(&key, &owner, ttl, wait, None, share, PLACE_SESSION) => match waited.outcome {
                 Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, owner, token }),
                 _ => {
                     // A grant that raced the timeout must not block the line.
@@ -660,7 +676,8 @@ impl Redlock {
     pub(crate) async fn attempt(&self, resource: &str, ttl: Duration, shared: bool) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
-        let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared))).await;
+        let session = self.inner.settings.session_delay_ms(ttl);
+        let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared, session))).await;
         self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
     }
 
@@ -706,7 +723,8 @@ impl Redlock {
             runtime.spawn(async move {
                 let Some(instance) = me.inner.instances.get(i) else { return };
                 let share = if shared { Share::Shared } else { Share::Exclusive };
-                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor, share).await;
+                let session = me.inner.settings.session_delay_ms(ttl);
+                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor, share, session).await;
                 let granted = matches!(outcome.outcome, Outcome::Granted { .. });
                 if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
                     instance.release(&resource, &owner).await;
@@ -832,7 +850,8 @@ impl Redlock {
                 let instance = self.inner.instances.get(i)?;
                 // The write-back is a re-grant in the same mode: a shared
                 // holder asking without SHARED would be asking to upgrade.
-                Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token), shared).await) })
+                let session = self.inner.settings.session_delay_ms(ttl);
+                Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token), shared, session).await) })
             }))
             .await;
             let mut too_far_ahead = false;
@@ -941,9 +960,15 @@ impl Redlock {
 
     /// Releases `resource` held by `owner` on every instance (no
     /// hold counting: for locks taken elsewhere).
+    /// A release goes out even while an entry repeats another (an address
+    /// that moved after the grant): nothing is sent to that entry, which
+    /// no connection of its reaches until it is identified as itself, and
+    /// the real servers let the lock go; the repeated entry is reported
+    /// after.
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
-        self.verify_servers().await?;
+        let verified = self.verify_servers().await;
         let instances = self.release_everywhere(resource, owner).await;
+        verified?;
         let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
         Ok(Released { released, remaining_holds: 0, instances })
     }

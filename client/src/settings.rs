@@ -37,8 +37,13 @@ pub struct Settings {
     pub release_on_disconnect: bool,
     /// With `release_on_disconnect`: how long a server keeps the lock held
     /// after the connection closed (`DELAY`), for a holder cut off by the
-    /// network that may still be running. Default 0.
-    pub lock_delay: Duration,
+    /// network that may still be running. `None` (the default): long enough
+    /// that the holder learns of the loss first, see `lock_delay_for`. A
+    /// shorter delay, 0 included, is taken as given: the lock may then be
+    /// granted to another while the old holder still believes it holds it
+    /// (until its next extension), and only the fencing token stops that
+    /// holder's late writes (docs/client.md, "Session holds").
+    pub lock_delay: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -53,7 +58,64 @@ impl Default for Settings {
             mode: Mode::Module,
             extend_fraction: 1.0 / 3.0,
             release_on_disconnect: false,
-            lock_delay: Duration::ZERO,
+            lock_delay: None,
         }
+    }
+}
+
+impl Settings {
+    /// How often a kept lock of `ttl` is extended: `ttl × extend_fraction`
+    /// (the fraction held to 0.05–0.9).
+    pub fn extension_interval(&self, ttl: Duration) -> Duration {
+        let fraction = if self.extend_fraction.is_nan() { 1.0 / 3.0 } else { self.extend_fraction.clamp(0.05, 0.9) };
+        Duration::try_from_secs_f64(ttl.as_secs_f64() * fraction).unwrap_or(ttl)
+    }
+
+    /// The lock-delay of a session hold of `ttl`: the one set, or by
+    /// default the extension interval plus a request timeout plus the
+    /// clock drift of `ttl`. A holder whose connection closed learns it at
+    /// its next extension (refused on the new connection), at most one
+    /// interval and one request later; a server frees the lock no sooner
+    /// than this after the close, so the holder knows it lost the lock
+    /// before anyone else can be granted it. Never longer than `ttl`,
+    /// which bounds the hold anyway.
+    pub fn lock_delay_for(&self, ttl: Duration) -> Duration {
+        match self.lock_delay {
+            Some(delay) => delay,
+            None => self
+                .extension_interval(ttl)
+                .saturating_add(self.request_timeout)
+                .saturating_add(crate::quorum::drift(ttl, self.drift_factor))
+                .min(ttl),
+        }
+    }
+
+    /// `SESSION DELAY ms` for a grant of `ttl`, when holds end with their
+    /// connection: the delay in ms; `None` otherwise.
+    pub fn session_delay_ms(&self, ttl: Duration) -> Option<u64> {
+        (self.release_on_disconnect && self.mode == Mode::Module)
+            .then(|| u64::try_from(self.lock_delay_for(ttl).as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_lock_delay_outlasts_an_extension_interval_and_a_request() {
+        let s = Settings { release_on_disconnect: true, ..Settings::default() };
+        let ttl = Duration::from_millis(1500);
+        // 500 ms interval + 50 ms request + 17 ms drift.
+        assert!(s.lock_delay_for(ttl) > s.extension_interval(ttl) + s.request_timeout);
+        assert_eq!(s.session_delay_ms(ttl), Some(567));
+        // Set explicitly, even to 0, it is taken as given.
+        let zero = Settings { lock_delay: Some(Duration::ZERO), ..s.clone() };
+        assert_eq!(zero.session_delay_ms(ttl), Some(0));
+        // Never past the lease; no session, no delay.
+        assert_eq!(s.lock_delay_for(Duration::from_millis(40)), Duration::from_millis(40));
+        assert_eq!(Settings::default().session_delay_ms(ttl), None);
+        let odd = Settings { extend_fraction: f64::NAN, ..s };
+        assert_eq!(odd.extension_interval(ttl), Duration::from_millis(500));
     }
 }

@@ -10,10 +10,11 @@
 
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+use redis::io::tcp::{socket2, TcpSettings};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, Value};
 use tokio::sync::Mutex;
 
@@ -175,8 +176,11 @@ impl Identities {
                 }
             }
         }
-        // A restarted server has a new run_id: forget the old one.
+        // A restarted server has a new run_id: forget the old one. An entry
+        // whose address repeated another's (a moved VIP or DNS name) and
+        // now reaches a server of its own is no longer one.
         claimed.retain(|_, (i, _)| *i != index);
+        self.duplicates.lock().unwrap_or_else(|p| p.into_inner()).retain(|(n, _, _)| n != name);
         for id in run_ids {
             claimed.insert(id.clone(), (index, name.to_string()));
         }
@@ -200,7 +204,11 @@ pub struct Instance {
     pub addresses: Vec<String>,
     identities: std::sync::Arc<Identities>,
     client: Client,
-    conn: Mutex<Option<Link>>,
+    /// The shared connection, with its number: a request that finds it
+    /// dropped retires that one (never a newer one another request made).
+    conn: Mutex<Option<(u64, Link)>>,
+    /// Numbers the shared connections made.
+    connections_made: std::sync::atomic::AtomicU64,
     /// Idle connections for blocking waits (`wait_for`), kept after a
     /// wait that got its reply: a connection per wait would cost a TCP
     /// handshake on every handoff of a contended lock.
@@ -208,9 +216,6 @@ pub struct Instance {
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
-    /// `SESSION DELAY ms` on every grant: holds end with the connection
-    /// (`Settings::release_on_disconnect`, module mode).
-    session: Option<u64>,
 }
 
 /// Idle wait connections kept per instance; more waits at once open more.
@@ -227,9 +232,11 @@ enum Client {
 }
 
 /// A live connection to an instance; cheap to clone (both kinds multiplex).
+/// A single server's is made by `Instance::connection` and never remade
+/// behind its back: every connection is identified before it is used.
 #[derive(Clone)]
 enum Link {
-    Single(ConnectionManager),
+    Single(MultiplexedConnection),
     Cluster(ClusterConnection),
 }
 
@@ -272,6 +279,31 @@ fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// How long sent data may stay unacknowledged before the kernel gives the
+/// connection up (`TCP_USER_TIMEOUT`): a connection into a network that
+/// went dark fails then, and the next request connects afresh (and
+/// identifies the server again), instead of waiting out TCP's
+/// retransmission backoff (seconds) after the network heals. A server that
+/// is slow or stopped still has its kernel acknowledge, so this never
+/// retires a connection to a merely slow server, whose requests stay in
+/// order behind one another.
+fn unacked_limit(request_timeout: Duration) -> Duration {
+    request_timeout.saturating_mul(4).max(Duration::from_secs(1))
+}
+
+/// TCP settings of every connection: no Nagle delay on small requests;
+/// keepalive probes, so that an idle connection through NAT or a load
+/// balancer stays known to it and a dead one is found while idle; and the
+/// unacknowledged-data limit above.
+fn tcp_settings(request_timeout: Duration) -> TcpSettings {
+    let keepalive = socket2::TcpKeepalive::new().with_time(KEEPALIVE_IDLE).with_interval(KEEPALIVE_INTERVAL);
+    TcpSettings::default().set_nodelay(true).set_keepalive(keepalive).set_user_timeout(unacked_limit(request_timeout))
+}
+
+/// Keepalive: the first probe after this long idle, then one per interval.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+
 /// A failed request, classified: one of the failure variants of `Outcome`.
 type CallError = Outcome;
 
@@ -305,7 +337,8 @@ impl Instance {
             let addresses = names.iter().map(|n| n.to_ascii_lowercase()).collect();
             (Client::Cluster(seeds), format!("cluster:{}", names.join(",")), addresses)
         } else {
-            let client = redis::Client::open(url)?;
+            let info = redis::Client::open(url)?.get_connection_info().clone().set_tcp_settings(tcp_settings(settings.request_timeout));
+            let client = redis::Client::open(info)?;
             let name = client.get_connection_info().addr().to_string();
             let addresses = vec![name.to_ascii_lowercase()];
             (Client::Single(Box::new(client)), name, addresses)
@@ -317,15 +350,21 @@ impl Instance {
             identities,
             client,
             conn: Mutex::new(None),
+            connections_made: std::sync::atomic::AtomicU64::new(0),
             waiting_conns: std::sync::Mutex::new(Vec::new()),
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
-            session: (settings.release_on_disconnect && settings.mode == Mode::Module).then(|| millis(settings.lock_delay)),
         })
     }
 
-    async fn connection(&self) -> Result<Link, CallError> {
+    /// The shared connection, made and identified if there is none: a
+    /// connection is used only once its server was found to be this entry
+    /// (see `Identities`), so an address that now leads to another listed
+    /// server (a moved VIP or DNS name, a forwarder retargeted) never
+    /// counts twice, and one whose identity cannot be read in time counts
+    /// as not answering.
+    async fn connection(&self) -> Result<(u64, Link), CallError> {
         let mut slot = self.conn.lock().await;
         if let Some(conn) = slot.as_ref() {
             return Ok(conn.clone());
@@ -333,15 +372,10 @@ impl Instance {
         let connecting = async {
             match &self.client {
                 Client::Single(client) => {
-                    let config = ConnectionManagerConfig::new()
-                        .set_connection_timeout(Some(self.connect_timeout))
-                        .set_response_timeout(Some(self.request_timeout))
-                        // No retries with backoff delays inside the manager:
-                        // a refused connection must come back as such within
-                        // the request timeout, not as a timeout. `request`
-                        // retries a dropped connection once itself.
-                        .set_number_of_retries(0);
-                    ConnectionManager::new_with_config(redis::Client::clone(client), config).await.map(Link::Single)
+                    // No response timeout inside: `request` bounds each one.
+                    let config =
+                        redis::AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout)).set_response_timeout(None);
+                    client.get_multiplexed_async_connection_with_config(&config).await.map(Link::Single)
                 }
                 Client::Cluster(seeds) => {
                     let client = self.cluster_client(seeds, self.request_timeout)?;
@@ -354,15 +388,32 @@ impl Instance {
             Ok(Err(e)) => return Err(classify_connect(e)),
             Err(_) => return Err(connect_timeout(self.connect_timeout)),
         };
-        // Before any command: which server is this? An entry that repeats
-        // another is refused here, so nothing is ever sent to it.
-        let run_ids = match tokio::time::timeout(self.request_timeout, identify(conn.clone())).await {
+        self.identified(conn.clone()).await?;
+        let number = self.connections_made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *slot = Some((number, conn.clone()));
+        Ok((number, conn))
+    }
+
+    /// Checks that `conn` leads to this entry's server, before any other
+    /// command is sent on it: reads its `run_id` within the request
+    /// timeout and claims it for this entry; an entry that repeats another
+    /// is refused (`Outcome::Duplicate`, naming both).
+    async fn identified(&self, conn: Link) -> Result<(), CallError> {
+        let run_ids = match tokio::time::timeout(self.request_timeout, identify(conn)).await {
             Ok(ids) => ids?,
             Err(_) => return Err(Outcome::Timeout),
         };
-        self.identities.claim(self.index, &self.name, &run_ids)?;
-        *slot = Some(conn.clone());
-        Ok(conn)
+        self.identities.claim(self.index, &self.name, &run_ids)
+    }
+
+    /// Forgets shared connection `number` (dropped under a request), so
+    /// that the next request connects and identifies afresh. A newer one,
+    /// made meanwhile by another request, stays.
+    async fn retire(&self, number: u64) {
+        let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_some_and(|(n, _)| *n == number) {
+            *slot = None;
+        }
     }
 
     /// Connects (and so identifies the server) unless connected already.
@@ -380,10 +431,14 @@ impl Instance {
     }
 
     /// Runs a request within the request timeout. A connection that died
-    /// while idle (a server restarted between two requests) only shows it
-    /// on use; the request is then sent once more on the reconnected
+    /// (a server restarted between two requests, a reset by a proxy or an
+    /// idle timeout, the kernel giving up on unacknowledged data) is
+    /// retired, and the request is sent once more on a new, identified
     /// connection, within the same timeout. Every request here is
-    /// idempotent (an acquire repeats with the same owner).
+    /// idempotent (an acquire repeats with the same owner). A request that
+    /// only timed out leaves its connection in place: what it sent may
+    /// still run, and whatever follows it (a release after an acquire)
+    /// must run after it.
     async fn request<T, F, Fut>(&self, send: F) -> Result<T, CallError>
     where
         F: Fn(Link) -> Fut,
@@ -393,7 +448,7 @@ impl Instance {
         let deadline = now.checked_add(self.request_timeout).unwrap_or(now + Duration::from_secs(86_400));
         let mut retried = false;
         loop {
-            let conn = match tokio::time::timeout_at(deadline, self.connection()).await {
+            let (number, conn) = match tokio::time::timeout_at(deadline, self.connection()).await {
                 // Still connecting when the request's time ran out.
                 Err(_) => return Err(connect_timeout(self.request_timeout.min(self.connect_timeout))),
                 Ok(conn) => conn?,
@@ -401,7 +456,13 @@ impl Instance {
             match tokio::time::timeout_at(deadline, send(conn)).await {
                 Err(_) => return Err(CallError::Timeout),
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) if !retried && (e.is_connection_dropped() || e.is_io_error()) => retried = true,
+                Ok(Err(e)) if e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error() => {
+                    self.retire(number).await;
+                    if retried {
+                        return Err(classify(e));
+                    }
+                    retried = true;
+                }
                 Ok(Err(e)) => return Err(classify(e)),
             }
         }
@@ -426,19 +487,13 @@ impl Instance {
         InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed(), connection: None }
     }
 
-    /// `SESSION DELAY ms`, when holds end with their connection.
-    fn session_args(&self, cmd: &mut Cmd) {
-        if let Some(delay) = self.session {
-            cmd.arg("SESSION").arg("DELAY").arg(delay);
-        }
-    }
-
-    /// Whether a grant here is bound to the connection that asks, which
-    /// must then stay the one that extends it: a single server's shared
+    /// Whether a grant with `session` here is bound to the connection that
+    /// asks, whose id the client then keeps: a single server's shared
     /// connection (a cluster's commands go to whichever node serves the
-    /// key, and there the lease alone decides).
-    fn binds_connection(&self) -> bool {
-        self.session.is_some() && matches!(self.client, Client::Single(_))
+    /// key, over a connection of the cluster client's; there the server
+    /// alone checks the binding).
+    fn binds_connection(&self, session: Option<u64>) -> bool {
+        session.is_some() && matches!(self.client, Client::Single(_))
     }
 
     /// `cmd` on the shared connection, preceded by `CLIENT ID` in one
@@ -452,15 +507,34 @@ impl Instance {
         .await
     }
 
-    /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min]`, or `SET key owner
-    /// NX PX ttl` (which has no shared hold: script mode refuses one).
-    pub async fn acquire(&self, key: &str, owner: &str, ttl: Duration, fence: Option<i64>, shared: bool) -> InstanceOutcome {
-        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }).await
+    /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min] [SESSION DELAY d]`,
+    /// or `SET key owner NX PX ttl` (which has no shared hold: script mode
+    /// refuses one).
+    pub async fn acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        fence: Option<i64>,
+        shared: bool,
+        session: Option<u64>,
+    ) -> InstanceOutcome {
+        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }, session).await
     }
 
-    /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n]] [FENCE min]`, or in
-    /// script mode `SET key owner NX PX ttl` (exclusive only).
-    pub async fn acquire_as(&self, key: &str, owner: &str, ttl: Duration, fence: Option<i64>, share: Share) -> InstanceOutcome {
+    /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n]] [FENCE min] [SESSION
+    /// DELAY d]` (`session`: the hold ends `d` ms after this connection
+    /// closes), or in script mode `SET key owner NX PX ttl` (exclusive
+    /// only, never bound).
+    pub async fn acquire_as(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        fence: Option<i64>,
+        share: Share,
+        session: Option<u64>,
+    ) -> InstanceOutcome {
         let started = Instant::now();
         let ttl_ms = millis(ttl);
         let outcome = match self.mode {
@@ -471,8 +545,8 @@ impl Instance {
                 if let Some(min) = fence {
                     cmd.arg("FENCE").arg(min);
                 }
-                self.session_args(&mut cmd);
-                if self.binds_connection() {
+                session_args(&mut cmd, session);
+                if self.binds_connection(session) {
                     let (outcome, connection) = match self.query_on_connection::<Option<i64>>(&cmd).await {
                         Ok((id, Some(token))) => (Outcome::Granted { token: Some(token) }, Some(id)),
                         Ok((_, None)) => (Outcome::Refused, None),
@@ -530,9 +604,12 @@ impl Instance {
     /// `Settings::release_on_disconnect`): only on that connection. Once
     /// the shared connection was remade, the server has ended (or will end,
     /// after its lock-delay) the hold it bound to the old one: the hold is
-    /// lost here, and not extended as if nothing happened.
+    /// lost here, and not extended as if nothing happened. The server
+    /// refuses an extension from another connection too (the lease it cut
+    /// to the lock-delay is never revived); the id check here covers a
+    /// server that would not.
     pub async fn extend_bound(&self, key: &str, owner: &str, ttl: Duration, connection: Option<u64>) -> InstanceOutcome {
-        let Some(bound) = connection.filter(|_| self.binds_connection()) else {
+        let Some(bound) = connection.filter(|_| matches!(self.client, Client::Single(_))) else {
             return self.extend(key, owner, ttl).await;
         };
         let started = Instant::now();
@@ -561,6 +638,9 @@ impl Instance {
     /// min] WAIT`) on a connection of its own: a blocked command must not
     /// hold up the shared connection. Closing it leaves the queue, so a
     /// connection whose wait did not end in a reply is closed, never reused.
+    /// A new connection is identified before it waits, as the shared one
+    /// is: a grant from an unidentified server never counts.
+    #[allow(clippy::too_many_arguments)]
     pub async fn wait_for(
         &self,
         key: &str,
@@ -569,6 +649,7 @@ impl Instance {
         wait: Duration,
         fence: Option<i64>,
         share: Share,
+        session: Option<u64>,
     ) -> InstanceOutcome {
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
@@ -579,7 +660,7 @@ impl Instance {
             cmd.arg("FENCE").arg(min);
         }
         cmd.arg("WAIT").arg(millis(wait).max(1));
-        self.session_args(&mut cmd);
+        session_args(&mut cmd, session);
         let waited = async {
             match &self.client {
                 Client::Single(client) => {
@@ -589,7 +670,9 @@ impl Instance {
                         let config = redis::AsyncConnectionConfig::new()
                             .set_connection_timeout(Some(self.connect_timeout))
                             .set_response_timeout(None);
-                        client.get_multiplexed_async_connection_with_config(&config).await
+                        let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(classify_connect)?;
+                        self.identified(Link::Single(conn.clone())).await?;
+                        Ok::<_, CallError>(conn)
                     };
                     let idle = self.waiting_conns.lock().ok().and_then(|mut idle| idle.pop());
                     let reused = idle.is_some();
@@ -612,13 +695,18 @@ impl Instance {
                             }
                         }
                     }
-                    reply
+                    reply.map_err(classify)
                 }
                 // Its own cluster connection too: a TRYAGAIN (the key's slot
                 // moved while waiting) is retried at the key's new master.
                 Client::Cluster(seeds) => {
-                    let mut conn = self.cluster_client(seeds, budget)?.get_async_connection().await?;
-                    cmd.query_async::<Option<i64>>(&mut conn).await
+                    let mut conn = self
+                        .cluster_client(seeds, budget)
+                        .map_err(classify_connect)?
+                        .get_async_connection()
+                        .await
+                        .map_err(classify_connect)?;
+                    cmd.query_async::<Option<i64>>(&mut conn).await.map_err(classify)
                 }
             }
         };
@@ -626,14 +714,14 @@ impl Instance {
             Err(_) => Outcome::Timeout,
             Ok(Ok(Some(token))) => Outcome::Granted { token: Some(token) },
             Ok(Ok(None)) => Outcome::Refused,
-            Ok(Err(e)) => classify(e),
+            Ok(Err(e)) => e,
         };
         // A hold bound to the waiting connection would end whenever that
-        // connection does (it goes back to a pool): it is granted again on
-        // the shared one, the same owner's re-grant with the same token,
-        // which moves the binding there.
-        if matches!(outcome, Outcome::Granted { .. }) && self.binds_connection() {
-            let again = self.acquire_as(key, owner, ttl, None, share).await;
+        // connection does (it goes back to a pool, or is a cluster client's
+        // own): it is granted again on the shared one, the same owner's
+        // re-grant with the same token, which moves the binding there.
+        if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
+            let again = self.acquire_as(key, owner, ttl, None, share, session).await;
             return InstanceOutcome { latency: started.elapsed(), ..again };
         }
         self.outcome(started, outcome)
@@ -736,6 +824,13 @@ impl Instance {
             Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
         }
         status
+    }
+}
+
+/// `SESSION DELAY ms`, when the hold ends with its connection.
+fn session_args(cmd: &mut Cmd, session: Option<u64>) {
+    if let Some(delay) = session {
+        cmd.arg("SESSION").arg("DELAY").arg(delay);
     }
 }
 

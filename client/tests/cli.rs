@@ -295,7 +295,9 @@ async fn acquire_with_wait_leaves_no_place_in_line_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_the_holders_and_the_line_on_every_server() {
     let c = Cluster::start(3);
-    let held = finish(redlock(&c, &["--session", "acquire", "report", "--ttl", "60s"]).spawn().expect("spawn"), "acquire").await;
+    let held =
+        finish(redlock(&c, &["--session", "--lock-delay", "0ms", "acquire", "report", "--ttl", "60s"]).spawn().expect("spawn"), "acquire")
+            .await;
     assert_eq!(held.code, Some(0), "stderr: {}", held.stderr);
     // The holder's connections closed with the program: its session-bound
     // lock is gone again. Hold it from here instead, bound to nothing.

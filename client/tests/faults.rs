@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::fence::{Fence, FENCED_WRITE};
+use common::forwarder::Forwarder;
 use common::history::History;
-use common::proxy::DelayProxy;
 use common::{relaxed, Cluster, Opts};
 use redlock::{Error, Redlock, Settings};
 
@@ -378,9 +378,9 @@ async fn slow_network_acquisitions_end_in_time_and_never_return_a_lock_without_v
     for slow in 1..=3usize {
         let mut proxies = Vec::new();
         for s in &c.servers[..slow] {
-            proxies.push(DelayProxy::start(s.port, 30..=100).await);
+            proxies.push(Forwarder::start_delayed(s.port, 30..=100).await);
         }
-        let mut urls: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+        let mut urls: Vec<String> = proxies.iter().map(Forwarder::url).collect();
         urls.extend(c.servers[slow..].iter().map(|s| s.url()));
         let rl = Redlock::new(&urls, Settings { connect_timeout: Duration::from_secs(1), ..settings.clone() }).expect("handle");
         // Connections first (not what is measured).
@@ -618,14 +618,27 @@ async fn session_bound_locks_under_kills_cuts_and_restarts() {
     let mut c = Cluster::start_opts(vec![Opts::quarantine(500); 5]);
     let fence = Fence::start();
     let b_client = c.redlock(relaxed());
-    let session = |delay: Duration| Settings { release_on_disconnect: true, lock_delay: delay, ..relaxed() };
+    let session = |delay: Duration| Settings { release_on_disconnect: true, lock_delay: Some(delay), ..relaxed() };
     // The fresh servers' quarantine first.
     let probe = b_client.lock_until("probe", MS(500), Some(Instant::now() + Duration::from_secs(5))).await.expect("probe");
     b_client.release(&probe).await.expect("probe release");
 
     // 1. A killed: `redlock run --session` with a 30 s lease, SIGKILL.
     let mut cmd = redlock_cmd(&c.urls(), "500ms");
-    cmd.args(["--session", "run", "killed", "--ttl", "30s", "--", "sh", "-c", "echo \"$REDLOCK_TOKEN\"; exec sleep 30"]);
+    // A process killed -9 writes nothing more: no lock-delay needed.
+    cmd.args([
+        "--session",
+        "--lock-delay",
+        "0ms",
+        "run",
+        "killed",
+        "--ttl",
+        "30s",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$REDLOCK_TOKEN\"; exec sleep 30",
+    ]);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn().expect("spawn redlock run --session");
     let group = Group(child.id() as libc::pid_t);
@@ -657,9 +670,9 @@ async fn session_bound_locks_under_kills_cuts_and_restarts() {
     let delay = MS(3_000);
     let mut proxies = Vec::new();
     for s in &c.servers[..3] {
-        proxies.push(DelayProxy::start(s.port, 0..=0).await);
+        proxies.push(Forwarder::start_delayed(s.port, 0..=0).await);
     }
-    let mut a_urls: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let mut a_urls: Vec<String> = proxies.iter().map(Forwarder::url).collect();
     a_urls.extend(c.servers[3..].iter().map(|s| s.url()));
     let a = Redlock::new(&a_urls, session(delay)).expect("A");
     let guard = a.guard("cut", MS(6_000), None).await.expect("A's lock");

@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::proxy::DelayProxy;
+use common::forwarder::Forwarder;
 use common::{eventually, now_unix_us, relaxed, Cluster};
 use redlock::{Redlock, Settings};
 
@@ -27,7 +27,7 @@ async fn an_instance_answering_above_the_written_back_token_still_counts() {
     z.ok(redis::cmd("LOCK.ACQUIRE").arg("f").arg("someone-else").arg(60_000)).await;
     // B's replies come late: between its grant and the write-back there
     // is time to issue a token above A's on B.
-    let slow = DelayProxy::start(b.port, 1000..=1000).await;
+    let slow = Forwarder::start_delayed(b.port, 1000..=1000).await;
     let settings = Settings { request_timeout: Duration::from_secs(10), connect_timeout: Duration::from_secs(10), ..relaxed() };
     let rl = Redlock::new(&[a.url(), slow.url(), z.url()], settings).expect("handle");
     let _ = rl.status("f").await;

@@ -12,7 +12,7 @@ use common::{eventually, relaxed, Cluster};
 use redlock::Settings;
 
 fn session(delay: Duration) -> Settings {
-    Settings { release_on_disconnect: true, lock_delay: delay, ..relaxed() }
+    Settings { release_on_disconnect: true, lock_delay: Some(delay), ..relaxed() }
 }
 
 /// Trials per timing: their median is what is asserted, so one trial
@@ -76,10 +76,7 @@ async fn a_killed_run_with_session_hands_its_lock_to_the_waiter_within_the_delay
         let c = Cluster::start_opts(vec![opts; 5]);
         for delay_ms in [0u64, 300] {
             let delay = format!("{delay_ms}ms");
-            let mut options = vec!["--request-timeout", "1s", "--session"];
-            if delay_ms > 0 {
-                options.extend(["--lock-delay", delay.as_str()]);
-            }
+            let options = vec!["--request-timeout", "1s", "--session", "--lock-delay", delay.as_str()];
             let mut times = Vec::new();
             for i in 0..TRIALS {
                 let took = kill_run_to_grant(&c, &format!("nightly-{delay_ms}-{i}"), &options, Duration::from_secs(5)).await;
@@ -152,7 +149,7 @@ async fn session_settings_are_checked() {
     let script = Settings { release_on_disconnect: true, mode: redlock::Mode::Script, ..Settings::default() };
     let e = redlock::Redlock::new(&urls, script).err().expect("script mode refused");
     assert!(e.to_string().contains("release_on_disconnect needs the redislock module"), "{e}");
-    let delay = Settings { lock_delay: Duration::from_millis(5), ..Settings::default() };
+    let delay = Settings { lock_delay: Some(Duration::from_millis(5)), ..Settings::default() };
     let e = redlock::Redlock::new(&urls, delay).err().expect("a delay alone refused");
     assert!(e.to_string().contains("lock_delay needs release_on_disconnect"), "{e}");
 }

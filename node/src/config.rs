@@ -38,7 +38,9 @@ pub struct Options {
     pub mode: Option<String>,
     /// Locks end with this process's connections (`SESSION`). Default false.
     pub release_on_disconnect: Option<bool>,
-    /// With `releaseOnDisconnect`: the lock-delay (ms). Default 0.
+    /// With `releaseOnDisconnect`: the lock-delay (ms). Default: the
+    /// extension interval plus a request timeout and the drift
+    /// (`Settings::lock_delay_for`); a value, even 0, is taken as given.
     pub lock_delay: Option<f64>,
 }
 
@@ -114,7 +116,7 @@ pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
         mode,
         extend_fraction,
         release_on_disconnect: options.release_on_disconnect.unwrap_or(false),
-        lock_delay: millis("options.lockDelay", options.lock_delay.unwrap_or(0.0))?,
+        lock_delay: options.lock_delay.map(|v| millis("options.lockDelay", v)).transpose()?,
     };
     Redlock::new(&urls, settings).map_err(|e| config_error(e.to_string()))
 }

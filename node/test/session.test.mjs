@@ -19,18 +19,28 @@ after(async () => {
   await cluster?.stop();
 });
 
-// Holds `resource` for 30 s, prints "held", then sleeps.
+// Holds `resource` for 30 s (session '1': bound to its connections with
+// no lock-delay; '0': not bound; 'default': bound, the default lock-delay,
+// a 1.5 s ttl), prints "held", then sleeps.
 const HOLDER = `
 import { Redlock } from 'redislock';
 const [resource, session, ...urls] = process.argv.slice(1);
-const redlock = new Redlock(urls, { requestTimeout: 1000, connectTimeout: 2000, releaseOnDisconnect: session === '1' });
-await redlock.acquire(resource, 30000, { keep: true });
+// A process killed -9 writes nothing more: no lock-delay needed (the
+// default, longer than an extension interval, is for live holders).
+const options = {
+  '1': { releaseOnDisconnect: true, lockDelay: 0, requestTimeout: 1000 },
+  '0': { requestTimeout: 1000 },
+  default: { releaseOnDisconnect: true, requestTimeout: 100 },
+}[session];
+const redlock = new Redlock(urls, { connectTimeout: 2000, ...options });
+await redlock.acquire(resource, session === 'default' ? 1500 : 30000, { keep: true });
 process.stdout.write('held\\n');
 setInterval(() => {}, 1000);
 `;
 
 async function killedHolder(resource, session) {
-  const child = spawn(process.execPath, ['--input-type=module', '-e', HOLDER, resource, session ? '1' : '0', ...cluster.urls], {
+  const mode = session === 'default' ? 'default' : session ? '1' : '0';
+  const child = spawn(process.execPath, ['--input-type=module', '-e', HOLDER, resource, mode, ...cluster.urls], {
     stdio: ['ignore', 'pipe', 'inherit'],
     cwd: new URL('.', import.meta.url),
   });
@@ -62,6 +72,21 @@ for (const session of [true, false]) {
     await redlock.settle();
   });
 }
+
+// The default lock-delay of a 1.5 s session hold (request timeout 100 ms):
+// an extension interval plus a request timeout plus the drift, 617 ms, so
+// a live holder whose connection is reset learns of the loss first.
+test('the default lockDelay outlasts an extension interval', { timeout: 30_000 }, async () => {
+  const resource = resourceName('default-delay');
+  const killed = await killedHolder(resource, 'default');
+  const redlock = new Redlock(cluster.urls, ROOMY);
+  const lock = await redlock.acquire(resource, 5_000, { wait: 5_000 });
+  const took = Date.now() - killed;
+  assert.ok(took >= 600, `granted ${took} ms after the kill, inside the 617 ms default lock-delay`);
+  assert.ok(took < 1_500, `granted ${took} ms after the kill: only when the lease ran out`);
+  await lock.release();
+  await redlock.settle();
+});
 
 test('session options are checked', () => {
   assert.throws(() => new Redlock(cluster.urls, { releaseOnDisconnect: true, mode: 'script' }), ConfigError);

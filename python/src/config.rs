@@ -67,7 +67,7 @@ pub fn new_redlock(
     drift_factor: f64,
     extend_fraction: f64,
     mode: &str,
-    (release_on_disconnect, lock_delay): (bool, f64),
+    (release_on_disconnect, lock_delay): (bool, Option<f64>),
 ) -> PyResult<Redlock> {
     let positive = |what: &str, v: f64| -> PyResult<Duration> {
         let d = seconds(what, v)?;
@@ -104,7 +104,9 @@ pub fn new_redlock(
         mode,
         extend_fraction,
         release_on_disconnect,
-        lock_delay: seconds("lock_delay", lock_delay)?,
+        // None: the safe default (Settings::lock_delay_for); a value, even
+        // 0, is taken as given.
+        lock_delay: lock_delay.map(|v| seconds("lock_delay", v)).transpose()?,
     };
     Redlock::new(&servers, settings).map_err(|e| Failure::from(e).into())
 }

@@ -29,7 +29,7 @@ pub struct PyRedlock {
 #[pymethods]
 impl PyRedlock {
     #[new]
-    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=0.0))]
+    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: &Bound<'_, PyAny>,
@@ -42,7 +42,7 @@ impl PyRedlock {
         extend_fraction: f64,
         mode: &str,
         release_on_disconnect: bool,
-        lock_delay: f64,
+        lock_delay: Option<f64>,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
             config::server_list(servers)?,

@@ -17,9 +17,11 @@ import redislock
 HOLDER = textwrap.dedent(
     """
     import sys, time, redislock
-    urls, resource, session, delay = sys.argv[1].split(","), sys.argv[2], sys.argv[3] == "1", float(sys.argv[4])
-    rl = redislock.Redlock(urls, request_timeout=1.0, connect_timeout=1.0, release_on_disconnect=session, lock_delay=delay)
-    lock = rl.guard(resource, ttl=30.0)
+    urls, resource, session = sys.argv[1].split(","), sys.argv[2], sys.argv[3] == "1"
+    delay = None if sys.argv[4] == "default" else float(sys.argv[4])
+    ttl, timeout = float(sys.argv[5]), float(sys.argv[6])
+    rl = redislock.Redlock(urls, request_timeout=timeout, connect_timeout=1.0, release_on_disconnect=session, lock_delay=delay)
+    lock = rl.guard(resource, ttl=ttl)
     print("held", flush=True)
     time.sleep(60)
     """
@@ -30,12 +32,14 @@ HOLDER = textwrap.dedent(
 TRIALS = 3
 
 
-def _kill_to_grant(servers, resource, session, delay, patience):
-    """A Python process holds `resource` for 30 s, a waiter waits at the
-    head of the line, the holder is killed with SIGKILL: seconds from the
-    kill to the waiter's grant, or None when none came within `patience`."""
+def _kill_to_grant(servers, resource, session, delay, patience, ttl=30.0, request_timeout=1.0):
+    """A Python process holds `resource` for `ttl` (30 s), a waiter waits
+    at the head of the line, the holder is killed with SIGKILL: seconds
+    from the kill to the waiter's grant, or None when none came within
+    `patience`. `delay` None: the holder's default lock-delay."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, ",".join(servers.urls), resource, "1" if session else "0", str(delay)],
+        [sys.executable, "-c", HOLDER, ",".join(servers.urls), resource, "1" if session else "0",
+         "default" if delay is None else str(delay), str(ttl), str(request_timeout)],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     granted = {}
@@ -79,6 +83,18 @@ def test_a_killed_holder_hands_its_lock_to_the_waiter_within_the_delay(request, 
     times.sort()
     assert times[TRIALS // 2] <= delay + 0.05, f"granted {times} s after the kill, beyond the lock-delay plus 50 ms"
     assert times[0] >= delay - 0.005, f"granted inside the lock-delay: {times}"
+
+
+def test_the_default_lock_delay_outlasts_an_extension_interval(servers, resource):
+    """Without lock_delay, a session hold of 1.5 s (request timeout 0.1 s)
+    is kept an extension interval plus a request timeout plus the drift
+    (0.617 s) after its connection closes, so a live holder whose
+    connection is reset learns of the loss first; still well inside the
+    lease."""
+    took = _kill_to_grant(servers, resource, True, None, 5.0, ttl=1.5, request_timeout=0.1)
+    assert took is not None, "the killed holder's lock was not freed"
+    assert took >= 0.6, f"granted {took:.3f} s after the kill: the default lock-delay is 0.617 s"
+    assert took < 1.5, f"granted {took:.3f} s after the kill: only when the 1.5 s lease ran out"
 
 
 def test_without_release_on_disconnect_a_killed_holder_keeps_its_lock(servers, resource):

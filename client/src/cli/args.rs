@@ -104,8 +104,14 @@ pub struct Global {
     pub session: bool,
 
     /// With --session: how long a server keeps the lock after the connection
-    /// closed, for a holder cut off by the network that may still run [default: 0].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true, requires = "session",
+    /// closed, for a holder cut off by the network that may still run
+    /// [default: the extension interval (ttl/3) + the request timeout + the
+    /// clock drift: the holder learns of the loss before anyone else can be
+    /// granted the lock]. Shorter, 0 included, is taken as given: a holder
+    /// whose connection is reset may then overlap the next holder until its
+    /// next extension (measured: up to ttl/3 + 50 ms; the fencing token is
+    /// what refuses its late writes).
+    #[arg(long, value_parser = parse_any_duration, value_name = "DURATION", global = true, requires = "session",
           allow_hyphen_values = true)]
     pub lock_delay: Option<Duration>,
 
@@ -438,7 +444,7 @@ impl Global {
             quorum: self.quorum.and_then(|q| usize::try_from(q).ok()),
             mode,
             release_on_disconnect: self.session,
-            lock_delay: self.lock_delay.unwrap_or(defaults.lock_delay),
+            lock_delay: self.lock_delay.or(defaults.lock_delay),
             ..defaults
         }
     }
@@ -588,10 +594,15 @@ mod tests {
         assert_eq!(s.retry_delay, (ms(5), ms(15)));
         assert_eq!(s.quorum, Some(4));
         assert_eq!(s.mode, Mode::Script);
-        assert!(!s.release_on_disconnect && s.lock_delay.is_zero(), "no session by default");
+        assert!(!s.release_on_disconnect && s.lock_delay.is_none(), "no session by default");
+        let cli = parse(&["run", "r", "--session", "--", "true"]).expect("session");
+        let s = cli.global.settings(Mode::Module);
+        assert_eq!(s.lock_delay, None, "the safe default: longer than an extension interval and a request");
+        let cli = parse(&["run", "r", "--session", "--lock-delay", "0ms", "--", "true"]).expect("an explicit 0 is taken");
+        assert_eq!(cli.global.settings(Mode::Module).lock_delay, Some(Duration::ZERO));
         let cli = parse(&["run", "r", "--session", "--lock-delay", "250ms", "--", "true"]).expect("session");
         let s = cli.global.settings(Mode::Module);
-        assert_eq!((s.release_on_disconnect, s.lock_delay), (true, ms(250)));
+        assert_eq!((s.release_on_disconnect, s.lock_delay), (true, Some(ms(250))));
         assert!(parse(&["run", "r", "--lock-delay", "1s", "--", "true"]).is_err(), "--lock-delay needs --session");
     }
 

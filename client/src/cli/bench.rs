@@ -299,7 +299,7 @@ async fn floor_phase(instance: &Arc<Instance>, workers: usize, args: &BenchArgs,
         let owner = format!("redlock-bench-{run}-{worker}");
         async move {
             let started = Instant::now();
-            let acquired = instance.acquire(&resource, &owner, ttl, None, false).await;
+            let acquired = instance.acquire(&resource, &owner, ttl, None, false, None).await;
             if !matches!(acquired.outcome, Outcome::Granted { .. }) {
                 return Err(format!("LOCK.ACQUIRE: {acquired}"));
             }

@@ -16,8 +16,8 @@
 
 pub mod cli;
 pub mod fence;
+pub mod forwarder;
 pub mod history;
-pub mod proxy;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -128,7 +128,7 @@ impl Opts {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().expect("local_addr").port()
 }
