@@ -4,6 +4,7 @@
 //! - `quorum`: quorum, drift, validity and token arithmetic (no I/O)
 //! - `outcome`: what each server answered, as data (outcomes, rejections)
 //! - `transport`: one reconnecting connection per server, with timeouts
+//! - `tls`: `rediss://` servers: certificates read and checked, failures named
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `guard`: automatic extension and the lost-lock signal
 //! - `settings`, `error`
@@ -15,6 +16,7 @@ pub mod quorum;
 pub mod redlock;
 pub mod semaphore;
 pub mod settings;
+pub mod tls;
 pub mod transport;
 
 pub use error::Error;
@@ -22,5 +24,5 @@ pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{Lock, Redlock, Released, Retry};
-pub use settings::{Mode, Settings};
+pub use settings::{Mode, Pem, Settings, TlsSettings};
 pub use transport::{ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

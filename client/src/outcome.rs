@@ -27,6 +27,11 @@ pub enum Outcome {
     /// The server refused our credentials or permissions (`NOAUTH`,
     /// `WRONGPASS`, `NOPERM`, a failed `AUTH` while connecting).
     AuthFailed(String),
+    /// No TLS connection: a certificate refused (an unknown CA, expired,
+    /// for another name), a client certificate the server requires or
+    /// refuses, or a TLS client at a plain port. What it says is the cause
+    /// and the fix.
+    TlsFailed(String),
     /// Any other error reply.
     Failed(String),
     /// The server does not know the module's commands (`unknown command`).
@@ -50,6 +55,9 @@ pub enum Rejection {
     WrongType,
     /// Credentials or ACL permissions (`NOAUTH`, `WRONGPASS`, `NOPERM`).
     Permission,
+    /// No TLS connection: certificates, CA, client certificate or port
+    /// (`Outcome::TlsFailed`).
+    Tls,
     /// A read-only replica (`READONLY`): the server list must name masters.
     ReadOnly,
     /// No redislock module on the server.
@@ -62,14 +70,15 @@ pub enum Rejection {
 
 impl Rejection {
     /// A stable name for scripts: `max_ttl`, `owner_too_long`,
-    /// `wrong_type`, `auth_failed`, `readonly`, `module_missing`,
-    /// `duplicate_server`, `error`.
+    /// `wrong_type`, `auth_failed`, `tls_failed`, `readonly`,
+    /// `module_missing`, `duplicate_server`, `error`.
     pub fn kind(self) -> &'static str {
         match self {
             Rejection::MaxTtl => "max_ttl",
             Rejection::OwnerTooLong => "owner_too_long",
             Rejection::WrongType => "wrong_type",
             Rejection::Permission => "auth_failed",
+            Rejection::Tls => "tls_failed",
             Rejection::ReadOnly => "readonly",
             Rejection::ModuleMissing => "module_missing",
             Rejection::DuplicateServer => "duplicate_server",
@@ -92,6 +101,7 @@ impl Rejection {
                 "the key holds another type or another kind of lock (a mutex, read-write lock or semaphore of another limit)"
             }
             Rejection::Permission => "the servers refused the credentials or the ACL permissions",
+            Rejection::Tls => "no TLS connection could be made (see each server's cause: certificates, CA, client certificate or port)",
             Rejection::ReadOnly => "a server is a read-only replica: list masters",
             Rejection::ModuleMissing => "the redislock module is not loaded on the servers",
             Rejection::DuplicateServer => "one server is listed more than once",
@@ -130,7 +140,7 @@ impl Outcome {
     /// A stable, machine-readable name of the outcome: `granted`,
     /// `refused`, `ok`, `timeout`, `connection_refused`, `dns_failure`,
     /// `connect_timeout`, `unreachable`, `quarantine`, `auth_failed`,
-    /// `module_missing`, `error`.
+    /// `tls_failed`, `module_missing`, `duplicate_server`, `error`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Granted { .. } => "granted",
@@ -140,6 +150,7 @@ impl Outcome {
             Outcome::Unreachable { cause, .. } => cause.kind(),
             Outcome::Quarantine { .. } => "quarantine",
             Outcome::AuthFailed(_) => "auth_failed",
+            Outcome::TlsFailed(_) => "tls_failed",
             Outcome::Failed(_) => "error",
             Outcome::ModuleMissing => "module_missing",
             Outcome::Duplicate { .. } => "duplicate_server",
@@ -150,6 +161,7 @@ impl Outcome {
     pub fn rejection(&self) -> Option<Rejection> {
         match self {
             Outcome::AuthFailed(_) => Some(Rejection::Permission),
+            Outcome::TlsFailed(_) => Some(Rejection::Tls),
             Outcome::ModuleMissing => Some(Rejection::ModuleMissing),
             Outcome::Duplicate { .. } => Some(Rejection::DuplicateServer),
             Outcome::Failed(reply) => rejection_of(reply),
@@ -179,6 +191,7 @@ impl fmt::Display for Outcome {
             Outcome::Unreachable { cause: UnreachableCause::Io, detail } => write!(f, "unreachable ({detail})"),
             Outcome::Quarantine { ms_left } => write!(f, "in restart quarantine, {} left", seconds_left(*ms_left)),
             Outcome::AuthFailed(e) => write!(f, "authentication failed ({e})"),
+            Outcome::TlsFailed(e) => write!(f, "TLS failed: {e}"),
             Outcome::Failed(e) => write!(f, "error ({e})"),
             Outcome::ModuleMissing => write!(f, "LOCK.* unknown: is the redislock module loaded there?"),
             Outcome::Duplicate { of, run_id } => {

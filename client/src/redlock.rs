@@ -203,13 +203,27 @@ impl Redlock {
             return Err(Error::Config("no servers given".into()));
         }
         let identities = Arc::new(Identities::default());
+        // The TLS settings' files are read here, once, for every rediss://
+        // server; set without one, they would be silently unused.
+        let tls = if urls.iter().any(|u| crate::transport::is_tls_url(u.as_ref())) {
+            Some(crate::tls::Tls::load(&settings.tls).map_err(Error::Config)?)
+        } else if settings.tls.is_set() {
+            return Err(Error::Config(
+                "TLS settings (a CA certificate, a client certificate or key, or insecure) are given, but no server is \
+                 rediss://: use rediss://host:port for servers that speak TLS, or leave the TLS settings out"
+                    .into(),
+            ));
+        } else {
+            None
+        };
         let instances = urls
             .iter()
             .enumerate()
             .map(|(i, u)| {
                 let url = u.as_ref();
                 crate::transport::check_url(url).map_err(|e| Error::Config(format!("{url}: {e}")))?;
-                Instance::in_list(url, &settings, i, Arc::clone(&identities)).map_err(|e| Error::Config(format!("{url}: {e}")))
+                Instance::in_list(url, &settings, i, Arc::clone(&identities), tls.as_ref())
+                    .map_err(|e| Error::Config(format!("{url}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         spelled_once(urls, &instances)?;
@@ -273,8 +287,14 @@ impl Redlock {
         }
         match self.inner.identities.duplicates().first() {
             None => Ok(()),
-            Some((entry, other, run_id)) => Err(duplicate_server(entry, other, run_id)),
+            Some((entry, other, run_id)) => Err(duplicate_server(entry, other, run_id, self.insecure())),
         }
+    }
+
+    /// Whether any server is reached with TLS certificate checks off
+    /// (`TlsSettings::insecure`): errors that could come of it say so.
+    fn insecure(&self) -> bool {
+        self.inner.instances.iter().any(Instance::insecure)
     }
 
     pub fn servers(&self) -> Vec<String> {
@@ -460,7 +480,7 @@ impl Redlock {
             let why = quorum::not_granted(&outcomes, self.inner.quorum);
             // No retry changes a refusal of the request itself.
             let hopeless = matches!(why, NotGranted::Rejected { rejection, .. } if rejection.is_configuration())
-                || repeated_server(&outcomes).is_some();
+                || repeated_server(&outcomes, self.insecure()).is_some();
             if hopeless {
                 place.leave().await;
                 return Err(self.not_acquired(resource, attempts, outcomes));
@@ -529,7 +549,7 @@ impl Redlock {
     /// found listed twice (`Error::Config`), the request refused
     /// (`Error::Rejected`), or not acquired.
     pub(crate) fn not_acquired(&self, resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
-        if let Some(e) = repeated_server(&outcomes) {
+        if let Some(e) = repeated_server(&outcomes, self.insecure()) {
             return e;
         }
         match quorum::not_granted(&outcomes, self.inner.quorum) {
@@ -780,7 +800,7 @@ impl Redlock {
             Err(outcomes)
         };
         // A server found listed twice: its entries make the count wrong.
-        if granted.len() < self.inner.quorum || repeated_server(&outcomes).is_some() {
+        if granted.len() < self.inner.quorum || repeated_server(&outcomes, self.insecure()).is_some() {
             return give_up(outcomes).await;
         }
         let (token, fenced) = match self.inner.settings.mode {
@@ -925,7 +945,7 @@ impl Redlock {
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let validity = quorum::validity(ttl, started.elapsed(), drift);
-        if let Some(e) = repeated_server(&outcomes) {
+        if let Some(e) = repeated_server(&outcomes, self.insecure()) {
             return Err(e);
         }
         match validity {
@@ -1207,18 +1227,21 @@ fn spelled_once<S: AsRef<str>>(urls: &[S], instances: &[Instance]) -> Result<(),
 }
 
 /// `Error::Config` when a round found an entry to repeat another server.
-fn repeated_server(outcomes: &[InstanceOutcome]) -> Option<Error> {
+fn repeated_server(outcomes: &[InstanceOutcome], insecure: bool) -> Option<Error> {
     outcomes.iter().find_map(|o| match &o.outcome {
-        Outcome::Duplicate { of, run_id } => Some(duplicate_server(&o.server, of, run_id)),
+        Outcome::Duplicate { of, run_id } => Some(duplicate_server(&o.server, of, run_id, insecure)),
         _ => None,
     })
 }
 
-/// The error for an entry found to be the same server as another.
-fn duplicate_server(entry: &str, other: &str, run_id: &str) -> Error {
+/// The error for an entry found to be the same server as another
+/// (`insecure`: reached with certificate checks off, which would have told
+/// a server posing as another).
+fn duplicate_server(entry: &str, other: &str, run_id: &str, insecure: bool) -> Error {
+    let note = if insecure { format!(" {}", crate::tls::INSECURE_NOTE) } else { String::new() };
     Error::Config(format!(
         "{entry} and {other} are the same server (run_id {run_id}): list each server once; \
-         a server listed twice would count twice toward the quorum"
+         a server listed twice would count twice toward the quorum{note}"
     ))
 }
 

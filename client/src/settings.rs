@@ -1,5 +1,7 @@
 //! Client settings, with the defaults documented in README.md.
 
+use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How the client talks to the servers.
@@ -44,6 +46,60 @@ pub struct Settings {
     /// (until its next extension), and only the fencing token stops that
     /// holder's late writes (docs/client.md, "Session holds").
     pub lock_delay: Option<Duration>,
+    /// TLS of the `rediss://` servers: the CA, a client certificate, or
+    /// no checks at all. Default: the system's roots, no client
+    /// certificate. Given while no server is `rediss://`, it is refused
+    /// (`Redlock::new`), never silently unused.
+    pub tls: TlsSettings,
+}
+
+/// How the client checks `rediss://` servers and shows itself to them
+/// (docs/client.md, "TLS"). The PEM files are read, and every PEM checked,
+/// when the client is made (`Redlock::new`): an unreadable file or one
+/// that is not what it should be is an `Error::Config` naming it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// The CA certificate(s) the servers' certificates must chain to,
+    /// instead of the system's roots (a private CA). PEM, one or more
+    /// certificates.
+    pub ca_cert: Option<Pem>,
+    /// This client's certificate, for servers that check their clients
+    /// (`tls-auth-clients yes`). PEM: the certificate, then any
+    /// intermediates. Needs `client_key`.
+    pub client_cert: Option<Pem>,
+    /// The private key of `client_cert`. PEM: PKCS#8, PKCS#1 (RSA) or
+    /// SEC1 (EC), unencrypted.
+    pub client_key: Option<Pem>,
+    /// No certificate checks at all: whatever certificate and name a
+    /// server presents is taken, so anyone on the path can pose as it.
+    /// For tests and first setups only; every connection error then says
+    /// that the checks were off.
+    pub insecure: bool,
+}
+
+impl TlsSettings {
+    /// Whether anything differs from the defaults (the system's roots, no
+    /// client certificate, checks on).
+    pub fn is_set(&self) -> bool {
+        self.ca_cert.is_some() || self.client_cert.is_some() || self.client_key.is_some() || self.insecure
+    }
+}
+
+/// PEM text, from a file read when the client is made, or given as is.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Pem {
+    File(PathBuf),
+    Text(Vec<u8>),
+}
+
+impl fmt::Debug for Pem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pem::File(path) => f.debug_tuple("File").field(path).finish(),
+            // A private key must not end up in a log.
+            Pem::Text(text) => write!(f, "Text(<{} bytes>)", text.len()),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -59,6 +115,7 @@ impl Default for Settings {
             extend_fraction: 1.0 / 3.0,
             release_on_disconnect: false,
             lock_delay: None,
+            tls: TlsSettings::default(),
         }
     }
 }

@@ -7,6 +7,10 @@
 //! Redis Cluster (`redis+cluster://host:port,host:port,...`, its seed
 //! nodes): the cluster connection sends each command to its key's master
 //! over one connection per node, follows MOVED/ASK and retries TRYAGAIN.
+//!
+//! `rediss://` (and `rediss+cluster://`) servers are reached over TLS
+//! (`crate::tls`), with the same TCP settings, the same identification
+//! of every connection and the same timeouts as plain ones.
 
 use std::time::{Duration, Instant};
 
@@ -15,12 +19,13 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::io::tcp::{socket2, TcpSettings};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, Value};
+use redis::{Cmd, ConnectionAddr, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, TlsMode, Value};
 use tokio::sync::Mutex;
 
 // Re-exported: the data of what servers answered lives in `outcome`.
 pub use crate::outcome::{seconds_left, InstanceOutcome, Outcome, Rejection, UnreachableCause};
 use crate::settings::{Mode, Settings};
+use crate::tls::{self, Tls};
 
 const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 const EXTEND_SCRIPT: &str =
@@ -216,6 +221,11 @@ pub struct Instance {
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
+    /// Its connections speak TLS (`rediss://`, `rediss+cluster://`).
+    tls: bool,
+    /// ... and check no certificate (`TlsSettings::insecure`, or
+    /// `#insecure` in the URL): every connection error says so.
+    insecure: bool,
 }
 
 /// Idle wait connections kept per instance; more waits at once open more.
@@ -223,12 +233,26 @@ const MAX_IDLE_WAITING_CONNS: usize = 64;
 
 /// The URL scheme of a Redis Cluster instance: seed nodes, comma-separated.
 pub const CLUSTER_SCHEME: &str = "redis+cluster://";
+/// The same over TLS: every node is reached by `rediss://`.
+pub const TLS_CLUSTER_SCHEME: &str = "rediss+cluster://";
+
+/// Whether `url` names a Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
+pub fn is_cluster_url(url: &str) -> bool {
+    url.starts_with(CLUSTER_SCHEME) || url.starts_with(TLS_CLUSTER_SCHEME)
+}
+
+/// Whether `url` names a server reached over TLS (`rediss://`,
+/// `rediss+cluster://`).
+pub fn is_tls_url(url: &str) -> bool {
+    url.starts_with("rediss://") || url.starts_with(TLS_CLUSTER_SCHEME)
+}
 
 enum Client {
     /// Boxed: far larger than a seed list, and used only to connect.
     Single(Box<redis::Client>),
-    /// Seed node URLs (`redis://...`).
-    Cluster(Vec<String>),
+    /// Seed node URLs (`redis://...`, or `rediss://...` with the TLS of
+    /// every node).
+    Cluster(Vec<String>, Option<Box<Tls>>),
 }
 
 /// A live connection to an instance; cheap to clone (both kinds multiplex).
@@ -264,9 +288,14 @@ impl ConnectionLike for Link {
 }
 
 /// The seed node URLs of a `redis+cluster://[user:pass@]host:port,host:port`
-/// URL; credentials given once apply to every seed.
+/// URL (`rediss://` seeds of a `rediss+cluster://` one); credentials given
+/// once apply to every seed.
 fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
-    let rest = url.strip_prefix(CLUSTER_SCHEME).ok_or_else(|| format!("not a {CLUSTER_SCHEME} URL"))?;
+    let (rest, scheme) = match (url.strip_prefix(CLUSTER_SCHEME), url.strip_prefix(TLS_CLUSTER_SCHEME)) {
+        (Some(rest), _) => (rest, "redis"),
+        (_, Some(rest)) => (rest, "rediss"),
+        _ => return Err(format!("not a {CLUSTER_SCHEME} URL")),
+    };
     let rest = rest.trim_end_matches('/');
     let (auth, hosts) = match rest.rsplit_once('@') {
         Some((auth, hosts)) => (format!("{auth}@"), hosts),
@@ -275,7 +304,7 @@ fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
     hosts
         .split(',')
         .map(str::trim)
-        .map(|h| if h.is_empty() { Err(format!("empty seed node in {url:?}")) } else { Ok(format!("redis://{auth}{h}")) })
+        .map(|h| if h.is_empty() { Err(format!("empty seed node in {url:?}")) } else { Ok(format!("{scheme}://{auth}{h}")) })
         .collect()
 }
 
@@ -310,7 +339,7 @@ type CallError = Outcome;
 /// For `status` and `summary`: whether the server was reached (it replied,
 /// if with an error), what went wrong as text, and classified.
 fn for_status(e: CallError, server: &str) -> (bool, Option<String>, Option<Outcome>) {
-    let reached = !matches!(e, Outcome::Timeout | Outcome::Unreachable { .. });
+    let reached = !matches!(e, Outcome::Timeout | Outcome::Unreachable { .. } | Outcome::TlsFailed(_));
     let text = match &e {
         Outcome::ModuleMissing => format!("LOCK.* unknown: is the redislock module loaded on {server}?"),
         other => other.to_string(),
@@ -319,29 +348,52 @@ fn for_status(e: CallError, server: &str) -> (bool, Option<String>, Option<Outco
 }
 
 impl Instance {
-    /// An instance on its own (a list of one).
+    /// An instance on its own (a list of one); a `rediss://` one reads
+    /// `settings.tls` itself.
     pub fn new(url: &str, settings: &Settings) -> Result<Instance, RedisError> {
-        Instance::in_list(url, settings, 0, std::sync::Arc::new(Identities::default()))
+        Instance::in_list(url, settings, 0, std::sync::Arc::new(Identities::default()), None)
     }
 
     /// Entry `index` of a server list whose servers are told apart by
-    /// `identities`.
-    pub fn in_list(url: &str, settings: &Settings, index: usize, identities: std::sync::Arc<Identities>) -> Result<Instance, RedisError> {
-        check_url(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad server URL", e)))?;
-        let (client, name, addresses) = if url.starts_with(CLUSTER_SCHEME) {
-            let seeds = cluster_seeds(url).map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad cluster URL", e)))?;
+    /// `identities`; `tls`: the list's TLS settings, read once for every
+    /// `rediss://` entry (`None`: read here if this entry needs them).
+    pub fn in_list(
+        url: &str,
+        settings: &Settings,
+        index: usize,
+        identities: std::sync::Arc<Identities>,
+        tls: Option<&Tls>,
+    ) -> Result<Instance, RedisError> {
+        let config_error = |what: &'static str, e: String| RedisError::from((redis::ErrorKind::InvalidClientConfig, what, e));
+        check_url(url).map_err(|e| config_error("bad server URL", e))?;
+        let tls = match (is_tls_url(url), tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(tls.clone()),
+            (true, None) => Some(Tls::load(&settings.tls).map_err(|e| config_error("bad TLS settings", e))?),
+        };
+        let (client, name, addresses, insecure) = if is_cluster_url(url) {
+            let seeds = cluster_seeds(url).map_err(|e| config_error("bad cluster URL", e))?;
             let mut names = Vec::with_capacity(seeds.len());
             for seed in &seeds {
                 names.push(redis::Client::open(seed.as_str())?.get_connection_info().addr().to_string());
             }
             let addresses = names.iter().map(|n| n.to_ascii_lowercase()).collect();
-            (Client::Cluster(seeds), format!("cluster:{}", names.join(",")), addresses)
+            let insecure = tls.as_ref().is_some_and(|t| t.insecure);
+            (Client::Cluster(seeds, tls.map(Box::new)), format!("cluster:{}", names.join(",")), addresses, insecure)
         } else {
             let info = redis::Client::open(url)?.get_connection_info().clone().set_tcp_settings(tcp_settings(settings.request_timeout));
-            let client = redis::Client::open(info)?;
+            let (client, insecure) = match (info.addr().clone(), &tls) {
+                (ConnectionAddr::TcpTls { host, port, insecure, .. }, Some(tls)) => {
+                    // `#insecure` in the URL, or the settings' switch.
+                    let insecure = insecure || tls.insecure;
+                    let info = info.set_addr(ConnectionAddr::TcpTls { host, port, insecure, tls_params: None });
+                    (redis::Client::build_with_tls(info, tls.certificates.clone())?, insecure)
+                }
+                _ => (redis::Client::open(info)?, false),
+            };
             let name = client.get_connection_info().addr().to_string();
             let addresses = vec![name.to_ascii_lowercase()];
-            (Client::Single(Box::new(client)), name, addresses)
+            (Client::Single(Box::new(client)), name, addresses, insecure)
         };
         Ok(Instance {
             name,
@@ -355,7 +407,65 @@ impl Instance {
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
+            tls: is_tls_url(url),
+            insecure,
         })
+    }
+
+    /// Whether this instance's certificates go unchecked (insecure TLS).
+    pub fn insecure(&self) -> bool {
+        self.insecure
+    }
+
+    /// A failed connection attempt, classified, with what this instance
+    /// adds (see `closed_at_once`).
+    fn failure(&self, e: RedisError) -> Outcome {
+        let closed = e.is_connection_dropped();
+        let outcome = classify_connect(e);
+        if closed {
+            self.closed_at_once(outcome, true)
+        } else {
+            self.noted(outcome)
+        }
+    }
+
+    /// A connection closed while connecting (`connecting`) or at its first
+    /// command, named for what usually closes it at once: a plain client
+    /// at a TLS port, a TLS client at a plain one, a TLS server that wants
+    /// a client certificate. With certificate checks off, noted too.
+    fn closed_at_once(&self, outcome: Outcome, connecting: bool) -> Outcome {
+        // A server killed at that moment, or a forwarder whose target is
+        // down, closes the connection too: a hint only, and still a server
+        // that did not answer.
+        let hint = match (self.tls, connecting) {
+            (false, _) => "the server closed the connection before answering: is it a TLS port? use rediss:// for it",
+            (true, true) => "the server closed the connection during the TLS handshake: is it a plain port? use redis:// for it",
+            (true, false) => {
+                "the server closed the TLS connection before answering: does it require a client certificate (tls-auth-clients)?"
+            }
+        };
+        let outcome = match outcome {
+            Outcome::Unreachable { cause: UnreachableCause::Io, detail } => {
+                Outcome::Unreachable { cause: UnreachableCause::Io, detail: format!("{detail}: {hint}") }
+            }
+            other => other,
+        };
+        self.noted(outcome)
+    }
+
+    /// `outcome`, with the note that certificates go unchecked when they
+    /// do: whatever the checks would have caught looks like something else.
+    fn noted(&self, outcome: Outcome) -> Outcome {
+        if !self.insecure {
+            return outcome;
+        }
+        match outcome {
+            Outcome::Unreachable { cause, detail } => Outcome::Unreachable { cause, detail: format!("{detail} {}", tls::INSECURE_NOTE) },
+            Outcome::TlsFailed(text) => Outcome::TlsFailed(format!("{text} {}", tls::INSECURE_NOTE)),
+            Outcome::AuthFailed(text) => Outcome::AuthFailed(format!("{text} {}", tls::INSECURE_NOTE)),
+            Outcome::Failed(text) => Outcome::Failed(format!("{text} {}", tls::INSECURE_NOTE)),
+            other => other,
+        }
     }
 
     /// The shared connection, made and identified if there is none: a
@@ -377,16 +487,16 @@ impl Instance {
                         redis::AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout)).set_response_timeout(None);
                     client.get_multiplexed_async_connection_with_config(&config).await.map(Link::Single)
                 }
-                Client::Cluster(seeds) => {
-                    let client = self.cluster_client(seeds, self.request_timeout)?;
+                Client::Cluster(seeds, tls) => {
+                    let client = self.cluster_client(seeds, tls.as_deref(), self.request_timeout)?;
                     client.get_async_connection().await.map(Link::Cluster)
                 }
             }
         };
         let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(classify_connect(e)),
-            Err(_) => return Err(connect_timeout(self.connect_timeout)),
+            Ok(Err(e)) => return Err(self.failure(e)),
+            Err(_) => return Err(self.noted(connect_timeout(self.connect_timeout, self.tls))),
         };
         self.identified(conn.clone()).await?;
         let number = self.connections_made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -400,7 +510,9 @@ impl Instance {
     /// is refused (`Outcome::Duplicate`, naming both).
     async fn identified(&self, conn: Link) -> Result<(), CallError> {
         let run_ids = match tokio::time::timeout(self.request_timeout, identify(conn)).await {
-            Ok(ids) => ids?,
+            // An I/O error at the first command is a connection closed or
+            // reset at once.
+            Ok(ids) => ids.map_err(|e| self.closed_at_once(e, false))?,
             Err(_) => return Err(Outcome::Timeout),
         };
         self.identities.claim(self.index, &self.name, &run_ids)
@@ -423,11 +535,15 @@ impl Instance {
 
     /// A cluster client whose commands give up after `response_timeout`;
     /// the request deadline above bounds MOVED/ASK/TRYAGAIN retries too.
-    fn cluster_client(&self, seeds: &[String], response_timeout: Duration) -> redis::RedisResult<ClusterClient> {
-        ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+    /// Over TLS with `tls`, to every node.
+    fn cluster_client(&self, seeds: &[String], tls: Option<&Tls>, response_timeout: Duration) -> redis::RedisResult<ClusterClient> {
+        let mut builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
             .connection_timeout(self.connect_timeout)
-            .response_timeout(response_timeout)
-            .build()
+            .response_timeout(response_timeout);
+        if let Some(tls) = tls {
+            builder = builder.tls(if tls.insecure { TlsMode::Insecure } else { TlsMode::Secure }).certs(tls.certificates.clone());
+        }
+        builder.build()
     }
 
     /// Runs a request within the request timeout. A connection that died
@@ -450,7 +566,7 @@ impl Instance {
         loop {
             let (number, conn) = match tokio::time::timeout_at(deadline, self.connection()).await {
                 // Still connecting when the request's time ran out.
-                Err(_) => return Err(connect_timeout(self.request_timeout.min(self.connect_timeout))),
+                Err(_) => return Err(self.noted(connect_timeout(self.request_timeout.min(self.connect_timeout), self.tls))),
                 Ok(conn) => conn?,
             };
             match tokio::time::timeout_at(deadline, send(conn)).await {
@@ -459,11 +575,11 @@ impl Instance {
                 Ok(Err(e)) if e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error() => {
                     self.retire(number).await;
                     if retried {
-                        return Err(classify(e));
+                        return Err(self.noted(classify(e)));
                     }
                     retried = true;
                 }
-                Ok(Err(e)) => return Err(classify(e)),
+                Ok(Err(e)) => return Err(self.noted(classify(e))),
             }
         }
     }
@@ -670,7 +786,7 @@ impl Instance {
                         let config = redis::AsyncConnectionConfig::new()
                             .set_connection_timeout(Some(self.connect_timeout))
                             .set_response_timeout(None);
-                        let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(classify_connect)?;
+                        let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
                         self.identified(Link::Single(conn.clone())).await?;
                         Ok::<_, CallError>(conn)
                     };
@@ -695,18 +811,18 @@ impl Instance {
                             }
                         }
                     }
-                    reply.map_err(classify)
+                    reply.map_err(|e| self.noted(classify(e)))
                 }
                 // Its own cluster connection too: a TRYAGAIN (the key's slot
                 // moved while waiting) is retried at the key's new master.
-                Client::Cluster(seeds) => {
+                Client::Cluster(seeds, tls) => {
                     let mut conn = self
-                        .cluster_client(seeds, budget)
-                        .map_err(classify_connect)?
+                        .cluster_client(seeds, tls.as_deref(), budget)
+                        .map_err(|e| self.failure(e))?
                         .get_async_connection()
                         .await
-                        .map_err(classify_connect)?;
-                    cmd.query_async::<Option<i64>>(&mut conn).await.map_err(classify)
+                        .map_err(|e| self.failure(e))?;
+                    cmd.query_async::<Option<i64>>(&mut conn).await.map_err(|e| self.noted(classify(e)))
                 }
             }
         };
@@ -1028,8 +1144,14 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn connect_timeout(after: Duration) -> Outcome {
-    Outcome::Unreachable { cause: UnreachableCause::ConnectTimeout, detail: format!("no connection within {}", ms_text(after)) }
+fn connect_timeout(after: Duration, tls: bool) -> Outcome {
+    // A plain server may never answer a TLS handshake.
+    let detail = if tls {
+        format!("no TLS connection within {} (a plain port may never answer the handshake: use redis:// for it)", ms_text(after))
+    } else {
+        format!("no connection within {}", ms_text(after))
+    };
+    Outcome::Unreachable { cause: UnreachableCause::ConnectTimeout, detail }
 }
 
 fn ms_text(d: Duration) -> String {
@@ -1042,6 +1164,9 @@ fn classify_connect(e: RedisError) -> Outcome {
     let text = e.to_string();
     if let Some(auth) = auth_failure(&e) {
         return auth;
+    }
+    if let Some(tls) = tls::failure(&e) {
+        return Outcome::TlsFailed(tls);
     }
     let cause = if e.is_connection_refusal() || text.contains("Connection refused") {
         UnreachableCause::ConnectionRefused
@@ -1101,6 +1226,8 @@ fn classify(e: RedisError) -> Outcome {
         return auth;
     }
     if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_unrecoverable_error() {
+        // A TLS failure among them (with TLS 1.3 a server refuses a client
+        // certificate after the client's side of the handshake is done).
         return classify_connect(e);
     }
     if e.code().is_some() && e.detail().is_some_and(|d| d.to_ascii_lowercase().contains("unknown command")) {
@@ -1116,8 +1243,8 @@ pub fn check_url(url: &str) -> Result<(), String> {
         return Err(format!("{url:?} has no scheme; use redis://host:port or redis+cluster://host:port,..."));
     };
     match scheme {
-        "redis" => check_host_port(rest),
-        "redis+cluster" => {
+        "redis" | "rediss" => check_host_port(rest),
+        "redis+cluster" | "rediss+cluster" => {
             let hosts = rest.trim_end_matches('/').rsplit_once('@').map_or(rest, |(_, h)| h);
             for seed in hosts.split(',') {
                 check_host_port(seed.trim())?;
@@ -1131,15 +1258,14 @@ pub fn check_url(url: &str) -> Result<(), String> {
                 Ok(())
             }
         }
-        "rediss" => Err(format!("unsupported scheme {scheme}: this build has no TLS; use redis:// or redis+cluster://")),
-        "" => Err(format!("{url:?}: missing scheme; use redis:// or redis+cluster://")),
-        other => Err(format!("unsupported scheme {other}, use redis:// or redis+cluster://")),
+        "" => Err(format!("{url:?}: missing scheme; use redis://, rediss:// (TLS), redis+cluster:// or rediss+cluster://")),
+        other => Err(format!("unsupported scheme {other}, use redis://, rediss:// (TLS), redis+cluster:// or rediss+cluster://")),
     }
 }
 
 /// `[user:pass@]host[:port][/db]`.
 fn check_host_port(authority_and_path: &str) -> Result<(), String> {
-    let authority = authority_and_path.split(['/', '?']).next().unwrap_or("");
+    let authority = authority_and_path.split(['/', '?', '#']).next().unwrap_or("");
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
     let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
         match v6.split_once(']') {

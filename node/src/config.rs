@@ -117,6 +117,7 @@ pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
         extend_fraction,
         release_on_disconnect: options.release_on_disconnect.unwrap_or(false),
         lock_delay: options.lock_delay.map(|v| millis("options.lockDelay", v)).transpose()?,
+        tls: Default::default(),
     };
     Redlock::new(&urls, settings).map_err(|e| config_error(e.to_string()))
 }

@@ -107,6 +107,7 @@ pub fn new_redlock(
         // None: the safe default (Settings::lock_delay_for); a value, even
         // 0, is taken as given.
         lock_delay: lock_delay.map(|v| seconds("lock_delay", v)).transpose()?,
+        tls: Default::default(),
     };
     Redlock::new(&servers, settings).map_err(|e| Failure::from(e).into())
 }

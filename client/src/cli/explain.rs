@@ -55,6 +55,15 @@ fn hints(outcomes: &[InstanceOutcome]) -> Vec<String> {
             servers(auth)
         ));
     }
+    let tls = |o: &Outcome| matches!(o, Outcome::TlsFailed(_));
+    if any(tls) {
+        hints.push(format!(
+            "no TLS connection to {}: --cacert names the CA that signed the servers' certificates, --cert and --key this \
+             client's certificate for servers with tls-auth-clients; connect by a name the certificate lists; \
+             rediss:// for TLS ports, redis:// for plain ones",
+            servers(tls)
+        ));
+    }
     let missing = |o: &Outcome| matches!(o, Outcome::ModuleMissing);
     if any(missing) {
         hints.push(format!(
@@ -292,8 +301,11 @@ pub fn for_run(mut failure: Failure, command: &str) -> Failure {
 /// A lock was taken, but some servers are set up wrong (no module, bad
 /// credentials): worth a line on stderr, as they count for nothing.
 pub fn warn_misconfigured(outcomes: &[InstanceOutcome], quorum: usize) {
-    let wrong: Vec<InstanceOutcome> =
-        outcomes.iter().filter(|o| matches!(o.outcome, Outcome::ModuleMissing | Outcome::AuthFailed(_))).cloned().collect();
+    let wrong: Vec<InstanceOutcome> = outcomes
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::ModuleMissing | Outcome::AuthFailed(_) | Outcome::TlsFailed(_)))
+        .cloned()
+        .collect();
     if wrong.is_empty() {
         return;
     }

@@ -122,11 +122,11 @@ pub fn outcomes_text(outcomes: &[InstanceOutcome], op: Op) -> String {
 pub struct OutcomeJson {
     pub server: String,
     /// granted, refused, ok, timeout, unreachable, quarantine,
-    /// auth_failed, module_missing, error
+    /// auth_failed, tls_failed, module_missing, error
     pub outcome: &'static str,
     /// The finer, stable name: granted, held, not_held, ok, timeout,
     /// connection_refused, dns_failure, connect_timeout, unreachable,
-    /// quarantine, auth_failed, module_missing, duplicate_server, and for
+    /// quarantine, auth_failed, tls_failed, module_missing, duplicate_server, and for
     /// error replies max_ttl, owner_too_long, wrong_type, readonly, error
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,6 +148,7 @@ impl OutcomeJson {
             Outcome::Unreachable { .. } => ("unreachable", None, None, Some(o.outcome.to_string())),
             Outcome::Quarantine { ms_left } => ("quarantine", None, Some(*ms_left), Some(o.outcome.to_string())),
             Outcome::AuthFailed(_) => ("auth_failed", None, None, Some(o.outcome.to_string())),
+            Outcome::TlsFailed(_) => ("tls_failed", None, None, Some(o.outcome.to_string())),
             Outcome::Failed(_) => ("error", None, None, Some(o.outcome.to_string())),
             Outcome::ModuleMissing => ("module_missing", None, None, Some(o.outcome.to_string())),
             Outcome::Duplicate { .. } => ("duplicate_server", None, None, Some(o.outcome.to_string())),
