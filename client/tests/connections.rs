@@ -2,15 +2,17 @@
 //! (issue 38): what production networks do (idle-timeout resets, CLIENT
 //! KILL, addresses that move, slow links, waiters that die) must never let
 //! one server count twice or two holders in, and must cost the line
-//! milliseconds, not a ttl.
+//! milliseconds, not a ttl. And the same over TLS (`rediss://`, issue
+//! 39): every operation, identification and every wrong certificate named.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::forwarder::Forwarder;
-use common::{eventually, relaxed, Cluster};
-use redlock::{Error, Redlock, Settings};
+use common::tls::Certs;
+use common::{eventually, relaxed, Cluster, Server};
+use redlock::{Error, Pem, Redlock, Rejection, Settings, TlsSettings};
 
 /// `LOCK.ACQUIRE key owner ttl` straight on one server: a holder the
 /// client under test cannot see.
@@ -228,4 +230,173 @@ async fn a_waiter_killed_in_line_costs_the_next_milliseconds() {
     println!("granted {took:?} after the release");
     assert!(took < Duration::from_secs(2), "the killed waiter held the line {took:?} (its place's ttl is 20 s)");
     rl.release(&lock).await.expect("release");
+}
+
+/// Five TLS-only servers with a private CA that check their clients'
+/// certificates: take, extend, release, a guard, and a wait in line (on
+/// connections of its own, made and identified over TLS too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_servers_with_a_private_ca_and_client_certificates_serve_every_operation() {
+    let certs = Certs::make();
+    let c = Cluster::start_opts(vec![certs.server("server"); 5]);
+    assert!(c.urls().iter().all(|u| u.starts_with("rediss://")), "{:?}", c.urls());
+    let rl = Redlock::new(&c.urls(), certs.settings()).expect("client");
+    let ttl = Duration::from_secs(10);
+
+    let lock = rl.try_lock("tls", ttl).await.expect("granted over TLS");
+    let infos = c.infos("tls").await;
+    assert!(infos.iter().all(|i| i.as_ref().is_some_and(|i| i.owner == lock.owner && i.token.is_some())), "{infos:?}");
+    let extended = rl.extend(&lock, Duration::from_secs(30)).await.expect("extend");
+    for s in &c.servers {
+        assert!(s.pttl("tls").await > 10_000, "extended to 30 s on {}", s.addr());
+    }
+    rl.release(&extended).await.expect("release");
+    assert_eq!(c.infos("tls").await, vec![None; 5], "released everywhere");
+
+    let guard = rl.guard("tls-guard", Duration::from_secs(2), None).await.expect("guard");
+    guard.extend(Duration::from_secs(20)).await.expect("the guard extends");
+    for s in &c.servers {
+        assert!(s.pttl("tls-guard").await > 2_000, "the guard's ttl is 20 s on {}", s.addr());
+    }
+    assert!(!guard.is_lost());
+    guard.release().await.expect("the guard releases");
+    assert_eq!(c.infos("tls-guard").await, vec![None; 5]);
+
+    let holder = rl.try_lock("tls-line", ttl).await.expect("holder");
+    let waiter = {
+        let rl = rl.clone();
+        tokio::spawn(async move { rl.lock_until("tls-line", ttl, Some(Instant::now() + Duration::from_secs(15))).await })
+    };
+    eventually(Duration::from_secs(10), "the waiter at the head", || async {
+        c.infos("tls-line").await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
+    })
+    .await;
+    rl.release(&holder).await.expect("release");
+    let next = waiter.await.expect("waiter task").expect("granted after the release");
+    assert!(next.token > holder.token, "{:?} after {:?}", next.token, holder.token);
+    rl.release(&next).await.expect("release");
+}
+
+/// TLS connections are identified like plain ones: `localhost` and
+/// `127.0.0.1` (both in the certificate) are one server, refused before
+/// anything is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_aliases_of_one_server_are_refused_by_its_run_id() {
+    let certs = Certs::make();
+    let c = Cluster::start_opts(vec![certs.server("server"); 2]);
+    let alias = format!("rediss://localhost:{}", c.servers[0].port);
+    let urls = vec![c.servers[0].url(), c.servers[1].url(), alias];
+    let rl = Redlock::new(&urls, certs.settings()).expect("client");
+    match rl.try_lock("tls-alias", Duration::from_secs(10)).await {
+        Err(Error::Config(message)) => assert!(message.contains("are the same server (run_id "), "{message}"),
+        other => panic!("expected the alias refused, got {other:?}"),
+    }
+    assert_eq!(c.infos("tls-alias").await, vec![None; 2], "nothing taken");
+}
+
+/// The error of one attempt on `urls` with `tls` (one server: quorum 1).
+async fn tls_error(urls: &[String], tls: TlsSettings) -> (Error, Duration) {
+    let settings = Settings { tls, retry_count: 0, ..relaxed() };
+    let rl = Redlock::new(urls, settings).expect("client");
+    let started = Instant::now();
+    let err = rl.try_lock("tls-wrong", Duration::from_secs(10)).await.expect_err("no lock through a wrong certificate");
+    (err, started.elapsed())
+}
+
+/// A TLS failure refuses the request as configured (not "no quorum"),
+/// with each cause in the message.
+fn tls_rejection(err: &Error) -> String {
+    println!("{err}");
+    match err {
+        Error::Rejected { rejection: Rejection::Tls, .. } => err.to_string(),
+        other => panic!("expected a TLS rejection, got {other}"),
+    }
+}
+
+/// Every wrong certificate, name or port is named by its cause, and fails
+/// at once (no timeout); `insecure` takes an unknown CA, and says so in
+/// every error it could hide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_wrong_certificate_name_or_port_is_named() {
+    let certs = Certs::make();
+    let c = Cluster::start_opts(vec![certs.server("server"), certs.server("wrong-name"), certs.server("expired")]);
+    let plain = Server::start();
+    let (good, wrong_name, expired) = (vec![c.servers[0].url()], vec![c.servers[1].url()], vec![c.servers[2].url()]);
+    let file = |name: &str| Some(Pem::File(certs.path(name)));
+    let other_ca = TlsSettings { ca_cert: file("other-ca.crt"), ..certs.tls() };
+
+    let (err, _) = tls_error(&good, other_ca.clone()).await;
+    let text = tls_rejection(&err);
+    assert!(text.contains("not signed by a CA this client trusts") && text.contains("UnknownIssuer"), "{text}");
+
+    let (err, _) = tls_error(&wrong_name, certs.tls()).await;
+    let text = tls_rejection(&err);
+    assert!(text.contains("not for the host name") && text.contains("elsewhere.invalid"), "{text}");
+
+    let (err, _) = tls_error(&expired, certs.tls()).await;
+    let text = tls_rejection(&err);
+    assert!(text.contains("has expired"), "{text}");
+
+    let no_client_cert = TlsSettings { client_cert: None, client_key: None, ..certs.tls() };
+    let (err, _) = tls_error(&good, no_client_cert).await;
+    let text = tls_rejection(&err);
+    assert!(text.contains("requires a client certificate"), "{text}");
+
+    let foreign_client = TlsSettings { client_cert: file("other-client.crt"), client_key: file("other-client.key"), ..certs.tls() };
+    let (err, _) = tls_error(&good, foreign_client).await;
+    let text = tls_rejection(&err);
+    assert!(text.contains("refused this client's certificate"), "{text}");
+
+    // A plain client at the TLS port: the server closes the connection,
+    // at once.
+    let at_tls_port = vec![format!("redis://127.0.0.1:{}", c.servers[0].port)];
+    let (err, took) = tls_error(&at_tls_port, TlsSettings::default()).await;
+    let text = err.to_string();
+    println!("redis:// at a TLS port ({took:?}): {text}");
+    assert!(text.contains("is it a TLS port? use rediss://"), "{text}");
+    assert!(took < relaxed().request_timeout + relaxed().connect_timeout, "took {took:?}: {text}");
+
+    // A TLS client at a plain port: a plain server waits for the end of a
+    // line that a handshake may never hold, so this costs the timeouts
+    // (the first contact's connect timeout, the attempt's request and the
+    // release that follows it), never more.
+    let at_plain_port = vec![format!("rediss://127.0.0.1:{}", plain.port)];
+    let (err, took) = tls_error(&at_plain_port, certs.tls()).await;
+    let text = err.to_string();
+    println!("rediss:// at a plain port: {text}");
+    assert!(text.contains("plain port") && text.contains("use redis://"), "{text}");
+    let bound = relaxed().connect_timeout + relaxed().request_timeout * 2 + Duration::from_millis(500);
+    assert!(took < bound, "took {took:?}: {text}");
+
+    // insecure: the unknown CA is taken; what it could hide says so.
+    let insecure = TlsSettings { insecure: true, ..other_ca };
+    let rl = Redlock::new(&good, Settings { tls: insecure.clone(), ..relaxed() }).expect("client");
+    let lock = rl.try_lock("tls-insecure", Duration::from_secs(10)).await.expect("granted without certificate checks");
+    rl.release(&lock).await.expect("release");
+    let (err, _) = tls_error(&at_plain_port, insecure).await;
+    println!("insecure: {err}");
+    assert!(err.to_string().contains("(TLS certificate checks off: insecure)"), "{err}");
+}
+
+/// TLS settings are read and checked when the client is made: a missing
+/// or non-PEM file is named; settings with no rediss:// server are refused.
+#[test]
+fn tls_settings_are_checked_when_the_client_is_made() {
+    let certs = Certs::make();
+    let url = ["rediss://127.0.0.1:6390"];
+    let with = |tls: TlsSettings| Redlock::new(&url, Settings { tls, ..Settings::default() }).err().map(|e| e.to_string());
+    let missing = certs.path("missing.crt");
+    let err = with(TlsSettings { ca_cert: Some(Pem::File(missing.clone())), ..TlsSettings::default() }).expect("refused");
+    assert!(err.contains(&missing.display().to_string()) && err.contains("cannot read"), "{err}");
+    // A key where the certificate should be.
+    let err = with(TlsSettings { ca_cert: Some(Pem::File(certs.path("ca.key"))), ..TlsSettings::default() }).expect("refused");
+    assert!(err.contains("ca.key") && err.contains("no certificate"), "{err}");
+    // A certificate and someone else's key.
+    let swapped = TlsSettings { client_key: Some(Pem::File(certs.path("other-client.key"))), ..certs.tls() };
+    let err = with(swapped).expect("refused");
+    assert!(err.contains("client.crt") && err.contains("other-client.key") && err.contains("not a certificate and its key"), "{err}");
+    assert!(with(certs.tls()).is_none(), "good files");
+    let plain = Redlock::new(&["redis://127.0.0.1:6390"], Settings { tls: certs.tls(), ..Settings::default() });
+    let err = plain.err().map(|e| e.to_string()).expect("TLS settings without a rediss:// server");
+    assert!(err.contains("no server is rediss://"), "{err}");
 }

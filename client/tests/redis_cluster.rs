@@ -32,8 +32,29 @@ struct RedisCluster {
 
 impl RedisCluster {
     async fn start() -> RedisCluster {
-        let nodes: Vec<Server> = (0..3).map(|_| Server::start_opts(Opts { cluster_node: true, ..Opts::default() })).collect();
+        Self::start_with(Opts::default(), &[]).await
+    }
+
+    /// Over TLS only (the cluster bus too), with the certificates of `certs`.
+    async fn start_tls(certs: &common::tls::Certs) -> RedisCluster {
+        let path = |name: &str| certs.path(name).display().to_string();
+        let cli = [
+            "--tls".to_string(),
+            "--cacert".into(),
+            path("ca.crt"),
+            "--cert".into(),
+            path("client.crt"),
+            "--key".into(),
+            path("client.key"),
+        ];
+        Self::start_with(certs.server("server"), &cli).await
+    }
+
+    /// Three nodes as `opts` say; `cli`: redis-cli's options to reach them.
+    async fn start_with(opts: Opts, cli: &[String]) -> RedisCluster {
+        let nodes: Vec<Server> = (0..3).map(|_| Server::start_opts(Opts { cluster_node: true, ..opts.clone() })).collect();
         let out = Command::new("redis-cli")
+            .args(cli)
             .args(["--cluster", "create"])
             .args(nodes.iter().map(Server::addr))
             .args(["--cluster-replicas", "0", "--cluster-yes"])
@@ -52,7 +73,8 @@ impl RedisCluster {
 
     /// Two of the three nodes as seeds: the client finds the third itself.
     fn url(&self) -> String {
-        format!("redis+cluster://{},{}", self.nodes[0].addr(), self.nodes[1].addr())
+        let scheme = if self.nodes[0].opts.tls.is_some() { "rediss+cluster" } else { "redis+cluster" };
+        format!("{scheme}://{},{}", self.nodes[0].addr(), self.nodes[1].addr())
     }
 
     /// The node holding `key` now.
@@ -227,4 +249,31 @@ async fn top_asks_every_master_of_a_cluster_instance() {
     for w in waiters {
         let _ = w.await;
     }
+}
+
+/// A cluster over TLS (`rediss+cluster://`, the bus too), nodes asking for
+/// client certificates by a private CA: one instance whose every node is
+/// reached over TLS (the third found by the cluster client itself), and
+/// a wrong CA named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_is_one_instance() {
+    let _serial = one_cluster_at_a_time();
+    let certs = common::tls::Certs::make();
+    let cluster = RedisCluster::start_tls(&certs).await;
+    assert!(cluster.url().starts_with("rediss+cluster://"), "{}", cluster.url());
+    let handle = Redlock::new(&[cluster.url()], certs.settings()).expect("a TLS cluster URL is one instance");
+    let mut nodes = std::collections::BTreeSet::new();
+    for r in ["order:1", "order:2", "invoice:7", "batch:nightly"] {
+        let held = handle.try_lock(r, Duration::from_secs(10)).await.expect("granted over TLS");
+        assert!(held.token.is_some());
+        nodes.insert(cluster.node_of(r).await.expect("the lock is on some node"));
+        handle.release(&held).await.expect("release");
+        assert_eq!(cluster.node_of(r).await, None, "{r} released");
+    }
+    assert!(nodes.len() >= 2, "four resources on {} node(s): every node reached over TLS", nodes.len());
+
+    let tls = redlock::TlsSettings { ca_cert: Some(redlock::Pem::File(certs.path("other-ca.crt"))), ..certs.tls() };
+    let wrong = Redlock::new(&[cluster.url()], redlock::Settings { tls, retry_count: 0, ..relaxed() }).expect("client");
+    let err = wrong.try_lock("order:1", Duration::from_secs(10)).await.expect_err("an unknown CA");
+    assert!(err.to_string().contains("not signed by a CA this client trusts"), "{err}");
 }

@@ -8,6 +8,8 @@
 //! Free ports are found by binding port 0 and letting go, so two tests can
 //! pick the same one: a server counts as started only when `INFO server`
 //! names the PID we spawned; otherwise it is killed and another port tried.
+//! A server may speak TLS only (`Opts::tls`, certificates of `tls::Certs`);
+//! the harness's own connections to it then speak TLS too.
 //! Faults are injected only into these processes, by the PID we spawned:
 //! SIGKILL, SIGSTOP/SIGCONT, restart on the same port. `Drop` resumes a
 //! frozen server and kills and reaps every process, also when the test
@@ -18,6 +20,7 @@ pub mod cli;
 pub mod fence;
 pub mod forwarder;
 pub mod history;
+pub mod tls;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -95,6 +98,23 @@ pub struct Opts {
     /// `--requirepass`: clients must authenticate. `Server::url` then
     /// carries the password (`bare_url` does not).
     pub requirepass: Option<String>,
+    /// TLS only: `--port 0 --tls-port <port>` with these certificates;
+    /// `Server::url` is then `rediss://`.
+    pub tls: Option<TlsServer>,
+}
+
+/// A server's TLS (`redis-server --tls-*`), and the client certificate the
+/// harness's own connections show it.
+#[derive(Clone, Debug)]
+pub struct TlsServer {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// `--tls-ca-cert-file`: the CA its clients' certificates must chain to.
+    pub ca: PathBuf,
+    /// `--tls-auth-clients yes`: clients must show a certificate by `ca`.
+    pub auth_clients: bool,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
 }
 
 impl Opts {
@@ -205,9 +225,26 @@ impl Server {
     fn spawn(&mut self) {
         let binary = self.opts.binary.clone().unwrap_or_else(|| PathBuf::from("redis-server"));
         let mut cmd = Command::new(&binary);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .arg("--bind")
+        match &self.opts.tls {
+            None => {
+                cmd.arg("--port").arg(self.port.to_string());
+            }
+            Some(tls) => {
+                cmd.args(["--port", "0", "--tls-port"])
+                    .arg(self.port.to_string())
+                    .arg("--tls-cert-file")
+                    .arg(&tls.cert)
+                    .arg("--tls-key-file")
+                    .arg(&tls.key)
+                    .arg("--tls-ca-cert-file")
+                    .arg(&tls.ca)
+                    .args(["--tls-auth-clients", if tls.auth_clients { "yes" } else { "no" }]);
+                if self.opts.cluster_node {
+                    cmd.args(["--tls-cluster", "yes"]);
+                }
+            }
+        }
+        cmd.arg("--bind")
             .arg("127.0.0.1")
             .arg("--dir")
             .arg(&self.dir)
@@ -269,7 +306,7 @@ impl Server {
     /// Ok when PING answers; Err(log) when the process died or the deadline passed.
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + READY_DEADLINE;
-        let client = redis::Client::open(self.url()).expect("client");
+        let client = self.client();
         loop {
             if let Some(status) = self.child.as_mut().expect("spawned").try_wait().expect("try_wait") {
                 self.child = None;
@@ -312,14 +349,29 @@ impl Server {
     /// for one (`redis://:<password>@127.0.0.1:<port>`).
     pub fn url(&self) -> String {
         match &self.opts.requirepass {
-            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            Some(password) => self.bare_url().replacen("://", &format!("://:{password}@"), 1),
             None => self.bare_url(),
         }
     }
 
-    /// `redis://127.0.0.1:<port>`, never with a password.
+    /// `redis://127.0.0.1:<port>` (`rediss://` for a TLS server), never
+    /// with a password.
     pub fn bare_url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.opts.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// A client for the harness's own connections. To a TLS server: with
+    /// the harness's client certificate and no certificate checks (the
+    /// server's certificate may be one made to fail them).
+    pub fn client(&self) -> redis::Client {
+        let Some(tls) = &self.opts.tls else { return redis::Client::open(self.url()).expect("client") };
+        let read = |p: &PathBuf| std::fs::read(p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+        let certificates = redis::TlsCertificates {
+            client_tls: Some(redis::ClientTlsConfig { client_cert: read(&tls.client_cert), client_key: read(&tls.client_key) }),
+            root_cert: None,
+        };
+        redis::Client::build_with_tls(format!("{}/#insecure", self.url()), certificates).expect("TLS client")
     }
 
     /// `127.0.0.1:<port>`, as the client names servers.
@@ -384,7 +436,7 @@ impl Server {
 
     /// A direct connection for test-side commands.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        let client = redis::Client::open(self.url()).expect("client");
+        let client = self.client();
         match tokio::time::timeout(DIRECT_TIMEOUT, client.get_multiplexed_async_connection()).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => panic!("connect to {} failed: {e}", self.addr()),
