@@ -409,3 +409,44 @@ async fn queue_waiter(server: &common::Server, key: &'static str, n: i64) -> tok
     eventually(Duration::from_secs(10), "the waiter queued", || async { server.info(key).await.is_some_and(|i| i.waiters == n) }).await;
     waiter
 }
+
+/// `redlock --cacert --cert --key` over five TLS-only servers with a
+/// private CA that check client certificates: acquire, then `run` with
+/// the files from REDLOCK_CACERT / REDLOCK_CERT / REDLOCK_KEY; without a
+/// client certificate, the cause is named (exit 2, kind tls_failed); TLS
+/// options with no rediss:// server are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_and_run_over_tls_with_a_private_ca_and_a_client_certificate() {
+    let certs = common::tls::Certs::make();
+    let c = common::Cluster::start_opts(vec![certs.server("server"); 5]);
+    let file = |name: &str| certs.path(name).display().to_string();
+    let (ca, cert, key) = (file("ca.crt"), file("client.crt"), file("client.key"));
+
+    let tls = ["--cacert", ca.as_str(), "--cert", cert.as_str(), "--key", key.as_str()];
+    let acquired = run(&c, &[&tls[..], &["acquire", "cli-tls", "--ttl", "30s"]].concat(), "acquire over TLS").await;
+    assert_eq!(acquired.code, Some(0), "stderr: {}", acquired.stderr);
+    let owner = field(&acquired.stdout, "owner");
+    let infos = c.infos("cli-tls").await;
+    assert!(infos.iter().all(|i| i.as_ref().is_some_and(|i| i.owner == owner)), "held on every server: {infos:?}");
+    let released = run(&c, &[&tls[..], &["release", "cli-tls", owner]].concat(), "release over TLS").await;
+    assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
+    assert_eq!(c.infos("cli-tls").await, vec![None; 5]);
+
+    let mut from_env = redlock(&c, &["run", "cli-tls", "--ttl", "5s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"]);
+    from_env.env("REDLOCK_CACERT", &ca).env("REDLOCK_CERT", &cert).env("REDLOCK_KEY", &key);
+    let ran = finish(from_env.spawn().expect("spawn"), "run over TLS, files from the environment").await;
+    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    assert!(token_of(&ran.stdout) > 0);
+    assert_eq!(c.infos("cli-tls").await, vec![None; 5], "released when the command exited");
+
+    let refused = run(&c, &["--cacert", ca.as_str(), "--json", "acquire", "cli-tls", "--ttl", "5s"], "no client certificate").await;
+    assert_eq!(refused.code, Some(2), "a configuration error: {}", refused.stderr);
+    let error: serde_json::Value = serde_json::from_str(&refused.stdout).expect("JSON error");
+    assert_eq!(error["error"]["kind"], "tls_failed", "{error}");
+    assert!(refused.stderr.contains("requires a client certificate") && refused.stderr.contains("--cert"), "{}", refused.stderr);
+
+    let plain = common::cli::redlock_with("redis://127.0.0.1:6390", &["--cacert", ca.as_str()], &["status", "r"]);
+    let plain = common::cli::run(plain, CLI_DEADLINE, "--cacert without a rediss:// server").await;
+    assert_eq!(plain.code, Some(2), "{}", plain.stderr);
+    assert!(plain.stderr.contains("no server is rediss://"), "{}", plain.stderr);
+}

@@ -1,11 +1,12 @@
 //! Command-line arguments (clap derive) and their conversion to `Settings`.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redlock::transport::CLUSTER_SCHEME;
-use redlock::{Mode, Settings};
+use redlock::transport::is_cluster_url;
+use redlock::{Mode, Pem, Settings, TlsSettings};
 
 /// The five local instances of `make redlock-up`.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,\
@@ -19,8 +20,9 @@ Exit status:
   0    success
   1    error (writing the output, or another error no retry can fix)
   2    usage or configuration error (bad argument, duration, server URL or quorum, a server
-       listed twice); or the servers refused the request itself: a ttl over redislock.max-ttl,
-       an owner over max-owner-len, WRONGTYPE, authentication/NOPERM, READONLY, module missing
+       listed twice, a TLS file unreadable or not PEM); or the servers refused the request
+       itself: a ttl over redislock.max-ttl, an owner over max-owner-len, WRONGTYPE,
+       authentication/NOPERM, a TLS certificate refused (tls_failed), READONLY, module missing
   3    acquire: not acquired, held by another owner (or granted too late to be valid)
   4    release: the servers answered, and fewer than a quorum released
   5    extend: the servers answered, and fewer than a quorum extended (lock lost)
@@ -64,9 +66,10 @@ pub struct Cli {
 /// Options shared by every subcommand (accepted before or after it).
 #[derive(Args, Debug, Clone)]
 pub struct Global {
-    /// Servers, comma-separated (redis://host:port; host:port is accepted too).
-    /// A Redis Cluster counts as one server: redis+cluster://host:port,host:port
-    /// (its seed nodes run up to the next entry with a scheme)
+    /// Servers, comma-separated (redis://host:port; host:port is accepted too;
+    /// rediss://host:port over TLS). A Redis Cluster counts as one server:
+    /// redis+cluster://host:port,host:port, over TLS rediss+cluster://... (its
+    /// seed nodes run up to the next entry with a scheme)
     /// [default: redis://127.0.0.1:7001 ... 7005, the five of `make redlock-up`].
     #[arg(long, env = "REDLOCK_SERVERS", value_delimiter = ',', default_value = DEFAULT_SERVERS,
           value_name = "URL,...", global = true, hide_default_value = true)]
@@ -114,6 +117,25 @@ pub struct Global {
     #[arg(long, value_parser = parse_any_duration, value_name = "DURATION", global = true, requires = "session",
           allow_hyphen_values = true)]
     pub lock_delay: Option<Duration>,
+
+    /// TLS (rediss:// servers): the CA certificate(s) that signed the servers'
+    /// certificates, PEM [default: the system's roots].
+    #[arg(long, env = "REDLOCK_CACERT", value_name = "FILE", global = true)]
+    pub cacert: Option<PathBuf>,
+
+    /// TLS: this client's certificate, PEM, for servers that check their
+    /// clients (tls-auth-clients yes); with --key.
+    #[arg(long, env = "REDLOCK_CERT", value_name = "FILE", global = true)]
+    pub cert: Option<PathBuf>,
+
+    /// TLS: the private key of --cert, PEM.
+    #[arg(long, env = "REDLOCK_KEY", value_name = "FILE", global = true)]
+    pub key: Option<PathBuf>,
+
+    /// TLS: check no certificate at all, so anyone on the path can pose as a
+    /// server. For tests only; every connection error then says so.
+    #[arg(long, global = true)]
+    pub insecure: bool,
 
     /// Print JSON instead of text.
     #[arg(long, global = true)]
@@ -419,7 +441,7 @@ impl Global {
             }
             if !s.contains("://") {
                 // A scheme-less entry after a cluster URL is one more seed.
-                if let Some(cluster) = urls.last_mut().filter(|u: &&mut String| u.starts_with(CLUSTER_SCHEME)) {
+                if let Some(cluster) = urls.last_mut().filter(|u: &&mut String| is_cluster_url(u)) {
                     cluster.push(',');
                     cluster.push_str(s);
                     continue;
@@ -445,6 +467,13 @@ impl Global {
             mode,
             release_on_disconnect: self.session,
             lock_delay: self.lock_delay.or(defaults.lock_delay),
+            // Read (and checked) by Redlock::new, which names a bad file.
+            tls: TlsSettings {
+                ca_cert: self.cacert.clone().map(Pem::File),
+                client_cert: self.cert.clone().map(Pem::File),
+                client_key: self.key.clone().map(Pem::File),
+                insecure: self.insecure,
+            },
             ..defaults
         }
     }
@@ -604,6 +633,23 @@ mod tests {
         let s = cli.global.settings(Mode::Module);
         assert_eq!((s.release_on_disconnect, s.lock_delay), (true, Some(ms(250))));
         assert!(parse(&["run", "r", "--lock-delay", "1s", "--", "true"]).is_err(), "--lock-delay needs --session");
+    }
+
+    #[test]
+    fn tls_files_and_insecure_become_tls_settings() {
+        let cli = parse(&["status", "r", "--servers", "rediss://a:1", "--cacert", "ca.pem", "--cert", "me.pem", "--key", "me.key"])
+            .expect("tls flags");
+        let tls = cli.global.settings(Mode::Module).tls;
+        assert_eq!(tls.ca_cert, Some(Pem::File("ca.pem".into())));
+        assert_eq!((tls.client_cert, tls.client_key), (Some(Pem::File("me.pem".into())), Some(Pem::File("me.key".into()))));
+        assert!(!tls.insecure);
+        let cli = parse(&["--insecure", "status", "r"]).expect("insecure");
+        assert!(cli.global.settings(Mode::Module).tls.insecure);
+        if ["REDLOCK_CACERT", "REDLOCK_CERT", "REDLOCK_KEY"].iter().all(|v| std::env::var_os(v).is_none()) {
+            assert!(!parse(&["status", "r"]).expect("no tls").global.settings(Mode::Module).tls.is_set());
+        }
+        let cli = parse(&["status", "r", "--servers", "rediss+cluster://a:1,b:2,rediss://c:3"]).expect("tls cluster");
+        assert_eq!(cli.global.urls().expect("urls"), ["rediss+cluster://a:1,b:2", "rediss://c:3"].map(String::from).to_vec());
     }
 
     #[test]
