@@ -1,5 +1,6 @@
 """Type stubs of the native module; the docstrings are on the objects (help())."""
 
+import os
 from types import TracebackType
 from typing import Awaitable, Callable, List, Literal, Optional, Sequence, Tuple, Type, Union
 
@@ -47,6 +48,10 @@ class Redlock:
         mode: Literal["module", "script"] = "module",
         release_on_disconnect: bool = False,
         lock_delay: float = 0.0,
+        ssl_ca_certs: Optional[Union[str, os.PathLike[str]]] = None,
+        ssl_certfile: Optional[Union[str, os.PathLike[str]]] = None,
+        ssl_keyfile: Optional[Union[str, os.PathLike[str]]] = None,
+        ssl_cert_reqs: Optional[Union[Literal["required", "none"], int]] = None,
     ) -> None: ...
     @property
     def servers(self) -> List[str]: ...
@@ -111,6 +116,10 @@ class AsyncRedlock:
         mode: Literal["module", "script"] = "module",
         release_on_disconnect: bool = False,
         lock_delay: float = 0.0,
+        ssl_ca_certs: Optional[Union[str, os.PathLike[str]]] = None,
+        ssl_certfile: Optional[Union[str, os.PathLike[str]]] = None,
+        ssl_keyfile: Optional[Union[str, os.PathLike[str]]] = None,
+        ssl_cert_reqs: Optional[Union[Literal["required", "none"], int]] = None,
     ) -> None: ...
     @property
     def servers(self) -> List[str]: ...

@@ -91,7 +91,7 @@ impl PyAsyncRedlock {
 #[pymethods]
 impl PyAsyncRedlock {
     #[new]
-    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=None))]
+    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=None, ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: &Bound<'_, PyAny>,
@@ -105,6 +105,10 @@ impl PyAsyncRedlock {
         mode: &str,
         release_on_disconnect: bool,
         lock_delay: Option<f64>,
+        ssl_ca_certs: Option<std::path::PathBuf>,
+        ssl_certfile: Option<std::path::PathBuf>,
+        ssl_keyfile: Option<std::path::PathBuf>,
+        ssl_cert_reqs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
             config::server_list(servers)?,
@@ -117,6 +121,7 @@ impl PyAsyncRedlock {
             extend_fraction,
             mode,
             (release_on_disconnect, lock_delay),
+            config::tls(ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs)?,
         )?;
         Ok(PyAsyncRedlock { inner })
     }

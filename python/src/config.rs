@@ -1,11 +1,12 @@
 //! Python arguments to crate values, checked: bad input is a ValueError
 //! (or ConfigError), never a panic.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use redlock::{Mode, Redlock, Settings};
+use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
 
 use crate::errors::Failure;
 
@@ -56,6 +57,53 @@ fn wait(value: Option<f64>) -> PyResult<Option<Duration>> {
     }
 }
 
+/// redis-py's TLS arguments as the crate's `TlsSettings`: paths of PEM
+/// files (read and checked by `Redlock::new`, which names a bad one), and
+/// `ssl_cert_reqs` `"required"` (the default) or `"none"` (no certificate
+/// checks), as a string or `ssl.CERT_REQUIRED` / `ssl.CERT_NONE`.
+pub fn tls(
+    ssl_ca_certs: Option<PathBuf>,
+    ssl_certfile: Option<PathBuf>,
+    ssl_keyfile: Option<PathBuf>,
+    ssl_cert_reqs: Option<&Bound<'_, PyAny>>,
+) -> PyResult<TlsSettings> {
+    let refused = |what: String| {
+        PyValueError::new_err(format!(
+            "ssl_cert_reqs must be \"required\" (the default: certificates are checked) or \"none\" (no checks), \
+             or ssl.CERT_REQUIRED / ssl.CERT_NONE, not {what}"
+        ))
+    };
+    let insecure = match ssl_cert_reqs {
+        None => false,
+        Some(v) if v.is_none() => false,
+        Some(v) => {
+            if let Ok(text) = v.extract::<String>() {
+                match text.to_ascii_lowercase().as_str() {
+                    "required" => false,
+                    "none" => true,
+                    _ => return Err(refused(format!("{text:?}"))),
+                }
+            } else if let Ok(n) = v.extract::<i64>() {
+                // ssl.CERT_NONE is 0, ssl.CERT_REQUIRED 2 (CERT_OPTIONAL,
+                // 1, has no meaning for a client's check of a server).
+                match n {
+                    2 => false,
+                    0 => true,
+                    _ => return Err(refused(n.to_string())),
+                }
+            } else {
+                return Err(refused(v.repr().map(|r| r.to_string()).unwrap_or_else(|_| "that".into())));
+            }
+        }
+    };
+    Ok(TlsSettings {
+        ca_cert: ssl_ca_certs.map(Pem::File),
+        client_cert: ssl_certfile.map(Pem::File),
+        client_key: ssl_keyfile.map(Pem::File),
+        insecure,
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn new_redlock(
     servers: Vec<String>,
@@ -68,6 +116,7 @@ pub fn new_redlock(
     extend_fraction: f64,
     mode: &str,
     (release_on_disconnect, lock_delay): (bool, Option<f64>),
+    tls: TlsSettings,
 ) -> PyResult<Redlock> {
     let positive = |what: &str, v: f64| -> PyResult<Duration> {
         let d = seconds(what, v)?;
@@ -107,7 +156,7 @@ pub fn new_redlock(
         // None: the safe default (Settings::lock_delay_for); a value, even
         // 0, is taken as given.
         lock_delay: lock_delay.map(|v| seconds("lock_delay", v)).transpose()?,
-        tls: Default::default(),
+        tls,
     };
     Redlock::new(&servers, settings).map_err(|e| Failure::from(e).into())
 }

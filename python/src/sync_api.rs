@@ -21,6 +21,12 @@ use crate::sync::locked;
 /// use and shared by every thread using this object; it is safe to share.
 /// Each acquisition is a new owner: threads sharing one `Redlock` exclude
 /// each other like separate processes.
+///
+/// ``rediss://`` servers speak TLS, checked against the system's roots, or
+/// the CA of `ssl_ca_certs` (a PEM file); `ssl_certfile` and `ssl_keyfile`
+/// are this client's certificate and key for servers that check clients;
+/// ``ssl_cert_reqs="none"`` turns certificate checks off (tests only).
+/// The files are read here: a bad one raises `ConfigError` naming it.
 #[pyclass(frozen, module = "redislock", name = "Redlock")]
 pub struct PyRedlock {
     pub(crate) inner: Redlock,
@@ -29,7 +35,7 @@ pub struct PyRedlock {
 #[pymethods]
 impl PyRedlock {
     #[new]
-    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=None))]
+    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=None, ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: &Bound<'_, PyAny>,
@@ -43,6 +49,10 @@ impl PyRedlock {
         mode: &str,
         release_on_disconnect: bool,
         lock_delay: Option<f64>,
+        ssl_ca_certs: Option<std::path::PathBuf>,
+        ssl_certfile: Option<std::path::PathBuf>,
+        ssl_keyfile: Option<std::path::PathBuf>,
+        ssl_cert_reqs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let inner = config::new_redlock(
             config::server_list(servers)?,
@@ -55,6 +65,7 @@ impl PyRedlock {
             extend_fraction,
             mode,
             (release_on_disconnect, lock_delay),
+            config::tls(ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs)?,
         )?;
         Ok(PyRedlock { inner })
     }

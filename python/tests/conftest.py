@@ -1,7 +1,9 @@
 """Real redis-server processes with the redislock module, for the tests.
 
 Each server listens on 127.0.0.1 only, on a port the OS had free, with no
-persistence and a temporary directory of its own. Free ports are found by
+persistence and a temporary directory of its own (TLS-only with `tls`:
+certificates made by scripts/test-certs.sh, see the `certs` fixture). Free
+ports are found by
 binding port 0 and letting go, so another process can take one first: a
 server counts as started only when it answers PING and `INFO server` names
 the PID we spawned. Servers are stopped by that PID, also when a test fails.
@@ -13,6 +15,7 @@ from python/); $REDISLOCK_SERVER: the server binary (default redis-server).
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -24,6 +27,7 @@ import pytest
 PYTHON_DIR = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("REDISLOCK_MODULE") or PYTHON_DIR.parent / "target" / "release" / "libredislock.so")
 SERVER = os.environ.get("REDISLOCK_SERVER") or "redis-server"
+CERTS_SCRIPT = PYTHON_DIR.parent / "scripts" / "test-certs.sh"
 READY_DEADLINE = 10.0
 # Every direct command gives up after this: a wedged server fails the test
 # instead of hanging it.
@@ -57,9 +61,21 @@ def _read_reply(f):
     raise ConnectionError(f"unexpected reply {line!r}")
 
 
-def call(port, *args):
-    """One command to 127.0.0.1:port over a new connection; error replies raise RespError."""
-    with socket.create_connection(("127.0.0.1", port), timeout=DIRECT_TIMEOUT) as s:
+def _tls_context(tls):
+    """The tests' own TLS: the test client certificate, no certificate
+    checks (a server's certificate may be one made to fail them)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(tls["client_cert"], tls["client_key"])
+    return context
+
+
+def call(port, *args, tls=None):
+    """One command to 127.0.0.1:port over a new connection (TLS with
+    `tls`); error replies raise RespError."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DIRECT_TIMEOUT) as raw:
+        s = _tls_context(tls).wrap_socket(raw) if tls else raw
         parts = [b"*%d\r\n" % len(args)]
         for a in args:
             a = a if isinstance(a, bytes) else str(a).encode()
@@ -79,11 +95,14 @@ def _free_port():
 
 
 class Server:
-    """One redis-server with the module, started on a free port."""
+    """One redis-server with the module, started on a free port. With
+    `tls` (a dict: cert, key, ca, client_cert, client_key), TLS only,
+    asking clients for a certificate by `ca`."""
 
-    def __init__(self, workdir, binary=None):
+    def __init__(self, workdir, binary=None, tls=None):
         self.dir = tempfile.mkdtemp(prefix="redis-", dir=workdir)
         self.binary = binary or SERVER
+        self.tls = tls
         self.proc = None
         self.port = None
         for _ in range(20):
@@ -94,8 +113,14 @@ class Server:
     def _start(self, port):
         log = open(os.path.join(self.dir, "server.log"), "ab")
         try:
+            if self.tls:
+                listen = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", self.tls["cert"],
+                          "--tls-key-file", self.tls["key"], "--tls-ca-cert-file", self.tls["ca"],
+                          "--tls-auth-clients", "yes"]
+            else:
+                listen = ["--port", str(port)]
             proc = subprocess.Popen(
-                [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.dir,
+                [self.binary, *listen, "--bind", "127.0.0.1", "--dir", self.dir,
                  "--save", "", "--appendonly", "no", "--loadmodule", str(MODULE)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )
@@ -106,7 +131,7 @@ class Server:
             if proc.poll() is not None:
                 return False  # e.g. the port was taken meanwhile
             try:
-                info = call(port, "INFO", "server").decode()
+                info = call(port, "INFO", "server", tls=self.tls).decode()
             except (OSError, RespError):
                 time.sleep(0.02)
                 continue
@@ -120,14 +145,14 @@ class Server:
 
     @property
     def url(self):
-        return f"redis://127.0.0.1:{self.port}"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
 
     @property
     def name(self):
         return f"127.0.0.1:{self.port}"
 
     def call(self, *args):
-        return call(self.port, *args)
+        return call(self.port, *args, tls=self.tls)
 
     def lock_info(self, key):
         """LOCK.INFO as a dict (None: not held here)."""
@@ -161,7 +186,7 @@ class Servers(list):
             s.kill()
 
 
-def _servers(n, workdir, binary=None):
+def _servers(n, workdir, binary=None, tls=None):
     binary = binary or SERVER
     if not MODULE.is_file():
         pytest.fail(f"redislock module not found at {MODULE}: run `make build`, or set REDISLOCK_MODULE")
@@ -170,7 +195,7 @@ def _servers(n, workdir, binary=None):
     started = Servers()
     try:
         for _ in range(n):
-            started.append(Server(workdir, binary))
+            started.append(Server(workdir, binary, tls))
     except BaseException:
         started.stop()
         raise
@@ -206,6 +231,32 @@ def valkey_servers(tmp_path_factory):
 def own_servers(tmp_path):
     """Five servers for one test, which may kill them."""
     started = _servers(5, tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """The directory of the TLS tests' certificates (scripts/test-certs.sh:
+    ca.crt, server.crt, client.crt, other-ca.crt, ... with their keys)."""
+    directory = tmp_path_factory.mktemp("certs")
+    made = subprocess.run(["bash", str(CERTS_SCRIPT), str(directory)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.fail(f"scripts/test-certs.sh failed (needs openssl):\n{made.stderr}")
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tls_servers(certs, tmp_path_factory):
+    """Five TLS-only servers with the test CA's server certificate, asking
+    clients for a certificate by the test CA."""
+    tls = {
+        "cert": str(certs / "server.crt"), "key": str(certs / "server.key"), "ca": str(certs / "ca.crt"),
+        "client_cert": str(certs / "client.crt"), "client_key": str(certs / "client.key"),
+    }
+    started = _servers(5, tmp_path_factory.mktemp("tls"), tls=tls)
     try:
         yield started
     finally:
