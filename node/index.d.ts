@@ -39,6 +39,25 @@ export interface RedlockOptions {
    * one learns of it, and only the fencing token refuses its late writes.
    */
   lockDelay?: number;
+  /**
+   * TLS of the `rediss://` servers (TLS is chosen per server by its URL; given
+   * while no URL is `rediss://`, it is refused). `ca`: the CA certificate(s)
+   * the servers' certificates must chain to (default: the system's roots);
+   * `cert` and `key`: this client's certificate and key, for servers that
+   * check clients (`tls-auth-clients yes`); PEM as strings or Buffers (`Uint8Array`s).
+   * `rejectUnauthorized: false` turns certificate checks off (tests only;
+   * every connection error then says so).
+   */
+  tls?: TlsOptions;
+}
+
+/** `RedlockOptions.tls`, in the shape of Node's `tls.connect` options. */
+export interface TlsOptions {
+  ca?: string | Uint8Array | ReadonlyArray<string | Uint8Array>;
+  cert?: string | Uint8Array | ReadonlyArray<string | Uint8Array>;
+  key?: string | Uint8Array | ReadonlyArray<string | Uint8Array>;
+  /** Default true: `false` checks no certificate. */
+  rejectUnauthorized?: boolean;
 }
 
 /** What to acquire, and how long to try. */
@@ -70,7 +89,7 @@ export interface UsingOptions {
 export interface ServerOutcome {
   /** `host:port`. */
   server: string;
-  /** `granted`, `refused`, `ok`, `timeout`, `connection_refused`, `dns_failure`, `connect_timeout`, `unreachable`, `quarantine`, `auth_failed`, `module_missing`, `duplicate_server`, `error`. */
+  /** `granted`, `refused`, `ok`, `timeout`, `connection_refused`, `dns_failure`, `connect_timeout`, `unreachable`, `quarantine`, `auth_failed`, `tls_failed`, `module_missing`, `duplicate_server`, `error`. */
   kind: string;
   /** The client's text, e.g. `granted (token 42)`. */
   message: string;

@@ -29,6 +29,7 @@ const REDLOCK_OPTIONS = [
   'mode',
   'releaseOnDisconnect',
   'lockDelay',
+  'tls',
 ];
 const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'signal', 'keep'];
 const USING_OPTIONS = ['wait', 'shared', 'limit', 'signal'];
@@ -123,7 +124,8 @@ class Redlock {
    *   retryCount (3), retryDelay (150), retryJitter (50), driftFactor
    *   (0.01), extendFraction (1/3), mode ('module' | 'script'),
    *   releaseOnDisconnect (false), lockDelay (default: ttl × extendFraction +
-   *   requestTimeout + drift)
+   *   requestTimeout + drift), tls ({ ca, cert, key, rejectUnauthorized }
+   *   for rediss:// servers: PEM strings or Buffers)
    */
   constructor(urls, options) {
     const list = args.urls(urls);
@@ -133,12 +135,17 @@ class Redlock {
         if (opts.mode !== undefined && typeof opts.mode !== 'string') throw args.typeError('options.mode', "'module' or 'script'", opts.mode);
       } else if (key === 'releaseOnDisconnect') {
         if (opts[key] !== undefined && typeof opts[key] !== 'boolean') throw args.typeError('options.releaseOnDisconnect', 'a boolean', opts[key]);
+      } else if (key === 'tls') {
+        // Checked and turned into text below.
       } else {
         args.optionalNumber(`options.${key}`, opts[key]);
       }
     }
     const picked = {};
     for (const key of REDLOCK_OPTIONS) if (opts[key] !== undefined) picked[key] = opts[key];
+    // PEM given as Buffers or arrays becomes text; `tls: null` is no TLS option.
+    delete picked.tls;
+    if (opts.tls !== undefined && opts.tls !== null) picked.tls = args.tls('options.tls', opts.tls);
     this.#native = callNative(() => new native.NativeRedlock(list, picked));
   }
 

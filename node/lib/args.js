@@ -65,4 +65,31 @@ function signal(name, value) {
   return value;
 }
 
-module.exports = { typeError, string, number, optionalNumber, optionalBoolean, options, urls, signal };
+const TLS_OPTIONS = ['ca', 'cert', 'key', 'rejectUnauthorized'];
+
+/** PEM as text: a string, a Buffer (or Uint8Array), or an array of them (joined). */
+function pem(name, value) {
+  if (value === undefined) return undefined;
+  const one = (v, n) => {
+    if (typeof v === 'string') return v;
+    if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('utf8');
+    throw typeError(n, 'a PEM string or Buffer, or an array of them', v);
+  };
+  if (Array.isArray(value)) return value.map((v, i) => one(v, `${name}[${i}]`)).join('\n');
+  return one(value, name);
+}
+
+/** `options.tls` ({ ca, cert, key, rejectUnauthorized }, Node's names) for the native layer. */
+function tls(name, value) {
+  if (value === undefined) return undefined;
+  const opts = options(name, value, TLS_OPTIONS);
+  const picked = {};
+  for (const key of ['ca', 'cert', 'key']) {
+    const text = pem(`${name}.${key}`, opts[key]);
+    if (text !== undefined) picked[key] = text;
+  }
+  if (opts.rejectUnauthorized !== undefined) picked.rejectUnauthorized = optionalBoolean(`${name}.rejectUnauthorized`, opts.rejectUnauthorized);
+  return picked;
+}
+
+module.exports = { typeError, string, number, optionalNumber, optionalBoolean, options, urls, signal, tls };

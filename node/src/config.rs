@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use napi::Result;
 use napi_derive::napi;
-use redlock::{Mode, Redlock, Settings};
+use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
 
 use crate::errors::config_error;
 
@@ -42,6 +42,39 @@ pub struct Options {
     /// extension interval plus a request timeout and the drift
     /// (`Settings::lock_delay_for`); a value, even 0, is taken as given.
     pub lock_delay: Option<f64>,
+    /// TLS of the `rediss://` servers (Node's `tls` options' shape).
+    pub tls: Option<TlsOptions>,
+}
+
+/// `options.tls`: PEM texts (the package joins arrays and turns Buffers
+/// into text) and `rejectUnauthorized`, as the crate's `TlsSettings`.
+#[napi(object)]
+#[derive(Default)]
+pub struct TlsOptions {
+    /// The CA certificate(s) the servers' certificates must chain to;
+    /// default: the system's roots.
+    pub ca: Option<String>,
+    /// This client's certificate, for servers that check clients.
+    pub cert: Option<String>,
+    /// The private key of `cert`.
+    pub key: Option<String>,
+    /// `false`: no certificate checks at all. Default true.
+    pub reject_unauthorized: Option<bool>,
+}
+
+/// `options.tls` as `TlsSettings`. Given while no server is `rediss://`,
+/// it is refused: TLS is chosen per server by its URL (an ioredis habit,
+/// `tls: {}` on a `redis://` URL, would otherwise silently send plain
+/// text).
+fn tls(urls: &[String], options: Option<TlsOptions>) -> Result<TlsSettings> {
+    let Some(t) = options else { return Ok(TlsSettings::default()) };
+    if !urls.iter().any(|u| redlock::transport::is_tls_url(u)) {
+        return Err(config_error(
+            "options.tls is given, but no server URL is rediss://: TLS is chosen per server by its URL, rediss://host:port",
+        ));
+    }
+    let pem = |text: Option<String>| text.map(|t| Pem::Text(t.into_bytes()));
+    Ok(TlsSettings { ca_cert: pem(t.ca), client_cert: pem(t.cert), client_key: pem(t.key), insecure: t.reject_unauthorized == Some(false) })
 }
 
 /// `value` ms as a Duration: finite and not negative.
@@ -117,7 +150,7 @@ pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
         extend_fraction,
         release_on_disconnect: options.release_on_disconnect.unwrap_or(false),
         lock_delay: options.lock_delay.map(|v| millis("options.lockDelay", v)).transpose()?,
-        tls: Default::default(),
+        tls: tls(&urls, options.tls)?,
     };
     Redlock::new(&urls, settings).map_err(|e| config_error(e.to_string()))
 }

@@ -7,15 +7,18 @@
 // it answers and `INFO server` names the PID we spawned. Servers are
 // stopped by that PID: by `stop()` (the tests' `after` hook, which runs
 // when a test fails too), and, should the process end otherwise, on its
-// exit and on SIGINT/SIGTERM.
+// exit and on SIGINT/SIGTERM. With `{ tls }` (see `makeCerts`) the servers
+// speak TLS only and ask for a client certificate; the tests' own
+// commands then speak TLS too.
 //
 // $REDISLOCK_MODULE: the module (default <checkout>/target/release/libredislock.so);
 // $REDISLOCK_SERVER: the server binary (default redis-server from PATH).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 
 const checkout = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -87,10 +90,16 @@ function parse(buf, at) {
   }
 }
 
-/** One command to 127.0.0.1:port over a new connection; an error reply rejects with RespError. */
-export function call(port, ...command) {
+/**
+ * One command to 127.0.0.1:port over a new connection; an error reply
+ * rejects with RespError. `secure`: `{ cert, key }` (PEM) for a TLS
+ * server, whose certificate is not checked (it may be one made to fail).
+ */
+export function callWith(secure, port, ...command) {
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = secure
+      ? tls.connect({ host: '127.0.0.1', port, cert: secure.cert, key: secure.key, rejectUnauthorized: false })
+      : net.connect({ host: '127.0.0.1', port });
     let buf = Buffer.alloc(0);
     const timer = setTimeout(() => {
       socket.destroy();
@@ -118,6 +127,27 @@ export function call(port, ...command) {
   });
 }
 
+/** `callWith` a plain server. */
+export function call(port, ...command) {
+  return callWith(null, port, ...command);
+}
+
+/**
+ * Certificates for the TLS tests, made by scripts/test-certs.sh (openssl)
+ * in a temporary directory removed at exit: `path(name)` and `pem(name)`
+ * of ca.crt, server.crt/.key, client.crt/.key, other-ca.crt, ...
+ */
+export function makeCerts() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redislock-node-certs-'));
+  directories.add(dir);
+  execFileSync('bash', [path.join(checkout, 'scripts', 'test-certs.sh'), dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return {
+    dir,
+    path: (name) => path.join(dir, name),
+    pem: (name) => fs.readFileSync(path.join(dir, name)),
+  };
+}
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
@@ -132,10 +162,12 @@ function freePort() {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** One redis-server with the module. */
+/** One redis-server with the module (TLS only with `certs`, see `makeCerts`). */
 export class Server {
-  constructor(dir) {
+  constructor(dir, certs = null) {
     this.dir = dir;
+    this.certs = certs;
+    this.secure = certs ? { cert: certs.pem('client.crt'), key: certs.pem('client.key') } : null;
     this.proc = null;
     this.port = null;
   }
@@ -151,9 +183,14 @@ export class Server {
     const log = fs.openSync(path.join(this.dir, 'server.log'), 'a');
     let proc;
     try {
+      const c = this.certs;
+      const listen = c
+        ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', c.path('server.crt'), '--tls-key-file', c.path('server.key'),
+          '--tls-ca-cert-file', c.path('ca.crt'), '--tls-auth-clients', 'yes']
+        : ['--port', String(port)];
       proc = spawn(
         SERVER,
-        ['--port', String(port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', '--loadmodule', MODULE],
+        [...listen, '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', '--loadmodule', MODULE],
         { stdio: ['ignore', log, log] },
       );
     } finally {
@@ -175,7 +212,7 @@ export class Server {
     while (Date.now() < deadline && !exited) {
       let info;
       try {
-        info = await call(port, 'INFO', 'server');
+        info = await callWith(this.secure, port, 'INFO', 'server');
       } catch {
         await sleep(20);
         continue;
@@ -202,12 +239,12 @@ export class Server {
     }
   }
 
-  get url() { return `redis://127.0.0.1:${this.port}`; }
+  get url() { return `${this.certs ? 'rediss' : 'redis'}://127.0.0.1:${this.port}`; }
   get name() { return `127.0.0.1:${this.port}`; }
   get alive() { return this.proc !== null && running.has(this.proc.pid); }
 
   call(...command) {
-    return call(this.port, ...command);
+    return callWith(this.secure, this.port, ...command);
   }
 
   /** LOCK.INFO as an object (null: not held here). */
@@ -244,8 +281,8 @@ function exitIfStuck() {
   }, 10_000).unref();
 }
 
-/** `n` servers, their URLs and a `stop()`. */
-export async function startServers(n = 5) {
+/** `n` servers, their URLs and a `stop()`; TLS only with `{ certs }` (`makeCerts()`). */
+export async function startServers(n = 5, { certs = null } = {}) {
   if (!fs.existsSync(MODULE)) {
     throw new Error(`redislock module not found at ${MODULE}: run \`make build\`, or set REDISLOCK_MODULE`);
   }
@@ -261,7 +298,7 @@ export async function startServers(n = 5) {
   try {
     for (let i = 0; i < n; i++) {
       const sub = fs.mkdtempSync(path.join(dir, 'server-'));
-      servers.push(await new Server(sub).start());
+      servers.push(await new Server(sub, certs).start());
     }
   } catch (e) {
     await stop();

@@ -28,7 +28,10 @@ const options: RedlockOptions = {
 };
 const redlock = new Redlock(['redis://127.0.0.1:7001', 'redis://127.0.0.1:7002', 'redis://127.0.0.1:7003'], options);
 const one = new redislock.Redlock('redis://127.0.0.1:7001');
-const quorum: number = redlock.quorum + one.quorum;
+// TLS: PEM as strings or Buffers (Uint8Arrays), one or several.
+const pem = new Uint8Array([45, 45]);
+const secure = new Redlock(['rediss://127.0.0.1:6380'], { tls: { ca: [pem, 'PEM'], cert: 'PEM', key: pem, rejectUnauthorized: true } });
+const quorum: number = redlock.quorum + one.quorum + secure.quorum;
 const servers: string[] = redlock.servers;
 
 export async function all(): Promise<void> {
@@ -82,6 +85,8 @@ export async function all(): Promise<void> {
   await redlock.acquire('x', 1000, { tries: 3 });
   // @ts-expect-error: mode is 'module' or 'script'
   new Redlock(['redis://127.0.0.1:7001'], { mode: 'lua' });
+  // @ts-expect-error: the CA is PEM text or bytes, not a path option
+  new Redlock(['rediss://127.0.0.1:6380'], { tls: { ca: 42 } });
   // @ts-expect-error: a token is read-only
   lock.token = 1n;
   // @ts-expect-error: a Lock is made by the client
