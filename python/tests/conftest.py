@@ -96,6 +96,7 @@ class Server:
         try:
             proc = subprocess.Popen(
                 [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.dir,
+                 "--unixsocket", self.socket, "--unixsocketperm", "700",
                  "--save", "", "--appendonly", "no", "--loadmodule", str(MODULE)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )
@@ -121,6 +122,15 @@ class Server:
     @property
     def url(self):
         return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def socket(self):
+        """The path of its Unix socket (it listens on both)."""
+        return os.path.join(self.dir, "redis.sock")
+
+    @property
+    def socket_url(self):
+        return f"unix://{self.socket}"
 
     @property
     def name(self):
