@@ -285,12 +285,15 @@ impl SentinelGroup {
     }
 }
 
-/// `INFO section`'s `field`.
+/// `INFO section`'s `field`; `None` also when the server cannot be asked
+/// now (a sentinel reconfiguring a node kills its clients, ours too).
 async fn info_field(s: &common::Server, section: &str, field: &str) -> Option<String> {
-    let text = match s.cmd(redis::cmd("INFO").arg(section)).await {
-        Ok(v) => redis::from_redis_value::<String>(v).ok()?,
-        Err(_) => return None,
+    let client = redis::Client::open(s.url()).ok()?;
+    let asking = async {
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("INFO").arg(section).query_async::<String>(&mut conn).await.ok()
     };
+    let text = tokio::time::timeout(common::DIRECT_TIMEOUT, asking).await.ok()??;
     text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
 }
 
