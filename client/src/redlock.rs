@@ -81,6 +81,8 @@ const JOIN_RETRIES: usize = 3;
 struct Ticket {
     instance: usize,
     key: String,
+    /// The mode the place is held in (the request's own).
+    share: Share,
     owner: String,
     /// The line instance's token for the ticket, a floor for the lock's.
     token: Option<i64>,
@@ -527,9 +529,18 @@ impl Redlock {
     /// Sets the place's lease to `ttl` again; `false` when the line
     /// instance answered that the place is not ours any more. A server
     /// that did not answer may still hold it: kept.
+    ///
+    /// The renewal is a re-grant to the place's owner, not an extension:
+    /// the place is bound to the connection that took it, and a
+    /// connection remade since (a reset, a link that flapped) may not
+    /// extend it. The re-grant binds it to the connection of now, so a
+    /// waiter on a flaky link keeps its turn, and no place stays bound to
+    /// a connection the server has not yet found dead, holding up the
+    /// line. A place already ended is not taken anew past anyone waiting:
+    /// the server serves its queue first.
     async fn renew_ticket(&self, t: &Ticket, ttl: Duration) -> bool {
         match self.inner.instances.get(t.instance) {
-            Some(instance) => instance.extend(&t.key, &t.owner, ttl).await.outcome != Outcome::Refused,
+            Some(instance) => instance.acquire_as(&t.key, &t.owner, ttl, None, t.share, PLACE_SESSION).await.outcome != Outcome::Refused,
             None => false,
         }
     }
@@ -577,11 +588,11 @@ impl Redlock {
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
             match instance.acquire_as(&key, &owner, ttl, None, share, PLACE_SESSION).await.outcome {
-                Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, owner, token }),
+                Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, share, owner, token }),
                 Outcome::Refused => {}
                 Outcome::Timeout => {
                     // It may have granted just after the timeout: not left held.
-                    self.leave_line_soon(Ticket { instance: index, key, owner, token: None });
+                    self.leave_line_soon(Ticket { instance: index, key, share, owner, token: None });
                     return Joined::Again;
                 }
                 _ => return Joined::Without,
@@ -605,7 +616,7 @@ impl Redlock {
         };
         tokio::select! {
             waited = instance.wait_for(&key, &owner, ttl, wait, None, share, PLACE_SESSION) => match waited.outcome {
-                Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, owner, token }),
+                Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, share, owner, token }),
                 _ => {
                     // A grant that raced the timeout must not block the line.
                     instance.release(&key, &owner).await;
@@ -615,7 +626,7 @@ impl Redlock {
             () = watch => {
                 // The wait's connection is closed (which leaves the queue);
                 // a grant that raced it is undone when the server answers.
-                self.leave_line_soon(Ticket { instance: index, key, owner, token: None });
+                self.leave_line_soon(Ticket { instance: index, key, share, owner, token: None });
                 Joined::Without
             }
         }

@@ -3,10 +3,14 @@
 //! one connection in order, so a release sent after an acquire that timed
 //! out is executed after it: a late acquire cannot land after its release.
 //!
-//! An instance is a standalone server (`redis://host:port`) or a whole
-//! Redis Cluster (`redis+cluster://host:port,host:port,...`, its seed
-//! nodes): the cluster connection sends each command to its key's master
-//! over one connection per node, follows MOVED/ASK and retries TRYAGAIN.
+//! An instance is a standalone server (`redis://host:port`,
+//! `unix:///path/to/redis.sock`), a Sentinel-managed master
+//! (`redis+sentinel://host:port,.../MASTER_NAME`: the sentinels are asked
+//! for the master at every connection, so a failover moves the instance
+//! to the promoted replica), or a whole Redis Cluster
+//! (`redis+cluster://host:port,host:port,...`, its seed nodes): the
+//! cluster connection sends each command to its key's master over one
+//! connection per node, follows MOVED/ASK and retries TRYAGAIN.
 //!
 //! `rediss://` (and `rediss+cluster://`) servers are reached over TLS
 //! (`crate::tls`), with the same TCP settings, the same identification
@@ -19,6 +23,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::io::tcp::{socket2, TcpSettings};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{Cmd, ConnectionAddr, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, TlsMode, Value};
 use tokio::sync::Mutex;
 
@@ -253,6 +258,95 @@ enum Client {
     /// Seed node URLs (`redis://...`, or `rediss://...` with the TLS of
     /// every node).
     Cluster(Vec<String>, Option<Box<Tls>>),
+    /// A Sentinel-managed master, asked of the sentinels at every new
+    /// connection (one asks at a time).
+    Sentinel(Box<Mutex<SentinelClient>>),
+}
+
+/// The URL scheme of a Sentinel-managed master.
+pub const SENTINEL_SCHEME: &str = "redis+sentinel://";
+
+/// The sentinels' port when a `redis+sentinel://` host names none.
+const SENTINEL_PORT: u16 = 26379;
+
+/// A `redis+sentinel://[user:pass@]host[:port],.../MASTER_NAME[?options]`
+/// member: the credentials are the master's (where LOCK.* runs); the
+/// sentinels' own, if any, are `sentinel_username` and
+/// `sentinel_password`; `role=master` is the only role a lock can use.
+#[derive(Debug, PartialEq, Eq)]
+struct SentinelSpec {
+    sentinels: Vec<(String, u16)>,
+    master: String,
+    username: Option<String>,
+    password: Option<String>,
+    sentinel_username: Option<String>,
+    sentinel_password: Option<String>,
+}
+
+fn sentinel_spec(url: &str) -> Result<SentinelSpec, String> {
+    let rest = url.strip_prefix(SENTINEL_SCHEME).ok_or_else(|| format!("not a {SENTINEL_SCHEME} URL"))?;
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let Some((authority, master)) = rest.split_once('/') else {
+        return Err(format!("{url:?}: missing master name; e.g. {SENTINEL_SCHEME}127.0.0.1:26379,127.0.0.1:26380/mymaster"));
+    };
+    let master = master.trim_end_matches('/');
+    if master.is_empty() || master.contains('/') {
+        return Err(format!("{url:?}: the path must be the master's name as the sentinels know it (sentinel monitor NAME ...)"));
+    }
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let (username, password) = match userinfo {
+        None => (None, None),
+        Some(info) => match info.split_once(':') {
+            Some((user, pass)) => ((!user.is_empty()).then(|| user.to_string()), Some(pass.to_string())),
+            None => ((!info.is_empty()).then(|| info.to_string()), None),
+        },
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',').map(str::trim) {
+        check_host_port(host)?;
+        let (name, port) = match host.rsplit_once(':').filter(|_| !host.ends_with(']')) {
+            Some((name, port)) => (name, port.parse::<u16>().map_err(|_| format!("port {port:?} out of range 1-65535"))?),
+            None => (host, SENTINEL_PORT),
+        };
+        sentinels.push((name.trim_start_matches('[').trim_end_matches(']').to_string(), port));
+    }
+    let mut spec =
+        SentinelSpec { sentinels, master: master.to_string(), username, password, sentinel_username: None, sentinel_password: None };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "role" if value == "master" => {}
+            "role" => return Err(format!("{url:?}: role={value}: a lock is taken on the master only (role=master)")),
+            "sentinel_username" => spec.sentinel_username = Some(value.to_string()),
+            "sentinel_password" => spec.sentinel_password = Some(value.to_string()),
+            other => return Err(format!("{url:?}: unknown option {other:?} (role, sentinel_username, sentinel_password)")),
+        }
+    }
+    Ok(spec)
+}
+
+/// The sentinel client of `spec`, its connections made with `tcp`.
+fn sentinel_client(spec: &SentinelSpec, tcp: TcpSettings) -> redis::RedisResult<SentinelClient> {
+    let sentinels = spec.sentinels.iter().map(|(host, port)| redis::ConnectionAddr::Tcp(host.clone(), *port));
+    let mut builder = SentinelClientBuilder::new(sentinels, &spec.master, SentinelServerType::Master)?
+        .set_client_to_redis_tcp_settings(tcp.clone())
+        .set_client_to_sentinel_tcp_settings(tcp);
+    if let Some(user) = &spec.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &spec.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(user) = &spec.sentinel_username {
+        builder = builder.set_client_to_sentinel_username(user);
+    }
+    if let Some(password) = &spec.sentinel_password {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    builder.build()
 }
 
 /// A live connection to an instance; cheap to clone (both kinds multiplex).
@@ -371,7 +465,15 @@ impl Instance {
             (true, Some(tls)) => Some(tls.clone()),
             (true, None) => Some(Tls::load(&settings.tls).map_err(|e| config_error("bad TLS settings", e))?),
         };
-        let (client, name, addresses, insecure) = if is_cluster_url(url) {
+        let (client, name, addresses, insecure) = if url.starts_with(SENTINEL_SCHEME) {
+            let spec = sentinel_spec(url).map_err(|e| config_error("bad sentinel URL", e))?;
+            let client = sentinel_client(&spec, tcp_settings(settings.request_timeout))?;
+            let hosts: Vec<String> = spec.sentinels.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+            // Two entries naming one master of the same sentinels are one;
+            // another master of the same sentinels is another member.
+            let addresses = hosts.iter().map(|h| format!("{h}/{}", spec.master).to_ascii_lowercase()).collect();
+            (Client::Sentinel(Box::new(Mutex::new(client))), format!("sentinel:{}/{}", hosts.join(","), spec.master), addresses, false)
+        } else if is_cluster_url(url) {
             let seeds = cluster_seeds(url).map_err(|e| config_error("bad cluster URL", e))?;
             let mut names = Vec::with_capacity(seeds.len());
             for seed in &seeds {
@@ -481,11 +583,11 @@ impl Instance {
         }
         let connecting = async {
             match &self.client {
-                Client::Single(client) => {
+                Client::Single(_) | Client::Sentinel(_) => {
                     // No response timeout inside: `request` bounds each one.
                     let config =
                         redis::AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout)).set_response_timeout(None);
-                    client.get_multiplexed_async_connection_with_config(&config).await.map(Link::Single)
+                    self.server_client().await?.get_multiplexed_async_connection_with_config(&config).await.map(Link::Single)
                 }
                 Client::Cluster(seeds, tls) => {
                     let client = self.cluster_client(seeds, tls.as_deref(), self.request_timeout)?;
@@ -502,6 +604,23 @@ impl Instance {
         let number = self.connections_made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *slot = Some((number, conn.clone()));
         Ok((number, conn))
+    }
+
+    /// A client for the server this entry leads to now: the one its URL
+    /// names, or the master the sentinels name (they check it answers
+    /// `ROLE` as a master). Not for a cluster.
+    async fn server_client(&self) -> redis::RedisResult<redis::Client> {
+        match &self.client {
+            Client::Single(client) => Ok(redis::Client::clone(client)),
+            // Behind a trait object: the sentinel client's own future is
+            // deep, and every request's future would carry its type.
+            Client::Sentinel(sentinels) => {
+                let asking: std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<redis::Client>> + Send + '_>> =
+                    Box::pin(async { sentinels.lock().await.async_get_client().await });
+                asking.await
+            }
+            Client::Cluster(..) => Err(RedisError::from((redis::ErrorKind::InvalidClientConfig, "a cluster has no single server"))),
+        }
     }
 
     /// Checks that `conn` leads to this entry's server, before any other
@@ -579,6 +698,16 @@ impl Instance {
                     }
                     retried = true;
                 }
+                // The master the sentinels named was demoted (a failover):
+                // ask them again; until they name the new one, the member
+                // is not answering, which a retry or a wait gets past.
+                Ok(Err(e)) if self.is_sentinel() && e.code() == Some("READONLY") => {
+                    self.retire(number).await;
+                    if retried {
+                        return Err(failing_over(&e));
+                    }
+                    retried = true;
+                }
                 Ok(Err(e)) => return Err(self.noted(classify(e))),
             }
         }
@@ -603,13 +732,17 @@ impl Instance {
         InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed(), connection: None }
     }
 
+    fn is_sentinel(&self) -> bool {
+        matches!(self.client, Client::Sentinel(_))
+    }
+
     /// Whether a grant with `session` here is bound to the connection that
     /// asks, whose id the client then keeps: a single server's shared
     /// connection (a cluster's commands go to whichever node serves the
     /// key, over a connection of the cluster client's; there the server
     /// alone checks the binding).
     fn binds_connection(&self, session: Option<u64>) -> bool {
-        session.is_some() && matches!(self.client, Client::Single(_))
+        session.is_some() && matches!(self.client, Client::Single(_) | Client::Sentinel(_))
     }
 
     /// `cmd` on the shared connection, preceded by `CLIENT ID` in one
@@ -725,7 +858,7 @@ impl Instance {
     /// to the lock-delay is never revived); the id check here covers a
     /// server that would not.
     pub async fn extend_bound(&self, key: &str, owner: &str, ttl: Duration, connection: Option<u64>) -> InstanceOutcome {
-        let Some(bound) = connection.filter(|_| matches!(self.client, Client::Single(_))) else {
+        let Some(bound) = connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_))) else {
             return self.extend(key, owner, ttl).await;
         };
         let started = Instant::now();
@@ -779,13 +912,14 @@ impl Instance {
         session_args(&mut cmd, session);
         let waited = async {
             match &self.client {
-                Client::Single(client) => {
+                Client::Single(_) | Client::Sentinel(_) => {
                     let fresh = || async {
                         // No response timeout inside: the whole wait is
                         // bounded below, and a timed-out connection dropped.
                         let config = redis::AsyncConnectionConfig::new()
                             .set_connection_timeout(Some(self.connect_timeout))
                             .set_response_timeout(None);
+                        let client = self.server_client().await.map_err(|e| self.failure(e))?;
                         let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
                         self.identified(Link::Single(conn.clone())).await?;
                         Ok::<_, CallError>(conn)
@@ -798,9 +932,14 @@ impl Instance {
                     };
                     let mut reply = cmd.query_async::<Option<i64>>(&mut conn).await;
                     // An idle connection may have died with a server restart
-                    // since its last wait; that says nothing of the server
-                    // now. Asking again with the same owner is idempotent.
-                    if reused && reply.as_ref().is_err_and(|e| e.is_connection_dropped() || e.is_io_error()) {
+                    // since its last wait, or its server been demoted by a
+                    // failover; that says nothing of the server now. Asking
+                    // again with the same owner is idempotent.
+                    let stale = |e: &RedisError| e.is_connection_dropped() || e.is_io_error() || e.code() == Some("READONLY");
+                    if reused && reply.as_ref().is_err_and(stale) {
+                        if let Ok(mut idle) = self.waiting_conns.lock() {
+                            idle.clear();
+                        }
                         conn = fresh().await?;
                         reply = cmd.query_async::<Option<i64>>(&mut conn).await;
                     }
@@ -811,7 +950,10 @@ impl Instance {
                             }
                         }
                     }
-                    reply.map_err(|e| self.noted(classify(e)))
+                    match reply {
+                        Err(e) if self.is_sentinel() && e.code() == Some("READONLY") => Err(failing_over(&e)),
+                        reply => reply.map_err(|e| self.noted(classify(e))),
+                    }
                 }
                 // Its own cluster connection too: a TRYAGAIN (the key's slot
                 // moved while waiting) is retried at the key's new master.
@@ -940,6 +1082,15 @@ impl Instance {
             Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
         }
         status
+    }
+}
+
+/// `READONLY` from the master the sentinels named: a failover under way,
+/// which passes; not the configuration error it is from a listed replica.
+fn failing_over(e: &RedisError) -> Outcome {
+    Outcome::Unreachable {
+        cause: UnreachableCause::Io,
+        detail: format!("{}: the master the sentinels named was demoted (a failover); asking them again", reply_text(e)),
     }
 }
 
@@ -1251,6 +1402,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
             }
             Ok(())
         }
+        "redis+sentinel" => sentinel_spec(url).map(|_| ()),
         "unix" | "redis+unix" => {
             if rest.is_empty() {
                 Err(format!("{url:?}: missing socket path"))
@@ -1258,8 +1410,12 @@ pub fn check_url(url: &str) -> Result<(), String> {
                 Ok(())
             }
         }
-        "" => Err(format!("{url:?}: missing scheme; use redis://, rediss:// (TLS), redis+cluster:// or rediss+cluster://")),
-        other => Err(format!("unsupported scheme {other}, use redis://, rediss:// (TLS), redis+cluster:// or rediss+cluster://")),
+        "" => Err(format!(
+            "{url:?}: missing scheme; use redis://, rediss:// (TLS), unix://, redis+sentinel://, redis+cluster:// or rediss+cluster://"
+        )),
+        other => Err(format!(
+            "unsupported scheme {other}, use redis://, rediss:// (TLS), unix://, redis+sentinel://, redis+cluster:// or rediss+cluster://"
+        )),
     }
 }
 
@@ -1294,4 +1450,33 @@ fn check_host_port(authority_and_path: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_member_names_its_sentinels_its_master_and_both_credentials() {
+        let spec =
+            sentinel_spec("redis+sentinel://app:s3cret@10.0.0.1:26380,sentinel-b,[::1]:26381/orders?role=master&sentinel_password=sp")
+                .expect("parses");
+        assert_eq!(spec.sentinels, vec![("10.0.0.1".into(), 26380), ("sentinel-b".into(), SENTINEL_PORT), ("::1".into(), 26381)]);
+        assert_eq!(spec.master, "orders");
+        assert_eq!((spec.username.as_deref(), spec.password.as_deref()), (Some("app"), Some("s3cret")));
+        assert_eq!((spec.sentinel_username, spec.sentinel_password.as_deref()), (None, Some("sp")));
+        for (bad, says) in [
+            ("redis+sentinel://127.0.0.1:26379", "missing master name"),
+            ("redis+sentinel://127.0.0.1:26379/", "master's name"),
+            ("redis+sentinel://127.0.0.1:26379/m/0", "master's name"),
+            ("redis+sentinel://127.0.0.1:26379/m?role=replica", "master only"),
+            ("redis+sentinel://127.0.0.1:26379/m?db=2", "unknown option"),
+            ("redis+sentinel://127.0.0.1:99999/m", "out of range"),
+            ("redis+sentinel://:26379/m", "missing host"),
+        ] {
+            let e = sentinel_spec(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -400,3 +400,150 @@ fn tls_settings_are_checked_when_the_client_is_made() {
     let err = plain.err().map(|e| e.to_string()).expect("TLS settings without a rediss:// server");
     assert!(err.contains("no server is rediss://"), "{err}");
 }
+
+/// A module master with a module replica (both with a 2 s restart
+/// quarantine), three sentinels; what the sentinels say of it.
+struct SentinelGroup {
+    nodes: Vec<common::Server>,
+    sentinels: Vec<common::Server>,
+}
+
+impl SentinelGroup {
+    async fn start() -> SentinelGroup {
+        let quarantine = ["quarantine", "2000"];
+        let master =
+            common::Server::start_opts(common::Opts { module_args: vec!["quarantine".into(), "2000".into()], ..Default::default() });
+        let replica = common::Server::start_opts(common::Opts::replica_of(master.port, &quarantine));
+        eventually(Duration::from_secs(15), "the replica in sync", || async {
+            info_field(&replica, "replication", "master_link_status").await.as_deref() == Some("up")
+        })
+        .await;
+        let sentinels: Vec<common::Server> = (0..3).map(|_| common::Server::start_opts(common::Opts::sentinel_of(master.port))).collect();
+        let group = SentinelGroup { nodes: vec![master, replica], sentinels };
+        // Each sentinel knows the replica and the two other sentinels: a
+        // failover can be agreed on.
+        for s in &group.sentinels {
+            eventually(Duration::from_secs(20), "the sentinels to know each other and the replica", || async {
+                let replicas = s.cmd(redis::cmd("SENTINEL").arg("REPLICAS").arg("mymaster")).await;
+                let others = s.cmd(redis::cmd("SENTINEL").arg("SENTINELS").arg("mymaster")).await;
+                matches!((replicas, others), (Ok(redis::Value::Array(r)), Ok(redis::Value::Array(o))) if r.len() == 1 && o.len() == 2)
+            })
+            .await;
+        }
+        group
+    }
+
+    fn url(&self) -> String {
+        let hosts: Vec<String> = self.sentinels.iter().map(|s| format!("127.0.0.1:{}", s.port)).collect();
+        format!("redis+sentinel://{}/mymaster", hosts.join(","))
+    }
+
+    /// The node the sentinels name as master now, once all agree on it.
+    async fn master(&self) -> usize {
+        let mut named = Vec::new();
+        for s in &self.sentinels {
+            let reply = s.ok(redis::cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg("mymaster")).await;
+            let port = match reply {
+                redis::Value::Array(parts) => parts.get(1).and_then(|p| redis::from_redis_value::<u16>(p.clone()).ok()),
+                _ => None,
+            };
+            named.push(port);
+        }
+        match named.first().copied().flatten() {
+            Some(port) if named.iter().all(|p| *p == Some(port)) => self.nodes.iter().position(|n| n.port == port).unwrap_or(usize::MAX),
+            _ => usize::MAX,
+        }
+    }
+}
+
+/// `INFO section`'s `field`; `None` also when the server cannot be asked
+/// now (a sentinel reconfiguring a node kills its clients, ours too).
+async fn info_field(s: &common::Server, section: &str, field: &str) -> Option<String> {
+    let client = redis::Client::open(s.url()).ok()?;
+    let asking = async {
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("INFO").arg(section).query_async::<String>(&mut conn).await.ok()
+    };
+    let text = tokio::time::timeout(common::DIRECT_TIMEOUT, asking).await.ok()??;
+    text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+}
+
+/// A quorum member given as a Sentinel-managed master follows failovers:
+/// a coordinated `SENTINEL FAILOVER`, then a kill -9 of the new master.
+/// Each next lock lands on the master the sentinels name, with a larger
+/// token, and never before the lease of the lock taken before the
+/// failover ran out (the promoted replica's quarantine, or the lock it
+/// replicated): no two holders, and a fenced resource refuses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_member_follows_failovers_without_two_holders() {
+    let mut group = SentinelGroup::start().await;
+    let fence = common::fence::Fence::start();
+    let rl = Redlock::new(&[group.url()], relaxed()).expect("a Sentinel member");
+    let ttl = Duration::from_secs(2);
+    let a = rl.lock_until("sentineled", ttl, Some(Instant::now() + Duration::from_secs(10))).await.expect("A");
+    let token_a = a.token.expect("token");
+    assert!(group.nodes[0].info("sentineled").await.is_some(), "granted on the master the sentinels name");
+    assert!(fence.write(token_a, "A").await, "A's write");
+
+    // 1. A coordinated failover: the replica has A's lock (replicated).
+    group.sentinels[0].ok(redis::cmd("SENTINEL").arg("FAILOVER").arg("mymaster")).await;
+    eventually(Duration::from_secs(30), "the sentinels to name the replica", || async { group.master().await == 1 }).await;
+    let b = rl.lock_until("sentineled", ttl, Some(Instant::now() + Duration::from_secs(20))).await.expect("B after the failover");
+    let a_ends = a.acquired_at + a.validity;
+    assert!(b.acquired_at >= a_ends || Instant::now() >= a_ends, "B granted while A's lease ran");
+    assert!(group.nodes[1].info("sentineled").await.is_some(), "B granted on the promoted replica");
+    let token_b = b.token.expect("token");
+    assert!(token_b > token_a, "B's token {token_b} after A's {token_a}");
+    assert!(fence.write(token_b, "B").await, "B's write");
+    assert_eq!(b.instances.len(), 1, "one member, counted once: {:?}", b.instances);
+
+    // 2. The new master killed -9: the sentinels promote the old one.
+    eventually(Duration::from_secs(30), "the old master to follow the new one", || async {
+        info_field(&group.nodes[0], "replication", "master_link_status").await.as_deref() == Some("up")
+    })
+    .await;
+    group.nodes[1].kill9();
+    let c = rl.lock_until("sentineled", ttl, Some(Instant::now() + Duration::from_secs(40))).await.expect("C after the kill");
+    assert_eq!(group.master().await, 0, "the sentinels name the old master again");
+    let token_c = c.token.expect("token");
+    assert!(token_c > token_b, "C's token {token_c} after B's {token_b}");
+    assert!(fence.write(token_c, "C").await, "C's write");
+    assert_eq!(fence.state().await.refused, 0, "no write refused: the holders never overlapped");
+    rl.release(&c).await.expect("release");
+}
+
+/// Members on Unix sockets count as servers like TCP ones: a quorum of
+/// three socket members takes, extends and releases a lock, waits in line
+/// through them, and a socket and the TCP address of one server in the
+/// same list are one server (identified by run_id), refused as listed
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_socket_members_count_once_like_tcp_ones() {
+    let c = Cluster::start_opts(vec![common::Opts { unix_socket: true, ..Default::default() }; 3]);
+    let urls: Vec<String> = c.servers.iter().map(common::Server::socket_url).collect();
+    let rl = Redlock::new(&urls, relaxed()).expect("socket members");
+    let lock = rl.lock_until("socketed", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(5))).await.expect("lock");
+    assert_eq!(lock.instances.iter().filter(|o| matches!(o.outcome, redlock::Outcome::Granted { .. })).count(), 3, "{:?}", lock.instances);
+    let lock = rl.extend(&lock, Duration::from_secs(5)).await.expect("extend");
+    for s in &c.servers {
+        assert!(s.info("socketed").await.is_some(), "held on {}", s.addr());
+    }
+    // A second waiter through the sockets waits in line and gets it at the release.
+    let next = {
+        let rl = rl.clone();
+        tokio::spawn(async move { rl.lock_until("socketed", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(10))).await })
+    };
+    eventually(Duration::from_secs(10), "the waiter at the head", || async {
+        c.infos("socketed").await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
+    })
+    .await;
+    rl.release(&lock).await.expect("release");
+    let next = next.await.expect("task").expect("the waiter after the release");
+    rl.release(&next).await.expect("release");
+
+    let mixed = Redlock::new(&[urls[0].clone(), c.servers[0].url(), c.servers[1].url()], relaxed()).expect("spelled apart");
+    match mixed.try_lock("socketed", Duration::from_secs(5)).await {
+        Err(Error::Config(message)) => assert!(message.contains("are the same server (run_id "), "{message}"),
+        other => panic!("a socket and the TCP address of one server: expected them refused as one, got {other:?}"),
+    }
+}

@@ -260,3 +260,15 @@ test('bad arguments throw TypeError or ConfigError naming them; the process goes
   const after = await redlock.acquire(r, 1000);
   await after.release();
 });
+
+test('Unix socket members count like TCP ones; a socket and the TCP address of one server are one server', async () => {
+  const bySocket = new Redlock(cluster.servers.map((s) => s.socketUrl), ROOMY);
+  const resource = resourceName('socket');
+  const lock = await bySocket.acquire(resource, 5_000, { wait: 5_000 });
+  for (const s of cluster.servers) assert.equal((await s.lockInfo(resource))?.owner, lock.owner);
+  await lock.release();
+  assert.deepEqual(await cluster.holders(resource), []);
+  await bySocket.settle();
+  const mixed = new Redlock([cluster.servers[0].socketUrl, cluster.servers[0].url, cluster.servers[1].url], ROOMY);
+  await assert.rejects(mixed.acquire(resource, 5_000), (e) => e instanceof ConfigError && /are the same server/.test(e.message));
+});

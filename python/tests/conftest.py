@@ -121,6 +121,7 @@ class Server:
                 listen = ["--port", str(port)]
             proc = subprocess.Popen(
                 [self.binary, *listen, "--bind", "127.0.0.1", "--dir", self.dir,
+                 "--unixsocket", self.socket, "--unixsocketperm", "700",
                  "--save", "", "--appendonly", "no", "--loadmodule", str(MODULE)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )
@@ -146,6 +147,15 @@ class Server:
     @property
     def url(self):
         return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
+
+    @property
+    def socket(self):
+        """The path of its Unix socket (it listens on both)."""
+        return os.path.join(self.dir, "redis.sock")
+
+    @property
+    def socket_url(self):
+        return f"unix://{self.socket}"
 
     @property
     def name(self):

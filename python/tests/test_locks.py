@@ -374,3 +374,16 @@ def test_extend_inside_a_lock_block_is_the_new_ttl(servers, resource):
         for s in servers:
             assert s.call("PTTL", resource) <= 5_000, s.name
     assert servers.holders(resource) == []
+
+
+def test_unix_socket_members(servers, resource):
+    """Servers given by their Unix sockets count like TCP ones; a socket
+    and the TCP address of one server are one server, refused as listed
+    twice (both are identified by run_id)."""
+    rl = Redlock([s.socket_url for s in servers])
+    with rl.lock(resource, ttl=5.0, wait=5.0) as lock:
+        assert all(s.lock_info(resource)["owner"] == lock.owner for s in servers)
+    assert servers.holders(resource) == []
+    mixed = Redlock([servers[0].socket_url, servers[0].url, servers[1].url])
+    with pytest.raises(redislock.ConfigError, match="are the same server"):
+        mixed.try_lock(resource, ttl=5.0)

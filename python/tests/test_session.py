@@ -98,7 +98,7 @@ def test_the_default_lock_delay_outlasts_an_extension_interval(servers, resource
 
 
 def test_without_release_on_disconnect_a_killed_holder_keeps_its_lock(servers, resource):
-    assert _kill_to_grant(servers, resource, False, 0.0, 3.0) is None, "without release_on_disconnect the lock waits for its ttl"
+    assert _kill_to_grant(servers, resource, False, None, 3.0) is None, "without release_on_disconnect the lock waits for its ttl"
 
 
 def test_session_settings_are_checked():

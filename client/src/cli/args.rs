@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redlock::transport::is_cluster_url;
+use redlock::transport::{is_cluster_url, SENTINEL_SCHEME};
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
 /// The five local instances of `make redlock-up`.
@@ -69,7 +69,9 @@ pub struct Global {
     /// Servers, comma-separated (redis://host:port; host:port is accepted too;
     /// rediss://host:port over TLS). A Redis Cluster counts as one server:
     /// redis+cluster://host:port,host:port, over TLS rediss+cluster://... (its
-    /// seed nodes run up to the next entry with a scheme)
+    /// seed nodes run up to the next entry with a scheme); so does a
+    /// Sentinel-managed master: redis+sentinel://host:port,host:port/MASTER_NAME;
+    /// a local server may be a Unix socket: unix:///path/to/redis.sock
     /// [default: redis://127.0.0.1:7001 ... 7005, the five of `make redlock-up`].
     #[arg(long, env = "REDLOCK_SERVERS", value_delimiter = ',', default_value = DEFAULT_SERVERS,
           value_name = "URL,...", global = true, hide_default_value = true)]
@@ -440,10 +442,13 @@ impl Global {
                 });
             }
             if !s.contains("://") {
-                // A scheme-less entry after a cluster URL is one more seed.
-                if let Some(cluster) = urls.last_mut().filter(|u: &&mut String| is_cluster_url(u)) {
-                    cluster.push(',');
-                    cluster.push_str(s);
+                // A scheme-less entry after a cluster URL is one more seed;
+                // after a Sentinel URL whose master name has not come yet
+                // (`/NAME`), one more sentinel.
+                let open = |u: &&mut String| is_cluster_url(u) || u.strip_prefix(SENTINEL_SCHEME).is_some_and(|rest| !rest.contains('/'));
+                if let Some(group) = urls.last_mut().filter(open) {
+                    group.push(',');
+                    group.push_str(s);
                     continue;
                 }
             }
@@ -576,6 +581,11 @@ mod tests {
     fn servers_split_on_commas_and_default_to_the_five_local_ones() {
         let cli = parse(&["status", "r", "--servers", "redis://a:1, b:2 ,redis://c:3"]).expect("servers");
         assert_eq!(cli.global.urls().expect("urls"), ["redis://a:1", "redis://b:2", "redis://c:3"].map(String::from).to_vec());
+        let cli = parse(&["status", "r", "--servers", "redis+sentinel://s1:26379,s2,s3:26381/m,b:2,unix:///run/r.sock"]).expect("sentinel");
+        assert_eq!(
+            cli.global.urls().expect("urls"),
+            ["redis+sentinel://s1:26379,s2,s3:26381/m", "redis://b:2", "unix:///run/r.sock"].map(String::from).to_vec()
+        );
         let cli = parse(&["status", "r", "--servers", "redis+cluster://a:1,b:2,redis://c:3,redis+cluster://d:4"]).expect("cluster");
         assert_eq!(
             cli.global.urls().expect("urls"),

@@ -98,6 +98,14 @@ pub struct Opts {
     /// `--requirepass`: clients must authenticate. `Server::url` then
     /// carries the password (`bare_url` does not).
     pub requirepass: Option<String>,
+    /// Also listen on a Unix socket in the server's directory
+    /// (`Server::socket_url`).
+    pub unix_socket: bool,
+    /// `--replicaof 127.0.0.1 <port>`: a replica of that server.
+    pub replica_of: Option<u16>,
+    /// A Sentinel (no module) monitoring the master on this port as
+    /// `mymaster`, quorum 2, down after 1 s.
+    pub sentinel_of: Option<u16>,
     /// TLS only: `--port 0 --tls-port <port>` with these certificates;
     /// `Server::url` is then `rediss://`.
     pub tls: Option<TlsServer>,
@@ -125,6 +133,16 @@ impl Opts {
     /// A server with the module that asks for `password`.
     pub fn requirepass(password: &str) -> Opts {
         Opts { requirepass: Some(password.to_string()), ..Opts::default() }
+    }
+
+    /// A replica, with the module, of the server on `port`.
+    pub fn replica_of(port: u16, module_args: &[&str]) -> Opts {
+        Opts { replica_of: Some(port), module_args: module_args.iter().map(|a| a.to_string()).collect(), ..Opts::default() }
+    }
+
+    /// A Sentinel monitoring the master on `port` as `mymaster`.
+    pub fn sentinel_of(port: u16) -> Opts {
+        Opts { plain: true, sentinel_of: Some(port), ..Opts::default() }
     }
 
     /// Valkey 8.1, panicking with the fix when it is not installed.
@@ -225,6 +243,18 @@ impl Server {
     fn spawn(&mut self) {
         let binary = self.opts.binary.clone().unwrap_or_else(|| PathBuf::from("redis-server"));
         let mut cmd = Command::new(&binary);
+        if let Some(master) = self.opts.sentinel_of {
+            // A sentinel rewrites its configuration file: one of its own.
+            let conf = self.dir.join("sentinel.conf");
+            let text = format!(
+                "sentinel monitor mymaster 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds mymaster 1000\n\
+                 sentinel failover-timeout mymaster 5000\n\
+                 sentinel parallel-syncs mymaster 1\n"
+            );
+            std::fs::write(&conf, text).expect("write sentinel.conf");
+            cmd.arg(&conf).arg("--sentinel");
+        }
         match &self.opts.tls {
             None => {
                 cmd.arg("--port").arg(self.port.to_string());
@@ -261,6 +291,12 @@ impl Server {
         }
         if let Some(password) = &self.opts.requirepass {
             cmd.arg("--requirepass").arg(password);
+        }
+        if self.opts.unix_socket {
+            cmd.arg("--unixsocket").arg(self.dir.join("redis.sock")).arg("--unixsocketperm").arg("700");
+        }
+        if let Some(master) = self.opts.replica_of {
+            cmd.arg("--replicaof").arg("127.0.0.1").arg(master.to_string());
         }
         if self.opts.cluster_node {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"]);
@@ -372,6 +408,12 @@ impl Server {
             root_cert: None,
         };
         redis::Client::build_with_tls(format!("{}/#insecure", self.url()), certificates).expect("TLS client")
+    }
+
+    /// `unix://<dir>/redis.sock` (a server started with `unix_socket`).
+    pub fn socket_url(&self) -> String {
+        assert!(self.opts.unix_socket, "server on port {} has no Unix socket", self.port);
+        format!("unix://{}", self.dir.join("redis.sock").display())
     }
 
     /// `127.0.0.1:<port>`, as the client names servers.

@@ -190,7 +190,8 @@ export class Server {
         : ['--port', String(port)];
       proc = spawn(
         SERVER,
-        [...listen, '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', '--loadmodule', MODULE],
+        [...listen, '--bind', '127.0.0.1', '--dir', this.dir, '--unixsocket', this.socket, '--unixsocketperm', '700',
+          '--save', '', '--appendonly', 'no', '--loadmodule', MODULE],
         { stdio: ['ignore', log, log] },
       );
     } finally {
@@ -240,6 +241,9 @@ export class Server {
   }
 
   get url() { return `${this.certs ? 'rediss' : 'redis'}://127.0.0.1:${this.port}`; }
+  /** Its Unix socket's path (it listens on both). */
+  get socket() { return path.join(this.dir, 'redis.sock'); }
+  get socketUrl() { return `unix://${this.socket}`; }
   get name() { return `127.0.0.1:${this.port}`; }
   get alive() { return this.proc !== null && running.has(this.proc.pid); }
 
