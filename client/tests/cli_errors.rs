@@ -393,6 +393,42 @@ async fn bad_urls_name_the_problem() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_separated_by_spaces_or_semicolons_say_to_use_commas() {
+    // Ports nothing listens on: the list is refused before any connection.
+    let a = dead_port();
+    let b = std::iter::repeat_with(dead_port).find(|&p| p != a).expect("a second port");
+    for (list, by) in [
+        (format!("redis://127.0.0.1:{a} redis://127.0.0.1:{b}"), "spaces"),
+        (format!("redis://127.0.0.1:{a};redis://127.0.0.1:{b}"), "semicolons"),
+        (format!("127.0.0.1:{a}; 127.0.0.1:{b}"), "spaces and semicolons"),
+    ] {
+        let says = format!("separated by {by}: separate servers with commas");
+        let ran = cli(&list, &["status", "r"]).await;
+        assert_eq!(ran.code, Some(USAGE), "{list}");
+        assert!(ran.stderr.contains(&says) && ran.stderr.contains("--servers"), "{list}: {}", ran.stderr);
+        assert!(!ran.stderr.contains("port") && !ran.stderr.contains("did not parse"), "{list}: {}", ran.stderr);
+        let ran = cli(&list, &["acquire", "r", "--ttl", "1s", "--json"]).await;
+        let error = error_object(&ran, "usage");
+        assert!(error["message"].as_str().unwrap_or("").contains(&says), "{list}: {error}");
+
+        // The same list from the environment names the variable.
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
+        cmd.env("REDLOCK_SERVERS", &list)
+            .args(["status", "r"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let ran = run_cmd(cmd, &format!("REDLOCK_SERVERS={list:?} status r")).await;
+        assert_eq!(ran.code, Some(USAGE), "{list}");
+        assert!(ran.stderr.contains(&says) && ran.stderr.contains("REDLOCK_SERVERS"), "{list}: {}", ran.stderr);
+    }
+    // Commas, as asked, reach the servers (none listens: no quorum).
+    let ran = cli(&format!("redis://127.0.0.1:{a},redis://127.0.0.1:{b}"), &["status", "r"]).await;
+    assert_eq!(ran.code, Some(NO_QUORUM), "{}", ran.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_durations_say_they_must_be_positive() {
     for args in [
         vec!["acquire", "r", "--ttl", "-5s"],

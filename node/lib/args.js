@@ -51,8 +51,10 @@ function options(name, value, known) {
   return value;
 }
 
+// One string is passed on as it is: the native layer tells one URL (a
+// server, or a cluster's seed list) from several joined into one string.
 function urls(value) {
-  if (typeof value === 'string') return [value];
+  if (typeof value === 'string') return value;
   if (!Array.isArray(value) || value.some((u) => typeof u !== 'string')) {
     throw typeError('urls', 'an array of server URLs such as ["redis://127.0.0.1:7001", ...] or one URL as a string', value);
   }

@@ -260,3 +260,23 @@ test('bad arguments throw TypeError or ConfigError naming them; the process goes
   const after = await redlock.acquire(r, 1000);
   await after.release();
 });
+
+test('one string of several URLs says to pass an array', () => {
+  const urls = cluster.urls.slice(0, 3);
+  const array = `[${urls.map((u) => JSON.stringify(u)).join(', ')}]`;
+  for (const joined of [urls.join(','), urls.join(', '), urls.join(' '), urls.join(';')]) {
+    assert.throws(
+      () => new Redlock(joined),
+      (e) => e instanceof ConfigError && e.message.includes(`naming 3 servers (${JSON.stringify(joined)}): pass an array, ${array}`) && !e.message.includes('port'),
+      joined,
+    );
+  }
+  // Inside an array, an entry naming two servers is refused as such.
+  assert.throws(
+    () => new Redlock([`${urls[0]},${urls[1]}`, urls[2]]),
+    (e) => e instanceof ConfigError && e.message.includes('names 2 servers in one entry') && !e.message.includes('port'),
+  );
+  // One URL as a string stays one server.
+  assert.equal(new Redlock(urls[0]).quorum, 1);
+  assert.equal(new Redlock(urls).quorum, 2);
+});

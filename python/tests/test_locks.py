@@ -313,6 +313,23 @@ def test_servers_are_a_list_of_urls_or_one_url():
         Redlock([7001])
     with pytest.raises(TypeError, match="list of URLs"):
         Redlock(7001)
+    # A cluster's seed list is one server, in one string.
+    assert Redlock("redis+cluster://127.0.0.1:7001,127.0.0.1:7002").quorum == 1
+
+
+def test_one_string_naming_several_servers_says_pass_a_list():
+    urls = ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]
+    fix = r'pass a list, \["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"\]'
+    for joined in (",".join(urls), ", ".join(urls), " ".join(urls), ";".join(urls)):
+        for cls in (Redlock, redislock.AsyncRedlock):
+            with pytest.raises(redislock.ConfigError, match=fix) as caught:
+                cls(joined)
+            assert "port" not in str(caught.value), str(caught.value)
+    # Inside a list, an entry naming two servers is refused as such.
+    with pytest.raises(redislock.ConfigError, match="names 2 servers in one entry") as caught:
+        Redlock([urls[0] + "," + urls[1], urls[2]])
+    assert "port" not in str(caught.value), str(caught.value)
+    assert Redlock(urls).quorum == 2
 
 
 def test_a_zero_ttl_says_more_than_zero(servers, resource):
