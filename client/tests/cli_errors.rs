@@ -188,6 +188,34 @@ async fn authentication_failures_are_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_info_is_told_to_allow_it_not_to_change_its_credentials() {
+    // The client reads INFO server on each connection (the run_id tells
+    // servers apart): a user that may not gets NOPERM, a missing right.
+    let c = Cluster::start(3);
+    for s in &c.servers {
+        s.ok(redis::cmd("ACL").arg(&["SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-info"])).await;
+    }
+    let app: Vec<String> = c.servers.iter().map(|s| format!("redis://app:pw@{}", s.addr())).collect();
+    let ran = cli(&app.join(","), &["acquire", "r", "--ttl", "2s", "--json"]).await;
+    assert_eq!(ran.code, Some(USAGE), "a configuration error: {}", ran.stderr);
+    let error = error_object(&ran, "auth_failed");
+    assert_eq!(kinds(&error), vec!["auth_failed"; 3], "{error}");
+    assert!(ran.stderr.contains("NOPERM") && ran.stderr.contains("ACL SETUSER <user> +info"), "the fix is named: {}", ran.stderr);
+    assert!(!ran.stderr.contains("give them in the URL"), "the credentials are right: {}", ran.stderr);
+    assert!(!ran.stderr.contains("authentication failed"), "{}", ran.stderr);
+    for s in &c.servers {
+        assert_eq!(s.info("r").await, None, "{}: nothing taken", s.addr());
+    }
+
+    // Given the right, the same user locks.
+    for s in &c.servers {
+        s.ok(redis::cmd("ACL").arg(&["SETUSER", "app", "+info"])).await;
+    }
+    let ran = cli(&app.join(","), &["acquire", "r", "--ttl", "2s"]).await;
+    assert_eq!(ran.code, Some(0), "with +info: {}", ran.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_the_module_is_one_failed_instance_named_as_such() {
     let c = Cluster::start_kinds(&[true, true, true, true, false]);
     let plain = c.servers[4].addr();
