@@ -13,7 +13,9 @@ function describe(value) {
 }
 
 function typeError(name, expected, value) {
-  const err = new TypeError(`${name} must be ${expected}, not ${describe(value)}`);
+  // A missing argument is named as missing, not as "not undefined".
+  const message = value === undefined ? `${name} is missing: it must be ${expected}` : `${name} must be ${expected}, not ${describe(value)}`;
+  const err = new TypeError(message);
   err.code = 'ERR_INVALID_ARG_TYPE';
   return err;
 }

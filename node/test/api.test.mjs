@@ -280,3 +280,13 @@ test('one string of several URLs says to pass an array', () => {
   assert.equal(new Redlock(urls[0]).quorum, 1);
   assert.equal(new Redlock(urls).quorum, 2);
 });
+
+test('a missing argument is named as missing', async () => {
+  const missing = (e, name) => e instanceof TypeError && e.code === 'ERR_INVALID_ARG_TYPE' && e.message.startsWith(`${name} is missing: it must be `) && !e.message.includes('undefined');
+  assert.throws(() => new Redlock(), (e) => missing(e, 'urls'));
+  await assert.rejects(redlock.acquire(), (e) => missing(e, 'resource'));
+  await assert.rejects(redlock.acquire('r'), (e) => missing(e, 'ttl'));
+  await assert.rejects(redlock.using('r', 1000), (e) => missing(e, 'routine') && e.message.includes('using(resource, ttl, [options,] routine)') && !e.message.includes('number 0'));
+  await assert.rejects(redlock.using('r', 1000, {}, async () => {}, 5), (e) => e instanceof TypeError && e.message.includes('at most 4 arguments, not 5'));
+  await assert.rejects(redlock.using('r'), (e) => missing(e, 'routine'));
+});
