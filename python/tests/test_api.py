@@ -15,7 +15,7 @@ import redislock
 from redislock import Redlock
 
 CLASSES = ["Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest", "_LockState"]
-ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError"]
+ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError", "LockReleased"]
 
 
 def public_members(cls):
@@ -52,11 +52,15 @@ def test_stubs_name_what_the_module_has():
 def test_exception_hierarchy():
     assert issubclass(redislock.QuorumUnreachable, redislock.NotAcquired)
     assert issubclass(redislock.ConfigError, ValueError)
+    assert issubclass(redislock.LockReleased, RuntimeError)
+    assert set(ERRORS) <= set(redislock.__all__)
     for name in ERRORS:
         assert issubclass(getattr(redislock, name), redislock.RedlockError)
     e = redislock.NotAcquired("m", "r", 2, "held by another owner", "held", [("a:1", "refused")])
     copy = pickle.loads(pickle.dumps(e))
     assert (str(copy), copy.resource, copy.attempts, copy.kind, copy.outcomes) == ("m", "r", 2, "held", [("a:1", "refused")])
+    copy = pickle.loads(pickle.dumps(redislock.LockReleased("m", "r")))
+    assert (type(copy), str(copy), copy.resource) == (redislock.LockReleased, "m", "r")
 
 
 def test_the_gil_is_released_while_waiting(servers, resource):
