@@ -48,10 +48,12 @@ run: build
 	@echo "redislock: press Ctrl-C to stop"
 	redis-server redis.conf --loadmodule $(CURDIR)/$(MODULE) --port $(RUN_PORT) --dir $(abspath $(RUN_DIR))/$(RUN_PORT)
 
-# `redlock` into BINDIR, the module into MODULEDIR.
+# `redlock` into BINDIR, the module into MODULEDIR. The module is
+# executable (0755), like any shared library: Redis 7.0+ and Valkey refuse
+# to load a module file without execute permission.
 install: build
 	install -D -m 755 target/release/redlock $(BINDIR)/redlock
-	install -D -m 644 $(MODULE) $(MODULEDIR)/libredislock.so
+	install -D -m 755 $(MODULE) $(MODULEDIR)/libredislock.so
 	@echo "redislock: installed $(BINDIR)/redlock and $(MODULEDIR)/libredislock.so"
 	@echo "redislock: load it with: loadmodule $(MODULEDIR)/libredislock.so"
 	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "redislock: note: $(BINDIR) is not on PATH; add it, e.g. export PATH=\"$(BINDIR):\$$PATH\"";; esac

@@ -135,7 +135,7 @@ export class Lock implements AsyncDisposable {
 
 /** A Redlock client over independent servers running the redislock module. */
 export class Redlock {
-  /** @param urls `redis://host:port` per server (`redis+cluster://h:p,h:p` for a cluster), or one URL. */
+  /** @param urls `redis://host:port` per server (`redis+cluster://h:p,h:p` for a cluster), or one URL (a string naming several servers is a ConfigError: pass an array). */
   constructor(urls: string | readonly string[], options?: RedlockOptions);
   /** Servers that must agree. */
   readonly quorum: number;

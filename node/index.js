@@ -214,8 +214,11 @@ class Redlock {
    * LockLostError when the lock was lost while it ran.
    */
   async using(resource, ttl, ...rest) {
-    if (rest.length < 1 || rest.length > 2) {
-      throw args.typeError('arguments', 'using(resource, ttl, [options,] routine)', rest.length);
+    if (rest.length === 0) throw args.typeError('routine', 'a function, as in using(resource, ttl, [options,] routine)', undefined);
+    if (rest.length > 2) {
+      const err = new TypeError(`using(resource, ttl, [options,] routine) takes at most 4 arguments, not ${2 + rest.length}`);
+      err.code = 'ERR_INVALID_ARG_TYPE';
+      throw err;
     }
     const routine = rest[rest.length - 1];
     if (typeof routine !== 'function') throw args.typeError('routine', 'a function', routine);

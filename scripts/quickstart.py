@@ -24,12 +24,19 @@ starts as shown (a table may have more columns). A value printed under
 a name (`owner: 6907d9...`) that later commands repeat is replaced there by
 the value this run printed, as a reader copies it.
 
-Prints one line per command and `quickstart: N passed, M failed`; exits 1
-if any failed.
+After the quick start, the module `make install` installed is loaded
+into a real server (Debian's redis-server, and Valkey 8.1 when
+REDISLOCK_VALKEY names it, as `make test` does), which must answer
+`LOCK.ACQUIRE` with a token and list the module in `MODULE LIST`: an
+installed file Redis refuses to load (no execute permission) fails here.
+
+Prints one line per command (and per server loading the installed module)
+and `quickstart: N passed, M failed`; exits 1 if any failed.
 """
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -131,6 +138,17 @@ class Run:
         self.failed = 0
         self.values = {}  # README value -> this run's value
 
+    def check(self, what, took, problem):
+        """Counts and prints a check that is not a README command: `problem`
+        is None when it passed, else what went wrong."""
+        if problem is None:
+            self.passed += 1
+            print(f"quickstart: ok     ({took:5.1f} s) {what}")
+        else:
+            self.failed += 1
+            print(f"quickstart: FAILED ({took:5.1f} s) {what}")
+            print("  " + "\n  ".join(problem.splitlines()))
+
     def step(self, env, command, expected):
         for readme_value, value in self.values.items():
             command = command.replace(readme_value, value)
@@ -179,6 +197,76 @@ def wait_for_pong(port, deadline_s=120):
     return False
 
 
+def redis_cli(port, *args):
+    """One command to 127.0.0.1:port, its reply as redis-cli --raw prints it."""
+    try:
+        done = subprocess.run(["redis-cli", "--raw", "-p", str(port), *args], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return "(no reply within 10 s)"
+    return (done.stdout + done.stderr).strip()
+
+
+def installed_module_problem(binary, module, port, workdir):
+    """Starts `binary` on `port` loading `module`, and checks that it
+    grants a lock with a token and lists the module; stops it. None if all
+    went well, else what did not."""
+    data = tempfile.mkdtemp(prefix="installed-", dir=workdir)
+    log = os.path.join(data, "server.log")
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", data, "--save", "", "--appendonly", "no",
+             "--loadmodule", module],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def log_tail():
+        """The log's lines about the module (why it did not load), else its end."""
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+        about = [line for line in lines if "odule" in line]
+        return "".join(about or lines[-5:]).rstrip()
+
+    try:
+        deadline = time.monotonic() + 30
+        while redis_cli(port, "PING") != "PONG":
+            if server.poll() is not None:
+                return f"the server exited with status {server.returncode}; its log says:\n{log_tail()}"
+            if time.monotonic() > deadline:
+                return f"no PONG on port {port} within 30 s; the server log says:\n{log_tail()}"
+            time.sleep(0.05)
+        token = redis_cli(port, "LOCK.ACQUIRE", "quickstart:installed", "quickstart", "10000")
+        if not re.fullmatch(r"\d+", token):
+            return f"LOCK.ACQUIRE answered {token!r}, not a fencing token"
+        modules = redis_cli(port, "MODULE", "LIST")
+        if "redislock" not in modules.split():
+            return f"MODULE LIST does not name redislock: {modules!r}"
+        return None
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def load_installed_module(run, env, port, workdir):
+    """The module `make install` put in MODULEDIR, loaded by each server
+    `make test` runs the module on."""
+    module = os.path.join(env["MODULEDIR"], "libredislock.so")
+    binaries = [shutil.which("redis-server") or "redis-server"]
+    valkey = os.environ.get("REDISLOCK_VALKEY")
+    if valkey and os.path.isfile(valkey):
+        binaries.append(valkey)
+    for binary in binaries:
+        started = time.monotonic()
+        if not os.path.isfile(module):
+            problem = f"{module} is missing: `make install` did not install it"
+        else:
+            problem = installed_module_problem(binary, module, port, workdir)
+        run.check(f"{binary} --port {port} --loadmodule {module}: LOCK.ACQUIRE, MODULE LIST",
+                  time.monotonic() - started, problem)
+
+
 def main():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         found = blocks(f.read())
@@ -189,7 +277,7 @@ def main():
         return 1
     run = Run()
     tmp = tempfile.mkdtemp(prefix="redislock-quickstart-")
-    run_port, *ports = free_ports(6)
+    run_port, installed_port, *ports = free_ports(7)
     env = dict(os.environ)
     env.update({
         "RUN_DIR": os.path.join(tmp, "run"),
@@ -222,6 +310,7 @@ def main():
                 run.step(env, command, expected)
         for command, expected in found["quorum"]:
             run.step(env, command, expected)
+        load_installed_module(run, env, installed_port, tmp)
     finally:
         # Our servers only: the make run process group, and the five by
         # their pid files.

@@ -7,7 +7,8 @@
 # Suites:
 #   redis-7.0    module and client suites (cargo test) on Debian's redis-server
 #   <server>     the module's suite on each named server (.servers/<server>)
-#   quickstart   README's quick start, run as written (scripts/quickstart.py)
+#   quickstart   README's quick start, run as written, then the module it
+#                installed loaded into real servers (scripts/quickstart.py)
 #   python       the Python package (python/, PyO3) and its pytest suite
 #                (scripts/test-python.sh; its own virtualenv in target/)
 #   partitions   real network partitions (namespaces, veths, nftables)

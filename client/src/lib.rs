@@ -23,6 +23,6 @@ pub use error::Error;
 pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
-pub use redlock::{Lock, Redlock, Released, Retry};
+pub use redlock::{servers_in_one, Lock, Redlock, Released, Retry};
 pub use settings::{Mode, Pem, Settings, TlsSettings};
 pub use transport::{ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

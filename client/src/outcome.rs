@@ -190,6 +190,8 @@ impl fmt::Display for Outcome {
             Outcome::Unreachable { cause: UnreachableCause::ConnectTimeout, detail } => write!(f, "connect timeout ({detail})"),
             Outcome::Unreachable { cause: UnreachableCause::Io, detail } => write!(f, "unreachable ({detail})"),
             Outcome::Quarantine { ms_left } => write!(f, "in restart quarantine, {} left", seconds_left(*ms_left)),
+            // NOPERM is about the user's rights, not its credentials.
+            Outcome::AuthFailed(e) if e.starts_with("NOPERM") => write!(f, "not permitted by the ACL ({e})"),
             Outcome::AuthFailed(e) => write!(f, "authentication failed ({e})"),
             Outcome::TlsFailed(e) => write!(f, "TLS failed: {e}"),
             Outcome::Failed(e) => write!(f, "error ({e})"),

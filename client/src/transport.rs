@@ -266,6 +266,13 @@ enum Client {
 /// The URL scheme of a Sentinel-managed master.
 pub const SENTINEL_SCHEME: &str = "redis+sentinel://";
 
+/// Whether a server-list entry, so far, goes on with more hosts after a
+/// comma: a cluster's seed list, or a Sentinel member's sentinels before
+/// its `/MASTER_NAME`.
+pub fn takes_more_hosts(entry: &str) -> bool {
+    is_cluster_url(entry) || entry.strip_prefix(SENTINEL_SCHEME).is_some_and(|rest| !rest.contains('/'))
+}
+
 /// The sentinels' port when a `redis+sentinel://` host names none.
 const SENTINEL_PORT: u16 = 26379;
 

@@ -188,6 +188,34 @@ async fn authentication_failures_are_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_info_is_told_to_allow_it_not_to_change_its_credentials() {
+    // The client reads INFO server on each connection (the run_id tells
+    // servers apart): a user that may not gets NOPERM, a missing right.
+    let c = Cluster::start(3);
+    for s in &c.servers {
+        s.ok(redis::cmd("ACL").arg(&["SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-info"])).await;
+    }
+    let app: Vec<String> = c.servers.iter().map(|s| format!("redis://app:pw@{}", s.addr())).collect();
+    let ran = cli(&app.join(","), &["acquire", "r", "--ttl", "2s", "--json"]).await;
+    assert_eq!(ran.code, Some(USAGE), "a configuration error: {}", ran.stderr);
+    let error = error_object(&ran, "auth_failed");
+    assert_eq!(kinds(&error), vec!["auth_failed"; 3], "{error}");
+    assert!(ran.stderr.contains("NOPERM") && ran.stderr.contains("ACL SETUSER <user> +info"), "the fix is named: {}", ran.stderr);
+    assert!(!ran.stderr.contains("give them in the URL"), "the credentials are right: {}", ran.stderr);
+    assert!(!ran.stderr.contains("authentication failed"), "{}", ran.stderr);
+    for s in &c.servers {
+        assert_eq!(s.info("r").await, None, "{}: nothing taken", s.addr());
+    }
+
+    // Given the right, the same user locks.
+    for s in &c.servers {
+        s.ok(redis::cmd("ACL").arg(&["SETUSER", "app", "+info"])).await;
+    }
+    let ran = cli(&app.join(","), &["acquire", "r", "--ttl", "2s"]).await;
+    assert_eq!(ran.code, Some(0), "with +info: {}", ran.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_the_module_is_one_failed_instance_named_as_such() {
     let c = Cluster::start_kinds(&[true, true, true, true, false]);
     let plain = c.servers[4].addr();
@@ -390,6 +418,42 @@ async fn bad_urls_name_the_problem() {
         let error = error_object(&ran, "usage");
         assert!(error["message"].as_str().unwrap_or("").contains(says), "{url}: {error}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_separated_by_spaces_or_semicolons_say_to_use_commas() {
+    // Ports nothing listens on: the list is refused before any connection.
+    let a = dead_port();
+    let b = std::iter::repeat_with(dead_port).find(|&p| p != a).expect("a second port");
+    for (list, by) in [
+        (format!("redis://127.0.0.1:{a} redis://127.0.0.1:{b}"), "spaces"),
+        (format!("redis://127.0.0.1:{a};redis://127.0.0.1:{b}"), "semicolons"),
+        (format!("127.0.0.1:{a}; 127.0.0.1:{b}"), "spaces and semicolons"),
+    ] {
+        let says = format!("separated by {by}: separate servers with commas");
+        let ran = cli(&list, &["status", "r"]).await;
+        assert_eq!(ran.code, Some(USAGE), "{list}");
+        assert!(ran.stderr.contains(&says) && ran.stderr.contains("--servers"), "{list}: {}", ran.stderr);
+        assert!(!ran.stderr.contains("port") && !ran.stderr.contains("did not parse"), "{list}: {}", ran.stderr);
+        let ran = cli(&list, &["acquire", "r", "--ttl", "1s", "--json"]).await;
+        let error = error_object(&ran, "usage");
+        assert!(error["message"].as_str().unwrap_or("").contains(&says), "{list}: {error}");
+
+        // The same list from the environment names the variable.
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlock"));
+        cmd.env("REDLOCK_SERVERS", &list)
+            .args(["status", "r"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let ran = run_cmd(cmd, &format!("REDLOCK_SERVERS={list:?} status r")).await;
+        assert_eq!(ran.code, Some(USAGE), "{list}");
+        assert!(ran.stderr.contains(&says) && ran.stderr.contains("REDLOCK_SERVERS"), "{list}: {}", ran.stderr);
+    }
+    // Commas, as asked, reach the servers (none listens: no quorum).
+    let ran = cli(&format!("redis://127.0.0.1:{a},redis://127.0.0.1:{b}"), &["status", "r"]).await;
+    assert_eq!(ran.code, Some(NO_QUORUM), "{}", ran.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,9 @@ function describe(value) {
 }
 
 function typeError(name, expected, value) {
-  const err = new TypeError(`${name} must be ${expected}, not ${describe(value)}`);
+  // A missing argument is named as missing, not as "not undefined".
+  const message = value === undefined ? `${name} is missing: it must be ${expected}` : `${name} must be ${expected}, not ${describe(value)}`;
+  const err = new TypeError(message);
   err.code = 'ERR_INVALID_ARG_TYPE';
   return err;
 }
@@ -51,8 +53,10 @@ function options(name, value, known) {
   return value;
 }
 
+// One string is passed on as it is: the native layer tells one URL (a
+// server, or a cluster's seed list) from several joined into one string.
 function urls(value) {
-  if (typeof value === 'string') return [value];
+  if (typeof value === 'string') return value;
   if (!Array.isArray(value) || value.some((u) => typeof u !== 'string')) {
     throw typeError('urls', 'an array of server URLs such as ["redis://127.0.0.1:7001", ...] or one URL as a string', value);
   }

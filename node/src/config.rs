@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use napi::bindgen_prelude::Either;
 use napi::Result;
 use napi_derive::napi;
 use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
@@ -103,6 +104,23 @@ fn whole(what: &str, value: f64, lo: f64, hi: f64) -> Result<f64> {
         return Err(config_error(format!("{what} must be a whole number from {lo} to {hi}, not {value}")));
     }
     Ok(value)
+}
+
+/// `urls`: an array of URLs, or one URL as a string (one server). One
+/// string naming several servers (`'redis://a:1,redis://b:2'`) is an
+/// array written as a string: a ConfigError saying to pass an array, not
+/// the URL parser's complaint about a port.
+pub fn server_list(urls: Either<String, Vec<String>>) -> Result<Vec<String>> {
+    match urls {
+        Either::A(one) => match redlock::servers_in_one(&one) {
+            Some(several) => {
+                let array = several.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ");
+                Err(config_error(format!("urls is one string naming {} servers ({one:?}): pass an array, [{array}]", several.len())))
+            }
+            None => Ok(vec![one]),
+        },
+        Either::B(list) => Ok(list),
+    }
 }
 
 pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {

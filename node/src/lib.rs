@@ -66,11 +66,12 @@ pub struct Released {
 
 #[napi]
 impl NativeRedlock {
-    /// `urls`: `redis://host:port` (or `redis+cluster://...`) per server.
+    /// `urls`: `redis://host:port` (or `redis+cluster://...`) per server,
+    /// or one URL as a string.
     #[napi(constructor)]
-    pub fn new(urls: Vec<String>, options: Option<Options>) -> Result<NativeRedlock> {
+    pub fn new(urls: Either<String, Vec<String>>, options: Option<Options>) -> Result<NativeRedlock> {
         // The crate's transport makes its clients here, with no I/O.
-        let inner = config::new_redlock(urls, options.unwrap_or_default())?;
+        let inner = config::new_redlock(config::server_list(urls)?, options.unwrap_or_default())?;
         Ok(NativeRedlock { inner })
     }
 

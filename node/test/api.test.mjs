@@ -272,3 +272,33 @@ test('Unix socket members count like TCP ones; a socket and the TCP address of o
   const mixed = new Redlock([cluster.servers[0].socketUrl, cluster.servers[0].url, cluster.servers[1].url], ROOMY);
   await assert.rejects(mixed.acquire(resource, 5_000), (e) => e instanceof ConfigError && /are the same server/.test(e.message));
 });
+
+test('one string of several URLs says to pass an array', () => {
+  const urls = cluster.urls.slice(0, 3);
+  const array = `[${urls.map((u) => JSON.stringify(u)).join(', ')}]`;
+  for (const joined of [urls.join(','), urls.join(', '), urls.join(' '), urls.join(';')]) {
+    assert.throws(
+      () => new Redlock(joined),
+      (e) => e instanceof ConfigError && e.message.includes(`naming 3 servers (${JSON.stringify(joined)}): pass an array, ${array}`) && !e.message.includes('port'),
+      joined,
+    );
+  }
+  // Inside an array, an entry naming two servers is refused as such.
+  assert.throws(
+    () => new Redlock([`${urls[0]},${urls[1]}`, urls[2]]),
+    (e) => e instanceof ConfigError && e.message.includes('names 2 servers in one entry') && !e.message.includes('port'),
+  );
+  // One URL as a string stays one server.
+  assert.equal(new Redlock(urls[0]).quorum, 1);
+  assert.equal(new Redlock(urls).quorum, 2);
+});
+
+test('a missing argument is named as missing', async () => {
+  const missing = (e, name) => e instanceof TypeError && e.code === 'ERR_INVALID_ARG_TYPE' && e.message.startsWith(`${name} is missing: it must be `) && !e.message.includes('undefined');
+  assert.throws(() => new Redlock(), (e) => missing(e, 'urls'));
+  await assert.rejects(redlock.acquire(), (e) => missing(e, 'resource'));
+  await assert.rejects(redlock.acquire('r'), (e) => missing(e, 'ttl'));
+  await assert.rejects(redlock.using('r', 1000), (e) => missing(e, 'routine') && e.message.includes('using(resource, ttl, [options,] routine)') && !e.message.includes('number 0'));
+  await assert.rejects(redlock.using('r', 1000, {}, async () => {}, 5), (e) => e instanceof TypeError && e.message.includes('at most 4 arguments, not 5'));
+  await assert.rejects(redlock.using('r'), (e) => missing(e, 'routine'));
+});

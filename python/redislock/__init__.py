@@ -14,7 +14,7 @@ The algorithm is the Rust crate ``redlock``'s, bound with PyO3:
 seconds as floats. Errors derive from ``RedlockError``.
 """
 
-from ._errors import ConfigError, LockLost, NotAcquired, QuorumUnreachable, RedlockError
+from ._errors import ConfigError, LockLost, LockReleased, NotAcquired, QuorumUnreachable, RedlockError
 from ._redislock import (
     AsyncLock,
     AsyncLockRequest,
@@ -33,6 +33,7 @@ __all__ = [
     "ConfigError",
     "Lock",
     "LockLost",
+    "LockReleased",
     "LockRequest",
     "NotAcquired",
     "QuorumUnreachable",

@@ -86,3 +86,19 @@ class ConfigError(RedlockError, ValueError):
     errors of bad arguments."""
 
     __module__ = "redislock"
+
+
+class LockReleased(RedlockError, RuntimeError):
+    """This hold was released already: a second ``release()``, or an
+    ``extend()`` after the release. Nothing was sent to the servers (as
+    Node's ``LockReleasedError``). Also a RuntimeError, which it was before
+    it had a class of its own.
+
+    Attributes: ``resource``.
+    """
+
+    __module__ = "redislock"
+
+    def __init__(self, message: str, resource: str = "") -> None:
+        super().__init__(message)
+        self.resource = resource

@@ -35,8 +35,17 @@ pub fn ttl(value: f64) -> PyResult<Duration> {
 }
 
 /// The server list: a list of URLs, or one URL as a string (one server).
+/// One string naming several servers (`"redis://a:1,redis://b:2"`) is a
+/// list written as a string: ConfigError, saying to pass a list.
 pub fn server_list(servers: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(one) = servers.extract::<String>() {
+        if let Some(several) = redlock::servers_in_one(&one) {
+            let list = several.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ");
+            return Err(crate::errors::ConfigError::new_err(format!(
+                "servers is one string naming {} servers ({one:?}): pass a list, [{list}]",
+                several.len()
+            )));
+        }
         return Ok(vec![one]);
     }
     servers.extract::<Vec<String>>().map_err(|_| {

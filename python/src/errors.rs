@@ -14,6 +14,7 @@ pyo3::import_exception!(redislock, NotAcquired);
 pyo3::import_exception!(redislock, QuorumUnreachable);
 pyo3::import_exception!(redislock, LockLost);
 pyo3::import_exception!(redislock, ConfigError);
+pyo3::import_exception!(redislock, LockReleased);
 
 /// What went wrong, on either side of the binding.
 #[derive(Debug)]
@@ -53,7 +54,9 @@ impl From<Failure> for PyErr {
                 let message = format!("lock {resource:?} lost: {why}");
                 LockLost::new_err((message, resource, Vec::<(String, String)>::new()))
             }
-            Failure::Released { resource } => PyRuntimeError::new_err(format!("this hold of lock {resource:?} was released already")),
+            Failure::Released { resource } => {
+                LockReleased::new_err((format!("this hold of lock {resource:?} was released already"), resource))
+            }
             Failure::Value(message) => PyValueError::new_err(message),
             Failure::Runtime(message) => PyRuntimeError::new_err(message),
         }

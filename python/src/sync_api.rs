@@ -170,8 +170,9 @@ pub struct PyLock;
 impl PyLock {
     /// Sets the lease to `ttl` seconds (default: the lock's ttl) from now
     /// on a quorum. Raises `LockLost` if it is lost, or the extension
-    /// reaches no quorum (it is then lost). On a kept lock `ttl` becomes
-    /// the guard's: it goes on extending to it, longer or shorter.
+    /// reaches no quorum (it is then lost), and `LockReleased` after its
+    /// release. On a kept lock `ttl` becomes the guard's: it goes on
+    /// extending to it, longer or shorter.
     #[pyo3(signature = (ttl=None))]
     fn extend(slf: &Bound<'_, Self>, ttl: Option<f64>) -> PyResult<()> {
         let ttl = ttl.map(config::ttl).transpose()?;
@@ -181,7 +182,7 @@ impl PyLock {
 
     /// Releases this hold; the last hold releases the lock on every server.
     /// Raises `LockLost` (after releasing) if the lock had been lost, and
-    /// RuntimeError if this hold was released already.
+    /// `LockReleased` if this hold was released already.
     fn release(slf: &Bound<'_, Self>) -> PyResult<()> {
         let work = PyLockState::hold(slf).release()?;
         Ok(runtime::block(slf.py(), work)??)

@@ -1,11 +1,12 @@
 """The package's surface: exports, docstrings, stubs, exception classes,
 the GIL released while waiting."""
 
-import _thread
 import ast
 import os
 import pickle
+import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import redislock
 from redislock import Redlock
 
 CLASSES = ["Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest", "_LockState"]
-ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError"]
+ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError", "LockReleased"]
 
 
 def public_members(cls):
@@ -51,11 +52,15 @@ def test_stubs_name_what_the_module_has():
 def test_exception_hierarchy():
     assert issubclass(redislock.QuorumUnreachable, redislock.NotAcquired)
     assert issubclass(redislock.ConfigError, ValueError)
+    assert issubclass(redislock.LockReleased, RuntimeError)
+    assert set(ERRORS) <= set(redislock.__all__)
     for name in ERRORS:
         assert issubclass(getattr(redislock, name), redislock.RedlockError)
     e = redislock.NotAcquired("m", "r", 2, "held by another owner", "held", [("a:1", "refused")])
     copy = pickle.loads(pickle.dumps(e))
     assert (str(copy), copy.resource, copy.attempts, copy.kind, copy.outcomes) == ("m", "r", 2, "held", [("a:1", "refused")])
+    copy = pickle.loads(pickle.dumps(redislock.LockReleased("m", "r")))
+    assert (type(copy), str(copy), copy.resource) == (redislock.LockReleased, "m", "r")
 
 
 def test_the_gil_is_released_while_waiting(servers, resource):
@@ -85,14 +90,41 @@ def test_the_gil_is_released_while_waiting(servers, resource):
 
 def test_ctrl_c_interrupts_a_blocking_wait_and_leaves_nothing_held(servers, resource):
     rl = Redlock(servers.urls)
-    holder = rl.try_lock(resource, ttl=10.0)
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
+    holder = rl.try_lock(resource, ttl=30.0)
+    # A real SIGINT, as Ctrl-C sends. Python turns it into KeyboardInterrupt
+    # only with its own handler installed, which it does at startup only
+    # when SIGINT is not ignored: in a job that a script (a non-interactive
+    # shell) starts in the background, `make test &` or `nohup make test &`,
+    # and on some CI runners it is, and then neither Ctrl-C nor
+    # _thread.interrupt_main() interrupts anything. So the test installs the
+    # handler an interactive program has, for its own duration.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    done = threading.Event()
+
+    def ctrl_c_once_in_line():
+        # The blocked call is at the head of the line: waiting on the lock
+        # itself on every server.
+        deadline = time.monotonic() + 20.0
+        while not all((s.lock_info(resource) or {}).get("waiters") == 1 for s in servers):
+            if done.is_set() or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=ctrl_c_once_in_line)
+    sender.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            rl.guard(resource, ttl=60.0, wait=30.0)
+            try:
+                rl.guard(resource, ttl=60.0, wait=30.0)
+            finally:
+                done.set()
+        # Interrupted while it waited, not on its return: the holder still
+        # holds the lock everywhere.
+        assert [(s.lock_info(resource) or {}).get("owner") for s in servers] == [holder.owner] * len(servers)
     finally:
-        timer.cancel()
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
         holder.release()
     # The interrupted acquisition goes on on the runtime; what it gets is
     # released at once, not left for its 60 s ttl.

@@ -1,6 +1,7 @@
 """The blocking API against five real servers: acquire, extend, release,
 tokens, reentrancy, shared holds, permits."""
 
+import asyncio
 import threading
 import time
 
@@ -139,7 +140,7 @@ def test_reentrancy_releases_on_the_last_release(servers, resource):
     assert lock.released and not again.released
     assert again.holds == 1
     assert len(servers.holders(resource)) == 5
-    with pytest.raises(RuntimeError):
+    with pytest.raises(redislock.LockReleased):
         lock.release()
     again.extend(10.0)  # the copies share the lock's state
     again.release()
@@ -313,6 +314,50 @@ def test_servers_are_a_list_of_urls_or_one_url():
         Redlock([7001])
     with pytest.raises(TypeError, match="list of URLs"):
         Redlock(7001)
+    # A cluster's seed list is one server, in one string.
+    assert Redlock("redis+cluster://127.0.0.1:7001,127.0.0.1:7002").quorum == 1
+
+
+def test_one_string_naming_several_servers_says_pass_a_list():
+    urls = ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]
+    fix = r'pass a list, \["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"\]'
+    for joined in (",".join(urls), ", ".join(urls), " ".join(urls), ";".join(urls)):
+        for cls in (Redlock, redislock.AsyncRedlock):
+            with pytest.raises(redislock.ConfigError, match=fix) as caught:
+                cls(joined)
+            assert "port" not in str(caught.value), str(caught.value)
+    # Inside a list, an entry naming two servers is refused as such.
+    with pytest.raises(redislock.ConfigError, match="names 2 servers in one entry") as caught:
+        Redlock([urls[0] + "," + urls[1], urls[2]])
+    assert "port" not in str(caught.value), str(caught.value)
+    assert Redlock(urls).quorum == 2
+
+
+def test_a_hold_released_twice_raises_lock_released(servers, resource):
+    rl = Redlock(servers.urls)
+    lock = rl.try_lock(resource, ttl=10.0)
+    lock.release()
+    with pytest.raises(redislock.LockReleased, match="released already") as caught:
+        lock.release()
+    assert isinstance(caught.value, redislock.RedlockError)
+    assert caught.value.resource == resource
+    with pytest.raises(redislock.LockReleased):
+        lock.extend(5.0)
+    with rl.lock(resource, ttl=10.0) as kept:
+        kept.release()
+        with pytest.raises(redislock.LockReleased):
+            kept.release()
+    # The block's end does not release it again, nor raise.
+    assert servers.holders(resource) == []
+
+    async def twice():
+        alock = await rl.asyncio().try_lock(resource, ttl=10.0)
+        await alock.release()
+        with pytest.raises(redislock.LockReleased):
+            await alock.release()
+
+    asyncio.run(twice())
+    assert servers.holders(resource) == []
 
 
 def test_a_zero_ttl_says_more_than_zero(servers, resource):

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redlock::transport::{is_cluster_url, SENTINEL_SCHEME};
+use redlock::transport::takes_more_hosts;
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
 /// The five local instances of `make redlock-up`.
@@ -422,6 +422,16 @@ fn non_empty(what: &'static str) -> impl Fn(&str) -> Result<String, String> + Cl
     move |s: &str| if s.is_empty() { Err(format!("the {what} must not be empty")) } else { Ok(s.to_string()) }
 }
 
+/// What separates the servers of one entry (no commas there: the list
+/// was split on them).
+fn separators(entry: &str) -> &'static str {
+    match (entry.contains(char::is_whitespace), entry.contains(';')) {
+        (true, true) => "spaces and semicolons",
+        (false, true) => "semicolons",
+        _ => "spaces",
+    }
+}
+
 impl Global {
     /// The server URLs, trimmed; `host:port` gets `redis://`.
     pub fn urls(&self) -> Result<Vec<String>, String> {
@@ -441,12 +451,23 @@ impl Global {
                     (false, false) => format!("empty entry in the server list {list:?} (--servers)"),
                 });
             }
+            if let Some(servers) = redlock::servers_in_one(s) {
+                // A list separated as a shell or a config file might: the
+                // URL parser would report a bad port or host instead.
+                let list = self.servers.join(",");
+                let from_env = std::env::var("REDLOCK_SERVERS").is_ok_and(|v| v == list);
+                let (given, by) = (if from_env { "REDLOCK_SERVERS" } else { "--servers" }, separators(s));
+                return Err(format!(
+                    "{given}: {s:?} names {} servers separated by {by}: separate servers with commas, e.g. {}",
+                    servers.len(),
+                    servers.join(",")
+                ));
+            }
             if !s.contains("://") {
                 // A scheme-less entry after a cluster URL is one more seed;
                 // after a Sentinel URL whose master name has not come yet
                 // (`/NAME`), one more sentinel.
-                let open = |u: &&mut String| is_cluster_url(u) || u.strip_prefix(SENTINEL_SCHEME).is_some_and(|rest| !rest.contains('/'));
-                if let Some(group) = urls.last_mut().filter(open) {
+                if let Some(group) = urls.last_mut().filter(|u: &&mut String| takes_more_hosts(u)) {
                     group.push(',');
                     group.push_str(s);
                     continue;
@@ -593,6 +614,16 @@ mod tests {
         );
         let cli = parse(&["status", "r", "--servers", "a:1,,b:2"]).expect("parses");
         assert!(cli.global.urls().is_err());
+        for (list, by) in [
+            ("redis://a:1 redis://b:2", "spaces"),
+            ("redis://a:1;redis://b:2", "semicolons"),
+            ("a:1; b:2", "spaces and semicolons"),
+            ("redis://c:3,redis://a:1 redis://b:2", "spaces"),
+        ] {
+            let cli = parse(&["status", "r", "--servers", list]).expect("parses");
+            let e = cli.global.urls().expect_err(list);
+            assert!(e.contains(&format!("separated by {by}: separate servers with commas")), "{list}: {e}");
+        }
         if std::env::var_os("REDLOCK_SERVERS").is_none() {
             let cli = parse(&["status", "r"]).expect("default");
             let urls = cli.global.urls().expect("urls");

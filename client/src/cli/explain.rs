@@ -48,7 +48,9 @@ fn hints(outcomes: &[InstanceOutcome]) -> Vec<String> {
             servers(slow)
         ));
     }
-    let auth = |o: &Outcome| matches!(o, Outcome::AuthFailed(_));
+    // Credentials, not rights: a NOPERM reply (a user without a command,
+    // e.g. +info) names its own fix, and new credentials would not help.
+    let auth = |o: &Outcome| matches!(o, Outcome::AuthFailed(reply) if !reply.starts_with("NOPERM"));
     if any(auth) {
         hints.push(format!(
             "{} refused the credentials: give them in the URL, redis://:PASSWORD@host:port or redis://USER:PASSWORD@host:port",
@@ -365,6 +367,20 @@ mod tests {
         assert!(f.message.contains("--wait 60s"), "{}", f.message);
         assert_eq!(f.details["quarantine_ms_left"], 57_800);
         assert_eq!(f.details["instances"][0]["kind"], "quarantine");
+    }
+
+    #[test]
+    fn a_missing_acl_right_gets_no_hint_about_credentials() {
+        let noperm = "NOPERM this user has no permissions to run the 'info' command; the client tells servers apart \
+                      by the run_id of INFO server: allow it, e.g. ACL SETUSER <user> +info";
+        let rights = vec![o("a", Outcome::AuthFailed(noperm.into())), o("b", Outcome::AuthFailed(noperm.into()))];
+        assert_eq!(hints(&rights), Vec::<String>::new());
+        assert!(rights[0].to_string().starts_with("a not permitted by the ACL (NOPERM"), "{}", rights[0]);
+        let mixed = vec![o("a", Outcome::AuthFailed("NOAUTH Authentication required.".into())), rights[1].clone()];
+        let hints = hints(&mixed);
+        assert_eq!(hints.len(), 1, "{hints:?}");
+        assert!(hints[0].starts_with("a refused the credentials: give them in the URL"), "{hints:?}");
+        assert!(mixed[0].to_string().starts_with("a authentication failed (NOAUTH"), "{}", mixed[0]);
     }
 
     #[test]
