@@ -1348,7 +1348,10 @@ mod tests {
         assert_eq!(several("redis+cluster://a:1,b:2 redis+cluster://c:3,d:4"), v(&["redis+cluster://a:1,b:2", "redis+cluster://c:3,d:4"]));
         // So is a Sentinel member's list of sentinels, up to its master's name.
         assert_eq!(several("redis+sentinel://s1:26379,s2:26379,s3:26379/m"), None);
-        assert_eq!(several("redis+sentinel://s1:26379,s2:26379/m,redis://c:3"), v(&["redis+sentinel://s1:26379,s2:26379/m", "redis://c:3"]));
+        assert_eq!(
+            several("redis+sentinel://s1:26379,s2:26379/m,redis://c:3"),
+            v(&["redis+sentinel://s1:26379,s2:26379/m", "redis://c:3"])
+        );
         // One server, or something the URL check judges.
         for one in ["redis://a:1", " redis://a:1 ", "a:1", "redis://:pa ss@a:1", "redis://:p;w@a:1", "redis://a:1 x", "", "redis://a:1,"] {
             assert_eq!(several(one), None, "{one:?}");
