@@ -3,12 +3,13 @@
 # redis-server and redis-tools (the server, redis-cli, redis-benchmark) and
 # libclang with its headers (the redis-module crate generates its bindings
 # with bindgen at build time; libclang alone lacks stddef.h), faketime
-# (clock-skew fault tests run a server under libfaketime), and iproute2 and
+# (clock-skew fault tests run a server under libfaketime), iproute2 and
 # nftables (the partition suite cuts links and drops packets between
-# network namespaces).
+# network namespaces), and openssl (the TLS tests make their own CA and
+# certificates, scripts/test-certs.sh).
 set -euo pipefail
 
-wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables)
+wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
