@@ -61,6 +61,11 @@ enum FirstTry {
     Again,
 }
 
+/// A release that did not reach an instance is sent again after this
+/// pause, doubled each time up to `RELEASE_RETRY_LAST` (`release_later`).
+const RELEASE_RETRY_FIRST: Duration = Duration::from_millis(20);
+const RELEASE_RETRY_LAST: Duration = Duration::from_millis(250);
+
 /// A place in line ends with the connection that holds it, at once
 /// (`SESSION DELAY 0`): a waiter that dies, or whose connection to the
 /// line instance is reset, leaves the line then, not a ttl later. The
@@ -814,7 +819,9 @@ impl Redlock {
                 .iter()
                 .enumerate()
                 .filter(|&(i, _)| late_grants || outcomes.get(i).is_none_or(|o| o.outcome != Outcome::Refused));
-            join_all(undo.map(|(_, instance)| instance.release(resource, &owner))).await;
+            let owner = owner.as_str();
+            let undone = join_all(undo.map(|(i, instance)| async move { (i, instance.release(resource, owner).await.outcome) })).await;
+            self.release_later(resource, &owner, ttl, undone);
             Err(outcomes)
         };
         // A server found listed twice: its entries make the count wrong.
@@ -993,7 +1000,44 @@ impl Redlock {
     /// Releases `lock` on every instance, whatever its holds.
     pub(crate) async fn release_on_servers(&self, lock: &Lock) -> Result<Released, Error> {
         lock.ended.store(true, Ordering::SeqCst);
-        self.release_owner(&lock.resource, &lock.owner).await
+        self.release_owner_within(&lock.resource, &lock.owner, Some(lock.ttl)).await
+    }
+
+    /// Sends the release of `owner`'s hold of `resource` again, in the
+    /// background, to every instance of `sent` (index, outcome of the
+    /// release) that it did not reach (timed out, unreachable: a reset or
+    /// a link that went down), until it lands there or the lease it may
+    /// still hold there (at most `ttl` from now) has run out. Otherwise a
+    /// lock whose release was lost in a blip stays held for its whole ttl,
+    /// and every waiter waits that long. Owner-checked and never taking
+    /// anything, a late release can only end this very hold: each lock has
+    /// an owner of its own. Outside a runtime, the lease ends it.
+    fn release_later(&self, resource: &str, owner: &str, ttl: Duration, sent: Vec<(usize, Outcome)>) {
+        let mut pending: Vec<usize> =
+            sent.into_iter().filter(|(_, o)| matches!(o, Outcome::Timeout | Outcome::Unreachable { .. })).map(|(i, _)| i).collect();
+        if pending.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (me, resource, owner) = (self.clone(), resource.to_string(), owner.to_string());
+        let until = Instant::now() + ttl;
+        runtime.spawn(async move {
+            let mut pause = RELEASE_RETRY_FIRST;
+            loop {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return;
+                }
+                tokio::time::sleep(pause.min(left)).await;
+                pause = pause.saturating_mul(2).min(RELEASE_RETRY_LAST);
+                let sent =
+                    join_all(pending.iter().filter_map(|&i| me.inner.instances.get(i).map(|inst| inst.release(&resource, &owner)))).await;
+                pending = pending.into_iter().zip(sent).filter(|(_, o)| !o.outcome.answered()).map(|(i, _)| i).collect();
+                if pending.is_empty() {
+                    return;
+                }
+            }
+        });
     }
 
     /// Releases `resource` held by `owner` on every instance (no
@@ -1004,8 +1048,18 @@ impl Redlock {
     /// the real servers let the lock go; the repeated entry is reported
     /// after.
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
+        self.release_owner_within(resource, owner, None).await
+    }
+
+    /// `release_owner`; with `ttl`, the lease a server may still hold, an
+    /// instance the release could not reach is sent it again in the
+    /// background (`release_later`).
+    async fn release_owner_within(&self, resource: &str, owner: &str, ttl: Option<Duration>) -> Result<Released, Error> {
         let verified = self.verify_servers().await;
         let instances = self.release_everywhere(resource, owner).await;
+        if let Some(ttl) = ttl {
+            self.release_later(resource, owner, ttl, instances.iter().map(|o| o.outcome.clone()).enumerate().collect());
+        }
         verified?;
         let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
         Ok(Released { released, remaining_holds: 0, instances })

@@ -499,6 +499,13 @@ def flapping_run(topo, w, seconds):
         kind = {"exclusive": "exclusive", "rw": "read-write (60 % shared)",
                 "permit": f"permits (limit {limit})"}[k["kind"]]
         flapped = {n: [h for h in holds if h["w"] == n] for n in ("c1", "c5")}
+        # Served in turn, though a fraction of what a good link gets (each
+        # about 5-15 holds, against 12-20 for each other worker): not
+        # starved (0-3 together when their neighbours were forgotten at
+        # each flap, see Flapper).
+        if len(flapped["c1"]) + len(flapped["c5"]) < 5:
+            raise ScenarioFailed(f"flapping ({res}): the flapping clients starve: c1 {len(flapped['c1'])} holds, "
+                                 f"c5 {len(flapped['c5'])}, the others {len(holds) - len(flapped['c1']) - len(flapped['c5'])}")
         untold = len(topo.find(lambda e: e["ev"] == "lost_untold" and e["res"] == res))
         rows.append(row(f"4. links of c1 (library), c5 (redlock run) and s1 flapping every 100-500 ms for "
                         f"{seconds:.0f} s, 6 workers, {kind}, ttl 1 s", v, lost_signal=None, next_grant=None,

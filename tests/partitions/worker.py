@@ -294,7 +294,10 @@ class Worker:
             # Lost, and the command was not told: it ran on without the lock.
             emit("lost_untold", id=hid, res=h.res, t=exited)
         emit("cli_exit", id=hid, res=h.res, code=code, stderr=stderr[-600:], sent=h.sent, started=started)
-        expected = (0, 76, 143) if started else (75,)
+        # Not started: not acquired (75), or acquired and lost before the
+        # command said it started (76: a flapping link can take a lock
+        # away at any moment).
+        expected = (0, 76, 143) if started else (75, 76)
         if c.get("check_exit", True) and code not in expected:
             emit("error", id=hid, message=f"redlock run exited {code}: {stderr[-600:]}")
         if started:
