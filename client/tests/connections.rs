@@ -709,3 +709,57 @@ async fn a_release_lost_in_a_reset_is_sent_again_when_the_link_is_back() {
         waiter.release(&granted).await.expect("release");
     }
 }
+
+/// A live holder keeps a session-bound lock (the default lock-delay) under
+/// a guard, through links that then stall (frames held both ways, as a
+/// link that went dark without a reset): the servers see nothing close,
+/// and keep the lock until its lease ends. The holder's lost signal must
+/// come before the waiter's grant, every trial, and the grant must come
+/// once the lease is over, not later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_holder_learns_of_the_loss_before_the_next_grant() {
+    let c = Cluster::start(5);
+    let links: Vec<Forwarder> = futures::future::join_all(c.servers.iter().map(|s| Forwarder::start(s.port))).await;
+    let settings = Settings { release_on_disconnect: true, request_timeout: Duration::from_millis(100), ..relaxed() };
+    let holder = Redlock::new(&links.iter().map(Forwarder::url).collect::<Vec<_>>(), settings.clone()).expect("client");
+    let ttl = Duration::from_millis(1_500);
+    for trial in 0..3 {
+        let resource = format!("stalled-{trial}");
+        let guard = holder.guard(&resource, ttl, None).await.expect("guard");
+        let waiter = c.redlock(relaxed());
+        let waiting = {
+            let (waiter, resource) = (waiter.clone(), resource.clone());
+            tokio::spawn(async move {
+                let lock = waiter.lock_until(&resource, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(15))).await;
+                (lock, Instant::now())
+            })
+        };
+        eventually(Duration::from_secs(10), "the waiter at the head", || async {
+            c.infos(&resource).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
+        })
+        .await;
+        let extended = guard.lock().acquired_at;
+        eventually(Duration::from_secs(3), "an extension", || async { guard.lock().acquired_at > extended }).await;
+        let stalled = Instant::now();
+        for l in &links {
+            l.stall(true);
+        }
+        tokio::time::timeout(Duration::from_secs(5), guard.lost()).await.expect("the lost signal");
+        let lost = guard.lost_at().expect("lost at");
+        let (granted, granted_at) = waiting.await.expect("waiter task");
+        let granted = granted.expect("the waiter is granted once the lease ends");
+        println!("trial {trial}: lost {:?}, granted {:?} after the stall", lost - stalled, granted_at - stalled);
+        assert!(
+            lost < granted_at,
+            "trial {trial}: granted {:?} before the holder learned of the loss {:?}",
+            granted_at - stalled,
+            lost - stalled
+        );
+        assert!(granted_at - stalled < ttl * 2, "trial {trial}: granted {:?} after the stall", granted_at - stalled);
+        waiter.release(&granted).await.expect("release");
+        drop(guard);
+        for l in &links {
+            l.stall(false);
+        }
+    }
+}
