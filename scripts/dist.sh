@@ -134,6 +134,8 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH
 cp "$wheel" "$dist/"
 cp "$stage/npm/redislock-$version.tgz" "$dist/redislock-$version-linux-x64-gnu.tgz"
 (cd "$dist" && sha256sum -- *.whl *.tgz *.tar.gz >SHA256SUMS)
+# What dist/ was built from, for `scripts/test-dist.sh --current`.
+scripts/test-dist.sh --source-id >"$stage/source-id"
 step ""
 
 say "built in $((SECONDS - started)) s:"
