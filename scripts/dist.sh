@@ -42,9 +42,10 @@ step() {
 command -v cargo >/dev/null || die "cargo is missing: install Rust (rustup)"
 command -v node >/dev/null && command -v npm >/dev/null || die "node and npm are missing: install Node.js 20 or later"
 version=$(scripts/versions.sh check) || die "the versions disagree (above)"
-# The time stamps inside the wheel and the tarball: the last commit's.
-SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
-export SOURCE_DATE_EPOCH
+# The time stamps inside the release tarball: the last commit's. Not
+# exported: C-compiling build scripts rerun when SOURCE_DATE_EPOCH changes,
+# and then nearly everything would be compiled again after each commit.
+epoch=$(git log -1 --format=%ct 2>/dev/null || date +%s)
 say "redislock $version for $triple, glibc $glibc or later"
 
 # The build tools, into their own virtualenv; again only when
@@ -84,7 +85,9 @@ built=${CARGO_TARGET_DIR:-$root/target}/$triple/release
 # for CPython 3.9 and later.
 step "the wheel" "maturin --zig; about 3 min on 2 cores the first time"
 rm -rf "$stage/wheel"
-zig_env maturin build --zig --compatibility "manylinux_${glibc/./_}" --target "$triple" \
+# The wheel's time stamps: a constant (1980-01-01, the oldest a zip file
+# holds), for the same reason.
+SOURCE_DATE_EPOCH=315532800 zig_env maturin build --zig --compatibility "manylinux_${glibc/./_}" --target "$triple" \
   --manifest-path python/Cargo.toml --out "$stage/wheel"
 wheels=("$stage"/wheel/redislock-"$version"-*.whl)
 [ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || die "expected one wheel of $version in $stage/wheel"
@@ -118,7 +121,7 @@ STAGE=$pkg node -e '
 [ -f "$stage/npm/redislock-$version.tgz" ] || die "npm pack made no redislock-$version.tgz"
 
 # The release tarball, the same bytes for the same inputs: sorted names,
-# root-owned, every time stamp SOURCE_DATE_EPOCH.
+# root-owned, every time stamp the last commit's.
 step "packing"
 rel=redislock-$version-x86_64-linux-gnu
 rm -rf "${stage:?}/$rel" && mkdir -p "$stage/$rel"
@@ -129,7 +132,7 @@ sed -e "s/@VERSION@/$version/" -e "s/@MODULE_VER@/$((major * 10000 + minor * 100
   packaging/INSTALL >"$stage/$rel/INSTALL"
 
 rm -rf "$dist" && mkdir -p "$dist"
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
   -C "$stage" -cf - "$rel" | gzip -n >"$dist/$rel.tar.gz"
 cp "$wheel" "$dist/"
 cp "$stage/npm/redislock-$version.tgz" "$dist/redislock-$version-linux-x64-gnu.tgz"
