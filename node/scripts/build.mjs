@@ -40,8 +40,11 @@ const args = options.zig
   ? ['zigbuild', '--profile', profile, '--target', `${zigTarget}.2.28`]
   : ['build', '--profile', profile];
 const outDir = options.zig ? path.join(targetDir, zigTarget, profile) : path.join(targetDir, profile);
+const names = { linux: 'libredislock_node.so', darwin: 'libredislock_node.dylib', win32: 'redislock_node.dll' };
+const name = names[process.platform] ?? 'libredislock_node.so';
+const from = path.join(outDir, name);
 // Say what the silence is about: a first build compiles the whole client.
-const fresh = !existsSync(outDir);
+const fresh = !existsSync(from);
 console.log(
   `redislock: compiling the Rust addon (cargo ${args[0]}, profile ${profile})` +
     (fresh ? ': about 4 minutes on 2 cores the first time' : ': seconds when nothing changed'),
@@ -59,9 +62,6 @@ if (built.status !== 0) process.exit(built.status ?? 1);
 const seconds = Math.round((Date.now() - started) / 1000);
 if (seconds >= 10) console.log(`redislock: compiled in ${seconds} s`);
 
-const names = { linux: 'libredislock_node.so', darwin: 'libredislock_node.dylib', win32: 'redislock_node.dll' };
-const name = names[process.platform] ?? 'libredislock_node.so';
-const from = path.join(outDir, name);
 const to = options.out ? path.resolve(options.out) : path.join(here, 'redislock.node');
 const same = existsSync(to) && statSync(to).size === statSync(from).size && readFileSync(to).equals(readFileSync(from));
 if (!same) {
