@@ -10,7 +10,8 @@
 # no cargo, no rustc there). Checks:
 #   - SHA256SUMS matches the files;
 #   - the release tarball holds libredislock.so (0755), redlock, redis.conf,
-#     LICENSE and INSTALL; five redis-servers (127.0.0.1, free ports,
+#     LICENSE and INSTALL; its redis.conf starts a server with the module;
+#     five redis-servers (127.0.0.1, free ports,
 #     scripts/redlock-servers.sh, stopped by PID on exit) load its module,
 #     and its `redlock` takes and releases a quorum lock on them;
 #   - a fresh venv installs the wheel with `pip install --no-index` (no
@@ -107,8 +108,22 @@ stop_servers() {
     REDLOCK_PORTS=$ports RUN_DIR=$servers_dir scripts/redlock-servers.sh down >/dev/null 2>&1 || true
   fi
 }
+# stop_pidfile FILE: stops the server by its PID and waits for its exit,
+# while its directory is still there to save into (a Redis whose
+# shutdown save fails refuses to exit): SIGKILL after 10 s.
+stop_pidfile() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 200); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
 cleanup() {
   stop_servers
+  stop_pidfile "$tmp/sample/redis.pid"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -185,6 +200,26 @@ module_list_ver() {
   echo "MODULE LIST on all 5: name redislock ver $module_ver"
 }
 check "the tarball's module loads into redis-server, MODULE LIST ver $module_ver ($version)" module_list_ver
+
+# The sample redis.conf, its loadmodule line pointed at the unpacked
+# module, starts a server (its own port, in a directory of its own).
+sample_conf() {
+  local port dir=$tmp/sample
+  mkdir -p "$dir"
+  sed "s|^loadmodule .*|loadmodule $rel/libredislock.so|" "$rel/redis.conf" >"$dir/redis.conf"
+  port=$(free_ports | cut -d' ' -f1)
+  (cd "$dir" && redis-server "$dir/redis.conf" --port "$port" --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log") || return 1
+  for _ in $(seq 100); do
+    [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && break
+    sleep 0.05
+  done
+  redis-cli -p "$port" LOCK.ACQUIRE dist:sample me 10000 | grep -Eq '^[1-9][0-9]*$' \
+    || { tail -n 5 "$dir/redis.log"; return 1; }
+  echo "redis-server $dir/redis.conf: LOCK.ACQUIRE granted"
+}
+check "the sample redis.conf (loadmodule pointed at the unpacked module) starts a server with the module" sample_conf
+stop_pidfile "$tmp/sample/redis.pid"
 
 redlock_cli() {
   local out owner
