@@ -6,6 +6,8 @@
 #   redislock-V-linux-x64-gnu.tgz          the npm package, addon inside
 #   redislock-V-x86_64-linux-gnu.tar.gz    the module, `redlock`, a sample
 #                                          redis.conf, LICENSE, INSTALL
+#   redislock_V_amd64.deb                  the same for Debian and Ubuntu
+#                                          (where dpkg-deb is)
 #   SHA256SUMS
 #
 # V is the workspace version (scripts/versions.sh, which must agree with
@@ -131,12 +133,51 @@ IFS=. read -r major minor patch <<<"$version"
 sed -e "s/@VERSION@/$version/" -e "s/@MODULE_VER@/$((major * 10000 + minor * 100 + patch))/" \
   packaging/INSTALL >"$stage/$rel/INSTALL"
 
+# The .deb (dpkg-deb, root-owned files): the module where Debian's
+# packaged Redis modules go, /usr/lib/redis/modules, `redlock` on PATH;
+# Debian's /etc/redis/redis.conf loads nothing by itself, so the package
+# says the loadmodule line in its description and its doc directory.
+deb=
+if command -v dpkg-deb >/dev/null; then
+  deb_root=$stage/deb
+  rm -rf "$deb_root" && mkdir -p "$deb_root/DEBIAN"
+  install -D -m 755 "$built/libredislock.so" "$deb_root/usr/lib/redis/modules/libredislock.so"
+  install -D -m 755 "$built/redlock" "$deb_root/usr/bin/redlock"
+  install -D -m 644 LICENSE "$deb_root/usr/share/doc/redislock/copyright"
+  install -D -m 644 packaging/redis.conf "$deb_root/usr/share/doc/redislock/redis.conf.example"
+  sed -i 's|/usr/local/lib/redislock/libredislock.so|/usr/lib/redis/modules/libredislock.so|' \
+    "$deb_root/usr/share/doc/redislock/redis.conf.example"
+  cat >"$deb_root/DEBIAN/control" <<CONTROL
+Package: redislock
+Version: $version
+Architecture: amd64
+Maintainer: the redislock authors <redislock@localhost>
+Depends: libc6 (>= 2.28)
+Suggests: redis-server (>= 5:7.0) | valkey-server
+Section: database
+Priority: optional
+Installed-Size: $(du -sk "$deb_root/usr" | cut -f1)
+Description: native distributed locks for Redis: a module with fencing tokens
+ The redislock Redis module (LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND,
+ LOCK.INFO: fencing tokens, fair waiting, shared locks and semaphores) and
+ redlock, the Redlock quorum client. Load the module with the line
+ "loadmodule /usr/lib/redis/modules/libredislock.so" in
+ /etc/redis/redis.conf (Redis 7.0 or later, or Valkey).
+CONTROL
+  find "$deb_root" -exec touch -h -d "@$epoch" {} +
+  deb=redislock_${version}_amd64.deb
+  dpkg-deb --root-owner-group -Zgzip --build "$deb_root" "$stage/$deb" >/dev/null
+else
+  say "no dpkg-deb here: no .deb"
+fi
+
 rm -rf "$dist" && mkdir -p "$dist"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
   -C "$stage" -cf - "$rel" | gzip -n >"$dist/$rel.tar.gz"
 cp "$wheel" "$dist/"
 cp "$stage/npm/redislock-$version.tgz" "$dist/redislock-$version-linux-x64-gnu.tgz"
-(cd "$dist" && sha256sum -- *.whl *.tgz *.tar.gz >SHA256SUMS)
+[ -z "$deb" ] || cp "$stage/$deb" "$dist/"
+(cd "$dist" && sha256sum -- *.whl *.tgz *.tar.gz ${deb:+"$deb"} >SHA256SUMS)
 # What dist/ was built from, for `scripts/test-dist.sh --current`.
 scripts/test-dist.sh --source-id >"$stage/source-id"
 step ""

@@ -14,6 +14,8 @@
 #     five redis-servers (127.0.0.1, free ports,
 #     scripts/redlock-servers.sh, stopped by PID on exit) load its module,
 #     and its `redlock` takes and releases a quorum lock on them;
+#   - the .deb (where make dist made one) unpacks the module and redlock
+#     where Debian's packages put them, and its module loads;
 #   - a fresh venv installs the wheel with `pip install --no-index` (no
 #     compiling, within a minute) and takes a quorum lock;
 #   - a fresh npm project installs the npm tarball offline (no install
@@ -124,6 +126,7 @@ stop_pidfile() {
 cleanup() {
   stop_servers
   stop_pidfile "$tmp/sample/redis.pid"
+  stop_pidfile "$tmp/deb-server/redis.pid"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -201,25 +204,61 @@ module_list_ver() {
 }
 check "the tarball's module loads into redis-server, MODULE LIST ver $module_ver ($version)" module_list_ver
 
-# The sample redis.conf, its loadmodule line pointed at the unpacked
-# module, starts a server (its own port, in a directory of its own).
-sample_conf() {
-  local port dir=$tmp/sample
+# one_server DIR ARGS...: a redis-server in DIR (daemonized, its PID in
+# DIR/redis.pid) on a free port, with ARGS; takes a lock on it.
+one_server() {
+  local dir=$1 port
+  shift
   mkdir -p "$dir"
-  sed "s|^loadmodule .*|loadmodule $rel/libredislock.so|" "$rel/redis.conf" >"$dir/redis.conf"
   port=$(free_ports | cut -d' ' -f1)
-  (cd "$dir" && redis-server "$dir/redis.conf" --port "$port" --daemonize yes \
+  (cd "$dir" && redis-server "$@" --port "$port" --bind 127.0.0.1 --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log") || return 1
   for _ in $(seq 100); do
     [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && break
     sleep 0.05
   done
-  redis-cli -p "$port" LOCK.ACQUIRE dist:sample me 10000 | grep -Eq '^[1-9][0-9]*$' \
+  redis-cli -p "$port" LOCK.ACQUIRE dist:one me 10000 | grep -Eq '^[1-9][0-9]*$' \
     || { tail -n 5 "$dir/redis.log"; return 1; }
-  echo "redis-server $dir/redis.conf: LOCK.ACQUIRE granted"
+  echo "redis-server $*: LOCK.ACQUIRE granted"
+}
+
+# The sample redis.conf, its loadmodule line pointed at the unpacked
+# module, starts a server (its own port, in a directory of its own).
+sample_conf() {
+  mkdir -p "$tmp/sample"
+  sed "s|^loadmodule .*|loadmodule $rel/libredislock.so|" "$rel/redis.conf" >"$tmp/sample/redis.conf"
+  one_server "$tmp/sample" "$tmp/sample/redis.conf"
 }
 check "the sample redis.conf (loadmodule pointed at the unpacked module) starts a server with the module" sample_conf
 stop_pidfile "$tmp/sample/redis.pid"
+
+# The .deb, when make dist made one (where dpkg-deb is): unpacked, not
+# installed (that would change this machine).
+deb=dist/redislock_${version}_amd64.deb
+debian_package() {
+  local depends
+  depends=$(dpkg-deb -f "$deb" Depends)
+  echo "Depends: $depends"
+  [ "$depends" = "libc6 (>= $glibc_max)" ] || return 1
+  dpkg-deb -x "$deb" "$tmp/deb"
+  [ -x "$tmp/deb/usr/bin/redlock" ] || { echo "no /usr/bin/redlock"; return 1; }
+  dpkg-deb -c "$deb" | grep -E '^-rwxr-xr-x root/root .* \./usr/lib/redis/modules/libredislock\.so$' \
+    || { echo "no ./usr/lib/redis/modules/libredislock.so, 0755, root's"; return 1; }
+  one_server "$tmp/deb-server" --loadmodule "$tmp/deb/usr/lib/redis/modules/libredislock.so" --save "" --appendonly no
+}
+deb_version() {
+  local found
+  found=$(dpkg-deb -f "$deb" Version)
+  echo "$found"
+  [ "$found" = "$version" ]
+}
+if [ -f "$deb" ] && command -v dpkg-deb >/dev/null; then
+  check "the .deb puts the module (0755) in /usr/lib/redis/modules, redlock in /usr/bin; its module loads" debian_package
+  stop_pidfile "$tmp/deb-server/redis.pid"
+  check "the .deb says $version" deb_version
+else
+  say "no .deb in dist/ (make dist makes one where dpkg-deb is): not tested"
+fi
 
 redlock_cli() {
   local out owner
