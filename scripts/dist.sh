@@ -166,7 +166,7 @@ Description: native distributed locks for Redis: a module with fencing tokens
 CONTROL
   find "$deb_root" -exec touch -h -d "@$epoch" {} +
   deb=redislock_${version}_amd64.deb
-  dpkg-deb --root-owner-group -Zgzip --build "$deb_root" "$stage/$deb" >/dev/null
+  SOURCE_DATE_EPOCH=$epoch dpkg-deb --root-owner-group -Zgzip --build "$deb_root" "$stage/$deb" >/dev/null
 else
   say "no dpkg-deb here: no .deb"
 fi
