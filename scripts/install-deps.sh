@@ -5,11 +5,14 @@
 # with bindgen at build time; libclang alone lacks stddef.h), faketime
 # (clock-skew fault tests run a server under libfaketime), iproute2 and
 # nftables (the partition suite cuts links and drops packets between
-# network namespaces), and openssl (the TLS tests make their own CA and
-# certificates, scripts/test-certs.sh).
+# network namespaces), openssl (the TLS tests make their own CA and
+# certificates, scripts/test-certs.sh), and binutils (objdump, with which
+# the dist suite reads the glibc versions a binary asks for). What only
+# `make dist` builds with (zig, cargo-zigbuild, maturin, auditwheel) comes
+# from PyPI into target/dist-tools: scripts/dist.sh installs it.
 set -euo pipefail
 
-wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl)
+wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl binutils)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

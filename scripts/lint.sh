@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The lint gate of `make test`: rustfmt (rustfmt.toml) and clippy with
-# warnings as errors, on every crate and target of the workspace.
+# warnings as errors, on every crate and target of the workspace; and
+# node/package.json's version is the workspace's (scripts/versions.sh).
 #
 #   scripts/lint.sh
 set -uo pipefail
@@ -22,6 +23,11 @@ if cargo clippy --workspace --all-targets --profile tests -- -D warnings; then
   passed=$((passed + 1))
 else
   echo "lint: clippy found warnings (denied)" >&2
+  failed=$((failed + 1))
+fi
+if scripts/versions.sh check >/dev/null; then
+  passed=$((passed + 1))
+else
   failed=$((failed + 1))
 fi
 echo "lint: $passed passed, $failed failed"

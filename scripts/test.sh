@@ -22,6 +22,10 @@
 #                (scripts/lint.sh)
 #   docs         README.md and the book in docs/: links and anchors
 #                resolve, README stays short (scripts/check-docs.py)
+#   dist         dist/ (make dist) installed and used without Rust
+#                (scripts/test-dist.sh); skipped unless dist/ was built
+#                from the sources as they are: `make test-dist` (which
+#                .ci/run runs after this) builds it and runs the suite
 #
 # The test binaries build with the `tests` profile (release optimisation
 # without whole-program LTO); the servers load the release module that
@@ -66,9 +70,9 @@ run_suite() {
   # A suite that could not run here says "<name>: skipped: <why>".
   local pytest_line
   pytest_line=$(grep -E '^=* *[0-9]+ (passed|failed)[^;]* in [0-9.]+s' "$log" | tail -n 1)
-  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |node: |partitions: |lint: |docs: )[0-9]+ passed' "$log"
+  passed=$( { grep -Eo '(test result: [A-Za-z]+\. |quickstart: |examples: |node: |partitions: |lint: |docs: |dist: )[0-9]+ passed' "$log"
     grep -Eo '[0-9]+ passed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | awk '{ n += $1 } END { print n + 0 }')
-  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |node: [0-9]+ passed, |partitions: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, )[0-9]+ failed' "$log"
+  failed=$( { grep -Eo '(test result: [A-Za-z]+\. [0-9]+ passed; |quickstart: [0-9]+ passed, |examples: [0-9]+ passed, |node: [0-9]+ passed, |partitions: [0-9]+ passed, |lint: [0-9]+ passed, |docs: [0-9]+ passed, |dist: [0-9]+ passed, )[0-9]+ failed' "$log"
     grep -Eo '[0-9]+ failed' <<<"$pytest_line"; } | grep -Eo '[0-9]+ failed' | awk '{ n += $1 } END { print n + 0 }')
   passed=${passed:-0} failed=${failed:-0}
   local verdict=ok skipped
@@ -106,6 +110,7 @@ run_suite partitions scripts/test-partitions.sh
 run_suite examples scripts/test-examples.sh
 run_suite lint scripts/lint.sh
 run_suite docs python3 scripts/check-docs.py
+run_suite dist scripts/test-dist.sh --current
 tests_secs=$(( $(date +%s) - tests_started ))
 
 echo

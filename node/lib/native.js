@@ -9,7 +9,8 @@ try {
 } catch (e) {
   const err = new Error(
     `redislock: the native addon ${file} could not be loaded (${e.message}). ` +
-      'Build it from a checkout of the repository with `npm --prefix <checkout>/node run build` ' +
+      'The addon of the tarball `make dist` writes runs on Linux x86_64 with glibc 2.28 or later; ' +
+      'elsewhere, build it from a checkout of the repository with `npm --prefix <checkout>/node run build` ' +
       '(needs Rust), or install a package tarball made by `npm pack` after that build.',
   );
   err.code = 'ERR_REDLOCK_NATIVE';
