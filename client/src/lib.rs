@@ -7,7 +7,8 @@
 //! - `tls`: `rediss://` servers: certificates read and checked, failures named
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `guard`: automatic extension and the lost-lock signal
-//! - `settings`, `error`
+//! - `semaphore`: permits of a counting semaphore, one slot lock each
+//! - `settings` (defaults and checks), `error`
 
 pub mod error;
 pub mod guard;
@@ -24,5 +25,5 @@ pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Lock, Redlock, Released, Retry};
-pub use settings::{Mode, Pem, Settings, TlsSettings};
+pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit};
 pub use transport::{ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};
