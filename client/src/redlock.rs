@@ -1038,7 +1038,7 @@ type Grant = (usize, i64);
 
 /// What an acquisition asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Exclusive,
     /// A shared hold of a read-write lock.
     Shared,
