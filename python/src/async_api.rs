@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyTuple;
 use redlock::hold::Hold;
 
 use crate::aio;
 use crate::bases::{PyClient, PyLockState};
-use crate::config;
+use crate::config::{self, Kwargs};
 use crate::errors::py;
 use crate::exit;
 use crate::hold::{Acquisition, Fresh, Pending};
@@ -84,18 +84,13 @@ impl PyAsyncRedlock {
     /// stubs), each left out the Rust client's default.
     #[new]
     #[pyo3(signature = (servers, **options))]
-    fn new(servers: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyClassInitializer<Self>> {
+    fn new(servers: &Bound<'_, PyAny>, options: Option<Kwargs<'_, '_>>) -> PyResult<PyClassInitializer<Self>> {
         PyClient::from_arguments(servers, options, PyAsyncRedlock)
     }
 
     /// Awaitable: one attempt round, as `Redlock.try_lock`; an `AsyncLock`.
     #[pyo3(signature = (resource, ttl, **options))]
-    fn try_lock<'py>(
-        slf: &Bound<'py, Self>,
-        resource: String,
-        ttl: f64,
-        options: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, PyAny>> {
         let work = PyClient::acquisition(slf, "try_lock", (resource, ttl, None), options)?;
         acquire(slf.py(), work, None)
     }
@@ -110,7 +105,7 @@ impl PyAsyncRedlock {
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        options: Option<&Bound<'_, PyDict>>,
+        options: Option<Kwargs<'_, '_>>,
     ) -> PyResult<AsyncLockRequest> {
         Ok(AsyncLockRequest { pending: PyClient::pending(slf, (resource, ttl, wait), options)?, entered: Arc::new(Mutex::new(None)) })
     }
@@ -122,7 +117,7 @@ impl PyAsyncRedlock {
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        options: Option<&Bound<'py, PyDict>>,
+        options: Option<Kwargs<'_, 'py>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let work = PyClient::acquisition(slf, "guard", (resource, ttl, wait), options)?;
         acquire(slf.py(), work, None)

@@ -7,11 +7,12 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+
 use pyo3::PyClass;
 use redlock::hold::Hold;
 use redlock::Redlock;
 
+use crate::config::Kwargs;
 use crate::hold::{self, Acquisition, Pending};
 use crate::{config, errors};
 
@@ -31,7 +32,7 @@ impl PyClient {
     /// `Redlock(servers, **options)` or `AsyncRedlock(...)` (`class`).
     pub fn from_arguments<T: PyClass<BaseType = PyClient>>(
         servers: &Bound<'_, PyAny>,
-        options: Option<&Bound<'_, PyDict>>,
+        options: Option<Kwargs<'_, '_>>,
         class: T,
     ) -> PyResult<PyClassInitializer<T>> {
         Ok(PyClient::init(config::new_redlock(T::NAME, servers, options)?, class))
@@ -48,7 +49,7 @@ impl PyClient {
         client: &Bound<'_, T>,
         method: &str,
         (resource, ttl, wait): (String, f64, Option<f64>),
-        options: Option<&Bound<'_, PyDict>>,
+        options: Option<Kwargs<'_, '_>>,
     ) -> PyResult<impl Acquisition> {
         let (req, on_lost) = config::request(method, resource, ttl, wait, options)?;
         Ok(hold::acquire(PyClient::inner(client).clone(), req, method == "guard", on_lost))
@@ -58,7 +59,7 @@ impl PyClient {
     pub fn pending<T: PyClass<BaseType = PyClient>>(
         client: &Bound<'_, T>,
         (resource, ttl, wait): (String, f64, Option<f64>),
-        options: Option<&Bound<'_, PyDict>>,
+        options: Option<Kwargs<'_, '_>>,
     ) -> PyResult<Pending> {
         let (req, on_lost) = config::request("lock", resource, ttl, wait, options)?;
         Ok(Pending::new(PyClient::inner(client).clone(), req, on_lost))

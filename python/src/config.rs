@@ -14,6 +14,9 @@ use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
 use crate::errors::py;
 use crate::hold::NAMES;
 
+/// The keyword arguments (`**options`) a call was given.
+pub type Kwargs<'a, 'py> = &'a Bound<'py, PyDict>;
+
 /// The server list: a list of URLs, or one URL as a string (one server).
 /// One string naming several servers (`"redis://a:1,redis://b:2"`) is a
 /// list written as a string: ConfigError, saying to pass a list.
@@ -71,7 +74,7 @@ fn tls(files: [Option<PathBuf>; 3], ssl_cert_reqs: Option<&Bound<'_, PyAny>>) ->
 /// crate's default (`Settings::default`, the only place defaults are
 /// written; the stubs state them, checked by the tests). `class` names the caller in a
 /// TypeError.
-pub fn new_redlock(class: &str, servers: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Redlock> {
+pub fn new_redlock(class: &str, servers: &Bound<'_, PyAny>, options: Option<Kwargs>) -> PyResult<Redlock> {
     let servers = server_list(servers)?;
     let mut o = Options::default();
     let (mut files, mut cert_reqs) = ([None, None, None], None);
@@ -124,7 +127,7 @@ pub fn request(
     resource: String,
     ttl: f64,
     wait: Option<f64>,
-    options: Option<&Bound<'_, PyDict>>,
+    options: Option<Kwargs>,
 ) -> PyResult<(Request, Option<Py<PyAny>>)> {
     let once = method == "try_lock";
     let (mut shared, mut limit, mut on_lost) = (false, None, None);

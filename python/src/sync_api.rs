@@ -5,10 +5,10 @@ use std::sync::Mutex;
 
 use crate::async_api::PyAsyncRedlock;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::bases::{PyClient, PyLockState};
-use crate::config;
+use crate::config::{self, Kwargs};
 use crate::errors::py;
 use crate::exit;
 use crate::hold::{Acquisition, Pending};
@@ -38,7 +38,7 @@ impl PyRedlock {
     /// stubs), each left out the Rust client's default.
     #[new]
     #[pyo3(signature = (servers, **options))]
-    fn new(servers: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyClassInitializer<Self>> {
+    fn new(servers: &Bound<'_, PyAny>, options: Option<Kwargs<'_, '_>>) -> PyResult<PyClassInitializer<Self>> {
         PyClient::from_arguments(servers, options, PyRedlock)
     }
 
@@ -54,12 +54,7 @@ impl PyRedlock {
     /// lock; `limit=N`: a permit of a semaphore of N. Release it with
     /// `release()` or a `with` block; one never released ends with its ttl.
     #[pyo3(signature = (resource, ttl, **options))]
-    fn try_lock<'py>(
-        slf: &Bound<'py, Self>,
-        resource: String,
-        ttl: f64,
-        options: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyLock>> {
+    fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, PyLock>> {
         let work = PyClient::acquisition(slf, "try_lock", (resource, ttl, None), options)?;
         acquire(slf.py(), work)
     }
@@ -81,7 +76,7 @@ impl PyRedlock {
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        options: Option<&Bound<'_, PyDict>>,
+        options: Option<Kwargs<'_, '_>>,
     ) -> PyResult<LockRequest> {
         Ok(LockRequest { pending: PyClient::pending(slf, (resource, ttl, wait), options)?, entered: Mutex::new(None) })
     }
@@ -96,7 +91,7 @@ impl PyRedlock {
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        options: Option<&Bound<'py, PyDict>>,
+        options: Option<Kwargs<'_, 'py>>,
     ) -> PyResult<Bound<'py, PyLock>> {
         let work = PyClient::acquisition(slf, "guard", (resource, ttl, wait), options)?;
         acquire(slf.py(), work)
