@@ -123,12 +123,16 @@ export class Lock implements AsyncDisposable {
   readonly released: boolean;
   /** Extended automatically while held. */
   readonly kept: boolean;
+  /** Holds of this acquisition not yet released (see `reenter`). */
+  readonly holds: number;
   /** Each server's answer to the acquisition or latest extension. */
   readonly outcomes: ServerOutcome[];
   /** The lease becomes `ttl` (default: the lock's) from now on a quorum; a kept lock keeps extending to it. */
   extend(ttl?: number): Promise<this>;
-  /** Releases the lock on every server. Rejects with LockLostError (after releasing) if it had been lost. */
+  /** Releases this hold; the last hold releases the lock on every server. Rejects with LockLostError (after releasing) if it had been lost. */
   release(): Promise<Released>;
+  /** Another `Lock` of the same acquisition, at once, without asking the servers; each is released once, the last release releases the lock. Throws LockReleasedError or LockLostError when this hold is no longer held. */
+  reenter(): Lock;
   /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
 }

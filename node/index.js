@@ -68,6 +68,8 @@ class Lock {
   get released() { return this.#native.released; }
   /** Extended automatically while held (`using`, `acquire(..., { keep: true })`). */
   get kept() { return this.#native.kept; }
+  /** Holds of this acquisition not yet released (see `reenter`). */
+  get holds() { return this.#native.holds; }
   /** Each server's answer to the acquisition or latest extension: `{ server, kind, message }`. */
   get outcomes() { return this.#native.outcomes; }
 
@@ -92,6 +94,19 @@ class Lock {
     const result = await callNative(() => this.#native.release());
     if (isFailure(result)) throw fromFailure(result);
     return result;
+  }
+
+  /**
+   * Holds the lock once more, at once and without asking the servers:
+   * another `Lock` of the same acquisition (the same owner and token).
+   * Each is released once; the last release releases the lock on the
+   * servers. Throws LockReleasedError or LockLostError when this hold is
+   * no longer held.
+   */
+  reenter() {
+    const result = this.#native.reenter();
+    if (isFailure(result)) throw fromFailure(result);
+    return new Lock(kMake, result);
   }
 
   /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */

@@ -7,10 +7,14 @@
 //! - `tls`: `rediss://` servers: certificates read and checked, failures named
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `guard`: automatic extension and the lost-lock signal
-//! - `settings`, `error`
+//! - `semaphore`: permits of a counting semaphore, one slot lock each
+//! - `hold`: what every front end (the CLI, the Python and Node bindings)
+//!   does with a lock: requests, holds, input checks, failures by category
+//! - `settings` (defaults and checks), `error`
 
 pub mod error;
 pub mod guard;
+pub mod hold;
 pub mod outcome;
 pub mod quorum;
 pub mod redlock;
@@ -23,6 +27,6 @@ pub use error::Error;
 pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
-pub use redlock::{servers_in_one, Lock, Redlock, Released, Retry};
-pub use settings::{Mode, Pem, Settings, TlsSettings};
+pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry};
+pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit};
 pub use transport::{ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

@@ -209,6 +209,7 @@ impl Redlock {
         if urls.is_empty() {
             return Err(Error::Config("no servers given".into()));
         }
+        settings.validate(urls.len())?;
         let identities = Arc::new(Identities::default());
         // The TLS settings' files are read here, once, for every rediss://
         // server; set without one, they would be silently unused.
@@ -242,21 +243,6 @@ impl Redlock {
             .collect::<Result<Vec<_>, _>>()?;
         spelled_once(urls, &instances)?;
         let quorum = settings.quorum.unwrap_or_else(|| quorum::majority(instances.len()));
-        if quorum == 0 || quorum > instances.len() {
-            return Err(Error::Config(format!("quorum {quorum} impossible with {} servers", instances.len())));
-        }
-        let (lo, hi) = settings.retry_delay;
-        if lo > hi {
-            return Err(Error::Config("retry delay range is reversed".into()));
-        }
-        if settings.release_on_disconnect && settings.mode == Mode::Script {
-            return Err(Error::Config(
-                "release_on_disconnect needs the redislock module (module mode): plain Redis cannot bind a lock to a connection".into(),
-            ));
-        }
-        if !settings.release_on_disconnect && settings.lock_delay.is_some() {
-            return Err(Error::Config("lock_delay needs release_on_disconnect".into()));
-        }
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
         Ok(Redlock {
@@ -1106,7 +1092,7 @@ type Grant = (usize, i64);
 
 /// What an acquisition asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Exclusive,
     /// A shared hold of a read-write lock.
     Shared,

@@ -1,8 +1,13 @@
-//! Client settings, with the defaults documented in README.md.
+//! Client settings: their defaults (`Settings::default`, the only place
+//! they are written) and their checks (`Settings::validate`), which speak
+//! the language of whoever set them (`Names`: the Rust API, the CLI,
+//! Python, Node).
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::error::Error;
 
 /// How the client talks to the servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +125,115 @@ impl Default for Settings {
     }
 }
 
+/// How a front end names the settings and measures time, so that one
+/// check (`Settings::validate_named`, the checks of `crate::hold::input`)
+/// says what is wrong in the words its caller used.
+#[derive(Clone, Copy, Debug)]
+pub struct Names {
+    /// An option as the caller writes it, from its Rust name:
+    /// `request_timeout` (Rust, Python), `options.requestTimeout` (Node).
+    pub option: fn(&str) -> String,
+    /// The unit of the caller's numbers of time.
+    pub unit: Unit,
+    /// The server list's name (`servers`, `urls`) and what several of
+    /// them are passed as (`a list`, `an array`).
+    pub servers: &'static str,
+    pub list: &'static str,
+}
+
+fn as_is(name: &str) -> String {
+    name.to_string()
+}
+
+impl Names {
+    /// The Rust API's names: the fields of `Settings`.
+    pub const RUST: Names = Names { option: as_is, unit: Unit::Milliseconds, servers: "servers", list: "a list" };
+}
+
+/// The unit of a front end's numbers of time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Milliseconds,
+}
+
+impl Unit {
+    /// `seconds`, `milliseconds`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Seconds => "seconds",
+            Unit::Milliseconds => "milliseconds",
+        }
+    }
+
+    /// `s`, `ms`.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::Seconds => "s",
+            Unit::Milliseconds => "ms",
+        }
+    }
+
+    /// `value` of this unit in seconds.
+    pub fn seconds(self, value: f64) -> f64 {
+        match self {
+            Unit::Seconds => value,
+            Unit::Milliseconds => value / 1000.0,
+        }
+    }
+
+    /// `d` as a number of this unit.
+    pub fn of(self, d: Duration) -> f64 {
+        match self {
+            Unit::Seconds => d.as_secs_f64(),
+            Unit::Milliseconds => d.as_secs_f64() * 1000.0,
+        }
+    }
+}
+
 impl Settings {
+    /// Checks what the types do not: timeouts above 0, a drift factor and
+    /// an extension fraction that make sense, a quorum of the `servers`
+    /// listed, a retry range in order, and the session options together.
+    /// `Redlock::new` calls it; an `Error::Config` names the setting.
+    pub fn validate(&self, servers: usize) -> Result<(), Error> {
+        self.validate_named(servers, &Names::RUST)
+    }
+
+    /// `validate`, naming the settings as `names` does.
+    pub fn validate_named(&self, servers: usize, names: &Names) -> Result<(), Error> {
+        let name = names.option;
+        let refuse = |message: String| Err(Error::Config(message));
+        for (what, d) in [("request_timeout", self.request_timeout), ("connect_timeout", self.connect_timeout)] {
+            if d.is_zero() {
+                return refuse(format!("{} must be more than 0 {}", name(what), names.unit.symbol()));
+            }
+        }
+        if !self.drift_factor.is_finite() || self.drift_factor < 0.0 {
+            return refuse(format!("{} must be a finite number >= 0, not {}", name("drift_factor"), self.drift_factor));
+        }
+        // The guard holds it to 0.05..0.9; outside (0, 1) it makes no sense at all.
+        if !(self.extend_fraction > 0.0 && self.extend_fraction < 1.0) {
+            return refuse(format!("{} must be between 0 and 1, not {}", name("extend_fraction"), self.extend_fraction));
+        }
+        if let Some(quorum) = self.quorum.filter(|&q| servers > 0 && (q == 0 || q > servers)) {
+            return refuse(format!("{} must be a whole number from 1 to {servers}, not {quorum}", name("quorum")));
+        }
+        if self.retry_delay.0 > self.retry_delay.1 {
+            return refuse(format!("{} range is reversed", name("retry_delay")));
+        }
+        if self.release_on_disconnect && self.mode == Mode::Script {
+            return refuse(format!(
+                "{} needs the redislock module (module mode): plain Redis cannot bind a lock to a connection",
+                name("release_on_disconnect")
+            ));
+        }
+        if !self.release_on_disconnect && self.lock_delay.is_some() {
+            return refuse(format!("{} needs {}", name("lock_delay"), name("release_on_disconnect")));
+        }
+        Ok(())
+    }
+
     /// How often a kept lock of `ttl` is extended: `ttl × extend_fraction`
     /// (the fraction held to 0.05–0.9).
     pub fn extension_interval(&self, ttl: Duration) -> Duration {
@@ -174,5 +287,25 @@ mod tests {
         assert_eq!(Settings::default().session_delay_ms(ttl), None);
         let odd = Settings { extend_fraction: f64::NAN, ..s };
         assert_eq!(odd.extension_interval(ttl), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn validate_names_the_setting_as_its_caller_does() {
+        assert!(Settings::default().validate(5).is_ok());
+        let bad = Settings { request_timeout: Duration::ZERO, ..Settings::default() };
+        let node = Names { option: |n| format!("options.{n}"), unit: Unit::Milliseconds, servers: "urls", list: "an array" };
+        let Err(Error::Config(message)) = bad.validate_named(5, &node) else { panic!("a zero timeout passed") };
+        assert_eq!(message, "options.request_timeout must be more than 0 ms");
+        for odd in [
+            Settings { quorum: Some(6), ..Settings::default() },
+            Settings { quorum: Some(0), ..Settings::default() },
+            Settings { extend_fraction: 1.0, ..Settings::default() },
+            Settings { drift_factor: f64::NAN, ..Settings::default() },
+            Settings { retry_delay: (Duration::from_millis(2), Duration::from_millis(1)), ..Settings::default() },
+            Settings { lock_delay: Some(Duration::ZERO), ..Settings::default() },
+            Settings { release_on_disconnect: true, mode: Mode::Script, ..Settings::default() },
+        ] {
+            assert!(matches!(odd.validate(5), Err(Error::Config(_))), "{odd:?}");
+        }
     }
 }

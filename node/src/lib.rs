@@ -6,26 +6,34 @@
 //! classes, `AbortSignal`, `using`, `Symbol.asyncDispose`.
 //!
 //! - `NativeRedlock`: a client; `acquire` returns a Promise of a `NativeLock`
-//! - `NativeLock`: one held lock (`hold`), plain or kept by a guard
+//! - `NativeLock`: one hold of a lock (the crate's `hold::Hold`), plain or
+//!   kept by a guard
 //! - `Cancel`: the native end of an `AbortSignal`
-//! - `config`, `errors`, `hold`, `runtime`
+//! - `config`, `errors`, `runtime`
 
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{BigInt, Either, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
+use redlock::hold::{self, Hold, Work};
 use redlock::Redlock;
 use tokio_util::sync::CancellationToken;
 
 mod config;
 mod errors;
-mod hold;
 mod runtime;
 
-use config::{Options, Request};
-use errors::{Failure, Fault, ServerOutcome};
-use hold::Hold;
+use config::Options;
+use errors::{Failure, ServerOutcome};
+
+/// Where a hold dropped unreleased (its JavaScript object collected)
+/// releases its lock: on the runtime, when there is one.
+fn background(work: Work) {
+    if let Ok(rt) = runtime::runtime() {
+        rt.spawn(work);
+    }
+}
 
 /// A Redlock client over a list of servers. Cheap to share: every
 /// acquisition is a new owner, so callers sharing one exclude each other
@@ -105,7 +113,7 @@ impl NativeRedlock {
         keep: bool,
         cancel: Option<&Cancel>,
     ) -> Result<Object<'env>> {
-        let req = Request::new(resource, ttl_ms, wait_ms, retry, shared, limit)?;
+        let req = config::request(resource, ttl_ms, wait_ms, retry, shared, limit)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let redlock = self.inner.clone();
         runtime::promise(env, async move {
@@ -113,12 +121,12 @@ impl NativeRedlock {
             // Dropping the acquisition (cancelled) gives its place in line
             // up and releases whatever a round in flight was granted.
             let acquired = tokio::select! {
-                acquired = hold::acquire(redlock, req, keep) => acquired,
-                () = cancel.cancelled() => return Ok(Either::B(Failure::from(Fault::Aborted { resource: name }))),
+                acquired = hold::acquire(redlock, req, keep, background) => acquired,
+                () = cancel.cancelled() => return Ok(Either::B(Failure::from(hold::Failure::Aborted { resource: name }))),
             };
             Ok(match acquired {
-                Ok(hold) => Either::A(NativeLock { hold: Arc::new(hold) }),
-                Err(e) => Either::B(Failure::from(Fault::from(e))),
+                Ok(acquired) => Either::A(NativeLock { hold: Arc::new(acquired.hold()) }),
+                Err(e) => Either::B(Failure::from(hold::Failure::from(e))),
             })
         })
     }
@@ -212,25 +220,53 @@ impl NativeLock {
     /// (default the lock's); a kept lock keeps extending to it.
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl_ms: Option<f64>) -> Result<Object<'env>> {
-        let ttl = ttl_ms.map(config::ttl).transpose()?;
-        let hold = Arc::clone(&self.hold);
-        runtime::promise(env, async move { Ok(hold.extend(ttl).await.err().map(Failure::from)) })
+        let ttl = ttl_ms.map(|ms| config::NAMES.ttl(ms)).transpose().map_err(errors::thrown)?;
+        let extension = self.hold.extend(ttl);
+        runtime::promise(env, async move {
+            Ok(match extension {
+                Ok(work) => work.await.err().map(Failure::from),
+                Err(f) => Some(Failure::from(f)),
+            })
+        })
     }
 
-    /// A Promise of `Released`, or of a `Failure`.
+    /// A Promise of `Released`, or of a `Failure`. The last hold of the
+    /// lock releases it on the servers.
     #[napi(ts_return_type = "Promise<Released | Failure>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let hold = Arc::clone(&self.hold);
+        let release = self.hold.release();
         runtime::promise(env, async move {
-            Ok(match hold.release().await {
-                Ok(n) => Either::A(Released { released: u32::try_from(n).unwrap_or(u32::MAX) }),
+            let done = match release {
+                Ok(work) => work.await,
+                Err(f) => Err(f),
+            };
+            Ok(match done {
+                Ok(r) => Either::A(Released { released: u32::try_from(r.released).unwrap_or(u32::MAX) }),
                 Err(f) => Either::B(Failure::from(f)),
             })
         })
     }
 
-    /// A Promise of `true` the moment the lock is lost, `false` once it
-    /// was released first. Pending, it keeps the event loop alive.
+    /// Another hold of the same acquisition, at once and without asking
+    /// the servers: each is released once, the last release releases the
+    /// lock. A `Failure` (`RELEASED`, `LOCK_LOST`) for a hold no longer
+    /// held, which the package throws.
+    #[napi(ts_return_type = "NativeLock | Failure")]
+    pub fn reenter(&self) -> Either<NativeLock, Failure> {
+        match self.hold.reenter() {
+            Ok(hold) => Either::A(NativeLock { hold: Arc::new(hold) }),
+            Err(f) => Either::B(Failure::from(f)),
+        }
+    }
+
+    /// Holds of this acquisition not yet released (see `reenter`).
+    #[napi(getter)]
+    pub fn holds(&self) -> u32 {
+        u32::try_from(self.hold.lock().holds()).unwrap_or(u32::MAX)
+    }
+
+    /// A Promise of `true` the moment the lock is lost, `false` once this
+    /// hold was released first. Pending, it keeps the event loop alive.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn when_lost<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let lost = self.hold.when_lost();

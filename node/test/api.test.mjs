@@ -123,6 +123,54 @@ test('no quorum reachable: QuorumUnreachableError naming each server', async () 
   assert.deepEqual(err.outcomes.map((o) => o.kind), ['connection_refused', 'connection_refused', 'connection_refused']);
 });
 
+test('reenter: another hold of the same acquisition; the last release frees the lock', async () => {
+  const resource = resourceName('reenter');
+  const lock = await redlock.acquire(resource, 10_000);
+  const again = lock.reenter();
+  assert.ok(again instanceof Lock);
+  assert.equal(lock.holds, 2);
+  assert.equal(again.holds, 2);
+  assert.equal(again.token, lock.token);
+  assert.equal(again.owner, lock.owner);
+  // Reentrancy belongs to the holder, not the handle: a new acquisition
+  // through the same Redlock is another owner, refused.
+  await assert.rejects(redlock.acquire(resource, 10_000), NotAcquiredError);
+
+  await lock.release();
+  assert.equal(lock.released, true);
+  assert.equal(again.released, false);
+  assert.equal(again.holds, 1);
+  assert.equal((await cluster.holders(resource)).length, 5);
+  await assert.rejects(lock.release(), LockReleasedError);
+  assert.throws(() => lock.reenter(), LockReleasedError);
+  await again.extend(10_000); // the holds share the lock's state
+  await again.release();
+  assert.deepEqual(await cluster.holders(resource), []);
+
+  // A kept lock: the re-entered hold is kept too, and its release leaves
+  // the lock held (and extended) until the last one.
+  const kept = await redlock.acquire(resource, 600, { keep: true });
+  const inner = kept.reenter();
+  assert.equal(inner.kept, true);
+  assert.equal(inner.holds, 2);
+  await inner.release();
+  await new Promise((resolve) => setTimeout(resolve, 900)); // past the first ttl
+  assert.equal(kept.lost, false);
+  assert.equal((await cluster.holders(resource)).length, 5);
+  await kept.release();
+  assert.deepEqual(await cluster.holders(resource), []);
+
+  // A routine of `using` may re-enter its lock: using ends once the
+  // routine's own holds are released.
+  const value = await redlock.using(resource, 5_000, async (_signal, held) => {
+    const nested = held.reenter();
+    await nested.release();
+    return held.holds;
+  });
+  assert.equal(value, 1);
+  assert.deepEqual(await cluster.holders(resource), []);
+});
+
 test('Symbol.asyncDispose releases the lock (await using)', async () => {
   const resource = resourceName('dispose');
   assert.equal(typeof Symbol.asyncDispose, 'symbol');

@@ -22,6 +22,7 @@ from ._redislock import (
     Lock,
     LockRequest,
     Redlock,
+    _Client,  # the base class of Redlock and AsyncRedlock: found here, not exported
     _LockState,  # the base class of Lock and AsyncLock: found here, not exported
     __version__,
 )

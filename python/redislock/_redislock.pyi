@@ -33,7 +33,10 @@ class _LockState:
     @property
     def outcomes(self) -> List[Tuple[str, str]]: ...
 
-class Redlock:
+# The base class of Redlock and AsyncRedlock: the client, its servers and
+# settings (each keyword left out is the Rust client's default, shown
+# here); not made directly.
+class _Client:
     def __init__(
         self,
         servers: Union[str, Sequence[str]],
@@ -57,6 +60,8 @@ class Redlock:
     def servers(self) -> List[str]: ...
     @property
     def quorum(self) -> int: ...
+
+class Redlock(_Client):
     def asyncio(self) -> AsyncRedlock: ...
     def try_lock(self, resource: str, ttl: float, *, shared: bool = False, limit: Optional[int] = None) -> Lock: ...
     def lock(
@@ -101,30 +106,7 @@ class LockRequest:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
-class AsyncRedlock:
-    def __init__(
-        self,
-        servers: Union[str, Sequence[str]],
-        *,
-        quorum: Optional[int] = None,
-        request_timeout: float = 0.05,
-        connect_timeout: float = 0.2,
-        retry_count: int = 3,
-        retry_delay: Tuple[float, float] = (0.1, 0.2),
-        drift_factor: float = 0.01,
-        extend_fraction: float = 1 / 3,
-        mode: Literal["module", "script"] = "module",
-        release_on_disconnect: bool = False,
-        lock_delay: Optional[float] = None,
-        ssl_ca_certs: Optional[Union[str, os.PathLike[str]]] = None,
-        ssl_certfile: Optional[Union[str, os.PathLike[str]]] = None,
-        ssl_keyfile: Optional[Union[str, os.PathLike[str]]] = None,
-        ssl_cert_reqs: Optional[Union[Literal["required", "none"], int]] = None,
-    ) -> None: ...
-    @property
-    def servers(self) -> List[str]: ...
-    @property
-    def quorum(self) -> int: ...
+class AsyncRedlock(_Client):
     def try_lock(
         self, resource: str, ttl: float, *, shared: bool = False, limit: Optional[int] = None
     ) -> Awaitable[AsyncLock]: ...

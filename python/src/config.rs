@@ -1,81 +1,42 @@
-//! Python arguments to crate values, checked: bad input is a ValueError
-//! (or ConfigError), never a panic.
+//! Python arguments to the crate's options and requests. The checks are
+//! the crate's (`redlock::hold::input`), in Python's names and seconds
+//! (`hold::NAMES`): bad input is a ValueError (or ConfigError), never a
+//! panic.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use redlock::hold::{Options, Patience, Request};
 use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
 
-use crate::errors::Failure;
+use crate::errors::py;
+use crate::hold::NAMES;
 
-/// Stands in for "no deadline" in a deadline-driven wait (`wait=math.inf`).
-const FOREVER: Duration = Duration::from_secs(10 * 365 * 86_400);
-
-/// `value` seconds as a Duration: finite and not negative.
-pub fn seconds(what: &str, value: f64) -> PyResult<Duration> {
-    if !value.is_finite() || value < 0.0 {
-        return Err(PyValueError::new_err(format!("{what} must be a finite number of seconds >= 0, not {value}")));
-    }
-    Duration::try_from_secs_f64(value).map_err(|e| PyValueError::new_err(format!("{what} = {value}: {e}")))
-}
-
-/// A lease: at least the servers' resolution of one millisecond (a
-/// shorter one would be sent as 0 ms, which the servers refuse).
-pub fn ttl(value: f64) -> PyResult<Duration> {
-    let refused = || PyValueError::new_err(format!("ttl must be a finite number of seconds > 0 (at least 0.001), not {value}"));
-    if !value.is_finite() {
-        return Err(refused());
-    }
-    match Duration::try_from_secs_f64(value) {
-        Ok(ttl) if ttl >= Duration::from_millis(1) => Ok(ttl),
-        _ => Err(refused()),
-    }
-}
+/// The keyword arguments (`**options`) a call was given.
+pub type Kwargs<'a, 'py> = &'a Bound<'py, PyDict>;
 
 /// The server list: a list of URLs, or one URL as a string (one server).
 /// One string naming several servers (`"redis://a:1,redis://b:2"`) is a
 /// list written as a string: ConfigError, saying to pass a list.
-pub fn server_list(servers: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+fn server_list(servers: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(one) = servers.extract::<String>() {
-        if let Some(several) = redlock::servers_in_one(&one) {
-            let list = several.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ");
-            return Err(crate::errors::ConfigError::new_err(format!(
-                "servers is one string naming {} servers ({one:?}): pass a list, [{list}]",
-                several.len()
-            )));
-        }
-        return Ok(vec![one]);
+        return NAMES.one_server(one).map_err(py);
     }
     servers.extract::<Vec<String>>().map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
+        PyTypeError::new_err(format!(
             "servers must be a list of URLs such as [\"redis://127.0.0.1:7001\", ...] or one URL as a string, not {}",
             servers.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "that".into())
         ))
     })
 }
 
-/// `wait`: `None` for the configured retries, a number of seconds, or
-/// `math.inf` for no time limit.
-fn wait(value: Option<f64>) -> PyResult<Option<Duration>> {
-    match value {
-        None => Ok(None),
-        Some(v) if v == f64::INFINITY => Ok(Some(FOREVER)),
-        Some(v) => seconds("wait", v).map(Some),
-    }
-}
-
 /// redis-py's TLS arguments as the crate's `TlsSettings`: paths of PEM
 /// files (read and checked by `Redlock::new`, which names a bad one), and
 /// `ssl_cert_reqs` `"required"` (the default) or `"none"` (no certificate
 /// checks), as a string or `ssl.CERT_REQUIRED` / `ssl.CERT_NONE`.
-pub fn tls(
-    ssl_ca_certs: Option<PathBuf>,
-    ssl_certfile: Option<PathBuf>,
-    ssl_keyfile: Option<PathBuf>,
-    ssl_cert_reqs: Option<&Bound<'_, PyAny>>,
-) -> PyResult<TlsSettings> {
+fn tls(files: [Option<PathBuf>; 3], ssl_cert_reqs: Option<&Bound<'_, PyAny>>) -> PyResult<TlsSettings> {
     let refused = |what: String| {
         PyValueError::new_err(format!(
             "ssl_cert_reqs must be \"required\" (the default: certificates are checked) or \"none\" (no checks), \
@@ -84,7 +45,6 @@ pub fn tls(
     };
     let insecure = match ssl_cert_reqs {
         None => false,
-        Some(v) if v.is_none() => false,
         Some(v) => {
             if let Ok(text) = v.extract::<String>() {
                 match text.to_ascii_lowercase().as_str() {
@@ -105,117 +65,111 @@ pub fn tls(
             }
         }
     };
-    Ok(TlsSettings {
-        ca_cert: ssl_ca_certs.map(Pem::File),
-        client_cert: ssl_certfile.map(Pem::File),
-        client_key: ssl_keyfile.map(Pem::File),
-        insecure,
-    })
+    let [ca, cert, key] = files.map(|f| f.map(Pem::File));
+    Ok(TlsSettings { ca_cert: ca, client_cert: cert, client_key: key, insecure })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn new_redlock(
-    servers: Vec<String>,
-    quorum: Option<i64>,
-    request_timeout: f64,
-    connect_timeout: f64,
-    retry_count: i64,
-    retry_delay: (f64, f64),
-    drift_factor: f64,
-    extend_fraction: f64,
-    mode: &str,
-    (release_on_disconnect, lock_delay): (bool, Option<f64>),
-    tls: TlsSettings,
-) -> PyResult<Redlock> {
-    let positive = |what: &str, v: f64| -> PyResult<Duration> {
-        let d = seconds(what, v)?;
-        if d.is_zero() {
-            return Err(PyValueError::new_err(format!("{what} must be more than 0 s")));
+/// `Redlock(servers, **options)` and `AsyncRedlock(...)`: the keyword
+/// arguments of docs/python.md (and the stubs), each left out or None the
+/// crate's default (`Settings::default`, the only place defaults are
+/// written; the stubs state them, checked by the tests). `class` names the caller in a
+/// TypeError.
+pub fn new_redlock(class: &str, servers: &Bound<'_, PyAny>, options: Option<Kwargs>) -> PyResult<Redlock> {
+    let servers = server_list(servers)?;
+    let mut o = Options::default();
+    let (mut files, mut cert_reqs) = ([None, None, None], None);
+    for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
+        let key: String = key.extract()?;
+        let typed = |e: PyErr| PyTypeError::new_err(format!("{class}() argument '{key}': {e}"));
+        if value.is_none() {
+            continue; // the default, as left out
         }
-        Ok(d)
-    };
-    let quorum = match quorum {
-        None => None,
-        Some(q) => Some(usize::try_from(q).map_err(|_| PyValueError::new_err(format!("quorum must be >= 1, not {q}")))?),
-    };
-    let retry_count = u32::try_from(retry_count)
-        .map_err(|_| PyValueError::new_err(format!("retry_count must be 0 to {}, not {retry_count}", u32::MAX)))?;
-    if !drift_factor.is_finite() || drift_factor < 0.0 {
-        return Err(PyValueError::new_err(format!("drift_factor must be a finite number >= 0, not {drift_factor}")));
+        let number = || value.extract::<f64>().map_err(typed);
+        let whole = || value.extract::<i64>().map(|n| n as f64).map_err(typed);
+        match key.as_str() {
+            "quorum" => o.quorum = Some(whole()?),
+            "request_timeout" => o.request_timeout = Some(number()?),
+            "connect_timeout" => o.connect_timeout = Some(number()?),
+            "retry_count" => o.retry_count = Some(whole()?),
+            "retry_delay" => {
+                let (lo, hi): (f64, f64) = value.extract().map_err(typed)?;
+                let seconds = |v| NAMES.duration("retry_delay", v).map_err(PyValueError::new_err);
+                o.retry_delay = Some((seconds(lo)?, seconds(hi)?));
+            }
+            "drift_factor" => o.drift_factor = Some(number()?),
+            "extend_fraction" => o.extend_fraction = Some(number()?),
+            "mode" => o.mode = Some(value.extract().map_err(typed)?),
+            "release_on_disconnect" => o.release_on_disconnect = Some(value.extract().map_err(typed)?),
+            "lock_delay" => o.lock_delay = Some(number()?),
+            "ssl_ca_certs" => files[0] = Some(value.extract().map_err(typed)?),
+            "ssl_certfile" => files[1] = Some(value.extract().map_err(typed)?),
+            "ssl_keyfile" => files[2] = Some(value.extract().map_err(typed)?),
+            "ssl_cert_reqs" => cert_reqs = Some(value),
+            _ => return Err(unexpected(class, &key)),
+        }
     }
-    // The guard clamps it to 0.05..0.9; outside (0, 1) it makes no sense at all.
-    if !(extend_fraction > 0.0 && extend_fraction < 1.0) {
-        return Err(PyValueError::new_err(format!("extend_fraction must be between 0 and 1, not {extend_fraction}")));
+    o.tls = tls(files, cert_reqs.as_ref())?;
+    let settings = NAMES.settings(o, servers.len()).map_err(py)?;
+    Redlock::new(&servers, settings).map_err(|e| py(e.into()))
+}
+
+fn unexpected(method: &str, key: &str) -> PyErr {
+    PyTypeError::new_err(format!("{method}() got an unexpected keyword argument '{key}'"))
+}
+
+/// The request of `try_lock` (one round) or of `lock` and `guard`
+/// (`wait`: seconds in the resource's line, `math.inf` for no limit; None
+/// for the configured retries), and its `on_lost` callback: the
+/// keyword-only arguments `shared`, `limit` and (but for `try_lock`)
+/// `on_lost`, of the methods of `Redlock` and `AsyncRedlock` alike.
+pub fn request(
+    method: &str,
+    resource: String,
+    ttl: f64,
+    wait: Option<f64>,
+    options: Option<Kwargs>,
+) -> PyResult<(Request, Option<Py<PyAny>>)> {
+    let once = method == "try_lock";
+    let (mut shared, mut limit, mut on_lost) = (false, None, None);
+    for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
+        let key: String = key.extract()?;
+        let typed = |e: PyErr| PyTypeError::new_err(format!("{method}() argument '{key}': {e}"));
+        match key.as_str() {
+            "shared" => shared = value.extract().map_err(typed)?,
+            "limit" => limit = value.extract::<Option<i64>>().map_err(typed)?.map(|n| n as f64),
+            "on_lost" if !once => on_lost = (!value.is_none()).then(|| value.unbind()),
+            _ => return Err(unexpected(method, &key)),
+        }
     }
-    let mode = match mode {
-        "module" => Mode::Module,
-        "script" => Mode::Script,
-        other => return Err(PyValueError::new_err(format!("mode must be 'module' or 'script', not {other:?}"))),
-    };
-    let settings = Settings {
-        request_timeout: positive("request_timeout", request_timeout)?,
-        connect_timeout: positive("connect_timeout", connect_timeout)?,
-        retry_count,
-        retry_delay: (seconds("retry_delay", retry_delay.0)?, seconds("retry_delay", retry_delay.1)?),
-        drift_factor,
-        quorum,
-        mode,
-        extend_fraction,
-        release_on_disconnect,
-        // None: the safe default (Settings::lock_delay_for); a value, even
-        // 0, is taken as given.
-        lock_delay: lock_delay.map(|v| seconds("lock_delay", v)).transpose()?,
-        tls,
-    };
-    Redlock::new(&servers, settings).map_err(|e| Failure::from(e).into())
+    let patience = if once { Ok(Patience::Once) } else { NAMES.patience(wait, true) };
+    Ok((NAMES.request(resource, ttl, shared, limit, patience.map_err(py)?).map_err(py)?, on_lost))
+}
+
+/// An extension's ttl.
+pub fn ttl(value: f64) -> PyResult<std::time::Duration> {
+    NAMES.ttl(value).map_err(py)
+}
+
+/// `_redislock._DEFAULTS`: `Settings::default()` in Python's terms, for
+/// the test that keeps the stubs' defaults in step with it.
+pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = Settings::default();
+    let dict = PyDict::new(py);
+    dict.set_item("request_timeout", d.request_timeout.as_secs_f64())?;
+    dict.set_item("connect_timeout", d.connect_timeout.as_secs_f64())?;
+    dict.set_item("retry_count", d.retry_count)?;
+    dict.set_item("retry_delay", (d.retry_delay.0.as_secs_f64(), d.retry_delay.1.as_secs_f64()))?;
+    dict.set_item("drift_factor", d.drift_factor)?;
+    dict.set_item("extend_fraction", d.extend_fraction)?;
+    dict.set_item("mode", if d.mode == Mode::Module { "module" } else { "script" })?;
+    dict.set_item("release_on_disconnect", d.release_on_disconnect)?;
+    dict.set_item("quorum", d.quorum)?;
+    dict.set_item("lock_delay", d.lock_delay.map(|l| l.as_secs_f64()))?;
+    Ok(dict)
 }
 
 /// Whether `__exit__` or `__aexit__` got the exception type of a block
 /// that raised (not None, as after a block that ended normally).
 pub fn raised(exc_type: Option<&Bound<'_, PyAny>>) -> bool {
     exc_type.is_some_and(|t| !t.is_none())
-}
-
-/// What to acquire.
-#[derive(Clone, Debug)]
-pub enum Kind {
-    Exclusive,
-    /// A shared hold of a read-write lock.
-    Shared,
-    /// A permit of a semaphore of this many.
-    Permit(u32),
-}
-
-#[derive(Clone, Debug)]
-pub struct Request {
-    pub resource: String,
-    pub ttl: Duration,
-    pub kind: Kind,
-    /// `None`: the configured retries; else a deadline this far from the
-    /// start (which also takes a place in the resource's line).
-    pub wait: Option<Duration>,
-}
-
-impl Request {
-    pub fn new(resource: String, ttl_s: f64, wait_s: Option<f64>, shared: bool, limit: Option<i64>) -> PyResult<Request> {
-        let kind = match (shared, limit) {
-            (true, Some(_)) => {
-                return Err(PyValueError::new_err(
-                    "shared and limit exclude each other: a shared hold of a read-write lock, or a permit of a semaphore",
-                ))
-            }
-            (true, None) => Kind::Shared,
-            (false, None) => Kind::Exclusive,
-            (false, Some(n)) => Kind::Permit(
-                u32::try_from(n).map_err(|_| PyValueError::new_err(format!("limit must be a positive number of permits, not {n}")))?,
-            ),
-        };
-        Ok(Request { resource, ttl: ttl(ttl_s)?, kind, wait: wait(wait_s)? })
-    }
-
-    /// The deadline of a wait starting now.
-    pub fn deadline(&self) -> Option<Instant> {
-        let now = Instant::now();
-        self.wait.map(|w| now.checked_add(w).or_else(|| now.checked_add(FOREVER)).unwrap_or(now))
-    }
 }

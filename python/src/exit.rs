@@ -26,7 +26,7 @@ struct Counts {
     closed: bool,
     /// Runtime threads inside `attach` now.
     attached: usize,
-    /// Releases asked for and not finished (`Release`).
+    /// Releases asked for and not finished (`release`).
     releases: usize,
 }
 
@@ -38,47 +38,35 @@ pub fn closed() -> bool {
     locked(&COUNTS).closed
 }
 
+/// One of `COUNTS`' counts of work under way, held while alive: `shutdown`
+/// waits until none is.
+struct Counted(fn(&mut Counts) -> &mut usize);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        *(self.0)(&mut locked(&COUNTS)) -= 1;
+        CHANGED.notify_all();
+    }
+}
+
 /// Runs `f` attached to Python, from a thread of the runtime; `None`
 /// (without running it) once the interpreter exits.
 pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
-    {
+    let _counted = {
         let mut counts = locked(&COUNTS);
         if counts.closed {
             return None;
         }
         counts.attached += 1;
-    }
-    struct Leave;
-    impl Drop for Leave {
-        fn drop(&mut self) {
-            locked(&COUNTS).attached -= 1;
-            CHANGED.notify_all();
-        }
-    }
-    let _leave = Leave;
+        Counted(|c| &mut c.attached)
+    };
     Python::try_attach(f)
-}
-
-/// A release under way: `shutdown` waits for it while one is alive.
-pub struct Release(());
-
-impl Release {
-    pub fn start() -> Release {
-        locked(&COUNTS).releases += 1;
-        Release(())
-    }
-}
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        locked(&COUNTS).releases -= 1;
-        CHANGED.notify_all();
-    }
 }
 
 /// `work` (a release) counted by `shutdown` until it ends or is dropped.
 pub fn release<F: Future>(work: F) -> impl Future<Output = F::Output> {
-    let counted = Release::start();
+    locked(&COUNTS).releases += 1;
+    let counted = Counted(|c| &mut c.releases);
     async move {
         let out = work.await;
         drop(counted);

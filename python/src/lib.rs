@@ -5,9 +5,10 @@
 //!
 //! - `sync_api`: `Redlock`, `Lock`, `LockRequest` (blocking, GIL released)
 //! - `async_api`: `AsyncRedlock`, `AsyncLock`, `AsyncLockRequest` (asyncio)
-//! - `hold`: one hold of a lock, plain or kept by a guard, shared by both
-//! - `lock_state`: `_LockState`, the base class of `Lock` and `AsyncLock`
-//!   (their properties)
+//! - `hold`: the crate's holds (`redlock::hold`) with Python's `on_lost`
+//!   and its releases counted at exit
+//! - `bases`: `_Client`, the base class of `Redlock` and `AsyncRedlock`,
+//!   and `_LockState`, of `Lock` and `AsyncLock` (their properties)
 //! - `aio`: Rust futures as asyncio awaitables
 //! - `exit`: the atexit hook, after which no runtime thread touches Python
 //! - `config`, `errors`, `runtime`
@@ -16,11 +17,11 @@ use pyo3::prelude::*;
 
 mod aio;
 mod async_api;
+mod bases;
 mod config;
 mod errors;
 mod exit;
 mod hold;
-mod lock_state;
 mod runtime;
 mod sync;
 mod sync_api;
@@ -29,7 +30,9 @@ mod sync_api;
 #[pymodule]
 fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add_class::<lock_state::PyLockState>()?;
+    m.add("_DEFAULTS", config::defaults(m.py())?)?;
+    m.add_class::<bases::PyClient>()?;
+    m.add_class::<bases::PyLockState>()?;
     m.add_class::<sync_api::PyRedlock>()?;
     m.add_class::<sync_api::PyLock>()?;
     m.add_class::<sync_api::LockRequest>()?;

@@ -3,13 +3,15 @@
 
 use std::sync::Mutex;
 
+use crate::async_api::PyAsyncRedlock;
 use pyo3::prelude::*;
-use redlock::Redlock;
+use pyo3::types::PyTuple;
 
-use crate::config::{self, Request};
-use crate::errors::Failure;
-use crate::hold::{self, Acquisition, Hold, Pending};
-use crate::lock_state::PyLockState;
+use crate::bases::{PyClient, PyLockState};
+use crate::config::{self, Kwargs};
+use crate::errors::py;
+use crate::exit;
+use crate::hold::{Acquisition, Pending};
 use crate::runtime;
 use crate::sync::locked;
 
@@ -27,65 +29,23 @@ use crate::sync::locked;
 /// are this client's certificate and key for servers that check clients;
 /// ``ssl_cert_reqs="none"`` turns certificate checks off (tests only).
 /// The files are read here: a bad one raises `ConfigError` naming it.
-#[pyclass(frozen, module = "redislock", name = "Redlock")]
-pub struct PyRedlock {
-    pub(crate) inner: Redlock,
-}
+#[pyclass(extends = PyClient, frozen, module = "redislock", name = "Redlock")]
+pub struct PyRedlock;
 
 #[pymethods]
 impl PyRedlock {
+    /// `servers`, and the keyword arguments of docs/python.md (see the
+    /// stubs), each left out the Rust client's default.
     #[new]
-    #[pyo3(signature = (servers, *, quorum=None, request_timeout=0.05, connect_timeout=0.2, retry_count=3, retry_delay=(0.1, 0.2), drift_factor=0.01, extend_fraction=1.0/3.0, mode="module", release_on_disconnect=false, lock_delay=None, ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        servers: &Bound<'_, PyAny>,
-        quorum: Option<i64>,
-        request_timeout: f64,
-        connect_timeout: f64,
-        retry_count: i64,
-        retry_delay: (f64, f64),
-        drift_factor: f64,
-        extend_fraction: f64,
-        mode: &str,
-        release_on_disconnect: bool,
-        lock_delay: Option<f64>,
-        ssl_ca_certs: Option<std::path::PathBuf>,
-        ssl_certfile: Option<std::path::PathBuf>,
-        ssl_keyfile: Option<std::path::PathBuf>,
-        ssl_cert_reqs: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let inner = config::new_redlock(
-            config::server_list(servers)?,
-            quorum,
-            request_timeout,
-            connect_timeout,
-            retry_count,
-            retry_delay,
-            drift_factor,
-            extend_fraction,
-            mode,
-            (release_on_disconnect, lock_delay),
-            config::tls(ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs)?,
-        )?;
-        Ok(PyRedlock { inner })
-    }
-
-    /// The servers, as ``host:port``.
-    #[getter]
-    fn servers(&self) -> Vec<String> {
-        self.inner.servers()
-    }
-
-    /// How many servers must agree.
-    #[getter]
-    fn quorum(&self) -> usize {
-        self.inner.quorum()
+    #[pyo3(signature = (servers, **options))]
+    fn new(servers: &Bound<'_, PyAny>, options: Option<Kwargs<'_, '_>>) -> PyResult<PyClassInitializer<Self>> {
+        PyClient::from_arguments(servers, options, PyRedlock)
     }
 
     /// An `AsyncRedlock` on this same client: the same connections,
     /// settings and waiting lines, for asyncio code beside threads.
-    fn asyncio(&self) -> crate::async_api::PyAsyncRedlock {
-        crate::async_api::PyAsyncRedlock::from_client(self.inner.clone())
+    fn asyncio<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAsyncRedlock>> {
+        Bound::new(slf.py(), PyClient::init(PyClient::inner(slf).clone(), PyAsyncRedlock))
     }
 
     /// One attempt round at `resource` for `ttl` seconds, without automatic
@@ -93,11 +53,10 @@ impl PyRedlock {
     /// servers answered). `shared=True`: a shared hold of a read-write
     /// lock; `limit=N`: a permit of a semaphore of N. Release it with
     /// `release()` or a `with` block; one never released ends with its ttl.
-    #[pyo3(signature = (resource, ttl, *, shared=false, limit=None))]
-    fn try_lock<'py>(&self, py: Python<'py>, resource: String, ttl: f64, shared: bool, limit: Option<i64>) -> PyResult<Bound<'py, PyLock>> {
-        let req = Request::new(resource, ttl, None, shared, limit)?;
-        let work = hold::acquire(self.inner.clone(), req, true, false, None);
-        acquire(py, work)
+    #[pyo3(signature = (resource, ttl, **options))]
+    fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, PyLock>> {
+        let work = PyClient::acquisition(slf, "try_lock", (resource, ttl, None), options)?;
+        acquire(slf.py(), work)
     }
 
     /// A context manager that takes `resource` on entry, keeps it extended
@@ -111,51 +70,38 @@ impl PyRedlock {
     /// configured retries. `on_lost`: called once, with no arguments and
     /// from another thread, if the lock is lost. Leaving the block raises
     /// `LockLost` if it was lost (unless the block raised).
-    #[pyo3(signature = (resource, ttl, wait=None, *, shared=false, limit=None, on_lost=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (resource, ttl, wait=None, **options))]
     fn lock(
-        &self,
+        slf: &Bound<'_, Self>,
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        shared: bool,
-        limit: Option<i64>,
-        on_lost: Option<Py<PyAny>>,
+        options: Option<Kwargs<'_, '_>>,
     ) -> PyResult<LockRequest> {
-        let req = Request::new(resource, ttl, wait, shared, limit)?;
-        Ok(LockRequest { pending: Pending::new(self.inner.clone(), req, on_lost), entered: Mutex::new(None) })
+        Ok(LockRequest { pending: PyClient::pending(slf, (resource, ttl, wait), options)?, entered: Mutex::new(None) })
     }
 
     /// Takes `resource` (waiting as `lock` does) and returns it kept: a
     /// background task extends it every ttl × extend_fraction until it is
     /// released, and marks it `lost` if an extension fails. Usable with or
     /// without `with`.
-    #[pyo3(signature = (resource, ttl, wait=None, *, shared=false, limit=None, on_lost=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (resource, ttl, wait=None, **options))]
     fn guard<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        shared: bool,
-        limit: Option<i64>,
-        on_lost: Option<Py<PyAny>>,
+        options: Option<Kwargs<'_, 'py>>,
     ) -> PyResult<Bound<'py, PyLock>> {
-        let req = Request::new(resource, ttl, wait, shared, limit)?;
-        let work = hold::acquire(self.inner.clone(), req, false, true, on_lost);
-        acquire(py, work)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Redlock({:?}, quorum={})", self.inner.servers(), self.inner.quorum())
+        let work = PyClient::acquisition(slf, "guard", (resource, ttl, wait), options)?;
+        acquire(slf.py(), work)
     }
 }
 
 /// Waits for `work` (an acquisition) and makes its lock a `Lock`.
 fn acquire<'py>(py: Python<'py>, work: impl Acquisition) -> PyResult<Bound<'py, PyLock>> {
-    let fresh = runtime::block(py, work)?.map_err(Failure::from)?;
-    Bound::new(py, PyLockState::init(Hold::from_fresh(fresh)?, PyLock))
+    let hold = runtime::block(py, work)??.hold()?;
+    Bound::new(py, PyLockState::init(hold, PyLock))
 }
 
 /// A held lock (one hold of it). From `Redlock.try_lock` it is plain: it
@@ -176,23 +122,24 @@ impl PyLock {
     #[pyo3(signature = (ttl=None))]
     fn extend(slf: &Bound<'_, Self>, ttl: Option<f64>) -> PyResult<()> {
         let ttl = ttl.map(config::ttl).transpose()?;
-        let work = PyLockState::hold(slf).extend(ttl)?;
-        Ok(runtime::block(slf.py(), work)??)
+        let work = PyLockState::hold(slf).extend(ttl).map_err(py)?;
+        runtime::block(slf.py(), work)?.map_err(py)
     }
 
     /// Releases this hold; the last hold releases the lock on every server.
     /// Raises `LockLost` (after releasing) if the lock had been lost, and
     /// `LockReleased` if this hold was released already.
     fn release(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let work = PyLockState::hold(slf).release()?;
-        Ok(runtime::block(slf.py(), work)??)
+        // Counted from now: the interpreter's exit waits for it.
+        let work = exit::release(PyLockState::hold(slf).release().map_err(py)?);
+        runtime::block(slf.py(), work)?.map(drop).map_err(py)
     }
 
     /// Holds the lock once more, at once and without asking the servers:
     /// returns another `Lock` of the same acquisition. Each is released
     /// once; the last release releases the lock on the servers.
     fn reenter<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyLock>> {
-        let hold = PyLockState::hold(slf).reenter()?;
+        let hold = PyLockState::hold(slf).reenter().map_err(py)?;
         Bound::new(slf.py(), PyLockState::init(hold, PyLock))
     }
 
@@ -203,13 +150,8 @@ impl PyLock {
 
     /// Releases this hold, unless released already. If the block raised,
     /// its exception goes on and a failed release is not reported.
-    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
-    fn __exit__(
-        slf: &Bound<'_, Self>,
-        exc_type: Option<Bound<'_, PyAny>>,
-        _exc: Option<Bound<'_, PyAny>>,
-        _tb: Option<Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    #[pyo3(signature = (exc_type=None, *_rest))]
+    fn __exit__(slf: &Bound<'_, Self>, exc_type: Option<Bound<'_, PyAny>>, _rest: &Bound<'_, PyTuple>) -> PyResult<bool> {
         if PyLockState::hold(slf).released() {
             return Ok(false);
         }
@@ -238,16 +180,10 @@ impl LockRequest {
     }
 
     /// Releases the lock (see `Lock.__exit__`).
-    #[pyo3(signature = (exc_type=None, exc=None, tb=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<Bound<'_, PyAny>>,
-        exc: Option<Bound<'_, PyAny>>,
-        tb: Option<Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    #[pyo3(signature = (exc_type=None, *rest))]
+    fn __exit__(&self, py: Python<'_>, exc_type: Option<Bound<'_, PyAny>>, rest: &Bound<'_, PyTuple>) -> PyResult<bool> {
         match locked(&self.entered).take() {
-            Some(lock) => PyLock::__exit__(lock.bind(py), exc_type, exc, tb),
+            Some(lock) => PyLock::__exit__(lock.bind(py), exc_type, rest),
             None => Ok(false),
         }
     }

@@ -49,6 +49,22 @@ def test_stubs_name_what_the_module_has():
     assert (Path(redislock.__file__).parent / "py.typed").is_file()
 
 
+def test_the_stubs_state_the_rust_clients_defaults():
+    """The defaults are written once, in the Rust client's Settings; the
+    stubs state them for readers and type checkers, and must agree."""
+    stubs = ast.parse((Path(redislock.__file__).parent / "_redislock.pyi").read_text())
+    client = next(n for n in stubs.body if isinstance(n, ast.ClassDef) and n.name == "_Client")
+    init = next(n for n in client.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    stated = {
+        arg.arg: eval(compile(ast.Expression(default), "_redislock.pyi", "eval"))
+        for arg, default in zip(init.args.kwonlyargs, init.args.kw_defaults)
+    }
+    defaults = redislock._redislock._DEFAULTS
+    assert set(defaults) <= set(stated)
+    for name, value in defaults.items():
+        assert stated[name] == pytest.approx(value) if isinstance(value, float) else stated[name] == value, name
+
+
 def test_exception_hierarchy():
     assert issubclass(redislock.QuorumUnreachable, redislock.NotAcquired)
     assert issubclass(redislock.ConfigError, ValueError)

@@ -1,8 +1,9 @@
 //! acquire, release, extend, status.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use redlock::hold::{self, Kind, Patience, Request};
 use redlock::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Redlock};
 use serde::Serialize;
 
@@ -12,8 +13,17 @@ use super::explain;
 use super::output::{self, ceil_secs, cell, millis, outcomes_json, pairs, Op, OutcomeJson};
 use super::progress::Waiting;
 
+/// What `acquire` and `run` ask for: with `--wait` a wait in the line,
+/// else the configured retries.
+pub fn request(resource: &str, ttl: Duration, wait: Option<Duration>, shared: bool, limit: Option<u32>) -> Result<Request, Failure> {
+    // clap refuses --shared with --limit; this says so again for any caller.
+    let kind = Kind::of(shared, limit).ok_or_else(|| Failure::usage("--shared and --limit exclude each other"))?;
+    let patience = wait.map_or(Patience::Retries, Patience::Wait);
+    Ok(Request { resource: resource.to_string(), ttl, kind, patience })
+}
+
 /// `now + wait`, or a usage error for a wait too long to represent.
-pub fn deadline(wait: Option<std::time::Duration>) -> Result<Option<Instant>, Failure> {
+pub fn deadline(wait: Option<Duration>) -> Result<Option<Instant>, Failure> {
     match wait {
         None => Ok(None),
         Some(w) => Instant::now()
@@ -41,15 +51,9 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| Failure::general(format!("SIGINT handler: {e}")))?;
     let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
-    let taking = async {
-        match args.limit {
-            Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
-            None if args.shared => rl.lock_shared_until(&args.resource, args.ttl, deadline).await,
-            None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
-        }
-    };
+    let req = request(&args.resource, args.ttl, args.wait, args.shared, args.limit)?;
     let taken = tokio::select! {
-        taken = taking => taken,
+        taken = hold::take(rl, &req, waiting.observer()) => taken,
         _ = sigint.recv() => {
             waiting.finish();
             return Err(Failure::new(

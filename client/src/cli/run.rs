@@ -7,12 +7,13 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+use redlock::hold;
 use redlock::{LockGuard, Redlock};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::{OnLost, RunArgs};
-use super::commands::deadline;
+use super::commands::{deadline, request};
 use super::exit::{self, Failure};
 use super::explain;
 use super::output::warn;
@@ -33,14 +34,9 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
 
     let deadline = deadline(args.wait)?;
     let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
+    let req = request(&args.resource, args.ttl, args.wait, args.shared, args.limit)?;
     let taken = tokio::select! {
-        taken = async {
-            match args.limit {
-                Some(limit) => rl.permit_until(&args.resource, limit, args.ttl, deadline).await,
-                None if args.shared => rl.lock_shared_until(&args.resource, args.ttl, deadline).await,
-                None => rl.lock_until_observed(&args.resource, args.ttl, deadline, waiting.observer()).await,
-            }
-        } => taken,
+        taken = hold::take(rl, &req, waiting.observer()) => taken,
         _ = sigint.recv() => {
             waiting.finish();
             return Err(interrupted(libc::SIGINT, &args.resource));

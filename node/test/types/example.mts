@@ -45,6 +45,9 @@ export async function all(): Promise<void> {
   const outcomes: ServerOutcome[] = lock.outcomes;
   const extended: Lock = await lock.extend(30_000);
   await extended.extend();
+  const inner: Lock = lock.reenter();
+  const holds: number = inner.holds;
+  await inner.release();
   const { released }: { released: number } = await lock.release();
 
   {
@@ -77,7 +80,7 @@ export async function all(): Promise<void> {
       void e.resource;
     }
   }
-  void [quorum, servers, token, fields, outcomes, released, total, text];
+  void [quorum, servers, token, fields, outcomes, released, holds, total, text];
 
   // @ts-expect-error: a ttl is a number of milliseconds
   await redlock.acquire('x', '10s');
