@@ -1,0 +1,423 @@
+//! The resource's waiting line across the quorum: a place on one
+//! designated instance, kept while its owner waits at the head, given up at
+//! the grant; the waiting acquisition built on it (`acquire_until`).
+
+use super::*;
+
+/// What asking for a place in line came to.
+enum Joined {
+    Place(Ticket),
+    /// The line instance did not answer in time: ask again.
+    Again,
+    /// No place: the line instance does not serve it, stopped answering
+    /// while we waited, or the deadline came.
+    Without,
+}
+
+/// What the first round of a waiting acquisition came to (`first_try`).
+enum FirstTry {
+    Lock(Lock),
+    /// Others are in line: wait behind them.
+    Behind,
+    /// Neither (the lock is held, nobody in line): take a place.
+    Again,
+}
+
+/// A place in line ends with the connection that holds it, at once
+/// (`SESSION DELAY 0`): a waiter that dies, or whose connection to the
+/// line instance is reset, leaves the line then, not a ttl later. The
+/// place only orders waiters (the lock is the quorum's), so no lock-delay
+/// is needed for safety; a waiter whose connection was reset finds its
+/// place gone at its next renewal and queues again.
+const PLACE_SESSION: Option<u64> = Some(0);
+
+/// How many times a place in line is asked for again at once after a
+/// request that timed out, before this round goes without one.
+const JOIN_RETRIES: usize = 3;
+
+/// A place in a resource's waiting line: a module lock on one designated
+/// instance, held while its owner waits at the head of the line and given
+/// up the moment the lock is granted, so that the next in line waits on
+/// the lock itself during the hold.
+#[derive(Clone, Debug)]
+struct Ticket {
+    instance: usize,
+    key: String,
+    /// The mode the place is held in (the request's own).
+    share: Share,
+    owner: String,
+    /// The line instance's token for the ticket, a floor for the lock's.
+    token: Option<i64>,
+}
+
+/// An acquisition's place in line, given up however the acquisition ends.
+struct Place {
+    redlock: Redlock,
+    ticket: Option<Ticket>,
+    /// When the place's lease was last set.
+    renewed: Instant,
+}
+
+impl Place {
+    /// Gives the place up now (the wait ended without a grant).
+    async fn leave(&mut self) {
+        let ticket = self.ticket.take();
+        self.redlock.leave_line(ticket).await;
+    }
+
+    /// Forgets a place found gone, releasing it in case it is not.
+    fn drop_ticket(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.redlock.leave_line_soon(t);
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        // The acquisition was dropped while in line: give the place up in
+        // the background (settle waits for it), not after a whole ttl.
+        self.drop_ticket();
+    }
+}
+
+/// The instance that keeps `resource`'s line: the same for every client
+/// whatever the order of its server list (FNV-1a over the resource, among
+/// the servers sorted by name).
+fn line_instance(resource: &str, by_name: &[usize]) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in resource.bytes() {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let pick = usize::try_from(hash % by_name.len().max(1) as u64).unwrap_or(0);
+    by_name.get(pick).copied().unwrap_or(0)
+}
+
+/// Indexes of `servers` in name order: the same for every client.
+pub(super) fn by_name(servers: &[String]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..servers.len()).collect();
+    order.sort_by(|&a, &b| servers[a].cmp(&servers[b]));
+    order
+}
+
+impl Redlock {
+    /// The acquisition loop of every kind: rounds until granted, the
+    /// retries are used up or `deadline` passes. With a deadline in module
+    /// mode the request keeps a place in the resource's line for its whole
+    /// wait (see `lock_until`), whatever its kind.
+    pub(crate) async fn acquire_until<F>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        kind: Kind,
+        mut observe: F,
+    ) -> Result<Lock, Error>
+    where
+        F: FnMut(&Retry<'_>) + Send,
+    {
+        self.verify_servers().await?;
+        let hi = self.inner.settings.retry_delay.1;
+        let lined = self.inner.settings.mode == Mode::Module;
+        // Given up at the grant, when the wait ends, or when this future is
+        // dropped (the caller gave up): never left behind for a whole ttl.
+        let mut place = Place { redlock: self.clone(), ticket: None, renewed: Instant::now() };
+        let mut head_delay = Duration::from_millis(1);
+        let mut attempts = 0u32;
+        // The head asks for a token above the ticket's and every one this
+        // handle saw, unless an instance refused that as too far ahead.
+        let mut ask_floor = true;
+        // First the lock, and whether anyone is in line, at once: nobody in
+        // line and the lock free, it is ours in one round trip; others in
+        // line, what we took goes back and we wait behind them.
+        let mut behind = false;
+        if let (true, Some(_), Kind::Exclusive | Kind::Shared) = (lined, deadline, kind) {
+            match self.first_try(resource, kind, ttl).await {
+                FirstTry::Lock(lock) => return Ok(lock),
+                FirstTry::Behind => behind = true,
+                FirstTry::Again => {}
+            }
+        }
+        loop {
+            attempts += 1;
+            // Not in line (yet, or any more: the line instance did not answer,
+            // or the place was lost): take a place, never poll behind the line.
+            if let (true, None, Some(d)) = (lined, &place.ticket, deadline) {
+                // A request that timed out (a busy machine, a slow reply) is
+                // asked again at once, a few times: falling back to polling
+                // would leave this waiter behind everyone in line.
+                for _ in 0..=JOIN_RETRIES {
+                    match self.join_line(resource, kind, ttl, d, !std::mem::take(&mut behind)).await {
+                        Joined::Place(ticket) => place.ticket = Some(ticket),
+                        Joined::Again if Instant::now() < d => continue,
+                        Joined::Again | Joined::Without => {}
+                    }
+                    break;
+                }
+                place.renewed = Instant::now();
+                head_delay = Duration::from_millis(1);
+            }
+            let round_started = Instant::now();
+            // A place held across rounds is renewed before its ttl runs out.
+            let renew = place.ticket.as_ref().filter(|_| place.renewed.elapsed() >= ttl / 3);
+            let renewal = async {
+                match renew {
+                    Some(t) => Some(self.renew_ticket(t, ttl).await),
+                    None => None,
+                }
+            };
+            let round = async {
+                match (&place.ticket, deadline, kind) {
+                    (Some(t), Some(d), Kind::Exclusive | Kind::Shared) => {
+                        // A window well inside the ttl: the validity counts
+                        // from the moment the waits were sent.
+                        let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
+                        let floor =
+                            ask_floor.then(|| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
+                        (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared).await, Some(window))
+                    }
+                    (_, _, Kind::Permit(limit)) => (self.attempt_permit(resource, limit, ttl).await, None),
+                    _ => (self.attempt(resource, ttl, kind == Kind::Shared).await, None),
+                }
+            };
+            let (renewed, (taken, window)) = futures::join!(renewal, round);
+            match renewed {
+                Some(true) => place.renewed = Instant::now(),
+                // The place is gone (the line instance restarted, or it ran
+                // out): a new one next round.
+                Some(false) => place.drop_ticket(),
+                None => {}
+            }
+            let outcomes = match taken {
+                Ok(lock) => {
+                    if let Some(t) = place.ticket.take() {
+                        self.leave_line_soon(t);
+                    }
+                    return Ok(lock);
+                }
+                Err(outcomes) => outcomes,
+            };
+            if outcomes.iter().any(|o| matches!(&o.outcome, Outcome::Failed(m) if m.contains("max-token-lead"))) {
+                ask_floor = false;
+            }
+            let why = quorum::not_granted(&outcomes, self.inner.quorum);
+            // No retry changes a refusal of the request itself.
+            let hopeless = matches!(why, NotGranted::Rejected { rejection, .. } if rejection.is_configuration())
+                || repeated_server(&outcomes, self.insecure()).is_some();
+            if hopeless {
+                place.leave().await;
+                return Err(self.not_acquired(resource, attempts, outcomes));
+            }
+            let delay = match window {
+                // The window passed with the lock held: wait on at once.
+                Some(w) if round_started.elapsed() >= w => Duration::ZERO,
+                // First in line: the resource frees up any moment now.
+                _ if place.ticket.is_some() => {
+                    head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
+                    head_delay / 2
+                }
+                _ => self.retry_pause(),
+            };
+            // Nothing is granted before enough quarantines end: no point
+            // asking more often than once a second, nor long after they end.
+            let quarantine = match why {
+                NotGranted::Quarantine { ms_left, .. } => Some(Duration::from_millis(ms_left)),
+                _ => None,
+            };
+            let wait = quarantine.map_or(delay, |q| delay.max(q.min(QUARANTINE_POLL)));
+            let out_of_time = match deadline {
+                Some(d) => Instant::now().checked_add(delay).is_none_or(|t| t >= d),
+                None => {
+                    let retries_left = self.inner.settings.retry_count.saturating_add(1).saturating_sub(attempts);
+                    attempts > self.inner.settings.retry_count || quarantine.is_some_and(|q| q > hi.saturating_mul(retries_left))
+                }
+            };
+            if out_of_time {
+                place.leave().await;
+                return Err(self.not_acquired(resource, attempts, outcomes));
+            }
+            let wait = match deadline {
+                Some(d) => wait.min(d.saturating_duration_since(Instant::now())),
+                None => wait,
+            };
+            observe(&Retry { attempt: attempts, why, outcomes: &outcomes, delay: wait });
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
+    /// Sets the place's lease to `ttl` again; `false` when the line
+    /// instance answered that the place is not ours any more. A server
+    /// that did not answer may still hold it: kept.
+    ///
+    /// The renewal is a re-grant to the place's owner, not an extension:
+    /// the place is bound to the connection that took it, and a
+    /// connection remade since (a reset, a link that flapped) may not
+    /// extend it. The re-grant binds it to the connection of now, so a
+    /// waiter on a flaky link keeps its turn, and no place stays bound to
+    /// a connection the server has not yet found dead, holding up the
+    /// line. A place already ended is not taken anew past anyone waiting:
+    /// the server serves its queue first.
+    async fn renew_ticket(&self, t: &Ticket, ttl: Duration) -> bool {
+        match self.inner.instances.get(t.instance) {
+            Some(instance) => instance.acquire_as(&t.key, &t.owner, ttl, None, t.share, PLACE_SESSION).await.outcome != Outcome::Refused,
+            None => false,
+        }
+    }
+
+    /// A random pause within the configured `retry_delay`, between
+    /// attempts that poll.
+    pub(crate) fn retry_pause(&self) -> Duration {
+        let (lo, hi) = self.inner.settings.retry_delay;
+        if hi > lo {
+            rand::rng().random_range(lo..=hi)
+        } else {
+            lo
+        }
+    }
+
+    /// Takes the head of `resource`'s line, in the request's own mode
+    /// (`Kind::line`): at once when nobody is ahead, else by waiting in the
+    /// module's first-come, first-served queue on the line instance until
+    /// `deadline`, whatever the ttl. `Again` when the line instance did not
+    /// answer the first request in time (ask again), `Without` if it does
+    /// not serve the line, or stops answering while we wait (watched: a
+    /// frozen line instance must not hold its waiters until their
+    /// deadlines).
+    async fn join_line(&self, resource: &str, kind: Kind, ttl: Duration, deadline: Instant, ask_first: bool) -> Joined {
+        let index = line_instance(resource, &self.inner.line_order);
+        let Some(instance) = self.inner.instances.get(index) else { return Joined::Without };
+        let (key, share) = kind.line(resource);
+        let owner = new_owner();
+        // Without `ask_first` the caller just found others in line: straight
+        // to the queue (which grants at once if the line emptied since).
+        if ask_first {
+            match instance.acquire_as(&key, &owner, ttl, None, share, PLACE_SESSION).await.outcome {
+                Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, share, owner, token }),
+                Outcome::Refused => {}
+                Outcome::Timeout => {
+                    // It may have granted just after the timeout: not left held.
+                    self.leave_line_soon(Ticket { instance: index, key, share, owner, token: None });
+                    return Joined::Again;
+                }
+                _ => return Joined::Without,
+            }
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            return Joined::Without;
+        }
+        let watch = async {
+            let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(1));
+            let mut silent = 0;
+            loop {
+                tokio::time::sleep(every).await;
+                silent = if instance.ping().await == Outcome::Done { 0 } else { silent + 1 };
+                // Twice: one slow reply on a busy machine is no outage.
+                if silent >= 2 {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            waited = instance.wait_for(&key, &owner, ttl, wait, None, share, PLACE_SESSION) => match waited.outcome {
+                Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, share, owner, token }),
+                _ => {
+                    // A grant that raced the timeout must not block the line.
+                    instance.release(&key, &owner).await;
+                    Joined::Without
+                }
+            },
+            () = watch => {
+                // The wait's connection is closed (which leaves the queue);
+                // a grant that raced it is undone when the server answers.
+                self.leave_line_soon(Ticket { instance: index, key, share, owner, token: None });
+                Joined::Without
+            }
+        }
+    }
+
+    /// The first round of a waiting acquisition: a plain round on the lock,
+    /// and in the same round trip a look at `resource`'s line (whether its
+    /// place is held: someone is first in line). Taking no place here keeps
+    /// the line instance's token counter in step with the others, so an
+    /// uncontended grant needs no write-back round. A lock taken while
+    /// someone is in line is given back at once: it was free on the servers
+    /// only between two holders of the line, and a newcomer must not
+    /// overtake them.
+    async fn first_try(&self, resource: &str, kind: Kind, ttl: Duration) -> FirstTry {
+        let index = line_instance(resource, &self.inner.line_order);
+        let Some(instance) = self.inner.instances.get(index) else { return FirstTry::Again };
+        let (key, _) = kind.line(resource);
+        let (someone_in_line, taken) = futures::join!(instance.exists(&key), self.attempt(resource, ttl, kind == Kind::Shared));
+        match (someone_in_line, taken) {
+            (Some(true), taken) => {
+                if let Ok(lock) = taken {
+                    // Nothing to report: the release reaches every instance
+                    // or runs out with the ttl.
+                    let _ = self.release_on_servers(&lock).await;
+                }
+                FirstTry::Behind
+            }
+            // Nobody in line; or the line instance cannot tell, when a lock
+            // taken stands as a plain round's would (the line's fallback).
+            (_, Ok(lock)) => FirstTry::Lock(lock),
+            (_, Err(_)) => FirstTry::Again,
+        }
+    }
+
+    /// Gives the place in line up in the background, right after the
+    /// grant: the next in line starts waiting on the lock during the hold.
+    fn leave_line_soon(&self, ticket: Ticket) {
+        let me = self.clone();
+        // Outside a runtime (not reachable from the async API) the ticket's
+        // ttl ends it.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            self.inner.departures.running.fetch_add(1, Ordering::SeqCst);
+            runtime.spawn(async move {
+                me.leave_line(Some(ticket)).await;
+                if me.inner.departures.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    me.inner.departures.idle.notify_waiters();
+                }
+            });
+        }
+    }
+
+    /// Waits until the places in line this handle gives up in the
+    /// background after a grant are given up. A process that exits right
+    /// after taking a lock calls it first: otherwise its place would stay
+    /// taken until its ttl, and the next in line would wait that long.
+    pub async fn settle(&self) {
+        loop {
+            let idle = self.inner.departures.idle.notified();
+            if self.inner.departures.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    async fn leave_line(&self, ticket: Option<Ticket>) {
+        if let Some(t) = ticket {
+            if let Some(instance) = self.inner.instances.get(t.instance) {
+                instance.release(&t.key, &t.owner).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_client_picks_the_same_line_instance_whatever_its_server_order() {
+        let a = vec!["h:1".to_string(), "h:2".to_string(), "h:3".to_string()];
+        let b = vec!["h:3".to_string(), "h:1".to_string(), "h:2".to_string()];
+        for r in ["orders:42", "x", "", "nightly-report"] {
+            assert_eq!(a[line_instance(r, &by_name(&a))], b[line_instance(r, &by_name(&b))], "{r}");
+        }
+        assert_eq!(line_instance("r", &by_name(&[])), 0);
+    }
+}

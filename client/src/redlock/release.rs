@@ -1,0 +1,147 @@
+//! Extending and releasing a lock on every instance; a release that did
+//! not reach an instance is sent again while its lease could stand.
+
+use super::*;
+
+/// A release that did not reach an instance is sent again after this
+/// pause, doubled each time up to `RELEASE_RETRY_LAST` (`release_later`).
+const RELEASE_RETRY_FIRST: Duration = Duration::from_millis(20);
+const RELEASE_RETRY_LAST: Duration = Duration::from_millis(250);
+
+impl Redlock {
+    /// Releases on every instance, including those that did not answer.
+    pub(super) async fn release_everywhere(&self, resource: &str, owner: &str) -> Vec<InstanceOutcome> {
+        join_all(self.inner.instances.iter().map(|i| i.release(resource, owner))).await
+    }
+
+    /// Makes the lease `ttl` from now on a quorum, within the validity
+    /// left; returns the lock with its new validity.
+    pub async fn extend(&self, lock: &Lock, ttl: Duration) -> Result<Lock, Error> {
+        if lock.remaining().is_zero() {
+            return Err(Error::Expired { resource: lock.resource.clone() });
+        }
+        self.verify_servers().await?;
+        let started = Instant::now();
+        // A hold bound to its connection is extended on that connection only
+        // (see `Settings::release_on_disconnect`).
+        let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
+        let outcomes = join_all(
+            self.inner.instances.iter().enumerate().map(|(i, inst)| inst.extend_bound(&lock.resource, &lock.owner, ttl, bound(i))),
+        )
+        .await;
+        let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
+        let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
+        let validity = quorum::validity(ttl, started.elapsed(), drift);
+        if let Some(e) = repeated_server(&outcomes, self.insecure()) {
+            return Err(e);
+        }
+        match validity {
+            Some(validity) if extended >= self.inner.quorum && !lock.remaining().is_zero() => {
+                Ok(Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() })
+            }
+            _ => match quorum::rejections(&outcomes) {
+                // The request was refused, not the lock: its lease is as it was.
+                Some((rejection, n)) if extended < self.inner.quorum && extended + n >= self.inner.quorum => {
+                    Err(Error::Rejected { resource: lock.resource.clone(), what: "extension", rejection, outcomes })
+                }
+                _ => Err(Error::QuorumLost { resource: lock.resource.clone(), outcomes }),
+            },
+        }
+    }
+
+    /// Drops one hold of `lock`; the last one (see `Lock::reenter`)
+    /// releases it on every instance.
+    pub async fn release(&self, lock: &Lock) -> Result<Released, Error> {
+        let remaining_holds = lock.drop_hold();
+        if remaining_holds > 0 {
+            return Ok(Released { released: 0, remaining_holds, instances: Vec::new() });
+        }
+        self.release_on_servers(lock).await
+    }
+
+    /// Releases `lock` on every instance, whatever its holds.
+    pub(crate) async fn release_on_servers(&self, lock: &Lock) -> Result<Released, Error> {
+        lock.ended.store(true, Ordering::SeqCst);
+        self.release_owner_within(&lock.resource, &lock.owner, Some(lock.ttl)).await
+    }
+
+    /// Sends the release of `owner`'s hold of `resource` again, in the
+    /// background, to every instance of `sent` (index, outcome of the
+    /// release) that it did not reach (timed out, unreachable: a reset or
+    /// a link that went down), until it lands there or the lease it may
+    /// still hold there (at most `ttl` from now) has run out. Otherwise a
+    /// lock whose release was lost in a blip stays held for its whole ttl,
+    /// and every waiter waits that long. Owner-checked and never taking
+    /// anything, a late release can only end this very hold: each lock has
+    /// an owner of its own. Outside a runtime, the lease ends it.
+    pub(super) fn release_later(&self, resource: &str, owner: &str, ttl: Duration, sent: Vec<(usize, Outcome)>) {
+        let mut pending: Vec<usize> =
+            sent.into_iter().filter(|(_, o)| matches!(o, Outcome::Timeout | Outcome::Unreachable { .. })).map(|(i, _)| i).collect();
+        if pending.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (me, resource, owner) = (self.clone(), resource.to_string(), owner.to_string());
+        let until = Instant::now() + ttl;
+        runtime.spawn(async move {
+            let mut pause = RELEASE_RETRY_FIRST;
+            loop {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return;
+                }
+                tokio::time::sleep(pause.min(left)).await;
+                pause = pause.saturating_mul(2).min(RELEASE_RETRY_LAST);
+                let sent =
+                    join_all(pending.iter().filter_map(|&i| me.inner.instances.get(i).map(|inst| inst.release(&resource, &owner)))).await;
+                pending = pending.into_iter().zip(sent).filter(|(_, o)| !o.outcome.answered()).map(|(i, _)| i).collect();
+                if pending.is_empty() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Releases `resource` held by `owner` on every instance (no
+    /// hold counting: for locks taken elsewhere).
+    /// A release goes out even while an entry repeats another (an address
+    /// that moved after the grant): nothing is sent to that entry, which
+    /// no connection of its reaches until it is identified as itself, and
+    /// the real servers let the lock go; the repeated entry is reported
+    /// after.
+    pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
+        self.release_owner_within(resource, owner, None).await
+    }
+
+    /// `release_owner`; with `ttl`, the lease a server may still hold, an
+    /// instance the release could not reach is sent it again in the
+    /// background (`release_later`).
+    async fn release_owner_within(&self, resource: &str, owner: &str, ttl: Option<Duration>) -> Result<Released, Error> {
+        let verified = self.verify_servers().await;
+        let instances = self.release_everywhere(resource, owner).await;
+        if let Some(ttl) = ttl {
+            self.release_later(resource, owner, ttl, instances.iter().map(|o| o.outcome.clone()).enumerate().collect());
+        }
+        verified?;
+        let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
+        Ok(Released { released, remaining_holds: 0, instances })
+    }
+
+    /// Extends `resource` held by `owner` (for locks taken elsewhere).
+    pub async fn extend_owner(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock, Error> {
+        let lock = Lock {
+            resource: resource.to_string(),
+            owner: owner.to_string(),
+            token: None,
+            validity: ttl,
+            acquired_at: Instant::now(),
+            ttl,
+            instances: Vec::new(),
+            fenced: 0,
+            shared: false,
+            holds: Arc::new(AtomicUsize::new(1)),
+            ended: Arc::new(AtomicBool::new(false)),
+        };
+        self.extend(&lock, ttl).await
+    }
+}

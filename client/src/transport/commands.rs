@@ -1,0 +1,384 @@
+//! Each lock command on one instance (acquire, extend, release, wait,
+//! status, top, summary): the request sent, its reply made an outcome.
+
+use super::*;
+
+const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+const EXTEND_SCRIPT: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// How a request holds a key: alone, shared, or as one of a semaphore's
+/// `n` holders (`LOCK.ACQUIRE ... [SHARED [LIMIT n]]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Exclusive,
+    Shared,
+    Limit(u32),
+}
+
+impl Share {
+    fn args(self, cmd: &mut Cmd) {
+        match self {
+            Share::Exclusive => {}
+            Share::Shared => {
+                cmd.arg("SHARED");
+            }
+            Share::Limit(n) => {
+                cmd.arg("SHARED").arg("LIMIT").arg(n);
+            }
+        }
+    }
+}
+
+/// Waiters `status` lists per server.
+const STATUS_LINE_COUNT: i64 = 20;
+
+/// `SESSION DELAY ms`, when the hold ends with its connection.
+fn session_args(cmd: &mut Cmd, session: Option<u64>) {
+    if let Some(delay) = session {
+        cmd.arg("SESSION").arg("DELAY").arg(delay);
+    }
+}
+
+fn one_or_zero(reply: Result<i64, CallError>) -> Outcome {
+    match reply {
+        Ok(1) => Outcome::Done,
+        Ok(_) => Outcome::Refused,
+        Err(e) => e,
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Instance {
+    /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min] [SESSION DELAY d]`,
+    /// or `SET key owner NX PX ttl` (which has no shared hold: script mode
+    /// refuses one).
+    pub async fn acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        fence: Option<i64>,
+        shared: bool,
+        session: Option<u64>,
+    ) -> InstanceOutcome {
+        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }, session).await
+    }
+
+    /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n]] [FENCE min] [SESSION
+    /// DELAY d]` (`session`: the hold ends `d` ms after this connection
+    /// closes), or in script mode `SET key owner NX PX ttl` (exclusive
+    /// only, never bound).
+    pub async fn acquire_as(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        fence: Option<i64>,
+        share: Share,
+        session: Option<u64>,
+    ) -> InstanceOutcome {
+        let started = Instant::now();
+        let ttl_ms = millis(ttl);
+        let outcome = match self.mode {
+            Mode::Module => {
+                let mut cmd = redis::cmd("LOCK.ACQUIRE");
+                cmd.arg(key).arg(owner).arg(ttl_ms);
+                share.args(&mut cmd);
+                if let Some(min) = fence {
+                    cmd.arg("FENCE").arg(min);
+                }
+                session_args(&mut cmd, session);
+                if self.binds_connection(session) {
+                    let (outcome, connection) = match self.query_on_connection::<Option<i64>>(&cmd).await {
+                        Ok((id, Some(token))) => (Outcome::Granted { token: Some(token) }, Some(id)),
+                        Ok((_, None)) => (Outcome::Refused, None),
+                        Err(e) => (e, None),
+                    };
+                    return InstanceOutcome { connection, ..self.outcome(started, outcome) };
+                }
+                match self.query::<Option<i64>>(&cmd).await {
+                    Ok(Some(token)) => Outcome::Granted { token: Some(token) },
+                    Ok(None) => Outcome::Refused,
+                    Err(e) => e,
+                }
+            }
+            Mode::Script if share != Share::Exclusive => {
+                Outcome::Failed("shared locks need the redislock module (script mode has none)".into())
+            }
+            Mode::Script => {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
+                match self.query::<Value>(&cmd).await {
+                    Ok(Value::Okay) | Ok(Value::SimpleString(_)) => Outcome::Granted { token: None },
+                    Ok(_) => Outcome::Refused,
+                    Err(e) => e,
+                }
+            }
+        };
+        self.outcome(started, outcome)
+    }
+
+    /// `PING` within the request timeout: whether the server answers now.
+    pub async fn ping(&self) -> Outcome {
+        match self.query::<Value>(&redis::cmd("PING")).await {
+            Ok(_) => Outcome::Done,
+            Err(e) => e,
+        }
+    }
+
+    /// Whether `key` exists here (`EXISTS`); `None` when the server did not
+    /// answer it.
+    pub async fn exists(&self, key: &str) -> Option<bool> {
+        self.query::<i64>(redis::cmd("EXISTS").arg(key)).await.ok().map(|n| n > 0)
+    }
+
+    /// Releases `key` if `owner` holds it.
+    pub async fn release(&self, key: &str, owner: &str) -> InstanceOutcome {
+        let started = Instant::now();
+        let reply = match self.mode {
+            Mode::Module => self.query::<i64>(redis::cmd("LOCK.RELEASE").arg(key).arg(owner)).await,
+            Mode::Script => self.script::<i64>(&Script::new(RELEASE_SCRIPT), key, &[owner]).await,
+        };
+        self.outcome(started, one_or_zero(reply))
+    }
+
+    /// `extend` of a hold bound to connection `connection` (see
+    /// `Settings::release_on_disconnect`): only on that connection. Once
+    /// the shared connection was remade, the server has ended (or will end,
+    /// after its lock-delay) the hold it bound to the old one: the hold is
+    /// lost here, and not extended as if nothing happened. The server
+    /// refuses an extension from another connection too (the lease it cut
+    /// to the lock-delay is never revived); the id check here covers a
+    /// server that would not.
+    pub async fn extend_bound(&self, key: &str, owner: &str, ttl: Duration, connection: Option<u64>) -> InstanceOutcome {
+        let Some(bound) = connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_))) else {
+            return self.extend(key, owner, ttl).await;
+        };
+        let started = Instant::now();
+        let mut cmd = redis::cmd("LOCK.EXTEND");
+        cmd.arg(key).arg(owner).arg(millis(ttl));
+        let outcome = match self.query_on_connection::<i64>(&cmd).await {
+            Ok((id, _)) if id != bound => Outcome::Refused,
+            Ok((_, reply)) => one_or_zero(Ok(reply)),
+            Err(e) => e,
+        };
+        InstanceOutcome { connection, ..self.outcome(started, outcome) }
+    }
+
+    /// Sets the lease of `key` to `ttl` from now if `owner` holds it.
+    pub async fn extend(&self, key: &str, owner: &str, ttl: Duration) -> InstanceOutcome {
+        let started = Instant::now();
+        let ttl_ms = millis(ttl).to_string();
+        let reply = match self.mode {
+            Mode::Module => self.query::<i64>(redis::cmd("LOCK.EXTEND").arg(key).arg(owner).arg(&ttl_ms)).await,
+            Mode::Script => self.script::<i64>(&Script::new(EXTEND_SCRIPT), key, &[owner, &ttl_ms]).await,
+        };
+        self.outcome(started, one_or_zero(reply))
+    }
+
+    /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... [FENCE
+    /// min] WAIT`) on a connection of its own: a blocked command must not
+    /// hold up the shared connection. Closing it leaves the queue, so a
+    /// connection whose wait did not end in a reply is closed, never reused.
+    /// A new connection is identified before it waits, as the shared one
+    /// is: a grant from an unidentified server never counts.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn wait_for(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        fence: Option<i64>,
+        share: Share,
+        session: Option<u64>,
+    ) -> InstanceOutcome {
+        let started = Instant::now();
+        let budget = wait.saturating_add(self.request_timeout);
+        let mut cmd = redis::cmd("LOCK.ACQUIRE");
+        cmd.arg(key).arg(owner).arg(millis(ttl));
+        share.args(&mut cmd);
+        if let Some(min) = fence {
+            cmd.arg("FENCE").arg(min);
+        }
+        cmd.arg("WAIT").arg(millis(wait).max(1));
+        session_args(&mut cmd, session);
+        let waited = async {
+            match &self.client {
+                Client::Single(_) | Client::Sentinel(_) => {
+                    let fresh = || async {
+                        // No response timeout inside: the whole wait is
+                        // bounded below, and a timed-out connection dropped.
+                        let config = redis::AsyncConnectionConfig::new()
+                            .set_connection_timeout(Some(self.connect_timeout))
+                            .set_response_timeout(None);
+                        let client = self.server_client().await.map_err(|e| self.failure(e))?;
+                        let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
+                        self.identified(Link::Single(conn.clone())).await?;
+                        Ok::<_, CallError>(conn)
+                    };
+                    let idle = self.waiting_conns.lock().ok().and_then(|mut idle| idle.pop());
+                    let reused = idle.is_some();
+                    let mut conn = match idle {
+                        Some(conn) => conn,
+                        None => fresh().await?,
+                    };
+                    let mut reply = cmd.query_async::<Option<i64>>(&mut conn).await;
+                    // An idle connection may have died with a server restart
+                    // since its last wait, or its server been demoted by a
+                    // failover; that says nothing of the server now. Asking
+                    // again with the same owner is idempotent.
+                    let stale = |e: &RedisError| e.is_connection_dropped() || e.is_io_error() || e.code() == Some("READONLY");
+                    if reused && reply.as_ref().is_err_and(stale) {
+                        if let Ok(mut idle) = self.waiting_conns.lock() {
+                            idle.clear();
+                        }
+                        conn = fresh().await?;
+                        reply = cmd.query_async::<Option<i64>>(&mut conn).await;
+                    }
+                    if reply.is_ok() {
+                        if let Ok(mut idle) = self.waiting_conns.lock() {
+                            if idle.len() < MAX_IDLE_WAITING_CONNS {
+                                idle.push(conn);
+                            }
+                        }
+                    }
+                    match reply {
+                        Err(e) if self.demoted(&e) => Err(failing_over(&e)),
+                        reply => reply.map_err(|e| self.noted(classify(e))),
+                    }
+                }
+                // Its own cluster connection too: a TRYAGAIN (the key's slot
+                // moved while waiting) is retried at the key's new master.
+                Client::Cluster(seeds, tls) => {
+                    let mut conn = self
+                        .cluster_client(seeds, tls.as_deref(), budget)
+                        .map_err(|e| self.failure(e))?
+                        .get_async_connection()
+                        .await
+                        .map_err(|e| self.failure(e))?;
+                    cmd.query_async::<Option<i64>>(&mut conn).await.map_err(|e| self.noted(classify(e)))
+                }
+            }
+        };
+        let outcome = match tokio::time::timeout(budget.saturating_add(self.connect_timeout), waited).await {
+            Err(_) => Outcome::Timeout,
+            Ok(Ok(Some(token))) => Outcome::Granted { token: Some(token) },
+            Ok(Ok(None)) => Outcome::Refused,
+            Ok(Err(e)) => e,
+        };
+        // A hold bound to the waiting connection would end whenever that
+        // connection does (it goes back to a pool, or is a cluster client's
+        // own): it is granted again on the shared one, the same owner's
+        // re-grant with the same token, which moves the binding there.
+        if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
+            let again = self.acquire_as(key, owner, ttl, None, share, session).await;
+            return InstanceOutcome { latency: started.elapsed(), ..again };
+        }
+        self.outcome(started, outcome)
+    }
+
+    /// This instance's lock service as a whole.
+    pub async fn summary(&self) -> InstanceSummary {
+        let mut summary = InstanceSummary { server: self.name.clone(), ..InstanceSummary::default() };
+        let reply = match self.mode {
+            Mode::Module => self.query::<Value>(redis::cmd("INFO").arg("redislock")).await,
+            Mode::Script => self.query::<Value>(&redis::cmd("PING")).await,
+        };
+        match reply {
+            Ok(value) => {
+                summary.reachable = true;
+                if self.mode == Mode::Module {
+                    summarize(&mut summary, &info_texts(value));
+                }
+            }
+            Err(e) => (summary.reachable, summary.error, summary.failure) = for_status(e, &self.name),
+        }
+        summary
+    }
+
+    /// This instance's `count` most contended locks, most waiters first
+    /// (a cluster's masters asked together).
+    pub async fn top(&self, count: usize) -> InstanceTop {
+        let mut top = InstanceTop { server: self.name.clone(), ..InstanceTop::default() };
+        if self.mode == Mode::Script {
+            top.error = Some(format!("{}: top needs the redislock module (script mode has no line)", self.name));
+            return top;
+        }
+        let mut cmd = redis::cmd("LOCK.TOP");
+        cmd.arg("COUNT").arg(count);
+        let reply = self
+            .request(|conn| {
+                let cmd = cmd.clone();
+                async move {
+                    match conn {
+                        Link::Cluster(mut c) => {
+                            let every_master =
+                                RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::CombineArrays)));
+                            c.route_command(cmd, every_master).await
+                        }
+                        mut single => cmd.query_async::<Value>(&mut single).await,
+                    }
+                }
+            })
+            .await;
+        match reply {
+            Ok(value) => {
+                top.reachable = true;
+                top.locks = contended_locks(value);
+                // A cluster's masters each answered their own, in turn.
+                top.locks.sort_by(|a, b| {
+                    b.waiters.cmp(&a.waiters).then(b.oldest_wait_ms.cmp(&a.oldest_wait_ms)).then_with(|| a.key.cmp(&b.key))
+                });
+                top.locks.truncate(count);
+            }
+            Err(e) => (top.reachable, top.error, top.failure) = for_status(e, &self.name),
+        }
+        top
+    }
+
+    /// This server's view of `key`.
+    pub async fn status(&self, key: &str) -> InstanceStatus {
+        let mut status = InstanceStatus {
+            server: self.name.clone(),
+            reachable: false,
+            owner: None,
+            token: None,
+            pttl: None,
+            waiters: None,
+            quarantine_ms_left: None,
+            error: None,
+            failure: None,
+            holders: Vec::new(),
+            line: Vec::new(),
+        };
+        let reply = match self.mode {
+            Mode::Module => self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await,
+            Mode::Script => self.query::<Value>(redis::cmd("GET").arg(key)).await,
+        };
+        match reply {
+            Ok(value) => {
+                status.reachable = true;
+                fill_status(&mut status, value, self.mode);
+                if self.mode == Mode::Script && status.owner.is_some() {
+                    status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
+                }
+                if self.mode == Mode::Module {
+                    let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
+                    status.quarantine_ms_left = info.and_then(quarantine_left);
+                    if status.waiters.is_some_and(|n| n > 0) {
+                        let line = self.query::<Value>(redis::cmd("LOCK.WAITERS").arg(key).arg("COUNT").arg(STATUS_LINE_COUNT)).await;
+                        status.line = line.map(waiter_states).unwrap_or_default();
+                    }
+                }
+            }
+            Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
+        }
+        status
+    }
+}

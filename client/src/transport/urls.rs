@@ -1,0 +1,228 @@
+//! The entries of a server list: schemes, a Sentinel member's parts, a
+//! cluster's seeds, and the checks every URL passes before it is used.
+
+use super::*;
+
+/// The URL scheme of a Redis Cluster instance: seed nodes, comma-separated.
+pub const CLUSTER_SCHEME: &str = "redis+cluster://";
+
+/// The same over TLS: every node is reached by `rediss://`.
+pub const TLS_CLUSTER_SCHEME: &str = "rediss+cluster://";
+
+/// Whether `url` names a Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
+pub fn is_cluster_url(url: &str) -> bool {
+    url.starts_with(CLUSTER_SCHEME) || url.starts_with(TLS_CLUSTER_SCHEME)
+}
+
+/// Whether `url` names a server reached over TLS (`rediss://`,
+/// `rediss+cluster://`).
+pub fn is_tls_url(url: &str) -> bool {
+    url.starts_with("rediss://") || url.starts_with(TLS_CLUSTER_SCHEME)
+}
+
+/// The URL scheme of a Sentinel-managed master.
+pub const SENTINEL_SCHEME: &str = "redis+sentinel://";
+
+/// Whether a server-list entry, so far, goes on with more hosts after a
+/// comma: a cluster's seed list, or a Sentinel member's sentinels before
+/// its `/MASTER_NAME`.
+pub fn takes_more_hosts(entry: &str) -> bool {
+    is_cluster_url(entry) || entry.strip_prefix(SENTINEL_SCHEME).is_some_and(|rest| !rest.contains('/'))
+}
+
+/// The sentinels' port when a `redis+sentinel://` host names none.
+const SENTINEL_PORT: u16 = 26379;
+
+/// A `redis+sentinel://[user:pass@]host[:port],.../MASTER_NAME[?options]`
+/// member: the credentials are the master's (where LOCK.* runs); the
+/// sentinels' own, if any, are `sentinel_username` and
+/// `sentinel_password`; `role=master` is the only role a lock can use.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct SentinelSpec {
+    pub(super) sentinels: Vec<(String, u16)>,
+    pub(super) master: String,
+    username: Option<String>,
+    password: Option<String>,
+    sentinel_username: Option<String>,
+    sentinel_password: Option<String>,
+}
+
+pub(super) fn sentinel_spec(url: &str) -> Result<SentinelSpec, String> {
+    let rest = url.strip_prefix(SENTINEL_SCHEME).ok_or_else(|| format!("not a {SENTINEL_SCHEME} URL"))?;
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let Some((authority, master)) = rest.split_once('/') else {
+        return Err(format!("{url:?}: missing master name; e.g. {SENTINEL_SCHEME}127.0.0.1:26379,127.0.0.1:26380/mymaster"));
+    };
+    let master = master.trim_end_matches('/');
+    if master.is_empty() || master.contains('/') {
+        return Err(format!("{url:?}: the path must be the master's name as the sentinels know it (sentinel monitor NAME ...)"));
+    }
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let (username, password) = match userinfo {
+        None => (None, None),
+        Some(info) => match info.split_once(':') {
+            Some((user, pass)) => ((!user.is_empty()).then(|| user.to_string()), Some(pass.to_string())),
+            None => ((!info.is_empty()).then(|| info.to_string()), None),
+        },
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',').map(str::trim) {
+        check_host_port(host)?;
+        let (name, port) = match host.rsplit_once(':').filter(|_| !host.ends_with(']')) {
+            Some((name, port)) => (name, port.parse::<u16>().map_err(|_| format!("port {port:?} out of range 1-65535"))?),
+            None => (host, SENTINEL_PORT),
+        };
+        sentinels.push((name.trim_start_matches('[').trim_end_matches(']').to_string(), port));
+    }
+    let mut spec =
+        SentinelSpec { sentinels, master: master.to_string(), username, password, sentinel_username: None, sentinel_password: None };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "role" if value == "master" => {}
+            "role" => return Err(format!("{url:?}: role={value}: a lock is taken on the master only (role=master)")),
+            "sentinel_username" => spec.sentinel_username = Some(value.to_string()),
+            "sentinel_password" => spec.sentinel_password = Some(value.to_string()),
+            other => return Err(format!("{url:?}: unknown option {other:?} (role, sentinel_username, sentinel_password)")),
+        }
+    }
+    Ok(spec)
+}
+
+/// The sentinel client of `spec`, its connections made with `tcp`.
+pub(super) fn sentinel_client(spec: &SentinelSpec, tcp: TcpSettings) -> redis::RedisResult<SentinelClient> {
+    let sentinels = spec.sentinels.iter().map(|(host, port)| redis::ConnectionAddr::Tcp(host.clone(), *port));
+    let mut builder = SentinelClientBuilder::new(sentinels, &spec.master, SentinelServerType::Master)?
+        .set_client_to_redis_tcp_settings(tcp.clone())
+        .set_client_to_sentinel_tcp_settings(tcp);
+    if let Some(user) = &spec.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &spec.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(user) = &spec.sentinel_username {
+        builder = builder.set_client_to_sentinel_username(user);
+    }
+    if let Some(password) = &spec.sentinel_password {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    builder.build()
+}
+
+/// The seed node URLs of a `redis+cluster://[user:pass@]host:port,host:port`
+/// URL (`rediss://` seeds of a `rediss+cluster://` one); credentials given
+/// once apply to every seed.
+pub(super) fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
+    let (rest, scheme) = match (url.strip_prefix(CLUSTER_SCHEME), url.strip_prefix(TLS_CLUSTER_SCHEME)) {
+        (Some(rest), _) => (rest, "redis"),
+        (_, Some(rest)) => (rest, "rediss"),
+        _ => return Err(format!("not a {CLUSTER_SCHEME} URL")),
+    };
+    let rest = rest.trim_end_matches('/');
+    let (auth, hosts) = match rest.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), rest),
+    };
+    hosts
+        .split(',')
+        .map(str::trim)
+        .map(|h| if h.is_empty() { Err(format!("empty seed node in {url:?}")) } else { Ok(format!("{scheme}://{auth}{h}")) })
+        .collect()
+}
+
+/// Checks a server URL for what the client library's parser reports only
+/// as "did not parse": the scheme, the host, the port.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!("{url:?} has no scheme; use redis://host:port or redis+cluster://host:port,..."));
+    };
+    match scheme {
+        "redis" | "rediss" => check_host_port(rest),
+        "redis+cluster" | "rediss+cluster" => {
+            let hosts = rest.trim_end_matches('/').rsplit_once('@').map_or(rest, |(_, h)| h);
+            for seed in hosts.split(',') {
+                check_host_port(seed.trim())?;
+            }
+            Ok(())
+        }
+        "redis+sentinel" => sentinel_spec(url).map(|_| ()),
+        "unix" | "redis+unix" => {
+            if rest.is_empty() {
+                Err(format!("{url:?}: missing socket path"))
+            } else {
+                Ok(())
+            }
+        }
+        "" => Err(format!(
+            "{url:?}: missing scheme; use redis://, rediss:// (TLS), unix://, redis+sentinel://, redis+cluster:// or rediss+cluster://"
+        )),
+        other => Err(format!(
+            "unsupported scheme {other}, use redis://, rediss:// (TLS), unix://, redis+sentinel://, redis+cluster:// or rediss+cluster://"
+        )),
+    }
+}
+
+/// `[user:pass@]host[:port][/db]`.
+fn check_host_port(authority_and_path: &str) -> Result<(), String> {
+    let authority = authority_and_path.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, rest)) => (host, rest.strip_prefix(':')),
+            None => return Err(format!("{host_port:?}: unclosed [ in an IPv6 address")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("missing host in {authority_and_path:?}; e.g. redis://127.0.0.1:6379"));
+    }
+    if let Some(port) = port {
+        if port.is_empty() {
+            return Err(format!("missing port after {host}:"));
+        }
+        if !port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("port {port:?} is not a number"));
+        }
+        match port.parse::<u32>() {
+            Ok(p) if (1..=65535).contains(&p) => {}
+            _ => return Err(format!("port {port} out of range 1-65535")),
+        }
+    }
+    Ok(())
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_member_names_its_sentinels_its_master_and_both_credentials() {
+        let spec =
+            sentinel_spec("redis+sentinel://app:s3cret@10.0.0.1:26380,sentinel-b,[::1]:26381/orders?role=master&sentinel_password=sp")
+                .expect("parses");
+        assert_eq!(spec.sentinels, vec![("10.0.0.1".into(), 26380), ("sentinel-b".into(), SENTINEL_PORT), ("::1".into(), 26381)]);
+        assert_eq!(spec.master, "orders");
+        assert_eq!((spec.username.as_deref(), spec.password.as_deref()), (Some("app"), Some("s3cret")));
+        assert_eq!((spec.sentinel_username, spec.sentinel_password.as_deref()), (None, Some("sp")));
+        for (bad, says) in [
+            ("redis+sentinel://127.0.0.1:26379", "missing master name"),
+            ("redis+sentinel://127.0.0.1:26379/", "master's name"),
+            ("redis+sentinel://127.0.0.1:26379/m/0", "master's name"),
+            ("redis+sentinel://127.0.0.1:26379/m?role=replica", "master only"),
+            ("redis+sentinel://127.0.0.1:26379/m?db=2", "unknown option"),
+            ("redis+sentinel://127.0.0.1:99999/m", "out of range"),
+            ("redis+sentinel://:26379/m", "missing host"),
+        ] {
+            let e = sentinel_spec(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+}
