@@ -6,6 +6,7 @@
 //! - `transport`: one reconnecting connection per server, with timeouts
 //! - `tls`: `rediss://` servers: certificates read and checked, failures named
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
+//! - `semaphore`: permits of a semaphore, each a slot lock on a majority
 //! - `guard`: automatic extension and the lost-lock signal
 //! - `settings`, `error`
 
@@ -18,6 +19,9 @@ pub mod semaphore;
 pub mod settings;
 pub mod tls;
 pub mod transport;
+
+#[cfg(doctest)]
+mod doctests;
 
 pub use error::Error;
 pub use guard::LockGuard;
