@@ -1,4 +1,4 @@
-//! Client settings, with the defaults documented in README.md.
+//! Client settings, with the defaults documented in docs/client.md.
 
 use std::fmt;
 use std::path::PathBuf;
