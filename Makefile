@@ -71,9 +71,10 @@ uninstall:
 	rm -f $(BINDIR)/redlock $(MODULEDIR)/libredislock.so
 	-rmdir $(MODULEDIR) 2>/dev/null
 
-# Module and client suites on Redis 7.0, the module's suite on each of
-# TEST_SERVERS, and README's quick start; every suite runs, then a summary
-# (scripts/test.sh).
+# Module and client suites (and the client's doc tests) on Redis 7.0, the
+# module's suite on each of TEST_SERVERS, node, README's quick start,
+# python, partitions, examples, lint and docs; every suite runs, then a
+# summary (scripts/test.sh).
 test: build
 	@scripts/test.sh $(TEST_SERVERS)
 

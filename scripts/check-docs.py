@@ -10,7 +10,10 @@ of python/README.md and examples/, without building anything.
   other than `-` and `_` dropped, spaces turned into `-`, and `-1`, `-2`
   ... added to repeated headings; an explicit `<a id="...">` counts too;
 - docs/SUMMARY.md lists at least six chapters, each an existing file;
-- README.md has at most 250 lines.
+- README.md has at most 250 lines;
+- README.md and every chapter in docs/ (SUMMARY.md aside) is included by
+  client/src/doctests.rs, so that their Rust examples are compiled as the
+  client crate's doc tests.
 
 Links to http(s) and mailto addresses are not followed, and links inside
 fenced code blocks and inline code are not links. Prints one line per
@@ -144,6 +147,19 @@ def check_summary(path):
     return problems
 
 
+def check_doctests(files):
+    """Which of README.md and the chapters client/src/doctests.rs leaves out."""
+    path = os.path.join(ROOT, "client", "src", "doctests.rs")
+    try:
+        with open(path, encoding="utf-8") as f:
+            included = set(re.findall(r'"\.\./\.\./([^"]+\.md)"', f.read()))
+    except OSError as e:
+        return [f"client/src/doctests.rs: {e.strerror}"]
+    return [f"{name} is not included (its Rust examples would not be compiled)"
+            for name in (os.path.relpath(f, ROOT) for f in files)
+            if name != os.path.join("docs", "SUMMARY.md") and name not in included]
+
+
 def main():
     results = []  # (name, [problems])
     files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -159,6 +175,8 @@ def main():
                     [] if count <= README_MAX_LINES else [f"{count - README_MAX_LINES} lines too many"]))
     summary = os.path.join(ROOT, "docs", "SUMMARY.md")
     results.append(("docs/SUMMARY.md chapters", check_summary(summary)))
+    book = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    results.append(("README.md and the book are doc tests (client/src/doctests.rs)", check_doctests(book)))
 
     passed = failed = 0
     for name, problems in results:

@@ -5,7 +5,9 @@
 #   scripts/test.sh SERVER...      (e.g. valkey-8.1; Redis 7.0 always runs)
 #
 # Suites:
-#   redis-7.0    module and client suites (cargo test) on Debian's redis-server
+#   redis-7.0    module and client suites (cargo test) on Debian's redis-server,
+#                and the client's doc tests (README's and the book's Rust
+#                examples, client/src/doctests.rs)
 #   <server>     the module's suite on each named server (.servers/<server>)
 #   quickstart   README's quick start, run as written, then the module it
 #                installed loaded into real servers (scripts/quickstart.py)
@@ -45,7 +47,12 @@ if [ ! -f "$module" ]; then
   exit 1
 fi
 
-# Compile every test binary first, so the suites' times are test times.
+# Compile the workspace's test programs first, so that the redis-7.0
+# suite's time is mostly test time. Not all compiling happens here: doc
+# tests are compiled as they run (in redis-7.0); the Valkey suite's
+# `-p redislock` resolves features for the module alone (its `redis`
+# dev-dependency without the client's features), so it compiles `redis`
+# and the module's tests again; lint's clippy checks the workspace anew.
 build_started=$(date +%s)
 if ! cargo test --profile tests --workspace --no-run >"$logs/build.log" 2>&1; then
   cat "$logs/build.log"

@@ -1,4 +1,5 @@
-//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND and LOCK.INFO.
+//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.INFO, LOCK.WAITERS and
+//! LOCK.TOP.
 //!
 //! Each is one key lookup, an owner check and, only when something
 //! changes, the write and its propagation. A key holding a plain string is

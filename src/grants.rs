@@ -70,7 +70,8 @@ pub fn slot(key: &Key, now: Now, look: Look) -> Slot<'_> {
             }
         }
         KeyKind::Module(t) if t == value::registered_type() => {
-            // SAFETY: the value belongs to our type, so it is a `Lock`.
+            // SAFETY: the value belongs to our type, so it is an `Exclusive` or a
+            // tagged `Group` (`borrow` answers `None` for a group).
             match unsafe { Exclusive::borrow(key.module_value()) } {
                 Some(lock) if look == Look::AsStored => Slot::Held(lock),
                 Some(mut lock) => {

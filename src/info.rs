@@ -93,7 +93,8 @@ fn distributions(ctx: *mut raw::RedisModuleInfoCtx) {
 
 /// Whether the server may evict lock keys now: a memory limit with a
 /// policy other than `noeviction` (the module keeps such locks held, at a
-/// cost; README recommends `noeviction` for servers that hold locks).
+/// cost; docs/operations.md recommends `noeviction` for servers that hold
+/// locks).
 fn locks_evictable() -> bool {
     let memory = crate::api::ServerInfo::read(crate::api::Ctx::new(std::ptr::null_mut()), c"memory");
     memory.integer(c"maxmemory").is_some_and(|m| m > 0) && !memory.text_is(c"maxmemory_policy", c"noeviction")

@@ -164,8 +164,9 @@ pub fn at(key: &Key) -> Option<ExclusiveRef<'_>> {
     if key.kind() != api::KeyKind::Module(registered_type()) {
         return None;
     }
-    // SAFETY: the value belongs to our type, so it is a `Lock`, owned by
-    // the key for as long as it is open.
+    // SAFETY: the value belongs to our type, so it is an `Exclusive` or
+    // a tagged `Group` (`borrow` answers `None` for a group), owned by the
+    // key for as long as it is open.
     unsafe { Exclusive::borrow(key.module_value()) }
 }
 
@@ -201,7 +202,7 @@ pub fn store_group(key: &Key, group: Group) -> bool {
 pub fn store(key: &Key, lock: Exclusive) -> bool {
     let value = lock.into_raw();
     let _own = OwnRemoval::begin();
-    // SAFETY: `value` is a `Lock` and the type is ours.
+    // SAFETY: `value` is an untagged `Exclusive` and the type is ours.
     if unsafe { key.set_module_value(registered_type(), value) } {
         return true;
     }

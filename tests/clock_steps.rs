@@ -4,7 +4,7 @@
 //! Redis expires keys by the wall clock; a lease that was only the key's
 //! TTL ended at once when the wall clock stepped 60 s forward (a second
 //! holder) and lasted a minute longer when it stepped back. The module
-//! measures leases on the monotonic clock (see `src/lease.rs`) and keeps a
+//! measures leases on the monotonic clock (see `src/core/lease.rs`) and keeps a
 //! lock Redis expired early (`src/rescue.rs`).
 //!
 //! Every supported server keys module timers to the wall clock, so an NTP

@@ -6,6 +6,7 @@
 //! - `transport`: one reconnecting connection per server, with timeouts
 //! - `tls`: `rediss://` servers: certificates read and checked, failures named
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
+//! - `semaphore`: permits of a semaphore, each a slot lock on a majority
 //! - `guard`: automatic extension and the lost-lock signal
 //! - `semaphore`: permits of a counting semaphore, one slot lock each
 //! - `hold`: what every front end (the CLI, the Python and Node bindings)
@@ -22,6 +23,9 @@ pub mod semaphore;
 pub mod settings;
 pub mod tls;
 pub mod transport;
+
+#[cfg(doctest)]
+mod doctests;
 
 pub use error::Error;
 pub use guard::LockGuard;

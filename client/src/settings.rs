@@ -2,6 +2,7 @@
 //! they are written) and their checks (`Settings::validate`), which speak
 //! the language of whoever set them (`Names`: the Rust API, the CLI,
 //! Python, Node).
+//! The defaults are documented in docs/client.md.
 
 use std::fmt;
 use std::path::PathBuf;

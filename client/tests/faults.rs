@@ -6,8 +6,9 @@
 //! Redis hash behind a token-comparing script, `common::fence`).
 //!
 //! Every scenario prints one `FAULTS |` line with its numbers (run with
-//! `--nocapture` to see them); README's "Safety under faults" table holds
-//! them. Scenarios run one at a time (timing is part of what they check).
+//! `--nocapture` to see them); docs/safety.md ("Safety under faults")
+//! holds them. Scenarios run one at a time (timing is part of what they
+//! check).
 
 // `serial()` is held through each test on purpose: every test has its own
 // runtime on its own thread, and the guard only keeps them one at a time.
@@ -29,7 +30,8 @@ use redlock::{Error, Redlock, Settings};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
-/// Exit status of `redlock run` after a lost lock (README, `redlock --help`).
+/// Exit status of `redlock run` after a lost lock (docs/client.md's exit statuses,
+/// `redlock --help`).
 const RUN_LOCK_LOST: i32 = 76;
 
 static SERIAL: Mutex<()> = Mutex::new(());

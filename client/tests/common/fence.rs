@@ -1,7 +1,8 @@
 //! A real fenced resource: a hash in a separate, plain Redis, written only
 //! through a script that compares fencing tokens and refuses a write whose
-//! token is not above the last accepted one. This is the recipe README's
-//! "Safety under faults" shows: a token nobody checks protects nothing.
+//! token is not above the last accepted one. This is the recipe
+//! docs/safety.md ("Safety under faults") shows: a token nobody checks
+//! protects nothing.
 
 use redis::Value;
 
