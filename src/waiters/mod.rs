@@ -1,0 +1,209 @@
+//! Fair server-side waiting: `LOCK.ACQUIRE ... WAIT timeout-ms`.
+//!
+//! Each waited key has a FIFO queue of blocked clients. Whenever the lock
+//! may have become free, `serve` hands it to the oldest waiter within the
+//! same execution unit, so no other command runs in between and a newcomer
+//! cannot barge in:
+//! - RELEASE and ACQUIRE (a newcomer finding the lease expired) serve
+//!   inline, and the handoff is replicated right after their own effect;
+//! - a lease running out is caught by a timer per waited key set to the
+//!   deadline, so the handoff follows within a few milliseconds rather
+//!   than whenever Redis's background expiry samples the key;
+//! - DEL, UNLINK, overwrites and expiry of a lock key are seen by the data
+//!   type's unlink callback, FLUSHDB/FLUSHALL/SWAPDB as server events; it
+//!   is unsafe to write there (the grant would be replicated before the
+//!   command that caused it), so they schedule an immediate timer. (A
+//!   keyspace-event subscription would see them too, but Redis then builds
+//!   a module context for every event of every command, about 600
+//!   instructions each, whether anyone waits or not.)
+//!
+//! Redis's own blocking on keys (RM_BlockClientOnKeys) was considered: it
+//! serves in arrival order after the signalling command, but the handoff
+//! would then be written from a blocked-client callback whose propagation
+//! Redis 7.0 orders separately from the command that freed the lock, and
+//! expiry and deletion do not signal keys there; LOCK.INFO needs the queue
+//! length anyway. An explicit queue keeps every handoff in one place.
+//!
+//! Its jobs, each in a file: this one, the registry of queues and timers;
+//! `serving` (queueing, the handoff, ending a wait); `timers` (timeouts,
+//! lease ends, deferred retries); `events` (what server events mean for
+//! waiters); `views` (what LOCK.WAITERS, LOCK.TOP, LOCK.INFO and INFO
+//! show).
+
+mod events;
+mod serving;
+mod timers;
+mod views;
+
+pub use events::{anyone_waits, clock_stepped, command_names, dataset_changed, demoted, exec_starting, key_unlinked};
+use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
+pub use serving::{enqueue, lease_changed, serve};
+pub use timers::defer;
+use timers::{arm, arm_lease, on_retry, on_timer, on_wait_timeout, stop_timer, stop_wait_timer};
+pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex};
+
+use redis_module::raw;
+
+use crate::api::{
+    self as api, rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
+};
+use crate::clock;
+use crate::core::grant::Request;
+use crate::core::lease::Left;
+use crate::core::line::{self, Line, Offer};
+use crate::core::token::Token;
+use crate::grants::{self, try_acquire, Attempt, By};
+use crate::stats::{self, Cause};
+use crate::writable;
+
+/// Waiters across all keys: lets the hot path skip the registry.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+struct Waiter {
+    client: *mut RedisModuleBlockedClient,
+    owner: HeldString,
+    request: Request,
+    /// Its connection's id, when the hold it waits for is to be bound to
+    /// it (`SESSION`).
+    session_client: Option<u64>,
+    /// The module timer that ends the wait (`WAIT 0`: none).
+    deadline: Option<raw::RedisModuleTimerID>,
+    /// When it joined the line, on the monotonic clock.
+    joined_mono_ms: i64,
+    /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
+    /// timer is only a wake-up, since Redis keys timers to the wall clock.
+    due_mono_ms: i64,
+    /// The ACL user it waits as, checked again at handoff (see `acl`).
+    user: Option<HeldString>,
+}
+
+struct Timer {
+    id: raw::RedisModuleTimerID,
+    due_ms: i64,
+    generation: u64,
+}
+
+struct Queue {
+    key: HeldString,
+    waiters: Line<Waiter>,
+    timer: Option<Timer>,
+    /// What freed the lock, when an event (not the lease timer) said so.
+    freed_by: Option<Cause>,
+    /// When the lease last seen ends (just past it), as armed for it; an
+    /// earlier check (after a command that named the key) is no lease end.
+    lease_due_ms: Option<i64>,
+    /// A command named the key since the last EXEC (it may be queued in a
+    /// MULTI and change the lease only then).
+    touched: bool,
+}
+
+/// A queue: its database and key.
+type QueueName = (c_int, Box<[u8]>);
+
+/// What a timer carries: which queue to serve.
+struct TimerTarget {
+    db: c_int,
+    key: Box<[u8]>,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Registry {
+    queues: HashMap<c_int, HashMap<Box<[u8]>, Queue>>,
+    /// Blocked client → the queue it waits in.
+    clients: HashMap<usize, (c_int, Box<[u8]>)>,
+    timer_generation: u64,
+    /// Queues whose handoff the server's state refused (see `writable`): one
+    /// timer retries them all, so a long pause costs one check per tick.
+    deferred: Vec<(c_int, Box<[u8]>)>,
+    retry_timer: Option<raw::RedisModuleTimerID>,
+    /// Queues marked `touched`, looked at after the next EXEC.
+    touched: Vec<(c_int, Box<[u8]>)>,
+}
+
+// SAFETY: the registry is only touched with Redis's global lock held (the
+// main thread, or a module thread holding the GIL); the raw pointers in it
+// are Redis handles that are valid under that lock.
+unsafe impl Send for Registry {}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
+
+/// Runs `f` on the registry. `None` if it is already in use further up the
+/// stack (a Redis call re-entered us): callers then skip, never block.
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
+    crate::reentry::with(&REGISTRY, f)
+}
+
+impl Registry {
+    fn queue_mut(&mut self, db: c_int, key: &[u8]) -> Option<&mut Queue> {
+        self.queues.get_mut(&db)?.get_mut(key)
+    }
+
+    fn pop_head(&mut self, db: c_int, key: &[u8]) -> Option<Waiter> {
+        let waiter = self.queue_mut(db, key)?.waiters.take_head()?;
+        self.clients.remove(&(waiter.client as usize));
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        Some(waiter)
+    }
+
+    /// Puts a head back first in its line; the waiter again when its line
+    /// is gone.
+    fn push_front(&mut self, db: c_int, key: &[u8], waiter: Waiter) -> Option<Waiter> {
+        let client = waiter.client as usize;
+        let Some(queue) = self.queue_mut(db, key) else {
+            return Some(waiter);
+        };
+        queue.waiters.put_back(waiter);
+        self.clients.insert(client, (db, key.into()));
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Takes a client out of its queue; also returns the queue's timer to
+    /// stop when nobody is left in it, or the queue to look at again when
+    /// the client was its head and others wait behind it (an exclusive
+    /// request leaving may let the readers behind it in beside the holders).
+    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Option<Timer>, Option<QueueName>)> {
+        let (db, key) = self.clients.remove(&(client as usize))?;
+        let queue = self.queue_mut(db, &key)?;
+        let (waiter, new_head) = queue.waiters.leave(|w| w.client == client)?;
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        let stopped = self.drop_if_empty(db, &key);
+        Some((waiter, stopped, new_head.then_some((db, key))))
+    }
+
+    fn waiter_mut(&mut self, client: usize) -> Option<&mut Waiter> {
+        // Disjoint fields: the key is borrowed from `clients`, not copied.
+        let (db, key) = self.clients.get(&client)?;
+        self.queues.get_mut(db)?.get_mut(key)?.waiters.iter_mut().find(|w| w.client as usize == client)
+    }
+
+    /// Drops the queue when nobody waits in it; returns its timer to stop.
+    fn drop_if_empty(&mut self, db: c_int, key: &[u8]) -> Option<Timer> {
+        let per_db = self.queues.get_mut(&db)?;
+        if !per_db.get(key)?.waiters.is_empty() {
+            return None;
+        }
+        let timer = per_db.remove(key).and_then(|q| q.timer);
+        if per_db.is_empty() {
+            self.queues.remove(&db);
+        }
+        timer
+    }
+}
+
+/// How a wait ended, handed to the blocked client's reply callback.
+enum Outcome {
+    Token(Token),
+    TimedOut,
+    WrongType,
+    Error(&'static CStr),
+    /// Its user may no longer take the lock: the server's NOPERM text.
+    Refused(std::ffi::CString),
+}
