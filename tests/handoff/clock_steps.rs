@@ -15,7 +15,7 @@
 //! not start under libfaketime); the test steps it through the timestamp
 //! file while a client waits.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! follow the keyspace and the queues; and idle waiting costs the server
 //! no CPU.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! then extended, re-granted, FENCEd, handed off, PEXPIREd or PERSISTed
 //! must come back as it is on the master.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

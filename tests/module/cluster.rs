@@ -7,7 +7,7 @@
 //! never granted there; the node that receives the lock keeps owner,
 //! token and exact deadline, and issues only larger tokens after it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};

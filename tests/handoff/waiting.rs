@@ -7,7 +7,7 @@
 //! with `recv_reply`. Whether a client is blocked is learnt by polling
 //! `LOCK.INFO key` `waiters` (bounded deadlines), never by sleeping.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

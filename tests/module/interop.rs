@@ -1,7 +1,7 @@
 //! Plain-string locks: a key holding a string (`SET key owner NX PX ttl`,
 //! the classic Redis lock) is a lock held by the owner equal to its value.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

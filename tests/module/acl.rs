@@ -6,7 +6,7 @@
 //! commands (Redis 7.2+, Valkey 8.1): ACQUIRE/RELEASE/EXTEND in @write and
 //! @fast, ACQUIRE also in @blocking, INFO in @read and @fast.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

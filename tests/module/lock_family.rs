@@ -23,7 +23,7 @@
 //! deadline, never by sleeping. The harness's `info`/`wait_waiters` parse
 //! the old 4-field reply, so this file has its own `info`.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
@@ -1429,6 +1429,7 @@ fn check_history(holds: &[Hold], threads: usize, limit: Option<i64>) -> Verdict 
 /// overlapping (readers are not serialised); every client granted at least
 /// once (no starvation).
 fn history(cfg: HistoryCfg) {
+    let _heavy = one_heavy_at_a_time();
     let args: &[&str] = if cfg.restart { &["--appendonly", "yes", "--appendfsync", "always"] } else { &[] };
     let mut srv = Server::start_with(args);
     let port = srv.port;

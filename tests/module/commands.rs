@@ -1,7 +1,7 @@
 //! Every command path and error of docs/commands.md, against a real
 //! redis-server with the module loaded.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

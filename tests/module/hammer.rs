@@ -1,7 +1,7 @@
 //! 16 clients fight over one key for ~3 s: mutual exclusion and strictly
 //! increasing fencing tokens, as observed from the clients.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -23,6 +23,7 @@ struct Grant {
 
 #[test]
 fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
+    let _heavy = one_heavy_at_a_time();
     let s = Server::start();
     let port = s.port;
     let held = Arc::new(AtomicBool::new(false));

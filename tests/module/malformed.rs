@@ -2,7 +2,7 @@
 //! an error or a legitimate reply, never a dropped connection, and the server
 //! must keep working afterwards.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

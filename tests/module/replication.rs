@@ -1,7 +1,7 @@
 //! Master/replica behaviour: what is replicated (LOCK.APPLY, PEXPIREAT, LOCK.RELEASE),
 //! what is not (failed operations), and the counter after failover.
 
-mod common;
+use crate::common;
 
 use common::*;
 use redis::Connection;

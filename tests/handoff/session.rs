@@ -8,7 +8,7 @@
 //! sentinel hold released in the same pass, INFO counters), never from a
 //! sleep.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};

@@ -8,7 +8,7 @@
 //! (which samples volatile keys) would find the lock late: only the
 //! module's own timer makes the handoff prompt.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

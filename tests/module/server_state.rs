@@ -5,7 +5,7 @@
 //! with a waiter expire in that state; the server must stay up and the
 //! waiter must be served only once the state has passed.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -16,7 +16,7 @@
 //! on a missing field. The counters still decide whether a passing run
 //! proved anything.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -141,21 +141,25 @@ fn held_lock_under_memory_pressure(policy: &str) {
 
 #[test]
 fn volatile_ttl_keeps_an_evicted_lock_held() {
+    let _heavy = one_heavy_at_a_time();
     held_lock_under_memory_pressure("volatile-ttl");
 }
 
 #[test]
 fn volatile_lru_keeps_an_evicted_lock_held() {
+    let _heavy = one_heavy_at_a_time();
     held_lock_under_memory_pressure("volatile-lru");
 }
 
 #[test]
 fn allkeys_lru_keeps_an_evicted_lock_held() {
+    let _heavy = one_heavy_at_a_time();
     held_lock_under_memory_pressure("allkeys-lru");
 }
 
 #[test]
 fn noeviction_refuses_writes_and_leaves_the_lock_alone() {
+    let _heavy = one_heavy_at_a_time();
     held_lock_under_memory_pressure("noeviction");
 }
 
@@ -163,6 +167,7 @@ fn noeviction_refuses_writes_and_leaves_the_lock_alone() {
 /// before (a second holder), and not much after.
 #[test]
 fn an_evicted_lease_hands_over_at_its_end() {
+    let _heavy = one_heavy_at_a_time();
     const LEASE_MS: u64 = 3_000;
     /// A grant is served from the lease timer; on a loaded 2-core machine
     /// it may run this late (measured: 1-3 ms when idle).
@@ -222,6 +227,7 @@ fn permit(c: &mut Connection, key: &str, owner: &str) -> Option<i64> {
 /// permit frees only when a holder releases it.
 #[test]
 fn an_evicted_semaphore_keeps_every_holder() {
+    let _heavy = one_heavy_at_a_time();
     let server = Server::start_with(&["--maxmemory-policy", "volatile-lru", "--maxmemory-samples", "10"]);
     let mut a = server.conn();
     let ta = permit(&mut a, "sem", "A").expect("A's permit");

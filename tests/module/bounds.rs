@@ -4,7 +4,7 @@
 //! covers the allowed lead, and a converted plain-string lock's lease is
 //! capped by max-ttl.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

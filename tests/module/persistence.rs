@@ -1,7 +1,7 @@
 //! Locks and the fencing counter across DEBUG RELOAD, RDB and AOF restarts,
 //! DUMP/RESTORE and COPY.
 
-mod common;
+use crate::common;
 
 use common::*;
 use redis::{Connection, Value};

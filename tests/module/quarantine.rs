@@ -2,7 +2,7 @@
 //! loaded no persisted state, ACQUIRE answers TRYAGAIN for that long, so a
 //! restarted empty node cannot re-grant locks it forgot.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
