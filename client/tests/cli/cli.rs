@@ -1,6 +1,6 @@
 //! `redlock run` end to end: the real binary against five real servers.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

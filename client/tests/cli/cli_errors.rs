@@ -6,7 +6,7 @@
 //! only its own options; `redlock bench` reports ratios, not targets.
 //! The real binary against real servers (or none at all).
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::TcpListener;

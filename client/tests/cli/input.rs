@@ -6,7 +6,7 @@
 //! lock lost while redlock itself was paused. Real servers, the real
 //! `redlock` binary.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

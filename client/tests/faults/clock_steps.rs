@@ -20,10 +20,9 @@
 // runtime on its own thread, and the guard only keeps them one at a time.
 #![allow(clippy::await_holding_lock)]
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::history::History;
@@ -34,14 +33,6 @@ use redis::Value;
 use redlock::{Error, Settings};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-/// Five servers per test on two cores: one test at a time keeps the
-/// timing bounds meaningful.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// How many of the five servers have their clocks stepped: a majority.
 const STEPPED: usize = 3;

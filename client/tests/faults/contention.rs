@@ -1,14 +1,18 @@
 //! Mutual exclusion and token order under contention: 16 clients, each
-//! with its own connections, fight for one resource for about 3 s. Its own
-//! test binary, so no other test shares the CPU with it.
+//! with its own connections, fight for one resource for about 3 s. It
+//! holds `common::serial()`, as every test of its program does, so no
+//! other test shares the CPU with it.
 
-mod common;
+// `serial()` is held through each test on purpose (see `common::serial`).
+#![allow(clippy::await_holding_lock)]
+
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::Cluster;
+use common::{serial, Cluster};
 use redlock::{Error, Settings};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -24,6 +28,7 @@ struct Hold {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_never_overlap_and_tokens_increase() {
+    let _serial = serial();
     let c = Cluster::start(5);
     let settings = Settings { request_timeout: MS(250), connect_timeout: MS(1000), retry_delay: (MS(5), MS(15)), ..Settings::default() };
     let ttl = Duration::from_secs(2);

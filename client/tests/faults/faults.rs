@@ -13,30 +13,24 @@
 // runtime on its own thread, and the guard only keeps them one at a time.
 #![allow(clippy::await_holding_lock)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::fence::{Fence, FENCED_WRITE};
 use common::forwarder::Forwarder;
 use common::history::History;
-use common::{relaxed, Cluster, Opts};
+use common::{relaxed, serial, Cluster, Opts};
 use redlock::{Error, Redlock, Settings};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 /// Exit status of `redlock run` after a lost lock (README, `redlock --help`).
 const RUN_LOCK_LOST: i32 = 76;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn unix_ns() -> i128 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos() as i128

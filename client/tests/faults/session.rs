@@ -4,11 +4,14 @@
 //! server closed counts that server's hold as lost, never silently takes
 //! it again.
 
-mod common;
+// `serial()` is held through each test on purpose (see `common::serial`).
+#![allow(clippy::await_holding_lock)]
+
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, relaxed, Cluster};
+use common::{eventually, relaxed, serial, Cluster};
 use redlock::Settings;
 
 fn session(delay: Duration) -> Settings {
@@ -72,6 +75,7 @@ async fn kill_run_to_grant(c: &Cluster, resource: &str, options: &[&str], patien
 /// `--session` it waits for the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_run_with_session_hands_its_lock_to_the_waiter_within_the_delay() {
+    let _serial = serial();
     for (server, opts) in [("redis", common::Opts::default()), ("valkey", common::Opts::valkey())] {
         let c = Cluster::start_opts(vec![opts; 5]);
         for delay_ms in [0u64, 300] {
@@ -100,6 +104,7 @@ async fn a_killed_run_with_session_hands_its_lock_to_the_waiter_within_the_delay
 /// not before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lock_delay_holds_the_lock_after_the_holder_is_gone() {
+    let _serial = serial();
     let c = Cluster::start(5);
     let holder = c.redlock(session(Duration::from_millis(800)));
     let lock = holder.lock("delayed", Duration::from_secs(30)).await.expect("lock");
@@ -124,6 +129,7 @@ async fn the_lock_delay_holds_the_lock_after_the_holder_is_gone() {
 /// them as if nothing happened, so their leases run out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_connection_is_a_lost_hold_never_extended_again() {
+    let _serial = serial();
     let c = Cluster::start(5);
     let lib = c.redlock(session(Duration::from_secs(5)));
     let guard = lib.guard("watched", Duration::from_millis(1_500), None).await.expect("guard");
@@ -145,6 +151,7 @@ async fn a_closed_connection_is_a_lost_hold_never_extended_again() {
 /// Bad settings are refused when the client is made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_settings_are_checked() {
+    let _serial = serial();
     let urls = ["redis://127.0.0.1:1"];
     let script = Settings { release_on_disconnect: true, mode: redlock::Mode::Script, ..Settings::default() };
     let e = redlock::Redlock::new(&urls, script).err().expect("script mode refused");

@@ -1,17 +1,21 @@
 //! Where time is the subject: a frozen server costs one request timeout,
 //! a guard keeps its lock alive and signals its loss promptly.
 
-mod common;
+// `serial()` is held through each test on purpose (see `common::serial`).
+#![allow(clippy::await_holding_lock)]
+
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, Cluster};
+use common::{eventually, serial, Cluster};
 use redlock::{Outcome, Settings};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_server_costs_one_request_timeout() {
+    let _serial = serial();
     let mut c = Cluster::start(5);
     let settings = Settings { request_timeout: MS(50), ..Settings::default() };
     let rl = c.redlock(settings);
@@ -50,6 +54,7 @@ async fn frozen_server_costs_one_request_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_keeps_the_lock_signals_its_loss_and_releases_on_drop() {
+    let _serial = serial();
     let mut c = Cluster::start(5);
     // 100 ms rather than the default 50: under load one slow round of
     // extensions loses the lock (the guard does not retry within the

@@ -5,7 +5,7 @@
 //! milliseconds, not a ttl. And the same over TLS (`rediss://`, issue
 //! 39): every operation, identification and every wrong certificate named.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

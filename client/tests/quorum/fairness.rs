@@ -8,7 +8,7 @@
 //! of a deadline its expected wait fits in). Under a killed or frozen
 //! line instance, exclusion only.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! at least T, which is what ordering needs: it counts, the lock's token is
 //! T, and no further round chases its answer.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! was released is undone, and a line instance that is down costs
 //! fairness, not the lock.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

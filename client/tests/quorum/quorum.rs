@@ -3,7 +3,7 @@
 //! fencing write-back, module detection, reentrancy, extension, reconnects,
 //! script mode.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

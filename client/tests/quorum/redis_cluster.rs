@@ -4,7 +4,7 @@
 // Each test holds `one_cluster_at_a_time` across its awaits on purpose.
 #![allow(clippy::await_holding_lock)]
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};

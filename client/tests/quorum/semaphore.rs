@@ -6,7 +6,7 @@
 // own runtime on its own thread, and the guard only keeps them one at a time.
 #![allow(clippy::await_holding_lock)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,13 +91,9 @@ async fn contention_on_one_shared_handle_never_exceeds_the_limit() {
     contention_with_a_minority_down(true).await;
 }
 
-/// One contention run at a time: each starts five servers, and its figures
-/// mean something only when it does not share two cores with another.
-static SERIAL: Mutex<()> = Mutex::new(());
-
 async fn contention_with_a_minority_down(shared_handle: bool) {
     const LIMIT: u32 = 3;
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = serial();
     let mut c = Cluster::start(5);
     let per_permit: Arc<Mutex<HashMap<String, History>>> = Arc::default();
     let all = History::new();

@@ -9,7 +9,7 @@
 //! granted again on the shared connection. Its own test binary, so no other
 //! test shares the CPU with it (the two runs go one after the other).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 // The serial guard is held through a test on purpose (see semaphore.rs).
 #![allow(clippy::await_holding_lock)]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ fn settings() -> Settings {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_hold_together_and_a_writer_waits_for_all_of_them() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = serial();
     let c = Cluster::start(5);
     let rl = c.redlock(settings());
     let ttl = Duration::from_secs(30);
@@ -46,7 +46,7 @@ async fn readers_hold_together_and_a_writer_waits_for_all_of_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_guard_outlives_its_ttl_and_keeps_the_writer_out() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = serial();
     let c = Cluster::start(5);
     let rl = c.redlock(settings());
     let guard = rl.guard_shared("report", MS(600), Some(Instant::now() + MS(2_000))).await.expect("shared guard");
@@ -61,7 +61,7 @@ async fn a_shared_guard_outlives_its_ttl_and_keeps_the_writer_out() {
 /// its last release; until then a writer stays out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reentered_shared_hold_ends_with_its_last_release() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = serial();
     let c = Cluster::start(5);
     let rl = c.redlock(settings());
     let ttl = Duration::from_secs(30);
@@ -98,9 +98,6 @@ struct Hold {
     released: Instant,
 }
 
-/// One contention run at a time: each starts five servers.
-static SERIAL: Mutex<()> = Mutex::new(());
-
 const SEMAPHORE: &str = "rw-pool";
 const PERMITS: u32 = 2;
 
@@ -116,7 +113,7 @@ const PERMITS: u32 = 2;
 /// held at once and each permit's tokens rise, every client is granted;
 /// and readers do overlap.
 async fn mixed_history(faults: bool) {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = serial();
     let mut c = Cluster::start(5);
     let handles = [c.redlock(settings()), c.redlock(settings()), c.redlock(settings()), c.redlock(settings())];
     let holds: Arc<Mutex<Vec<Hold>>> = Arc::default();
