@@ -8,7 +8,8 @@
 #   redis-7.0    module and client suites (cargo test) on Debian's redis-server,
 #                and the client's doc tests (README's and the book's Rust
 #                examples, client/src/doctests.rs)
-#   <server>     the module's suite on each named server (.servers/<server>)
+#   <server>     the module's suite on each named server (.servers/<server>):
+#                the module's test programs the build above made, run again
 #   quickstart   README's quick start, run as written, then the module it
 #                installed loaded into real servers (scripts/quickstart.py)
 #   python       the Python package (python/, PyO3) and its pytest suite
@@ -47,19 +48,47 @@ if [ ! -f "$module" ]; then
   exit 1
 fi
 
-# Compile the workspace's test programs first, so that the redis-7.0
-# suite's time is mostly test time. Not all compiling happens here: doc
-# tests are compiled as they run (in redis-7.0); the Valkey suite's
-# `-p redislock` resolves features for the module alone (its `redis`
-# dev-dependency without the client's features), so it compiles `redis`
-# and the module's tests again; lint's clippy checks the workspace anew.
+# Compile every test program first, so the suites' times are test times
+# (doc tests are compiled as they run, in redis-7.0; lint's clippy checks
+# the workspace on its own). cargo's JSON messages name each test program
+# it built (kept for the servers' suites below); its diagnostics go to
+# the log as usual.
 build_started=$(date +%s)
-if ! cargo test --profile tests --workspace --no-run >"$logs/build.log" 2>&1; then
+if ! cargo test --profile tests --workspace --no-run --message-format=json-render-diagnostics \
+  >"$logs/build.json" 2>"$logs/build.log"; then
   cat "$logs/build.log"
   echo "redislock: building the tests failed (log: $logs/build.log)" >&2
   exit 1
 fi
 build_secs=$(( $(date +%s) - build_started ))
+
+# The module's test programs (its unit tests and tests/*/main.rs), as that
+# build made them. The servers' suites run these files: `cargo test -p
+# redislock` would resolve the workspace's shared dependencies (redis,
+# syn, ...) with fewer features than `--workspace` does, and so compile
+# them and every module test program a second time.
+mapfile -t module_tests < <(python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"] \
+            and m["manifest_path"] == sys.argv[1] + "/Cargo.toml":
+        print(m["executable"])' "$root" <"$logs/build.json")
+if [ "${#module_tests[@]}" -eq 0 ]; then
+  echo "redislock: the build named no test program of the module (log: $logs/build.json)" >&2
+  exit 1
+fi
+
+# run_tests PROGRAM...: runs each test program as `cargo test` would (from
+# the workspace root), all of them even when one fails; fails if any did.
+run_tests() {
+  local status=0 program
+  for program in "$@"; do
+    echo "     Running ${program#"$root"/}"
+    "$program" || status=1
+  done
+  return "$status"
+}
 
 names=() results=() passed_total=0 failed_total=0 any_failed=0
 
@@ -106,7 +135,7 @@ for server in "$@"; do
     any_failed=1 failed_total=$((failed_total + 1))
     continue
   fi
-  REDISLOCK_SERVER=$binary run_suite "$server" cargo test --profile tests -p redislock --no-fail-fast
+  REDISLOCK_SERVER=$binary run_suite "$server" run_tests "${module_tests[@]}"
 done
 # The Node package's suite builds its addon, which the quick start's
 # `make node` then finds built.

@@ -13,9 +13,21 @@ use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, RedisError, Value};
+
+/// One at a time, in `tests/module/`, for the tests that load both cores
+/// (the 16-thread hammer and histories) and those that bound how long they
+/// take beside a memory fill (eviction): a test holds the guard from its
+/// start to its end. Each of their files was a program of its own, so they
+/// never ran beside each other's load.
+static HEAVY: Mutex<()> = Mutex::new(());
+
+pub fn one_heavy_at_a_time() -> MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// How long a server gets to answer PING after being spawned.
 pub const READY_DEADLINE: Duration = Duration::from_secs(10);

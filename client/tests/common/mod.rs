@@ -25,10 +25,24 @@ pub mod tls;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 use redlock::{Redlock, Settings};
+
+/// One test at a time, for the tests whose figures mean something only
+/// when no other test of their program shares the two cores: each starts
+/// five servers and checks timing or counts grants. A test holds the guard
+/// from its start to its end, across its awaits (each test has its own
+/// runtime on its own thread). Every test of `faults/` takes it, so each
+/// runs alone in its process as when its file was a program of its own;
+/// in `quorum/`, the contention runs of `semaphore` and `shared_locks`.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// How long a spawned server gets to answer PING.
 pub const READY_DEADLINE: Duration = Duration::from_secs(10);

@@ -1,0 +1,10 @@
+//! The `redlock` command-line program, run as users run it: its output,
+//! exit statuses, errors and input checks. One test program (each file
+//! here was its own program, and each linked the whole dependency tree).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod cli_errors;
+mod input;

@@ -1,0 +1,263 @@
+//! The waiting line of `lock_until`: contenders are served in arrival
+//! order, the head of the line waits on the lock itself on every instance,
+//! the place is given up at the grant, a grant that comes after the lock
+//! was released is undone, and a line instance that is down costs
+//! fairness, not the lock.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{relaxed, Cluster};
+use redis::Value;
+
+const LINE: &str = "redlock:line:";
+
+/// The servers that hold the line key of `resource`.
+async fn line_holders(c: &Cluster, resource: &str) -> usize {
+    c.infos(&format!("{LINE}{resource}")).await.iter().filter(|i| i.is_some()).count()
+}
+
+/// The number of waiters queued on `key` on each server (0 when not held).
+async fn waiters(c: &Cluster, key: &str) -> Vec<i64> {
+    c.infos(key).await.iter().map(|i| i.as_ref().map_or(0, |i| i.waiters)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_arrival_order_and_the_head_waits_on_the_lock() {
+    let c = Cluster::start(5);
+    let holder = c.redlock(relaxed());
+    let deadline = || Some(Instant::now() + Duration::from_secs(5));
+    let lock = holder.lock_until("fifo", Duration::from_secs(5), deadline()).await.expect("free resource");
+    common::eventually(Duration::from_secs(3), "place given up at the grant", || async { line_holders(&c, "fifo").await == 0 }).await;
+
+    // Three contenders queue one after the other.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for n in 0..3 {
+        let rl = c.redlock(relaxed());
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let got = rl.lock_until("fifo", Duration::from_secs(5), deadline()).await;
+            let _ = tx.send((n, got.as_ref().map(|l| l.token).ok().flatten()));
+            if let Ok(l) = got {
+                let _ = rl.release(&l).await;
+            }
+        });
+        if n == 0 {
+            // The first is the head: it waits on the lock on every instance,
+            // holding the line's only place.
+            common::eventually(Duration::from_secs(3), "head waiting on every instance", || async {
+                waiters(&c, "fifo").await == vec![1; 5]
+            })
+            .await;
+            assert_eq!(line_holders(&c, "fifo").await, 1, "the line lives on exactly one instance");
+        } else {
+            // The others wait in line, not on the lock.
+            common::eventually(Duration::from_secs(3), "contender queued in line", || async {
+                c.infos(&format!("{LINE}fifo")).await.iter().flatten().any(|i| i.waiters == n)
+            })
+            .await;
+            assert_eq!(waiters(&c, "fifo").await, vec![1; 5], "only the head waits on the lock");
+        }
+    }
+    holder.release(&lock).await.expect("release");
+    let mut order = Vec::new();
+    let mut last = lock.token.unwrap_or(0);
+    while order.len() < 3 {
+        let (n, token) =
+            tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("every contender is served").expect("channel open");
+        let token = token.expect("granted");
+        assert!(token > last, "tokens increase along the line");
+        last = token;
+        order.push(n);
+    }
+    assert_eq!(order, vec![0, 1, 2], "served in arrival order");
+    common::eventually(Duration::from_secs(3), "line key gone", || async { line_holders(&c, "fifo").await == 0 }).await;
+    common::eventually(Duration::from_secs(3), "lock free everywhere", || async { c.infos("fifo").await.iter().all(Option::is_none) })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_taken_without_a_deadline_has_no_place_in_line() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let lock = rl.lock("plain", Duration::from_secs(5)).await.expect("lock");
+    assert_eq!(line_holders(&c, "plain").await, 0);
+    assert_eq!(c.redlock(relaxed()).summary().await.iter().filter_map(|s| s.locks).sum::<i64>(), 5, "the lock alone, no ticket");
+    rl.release(&lock).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_place_is_given_up_at_the_grant_and_the_lock_kept() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let lock = rl.lock_until("early", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(2))).await.expect("lock");
+    common::eventually(Duration::from_secs(3), "place given up", || async { line_holders(&c, "early").await == 0 }).await;
+    assert!(c.infos("early").await.iter().all(|i| i.as_ref().is_some_and(|i| i.owner == lock.owner)), "lock kept");
+    rl.release(&lock).await.expect("release");
+}
+
+/// Holder `owner` of `key` on server `i`: released there, or its lease set.
+async fn on_server(c: &Cluster, i: usize, cmd: &mut redis::Cmd) -> Value {
+    c.servers[i].ok(cmd).await
+}
+
+/// Makes two instances grant the head after the others: the holder's lease
+/// there is released last. Returns the holder and the head's lock, taken
+/// on the first three instances with the waits on the last two running.
+async fn head_granted_by_three(c: &Cluster, resource: &str) -> (redlock::Lock, redlock::Redlock, redlock::Lock) {
+    let holder = c.redlock(relaxed());
+    let held = holder.lock(resource, Duration::from_secs(20)).await.expect("holder");
+    let head = c.redlock(relaxed());
+    let waiting = {
+        let (head, resource) = (head.clone(), resource.to_string());
+        tokio::spawn(
+            async move { head.lock_until(&resource, Duration::from_secs(20), Some(Instant::now() + Duration::from_secs(5))).await },
+        )
+    };
+    common::eventually(Duration::from_secs(3), "head waiting on every instance", || async { waiters(c, resource).await == vec![1; 5] })
+        .await;
+    for i in 0..3 {
+        assert_eq!(on_server(c, i, redis::cmd("LOCK.RELEASE").arg(resource).arg(&held.owner)).await, Value::Int(1));
+    }
+    let lock = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("granted").expect("task").expect("quorum of three");
+    let infos = c.infos(resource).await;
+    for (i, info) in infos.iter().enumerate().take(3) {
+        assert_eq!(info.as_ref().map(|i| i.owner.as_str()), Some(lock.owner.as_str()), "instance {i} granted the head");
+    }
+    for (i, info) in infos.iter().enumerate().skip(3) {
+        let info = info.as_ref().expect("still the holder's");
+        assert_eq!((info.owner.as_str(), info.waiters), (held.owner.as_str(), 1), "instance {i}: the head still waits");
+    }
+    (held, head, lock)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_grant_after_the_release_is_released_at_once() {
+    let c = Cluster::start(5);
+    let (held, head, lock) = head_granted_by_three(&c, "late").await;
+    head.release(&lock).await.expect("release");
+    // The holder's leases on the last two end now: their queued waits are
+    // granted to a lock already released, and must be undone.
+    for i in 3..5 {
+        assert_eq!(on_server(&c, i, redis::cmd("LOCK.RELEASE").arg("late").arg(&held.owner)).await, Value::Int(1));
+    }
+    common::eventually(Duration::from_secs(3), "late grants released", || async { c.infos("late").await.iter().all(Option::is_none) })
+        .await;
+    // Not by their lease: it is 20 s.
+    let other = c.redlock(relaxed());
+    let next = other.try_lock("late", Duration::from_secs(5)).await.expect("free on every instance");
+    assert_eq!(next.instances.iter().filter(|o| matches!(o.outcome, redlock::Outcome::Granted { .. })).count(), 5);
+    assert!(next.token > lock.token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_grant_during_the_hold_is_kept_and_released_with_the_lock() {
+    let c = Cluster::start(5);
+    let (held, head, lock) = head_granted_by_three(&c, "late-held").await;
+    for i in 3..5 {
+        assert_eq!(on_server(&c, i, redis::cmd("LOCK.RELEASE").arg("late-held").arg(&held.owner)).await, Value::Int(1));
+    }
+    common::eventually(Duration::from_secs(3), "late grants arrive", || async {
+        c.infos("late-held").await.iter().all(|i| i.as_ref().is_some_and(|i| i.owner == lock.owner))
+    })
+    .await;
+    // Held on all five now, so it survives two instances failing to extend.
+    let extended = head.extend(&lock, Duration::from_secs(20)).await.expect("extend");
+    assert_eq!(extended.instances.iter().filter(|o| o.outcome == redlock::Outcome::Done).count(), 5);
+    let released = head.release(&extended).await.expect("release");
+    assert_eq!(released.released, 5);
+    assert!(c.infos("late-held").await.iter().all(Option::is_none));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_instance_that_is_down_costs_fairness_not_the_lock() {
+    let mut c = Cluster::start(5);
+    // Find the line's instance for this resource, then kill it.
+    // A head of the line holds its place while it waits.
+    let rl = c.redlock(relaxed());
+    let blocker = rl.lock("down", Duration::from_secs(5)).await.expect("lock");
+    let probe = {
+        let rl = rl.clone();
+        tokio::spawn(async move { rl.lock_until("down", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(5))).await })
+    };
+    common::eventually(Duration::from_secs(3), "head in line", || async { line_holders(&c, "down").await == 1 }).await;
+    let infos = c.infos(&format!("{LINE}down")).await;
+    let line = infos.iter().position(|i| i.is_some()).expect("line key somewhere");
+    rl.release(&blocker).await.expect("release");
+    let probe = probe.await.expect("task").expect("head granted");
+    rl.release(&probe).await.expect("release");
+    c.servers[line].kill9();
+
+    let holder = c.redlock(relaxed());
+    let held = holder.lock("down", Duration::from_millis(800)).await.expect("4 of 5 still grant");
+    let waiter = c.redlock(relaxed());
+    let started = Instant::now();
+    let got = waiter
+        .lock_until("down", Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(4)))
+        .await
+        .expect("granted once the holder's lease ends, without a line");
+    assert!(got.token > held.token);
+    assert!(started.elapsed() < Duration::from_secs(3), "waited {:?}", started.elapsed());
+    waiter.release(&got).await.expect("release");
+}
+
+/// The line instance freezes (SIGSTOP) for 120 ms while a contender asks
+/// for its place: its requests time out (50 ms, the default), and it asks
+/// again at once instead of polling behind the line, so a contender that
+/// arrives after the line instance is back still comes after it. Everyone
+/// is served in arrival order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_asked_for_while_the_line_instance_stalls_keeps_its_turn() {
+    let mut c = Cluster::start(5);
+    let holder = c.redlock(relaxed());
+    let held = holder.lock("stall", Duration::from_secs(10)).await.expect("lock");
+    let deadline = || Some(Instant::now() + Duration::from_secs(10));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let contender = |n: usize, rl: redlock::Redlock| {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let asked = Instant::now();
+            let got = rl.lock_until("stall", Duration::from_secs(5), deadline()).await;
+            let _ = tx.send((n, got.as_ref().map(|l| l.token).ok().flatten(), asked.elapsed()));
+            if let Ok(l) = got {
+                let _ = rl.release(&l).await;
+            }
+        })
+    };
+    // The first is the head: its place shows where the line lives.
+    contender(1, c.redlock(relaxed()));
+    common::eventually(Duration::from_secs(3), "the head waiting on every instance", || async {
+        waiters(&c, "stall").await == vec![1; 5] && line_holders(&c, "stall").await == 1
+    })
+    .await;
+    let line = c.infos(&format!("{LINE}stall")).await.iter().position(Option::is_some).expect("the line's instance");
+    // The second asks with the defaults (a 50 ms request timeout, polls
+    // 100-200 ms apart) while the line instance is frozen.
+    let second = c.redlock(redlock::Settings::default());
+    // Connected (and its servers identified) before the freeze: only the
+    // place in line is asked for while the line instance stalls.
+    second.verify_servers().await.expect("servers");
+    c.servers[line].freeze();
+    contender(2, second);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    c.servers[line].thaw();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    contender(3, c.redlock(relaxed()));
+    common::eventually(Duration::from_secs(5), "both behind the head in line", || async {
+        c.infos(&format!("{LINE}stall")).await.get(line).cloned().flatten().is_some_and(|i| i.waiters == 2)
+    })
+    .await;
+    holder.release(&held).await.expect("release");
+    let mut order = Vec::new();
+    let mut last = held.token.unwrap_or(0);
+    while order.len() < 3 {
+        let (n, token, waited) =
+            tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("every contender is served").expect("channel open");
+        let token = token.unwrap_or_else(|| panic!("contender {n} not granted after {waited:?}"));
+        assert!(token > last, "tokens increase along the line");
+        last = token;
+        order.push(n);
+    }
+    assert_eq!(order, vec![1, 2, 3], "served in arrival order, the stalled request's contender included");
+}

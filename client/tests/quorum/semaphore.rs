@@ -1,0 +1,157 @@
+//! The quorum semaphore (`Redlock::try_permit`, `permit_until`): at most
+//! `limit` holders under any interleaving, and permits still granted with
+//! a minority of instances down.
+
+// The serial guard is held through a test on purpose: each test has its
+// own runtime on its own thread, and the guard only keeps them one at a time.
+#![allow(clippy::await_holding_lock)]
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::history::History;
+use common::*;
+use redlock::{Error, Redlock, Settings};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+fn settings() -> Settings {
+    Settings { request_timeout: MS(100), connect_timeout: MS(500), retry_delay: (MS(5), MS(15)), ..Settings::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_limit_clients_hold_and_a_release_frees_a_permit() {
+    let c = Cluster::start(5);
+    let clients: Vec<Redlock> = (0..3).map(|_| c.redlock(settings())).collect();
+    let ttl = Duration::from_secs(30);
+    let a = clients[0].try_permit("pool", 2, ttl).await.expect("A takes a permit");
+    let b = clients[1].try_permit("pool", 2, ttl).await.expect("B takes the other");
+    assert_ne!(a.resource, b.resource, "two holders of one permit");
+    match clients[2].try_permit("pool", 2, ttl).await {
+        Err(Error::NotAcquired { resource, attempts, .. }) => assert_eq!((resource.as_str(), attempts), ("pool", 2)),
+        other => panic!("C with both permits taken: {other:?}"),
+    }
+    clients[0].release(&a).await.expect("A releases");
+    let c_permit = clients[2].try_permit("pool", 2, ttl).await.expect("C after A's release");
+    assert_eq!(c_permit.resource, a.resource, "C takes the permit A gave back");
+    assert!(c_permit.token > a.token, "tokens of one permit increase");
+    assert!(matches!(clients[2].try_permit("pool", 0, ttl).await, Err(Error::Config(_))));
+}
+
+/// A port nothing listens on: an instance that is down for one client.
+fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    format!("redis://127.0.0.1:{port}/")
+}
+
+/// The interleaving that breaks a semaphore counted per instance: limit
+/// 2 on five instances, A reaches {1,2,3}, B {3,4,5}, C {1,2,4}. Counting
+/// holders per instance, each instance would see at most two and all
+/// three would hold. With a lock per permit, C finds each permit held on
+/// part of its majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clients_on_overlapping_majorities_never_hold_a_limit_two_semaphore_together() {
+    let c = Cluster::start(5);
+    let urls = c.urls();
+    let client = |reach: [usize; 3]| {
+        let urls: Vec<String> = (0..5).map(|i| if reach.contains(&i) { urls[i].clone() } else { dead_url() }).collect();
+        Redlock::new(&urls, settings()).expect("handle")
+    };
+    let (a, b, cc) = (client([0, 1, 2]), client([2, 3, 4]), client([0, 1, 3]));
+    let ttl = Duration::from_secs(30);
+    for round in 0..5 {
+        let held_a = a.try_permit("sem", 2, ttl).await.expect("A on {1,2,3}");
+        let held_b = b.try_permit("sem", 2, ttl).await.expect("B on {3,4,5}");
+        match cc.try_permit("sem", 2, ttl).await {
+            Err(Error::NotAcquired { .. }) => {}
+            other => panic!("round {round}: a third holder of a limit-2 semaphore: {other:?}"),
+        }
+        a.release(&held_a).await.expect("A releases");
+        b.release(&held_b).await.expect("B releases");
+    }
+}
+
+/// Eight clients, limit 3, short holds, for 3 s; two of five instances
+/// are frozen (SIGSTOP) half-way. Never more than three hold at once,
+/// each permit has one holder at a time with increasing tokens, and
+/// permits keep being granted with the minority down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_never_exceeds_the_limit_even_with_a_minority_down() {
+    contention_with_a_minority_down(false).await;
+}
+
+/// The same with the eight clients as tasks on one shared handle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_on_one_shared_handle_never_exceeds_the_limit() {
+    contention_with_a_minority_down(true).await;
+}
+
+async fn contention_with_a_minority_down(shared_handle: bool) {
+    const LIMIT: u32 = 3;
+    let _serial = serial();
+    let mut c = Cluster::start(5);
+    let per_permit: Arc<Mutex<HashMap<String, History>>> = Arc::default();
+    let all = History::new();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(3);
+    let mut tasks = Vec::new();
+    let shared = c.redlock(settings());
+    for client in 0..8 {
+        let rl = if shared_handle { shared.clone() } else { c.redlock(settings()) };
+        let (per_permit, all) = (per_permit.clone(), all.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < end {
+                let permit = match rl.permit_until("workers", LIMIT, Duration::from_secs(2), Some(Instant::now() + MS(500))).await {
+                    Ok(p) => p,
+                    Err(Error::NotAcquired { .. }) => continue,
+                    Err(e) => panic!("client {client}: {e}"),
+                };
+                let granted = Instant::now();
+                tokio::time::sleep(MS(10 + 5 * client as u64)).await;
+                let released = Instant::now();
+                let token = permit.token.expect("token");
+                all.record(format!("client {client}"), token, granted, released);
+                let history = per_permit.lock().unwrap_or_else(|p| p.into_inner()).entry(permit.resource.clone()).or_default().clone();
+                history.record(format!("client {client}"), token, granted, released);
+                let _ = rl.release(&permit).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let frozen_at = Instant::now();
+    c.servers[3].freeze();
+    c.servers[4].freeze();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t).await.expect("client stuck").expect("client panicked");
+    }
+    c.servers[3].thaw();
+    c.servers[4].thaw();
+    let holds = all.holds();
+    // The most holds at any one moment: a sweep over grants and releases.
+    let mut events: Vec<(Instant, i32)> = holds.iter().flat_map(|h| [(h.granted, 1), (h.released, -1)]).collect();
+    events.sort_by_key(|&(t, delta)| (t, delta));
+    let (mut now_held, mut most) = (0, 0);
+    for (_, delta) in events {
+        now_held += delta;
+        most = most.max(now_held);
+    }
+    let after_freeze = holds.iter().filter(|h| h.granted > frozen_at).count();
+    println!(
+        "SEMAPHORE | 8 clients (one shared handle: {shared_handle}), limit {LIMIT}, 3 s, 2 of 5 frozen after 1.5 s | grants {} ({after_freeze} with the minority down) | most holders at once {most}",
+        holds.len()
+    );
+    assert!(most <= LIMIT as i32, "{most} holders at once with limit {LIMIT}");
+    assert!(most >= 2, "the permits were never used side by side: the test proved nothing");
+    for (permit, history) in per_permit.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let verdict = history.check();
+        verdict.assert_exclusive(permit);
+        assert!(verdict.inversions.is_empty(), "{permit}: tokens out of order");
+    }
+    // Each round now waits a request timeout for the frozen instances.
+    assert!(after_freeze >= 5, "only {after_freeze} permits granted with a minority down");
+}
