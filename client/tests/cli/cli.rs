@@ -63,9 +63,12 @@ async fn run_gives_the_command_a_real_fencing_token_and_releases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn second_run_is_refused_without_wait_and_follows_with_wait() {
     let c = Cluster::start(5);
-    let mut first = redlock(&c, &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo $REDLOCK_TOKEN $REDLOCK_OWNER; sleep 2"])
-        .spawn()
-        .expect("spawn first");
+    // The first prints its token and, when its command ends, the time; the
+    // waiting one the time its command starts, then its token.
+    let mut first =
+        redlock(&c, &["run", "cli-shared", "--ttl", "2s", "--", "sh", "-c", "echo $REDLOCK_TOKEN $REDLOCK_OWNER; sleep 2; date +%s%N"])
+            .spawn()
+            .expect("spawn first");
     // The first holds the lock once every server shows an owner.
     eventually(Duration::from_secs(10), "first run to hold the lock", || async { c.infos("cli-shared").await.iter().all(Option::is_some) })
         .await;
@@ -76,16 +79,20 @@ async fn second_run_is_refused_without_wait_and_follows_with_wait() {
     assert!(!refused.stdout.contains("ran"), "the command must not run: {:?}", refused.stdout);
     assert!(first.try_wait().unwrap().is_none(), "the refusal took longer than the first's hold; rerun on a less loaded machine");
 
-    let waiting = redlock(&c, &["run", "cli-shared", "--ttl", "2s", "--wait", "10s", "--", "sh", "-c", "echo $REDLOCK_TOKEN"])
+    let waiting = redlock(&c, &["run", "cli-shared", "--ttl", "2s", "--wait", "10s", "--", "sh", "-c", "date +%s%N; echo $REDLOCK_TOKEN"])
         .spawn()
         .expect("spawn waiting");
     let (first, waited) = tokio::join!(finish(first, "first"), finish(waiting, "--wait 10s"));
     assert_eq!(first.code, Some(0), "stderr: {}", first.stderr);
     assert_eq!(waited.code, Some(0), "stderr: {}", waited.stderr);
     let first_token = token_of(first.stdout.split_whitespace().next().unwrap_or(""));
-    let waited_token = token_of(&waited.stdout);
+    let waited_token = token_of(waited.stdout.lines().last().unwrap_or(""));
     assert!(waited_token > first_token, "{waited_token} after {first_token}");
-    assert!(waited.ended > first.ended, "the waiting run finished before the holder");
+    // The processes' exits may come in either order (the holder exits after
+    // its release, the waiter's command is quick): the commands may not.
+    let first_end: u128 = first.stdout.lines().last().and_then(|l| l.trim().parse().ok()).expect("the first's end time");
+    let waited_start: u128 = waited.stdout.lines().next().and_then(|l| l.trim().parse().ok()).expect("the waiting one's start time");
+    assert!(waited_start >= first_end, "the waiting run's command started {} ns before the holder's ended", first_end - waited_start);
     assert_eq!(c.infos("cli-shared").await, vec![None; 5]);
 }
 
