@@ -99,6 +99,29 @@ async fn a_slow_alias_never_counts_through_the_line() {
     assert!(slow.accepted() > 0, "the alias was asked");
 }
 
+/// `waiter` waits up to 15 s for `resource` (ttl `ttl`) in a task, which
+/// gives its lock and when it came; returned once it waits at the head of
+/// the line, on the lock itself on every server.
+async fn waiting_at_the_head(
+    c: &Cluster,
+    waiter: &Redlock,
+    resource: &str,
+    ttl: Duration,
+) -> tokio::task::JoinHandle<(Result<redlock::Lock, Error>, Instant)> {
+    let waiting = {
+        let (waiter, resource) = (waiter.clone(), resource.to_string());
+        tokio::spawn(async move {
+            let lock = waiter.lock_until(&resource, ttl, Some(Instant::now() + Duration::from_secs(15))).await;
+            (lock, Instant::now())
+        })
+    };
+    eventually(Duration::from_secs(10), "the waiter at the head", || async {
+        c.infos(resource).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
+    })
+    .await;
+    waiting
+}
+
 /// The CLIENT ids of `lock`'s bound connections, per server.
 fn bound_ids(lock: &redlock::Lock) -> Vec<u64> {
     lock.instances.iter().filter_map(|o| o.connection).collect()
@@ -122,17 +145,7 @@ async fn a_reset_holder_learns_of_the_loss_before_the_next_grant() {
         let holder = c.redlock(settings.clone());
         let guard = holder.guard(&resource, ttl, None).await.expect("guard");
         let waiter = c.redlock(relaxed());
-        let waiting = {
-            let (waiter, resource) = (waiter.clone(), resource.clone());
-            tokio::spawn(async move {
-                let lock = waiter.lock_until(&resource, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(15))).await;
-                (lock, Instant::now())
-            })
-        };
-        eventually(Duration::from_secs(10), "the waiter at the head", || async {
-            c.infos(&resource).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
-        })
-        .await;
+        let waiting = waiting_at_the_head(&c, &waiter, &resource, Duration::from_secs(5)).await;
         // Right after an extension: the longest the holder can go unaware.
         let extended = guard.lock().acquired_at;
         eventually(Duration::from_secs(3), "an extension", || async { guard.lock().acquired_at > extended }).await;
@@ -685,17 +698,7 @@ async fn a_release_lost_in_a_reset_is_sent_again_when_the_link_is_back() {
         let resource = format!("lost-release-{trial}");
         let lock = holder.lock(&resource, ttl).await.expect("holder");
         let waiter = c.redlock(settings.clone());
-        let waiting = {
-            let (waiter, resource) = (waiter.clone(), resource.clone());
-            tokio::spawn(async move {
-                let lock = waiter.lock_until(&resource, ttl, Some(Instant::now() + Duration::from_secs(15))).await;
-                (lock, Instant::now())
-            })
-        };
-        eventually(Duration::from_secs(10), "the waiter at the head", || async {
-            c.infos(&resource).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
-        })
-        .await;
+        let waiting = waiting_at_the_head(&c, &waiter, &resource, ttl).await;
         for l in &links {
             l.refuse(true);
             l.reset();
@@ -732,17 +735,7 @@ async fn a_stalled_holder_learns_of_the_loss_before_the_next_grant() {
         let resource = format!("stalled-{trial}");
         let guard = holder.guard(&resource, ttl, None).await.expect("guard");
         let waiter = c.redlock(relaxed());
-        let waiting = {
-            let (waiter, resource) = (waiter.clone(), resource.clone());
-            tokio::spawn(async move {
-                let lock = waiter.lock_until(&resource, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(15))).await;
-                (lock, Instant::now())
-            })
-        };
-        eventually(Duration::from_secs(10), "the waiter at the head", || async {
-            c.infos(&resource).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
-        })
-        .await;
+        let waiting = waiting_at_the_head(&c, &waiter, &resource, Duration::from_secs(5)).await;
         let extended = guard.lock().acquired_at;
         eventually(Duration::from_secs(3), "an extension", || async { guard.lock().acquired_at > extended }).await;
         let stalled = Instant::now();
