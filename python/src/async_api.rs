@@ -12,7 +12,7 @@ use pyo3::types::PyTuple;
 use redlock::hold::Hold;
 
 use crate::aio;
-use crate::bases::{PyClient, PyLockState};
+use crate::bases::{client_methods, PyClient, PyLockState};
 use crate::config::{self, Kwargs};
 use crate::errors::py;
 use crate::exit;
@@ -78,50 +78,18 @@ fn started<T: Send + 'static>(
 #[pyclass(extends = PyClient, frozen, module = "redislock", name = "AsyncRedlock")]
 pub struct PyAsyncRedlock;
 
-#[pymethods]
-impl PyAsyncRedlock {
-    /// `servers`, and the keyword arguments of docs/python.md (see the
-    /// stubs), each left out the Rust client's default.
-    #[new]
-    #[pyo3(signature = (servers, **options))]
-    fn new(servers: &Bound<'_, PyAny>, options: Option<Kwargs<'_, '_>>) -> PyResult<PyClassInitializer<Self>> {
-        PyClient::from_arguments(servers, options, PyAsyncRedlock)
-    }
-
+client_methods! {
+    PyAsyncRedlock, acquire(None) => PyAny, AsyncLockRequest(Arc::new(Mutex::new(None))),
+    try_lock:
     /// Awaitable: one attempt round, as `Redlock.try_lock`; an `AsyncLock`.
-    #[pyo3(signature = (resource, ttl, **options))]
-    fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, PyAny>> {
-        let work = PyClient::acquisition(slf, "try_lock", (resource, ttl, None), options)?;
-        acquire(slf.py(), work, None)
-    }
-
+    lock:
     /// An async context manager, as `Redlock.lock`::
     ///
     ///     async with rl.lock("orders:42", ttl=10.0, wait=5.0) as lock:
     ///         ...
-    #[pyo3(signature = (resource, ttl, wait=None, **options))]
-    fn lock(
-        slf: &Bound<'_, Self>,
-        resource: String,
-        ttl: f64,
-        wait: Option<f64>,
-        options: Option<Kwargs<'_, '_>>,
-    ) -> PyResult<AsyncLockRequest> {
-        Ok(AsyncLockRequest { pending: PyClient::pending(slf, (resource, ttl, wait), options)?, entered: Arc::new(Mutex::new(None)) })
-    }
-
+    guard:
     /// Awaitable: a kept `AsyncLock`, as `Redlock.guard`.
-    #[pyo3(signature = (resource, ttl, wait=None, **options))]
-    fn guard<'py>(
-        slf: &Bound<'py, Self>,
-        resource: String,
-        ttl: f64,
-        wait: Option<f64>,
-        options: Option<Kwargs<'_, 'py>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let work = PyClient::acquisition(slf, "guard", (resource, ttl, wait), options)?;
-        acquire(slf.py(), work, None)
-    }
+    extra: {}
 }
 
 /// The asyncio twin of `Lock`: the same properties; `extend` and

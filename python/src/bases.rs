@@ -1,8 +1,10 @@
 //! The base classes of the blocking and the asyncio classes, with what
 //! reads the same for both: `_Client` (of `Redlock` and `AsyncRedlock`)
 //! holds the crate's client, `_LockState` (of `Lock` and `AsyncLock`) the
-//! crate's `Hold` and the properties. The subclasses add what differs
-//! (blocking or awaitable operations, `with` or `async with`).
+//! crate's `Hold` and the properties. `client_methods!` writes the methods
+//! both clients have (constructor, `try_lock`, `lock`, `guard`) once, for
+//! each to wait in its own way. The subclasses add what differs (blocking
+//! or awaitable operations, `with` or `async with`).
 
 use std::sync::Arc;
 
@@ -12,9 +14,7 @@ use pyo3::PyClass;
 use redlock::hold::Hold;
 use redlock::Redlock;
 
-use crate::config::Kwargs;
-use crate::hold::{self, Acquisition, Pending};
-use crate::{config, errors};
+use crate::errors;
 
 /// The client of `Redlock` and `AsyncRedlock`: the servers and settings.
 /// Not made directly; they derive from it.
@@ -29,42 +29,60 @@ impl PyClient {
         PyClassInitializer::from(PyClient { inner }).add_subclass(class)
     }
 
-    /// `Redlock(servers, **options)` or `AsyncRedlock(...)` (`class`).
-    pub fn from_arguments<T: PyClass<BaseType = PyClient>>(
-        servers: &Bound<'_, PyAny>,
-        options: Option<Kwargs<'_, '_>>,
-        class: T,
-    ) -> PyResult<PyClassInitializer<T>> {
-        Ok(PyClient::init(config::new_redlock(T::NAME, servers, options)?, class))
-    }
-
     /// The client of a `Redlock` or `AsyncRedlock`.
     pub fn inner<'a, T: PyClass<BaseType = PyClient>>(client: &'a Bound<'_, T>) -> &'a Redlock {
         &client.as_super().get().inner
     }
-
-    /// The acquisition of `try_lock` (one round, plain) or `guard` (kept),
-    /// for the blocking or the asyncio class to wait for.
-    pub fn acquisition<T: PyClass<BaseType = PyClient>>(
-        client: &Bound<'_, T>,
-        method: &str,
-        (resource, ttl, wait): (String, f64, Option<f64>),
-        options: Option<Kwargs<'_, '_>>,
-    ) -> PyResult<impl Acquisition> {
-        let (req, on_lost) = config::request(method, resource, ttl, wait, options)?;
-        Ok(hold::acquire(PyClient::inner(client).clone(), req, method == "guard", on_lost))
-    }
-
-    /// What `lock` keeps for its entry.
-    pub fn pending<T: PyClass<BaseType = PyClient>>(
-        client: &Bound<'_, T>,
-        (resource, ttl, wait): (String, f64, Option<f64>),
-        options: Option<Kwargs<'_, '_>>,
-    ) -> PyResult<Pending> {
-        let (req, on_lost) = config::request("lock", resource, ttl, wait, options)?;
-        Ok(Pending::new(PyClient::inner(client).clone(), req, on_lost))
-    }
 }
+
+/// The methods of `Redlock` and `AsyncRedlock`, written once: the
+/// constructor, `try_lock`, `lock` and `guard`. Each class gives the docs
+/// of the last three, how it waits for an acquisition (`$acquire`, making
+/// a `$lock`), what its `lock` returns (`$request`, its entry kept in
+/// `$entered`) and its own other methods (`$extra`).
+macro_rules! client_methods {
+    (
+        $class:ident, $acquire:ident($($more:expr),*) => $lock:ident, $request:ident($entered:expr),
+        try_lock: $(#[$try_doc:meta])* lock: $(#[$lock_doc:meta])* guard: $(#[$guard_doc:meta])* extra: { $($extra:tt)* }
+    ) => {
+        #[pymethods]
+        impl $class {
+            /// `servers`, and the keyword arguments of docs/python.md (see the
+            /// stubs), each left out the Rust client's default.
+            #[new]
+            #[pyo3(signature = (servers, **options))]
+            fn new(servers: &Bound<'_, PyAny>, options: Option<Kwargs<'_, '_>>) -> PyResult<PyClassInitializer<Self>> {
+                let inner = $crate::config::new_redlock(<Self as pyo3::PyClass>::NAME, servers, options)?;
+                Ok(PyClient::init(inner, $class))
+            }
+
+            $(#[$try_doc])*
+            #[pyo3(signature = (resource, ttl, **options))]
+            fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
+                let (req, on_lost) = $crate::config::request("try_lock", resource, ttl, None, options)?;
+                $acquire(slf.py(), $crate::hold::acquire(PyClient::inner(slf).clone(), req, false, on_lost) $(, $more)*)
+            }
+
+            $(#[$lock_doc])*
+            #[pyo3(signature = (resource, ttl, wait=None, **options))]
+            fn lock(slf: &Bound<'_, Self>, resource: String, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, '_>>) -> PyResult<$request> {
+                let (req, on_lost) = $crate::config::request("lock", resource, ttl, wait, options)?;
+                Ok($request { pending: $crate::hold::Pending::new(PyClient::inner(slf).clone(), req, on_lost), entered: $entered })
+            }
+
+            $(#[$guard_doc])*
+            #[pyo3(signature = (resource, ttl, wait=None, **options))]
+            fn guard<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
+                let (req, on_lost) = $crate::config::request("guard", resource, ttl, wait, options)?;
+                $acquire(slf.py(), $crate::hold::acquire(PyClient::inner(slf).clone(), req, true, on_lost) $(, $more)*)
+            }
+
+            $($extra)*
+        }
+    };
+}
+
+pub(crate) use client_methods;
 
 #[pymethods]
 impl PyClient {
@@ -96,106 +114,65 @@ pub struct PyLockState {
 
 impl PyLockState {
     /// A new `Lock` or `AsyncLock` (`class`) over `hold`.
-    pub fn init<T>(hold: Hold, class: T) -> PyClassInitializer<T>
-    where
-        T: PyClass<BaseType = PyLockState>,
-    {
+    pub fn init<T: PyClass<BaseType = PyLockState>>(hold: Hold, class: T) -> PyClassInitializer<T> {
         PyClassInitializer::from(PyLockState { hold: Arc::new(hold) }).add_subclass(class)
     }
 
     /// The hold of a `Lock` or `AsyncLock`. Their methods reach it through
     /// here: their own structs are empty, the hold lives in this base.
-    pub fn hold<'a, T>(lock: &'a Bound<'_, T>) -> &'a Arc<Hold>
-    where
-        T: PyClass<BaseType = PyLockState>,
-    {
+    pub fn hold<'a, T: PyClass<BaseType = PyLockState>>(lock: &'a Bound<'_, T>) -> &'a Arc<Hold> {
         &lock.as_super().get().hold
     }
 }
 
-#[pymethods]
-impl PyLockState {
+/// `_LockState`'s methods: those in the leading block, and its
+/// properties, each `name: Type = |hold| value` read from the crate's hold.
+macro_rules! lock_state_methods {
+    ({ $($extra:tt)* } $($(#[$doc:meta])* $name:ident: $ty:ty = |$hold:ident| $value:expr;)*) => {
+        #[pymethods]
+        impl PyLockState {
+            $($(#[$doc])* #[getter] fn $name(&self) -> $ty { let $hold = &self.hold; $value })*
+            $($extra)*
+        }
+    };
+}
+
+lock_state_methods! {
+    {
+        /// ``<Lock "resource" token=N state validity=Xs>``, named after the
+        /// object's own class (`Lock` or `AsyncLock`).
+        fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+            let class = slf.get_type().name()?;
+            let hold = &slf.get().hold;
+            let token = hold.lock().token.map_or("None".to_string(), |t| t.to_string());
+            let state = hold.state();
+            Ok(format!("<{class} {:?} token={token} {state} validity={:.3}s>", hold.resource(), hold.validity().as_secs_f64()))
+        }
+    }
     /// The resource as asked for (a permit's semaphore name).
-    #[getter]
-    fn resource(&self) -> String {
-        self.hold.resource().to_string()
-    }
-
+    resource: String = |hold| hold.resource().to_string();
     /// The key held on the servers: the resource, or a permit's own key.
-    #[getter]
-    fn key(&self) -> String {
-        self.hold.lock().resource
-    }
-
+    key: String = |hold| hold.lock().resource;
     /// The random owner value of this acquisition.
-    #[getter]
-    fn owner(&self) -> String {
-        self.hold.lock().owner
-    }
-
+    owner: String = |hold| hold.lock().owner;
     /// The fencing token: larger than every earlier holder's (None in script mode).
-    #[getter]
-    fn token(&self) -> Option<i64> {
-        self.hold.lock().token
-    }
-
+    token: Option<i64> = |hold| hold.lock().token;
     /// The lease asked for, in seconds.
-    #[getter]
-    fn ttl(&self) -> f64 {
-        self.hold.lock().ttl.as_secs_f64()
-    }
-
+    ttl: f64 = |hold| hold.lock().ttl.as_secs_f64();
     /// Seconds the lock is still safe to use; 0 once lost or released.
-    #[getter]
-    fn validity(&self) -> f64 {
-        self.hold.validity().as_secs_f64()
-    }
-
+    validity: f64 = |hold| hold.validity().as_secs_f64();
     /// True once the lock is lost: an extension reached no quorum, or its
     /// validity ran out before one did.
-    #[getter]
-    fn lost(&self) -> bool {
-        self.hold.lost()
-    }
-
+    lost: bool = |hold| hold.lost();
     /// True once this hold was released.
-    #[getter]
-    fn released(&self) -> bool {
-        self.hold.released()
-    }
-
+    released: bool = |hold| hold.released();
     /// True for a shared hold of a read-write lock.
-    #[getter]
-    fn shared(&self) -> bool {
-        self.hold.lock().shared
-    }
-
+    shared: bool = |hold| hold.lock().shared;
     /// True when a guard keeps extending it (`lock`, `guard`).
-    #[getter]
-    fn kept(&self) -> bool {
-        self.hold.kept()
-    }
-
+    kept: bool = |hold| hold.kept();
     /// Holds of this acquisition not yet released (see `reenter`).
-    #[getter]
-    fn holds(&self) -> usize {
-        self.hold.lock().holds()
-    }
-
+    holds: usize = |hold| hold.lock().holds();
     /// Each server's answer to the acquisition (or latest extension): a
     /// list of ``(server, outcome)``.
-    #[getter]
-    fn outcomes(&self) -> Vec<(String, String)> {
-        errors::outcome_pairs(&self.hold.lock().instances)
-    }
-
-    /// ``<Lock "resource" token=N state validity=Xs>``, named after the
-    /// object's own class (`Lock` or `AsyncLock`).
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let class = slf.get_type().name()?;
-        let hold = &slf.get().hold;
-        let token = hold.lock().token.map_or("None".to_string(), |t| t.to_string());
-        let state = hold.state();
-        Ok(format!("<{class} {:?} token={token} {state} validity={:.3}s>", hold.resource(), hold.validity().as_secs_f64()))
-    }
+    outcomes: Vec<(String, String)> = |hold| errors::outcome_pairs(&hold.lock().instances);
 }

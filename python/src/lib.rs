@@ -8,7 +8,8 @@
 //! - `hold`: the crate's holds (`redlock::hold`) with Python's `on_lost`
 //!   and its releases counted at exit
 //! - `bases`: `_Client`, the base class of `Redlock` and `AsyncRedlock`,
-//!   and `_LockState`, of `Lock` and `AsyncLock` (their properties)
+//!   and `_LockState`, of `Lock` and `AsyncLock` (their properties); and
+//!   `client_methods!`, the constructor and acquisitions both clients share
 //! - `aio`: Rust futures as asyncio awaitables
 //! - `exit`: the atexit hook, after which no runtime thread touches Python
 //! - `config`, `errors`, `runtime`

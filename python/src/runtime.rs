@@ -2,12 +2,14 @@
 
 use std::future::Future;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
+
+use crate::sync::locked;
 
 /// How often a blocked call looks for signals: Ctrl-C must interrupt a
 /// `lock(..., wait=60)` promptly, and the check needs the GIL.
@@ -50,15 +52,10 @@ where
     rt.spawn(async move {
         let _ = tx.send(work.await);
     });
-    let mut rx = rx;
+    // The receiver is not Sync: a mutex lets the detached closure borrow it.
+    let rx = Mutex::new(rx);
     loop {
-        // The receiver is not Sync: it moves into the detached closure and back.
-        let (back, got) = py.detach(move || {
-            let got = rx.recv_timeout(SIGNAL_POLL);
-            (rx, got)
-        });
-        rx = back;
-        match got {
+        match py.detach(|| locked(&rx).recv_timeout(SIGNAL_POLL)) {
             Ok(value) => return Ok(value),
             Err(RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(RecvTimeoutError::Disconnected) => {

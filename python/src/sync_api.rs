@@ -7,7 +7,7 @@ use crate::async_api::PyAsyncRedlock;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::bases::{PyClient, PyLockState};
+use crate::bases::{client_methods, PyClient, PyLockState};
 use crate::config::{self, Kwargs};
 use crate::errors::py;
 use crate::exit;
@@ -32,33 +32,15 @@ use crate::sync::locked;
 #[pyclass(extends = PyClient, frozen, module = "redislock", name = "Redlock")]
 pub struct PyRedlock;
 
-#[pymethods]
-impl PyRedlock {
-    /// `servers`, and the keyword arguments of docs/python.md (see the
-    /// stubs), each left out the Rust client's default.
-    #[new]
-    #[pyo3(signature = (servers, **options))]
-    fn new(servers: &Bound<'_, PyAny>, options: Option<Kwargs<'_, '_>>) -> PyResult<PyClassInitializer<Self>> {
-        PyClient::from_arguments(servers, options, PyRedlock)
-    }
-
-    /// An `AsyncRedlock` on this same client: the same connections,
-    /// settings and waiting lines, for asyncio code beside threads.
-    fn asyncio<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAsyncRedlock>> {
-        Bound::new(slf.py(), PyClient::init(PyClient::inner(slf).clone(), PyAsyncRedlock))
-    }
-
+client_methods! {
+    PyRedlock, acquire() => PyLock, LockRequest(Mutex::new(None)),
+    try_lock:
     /// One attempt round at `resource` for `ttl` seconds, without automatic
     /// extension. Raises `NotAcquired` (`QuorumUnreachable` when too few
     /// servers answered). `shared=True`: a shared hold of a read-write
     /// lock; `limit=N`: a permit of a semaphore of N. Release it with
     /// `release()` or a `with` block; one never released ends with its ttl.
-    #[pyo3(signature = (resource, ttl, **options))]
-    fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, PyLock>> {
-        let work = PyClient::acquisition(slf, "try_lock", (resource, ttl, None), options)?;
-        acquire(slf.py(), work)
-    }
-
+    lock:
     /// A context manager that takes `resource` on entry, keeps it extended
     /// while the block runs and releases it on exit::
     ///
@@ -70,31 +52,17 @@ impl PyRedlock {
     /// configured retries. `on_lost`: called once, with no arguments and
     /// from another thread, if the lock is lost. Leaving the block raises
     /// `LockLost` if it was lost (unless the block raised).
-    #[pyo3(signature = (resource, ttl, wait=None, **options))]
-    fn lock(
-        slf: &Bound<'_, Self>,
-        resource: String,
-        ttl: f64,
-        wait: Option<f64>,
-        options: Option<Kwargs<'_, '_>>,
-    ) -> PyResult<LockRequest> {
-        Ok(LockRequest { pending: PyClient::pending(slf, (resource, ttl, wait), options)?, entered: Mutex::new(None) })
-    }
-
+    guard:
     /// Takes `resource` (waiting as `lock` does) and returns it kept: a
     /// background task extends it every ttl × extend_fraction until it is
     /// released, and marks it `lost` if an extension fails. Usable with or
     /// without `with`.
-    #[pyo3(signature = (resource, ttl, wait=None, **options))]
-    fn guard<'py>(
-        slf: &Bound<'py, Self>,
-        resource: String,
-        ttl: f64,
-        wait: Option<f64>,
-        options: Option<Kwargs<'_, 'py>>,
-    ) -> PyResult<Bound<'py, PyLock>> {
-        let work = PyClient::acquisition(slf, "guard", (resource, ttl, wait), options)?;
-        acquire(slf.py(), work)
+    extra: {
+        /// An `AsyncRedlock` on this same client: the same connections,
+        /// settings and waiting lines, for asyncio code beside threads.
+        fn asyncio<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAsyncRedlock>> {
+            Bound::new(slf.py(), PyClient::init(PyClient::inner(slf).clone(), PyAsyncRedlock))
+        }
     }
 }
 
