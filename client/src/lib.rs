@@ -33,4 +33,4 @@ pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry};
 pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit};
-pub use transport::{ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};
+pub use transport::{is_tls_url, ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

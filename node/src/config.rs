@@ -93,7 +93,7 @@ pub struct TlsOptions {
 /// text).
 fn tls(urls: &[String], options: Option<TlsOptions>) -> Result<TlsSettings> {
     let Some(t) = options else { return Ok(TlsSettings::default()) };
-    if !urls.iter().any(|u| redlock::transport::is_tls_url(u)) {
+    if !urls.iter().any(|u| redlock::is_tls_url(u)) {
         return Err(config_error(
             "options.tls is given, but no server URL is rediss://: TLS is chosen per server by its URL, rediss://host:port",
         ));
