@@ -95,7 +95,7 @@ pub fn longest_hold_ms(walk_again: bool) -> i64 {
 
 /// Arms the walk's next tick; false if Redis made no timer.
 fn arm(ms: i64) -> bool {
-    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0) != 0
+    crate::api::after(ms, on_tick).is_some()
 }
 
 fn end_pass(s: &mut State) -> Option<i64> {
@@ -104,8 +104,7 @@ fn end_pass(s: &mut State) -> Option<i64> {
     Some(pass.earliest)
 }
 
-unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let ctx = Ctx::new(raw_ctx);
+fn on_tick(ctx: Ctx) {
     let next = with_state(|s| {
         let next = begin(ctx, s).and_then(|()| step(ctx, s));
         if next.is_none() {

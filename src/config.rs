@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
-use redis_module::{raw, Context, RedisString};
+use redis_module::{Context, RedisString};
 
 use crate::api::{rm, ERR, OK};
 

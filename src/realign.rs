@@ -64,7 +64,7 @@ pub fn clock_stepped(ctx: Ctx) {
 }
 
 fn arm_tick(ms: i64) {
-    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0);
+    crate::api::after(ms, on_tick);
 }
 
 fn end_pass(s: &mut State) {
@@ -73,8 +73,7 @@ fn end_pass(s: &mut State) {
     }
 }
 
-unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let ctx = Ctx::new(raw_ctx);
+fn on_tick(ctx: Ctx) {
     match writable::refusal(ctx) {
         // A replica's keys follow its master's pass.
         Some(writable::Refusal::Replica) => {
@@ -97,7 +96,7 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
         let mut more = true;
         for _ in 0..SCAN_STEPS_PER_TICK {
             let data = (&mut names as *mut Vec<Box<[u8]>>).cast::<c_void>();
-            if rm!(RedisModule_Scan(raw_ctx, pass.cursor, Some(collect), data) else 0) == 0 {
+            if rm!(RedisModule_Scan(ctx.raw(), pass.cursor, Some(collect), data) else 0) == 0 {
                 more = false;
                 break;
             }

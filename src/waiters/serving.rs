@@ -36,10 +36,9 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     }
     // Beyond a year is forever; it also keeps Redis's timer arithmetic
     // (microseconds) from overflowing.
-    let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT).then(|| {
-        let data = Box::into_raw(Box::new(client as usize));
-        rm!(RedisModule_CreateTimer(api::timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
-    });
+    let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT)
+        .then(|| api::after_with(timeout_ms, on_wait_timeout, client as usize))
+        .flatten();
     let joined_mono_ms = clock::mono_ms();
     let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
     let user = crate::acl::current_user(ctx);
@@ -61,7 +60,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     });
     if queued.is_none() {
         if let Some(id) = deadline {
-            stop_wait_timer(id);
+            id.stop();
         }
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
         return crate::api::OK;
@@ -130,7 +129,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         arm_lease(db, name, next_check(key));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, name)) {
-        stop_timer(timer.id);
+        timer.id.stop();
     }
 }
 
@@ -179,7 +178,7 @@ pub(super) fn cancel(waiter: Waiter, outcome: Outcome) {
 /// handed to Redis.
 fn unblock_waiter(waiter: Waiter, outcome: Outcome) {
     if let Some(id) = waiter.deadline {
-        stop_wait_timer(id);
+        id.stop();
     }
     unblock(waiter.client, outcome);
 }
@@ -217,13 +216,13 @@ const SERVER_ENDED_WAIT: &CStr = c"UNBLOCKED redislock: the server ended the wai
 unsafe extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
     if let Some(Some((waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
         if let Some(timer) = stopped {
-            stop_timer(timer.id);
+            timer.id.stop();
         }
         if let Some((db, key)) = new_head {
             arm(db, &key, clock::mono_ms());
         }
         if let Some(id) = waiter.deadline {
-            stop_wait_timer(id);
+            id.stop();
         }
         stats::WAIT_CANCELLED.bump();
         rm!(RedisModule_UnblockClient(client, ptr::null_mut()) else crate::api::ERR);
