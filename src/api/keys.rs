@@ -36,12 +36,6 @@ pub enum KeyKind {
 pub struct Key(pub(super) *mut RedisModuleKey);
 
 impl Key {
-    /// Wraps a key handle Redis opened (a scan's); the caller must not let
-    /// it drop if the handle is not its own to close.
-    pub fn from_raw(key: *mut RedisModuleKey) -> Key {
-        Key(key)
-    }
-
     pub fn kind(&self) -> KeyKind {
         if self.0.is_null() {
             return KeyKind::Empty;

@@ -14,11 +14,13 @@
 //! checked at load), command arguments and strings, and the context's
 //! replies; `keys` opens and reads keys, `replicate` propagates and
 //! notifies, `calls` asks the server (INFO fields, RM_Call, the log),
-//! `timers` runs plain Rust functions from module timers.
+//! `timers` runs plain Rust functions from module timers, `scan` walks
+//! the keyspace with a closure per key.
 
 mod calls;
 mod keys;
 mod replicate;
+mod scan;
 mod timers;
 
 use std::ffi::{c_char, c_int, c_long, CStr};
@@ -29,6 +31,7 @@ use redis_module::raw;
 pub use calls::{log, ServerInfo};
 pub use keys::{Key, KeyKind, KeyMode};
 pub use raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
+pub use scan::{scan_keys, ScanCursor};
 pub use timers::{after, after_with, init_timer_ctx, TimerId, TimerWith};
 
 /// Calls a Redis Module API function through its pointer.
