@@ -15,9 +15,13 @@
 //! replies; `keys` opens and reads keys, `replicate` propagates and
 //! notifies, `calls` asks the server (INFO fields, RM_Call, the log),
 //! `timers` runs plain Rust functions from module timers, `scan` walks
-//! the keyspace with a closure per key.
+//! the keyspace with a closure per key, `blocked` and `info` call the
+//! Rust functions behind a blocked client's and INFO's callbacks. Every
+//! `extern "C"` function outside `edge` is one of these trampolines.
 
+mod blocked;
 mod calls;
+mod info;
 mod keys;
 mod replicate;
 mod scan;
@@ -28,7 +32,9 @@ use std::ptr;
 
 use redis_module::raw;
 
+pub use blocked::{block, unblock, Blocking};
 pub use calls::{log, ServerInfo};
+pub use info::{register_info, InfoCtx};
 pub use keys::{Key, KeyKind, KeyMode};
 pub use raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
 pub use scan::{scan_keys, ScanCursor};

@@ -43,14 +43,11 @@ use timers::{arm, arm_lease, on_wait_timeout};
 pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
 
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void, CStr};
-use std::ptr;
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use crate::api::{
-    self as api, rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
-};
+use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
 use crate::clock;
 use crate::core::grant::Request;
 use crate::core::lease::Left;
