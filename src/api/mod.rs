@@ -18,6 +18,7 @@
 //! the keyspace with a closure per key, `blocked` and `info` call the
 //! Rust functions behind a blocked client's and INFO's callbacks. Every
 //! `extern "C"` function outside `edge` is one of these trampolines.
+//! `users` asks about ACL users.
 
 mod blocked;
 mod calls;
@@ -26,6 +27,7 @@ mod keys;
 mod replicate;
 mod scan;
 mod timers;
+mod users;
 
 use std::ffi::{c_char, c_int, c_long, CStr};
 use std::ptr;
@@ -39,6 +41,7 @@ pub use keys::{Key, KeyKind, KeyMode};
 pub use raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
 pub use scan::{scan_keys, ScanCursor};
 pub use timers::{after, after_with, init_timer_ctx, TimerId, TimerWith};
+pub use users::{acl_available, AclUser};
 
 /// Calls a Redis Module API function through its pointer.
 macro_rules! rm {
@@ -165,6 +168,22 @@ macro_rules! has {
     };
 }
 pub(crate) use has;
+
+/// The context flags the glue asks about (`Ctx::has_flags`).
+pub mod ctx_flags {
+    use redis_module::raw;
+
+    pub const AOF: u32 = raw::REDISMODULE_CTX_FLAGS_AOF;
+    pub const CLUSTER: u32 = raw::REDISMODULE_CTX_FLAGS_CLUSTER;
+    pub const DENY_BLOCKING: u32 = raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+    pub const LOADING: u32 = raw::REDISMODULE_CTX_FLAGS_LOADING;
+    pub const LUA: u32 = raw::REDISMODULE_CTX_FLAGS_LUA;
+    pub const MASTER: u32 = raw::REDISMODULE_CTX_FLAGS_MASTER;
+    pub const MULTI: u32 = raw::REDISMODULE_CTX_FLAGS_MULTI;
+    pub const OOM: u32 = raw::REDISMODULE_CTX_FLAGS_OOM;
+    pub const REPLICATED: u32 = raw::REDISMODULE_CTX_FLAGS_REPLICATED;
+    pub const SLAVE: u32 = raw::REDISMODULE_CTX_FLAGS_SLAVE;
+}
 
 pub const OK: c_int = raw::REDISMODULE_OK as c_int;
 pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;
@@ -342,6 +361,12 @@ pub fn sets_past_deadlines() -> bool {
 /// Redis keeps expired keys in place until the pause ends.
 pub fn writes_paused() -> bool {
     rm!(RedisModule_AvoidReplicaTraffic() else 1) != 0
+}
+
+/// At load, once every configuration is registered: applies the values
+/// of the `loadmodule` line and the config file.
+pub fn load_configs(ctx: Ctx) -> bool {
+    rm!(RedisModule_LoadConfigs(ctx.0) else ERR) == OK
 }
 
 /// Unix time in milliseconds, as Redis reads it.
