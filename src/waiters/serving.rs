@@ -1,5 +1,6 @@
 //! Queueing a waiter, serving the head of a key's queue, and ending a
-//! wait: the blocked client's reply, disconnect and free callbacks.
+//! wait: what a blocked client is answered, and what its disconnect does
+//! (`Wait`, whose functions `api`'s blocked-client trampolines call).
 
 use super::*;
 
