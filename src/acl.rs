@@ -12,13 +12,11 @@
 //! in Redis 7.0 and Valkey; the module still loads on a server without it
 //! and there serves waiters without this check, as before.
 
-use std::ffi::{c_int, CStr, CString};
+use std::ffi::{CStr, CString};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-use redis_module::raw;
-
-use crate::api::{has, rm, Arg, Ctx, HeldString, RedisModuleString, ServerInfo, OK};
+use crate::api::{acl_available, AclUser, Arg, Ctx, HeldString, RedisModuleString, ServerInfo};
 
 /// "lock.acquire" as the first argument of a permission check; created at
 /// load and kept for the module's life (a module with a data type is
@@ -33,21 +31,10 @@ const ACQUIRE: &CStr = c"lock.acquire";
 /// errno for "no such entry" (Linux and the BSDs agree).
 const ENOENT: i32 = 2;
 
-/// Whether the server can check a user's permissions for the module.
-fn available() -> bool {
-    has!(RedisModule_GetClientId)
-        && has!(RedisModule_GetClientUserNameById)
-        && has!(RedisModule_GetModuleUserFromUserName)
-        && has!(RedisModule_FreeModuleUser)
-        && has!(RedisModule_ACLCheckCommandPermissions)
-        && has!(RedisModule_ACLCheckKeyPermissions)
-}
-
 /// At load: the command name for the checks, and the server's wording.
 pub fn init(ctx: Ctx, server: &ServerInfo) {
-    if available() {
-        let name = rm!(RedisModule_CreateString(ctx.raw(), ACQUIRE.as_ptr(), ACQUIRE.count_bytes()) else ptr::null_mut());
-        COMMAND_NAME.store(name, Ordering::Relaxed);
+    if acl_available() {
+        COMMAND_NAME.store(ctx.lasting_string(ACQUIRE), Ordering::Relaxed);
     }
     let valkey = server.text(c"valkey_version").is_some();
     let redis = server.text(c"redis_version").and_then(|v| {
@@ -64,22 +51,7 @@ pub fn current_user(ctx: Ctx) -> Option<HeldString> {
     if COMMAND_NAME.load(Ordering::Relaxed).is_null() {
         return None;
     }
-    let id = rm!(RedisModule_GetClientId(ctx.raw()) else 0);
-    if id == 0 {
-        return None;
-    }
-    let name = rm!(RedisModule_GetClientUserNameById(ctx.raw(), id) else ptr::null_mut());
-    let held = HeldString::own(name);
-    held.is_valid().then_some(held)
-}
-
-/// A user found by name, freed on drop.
-struct User(*mut raw::RedisModuleUser);
-
-impl Drop for User {
-    fn drop(&mut self) {
-        rm!(RedisModule_FreeModuleUser(self.0) else ());
-    }
+    ctx.client_user_name()
 }
 
 /// `None` when `user` may run `LOCK.ACQUIRE key` now; otherwise the
@@ -89,17 +61,15 @@ pub fn refusal(user: &HeldString, key: &Arg) -> Option<CString> {
     if name.is_null() {
         return None;
     }
-    let found = rm!(RedisModule_GetModuleUserFromUserName(user.raw()) else ptr::null_mut());
-    if found.is_null() {
+    let Some(found) = AclUser::find(user) else {
         // Deleted since (its clients are normally disconnected with it):
         // it may run nothing.
         return Some(command_refused(user.bytes()));
-    }
-    let found = User(found);
+    };
     // The command with its key, as the server checks it: the command (or
     // its first argument) and the key with the key spec's access flags.
     let mut argv = [name, key.raw()];
-    if rm!(RedisModule_ACLCheckCommandPermissions(found.0, argv.as_mut_ptr(), 2) else OK) == OK {
+    if found.may_run(&mut argv) {
         return None;
     }
     // ENOENT: the server did not find the command, so it checked nothing;
@@ -109,9 +79,8 @@ pub fn refusal(user: &HeldString, key: &Arg) -> Option<CString> {
     }
     // Which one: the server names the command when both are refused.
     let mut alone = [name];
-    let command_allowed = rm!(RedisModule_ACLCheckCommandPermissions(found.0, alone.as_mut_ptr(), 1) else OK) == OK;
-    let access = (raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
-    let key_allowed = rm!(RedisModule_ACLCheckKeyPermissions(found.0, key.raw(), access) else OK) == OK;
+    let command_allowed = found.may_run(&mut alone);
+    let key_allowed = found.may_update_key(key);
     if command_allowed && !key_allowed {
         Some(key_refused())
     } else {

@@ -27,9 +27,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis_module::raw;
-
-use crate::api::{Ctx, ServerInfo};
+use crate::api::{ctx_flags, Ctx, ServerInfo};
 
 /// Nothing can receive propagated commands. False, the safe answer, until
 /// `learn` has looked.
@@ -61,7 +59,7 @@ pub fn heard_from_now_on() {
 }
 
 fn listened_to(ctx: Ctx) -> bool {
-    if ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) {
+    if ctx.has_flags(ctx_flags::AOF | ctx_flags::SLAVE) {
         return true;
     }
     let replication = ServerInfo::read(ctx, c"replication");

@@ -16,14 +16,11 @@
 //! The walk only reads (the scan's key handles, no expiry, no write), so it
 //! is the same on a master, a replica and a node that refuses writes.
 
-use std::ffi::{c_int, c_void};
-use std::ptr;
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex};
 
-use redis_module::raw;
-
-use crate::api::{rm, Ctx, Key, RedisModuleCtx, RedisModuleString};
+use crate::api::{Arg, Ctx, Key, ScanCursor};
 use crate::core::lease::Now;
 use crate::value;
 
@@ -48,7 +45,7 @@ static DATABASES: AtomicI32 = AtomicI32::new(0);
 struct Pass {
     db: c_int,
     databases: c_int,
-    cursor: *mut raw::RedisModuleScanCursor,
+    cursor: ScanCursor,
     earliest: i64,
 }
 
@@ -95,17 +92,15 @@ pub fn longest_hold_ms(walk_again: bool) -> i64 {
 
 /// Arms the walk's next tick; false if Redis made no timer.
 fn arm(ms: i64) -> bool {
-    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0) != 0
+    crate::api::after(ms, on_tick).is_some()
 }
 
 fn end_pass(s: &mut State) -> Option<i64> {
-    let pass = s.pass.take()?;
-    rm!(RedisModule_ScanCursorDestroy(pass.cursor) else ());
-    Some(pass.earliest)
+    // Dropping the pass destroys its cursor.
+    s.pass.take().map(|pass| pass.earliest)
 }
 
-unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let ctx = Ctx::new(raw_ctx);
+fn on_tick(ctx: Ctx) {
     let next = with_state(|s| {
         let next = begin(ctx, s).and_then(|()| step(ctx, s));
         if next.is_none() {
@@ -139,10 +134,7 @@ fn begin(ctx: Ctx, s: &mut State) -> Option<()> {
         EARLIEST_START.store(NONE, Relaxed);
         return None;
     }
-    let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
-    if cursor.is_null() {
-        return None;
-    }
+    let cursor = ScanCursor::new()?;
     if DATABASES.load(Relaxed) <= 0 {
         DATABASES.store(ctx.databases(), Relaxed);
     }
@@ -157,21 +149,22 @@ fn step(ctx: Ctx, s: &mut State) -> Option<i64> {
         end_pass(s);
         return None;
     }
-    let mut seen = Seen { now: crate::clock::now(), earliest: pass.earliest };
+    let now = crate::clock::now();
+    let mut earliest = pass.earliest;
+    let mut visit = |_: &Arg, key: &Key| note_holds(key, now, &mut earliest);
     let mut more = true;
     for _ in 0..SCAN_STEPS_PER_TICK {
-        let data = (&mut seen as *mut Seen).cast::<c_void>();
-        if rm!(RedisModule_Scan(ctx.raw(), pass.cursor, Some(visit), data) else 0) == 0 {
+        if !pass.cursor.step(ctx, &mut visit) {
             more = false;
             break;
         }
     }
-    pass.earliest = seen.earliest;
+    pass.earliest = earliest;
     if more {
         return Some(TICK_MS);
     }
     pass.db += 1;
-    rm!(RedisModule_ScanCursorRestart(pass.cursor) else ());
+    pass.cursor.restart();
     if pass.db < pass.databases {
         return Some(TICK_MS);
     }
@@ -181,24 +174,16 @@ fn step(ctx: Ctx, s: &mut State) -> Option<i64> {
     None
 }
 
-struct Seen {
-    now: Now,
-    earliest: i64,
-}
-
 /// Notes when the holds of one lock key began, if their leases run (the
 /// scan's key handle is read-only).
-unsafe extern "C" fn visit(_ctx: *mut RedisModuleCtx, _name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
-    let Some(seen) = data.cast::<Seen>().as_mut() else { return };
-    let key = std::mem::ManuallyDrop::new(Key::from_raw(key));
-    let now = seen.now;
-    if let Some(lock) = value::at(&key) {
+fn note_holds(key: &Key, now: Now, earliest: &mut i64) {
+    if let Some(lock) = value::at(key) {
         if lock.lease().left(now).is_running() {
-            seen.earliest = seen.earliest.min(lock.since());
+            *earliest = (*earliest).min(lock.since());
         }
-    } else if let Some(group) = value::group_at(&key) {
+    } else if let Some(group) = value::group_at(key) {
         if let Some(since) = group.live(now).map(|h| h.since).min() {
-            seen.earliest = seen.earliest.min(since);
+            *earliest = (*earliest).min(since);
         }
     }
 }

@@ -8,9 +8,7 @@
 
 use std::ffi::c_int;
 
-use redis_module::raw;
-
-use crate::api::{Arg, Ctx, Key, KeyMode};
+use crate::api::{ctx_flags, Arg, Ctx, Key, KeyMode};
 use crate::core::grant;
 use crate::core::lease::{Lease, Now};
 use crate::core::token::Token;
@@ -21,7 +19,7 @@ use crate::{args, config, fencing, propagate, quarantine, rescue, session, value
 
 /// Whether the command replays the master's stream or the AOF.
 fn replays(ctx: Ctx) -> bool {
-    ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
+    ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING)
 }
 
 /// A replica answers a client's lock write as the server answers writes
@@ -58,7 +56,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
             return ctx.reply_error_text(&fencing::lead_error("FENCE token", ceiling));
         }
     }
-    if req.request.session.is_some() && ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_LUA) {
+    if req.request.session.is_some() && ctx.has_flags(ctx_flags::LUA) {
         return ctx.reply_error(NO_SESSION_IN_SCRIPTS);
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
@@ -111,7 +109,7 @@ const NO_SESSION_IN_SCRIPTS: &std::ffi::CStr =
 /// Inside MULTI/EXEC, a script or another context that cannot block, WAIT
 /// answers as if it were not given.
 fn may_block(ctx: Ctx) -> bool {
-    let no_blocking = raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+    let no_blocking = ctx_flags::MULTI | ctx_flags::LUA | ctx_flags::DENY_BLOCKING;
     !ctx.has_flags(no_blocking)
 }
 
@@ -166,7 +164,7 @@ fn serve_after_release(ctx: Ctx, key: &Key, key_name: &Arg) {
     if let Some(db) = waiters::queued_in(ctx, key_name.bytes()) {
         // RELEASE frees memory and runs under OOM; the handoff is a grant,
         // which ACQUIRE (deny-oom) could not make now.
-        if ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_OOM) {
+        if ctx.has_flags(ctx_flags::OOM) {
             waiters::defer(db, key_name.bytes(), writable::Refusal::OutOfMemory);
         } else {
             waiters::serve(ctx, key, db, key_name, Cause::Release);

@@ -4,9 +4,9 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
-use redis_module::{raw, Context, RedisString};
+use redis_module::{Context, RedisString};
 
-use crate::api::{rm, ERR, OK};
+use crate::api;
 
 /// A year: keeps `now + ttl` far from overflow and any lease sane.
 pub const DURATION_LIMIT: i64 = 31_536_000_000;
@@ -125,7 +125,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             None,
         );
     }
-    if rm!(RedisModule_LoadConfigs(ctx.ctx) else ERR) != OK {
+    if !api::load_configs(api::Ctx::new(ctx.ctx)) {
         return Err("Redis refused the module configuration (see the lines above)".into());
     }
     Ok(())

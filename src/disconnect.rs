@@ -21,13 +21,9 @@
 //! budget per tick. The server's cron starts it when one is due, so it
 //! runs only while there is work.
 
-use std::ffi::c_void;
-use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use redis_module::raw;
-
-use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleCtx};
+use crate::api::{Arg, Ctx, HeldString, Key, KeyMode};
 use crate::core::lease::Now;
 use crate::grants::{self, Look, Slot};
 use crate::session::{self, Hold};
@@ -71,8 +67,7 @@ pub fn clock_stepped() {
     if !ARMED.load(Ordering::Relaxed) {
         return;
     }
-    let id = TIMER.load(Ordering::Relaxed);
-    if rm!(RedisModule_StopTimer(crate::api::timer_ctx(), id, ptr::null_mut()) else crate::api::ERR) == crate::api::OK {
+    if crate::api::TimerId::from_bits(TIMER.load(Ordering::Relaxed)).stop() {
         ARMED.store(false, Ordering::Relaxed);
         arm(0);
     }
@@ -80,18 +75,17 @@ pub fn clock_stepped() {
 
 fn arm(ms: i64) {
     if !ARMED.swap(true, Ordering::Relaxed) {
-        let id = rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_timer), ptr::null_mut()) else 0);
-        TIMER.store(id, Ordering::Relaxed);
-        if id == 0 {
+        let id = crate::api::after(ms, on_timer);
+        TIMER.store(id.map_or(0, crate::api::TimerId::to_bits), Ordering::Relaxed);
+        if id.is_none() {
             // No timer: the cron tries again.
             ARMED.store(false, Ordering::Relaxed);
         }
     }
 }
 
-unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+fn on_timer(ctx: Ctx) {
     ARMED.store(false, Ordering::Relaxed);
-    let ctx = Ctx::new(raw_ctx);
     // Ending holds writes: only when a client's command could (asked only
     // then: it reads INFO). Forgetting ended ones only reads.
     let refusal = if session::closing_left() { writable::refusal(ctx) } else { None };

@@ -2,24 +2,22 @@
 //! see of the lock service without scripts. Redis prefixes each field with
 //! the module's name: `redislock_quarantine_ms_left`.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::CStr;
 
-use redis_module::raw;
-
-use crate::api::rm;
+use crate::api::InfoCtx;
 use crate::config;
 use crate::fencing::COUNTER;
 use crate::quarantine;
 use crate::stats;
 use crate::waiters;
 
-fn field(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, value: i64) {
-    rm!(RedisModule_InfoAddFieldLongLong(ctx, name.as_ptr(), value) else 0);
+fn field(ctx: InfoCtx, name: &CStr, value: i64) {
+    ctx.field(name, value);
 }
 
-unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
+fn section(ctx: InfoCtx, for_crash_report: bool) {
     // The default section: named after the module, `INFO redislock`.
-    if rm!(RedisModule_InfoAddSection(ctx, std::ptr::null()) else crate::api::ERR) != crate::api::OK {
+    if !ctx.default_section() {
         return;
     }
     let counters: [(&CStr, &stats::Counter); 22] = [
@@ -64,14 +62,14 @@ unsafe extern "C" fn section(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report
     field(ctx, c"quarantine_ms", config::quarantine_ms());
     field(ctx, c"oldest_wait_ms", waiters::oldest_wait_ms());
     // A crash report only reads: no walk started from there.
-    field(ctx, c"longest_hold_ms", crate::census::longest_hold_ms(for_crash_report == 0));
+    field(ctx, c"longest_hold_ms", crate::census::longest_hold_ms(!for_crash_report));
     distributions(ctx);
 }
 
 /// Per kind of hold: how long waits took (`wait_<kind>_*`) and holds
 /// lasted (`hold_<kind>_*`): a count and p50, p99, p99.9 and max in ms,
 /// each a plain number (a gauge to a scraper).
-fn distributions(ctx: *mut raw::RedisModuleInfoCtx) {
+fn distributions(ctx: InfoCtx) {
     for (what, of) in [("wait", stats::waits as fn(stats::HoldKind) -> &'static crate::histogram::Histogram), ("hold", stats::holds)] {
         for kind in stats::HoldKind::ALL {
             let h = of(kind);
@@ -101,5 +99,5 @@ fn locks_evictable() -> bool {
 }
 
 pub fn register(ctx: crate::api::Ctx) -> bool {
-    rm!(RedisModule_RegisterInfoFunc(ctx.raw(), Some(section)) else crate::api::ERR) == crate::api::OK
+    crate::api::register_info(ctx, section)
 }

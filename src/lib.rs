@@ -34,7 +34,11 @@
 //!     `clock` (the monotonic clock), `stats` and `histogram` (what INFO
 //!     shows), `reentry`.
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
-//!   that the glue calls.
+//!   that the glue calls, and the only other place with `extern "C"`
+//!   functions: the trampolines of timers (`api::after`), keyspace scans
+//!   (`api::scan_keys`), blocked clients (`api::Blocking`) and the INFO
+//!   section, which call the glue's plain Rust functions. The glue calls
+//!   no `RedisModule_*` function itself.
 //! - `core`: the rules, free of Redis: grant, release, extension and
 //!   admission of every kind (`core::grant`), the wait line
 //!   (`core::line`), the lease (`core::lease`), tokens (`core::token`);

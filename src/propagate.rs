@@ -16,9 +16,7 @@
 
 use std::ffi::c_int;
 
-use redis_module::raw;
-
-use crate::api::{self, unix_millis, Arg, Ctx, Key, KeyMode};
+use crate::api::{self, ctx_flags, unix_millis, Arg, Ctx, Key, KeyMode};
 use crate::args;
 use crate::core::grant::Holder;
 use crate::core::lease::Lease;
@@ -206,7 +204,7 @@ fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::A
 /// no client can forge an owner, a token or a deadline; and never refused
 /// for its token.
 pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
-    if !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) {
+    if !ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING) {
         return ctx.reply_error(c"ERR LOCK.APPLY is accepted only from the master link or while loading the AOF");
     }
     let req = match args::parse_apply(argv) {

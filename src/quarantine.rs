@@ -28,13 +28,10 @@
 //! A replica promoted to master quarantines too (`promoted`): it may lack
 //! grants its old master acknowledged, as a restart without data does.
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use redis_module::raw;
-
-use crate::api::{rm, Ctx, RedisModuleCtx, ServerInfo};
+use crate::api::{Ctx, ServerInfo};
 use crate::fencing::COUNTER;
 
 /// Monotonic ms (`clock::mono_ms`) until which ACQUIRE is refused; 0 = off.
@@ -328,7 +325,7 @@ pub fn start(ctx: Ctx) {
         UNTIL.store(crate::clock::mono_ms().saturating_add(ms).max(1), Ordering::Relaxed);
     }
     // Timers run only in the event loop, after the startup load.
-    rm!(RedisModule_CreateTimer(ctx.raw(), 0, Some(on_started), std::ptr::null_mut()) else 0);
+    crate::api::after(0, on_started);
 }
 
 /// This node was promoted from replica to master (failover, `REPLICAOF NO
@@ -345,7 +342,7 @@ pub fn promoted() {
     }
 }
 
-unsafe extern "C" fn on_started(_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+fn on_started(_ctx: Ctx) {
     STARTING.store(false, Ordering::Relaxed);
 }
 

@@ -9,13 +9,10 @@
 //! steps per tick), so a large keyspace does not stall the server; a step
 //! during a pass starts it again.
 
-use std::ffi::{c_int, c_void};
-use std::ptr;
+use std::ffi::c_int;
 use std::sync::{LazyLock, Mutex};
 
-use redis_module::raw;
-
-use crate::api::{rm, Arg, Ctx, HeldString, Key, KeyMode, RedisModuleCtx, RedisModuleString};
+use crate::api::{Arg, Ctx, HeldString, Key, KeyMode, ScanCursor};
 use crate::core::lease::{self, Left, Now};
 use crate::writable;
 use crate::{propagate, value};
@@ -27,7 +24,7 @@ const SCAN_STEPS_PER_TICK: usize = 100;
 struct Pass {
     db: c_int,
     databases: c_int,
-    cursor: *mut raw::RedisModuleScanCursor,
+    cursor: ScanCursor,
 }
 
 #[derive(Default)]
@@ -52,10 +49,12 @@ pub fn clock_stepped(ctx: Ctx) {
     }
     let databases = ctx.databases();
     let arm = with_state(|s| {
-        let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
-        if let Some(old) = s.pass.replace(Pass { db: 0, databases, cursor }) {
-            rm!(RedisModule_ScanCursorDestroy(old.cursor) else ());
-        }
+        // Dropping a pass destroys its cursor.
+        let Some(cursor) = ScanCursor::new() else {
+            s.pass = None;
+            return false;
+        };
+        s.pass = Some(Pass { db: 0, databases, cursor });
         !std::mem::replace(&mut s.armed, true)
     });
     if arm == Some(true) {
@@ -64,17 +63,14 @@ pub fn clock_stepped(ctx: Ctx) {
 }
 
 fn arm_tick(ms: i64) {
-    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_tick), ptr::null_mut()) else 0);
+    crate::api::after(ms, on_tick);
 }
 
 fn end_pass(s: &mut State) {
-    if let Some(pass) = s.pass.take() {
-        rm!(RedisModule_ScanCursorDestroy(pass.cursor) else ());
-    }
+    s.pass = None;
 }
 
-unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let ctx = Ctx::new(raw_ctx);
+fn on_tick(ctx: Ctx) {
     match writable::refusal(ctx) {
         // A replica's keys follow its master's pass.
         Some(writable::Refusal::Replica) => {
@@ -89,15 +85,15 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     }
     let batch = with_state(|s| {
         let pass = s.pass.as_mut()?;
-        if pass.cursor.is_null() || !ctx.select_db(pass.db) {
+        if !ctx.select_db(pass.db) {
             end_pass(s);
             return None;
         }
         let mut names: Vec<Box<[u8]>> = Vec::new();
+        let mut collect = |name: &Arg, key: &Key| collect(&mut names, name, key);
         let mut more = true;
         for _ in 0..SCAN_STEPS_PER_TICK {
-            let data = (&mut names as *mut Vec<Box<[u8]>>).cast::<c_void>();
-            if rm!(RedisModule_Scan(raw_ctx, pass.cursor, Some(collect), data) else 0) == 0 {
+            if !pass.cursor.step(ctx, &mut collect) {
                 more = false;
                 break;
             }
@@ -105,7 +101,7 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
         let db = pass.db;
         if !more {
             pass.db += 1;
-            rm!(RedisModule_ScanCursorRestart(pass.cursor) else ());
+            pass.cursor.restart();
             if pass.db >= pass.databases {
                 end_pass(s);
             }
@@ -131,11 +127,9 @@ unsafe extern "C" fn on_tick(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
 }
 
 /// Collects the names of lock keys (the scan's key handle is read-only).
-unsafe extern "C" fn collect(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, data: *mut c_void) {
-    let Some(names) = data.cast::<Vec<Box<[u8]>>>().as_mut() else { return };
-    let key = std::mem::ManuallyDrop::new(Key::from_raw(key));
-    if value::at(&key).is_some() || value::group_at(&key).is_some() {
-        names.push(crate::api::string_bytes(name).into());
+fn collect(names: &mut Vec<Box<[u8]>>, name: &Arg, key: &Key) {
+    if value::at(key).is_some() || value::group_at(key).is_some() {
+        names.push(name.bytes().into());
     }
 }
 

@@ -21,14 +21,11 @@
 //! waiter is never served before the kept lease has ended.
 
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void};
-use std::ptr;
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use redis_module::raw;
-
-use crate::api::{rm, Arg, Ctx, Key, KeyKind, KeyMode, RedisModuleCtx};
+use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
 use crate::fencing::Token;
@@ -246,13 +243,12 @@ pub fn evicted_kept() -> i64 {
 }
 
 fn arm_restore(ms: i64) {
-    rm!(RedisModule_CreateTimer(crate::api::timer_ctx(), ms, Some(on_restore), ptr::null_mut()) else 0);
+    crate::api::after(ms, on_restore);
 }
 
 /// Puts back the locks a clock step removed, as soon as the server lets
 /// this module write.
-unsafe extern "C" fn on_restore(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let ctx = Ctx::new(raw_ctx);
+fn on_restore(ctx: Ctx) {
     if let Some(refusal) = writable::refusal(ctx) {
         if refusal == writable::Refusal::Replica {
             with_state(|s| s.restore_armed = false);

@@ -16,9 +16,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use redis_module::raw;
-
-use crate::api::{self, rm, Key, RedisModuleString, RedisModuleType};
+use crate::api::{self, Key, RedisModuleType};
 use crate::core::lease::{self, Lease, Now};
 use crate::core::token::Token;
 use crate::group::Group;
@@ -271,32 +269,22 @@ pub fn learn_loaded_leases(ctx: api::Ctx) {
         if !ctx.select_db(db) {
             continue;
         }
-        let cursor = rm!(RedisModule_ScanCursorCreate() else ptr::null_mut());
-        if cursor.is_null() {
+        if !api::scan_keys(ctx, |_, key| learn_lease(key, now)) {
             break;
         }
-        let mut now_data = now;
-        while rm!(RedisModule_Scan(ctx.raw(), cursor, Some(learn_lease), (&mut now_data as *mut Now).cast()) else 0) != 0 {}
-        rm!(RedisModule_ScanCursorDestroy(cursor) else ());
     }
     ctx.select_db(selected);
 }
 
-unsafe extern "C" fn learn_lease(
-    _ctx: *mut raw::RedisModuleCtx,
-    _name: *mut RedisModuleString,
-    key: *mut raw::RedisModuleKey,
-    data: *mut c_void,
-) {
-    let Some(now) = data.cast::<Now>().as_ref() else { return };
-    // The scan owns the key handle: borrowed, never closed here.
-    let key = ManuallyDrop::new(Key::from_raw(key));
-    if let Some(mut lock) = at(&key) {
+/// Reads the lease of a loaded lock from its key's TTL (the scan's key
+/// handle, read-only).
+fn learn_lease(key: &Key, now: Now) {
+    if let Some(mut lock) = at(key) {
         if lock.lease().end == lease::UNKNOWN {
-            lock.set_lease(Lease::until(key.deadline_ms(), *now));
+            lock.set_lease(Lease::until(key.deadline_ms(), now));
         }
-    } else if let Some(group) = group_at(&key) {
-        group.judge(*now, key.deadline_ms());
+    } else if let Some(group) = group_at(key) {
+        group.judge(now, key.deadline_ms());
     }
 }
 

@@ -15,9 +15,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis_module::raw;
-
-use crate::api::{self, Ctx, ServerInfo};
+use crate::api::{self, ctx_flags, Ctx, ServerInfo};
 
 /// This instance is a replica. Kept from the role-change event (and read
 /// once at load), so a write command on a master pays one load for it
@@ -27,7 +25,7 @@ static REPLICA: AtomicBool = AtomicBool::new(false);
 /// At load: a server started with `replicaof` is a replica before any
 /// role-change event.
 pub fn learn_role(ctx: Ctx) {
-    set_replica(ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_SLAVE));
+    set_replica(ctx.has_flags(ctx_flags::SLAVE));
 }
 
 pub fn is_replica() -> bool {
@@ -48,7 +46,7 @@ pub const READONLY: &CStr = c"READONLY You can't write against a read only repli
 /// overwrites it anyway. Only its master's stream and loading change
 /// locks there.
 pub fn refuses_client_write(ctx: Ctx) -> bool {
-    REPLICA.load(Ordering::Relaxed) && !ctx.has_flags(raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
+    REPLICA.load(Ordering::Relaxed) && !ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING)
 }
 
 /// Why the module may not write now.
@@ -76,13 +74,13 @@ impl Refusal {
 /// `None` when a grant may be written now.
 pub fn refusal(ctx: Ctx) -> Option<Refusal> {
     let flags = ctx.flags();
-    if flags & raw::REDISMODULE_CTX_FLAGS_MASTER as i32 == 0 {
+    if flags & ctx_flags::MASTER as i32 == 0 {
         return Some(Refusal::Replica);
     }
     if api::writes_paused() {
         return Some(Refusal::Paused);
     }
-    if flags & raw::REDISMODULE_CTX_FLAGS_OOM as i32 != 0 {
+    if flags & ctx_flags::OOM as i32 != 0 {
         return Some(Refusal::OutOfMemory);
     }
     if too_few_good_replicas(ctx) {
@@ -131,7 +129,7 @@ pub enum Placement {
 /// its own redirection rules (a key of a MIGRATING slot that has left is
 /// elsewhere, an IMPORTING slot is not served yet).
 pub fn placement(ctx: Ctx, key: &crate::api::Arg) -> Placement {
-    if ctx.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as i32 == 0 {
+    if ctx.flags() & ctx_flags::CLUSTER as i32 == 0 {
         return Placement::Local;
     }
     match ctx.probe_key(key) {

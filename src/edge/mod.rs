@@ -1,7 +1,10 @@
 //! The edge: what Redis calls into. The command table (`init` registers
 //! it with its docs, key specs and ACL categories), the data type and its
 //! callbacks (`datatype`), and every server event (`events`). Each hands
-//! over to the glue at once; the rest of the FFI is `api`.
+//! over to the glue at once; the rest of the FFI is `api`, whose generic
+//! trampolines are the callbacks the glue asks for at run time (timers,
+//! keyspace scans, blocked clients, the INFO section) and call its plain
+//! Rust functions.
 
 pub mod datatype;
 mod events;

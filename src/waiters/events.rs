@@ -92,13 +92,13 @@ pub fn clock_stepped() {
         for keys in r.queues.values_mut() {
             for queue in keys.values_mut() {
                 if let Some(timer) = queue.timer.as_mut() {
-                    if let Some(id) = restart_timer(timer.id, timer.due_ms.saturating_sub(now), on_timer) {
+                    if let Some(id) = timer.id.restart(timer.due_ms.saturating_sub(now)) {
                         timer.id = id;
                     }
                 }
                 for waiter in queue.waiters.iter_mut() {
                     if let Some(id) = waiter.deadline {
-                        if let Some(id) = restart_timer(id, waiter.due_mono_ms.saturating_sub(now), on_wait_timeout) {
+                        if let Some(id) = id.restart(waiter.due_mono_ms.saturating_sub(now)) {
                             waiter.deadline = Some(id);
                         }
                     }
@@ -106,25 +106,11 @@ pub fn clock_stepped() {
             }
         }
         if let Some(id) = r.retry_timer {
-            if let Some(id) = restart_timer(id, 0, on_retry) {
+            if let Some(id) = id.restart(0) {
                 r.retry_timer = Some(id);
             }
         }
     });
-}
-
-/// Stops a pending timer and creates it again `period_ms` from now with
-/// the same data; `None` when it was no longer pending (it fired).
-fn restart_timer(
-    id: raw::RedisModuleTimerID,
-    period_ms: i64,
-    callback: unsafe extern "C" fn(*mut RedisModuleCtx, *mut c_void),
-) -> Option<raw::RedisModuleTimerID> {
-    let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(api::timer_ctx(), id, &mut data) else crate::api::ERR) != crate::api::OK {
-        return None;
-    }
-    Some(rm!(RedisModule_CreateTimer(api::timer_ctx(), period_ms.max(0), Some(callback), data) else 0))
 }
 
 /// FLUSHDB/FLUSHALL or SWAPDB changed keys without per-key events: serve

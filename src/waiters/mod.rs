@@ -39,20 +39,15 @@ pub use events::{anyone_waits, clock_stepped, command_names, dataset_changed, de
 use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
 pub use serving::{enqueue, lease_changed, serve};
 pub use timers::defer;
-use timers::{arm, arm_lease, on_retry, on_timer, on_wait_timeout, stop_timer, stop_wait_timer};
+use timers::{arm, arm_lease, on_wait_timeout};
 pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
 
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void, CStr};
-use std::ptr;
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use redis_module::raw;
-
-use crate::api::{
-    self as api, rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
-};
+use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
 use crate::clock;
 use crate::core::grant::Request;
 use crate::core::lease::Left;
@@ -73,7 +68,7 @@ struct Waiter {
     /// it (`SESSION`).
     session_client: Option<u64>,
     /// The module timer that ends the wait (`WAIT 0`: none).
-    deadline: Option<raw::RedisModuleTimerID>,
+    deadline: Option<WaitTimer>,
     /// When it joined the line, on the monotonic clock.
     joined_mono_ms: i64,
     /// When the wait ends, on the monotonic clock (`clock::mono_ms`): the
@@ -83,8 +78,11 @@ struct Waiter {
     user: Option<HeldString>,
 }
 
+/// A wait's timeout: the timer carries the blocked client's address.
+type WaitTimer = api::TimerWith<usize>;
+
 struct Timer {
-    id: raw::RedisModuleTimerID,
+    id: api::TimerWith<TimerTarget>,
     due_ms: i64,
     generation: u64,
 }
@@ -122,7 +120,7 @@ struct Registry {
     /// Queues whose handoff the server's state refused (see `writable`): one
     /// timer retries them all, so a long pause costs one check per tick.
     deferred: Vec<(c_int, Box<[u8]>)>,
-    retry_timer: Option<raw::RedisModuleTimerID>,
+    retry_timer: Option<api::TimerId>,
     /// Queues marked `touched`, looked at after the next EXEC.
     touched: Vec<(c_int, Box<[u8]>)>,
 }

@@ -1,5 +1,6 @@
 //! Queueing a waiter, serving the head of a key's queue, and ending a
-//! wait: the blocked client's reply, disconnect and free callbacks.
+//! wait: what a blocked client is answered, and what its disconnect does
+//! (`Wait`, whose functions `api`'s blocked-client trampolines call).
 
 use super::*;
 
@@ -23,11 +24,10 @@ pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
 /// For the same reason there is no timeout callback, so CLIENT UNBLOCK
 /// does not apply to lock waiters (CLIENT KILL does).
 pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, timeout_ms: i64) -> c_int {
-    let client = rm!(RedisModule_BlockClient(ctx.raw(), Some(on_reply), None, Some(free_outcome), 0) else ptr::null_mut());
+    let client = api::block::<Wait>(ctx);
     if client.is_null() {
         return ctx.reply_error(c"ERR could not block the client");
     }
-    rm!(RedisModule_SetDisconnectCallback(client, Some(on_disconnect)) else ());
     let db = ctx.selected_db();
     let (key_held, owner_held) = (key.hold(), owner.hold());
     if !key_held.is_valid() || !owner_held.is_valid() {
@@ -36,10 +36,9 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     }
     // Beyond a year is forever; it also keeps Redis's timer arithmetic
     // (microseconds) from overflowing.
-    let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT).then(|| {
-        let data = Box::into_raw(Box::new(client as usize));
-        rm!(RedisModule_CreateTimer(api::timer_ctx(), timeout_ms, Some(on_wait_timeout), data.cast()) else 0)
-    });
+    let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT)
+        .then(|| api::after_with(timeout_ms, on_wait_timeout, client as usize))
+        .flatten();
     let joined_mono_ms = clock::mono_ms();
     let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
     let user = crate::acl::current_user(ctx);
@@ -61,7 +60,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     });
     if queued.is_none() {
         if let Some(id) = deadline {
-            stop_wait_timer(id);
+            id.stop();
         }
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
         return crate::api::OK;
@@ -130,7 +129,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         arm_lease(db, name, next_check(key));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, name)) {
-        stop_timer(timer.id);
+        timer.id.stop();
     }
 }
 
@@ -179,23 +178,32 @@ pub(super) fn cancel(waiter: Waiter, outcome: Outcome) {
 /// handed to Redis.
 fn unblock_waiter(waiter: Waiter, outcome: Outcome) {
     if let Some(id) = waiter.deadline {
-        stop_wait_timer(id);
+        id.stop();
     }
     unblock(waiter.client, outcome);
 }
 
 pub(super) fn unblock(client: *mut RedisModuleBlockedClient, outcome: Outcome) {
-    let data = Box::into_raw(Box::new(outcome));
-    if rm!(RedisModule_UnblockClient(client, data.cast()) else crate::api::ERR) != crate::api::OK {
-        // SAFETY: Redis did not take the outcome.
-        drop(unsafe { Box::from_raw(data) });
+    api::unblock::<Wait>(client, Some(outcome));
+}
+
+/// A waiter's blocked client.
+struct Wait;
+
+impl api::Blocking for Wait {
+    type Outcome = Outcome;
+
+    fn reply(ctx: Ctx, outcome: Option<&Outcome>) -> c_int {
+        on_reply(ctx, outcome)
+    }
+
+    fn disconnected(client: *mut RedisModuleBlockedClient) {
+        on_disconnect(client);
     }
 }
 
-unsafe extern "C" fn on_reply(raw_ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let ctx = Ctx::new(raw_ctx);
-    let data = rm!(RedisModule_GetBlockedClientPrivateData(raw_ctx) else ptr::null_mut());
-    match data.cast::<Outcome>().as_ref() {
+fn on_reply(ctx: Ctx, outcome: Option<&Outcome>) -> c_int {
+    match outcome {
         Some(Outcome::Token(token)) => ctx.reply_integer(*token),
         Some(Outcome::WrongType) => ctx.reply_error(grants::WRONGTYPE),
         Some(Outcome::Error(msg)) => ctx.reply_error(msg),
@@ -214,24 +222,18 @@ const SERVER_ENDED_WAIT: &CStr = c"UNBLOCKED redislock: the server ended the wai
 /// The waiter's connection went away (or Redis unblocked it, e.g. on
 /// becoming a replica): leave the queue and free Redis's handle (a client
 /// blocked with RM_BlockClient is freed only by RM_UnblockClient).
-unsafe extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, client: *mut RedisModuleBlockedClient) {
+fn on_disconnect(client: *mut RedisModuleBlockedClient) {
     if let Some(Some((waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
         if let Some(timer) = stopped {
-            stop_timer(timer.id);
+            timer.id.stop();
         }
         if let Some((db, key)) = new_head {
             arm(db, &key, clock::mono_ms());
         }
         if let Some(id) = waiter.deadline {
-            stop_wait_timer(id);
+            id.stop();
         }
         stats::WAIT_CANCELLED.bump();
-        rm!(RedisModule_UnblockClient(client, ptr::null_mut()) else crate::api::ERR);
-    }
-}
-
-unsafe extern "C" fn free_outcome(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
-    if !data.is_null() {
-        drop(Box::from_raw(data.cast::<Outcome>()));
+        api::unblock::<Wait>(client, None);
     }
 }

@@ -3,38 +3,26 @@
 
 use super::*;
 
-pub(super) fn stop_wait_timer(id: raw::RedisModuleTimerID) {
-    let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(api::timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
-        // SAFETY: a wait timer's data is a boxed client address.
-        drop(unsafe { Box::from_raw(data.cast::<usize>()) });
-    }
-}
-
 /// A wait's timer fired: the timeout passed (leave the queue, answer nil),
 /// or the wall clock stepped forward and fired it early (wait again for
 /// what is left on the monotonic clock).
-pub(super) unsafe extern "C" fn on_wait_timeout(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    let address = *data.cast::<usize>();
+pub(super) fn on_wait_timeout(_ctx: Ctx, address: usize) {
     let rearmed = with_registry(|r| {
         let waiter = r.waiter_mut(address)?;
         let left = waiter.due_mono_ms.saturating_sub(clock::mono_ms());
         if left <= 0 {
             return None;
         }
-        waiter.deadline = Some(rm!(RedisModule_CreateTimer(api::timer_ctx(), left, Some(on_wait_timeout), data) else 0));
+        waiter.deadline = api::after_with(left, on_wait_timeout, address);
         Some(())
     });
     if matches!(rearmed, Some(Some(()))) {
         return;
     }
-    let client = *Box::from_raw(data.cast::<usize>()) as *mut RedisModuleBlockedClient;
+    let client = address as *mut RedisModuleBlockedClient;
     if let Some(Some((_waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
         if let Some(timer) = stopped {
-            stop_timer(timer.id);
+            timer.id.stop();
         }
         if let Some((db, key)) = new_head {
             arm(db, &key, clock::mono_ms());
@@ -65,32 +53,19 @@ pub(super) fn arm(db: c_int, key: &[u8], due_ms: i64) {
         if queue.timer.as_ref().is_some_and(|t| t.due_ms <= due_ms) {
             return None;
         }
-        let target = Box::into_raw(Box::new(TimerTarget { db, key: key.into(), generation }));
+        let target = TimerTarget { db, key: key.into(), generation };
         let period = due_ms.saturating_sub(clock::mono_ms()).max(0);
-        let id = rm!(RedisModule_CreateTimer(api::timer_ctx(), period, Some(on_timer), target.cast()) else 0);
+        let id = api::after_with(period, on_timer, target)?;
         queue.timer.replace(Timer { id, due_ms, generation })
     });
     if let Some(Some(old)) = replaced {
-        stop_timer(old.id);
-    }
-}
-
-pub(super) fn stop_timer(id: raw::RedisModuleTimerID) {
-    let mut data: *mut c_void = ptr::null_mut();
-    if rm!(RedisModule_StopTimer(api::timer_ctx(), id, &mut data) else crate::api::ERR) == crate::api::OK && !data.is_null() {
-        // SAFETY: every timer's data is a boxed `TimerTarget`.
-        drop(unsafe { Box::from_raw(data.cast::<TimerTarget>()) });
+        old.id.stop();
     }
 }
 
 /// A waited key's timer: its lease may have run out, or an event may have
 /// freed it.
-pub(super) unsafe extern "C" fn on_timer(raw_ctx: *mut RedisModuleCtx, data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    let target = Box::from_raw(data.cast::<TimerTarget>());
-    let ctx = Ctx::new(raw_ctx);
+fn on_timer(ctx: Ctx, target: TimerTarget) {
     let queued = with_registry(|r| {
         let queue = r.queue_mut(target.db, &target.key)?;
         if queue.timer.as_ref().is_some_and(|t| t.generation == target.generation) {
@@ -142,7 +117,7 @@ fn turn_away(db: c_int, key: &[u8], msg: &'static CStr) {
         cancel(head, Outcome::Error(msg));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, key)) {
-        stop_timer(timer.id);
+        timer.id.stop();
     }
 }
 
@@ -156,19 +131,19 @@ pub fn defer(db: c_int, key: &[u8], refusal: writable::Refusal) {
         r.retry_timer.is_none()
     });
     if arm_retry == Some(true) {
-        let id = rm!(RedisModule_CreateTimer(api::timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
-        with_registry(|r| r.retry_timer = Some(id));
+        let id = api::after(refusal.retry_ms(), on_retry);
+        with_registry(|r| r.retry_timer = id);
     }
 }
 
 /// The deferred queues' timer: still refused, wait again; else hand them
 /// to their own timers. A node that became a replica will not become
 /// writable for them: `on_timer` turns their waiters away.
-pub(super) unsafe extern "C" fn on_retry(raw_ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+fn on_retry(ctx: Ctx) {
     with_registry(|r| r.retry_timer = None);
-    if let Some(refusal) = writable::refusal(Ctx::new(raw_ctx)).filter(|r| *r != writable::Refusal::Replica) {
-        let id = rm!(RedisModule_CreateTimer(api::timer_ctx(), refusal.retry_ms(), Some(on_retry), ptr::null_mut()) else 0);
-        with_registry(|r| r.retry_timer = Some(id));
+    if let Some(refusal) = writable::refusal(ctx).filter(|r| *r != writable::Refusal::Replica) {
+        let id = api::after(refusal.retry_ms(), on_retry);
+        with_registry(|r| r.retry_timer = id);
         return;
     }
     let deferred = with_registry(|r| std::mem::take(&mut r.deferred)).unwrap_or_default();

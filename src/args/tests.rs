@@ -1,0 +1,216 @@
+//! The unit tests of command argument parsing.
+
+use super::*;
+
+const MAX: i64 = 3_600_000;
+const OWNER: i64 = 256;
+
+fn argv<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
+    words.iter().map(|w| w.as_bytes()).collect()
+}
+
+fn message(e: ArgError) -> String {
+    e.message().to_string_lossy().into_owned()
+}
+
+#[test]
+fn integers_are_parsed_strictly() {
+    assert_eq!(parse_i64(b"0"), Some(0));
+    assert_eq!(parse_i64(b"42"), Some(42));
+    assert_eq!(parse_i64(b"-7"), Some(-7));
+    assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+    assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+    for bad in ["", "-", "-0", "007", "+5", " 5", "5 ", "1e3", "1.5", "abc", "9223372036854775808", "5\0"] {
+        assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?} must not parse");
+    }
+}
+
+#[test]
+fn beyond_64_bits_is_told_apart_from_not_a_number() {
+    assert_eq!(parse_int(b"9223372036854775807"), Ok(i64::MAX));
+    assert_eq!(parse_int(b"9223372036854775808"), Err(IntError::TooLarge));
+    assert_eq!(parse_int(b"99999999999999999999999"), Err(IntError::TooLarge));
+    assert_eq!(parse_int(b"-9223372036854775808"), Ok(i64::MIN));
+    assert_eq!(parse_int(b"-9223372036854775809"), Err(IntError::TooSmall));
+    for bad in ["99999999999999999999999x", "099999999999999999999999", "+99999999999999999999999", "9 9"] {
+        assert_eq!(parse_int(bad.as_bytes()), Err(IntError::Invalid), "{bad:?}");
+    }
+}
+
+#[test]
+fn the_owner_a_grant_stores_is_bounded() {
+    let at_limit = "o".repeat(256);
+    let a = argv(&["LOCK.ACQUIRE", "k", &at_limit, "10"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect("256 bytes").owner.len(), 256);
+    let over = "o".repeat(257);
+    let a = argv(&["LOCK.ACQUIRE", "k", &over, "10"]);
+    let err = parse_acquire(&a, MAX, OWNER).expect_err("257 bytes");
+    assert_eq!(message(err), "ERR owner is longer than redislock.max-owner-len (256 bytes)");
+    assert!(parse_acquire(&a, MAX, 257).is_ok());
+    // RELEASE and EXTEND compare, they store nothing: any length.
+    assert!(parse_release(&argv(&["LOCK.RELEASE", "k", &over])).is_ok());
+    assert!(parse_extend(&argv(&["LOCK.EXTEND", "k", &over, "10"]), MAX).is_ok());
+}
+
+#[test]
+fn acquire_parses_the_plain_form() {
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
+    let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!(*req.key, b"k".as_slice());
+    assert_eq!(*req.owner, b"me".as_slice());
+    assert_eq!(req.request.ttl_ms, 1000);
+    assert_eq!(req.request.fence, 0);
+}
+
+#[test]
+fn acquire_parses_fence_in_any_case() {
+    for word in ["FENCE", "fence", "FeNcE"] {
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", word, "77"]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").request.fence, 77);
+    }
+}
+
+#[test]
+fn acquire_parses_wait_and_fence_in_any_order() {
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "wait", "0", "FENCE", "9"]);
+    let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!((req.wait, req.request.fence), (Some(0), 9));
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "WAIT", "250"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, Some(250));
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect("valid").wait, None);
+}
+
+#[test]
+fn acquire_rejects_bad_input_with_clear_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["LOCK.ACQUIRE", "k", "me"], "ERR wrong number of arguments for 'lock.acquire' command"),
+        (&["LOCK.ACQUIRE"], "ERR wrong number of arguments for 'lock.acquire' command"),
+        (&["LOCK.ACQUIRE", "k", "", "10"], "ERR owner must not be empty"),
+        (&["LOCK.ACQUIRE", "k", "me", "0"], "ERR ttl must be a positive integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "-5"], "ERR ttl must be a positive integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "1.5"], "ERR ttl must be a positive integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "3600001"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE"], "ERR FENCE needs a token"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "-1"], "ERR token must be a non-negative integer"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "x"], "ERR token must be a non-negative integer"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "FENCE", "2"], "ERR FENCE given more than once"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "NX"], "ERR unknown option 'NX'"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT"], "ERR WAIT needs a timeout"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "-1"], "ERR timeout must be a non-negative integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "x"], "ERR timeout must be a non-negative integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "1", "wait", "2"], "ERR WAIT given more than once"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "1", "bogus", "2"], "ERR unknown option 'bogus'"),
+        // Beyond 64 bits: too large, not "not a number".
+        (&["LOCK.ACQUIRE", "k", "me", "99999999999999999999999"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
+        (&["LOCK.ACQUIRE", "k", "me", "9223372036854775808"], "ERR ttl exceeds redislock.max-ttl (3600000 ms)"),
+        (&["LOCK.ACQUIRE", "k", "me", "-99999999999999999999999"], "ERR ttl must be a positive integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "99999999999999999999999x"], "ERR ttl must be a positive integer (milliseconds)"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "99999999999999999999999"], "ERR token is too large (at most 9223372036854775807)"),
+        (&["LOCK.ACQUIRE", "k", "me", "10", "FENCE", "-99999999999999999999999"], "ERR token must be a non-negative integer"),
+        (
+            &["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "99999999999999999999999"],
+            "ERR timeout is too large (at most 9223372036854775807 milliseconds; 0 waits without limit)",
+        ),
+        (
+            &["LOCK.ACQUIRE", "k", "me", "10", "WAIT", "-99999999999999999999999"],
+            "ERR timeout must be a non-negative integer (milliseconds)",
+        ),
+    ];
+    for (words, expected) in cases {
+        let a = argv(words);
+        let err = parse_acquire(&a, MAX, OWNER).expect_err("must be refused");
+        assert_eq!(message(err), *expected, "for {words:?}");
+    }
+}
+
+#[test]
+fn error_messages_never_carry_protocol_bytes() {
+    let option: &[u8] = b"x\r\n-ERR\0injected";
+    let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", option];
+    let text = message(parse_acquire(&a, MAX, OWNER).expect_err("unknown option"));
+    assert_eq!(text, "ERR unknown option 'x??-ERR?injected'");
+    let long = vec![b'a'; 1000];
+    let a: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"me", b"10", &long];
+    let text = message(parse_acquire(&a, MAX, OWNER).expect_err("unknown option"));
+    assert!(text.len() < 100, "{text}");
+}
+
+#[test]
+fn release_extend_info_apply_check_their_arity() {
+    assert!(parse_release(&argv(&["LOCK.RELEASE", "k", "me"])).is_ok());
+    assert_eq!(
+        message(parse_release(&argv(&["LOCK.RELEASE", "k"])).expect_err("arity")),
+        "ERR wrong number of arguments for 'lock.release' command"
+    );
+    assert_eq!(
+        message(parse_release(&argv(&["LOCK.RELEASE", "k", "me", "x"])).expect_err("arity")),
+        "ERR wrong number of arguments for 'lock.release' command"
+    );
+    assert_eq!(parse_extend(&argv(&["LOCK.EXTEND", "k", "me", "5"]), MAX).expect("valid").ttl_ms, 5);
+    assert_eq!(
+        message(parse_extend(&argv(&["LOCK.EXTEND", "k", "me", "0"]), MAX).expect_err("ttl")),
+        "ERR ttl must be a positive integer (milliseconds)"
+    );
+    assert_eq!(
+        message(parse_extend(&argv(&["LOCK.EXTEND", "k", "me"]), MAX).expect_err("arity")),
+        "ERR wrong number of arguments for 'lock.extend' command"
+    );
+    assert!(parse_info(&argv(&["LOCK.INFO", "k"])).is_ok());
+    assert_eq!(message(parse_info(&argv(&["LOCK.INFO"])).expect_err("arity")), "ERR wrong number of arguments for 'lock.info' command");
+    let words = argv(&["LOCK.APPLY", "k", "me", "9", "0"]);
+    let apply = parse_apply(&words).expect("valid");
+    assert_eq!((apply.token, apply.deadline_ms), (9, 0));
+    assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "9", "-1"])).expect_err("deadline"), ArgError::BadDeadline);
+    assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "", "9", "1"])).expect_err("owner"), ArgError::EmptyOwner);
+}
+
+#[test]
+fn shared_and_limit_parse_in_any_order_and_limit_needs_shared() {
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "LIMIT", "4", "WAIT", "5", "shared"]);
+    let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!((req.request.mode, req.request.limit, req.wait), (Mode::Shared, Some(4), Some(5)));
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED"]);
+    let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!((req.request.mode, req.request.limit), (Mode::Shared, None));
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "LIMIT", "4"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("no SHARED"), ArgError::LimitWithoutShared);
+    for bad in ["0", "-1", "x", "100001", "99999999999999999999"] {
+        let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED", "LIMIT", bad]);
+        assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err(bad), ArgError::BadLimit, "{bad}");
+    }
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED", "SHARED"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("twice"), ArgError::Repeated("SHARED"));
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "100", "SHARED", "LIMIT"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect_err("no value"), ArgError::MissingValue("LIMIT"));
+}
+
+#[test]
+fn the_shared_apply_form_carries_limit_and_key_deadline() {
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "0", "2000"]);
+    let req = parse_apply(&a).expect("valid");
+    assert_eq!(req.shared, Some(ApplyShared { limit: 0, key_deadline_ms: 2000 }));
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0"]);
+    assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0 }));
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "-5"]);
+    assert_eq!(parse_apply(&a).expect_err("deadline"), ArgError::BadDeadline);
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "OTHER", "4", "5"]);
+    assert!(matches!(parse_apply(&a).expect_err("word"), ArgError::Arity(_)));
+}
+
+#[test]
+fn top_takes_an_optional_count() {
+    assert_eq!(parse_top(&argv(&["LOCK.TOP"])).ok(), Some(TOP_DEFAULT_COUNT));
+    assert_eq!(parse_top(&argv(&["LOCK.TOP", "count", "3"])).ok(), Some(3));
+    assert_eq!(parse_top(&argv(&["LOCK.TOP", "COUNT", "0"])).ok(), Some(0));
+    for (bad, expected) in [
+        (vec!["LOCK.TOP", "COUNT", "-1"], "ERR COUNT must be a non-negative integer"),
+        (vec!["LOCK.TOP", "COUNT", "x"], "ERR COUNT must be a non-negative integer"),
+        (vec!["LOCK.TOP", "LIMIT", "3"], "ERR unknown option"),
+        (vec!["LOCK.TOP", "COUNT"], "ERR wrong number of arguments for 'lock.top' command"),
+        (vec!["LOCK.TOP", "COUNT", "1", "2"], "ERR wrong number of arguments for 'lock.top' command"),
+    ] {
+        let e = parse_top(&argv(&bad)).err().map(message).unwrap_or_default();
+        assert!(e.starts_with(expected), "{bad:?}: {e}");
+    }
+}
