@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The lint gate of `make test`: rustfmt (rustfmt.toml) and clippy with
 # warnings as errors, on every crate and target of the workspace; and
-# node/package.json's version is the workspace's (scripts/versions.sh).
+# node/package.json's version is the workspace's (scripts/versions.sh); and
+# the layers import one way, with the FFI at the edge and files short
+# enough to read (scripts/lint-layers.py).
 #
 #   scripts/lint.sh
 set -uo pipefail
@@ -28,6 +30,12 @@ fi
 if scripts/versions.sh check >/dev/null; then
   passed=$((passed + 1))
 else
+  failed=$((failed + 1))
+fi
+if python3 scripts/lint-layers.py; then
+  passed=$((passed + 1))
+else
+  echo "lint: the layering differs from docs/architecture.md (scripts/lint-layers.py)" >&2
   failed=$((failed + 1))
 fi
 echo "lint: $passed passed, $failed failed"
