@@ -53,12 +53,13 @@ use redis_module::raw;
 use crate::api::{
     self as api, rm, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString,
 };
+use crate::change::{self, Attempt};
 use crate::clock;
 use crate::core::grant::Request;
 use crate::core::lease::Left;
 use crate::core::line::{self, Line, Offer};
 use crate::core::token::Token;
-use crate::grants::{self, try_acquire, Attempt, By};
+use crate::grants;
 use crate::stats::{self, Cause};
 use crate::writable;
 
