@@ -58,14 +58,23 @@ fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
 }
 
 /// Who waits for the key a release is about to free, in the command's
-/// database.
+/// database: read before the key is deleted, so that the deletion arms no
+/// timer for a line the release serves itself (`serve_freed`).
 fn line_of(ctx: Ctx, key_name: &Arg) -> Option<c_int> {
     waiters::queued_in(ctx, key_name.bytes())
 }
 
-/// Deletes a released lock's key; its line (`queued`) is served next.
-fn delete(_ctx: Ctx, key: &Key, _queued: Option<c_int>) {
-    value::delete(key);
+/// Deletes a released lock's key. When its line (`queued`) is served by
+/// the release itself right after (`serve_freed`), the unlink callback
+/// arms no timer to serve it: the handoff is inline, and the timer would
+/// only find the lock handed off. (Under OOM the line is deferred, and
+/// nobody is served on a replica: the timer stays as it was.)
+fn delete(ctx: Ctx, key: &Key, queued: Option<c_int>) {
+    if queued.is_some() && !out_of_memory(ctx) && !replays(ctx) {
+        waiters::deleting_before_handoff(|| value::delete(key));
+    } else {
+        value::delete(key);
+    }
 }
 
 /// Serves the line of the key a release freed, in the same command.
