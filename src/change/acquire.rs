@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, CStr, CString};
 
-use super::bind;
+use super::{bind, binds};
 use crate::api::{Arg, Ctx, Key};
 use crate::config;
 use crate::core::grant::{self, Grant, Holder, Kind, Mode, OneHolder, Outcome, Refusal, Request};
@@ -37,7 +37,9 @@ pub fn acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner: &Arg, req: &Request) 
     if let Attempt::Granted(granted) = &attempt {
         // Its waiters, if any, are served when the new lease ends.
         waiters::lease_changed(ctx, key, key_name);
-        bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), req, req.session.map(|_| ctx.client_id()));
+        if binds(req) {
+            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), req, req.session.map(|_| ctx.client_id()));
+        }
         match granted.how {
             Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
             Grant::New | Grant::Upgrade => stats::ACQUIRE_NEW.bump(),
@@ -59,7 +61,7 @@ pub fn acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner: &Arg, req: &Request) 
 /// to.
 pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, req: &Request, client: Option<u64>) -> Attempt {
     let attempt = try_acquire(ctx, key, key_name, owner, req, false, By::Handoff);
-    if matches!(attempt, Attempt::Granted(_)) {
+    if matches!(attempt, Attempt::Granted(_)) && binds(req) {
         bind(db, key_name.bytes(), owner.bytes(), req, client);
     }
     attempt
