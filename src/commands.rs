@@ -1,26 +1,21 @@
 //! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.INFO, LOCK.WAITERS and
 //! LOCK.TOP.
 //!
-//! Each is one key lookup, an owner check and, only when something
-//! changes, the write and its propagation. A key holding a plain string is
+//! Each parses, opens its key and replies; a change (ACQUIRE, RELEASE,
+//! EXTEND) is made by its executor in `change`, which writes and
+//! propagates only when something changes. A key holding a plain string is
 //! a lock held by the owner equal to its value (the `SET key owner NX PX`
 //! pattern), so services can move to these commands one at a time.
 
 use std::ffi::c_int;
 
-use crate::api::{ctx_flags, Arg, Ctx, Key, KeyMode};
+use crate::api::{ctx_flags, Arg, Ctx, KeyMode};
+use crate::change::{self, Attempt, Extended, Released};
 use crate::core::grant;
-use crate::core::lease::{Lease, Now};
 use crate::core::token::Token;
-use crate::grants::{one_holder, restore_rescued, slot, try_acquire, Attempt, By, Grant, Look, Slot, WRONGTYPE};
-use crate::group::Group;
-use crate::stats::{self, Cause, HoldKind};
-use crate::{args, config, fencing, propagate, quarantine, rescue, session, value, waiters, writable};
-
-/// Whether the command replays the master's stream or the AOF.
-fn replays(ctx: Ctx) -> bool {
-    ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING)
-}
+use crate::grants::{slot, Look, Slot, WRONGTYPE};
+use crate::stats;
+use crate::{args, config, fencing, quarantine, rescue, session, waiters, writable};
 
 /// A replica answers a client's lock write as the server answers writes
 /// on a read-only replica (see `writable::refuses_client_write`).
@@ -60,34 +55,8 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         return ctx.reply_error(NO_SESSION_IN_SCRIPTS);
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
-    restore_rescued(ctx, &key, req.key);
-    if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
-        // Whoever waits comes first, even if the lease just ran out.
-        waiters::serve(ctx, &key, db, req.key, Cause::Expiry);
-    }
-    let waiting_ahead = waiters::count_in(ctx, req.key.bytes()) > 0;
-    match try_acquire(ctx, &key, req.key, req.owner, &req.request, waiting_ahead, By::Command) {
-        Attempt::Granted(token, how) => {
-            // Its waiters, if any, are served when the new lease ends.
-            waiters::lease_changed(ctx, &key, req.key);
-            if req.request.session.is_some() || session::any() {
-                let binding = req.request.session.map(|delay| (ctx.client_id(), delay));
-                let end = crate::clock::mono_ms().saturating_add(req.request.ttl_ms);
-                session::granted(ctx.selected_db(), req.key.bytes(), req.owner.bytes(), binding, end);
-            }
-            match how {
-                Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
-                Grant::New | Grant::Upgrade => stats::ACQUIRE_NEW.bump(),
-                Grant::Downgrade => {
-                    stats::ACQUIRE_NEW.bump();
-                    // Readers waiting behind the writer may join it now.
-                    if let Some(db) = waiters::queued_in(ctx, req.key.bytes()) {
-                        waiters::serve(ctx, &key, db, req.key, Cause::Release);
-                    }
-                }
-            }
-            ctx.reply_integer(token)
-        }
+    match change::acquire(ctx, &key, req.key, req.owner, &req.request) {
+        Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Refused(msg) => ctx.reply_error(&msg),
@@ -119,85 +88,11 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    let now = crate::clock::now();
-    let look = if replays(ctx) { Look::AsStored } else { Look::Held };
-    if look != Look::AsStored {
-        restore_rescued(ctx, &key, req.key);
+    match change::release(ctx, &key, req.key, req.owner) {
+        Released::Done => ctx.reply_integer(1),
+        Released::NotHeld => ctx.reply_integer(0),
+        Released::WrongType => ctx.reply_error(WRONGTYPE),
     }
-    if let Slot::Shared(group) = slot(&key, now, look) {
-        return release_shared(ctx, &key, req.key, req.owner, group, now, look);
-    }
-    let held = slot(&key, now, look);
-    let since = match &held {
-        Slot::Held(lock) => Some(lock.since()),
-        _ => None,
-    };
-    match one_holder(&held, req.owner).map(grant::release_exclusive) {
-        None => return ctx.reply_error(WRONGTYPE),
-        Some(false) => {
-            stats::RELEASE_REFUSED.bump();
-            return ctx.reply_integer(0);
-        }
-        Some(true) => {}
-    }
-    stats::RELEASE_DONE.bump();
-    // How long it was held (a replica replaying its master's release saw
-    // the hold start only when it applied it).
-    if let Some(since) = since.filter(|_| look != Look::AsStored) {
-        stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since));
-    }
-    unbind(ctx, req.key, req.owner);
-    value::delete(&key);
-    propagate::released(ctx, req.key);
-    serve_after_release(ctx, &key, req.key);
-    ctx.reply_integer(1)
-}
-
-/// A released hold is bound to no connection any more.
-fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
-    if session::any() {
-        session::released(ctx.selected_db(), key_name.bytes(), owner);
-    }
-}
-
-fn serve_after_release(ctx: Ctx, key: &Key, key_name: &Arg) {
-    if let Some(db) = waiters::queued_in(ctx, key_name.bytes()) {
-        // RELEASE frees memory and runs under OOM; the handoff is a grant,
-        // which ACQUIRE (deny-oom) could not make now.
-        if ctx.has_flags(ctx_flags::OOM) {
-            waiters::defer(db, key_name.bytes(), writable::Refusal::OutOfMemory);
-        } else {
-            waiters::serve(ctx, key, db, key_name, Cause::Release);
-        }
-    }
-}
-
-/// Ends one shared holder's hold. The key goes with the last holder, and
-/// that travels as DEL: holders whose lease ended here may still be
-/// stored on a replica, which must drop the key all the same.
-fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look) -> c_int {
-    let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
-    let released = match look {
-        Look::AsStored => group.holding.remove(owner),
-        _ => group.holding.release(owner, now.mono),
-    };
-    if !released {
-        stats::RELEASE_REFUSED.bump();
-        return ctx.reply_integer(0);
-    }
-    stats::RELEASE_DONE.bump();
-    if let Some(since) = since.filter(|_| look != Look::AsStored) {
-        stats::holds(HoldKind::of_group(group.holding.kind)).record(now.mono.saturating_sub(since));
-    }
-    unbind(ctx, key_name, owner);
-    if group.holding.holders.is_empty() {
-        value::delete(key);
-        propagate::released_last(ctx, key_name);
-    } else {
-        propagate::released(ctx, key_name);
-    }
-    serve_after_release(ctx, key, key_name);
-    ctx.reply_integer(1)
 }
 
 /// `LOCK.EXTEND key owner ttl-ms` → 1 if the lease now ends ttl-ms from
@@ -207,75 +102,12 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    restore_rescued(ctx, &key, req.key);
-    let now = crate::clock::now();
-    let lease = Lease::starting(now, req.ttl_ms);
-    let slot = slot(&key, now, Look::Held);
-    let Some(view) = one_holder(&slot, req.owner) else {
-        return ctx.reply_error(WRONGTYPE);
-    };
-    match slot {
-        Slot::Shared(group) => return extend_shared(ctx, &key, req.key, req.owner, req.ttl_ms, group, now),
-        _ if !grant::extend_exclusive(view) => {
-            stats::EXTEND_REFUSED.bump();
-            return ctx.reply_integer(0);
-        }
-        _ if session::any() && !may_extend_here(ctx, req.key, req.owner, lease.end) => {
-            stats::EXTEND_REFUSED.bump();
-            return ctx.reply_integer(0);
-        }
-        Slot::Held(mut lock) => {
-            if !key.expire_at(lease.mirror) {
-                return ctx.reply_error(c"ERR could not set the lease");
-            }
-            lock.set_lease(lease);
-        }
-        // A plain-string lock's lease is its TTL alone.
-        _ => {
-            if !key.expire_at(lease.mirror) {
-                return ctx.reply_error(c"ERR could not set the lease");
-            }
-        }
+    match change::extend(ctx, &key, req.key, req.owner, req.ttl_ms) {
+        Extended::Done { .. } => ctx.reply_integer(1),
+        Extended::Refused => ctx.reply_integer(0),
+        Extended::WrongType => ctx.reply_error(WRONGTYPE),
+        Extended::Failed(msg) => ctx.reply_error(msg),
     }
-    propagate::extended(ctx, req.key, lease.mirror);
-    waiters::lease_changed(ctx, &key, req.key);
-    stats::EXTEND_DONE.bump();
-    ctx.reply_integer(1)
-}
-
-/// Whether this connection may extend `owner`'s hold to `end`
-/// (monotonic): a hold bound to a connection only from there, and one
-/// whose connection closed from nowhere until its lease ends, so that a
-/// reconnected holder cannot revive a lease cut to its lock-delay (see
-/// `session`); a bound hold's binding then lasts as long as its new lease.
-/// The master's stream and the AOF replay what was decided. Out of line:
-/// EXTEND's hot path only tests whether any hold is bound.
-#[cold]
-#[inline(never)]
-fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
-    replays(ctx) || session::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
-}
-
-/// One shared holder's new lease. The key's TTL grows with it, never
-/// shrinks (see `group`); the extension travels as that holder's grant.
-fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> c_int {
-    if session::any() && !may_extend_here(ctx, key_name, owner, now.mono.saturating_add(ttl_ms)) {
-        stats::EXTEND_REFUSED.bump();
-        return ctx.reply_integer(0);
-    }
-    let Some(token) = group.holding.extend(owner, ttl_ms, now.mono) else {
-        stats::EXTEND_REFUSED.bump();
-        return ctx.reply_integer(0);
-    };
-    let deadline = group.key_deadline(now);
-    if deadline != group.key_mirror() && deadline != crate::core::lease::NO_TTL && !key.expire_at(deadline) {
-        return ctx.reply_error(c"ERR could not set the lease");
-    }
-    group.mirrored(deadline);
-    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), group.limit(), deadline);
-    waiters::lease_changed(ctx, key, key_name);
-    stats::EXTEND_DONE.bump();
-    ctx.reply_integer(1)
 }
 
 /// `LOCK.WAITERS key [COUNT n]` → the key's line, oldest first: per waiter
@@ -455,4 +287,23 @@ fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting:
         ctx.reply_integer(i64::from(h.session));
     }
     crate::api::OK
+}
+
+/// `LOCK.APPLY key owner token deadline [SHARED limit key-deadline]`: sets
+/// the key to exactly the lock its master granted (`change::apply::replicated`).
+/// Accepted only from the master link or the AOF, so no client can forge
+/// an owner, a token or a deadline; and never refused for its token.
+pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
+    if !ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING) {
+        return ctx.reply_error(c"ERR LOCK.APPLY is accepted only from the master link or while loading the AOF");
+    }
+    let req = match args::parse_apply(argv) {
+        Ok(req) => req,
+        Err(e) => return ctx.reply_error(&e.message()),
+    };
+    let key = ctx.open_key(req.key, KeyMode::Write);
+    match change::apply::replicated(ctx, &key, &req) {
+        Ok(()) => ctx.reply_ok(),
+        Err(msg) => ctx.reply_error(msg),
+    }
 }

@@ -11,10 +11,8 @@
 //! clients between slices. Each hold is ended as a client's command could:
 //! only where the server lets the module write (`writable`), only on the
 //! node that serves the key's slot, and only a hold still held by its
-//! owner and not granted again since. A hold without a lock-delay is
-//! released, replicated as LOCK.RELEASE, and its line served at once; one
-//! with a lock-delay has its lease cut to the disconnect plus the delay,
-//! replicated like any lease change, and the line is served when it ends.
+//! owner and not granted again since (`change::end_closed`, which ends or
+//! cuts it short).
 //!
 //! The same timer forgets bindings and cut marks whose lease end has
 //! passed, once the key confirms that the hold ended, within the same
@@ -23,12 +21,12 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::api::{Arg, Ctx, HeldString, Key, KeyMode};
+use crate::api::{Arg, Ctx, HeldString, KeyMode};
 use crate::core::lease::Now;
-use crate::grants::{self, Look, Slot};
+use crate::grants;
 use crate::session::{self, Hold};
-use crate::stats::{self, Cause, HoldKind};
-use crate::{clock, group, propagate, value, waiters, writable};
+use crate::stats;
+use crate::{change, clock, writable};
 
 /// Holds a tick looks at, at most: ending one costs about a microsecond
 /// (a release, its propagation, its line), so a tick takes a millisecond
@@ -140,14 +138,15 @@ fn hold_end(ctx: Ctx, hold: &Hold, now: Now) -> Option<i64> {
     grants::hold_end(&key, owner, now)
 }
 
-/// Ends one closed connection's hold, and tells `session` how that went.
+/// Ends one closed connection's hold where its key is served here (see
+/// `change::end_closed`).
 fn end_one(ctx: Ctx, ending: &session::Ending, now: Now) {
     // Granted again while an earlier hold of the slice was ended (its
     // line served): the grant wins.
     if !session::is_closing(ending) {
         return;
     }
-    let (db, key, owner) = &*ending.hold;
+    let (db, key, _) = &*ending.hold;
     let name = HeldString::from_bytes(key);
     if !name.is_valid() || !ctx.select_db(*db) {
         return session::closed_hold_ended(ending, session::Ended::Gone);
@@ -158,89 +157,5 @@ fn end_one(ctx: Ctx, ending: &session::Ending, now: Now) {
         return session::closed_hold_ended(ending, session::Ended::Gone);
     }
     let key = ctx.open_key(key_name, KeyMode::Write);
-    grants::restore_rescued(ctx, &key, key_name);
-    let ended = end_hold(ctx, &key, key_name, owner, ending.end, now);
-    // Told before the line is served: the next holder may be this owner
-    // on a new connection, whose binding must stand.
-    let left = match ended {
-        Ended::Released | Ended::NotHeld => session::Ended::Gone,
-        Ended::CutShort | Ended::Kept => session::Ended::Cut,
-    };
-    session::closed_hold_ended(ending, left);
-    match ended {
-        Ended::Released => {
-            stats::SESSION_RELEASES.bump();
-            if let Some(db) = waiters::queued_in(ctx, key_name.bytes()) {
-                waiters::serve(ctx, &key, db, key_name, Cause::Release);
-            }
-        }
-        Ended::CutShort => {
-            stats::SESSION_DELAYS.bump();
-            waiters::lease_changed(ctx, &key, key_name);
-        }
-        Ended::NotHeld | Ended::Kept => {}
-    }
-}
-
-enum Ended {
-    Released,
-    CutShort,
-    /// Still held, its lease not cut: it ends by then anyway (or the key's
-    /// TTL could not be set).
-    Kept,
-    /// Not held by `owner` any more.
-    NotHeld,
-}
-
-/// Ends `owner`'s hold at `key` at `end` (monotonic): now, or by cutting
-/// its lease short.
-fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: Now) -> Ended {
-    let release_now = end <= now.mono;
-    match grants::slot(key, now, Look::Held) {
-        Slot::Held(mut lock) if lock.is_held_by(owner) => {
-            if release_now {
-                stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(lock.since()));
-                value::delete(key);
-                propagate::released_by_server(ctx, key_name, owner);
-                return Ended::Released;
-            }
-            let Some(lease) = lock.lease().cut_to(end, now) else { return Ended::Kept };
-            if !key.expire_at(lease.mirror) {
-                return Ended::Kept;
-            }
-            lock.set_lease(lease);
-            propagate::cut_short(ctx, key_name, lease.mirror);
-            Ended::CutShort
-        }
-        Slot::Shared(g) if release_now => {
-            let since = g.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
-            if !g.holding.release(owner, now.mono) {
-                return Ended::NotHeld;
-            }
-            if let Some(since) = since {
-                stats::holds(HoldKind::of_group(g.holding.kind)).record(now.mono.saturating_sub(since));
-            }
-            // The key goes with the last holder as DEL, as a command's release
-            // of it: holders whose lease ended here may still be stored on a
-            // replica.
-            if g.holding.is_free() {
-                value::delete(key);
-                propagate::released_last(ctx, key_name);
-            } else {
-                propagate::released_by_server(ctx, key_name, owner);
-            }
-            Ended::Released
-        }
-        Slot::Shared(g) => {
-            let Some(token) = g.holding.cut_short(owner, end, now.mono) else {
-                let held = g.holding.holder(owner).is_some_and(|h| h.end > now.mono);
-                return if held { Ended::Kept } else { Ended::NotHeld };
-            };
-            // The key's TTL never shrinks for one holder (see `group`).
-            let deadline = group::wall_deadline(end, now);
-            propagate::shared_granted(ctx, key_name, owner, token, deadline, g.limit(), g.key_mirror());
-            Ended::CutShort
-        }
-        _ => Ended::NotHeld,
-    }
+    change::end_closed(ctx, &key, key_name, ending, now);
 }

@@ -12,13 +12,19 @@
 //!   every server event (`edge::events`).
 //! - the glue, in the order it depends on itself:
 //!   - commands: `commands` (LOCK.ACQUIRE, RELEASE, EXTEND, INFO, WAITERS,
-//!     TOP), `info` (INFO redislock), `census` (the longest current hold,
-//!     from a walk of the keyspace);
+//!     TOP: parse, the change, reply), `info` (INFO redislock), `census`
+//!     (the longest current hold, from a walk of the keyspace);
 //!   - ending the holds of a closed connection, a slice at a time, and
 //!     forgetting the bindings of holds that ended: `disconnect`;
 //!   - waiting: `waiters` (fair server-side waiting and the handoff),
 //!     `acl` (a waiter's rights, checked again when served);
-//!   - granting: `grants` (what a key holds and the grant made on it);
+//!   - changing a lock: `change`, the only code that changes a hold, one
+//!     executor per change (acquire and the handoff, release, extend,
+//!     apply, disconnect): the core's decision, the value stored, the
+//!     session bound or unbound, the propagation, the counters. Besides
+//!     the commands, `waiters`' handoff, `disconnect`'s timer, `rescue`'s
+//!     put-back and LOCK.APPLY (`propagate::apply`) call it;
+//!   - reading a lock: `grants` (what a key holds, as the core sees it);
 //!   - keeping leases whatever Redis does to keys: `rescue` (locks Redis
 //!     evicted or a clock step expired, put back), `realign` (TTLs after a
 //!     clock step);
@@ -53,6 +59,7 @@ mod api;
 mod args;
 mod audience;
 mod census;
+mod change;
 mod clock;
 mod commands;
 mod config;

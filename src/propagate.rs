@@ -14,15 +14,8 @@
 //! the master see keys their lease has passed, and at AOF load nothing
 //! expires), and it avoids RM_Replicate's per-call command lookup.
 
-use std::ffi::c_int;
-
-use crate::api::{self, ctx_flags, unix_millis, Arg, Ctx, Key, KeyMode};
-use crate::args;
-use crate::core::grant::Holder;
-use crate::core::lease::Lease;
-use crate::fencing::{Token, COUNTER};
-use crate::group::Group;
-use crate::value::{self, Exclusive};
+use crate::api::{Arg, Ctx};
+use crate::fencing::Token;
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
 
@@ -161,83 +154,9 @@ pub fn released(ctx: Ctx, key: &Arg) {
     signal(ctx, key, c"lock.release");
 }
 
-/// Sets a replayed deadline exactly, also one already past. Redis 7.0 can
-/// only express that through PEXPIREAT itself (a module ttl cannot be
-/// negative); it keeps such a key on a replica and while loading.
-fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) -> bool {
-    // A margin of a tick: `expire_at` must not see the deadline pass.
-    if api::sets_past_deadlines() || deadline_ms > unix_millis().saturating_add(1) {
-        key.expire_at(deadline_ms)
-    } else {
-        ctx.pexpireat_via_call(key_name, deadline_ms)
-    }
-}
-
-/// One shared holder as its master has it: added to the key's group, or
-/// its lease and token replaced; a key holding anything else (the
-/// exclusive lock it was downgraded from) becomes a new group. The key's
-/// TTL is the master's.
-fn apply_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::ApplyShared) -> Result<(), &'static std::ffi::CStr> {
-    let now = crate::clock::now();
-    let end = if req.deadline_ms == 0 { crate::core::lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
-    let fits = value::group_at(key).is_some_and(|g| g.limit() == shared.limit);
-    if !fits && !value::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {
-        return Err(c"ERR could not store the lock");
-    }
-    let group = value::group_at(key).ok_or(c"ERR could not store the lock")?;
-    match group.holding.holders.iter_mut().find(|h| *h.owner == *req.owner) {
-        Some(holder) => {
-            holder.token = req.token;
-            holder.end = end;
-        }
-        None => group.holding.holders.push(Holder { owner: req.owner.into(), token: req.token, end, since: now.mono }),
-    }
-    group.mirrored(if shared.key_deadline_ms == 0 { crate::core::lease::NO_TTL } else { shared.key_deadline_ms });
-    if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
-        return Err(c"ERR could not set the lease");
-    }
-    Ok(())
-}
-
-/// `LOCK.APPLY key owner token deadline [SHARED limit key-deadline]`: sets the key to exactly the lock
-/// its master granted. Accepted only from the master link or the AOF, so
-/// no client can forge an owner, a token or a deadline; and never refused
-/// for its token.
-pub fn apply(ctx: Ctx, argv: &[Arg]) -> c_int {
-    if !ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING) {
-        return ctx.reply_error(c"ERR LOCK.APPLY is accepted only from the master link or while loading the AOF");
-    }
-    let req = match args::parse_apply(argv) {
-        Ok(req) => req,
-        Err(e) => return ctx.reply_error(&e.message()),
-    };
-    // This server's own data (its AOF) or its master's grant: the master
-    // bounded the token when a client brought it, and a token at clock +
-    // lead is normal after a FENCE write-back or a promotion. Refusing it
-    // here for the local clock would drop a lock a client holds.
-    COUNTER.observe(req.token);
-    // The lock is stored whatever the local clock says: this replays what
-    // the master did at this offset. A deadline that has passed here is
-    // stored as it is (Redis expires the key on the master's DEL, or once
-    // loading ends), so a later PEXPIREAT from an extension still finds it.
-    let key = ctx.open_key(req.key, KeyMode::Write);
-    if let Some(shared) = req.shared {
-        if let Err(msg) = apply_shared(ctx, &key, &req, shared) {
-            return ctx.reply_error(msg);
-        }
-    } else {
-        // The lease runs on this server's monotonic clock from its
-        // wall-clock deadline read now; an AOF rewrite's form (0) is
-        // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
-        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::clock::now()) } else { Lease::UNKNOWN };
-        if !Exclusive::new(req.owner, req.token, lease, crate::clock::mono_ms()).is_some_and(|lock| value::store(&key, lock)) {
-            return ctx.reply_error(c"ERR could not store the lock");
-        }
-        if req.deadline_ms != 0 && !set_replayed_deadline(ctx, &key, req.key, req.deadline_ms) {
-            return ctx.reply_error(c"ERR could not set the lease");
-        }
-    }
+/// A lock was set as its master granted it (LOCK.APPLY): passed on as it
+/// came.
+pub fn applied(ctx: Ctx, key: &Arg) {
     ctx.replicate_verbatim();
-    signal(ctx, req.key, c"lock.acquire");
-    ctx.reply_ok()
+    signal(ctx, key, c"lock.acquire");
 }

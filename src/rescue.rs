@@ -29,8 +29,7 @@ use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
 use crate::fencing::Token;
-use crate::group::{self, Group};
-use crate::propagate::{self, SharedTerms};
+use crate::group::Group;
 use crate::stats;
 use crate::value::{self, Exclusive};
 use crate::writable;
@@ -158,8 +157,9 @@ pub fn any() -> bool {
 }
 
 /// Puts back the lock kept for `key` (open for writing, in database `db`)
-/// if its lease still runs and the key is empty, as the grant it was; a
-/// lease that ended, or a key someone wrote meanwhile, ends the keeping.
+/// if its lease still runs and the key is empty, as the grant it was
+/// (`change::apply::restore`); a lease that ended, or a key someone wrote
+/// meanwhile, ends the keeping.
 pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     let Some(Some(kept)) = with_state(|s| {
         let kept = s.kept.remove(&(db, key_name.bytes().into()));
@@ -171,41 +171,13 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     if kept.end() <= now.mono || key.kind() != KeyKind::Empty {
         return;
     }
-    let (stored, mirror) = match kept.shared {
-        None => {
-            let Some(holder) = kept.holders.first() else { return };
-            let lease = Lease { end: holder.end, mirror: NO_TTL }.remirrored(now);
-            (Exclusive::new(&holder.owner, holder.token, lease, holder.since).is_some_and(|lock| value::store(key, lock)), lease.mirror)
-        }
-        Some(limit) => {
-            let mut restored = Group::new(Group::kind_of_limit(limit));
-            restored.holding.holders = kept.holders.iter().filter(|h| h.end > now.mono).cloned().collect();
-            let mirror = restored.key_deadline(now);
-            restored.mirrored(mirror);
-            (value::store_group(key, restored), mirror)
-        }
-    };
-    // Without its TTL the key would stay forever.
-    if !stored || (mirror != NO_TTL && !key.expire_at(mirror)) {
+    if !crate::change::apply::restore(ctx, key, key_name, &kept.holders, kept.shared, now) {
         // The key could not be written: the lock stays kept here, held.
-        if stored {
-            value::delete(key);
-        }
         with_state(|s| {
             s.kept.insert((db, key_name.bytes().into()), kept);
             recount(s);
         });
-        return;
     }
-    stats::LOCKS_RESTORED.bump();
-    for holder in kept.holders.iter().filter(|h| h.end > now.mono) {
-        let (deadline, shared) = match kept.shared {
-            None => (mirror, None),
-            Some(limit) => (group::wall_deadline(holder.end, now), Some(SharedTerms { limit, key_deadline_ms: mirror })),
-        };
-        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, shared);
-    }
-    propagate::restored(ctx, key_name);
 }
 
 /// What LOCK.INFO shows of a kept lock.

@@ -167,15 +167,55 @@ impl<O: PartialEq + Clone> Holding<O> {
 
     /// Whether a new holder in `mode` may join the holders now.
     fn admits(&self, mode: Mode) -> bool {
-        if self.is_free() {
+        self.admits_beside(self.holders.len(), mode)
+    }
+
+    /// Whether a new holder in `mode` may join `holding` running holders.
+    fn admits_beside(&self, holding: usize, mode: Mode) -> bool {
+        if holding == 0 {
             return true;
         }
         match (self.mode, mode) {
             (Mode::Shared, Mode::Shared) => match self.kind {
                 Kind::ReadWrite => true,
-                Kind::Semaphore { limit } => self.holders.len() < limit as usize,
+                Kind::Semaphore { limit } => holding < limit as usize,
             },
             _ => false,
+        }
+    }
+
+    /// Whether `owner` would get past the holders at `now` if it were the
+    /// head of the line, without granting anything: it holds the key
+    /// already (a re-grant, a downgrade, or an upgrade the grant may still
+    /// refuse), or `req` fits the key and there is room beside its running
+    /// holders. What a waiter's rights are checked for before a handoff.
+    pub fn may_admit<Q: PartialEq + ?Sized>(&self, owner: &Q, req: &Request, now: i64) -> bool
+    where
+        O: Borrow<Q>,
+    {
+        let running = || self.holders.iter().filter(|h| h.end > now);
+        if running().any(|h| h.owner.borrow() == owner) {
+            return true;
+        }
+        let holding = running().count();
+        holding == 0 || (self.fits(req).is_ok() && self.admits_beside(holding, req.mode))
+    }
+
+    /// Sets `owner`'s hold exactly as given (a replica replaying its
+    /// master's grant): its token and lease end replaced, or a new holder
+    /// since `now` (the owner copied only then). No rule is checked: the
+    /// grant was decided where it was made.
+    pub fn replay<'q, Q: PartialEq + ?Sized>(&mut self, owner: &'q Q, token: Token, end: i64, now: i64)
+    where
+        O: Borrow<Q>,
+        &'q Q: Into<O>,
+    {
+        match self.holders.iter_mut().find(|h| h.owner.borrow() == owner) {
+            Some(holder) => {
+                holder.token = token;
+                holder.end = end;
+            }
+            None => self.holders.push(Holder { owner: owner.into(), token, end, since: now }),
         }
     }
 
@@ -440,6 +480,48 @@ mod tests {
         assert_eq!(l.holder(&"b").map(|h| h.end), Some(1_000), "the others keep their lease");
         assert_eq!(l.cut_short(&"c", 10, 0), None);
         assert_eq!(l.cut_short(&"a", 10, 500), None, "a hold that has ended");
+    }
+
+    /// `may_admit` answers yes exactly when the head of the line would be
+    /// granted, or already holds the key (its request may still be refused).
+    #[test]
+    fn may_admit_agrees_with_acquire() {
+        let owners = ["a", "b", "c"];
+        let requests = [(Mode::Exclusive, None), (Mode::Shared, None), (Mode::Shared, Some(2)), (Mode::Shared, Some(3))];
+        let mut checked = 0;
+        for first in requests {
+            for second in requests {
+                for holders in 0..=2 {
+                    let mut issue = counter();
+                    let mut l = Holding::free_for(&ask("a", first.0, first.1).1);
+                    for (i, req) in [first, second].into_iter().take(holders).enumerate() {
+                        let _ = grant(&mut l, ask(owners[i], req.0, req.1), 0, false, &mut issue);
+                    }
+                    for owner in owners {
+                        for asked in requests {
+                            let (o, req) = ask(owner, asked.0, asked.1);
+                            let holds = l.holder(o).is_some();
+                            let granted = matches!(l.clone().acquire(o, &req, 0, false, counter()), Outcome::Granted(..));
+                            assert_eq!(l.may_admit(o, &req, 0), holds || granted, "{l:?} {owner} {asked:?}");
+                            // A lease that ended leaves room.
+                            assert!(l.may_admit(o, &req, 1_000));
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 4 * 3 * 3 * 4);
+    }
+
+    #[test]
+    fn a_replay_sets_a_holder_exactly() {
+        let mut l: Holding<String> = Holding::free_for(&ask("a", Mode::Shared, None).1);
+        l.replay("a", 7, 100, 1);
+        l.replay("b", 3, 50, 2);
+        l.replay("a", 9, 40, 5);
+        let holder = |owner: &str, token, end, since| Holder { owner: owner.to_string(), token, end, since };
+        assert_eq!(l.holders, vec![holder("a", 9, 40, 1), holder("b", 3, 50, 2)]);
     }
 
     #[test]

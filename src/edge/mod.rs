@@ -14,7 +14,7 @@ use std::ffi::{c_int, CStr};
 use redis_module::{raw, Context, RedisString, Status};
 
 use crate::api::{self, rm, Arg, Ctx, RedisModuleCtx, RedisModuleString};
-use crate::{acl, audience, clock, commands, config, fencing, info, propagate, quarantine, writable};
+use crate::{acl, audience, clock, commands, config, fencing, info, quarantine, writable};
 
 type Handler = fn(Ctx, &[Arg]) -> c_int;
 
@@ -136,7 +136,7 @@ fn command_table() -> [Command; 7] {
             arity: -1, key_flags: 0, acl: c"read slow keyspace",
             summary: c"The most contended locks of the database, most waiters first: key, waiters, oldest wait, mode, holders, longest hold",
             complexity: c"O(N log N) where N is the number of locks with waiters", args: &TOP_ARGS),
-        command!(c"lock.apply", propagate::apply, c"write",
+        command!(c"lock.apply", commands::apply, c"write",
             arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
             complexity: c"O(1)", args: &APPLY_ARGS),

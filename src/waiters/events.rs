@@ -5,9 +5,10 @@ use super::*;
 
 /// A lock key was deleted, overwritten or expired: serve its waiters soon.
 /// A deletion at or after the lease's end last seen is the lease running
-/// out; before it, a delete.
+/// out; before it, a delete. A release that serves the line itself right
+/// after its deletion (`deleting_before_handoff`) needs no timer.
 pub fn key_unlinked(db: c_int, key: &[u8]) {
-    if WAITING.load(Ordering::Relaxed) == 0 {
+    if WAITING.load(Ordering::Relaxed) == 0 || HANDOFF_FOLLOWS.load(Ordering::Relaxed) {
         return;
     }
     let now = clock::mono_ms();
@@ -21,6 +22,19 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
     if waited.is_some() {
         arm(db, key, now);
     }
+}
+
+/// Set while a release deletes a key whose line it serves next.
+static HANDOFF_FOLLOWS: AtomicBool = AtomicBool::new(false);
+
+/// Runs `delete`, a release's deletion of a lock key whose line the same
+/// command serves right after (`serve`): the unlink callback then arms no
+/// timer to serve it, which would only find the lock handed off already.
+pub fn deleting_before_handoff<R>(delete: impl FnOnce() -> R) -> R {
+    HANDOFF_FOLLOWS.store(true, Ordering::Relaxed);
+    let done = delete();
+    HANDOFF_FOLLOWS.store(false, Ordering::Relaxed);
+    done
 }
 
 /// Any command may change a waited key's lease: PEXPIRE and its kin

@@ -5,7 +5,8 @@
 //! same execution unit, so no other command runs in between and a newcomer
 //! cannot barge in:
 //! - RELEASE and ACQUIRE (a newcomer finding the lease expired) serve
-//!   inline, and the handoff is replicated right after their own effect;
+//!   inline, and the handoff is replicated right after their own effect
+//!   (a release's own deletion of the key arms no timer for the line);
 //! - a lease running out is caught by a timer per waited key set to the
 //!   deadline, so the handoff follows within a few milliseconds rather
 //!   than whenever Redis's background expiry samples the key;
@@ -35,7 +36,9 @@ mod serving;
 mod timers;
 mod views;
 
-pub use events::{anyone_waits, clock_stepped, command_names, dataset_changed, demoted, exec_starting, key_unlinked};
+pub use events::{
+    anyone_waits, clock_stepped, command_names, dataset_changed, deleting_before_handoff, demoted, exec_starting, key_unlinked,
+};
 use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
 pub use serving::{enqueue, lease_changed, serve};
 pub use timers::defer;
@@ -44,16 +47,17 @@ pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
 
 use std::collections::HashMap;
 use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
+use crate::change::grant::{self as change, Attempt};
 use crate::clock;
 use crate::core::grant::Request;
 use crate::core::lease::Left;
 use crate::core::line::{self, Line, Offer};
 use crate::core::token::Token;
-use crate::grants::{self, try_acquire, Attempt, By};
+use crate::grants;
 use crate::stats::{self, Cause};
 use crate::writable;
 

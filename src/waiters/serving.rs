@@ -75,7 +75,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
 pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
     // A lock Redis removed while its lease runs is still held.
-    grants::restore_rescued(ctx, key, key_name);
+    crate::change::rescued::restore_rescued(ctx, key, key_name);
     // In the line's order (`core::line::serve`), each head taken out of the
     // registry while Redis is called (replication and notifications may
     // re-enter this module). The head is first in line: nobody waits ahead
@@ -92,18 +92,13 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
             cancel(head, Outcome::Refused(msg));
             return Offer::Left;
         }
-        match try_acquire(ctx, key, key_name, Arg::of(&head.owner), &head.request, false, By::Handoff) {
-            Attempt::Granted(token, _) => {
+        match change::handoff(ctx, key, db, key_name, Arg::of(&head.owner), &head.request, head.session_client) {
+            Attempt::Granted(granted) => {
                 let waited = clock::mono_ms().saturating_sub(head.joined_mono_ms);
                 stats::waits(stats::HoldKind::of_request(&head.request)).record(waited);
-                if head.request.session.is_some() || crate::session::any() {
-                    let binding = head.request.session.zip(head.session_client).map(|(delay, client)| (client, delay));
-                    let end = clock::mono_ms().saturating_add(head.request.ttl_ms);
-                    crate::session::granted(db, name, head.owner.bytes(), binding, end);
-                }
                 stats::WAIT_GRANTED.bump();
                 cause.counter().bump();
-                unblock_waiter(head, Outcome::Token(token));
+                unblock_waiter(head, Outcome::Token(granted.token));
             }
             Attempt::WrongType => cancel(head, Outcome::WrongType),
             Attempt::Failed(msg) => cancel(head, Outcome::Error(msg)),

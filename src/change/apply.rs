@@ -1,0 +1,122 @@
+//! A lock set exactly as given, decided elsewhere: `replicated` (LOCK.APPLY,
+//! the master's grant or this server's AOF, never refused for its token)
+//! and `restore` (a lock Redis removed while its lease ran, put back, see
+//! `rescue`). No grant rule is asked; the holders are set as they were
+//! granted (`Holding::replay`, `Holding::expire`).
+
+use std::ffi::CStr;
+
+use crate::api::{self, unix_millis, Arg, Ctx, Key};
+use crate::args;
+use crate::core::grant::Holder;
+use crate::core::lease::{self, Lease, Now, NO_TTL};
+use crate::fencing::COUNTER;
+use crate::group::{self, Group};
+use crate::propagate::{self, SharedTerms};
+use crate::stats;
+use crate::value::{self, Exclusive};
+
+const NOT_STORED: &CStr = c"ERR could not store the lock";
+const NO_LEASE: &CStr = c"ERR could not set the lease";
+
+/// Sets `key` (open for writing) to exactly the lock `req` carries, as
+/// its master granted it, and passes it on. The lock is stored whatever
+/// the local clock says: this replays what the master did at this offset.
+/// A deadline that has passed here is stored as it is (Redis expires the
+/// key on the master's DEL, or once loading ends), so a later PEXPIREAT
+/// from an extension still finds it.
+pub fn replicated(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>) -> Result<(), &'static CStr> {
+    // This server's own data (its AOF) or its master's grant: the master
+    // bounded the token when a client brought it, and a token at clock +
+    // lead is normal after a FENCE write-back or a promotion. Refusing it
+    // here for the local clock would drop a lock a client holds.
+    COUNTER.observe(req.token);
+    if let Some(shared) = req.shared {
+        replicated_shared(ctx, key, req, shared)?;
+    } else {
+        // The lease runs on this server's monotonic clock from its
+        // wall-clock deadline read now; an AOF rewrite's form (0) is
+        // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
+        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::clock::now()) } else { Lease::UNKNOWN };
+        if !Exclusive::new(req.owner, req.token, lease, crate::clock::mono_ms()).is_some_and(|lock| value::store(key, lock)) {
+            return Err(NOT_STORED);
+        }
+        if req.deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, req.deadline_ms) {
+            return Err(NO_LEASE);
+        }
+    }
+    propagate::applied(ctx, req.key);
+    Ok(())
+}
+
+/// One shared holder as its master has it: added to the key's group, or
+/// its lease and token replaced; a key holding anything else (the
+/// exclusive lock it was downgraded from) becomes a new group. The key's
+/// TTL is the master's.
+fn replicated_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::ApplyShared) -> Result<(), &'static CStr> {
+    let now = crate::clock::now();
+    let end = if req.deadline_ms == 0 { lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
+    let fits = value::group_at(key).is_some_and(|g| g.limit() == shared.limit);
+    if !fits && !value::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {
+        return Err(NOT_STORED);
+    }
+    let group = value::group_at(key).ok_or(NOT_STORED)?;
+    group.holding.replay(req.owner, req.token, end, now.mono);
+    group.mirrored(if shared.key_deadline_ms == 0 { NO_TTL } else { shared.key_deadline_ms });
+    if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
+        return Err(NO_LEASE);
+    }
+    Ok(())
+}
+
+/// Sets a replayed deadline exactly, also one already past. Redis 7.0 can
+/// only express that through PEXPIREAT itself (a module ttl cannot be
+/// negative); it keeps such a key on a replica and while loading.
+fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) -> bool {
+    // A margin of a tick: `expire_at` must not see the deadline pass.
+    if api::sets_past_deadlines() || deadline_ms > unix_millis().saturating_add(1) {
+        key.expire_at(deadline_ms)
+    } else {
+        ctx.pexpireat_via_call(key_name, deadline_ms)
+    }
+}
+
+/// Puts back at `key` (open for writing, empty) the lock Redis removed
+/// while its lease ran: `holders` as they held it (`shared`: a group's
+/// limit, else the one exclusive holder), those whose lease still runs at
+/// `now`; each travels as the grant it was. False when the key could not
+/// be written, which leaves it as it was.
+pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>], shared: Option<u32>, now: Now) -> bool {
+    let (stored, mirror) = match shared {
+        None => {
+            let Some(holder) = holders.first() else { return false };
+            let lease = Lease { end: holder.end, mirror: NO_TTL }.remirrored(now);
+            (Exclusive::new(&holder.owner, holder.token, lease, holder.since).is_some_and(|lock| value::store(key, lock)), lease.mirror)
+        }
+        Some(limit) => {
+            let mut restored = Group::new(Group::kind_of_limit(limit));
+            restored.holding.holders = holders.to_vec();
+            restored.holding.expire(now.mono);
+            let mirror = restored.key_deadline(now);
+            restored.mirrored(mirror);
+            (value::store_group(key, restored), mirror)
+        }
+    };
+    // Without its TTL the key would stay forever.
+    if !stored || (mirror != NO_TTL && !key.expire_at(mirror)) {
+        if stored {
+            value::delete(key);
+        }
+        return false;
+    }
+    stats::LOCKS_RESTORED.bump();
+    for holder in holders.iter().filter(|h| h.end > now.mono) {
+        let (deadline, terms) = match shared {
+            None => (mirror, None),
+            Some(limit) => (group::wall_deadline(holder.end, now), Some(SharedTerms { limit, key_deadline_ms: mirror })),
+        };
+        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms);
+    }
+    propagate::restored(ctx, key_name);
+    true
+}

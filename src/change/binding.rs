@@ -1,0 +1,32 @@
+//! The one place a hold is bound to its connection or unbound from it,
+//! whoever granted or released it.
+
+use std::ffi::c_int;
+
+use crate::api::{Arg, Ctx};
+use crate::core::grant::Request;
+use crate::{clock, session};
+
+/// Whether a grant of `req` binds its hold, or replaces a binding: one
+/// load on the hot path, before anything `bind` needs is read.
+#[inline]
+pub(super) fn binds(req: &Request) -> bool {
+    req.session.is_some() || session::any()
+}
+
+/// Binds a hold just granted to `owner` to connection `client` when it
+/// asked for SESSION (and replaces any binding its owner's earlier hold
+/// had): the one place a hold is bound, whoever granted it. Called when
+/// `binds`.
+pub(super) fn bind(db: c_int, key_name: &[u8], owner: &[u8], req: &Request, client: Option<u64>) {
+    let binding = req.session.zip(client).map(|(delay, client)| (client, delay));
+    let end = clock::mono_ms().saturating_add(req.ttl_ms);
+    session::granted(db, key_name, owner, binding, end);
+}
+
+/// A released hold is bound to no connection any more.
+pub(super) fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
+    if session::any() {
+        session::released(ctx.selected_db(), key_name.bytes(), owner);
+    }
+}

@@ -1,0 +1,107 @@
+//! An extension (`LOCK.EXTEND`): the owner's running hold takes a new
+//! lease from now; the token does not change.
+
+use std::ffi::CStr;
+
+use super::replays;
+use super::rescued::restore_rescued;
+use crate::api::{Arg, Ctx, Key};
+use crate::core::grant;
+use crate::core::lease::{Lease, Now};
+use crate::grants::{one_holder, slot, Look, Slot};
+use crate::group::Group;
+use crate::stats;
+use crate::{propagate, session, waiters};
+
+/// What an extension came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extended {
+    /// The lease now ends at `end` (monotonic ms).
+    Done {
+        end: i64,
+    },
+    /// Not the holder; or a session-bound hold, from another connection
+    /// than its own.
+    Refused,
+    WrongType,
+    /// The key's TTL could not be set.
+    Failed(&'static CStr),
+}
+
+const NO_LEASE: &CStr = c"ERR could not set the lease";
+
+/// Gives `owner`'s hold at `key` (open for writing, named `key_name`) a
+/// lease of `ttl_ms` from now.
+pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) -> Extended {
+    restore_rescued(ctx, key, key_name);
+    let now = crate::clock::now();
+    let lease = Lease::starting(now, ttl_ms);
+    let slot = slot(key, now, Look::Held);
+    let Some(view) = one_holder(&slot, owner) else {
+        return Extended::WrongType;
+    };
+    match slot {
+        Slot::Shared(group) => return extend_shared(ctx, key, key_name, owner, ttl_ms, group, now),
+        _ if !grant::extend_exclusive(view) => {
+            stats::EXTEND_REFUSED.bump();
+            return Extended::Refused;
+        }
+        _ if session::any() && !may_extend_here(ctx, key_name, owner, lease.end) => {
+            stats::EXTEND_REFUSED.bump();
+            return Extended::Refused;
+        }
+        Slot::Held(mut lock) => {
+            if !key.expire_at(lease.mirror) {
+                return Extended::Failed(NO_LEASE);
+            }
+            lock.set_lease(lease);
+        }
+        // A plain-string lock's lease is its TTL alone.
+        _ => {
+            if !key.expire_at(lease.mirror) {
+                return Extended::Failed(NO_LEASE);
+            }
+        }
+    }
+    propagate::extended(ctx, key_name, lease.mirror);
+    waiters::lease_changed(ctx, key, key_name);
+    stats::EXTEND_DONE.bump();
+    Extended::Done { end: lease.end }
+}
+
+/// Whether this connection may extend `owner`'s hold to `end`
+/// (monotonic): a hold bound to a connection only from there, and one
+/// whose connection closed from nowhere until its lease ends, so that a
+/// reconnected holder cannot revive a lease cut to its lock-delay (see
+/// `session`); a bound hold's binding then lasts as long as its new lease.
+/// The master's stream and the AOF replay what was decided. Out of line:
+/// EXTEND's hot path only tests whether any hold is bound.
+#[cold]
+#[inline(never)]
+fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
+    replays(ctx) || session::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
+}
+
+/// One shared holder's new lease (`Holding::extend`). The key's TTL grows
+/// with it, never shrinks (see `group`); the extension travels as that
+/// holder's grant.
+fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> Extended {
+    let end = now.mono.saturating_add(ttl_ms);
+    if session::any() && !may_extend_here(ctx, key_name, owner, end) {
+        stats::EXTEND_REFUSED.bump();
+        return Extended::Refused;
+    }
+    let Some(token) = group.holding.extend(owner, ttl_ms, now.mono) else {
+        stats::EXTEND_REFUSED.bump();
+        return Extended::Refused;
+    };
+    let deadline = group.key_deadline(now);
+    if deadline != group.key_mirror() && deadline != crate::core::lease::NO_TTL && !key.expire_at(deadline) {
+        return Extended::Failed(NO_LEASE);
+    }
+    group.mirrored(deadline);
+    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), group.limit(), deadline);
+    waiters::lease_changed(ctx, key, key_name);
+    stats::EXTEND_DONE.bump();
+    Extended::Done { end }
+}

@@ -1,0 +1,234 @@
+//! The grant itself, one for whoever asks: LOCK.ACQUIRE (through
+//! `acquire`) and the handoff to the head of a line (`handoff`, which the
+//! waiters call). The rules are the core's (`grant::acquire_exclusive` on
+//! a key free or held exclusively, `Holding::acquire` on a key held
+//! shared); this reads the key, asks the core and carries out its
+//! decision: the value stored, the key's TTL, the propagation, the
+//! binding. It serves no line (the waiters sit above it).
+
+use std::ffi::{c_int, CStr, CString};
+
+use super::binding::{bind, binds};
+use crate::api::{Arg, Ctx, Key};
+use crate::config;
+use crate::core::grant::{self, Grant, Holder, Kind, Mode, OneHolder, Outcome, Refusal, Request};
+use crate::core::lease::{self, Lease, Now};
+use crate::core::token::Token;
+use crate::fencing::COUNTER;
+use crate::grants::{slot, Look, Slot};
+use crate::group::{self, Group};
+use crate::propagate;
+use crate::value::{self, Exclusive};
+
+/// The handoff of the lock at `key` (open for writing in database `db`)
+/// to the head of its line, `owner` asking `req`: nobody waits ahead of
+/// it. `client`: the waiter's connection, which a SESSION hold is bound
+/// to.
+pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, req: &Request, client: Option<u64>) -> Attempt {
+    let attempt = try_acquire(ctx, key, key_name, owner, req, false, By::Handoff);
+    if matches!(attempt, Attempt::Granted(_)) && binds(req) {
+        bind(db, key_name.bytes(), owner.bytes(), req, client);
+    }
+    attempt
+}
+
+/// A grant made: its token, what it was, and when the new lease ends
+/// (monotonic ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    pub token: Token,
+    pub how: Grant,
+    pub end: i64,
+}
+
+/// The result of trying to give a lock to an owner.
+pub enum Attempt {
+    Granted(Granted),
+    Held,
+    WrongType,
+    Failed(&'static CStr),
+    /// The request does not fit the key (its kind, an upgrade beside
+    /// other holders): an error naming why.
+    Refused(CString),
+}
+
+/// Gives the lock at `key` to `owner` if `req` fits what holds it now,
+/// and propagates the grant. `waiting_ahead`: others wait in the key's
+/// line before this request, which then gets no new hold (a holder's own
+/// re-grant, downgrade or upgrade is not new). Shared by ACQUIRE and by
+/// the waiters' handoff.
+pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, req: &Request, waiting_ahead: bool, by: By) -> Attempt {
+    let owner = owner_arg.bytes();
+    let now = crate::clock::now();
+    let slot = slot(key, now, Look::Held);
+    if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
+        return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now);
+    }
+    // The rules are the core's (`grant::acquire_exclusive`, checked against
+    // `grant::Holding`); what follows only reads the key and carries out the
+    // decision.
+    let mut held_lock = None;
+    let mut converted = None;
+    let held = match slot {
+        Slot::Shared(_) => return Attempt::Held,
+        Slot::WrongType => return Attempt::WrongType,
+        Slot::Held(lock) => {
+            let view = OneHolder::Held { mine: lock.is_held_by(owner), token: lock.token() };
+            held_lock = Some(lock);
+            view
+        }
+        // Another owner's plain-string lock: held (it has no token).
+        Slot::PlainString(value) if value != owner => OneHolder::Held { mine: false, token: 0 },
+        // The owner of a plain-string lock converts it and keeps its
+        // remaining lease, up to the longest lease a lock may have: a new
+        // grant, which the line does not hold back (it is already held).
+        Slot::PlainString(_) => {
+            let longest = now.wall.saturating_add(config::max_ttl());
+            let deadline = key.deadline_ms().map_or_else(|| now.wall.saturating_add(req.ttl_ms), |at| at.min(longest));
+            converted = Some(Lease::until(Some(deadline), now));
+            OneHolder::Free
+        }
+        Slot::Free => OneHolder::Free,
+    };
+    let ahead = waiting_ahead && converted.is_none();
+    let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| COUNTER.issue(min)) {
+        Outcome::Held => return Attempt::Held,
+        Outcome::Refused(_) => return Attempt::Failed(c"ERR fencing token space exhausted"),
+        Outcome::Granted(token, Grant::Regrant) => {
+            // Re-grant to the same owner: a retry after a lost reply, with
+            // a new token only when FENCE asked for more.
+            let Some(mut lock) = held_lock else {
+                return Attempt::Failed(c"ERR could not store the lock");
+            };
+            if token != lock.token() {
+                lock.set_token(token);
+            }
+            let lease = Lease::starting(now, req.ttl_ms);
+            if !key.expire_at(lease.mirror) {
+                return Attempt::Failed(c"ERR could not set the lease");
+            }
+            lock.set_lease(lease);
+            propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
+            return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end });
+        }
+        Outcome::Granted(token, _) => token,
+    };
+    let lease = converted.unwrap_or_else(|| Lease::starting(now, req.ttl_ms));
+    if !Exclusive::new(owner, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
+        return Attempt::Failed(c"ERR could not store the lock");
+    }
+    if !key.expire_at(lease.mirror) {
+        value::delete(key);
+        return Attempt::Failed(c"ERR could not set the lease");
+    }
+    match by {
+        By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror),
+        By::Handoff => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
+    }
+    Attempt::Granted(Granted { token, how: Grant::New, end: lease.end })
+}
+
+/// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, or the
+/// handoff to a waiter (in another command's context, or a timer's).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum By {
+    Command,
+    Handoff,
+}
+
+const TOKENS_EXHAUSTED: &CStr = c"ERR fencing token space exhausted";
+
+/// The error for a request that does not fit the key's kind.
+fn wrong_kind(what: &str) -> Attempt {
+    Attempt::Refused(CString::new(format!("ERR wrong lock kind: the key is {what}")).unwrap_or_default())
+}
+
+/// A shared request, or any request on a key held shared: the grant core
+/// decides; this stores, sets the key's TTL and propagates.
+#[allow(clippy::too_many_arguments)]
+fn try_shared(
+    ctx: Ctx,
+    key: &Key,
+    key_name: &Arg,
+    owner_arg: &Arg,
+    req: &Request,
+    waiting_ahead: bool,
+    slot: Slot<'_>,
+    now: Now,
+) -> Attempt {
+    let owner = owner_arg.bytes();
+    match slot {
+        Slot::WrongType => Attempt::WrongType,
+        Slot::PlainString(_) => wrong_kind("a plain-string lock (exclusive only)"),
+        Slot::Held(_) if req.limit.is_some() => wrong_kind(&Kind::ReadWrite.to_string()),
+        Slot::Held(lock) if !lock.is_held_by(owner) => Attempt::Held,
+        Slot::Free if waiting_ahead => Attempt::Held,
+        // A downgrade, or a new group: either way one holder, a new token.
+        Slot::Held(_) | Slot::Free => {
+            // A downgrade continues the exclusive hold.
+            let since = match &slot {
+                Slot::Held(lock) => lock.since(),
+                _ => now.mono,
+            };
+            let downgrade = !matches!(slot, Slot::Free);
+            let Some(token) = COUNTER.issue(req.fence) else {
+                return Attempt::Failed(TOKENS_EXHAUSTED);
+            };
+            let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
+            let mut fresh = Group::new(kind);
+            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: now.mono.saturating_add(req.ttl_ms), since });
+            let deadline = fresh.key_deadline(now);
+            fresh.mirrored(deadline);
+            if !value::store_group(key, fresh) {
+                return Attempt::Failed(c"ERR could not store the lock");
+            }
+            if deadline != lease::NO_TTL && !key.expire_at(deadline) {
+                value::delete(key);
+                return Attempt::Failed(c"ERR could not set the lease");
+            }
+            let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
+            let holder_deadline = now.wall.saturating_add(req.ttl_ms);
+            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, limit, deadline);
+            let how = if downgrade { Grant::Downgrade } else { Grant::New };
+            Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
+        }
+        Slot::Shared(group) => {
+            let owner_box: group::Owner = owner.into();
+            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| COUNTER.issue(min)) {
+                Outcome::Held => Attempt::Held,
+                Outcome::Refused(Refusal::WrongKind(kind)) => wrong_kind(&kind.to_string()),
+                Outcome::Refused(Refusal::UpgradeWithOthers) => Attempt::Refused(
+                    c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into(),
+                ),
+                Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
+                Outcome::Granted(token, Grant::Upgrade) => {
+                    let lease = Lease::starting(now, req.ttl_ms);
+                    // An upgrade continues the shared hold.
+                    let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
+                    if !Exclusive::new(owner, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
+                        return Attempt::Failed(c"ERR could not store the lock");
+                    }
+                    if !key.expire_at(lease.mirror) {
+                        value::delete(key);
+                        return Attempt::Failed(c"ERR could not set the lease");
+                    }
+                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
+                    Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end })
+                }
+                Outcome::Granted(token, how) => {
+                    let deadline = group.key_deadline(now);
+                    if deadline != group.key_mirror() && deadline != lease::NO_TTL && !key.expire_at(deadline) {
+                        if how == Grant::New {
+                            group.holding.remove(owner);
+                        }
+                        return Attempt::Failed(c"ERR could not set the lease");
+                    }
+                    group.mirrored(deadline);
+                    let holder_deadline = now.wall.saturating_add(req.ttl_ms);
+                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, group.limit(), deadline);
+                    Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
+                }
+            }
+        }
+    }
+}
