@@ -6,39 +6,44 @@
 //! replication. Every grant carries a fencing token from a per-instance
 //! monotonic counter.
 //!
-//! The layers, each importing only from those below it:
+//! The layers, each importing only from those below it
+//! (`scripts/lint-layers.py` checks that no two files import each other,
+//! round about or directly, and that the FFI stays in `edge` and `api`):
 //! - `edge`: what Redis calls into: the command table and the module's
 //!   load (`edge`), the data type and its callbacks (`edge::datatype`),
 //!   every server event (`edge::events`).
-//! - the glue, in the order it depends on itself:
-//!   - commands: `commands` (LOCK.ACQUIRE, RELEASE, EXTEND, INFO, WAITERS,
-//!     TOP: parse, the change, reply), `info` (INFO redislock), `census`
-//!     (the longest current hold, from a walk of the keyspace);
-//!   - ending the holds of a closed connection, a slice at a time, and
-//!     forgetting the bindings of holds that ended: `disconnect`;
-//!   - waiting: `waiters` (fair server-side waiting and the handoff),
-//!     `acl` (a waiter's rights, checked again when served);
-//!   - changing a lock: `change`, the only code that changes a hold, one
-//!     executor per change (acquire and the handoff, release, extend,
-//!     apply, disconnect): the core's decision, the value stored, the
-//!     session bound or unbound, the propagation, the counters. Besides
-//!     the commands, `waiters`' handoff, `disconnect`'s timer, `rescue`'s
-//!     put-back and LOCK.APPLY (`propagate::apply`) call it;
-//!   - reading a lock: `grants` (what a key holds, as the core sees it);
-//!   - keeping leases whatever Redis does to keys: `rescue` (locks Redis
-//!     evicted or a clock step expired, put back), `realign` (TTLs after a
-//!     clock step);
-//!   - leaving a command: `propagate` (replication and the AOF through one
-//!     LOCK.APPLY builder, WATCH, keyspace events; LOCK.APPLY itself),
-//!     `audience` (whether anything receives what is propagated);
-//!   - the stored values: `value` (an exclusive lock, and reading and
-//!     storing values at a key), `group` (a lock held shared);
-//!   - the server's state: `session` (holds bound to a connection),
-//!     `quarantine` (the restart quarantine), `fencing`
-//!     (the token counter), `writable` (whether the module may write
-//!     outside a client's command), `config`, `args` (command syntax),
-//!     `clock` (the monotonic clock), `stats` and `histogram` (what INFO
-//!     shows), `reentry`.
+//! - the glue, in folders by flow, highest first:
+//!   - `commands/`: a client's command: parse, the change, reply
+//!     (LOCK.ACQUIRE, RELEASE, EXTEND, INFO, WAITERS, TOP and LOCK.APPLY
+//!     from the master), `info` (INFO redislock), `census` (the longest
+//!     current hold, from a walk of the keyspace);
+//!   - `session/`: holds bound to the connection that was granted them
+//!     (`session`), and ending a closed connection's holds a slice at a
+//!     time (`session::disconnect`);
+//!   - `change/`: the only code that changes a hold, one executor per
+//!     change (`acquire`, `release`, `extend`, `apply`, `disconnect`): the
+//!     core's decision, the value stored, the session bound or unbound
+//!     (`change::binding`), the propagation, the counters. The grant itself
+//!     and the handoff to a waiter (`change::grant`) and the replayed or
+//!     put-back lock (`change::apply`) sit below the line; the executors
+//!     that free a lock serve its line, above it;
+//!   - `waiters/`: fair server-side waiting and the handoff (registry,
+//!     serving, timers, events, views), `waiters::acl` (a waiter's rights,
+//!     checked again when served);
+//!   - `keys/`: what a key holds and keeping it whatever Redis does to
+//!     keys: `value` (an exclusive lock, reading and storing values),
+//!     `group` (a lock held shared), `grants` (a key read as the core sees
+//!     it), `rescue` (locks Redis evicted or a clock step expired, put
+//!     back through `change::apply`), `realign` (TTLs after a clock step);
+//!   - `replication/`: leaving a command: `propagate` (replication and the
+//!     AOF through one LOCK.APPLY builder, WATCH, keyspace events),
+//!     `audience` (whether anything receives it), `writable` (whether the
+//!     module may write outside a client's command);
+//!   - `server/`: the server's state: `quarantine` (the restart
+//!     quarantine), `fencing` (the token counter), `config`, `clock` (the
+//!     monotonic clock), `stats` and `histogram` (what INFO shows),
+//!     `reentry`;
+//!   - `args/`: command syntax, parsed into the core's requests.
 //! - `api`: the thin, allocation-free boundary to the Redis Module API
 //!   that the glue calls, and the only other place with `extern "C"`
 //!   functions: the trampolines of timers (`api::after`), keyspace scans
@@ -54,33 +59,17 @@
 // use the system allocator, not Redis's), so its helpers look unused.
 #![cfg_attr(test, allow(dead_code))]
 
-mod acl;
 mod api;
 mod args;
-mod audience;
-mod census;
 mod change;
-mod clock;
 mod commands;
-mod config;
 mod core;
-mod disconnect;
 mod edge;
-mod fencing;
-mod grants;
-mod group;
-mod histogram;
-mod info;
-mod propagate;
-mod quarantine;
-mod realign;
-mod reentry;
-mod rescue;
+mod keys;
+mod replication;
+mod server;
 mod session;
-mod stats;
-mod value;
 mod waiters;
-mod writable;
 
 /// A decimal component of the crate version, parsed at compile time.
 const fn version_part(text: &str) -> i32 {

@@ -7,7 +7,7 @@ use super::grant::{try_acquire, Attempt, By};
 use super::rescued::restore_rescued;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{Grant, Request};
-use crate::stats::{self, Cause};
+use crate::server::stats::{self, Cause};
 use crate::waiters;
 
 /// `LOCK.ACQUIRE`'s grant of `req` to `owner` at `key` (open for writing,

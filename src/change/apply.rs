@@ -10,11 +10,11 @@ use crate::api::{self, unix_millis, Arg, Ctx, Key};
 use crate::args;
 use crate::core::grant::Holder;
 use crate::core::lease::{self, Lease, Now, NO_TTL};
-use crate::fencing::COUNTER;
-use crate::group::{self, Group};
-use crate::propagate::{self, SharedTerms};
-use crate::stats;
-use crate::value::{self, Exclusive};
+use crate::keys::group::{self, Group};
+use crate::keys::value::{self, Exclusive};
+use crate::replication::propagate::{self, SharedTerms};
+use crate::server::fencing::COUNTER;
+use crate::server::stats;
 
 const NOT_STORED: &CStr = c"ERR could not store the lock";
 const NO_LEASE: &CStr = c"ERR could not set the lease";
@@ -37,8 +37,8 @@ pub fn replicated(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>) -> Result<(),
         // The lease runs on this server's monotonic clock from its
         // wall-clock deadline read now; an AOF rewrite's form (0) is
         // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
-        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::clock::now()) } else { Lease::UNKNOWN };
-        if !Exclusive::new(req.owner, req.token, lease, crate::clock::mono_ms()).is_some_and(|lock| value::store(key, lock)) {
+        let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::server::clock::now()) } else { Lease::UNKNOWN };
+        if !Exclusive::new(req.owner, req.token, lease, crate::server::clock::mono_ms()).is_some_and(|lock| value::store(key, lock)) {
             return Err(NOT_STORED);
         }
         if req.deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, req.deadline_ms) {
@@ -54,7 +54,7 @@ pub fn replicated(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>) -> Result<(),
 /// exclusive lock it was downgraded from) becomes a new group. The key's
 /// TTL is the master's.
 fn replicated_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: args::ApplyShared) -> Result<(), &'static CStr> {
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let end = if req.deadline_ms == 0 { lease::NO_END } else { Lease::until(Some(req.deadline_ms), now).end };
     let fits = value::group_at(key).is_some_and(|g| g.limit() == shared.limit);
     if !fits && !value::store_group(key, Group::new(Group::kind_of_limit(shared.limit))) {

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use crate::api::{Arg, Ctx};
 use crate::core::grant::Request;
-use crate::{clock, session};
+use crate::{server::clock, session};
 
 /// Whether a grant of `req` binds its hold, or replaces a binding: one
 /// load on the hot path, before anything `bind` needs is read.

@@ -1,5 +1,5 @@
 //! Ending the hold of a connection that closed (see `session` and the
-//! timer of `crate::disconnect`), as a client's command could: only a hold
+//! timer of `crate::session::disconnect`), as a client's command could: only a hold
 //! still held by its owner. Without a lock-delay it is released,
 //! replicated as LOCK.RELEASE, and its line served at once; with one its
 //! lease is cut to the disconnect plus the delay, replicated like any
@@ -9,10 +9,10 @@ use super::rescued::restore_rescued;
 use super::{delete, line_of};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::lease::Now;
-use crate::grants::{slot, Look, Slot};
+use crate::keys::grants::{slot, Look, Slot};
+use crate::server::stats::{self, Cause, HoldKind};
 use crate::session;
-use crate::stats::{self, Cause, HoldKind};
-use crate::{group, propagate, waiters};
+use crate::{keys::group, replication::propagate, waiters};
 
 /// Ends the closed connection's hold `ending` at `key` (open for writing,
 /// named `key_name`), and tells `session` how that went.

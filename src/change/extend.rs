@@ -8,10 +8,10 @@ use super::rescued::restore_rescued;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::{Lease, Now};
-use crate::grants::{one_holder, slot, Look, Slot};
-use crate::group::Group;
-use crate::stats;
-use crate::{propagate, session, waiters};
+use crate::keys::grants::{one_holder, slot, Look, Slot};
+use crate::keys::group::Group;
+use crate::server::stats;
+use crate::{replication::propagate, session, waiters};
 
 /// What an extension came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ const NO_LEASE: &CStr = c"ERR could not set the lease";
 /// lease of `ttl_ms` from now.
 pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) -> Extended {
     restore_rescued(ctx, key, key_name);
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let lease = Lease::starting(now, ttl_ms);
     let slot = slot(key, now, Look::Held);
     let Some(view) = one_holder(&slot, owner) else {

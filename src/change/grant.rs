@@ -10,15 +10,15 @@ use std::ffi::{c_int, CStr, CString};
 
 use super::binding::{bind, binds};
 use crate::api::{Arg, Ctx, Key};
-use crate::config;
 use crate::core::grant::{self, Grant, Holder, Kind, Mode, OneHolder, Outcome, Refusal, Request};
 use crate::core::lease::{self, Lease, Now};
 use crate::core::token::Token;
-use crate::fencing::COUNTER;
-use crate::grants::{slot, Look, Slot};
-use crate::group::{self, Group};
-use crate::propagate;
-use crate::value::{self, Exclusive};
+use crate::keys::grants::{slot, Look, Slot};
+use crate::keys::group::{self, Group};
+use crate::keys::value::{self, Exclusive};
+use crate::replication::propagate;
+use crate::server::config;
+use crate::server::fencing::COUNTER;
 
 /// The handoff of the lock at `key` (open for writing in database `db`)
 /// to the head of its line, `owner` asking `req`: nobody waits ahead of
@@ -59,7 +59,7 @@ pub enum Attempt {
 /// the waiters' handoff.
 pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, req: &Request, waiting_ahead: bool, by: By) -> Attempt {
     let owner = owner_arg.bytes();
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let slot = slot(key, now, Look::Held);
     if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
         return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now);

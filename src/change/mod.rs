@@ -36,8 +36,8 @@ pub use release::{release, Released};
 use std::ffi::c_int;
 
 use crate::api::{ctx_flags, Arg, Ctx, Key};
-use crate::stats::Cause;
-use crate::{value, waiters, writable};
+use crate::server::stats::Cause;
+use crate::{keys::value, replication::writable, waiters};
 
 /// Who waits for the key a release is about to free, in the command's
 /// database: read before the key is deleted, so that the deletion arms no

@@ -8,10 +8,10 @@ use super::{delete, line_of, replays, serve_freed};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::Now;
-use crate::grants::{one_holder, slot, Look, Slot};
-use crate::group::Group;
-use crate::propagate;
-use crate::stats::{self, HoldKind};
+use crate::keys::grants::{one_holder, slot, Look, Slot};
+use crate::keys::group::Group;
+use crate::replication::propagate;
+use crate::server::stats::{self, HoldKind};
 
 /// What a release came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub enum Released {
 
 /// Ends `owner`'s hold at `key` (open for writing, named `key_name`).
 pub fn release(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
     if look != Look::AsStored {
         restore_rescued(ctx, key, key_name);

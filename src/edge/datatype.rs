@@ -14,10 +14,10 @@ use redis_module::{native_types::RedisType, raw};
 use crate::api::{self, rm, RedisModuleIO, RedisModuleString, ServerInfo};
 use crate::core::grant::Holder;
 use crate::core::lease::Lease;
-use crate::fencing::COUNTER;
-use crate::group::{self, Group};
-use crate::value::Exclusive;
-use crate::{args, clock, fencing, quarantine, rescue, waiters};
+use crate::keys::group::{self, Group};
+use crate::keys::value::Exclusive;
+use crate::server::fencing::COUNTER;
+use crate::{args, keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 const TYPE_NAME: &str = "redislock";
@@ -239,7 +239,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
         for holder in group.live(now) {
             rm!(RedisModule_EmitAOF(
                 aof,
-                crate::propagate::APPLY.as_ptr(),
+                crate::replication::propagate::APPLY.as_ptr(),
                 c"sbllcll".as_ptr(),
                 key,
                 holder.owner.as_ptr().cast::<c_char>(),
@@ -255,7 +255,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
         let owner = lock.owner();
         rm!(RedisModule_EmitAOF(
             aof,
-            crate::propagate::APPLY.as_ptr(),
+            crate::replication::propagate::APPLY.as_ptr(),
             c"sbll".as_ptr(),
             key,
             owner.as_ptr().cast::<c_char>(),
@@ -355,5 +355,5 @@ unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
 /// to the glue (`value`); false if Redis did not register it.
 pub fn remember_registered() -> bool {
     let registered = LOCK_TYPE.raw_type.try_borrow().map(|t| *t).unwrap_or(ptr::null_mut());
-    crate::value::remember_registered_type(registered)
+    crate::keys::value::remember_registered_type(registered)
 }

@@ -11,10 +11,13 @@ use std::sync::Mutex;
 use redis_module::raw;
 
 use crate::api::{self, rm, Ctx, RedisModuleCtx, RedisModuleString};
-use crate::clock::{self, StepDetector};
-use crate::fencing::COUNTER;
-use crate::quarantine::Load;
-use crate::{audience, disconnect, quarantine, realign, reentry, rescue, session, value, waiters, writable};
+use crate::server::clock::{self, StepDetector};
+use crate::server::fencing::COUNTER;
+use crate::server::quarantine::Load;
+use crate::{
+    keys::realign, keys::rescue, keys::value, replication::audience, replication::writable, server::quarantine, server::reentry, session,
+    session::disconnect, waiters,
+};
 
 type Callback = unsafe extern "C" fn(*mut RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
 
@@ -163,7 +166,7 @@ unsafe extern "C" fn on_command(fctx: *mut raw::RedisModuleCommandFilterCtx) {
         && arg(0).is_some_and(|name| name.eq_ignore_ascii_case(b"config"))
         && arg(1).is_some_and(|sub| sub.eq_ignore_ascii_case(b"resetstat"))
     {
-        crate::stats::reset_distributions();
+        crate::server::stats::reset_distributions();
         return;
     }
     if !waiters::anyone_waits() {

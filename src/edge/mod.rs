@@ -14,7 +14,10 @@ use std::ffi::{c_int, CStr};
 use redis_module::{raw, Context, RedisString, Status};
 
 use crate::api::{self, rm, Arg, Ctx, RedisModuleCtx, RedisModuleString};
-use crate::{acl, audience, clock, commands, config, fencing, info, quarantine, writable};
+use crate::{
+    commands, commands::info, replication::audience, replication::writable, server::clock, server::config, server::fencing,
+    server::quarantine, waiters::acl,
+};
 
 type Handler = fn(Ctx, &[Arg]) -> c_int;
 

@@ -31,6 +31,7 @@
 //! waiters); `views` (what LOCK.WAITERS, LOCK.TOP, LOCK.INFO and INFO
 //! show).
 
+pub mod acl;
 mod events;
 mod serving;
 mod timers;
@@ -52,14 +53,14 @@ use std::sync::{LazyLock, Mutex};
 
 use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
 use crate::change::grant::{self as change, Attempt};
-use crate::clock;
 use crate::core::grant::Request;
 use crate::core::lease::Left;
 use crate::core::line::{self, Line, Offer};
 use crate::core::token::Token;
-use crate::grants;
-use crate::stats::{self, Cause};
-use crate::writable;
+use crate::keys::grants;
+use crate::replication::writable;
+use crate::server::clock;
+use crate::server::stats::{self, Cause};
 
 /// Waiters across all keys: lets the hot path skip the registry.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -139,7 +140,7 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registr
 /// Runs `f` on the registry. `None` if it is already in use further up the
 /// stack (a Redis call re-entered us): callers then skip, never block.
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
-    crate::reentry::with(&REGISTRY, f)
+    crate::server::reentry::with(&REGISTRY, f)
 }
 
 impl Registry {

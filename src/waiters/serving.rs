@@ -36,12 +36,12 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     }
     // Beyond a year is forever; it also keeps Redis's timer arithmetic
     // (microseconds) from overflowing.
-    let deadline = (timeout_ms > 0 && timeout_ms <= crate::config::DURATION_LIMIT)
+    let deadline = (timeout_ms > 0 && timeout_ms <= crate::server::config::DURATION_LIMIT)
         .then(|| api::after_with(timeout_ms, on_wait_timeout, client as usize))
         .flatten();
     let joined_mono_ms = clock::mono_ms();
     let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
-    let user = crate::acl::current_user(ctx);
+    let user = crate::waiters::acl::current_user(ctx);
     let session_client = request.session.map(|_| ctx.client_id());
     let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, joined_mono_ms, due_mono_ms, user };
     let queued = with_registry(move |r| {
@@ -85,7 +85,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         // Only a waiter the lock would go to now is checked: its rights
         // then, not while it waits, decide.
         let refused = match &head.user {
-            Some(user) if grants::may_grant(key, head.owner.bytes(), &head.request) => crate::acl::refusal(user, key_name),
+            Some(user) if grants::may_grant(key, head.owner.bytes(), &head.request) => crate::waiters::acl::refusal(user, key_name),
             _ => None,
         };
         if let Some(msg) = refused {
@@ -150,7 +150,7 @@ const PLAIN_STRING_POLL_MS: i64 = 50;
 /// re-armed. A persisted lock waits for those events. A plain-string lock
 /// is also polled: its lease is its TTL, on the wall clock.
 fn next_check(key: &Key) -> Option<i64> {
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     if key.kind() != KeyKind::String {
         return match grants::lease_left(key, now) {
             Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),

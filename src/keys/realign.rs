@@ -14,8 +14,8 @@ use std::sync::{LazyLock, Mutex};
 
 use crate::api::{Arg, Ctx, HeldString, Key, KeyMode, ScanCursor};
 use crate::core::lease::{self, Left, Now};
-use crate::writable;
-use crate::{propagate, value};
+use crate::replication::writable;
+use crate::{keys::value, replication::propagate};
 
 /// SCAN steps per tick: each visits one bucket of the keyspace (a few
 /// keys), so a tick costs well under a millisecond.
@@ -39,12 +39,12 @@ unsafe impl Send for State {}
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    crate::reentry::with(&STATE, f)
+    crate::server::reentry::with(&STATE, f)
 }
 
 /// The server's cron saw the wall clock step: (re)start the pass.
 pub fn clock_stepped(ctx: Ctx) {
-    if crate::stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed) <= 0 {
+    if crate::server::stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed) <= 0 {
         return;
     }
     let databases = ctx.databases();
@@ -111,7 +111,7 @@ fn on_tick(ctx: Ctx) {
     .flatten();
     if let Some((db, names)) = batch {
         if ctx.select_db(db) {
-            let now = crate::clock::now();
+            let now = crate::server::clock::now();
             for name in names {
                 realign(ctx, &name, now);
             }
@@ -158,7 +158,9 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
         }
         Left::Ms(_) => {
             let lease = lock.lease().remirrored(now);
-            if lease.mirror.saturating_sub(lock.lease().mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(lease.mirror) {
+            if lease.mirror.saturating_sub(lock.lease().mirror).saturating_abs() > crate::server::clock::STEP_MS
+                && key.expire_at(lease.mirror)
+            {
                 lock.set_lease(lease);
                 propagate::remirrored(ctx, key_name, lease.mirror);
             }
@@ -170,7 +172,7 @@ fn realign(ctx: Ctx, name: &[u8], now: Now) {
 /// A group's key: deleted once no holder's lease runs, else its TTL set
 /// at the latest holder's deadline read now (a TTL at or beyond every
 /// holder's caps nobody, here or on a replica).
-fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::group::Group, now: Now) {
+fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::keys::group::Group, now: Now) {
     group.judge(now, key.deadline_ms());
     let Some(latest) = group.latest_end(now) else {
         if value::delete(key) {
@@ -178,9 +180,12 @@ fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::group::
         }
         return;
     };
-    let deadline = crate::group::wall_deadline(latest, now);
+    let deadline = crate::keys::group::wall_deadline(latest, now);
     let mirror = group.key_mirror();
-    if deadline != lease::NO_TTL && deadline.saturating_sub(mirror).saturating_abs() > crate::clock::STEP_MS && key.expire_at(deadline) {
+    if deadline != lease::NO_TTL
+        && deadline.saturating_sub(mirror).saturating_abs() > crate::server::clock::STEP_MS
+        && key.expire_at(deadline)
+    {
         group.mirrored(deadline);
         propagate::remirrored(ctx, key_name, deadline);
     }

@@ -28,11 +28,11 @@ use std::sync::{LazyLock, Mutex};
 use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
-use crate::fencing::Token;
-use crate::group::Group;
-use crate::stats;
-use crate::value::{self, Exclusive};
-use crate::writable;
+use crate::keys::group::Group;
+use crate::keys::value::{self, Exclusive};
+use crate::replication::writable;
+use crate::server::fencing::Token;
+use crate::server::stats;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Why {
@@ -74,7 +74,7 @@ static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::defaul
 static KEPT: AtomicUsize = AtomicUsize::new(0);
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    crate::reentry::with(&STATE, f)
+    crate::server::reentry::with(&STATE, f)
 }
 
 fn recount(state: &State) {
@@ -95,7 +95,7 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
     if !may_keep() {
         return;
     }
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let holders: Vec<_> = group.live(now).cloned().collect();
     let Some(end) = holders.iter().map(|h| h.end).max() else { return };
     removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()));
@@ -104,14 +104,14 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
 /// Whether a removal now may lose a lock: not this module's decision, nor
 /// the master's (its DEL), nor the data being loaded.
 fn may_keep() -> bool {
-    !value::OwnRemoval::in_progress() && !writable::is_replica() && !crate::quarantine::loading()
+    !value::OwnRemoval::in_progress() && !writable::is_replica() && !crate::server::quarantine::loading()
 }
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
 fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>) {
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let running = match lease.left(now) {
-        Left::Ms(ms) => ms > crate::clock::STEP_MS,
+        Left::Ms(ms) => ms > crate::server::clock::STEP_MS,
         Left::Forever => true,
         Left::Ended => false,
     };
@@ -142,7 +142,7 @@ pub fn evicted(db: c_int, key: &[u8]) {
             if let Some((name, kept)) = s.unexplained.take() {
                 s.kept.insert(name, kept);
                 stats::LOCKS_EVICTED.bump();
-                let now = crate::clock::mono_ms();
+                let now = crate::server::clock::mono_ms();
                 s.kept.retain(|_, k| k.end() > now);
                 recount(s);
             }
@@ -209,7 +209,7 @@ pub fn evicted_kept() -> i64 {
     if !any() {
         return 0;
     }
-    let now = crate::clock::mono_ms();
+    let now = crate::server::clock::mono_ms();
     let n = with_state(|s| s.kept.values().filter(|k| k.why == Why::Evicted && k.end() > now).count()).unwrap_or(0);
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -234,7 +234,7 @@ fn on_restore(ctx: Ctx) {
         s.kept.iter().filter(|(_, k)| k.why == Why::ClockStep).map(|(n, _)| n.clone()).collect()
     })
     .unwrap_or_default();
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     for (db, key) in names {
         let name = crate::api::HeldString::from_bytes(&key);
         if !name.is_valid() || !ctx.select_db(db) {

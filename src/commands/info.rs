@@ -5,10 +5,10 @@
 use std::ffi::CStr;
 
 use crate::api::InfoCtx;
-use crate::config;
-use crate::fencing::COUNTER;
-use crate::quarantine;
-use crate::stats;
+use crate::server::config;
+use crate::server::fencing::COUNTER;
+use crate::server::quarantine;
+use crate::server::stats;
 use crate::waiters;
 
 fn field(ctx: InfoCtx, name: &CStr, value: i64) {
@@ -49,7 +49,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     }
     let (clients_waiting, keys_waited) = waiters::gauges();
     field(ctx, c"locks", stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed).max(0));
-    field(ctx, c"evicted_locks_kept", crate::rescue::evicted_kept());
+    field(ctx, c"evicted_locks_kept", crate::keys::rescue::evicted_kept());
     field(ctx, c"locks_evictable", i64::from(locks_evictable()));
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
@@ -62,7 +62,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     field(ctx, c"quarantine_ms", config::quarantine_ms());
     field(ctx, c"oldest_wait_ms", waiters::oldest_wait_ms());
     // A crash report only reads: no walk started from there.
-    field(ctx, c"longest_hold_ms", crate::census::longest_hold_ms(!for_crash_report));
+    field(ctx, c"longest_hold_ms", crate::commands::census::longest_hold_ms(!for_crash_report));
     distributions(ctx);
 }
 
@@ -70,7 +70,9 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
 /// lasted (`hold_<kind>_*`): a count and p50, p99, p99.9 and max in ms,
 /// each a plain number (a gauge to a scraper).
 fn distributions(ctx: InfoCtx) {
-    for (what, of) in [("wait", stats::waits as fn(stats::HoldKind) -> &'static crate::histogram::Histogram), ("hold", stats::holds)] {
+    for (what, of) in
+        [("wait", stats::waits as fn(stats::HoldKind) -> &'static crate::server::histogram::Histogram), ("hold", stats::holds)]
+    {
         for kind in stats::HoldKind::ALL {
             let h = of(kind);
             let values = [

@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::api::{Arg, Ctx, HeldString, KeyMode};
 use crate::core::lease::Now;
-use crate::grants;
+use crate::keys::grants;
+use crate::server::stats;
 use crate::session::{self, Hold};
-use crate::stats;
-use crate::{change, clock, writable};
+use crate::{change, replication::writable, server::clock};
 
 /// Holds a tick looks at, at most: ending one costs about a microsecond
 /// (a release, its propagation, its line), so a tick takes a millisecond

@@ -7,15 +7,18 @@
 //! a lock held by the owner equal to its value (the `SET key owner NX PX`
 //! pattern), so services can move to these commands one at a time.
 
+pub mod census;
+pub mod info;
+
 use std::ffi::c_int;
 
 use crate::api::{ctx_flags, Arg, Ctx, KeyMode};
 use crate::change::{self, Attempt, Extended, Released};
 use crate::core::grant;
 use crate::core::token::Token;
-use crate::grants::{slot, Look, Slot, WRONGTYPE};
-use crate::stats;
-use crate::{args, config, fencing, quarantine, rescue, session, waiters, writable};
+use crate::keys::grants::{slot, Look, Slot, WRONGTYPE};
+use crate::server::stats;
+use crate::{args, keys::rescue, replication::writable, server::config, server::fencing, server::quarantine, session, waiters};
 
 /// A replica answers a client's lock write as the server answers writes
 /// on a read-only replica (see `writable::refuses_client_write`).
@@ -146,7 +149,7 @@ pub fn waiters_of(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn top(ctx: Ctx, argv: &[Arg]) -> c_int {
     let count = parse_or_reply!(ctx, args::parse_top(argv));
     let busiest = waiters::busiest(ctx.selected_db(), count);
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     ctx.reply_array(busiest.len() as std::ffi::c_long);
     for c in &busiest {
         let name = crate::api::HeldString::from_bytes(&c.key);
@@ -214,7 +217,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
     let waiting = || waiters::count_in(ctx, key_name.bytes());
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let db = ctx.selected_db();
     let bound = |owner: &[u8]| session::is_bound(db, key_name.bytes(), owner);
     match slot(&key, now, Look::Exact) {

@@ -22,7 +22,7 @@ use std::sync::{LazyLock, Mutex};
 
 use crate::api::{Arg, Ctx, Key, ScanCursor};
 use crate::core::lease::Now;
-use crate::value;
+use crate::keys::value;
 
 /// SCAN steps per tick: each visits one bucket of the keyspace (a few
 /// keys), so a tick costs some tens of microseconds.
@@ -64,14 +64,14 @@ unsafe impl Send for State {}
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
 
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    crate::reentry::with(&STATE, f)
+    crate::server::reentry::with(&STATE, f)
 }
 
 /// How long the longest current hold has lasted, ms, as of the last walk
 /// (0: none); with `walk_again`, a new walk starts unless one runs or
 /// started less than `MIN_GAP_MS` ago.
 pub fn longest_hold_ms(walk_again: bool) -> i64 {
-    let now = crate::clock::mono_ms();
+    let now = crate::server::clock::mono_ms();
     if walk_again {
         let start = with_state(|s| {
             let due = !s.busy && s.started_ms.is_none_or(|t| now.saturating_sub(t) >= MIN_GAP_MS);
@@ -129,8 +129,8 @@ fn begin(ctx: Ctx, s: &mut State) -> Option<()> {
     if s.pass.is_some() {
         return Some(());
     }
-    s.started_ms = Some(crate::clock::mono_ms());
-    if crate::stats::LOCKS.load(Relaxed) <= 0 {
+    s.started_ms = Some(crate::server::clock::mono_ms());
+    if crate::server::stats::LOCKS.load(Relaxed) <= 0 {
         EARLIEST_START.store(NONE, Relaxed);
         return None;
     }
@@ -149,7 +149,7 @@ fn step(ctx: Ctx, s: &mut State) -> Option<i64> {
         end_pass(s);
         return None;
     }
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let mut earliest = pass.earliest;
     let mut visit = |_: &Arg, key: &Key| note_holds(key, now, &mut earliest);
     let mut more = true;

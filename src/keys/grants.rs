@@ -8,8 +8,8 @@ use std::ffi::CStr;
 use crate::api::{Key, KeyKind};
 use crate::core::grant::{self, OneHolder, Outcome, Request};
 use crate::core::lease::{self, Lease, Now};
-use crate::group::Group;
-use crate::value::{self, Exclusive, ExclusiveRef};
+use crate::keys::group::Group;
+use crate::keys::value::{self, Exclusive, ExclusiveRef};
 
 pub const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -113,7 +113,7 @@ pub fn one_holder(slot: &Slot<'_>, owner: &[u8]) -> Option<OneHolder> {
 /// theirs, or room beside shared holders. A key of another type counts as
 /// free, its waiters get WRONGTYPE from the grant.
 pub fn may_grant(key: &Key, owner: &[u8], req: &Request) -> bool {
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     let slot = slot(key, now, Look::Held);
     match (&slot, one_holder(&slot, owner)) {
         (Slot::Shared(group), _) => group.holding.may_admit(owner, req, now.mono),

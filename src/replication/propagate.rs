@@ -15,7 +15,7 @@
 //! expires), and it avoids RM_Replicate's per-call command lookup.
 
 use crate::api::{Arg, Ctx};
-use crate::fencing::Token;
+use crate::server::fencing::Token;
 
 pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
 
@@ -81,7 +81,7 @@ pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadli
 /// being executed, verbatim: Redis drops it all the same, and counts the
 /// change for the `save` rules (see `audience`).
 fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
-    if crate::audience::heard() {
+    if crate::replication::audience::heard() {
         replicate_exactly();
     } else {
         ctx.replicate_verbatim();

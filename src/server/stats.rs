@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use crate::core::grant::{Kind, Mode, Request};
-use crate::histogram::Histogram;
+use crate::server::histogram::Histogram;
 
 #[derive(Default)]
 pub struct Counter(AtomicU64);

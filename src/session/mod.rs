@@ -36,6 +36,8 @@
 //! Nothing here costs a command without SESSION anything but one load
 //! while no hold is tracked.
 
+pub mod disconnect;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -396,7 +398,7 @@ static TRACKED: AtomicUsize = AtomicUsize::new(0);
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 fn with_state<R>(f: impl FnOnce(&mut Sessions) -> R) -> Option<R> {
-    crate::reentry::with(&STATE, |s| {
+    crate::server::reentry::with(&STATE, |s| {
         let r = f(s);
         TRACKED.store(s.tracked(), Ordering::Relaxed);
         LIVE.store(s.live(), Ordering::Relaxed);

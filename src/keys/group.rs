@@ -42,7 +42,7 @@ pub struct Group {
 
 impl Group {
     pub fn new(kind: Kind) -> Group {
-        crate::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::server::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Group { holding: grant::Holding { kind, mode: Mode::Shared, holders: Vec::new() }, key_mirror: NO_TTL }
     }
 
@@ -187,7 +187,7 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        crate::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        crate::server::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

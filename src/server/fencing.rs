@@ -57,7 +57,7 @@ impl Counter {
     /// that this instance never received (asynchronous replication): those
     /// are at most its clock floor plus the allowed lead.
     pub fn seed_for_promotion(&self) {
-        self.observe(ceiling(crate::config::max_token_lead()));
+        self.observe(ceiling(crate::server::config::max_token_lead()));
     }
 }
 
@@ -74,7 +74,7 @@ pub fn check_lead(token: Token) -> Result<(), Token> {
     if token <= COUNTER.current() {
         return Ok(());
     }
-    let ceiling = ceiling(crate::config::max_token_lead());
+    let ceiling = ceiling(crate::server::config::max_token_lead());
     if token <= ceiling {
         Ok(())
     } else {
@@ -92,7 +92,7 @@ pub fn lead_error(what: &str, ceiling: Token) -> String {
     format!(
         "ERR {what} is ahead of this server's clock by more than redislock.max-token-lead ({} ms); \
          the largest accepted now is {ceiling}",
-        crate::config::max_token_lead()
+        crate::server::config::max_token_lead()
     )
 }
 

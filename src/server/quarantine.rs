@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use crate::api::{Ctx, ServerInfo};
-use crate::fencing::COUNTER;
+use crate::server::fencing::COUNTER;
 
 /// Monotonic ms (`clock::mono_ms`) until which ACQUIRE is refused; 0 = off.
 static UNTIL: AtomicI64 = AtomicI64::new(0);
@@ -320,9 +320,9 @@ pub fn start(ctx: Ctx) {
         *slot = previous_always;
     }
     keep_always_record(ctx, true);
-    let ms = crate::config::quarantine_ms();
+    let ms = crate::server::config::quarantine_ms();
     if ms > 0 {
-        UNTIL.store(crate::clock::mono_ms().saturating_add(ms).max(1), Ordering::Relaxed);
+        UNTIL.store(crate::server::clock::mono_ms().saturating_add(ms).max(1), Ordering::Relaxed);
     }
     // Timers run only in the event loop, after the startup load.
     crate::api::after(0, on_started);
@@ -335,9 +335,9 @@ pub fn start(ctx: Ctx) {
 /// here at once. So a promotion quarantines as a restart without data
 /// does, for the configured time (0: not at all), whatever was loaded.
 pub fn promoted() {
-    let ms = crate::config::quarantine_ms();
+    let ms = crate::server::config::quarantine_ms();
     if ms > 0 {
-        let until = crate::clock::mono_ms().saturating_add(ms).max(1);
+        let until = crate::server::clock::mono_ms().saturating_add(ms).max(1);
         UNTIL.fetch_max(until, Ordering::Relaxed);
     }
 }
@@ -355,7 +355,7 @@ pub fn remaining_ms() -> Option<i64> {
     if until == 0 {
         return None;
     }
-    let left = until - crate::clock::mono_ms();
+    let left = until - crate::server::clock::mono_ms();
     if left > 0 {
         Some(left)
     } else {

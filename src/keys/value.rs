@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use crate::api::{self, Key, RedisModuleType};
 use crate::core::lease::{self, Lease, Now};
 use crate::core::token::Token;
-use crate::group::Group;
+use crate::keys::group::Group;
 
 /// The fixed part of a lock allocation; the owner's bytes follow it.
 #[repr(C)]
@@ -56,7 +56,7 @@ impl Exclusive {
             header.as_ptr().write(Header { token, owner_len: owner.len(), lease, since });
             ptr::copy_nonoverlapping(owner.as_ptr(), header.as_ptr().add(1).cast::<u8>(), owner.len());
         }
-        crate::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::server::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Exclusive(header))
     }
 
@@ -131,7 +131,7 @@ impl Exclusive {
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
-        crate::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        crate::server::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: allocated in `new` with this very layout.
         unsafe {
             if let Some(layout) = Self::layout(self.0.as_ref().owner_len) {
@@ -264,7 +264,7 @@ impl Drop for OwnRemoval {
 /// over the keyspace, once per load.
 pub fn learn_loaded_leases(ctx: api::Ctx) {
     let selected = ctx.selected_db();
-    let now = crate::clock::now();
+    let now = crate::server::clock::now();
     for db in 0..ctx.databases() {
         if !ctx.select_db(db) {
             continue;

@@ -1,0 +1,13 @@
+//! The server's state, below every flow: the monotonic clock (`clock`),
+//! the module's configuration (`config`), the token counter (`fencing`),
+//! the restart quarantine (`quarantine`), what INFO shows (`stats`,
+//! `histogram`) and whether the module is inside its own call
+//! (`reentry`).
+
+pub mod clock;
+pub mod config;
+pub mod fencing;
+pub mod histogram;
+pub mod quarantine;
+pub mod reentry;
+pub mod stats;
