@@ -154,6 +154,10 @@ pub struct Process {
     child: Option<Child>,
     frozen: bool,
     log: PathBuf,
+    /// The log's length when the last process was spawned: a failed
+    /// start reports only its own lines (an earlier run's "Address
+    /// already in use" must not read as this one's port race).
+    log_start: u64,
     // Last, so the directory outlives the process (Drop::drop runs first anyway).
     _tmp: tempfile::TempDir,
 }
@@ -177,7 +181,7 @@ impl Process {
             .map_err(|e| StartError::new(format!("cannot create a temp dir for redis-server: {e}")))?;
         let dir = tmp.path().to_path_buf();
         let log = dir.join("redis.log");
-        let mut p = Process { port: 0, pid: 0, dir, spec, child: None, frozen: false, log, _tmp: tmp };
+        let mut p = Process { port: 0, pid: 0, dir, spec, child: None, frozen: false, log, log_start: 0, _tmp: tmp };
         p.port = p.pick_port()?;
         p.spawn()?;
         Ok(p)
@@ -263,6 +267,7 @@ impl Process {
             let path = self.dir.join(name);
             fs::write(&path, text).map_err(|e| StartError::new(format!("writing {}: {e}", path.display())))?;
         }
+        self.log_start = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
         let mut cmd = Command::new(&self.spec.binary);
         cmd.args(self.args())
             .envs(self.spec.envs.iter().map(|(k, v)| (k, v)))
@@ -311,7 +316,7 @@ impl Process {
                 return Err(StartError {
                     exited: Some(status),
                     message: format!("redis-server (pid {}, port {}) exited during startup; args: {:?}", self.pid, self.port, self.args()),
-                    log_tail: self.log_tail(40),
+                    log_tail: self.log_since(self.log_start),
                 });
             }
             match client.get_connection_with_timeout(Duration::from_millis(500)) {
@@ -324,7 +329,7 @@ impl Process {
                             Err(e) => last = format!("PING failed: {e}"),
                         },
                         Ok(s) if info_pid(&s).is_some() => {
-                            let log_tail = self.log_tail(40);
+                            let log_tail = self.log_since(self.log_start);
                             self.kill_child();
                             return Err(StartError {
                                 exited: None,
@@ -339,7 +344,7 @@ impl Process {
                 Err(e) => last = format!("connect failed: {e}"),
             }
             if Instant::now() > deadline {
-                let log_tail = self.log_tail(40);
+                let log_tail = self.log_since(self.log_start);
                 self.kill_child();
                 return Err(StartError {
                     exited: None,
