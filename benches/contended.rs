@@ -23,7 +23,8 @@
 //! violation aborts the run with an error.
 //!
 //! The benchmark starts its own redis-server (127.0.0.1, free port, temp dir,
-//! no persistence) with the module loaded, and kills it (by PID) on exit,
+//! no persistence; the workspace's launcher, testkit/) with the module
+//! loaded, and kills it (by PID) on exit,
 //! also on panic (Drop guard) and, on Linux, when this process dies
 //! (PR_SET_PDEATHSIG).
 //!
@@ -38,10 +39,8 @@
 //! are reported, not treated as errors.
 
 use std::fmt::Write as _;
-use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
@@ -73,142 +72,30 @@ type Res<T> = Result<T, String>;
 
 // ---------------------------------------------------------------- server
 
-/// A private redis-server with the module; killed by PID when dropped.
-struct Server {
-    child: Option<Child>,
-    pid: u32,
-    port: u16,
-    log: PathBuf,
-    // Last, so the directory outlives the process (Drop::drop runs first anyway).
-    _dir: tempfile::TempDir,
+/// A private redis-server with the module, from the workspace's one
+/// launcher (`testkit::Process`, whose `pid`, `port` and `log_tail` it
+/// derefs to); killed by PID when dropped.
+struct Server(testkit::Process);
+
+impl std::ops::Deref for Server {
+    type Target = testkit::Process;
+    fn deref(&self) -> &testkit::Process {
+        &self.0
+    }
 }
 
 impl Server {
-    /// Start on a free port; retried (fresh port, fresh dir) on a port race.
+    /// Start on a free port; retried (fresh port) on a port race.
     fn start(module: &Path) -> Res<Server> {
-        let mut last = String::new();
-        for _attempt in 0..5 {
-            match Server::start_once(module) {
-                Ok(s) => return Ok(s),
-                Err(e) if e.contains("Address already in use") => last = e,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(format!("redis-server found no free port in 5 attempts: {last}"))
-    }
-
-    fn start_once(module: &Path) -> Res<Server> {
-        let dir = tempfile::Builder::new()
-            .prefix("redislock-bench-")
-            .tempdir()
-            .map_err(|e| format!("cannot create a temp dir for redis-server: {e}"))?;
-        let log = dir.path().join("redis.log");
-        let port = free_port()?;
-        let mut cmd = Command::new("redis-server");
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--logfile")
-            .arg(&log)
-            .args(["--daemonize", "no", "--save", "", "--appendonly", "no"])
-            .arg("--loadmodule")
-            .arg(module)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: prctl is async-signal-safe; it only asks the kernel to
-            // SIGKILL the child if this process dies without its Drop guard
-            // having run (abort, SIGKILL, Ctrl-C).
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-        }
-        let child = cmd.spawn().map_err(|e| format!("cannot start redis-server: {e} (is it on PATH?)"))?;
-        let mut s = Server { pid: child.id(), child: Some(child), port, log, _dir: dir };
-        match s.wait_ready() {
-            Ok(()) => Ok(s),
-            Err(e) => {
-                s.kill();
-                Err(format!("{e}\n--- redis-server log ---\n{}", s.log_tail(20)))
-            }
-        }
-    }
-
-    fn wait_ready(&mut self) -> Res<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let url = format!("redis://127.0.0.1:{}/", self.port);
-        let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
-        loop {
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    self.child = None;
-                    return Err(format!("redis-server (pid {}, port {}) exited during startup ({st})", self.pid, self.port));
-                }
-            }
-            let last = match client.get_connection_with_timeout(Duration::from_millis(500)) {
-                Ok(mut con) => {
-                    let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
-                    // Only the process we spawned counts: another program
-                    // may have won the port between its probe and our bind.
-                    match redis::cmd("INFO").arg("server").query::<String>(&mut con) {
-                        Ok(info) => match info.lines().find_map(|l| l.strip_prefix("process_id:")).map(str::trim) {
-                            Some(pid) if pid == self.pid.to_string() => return Ok(()),
-                            Some(pid) => {
-                                return Err(format!("Address already in use: port {} answered by pid {pid}, not {}", self.port, self.pid))
-                            }
-                            None => "INFO server has no process_id yet".to_string(),
-                        },
-                        Err(e) => format!("INFO server failed: {e}"),
-                    }
-                }
-                Err(e) => format!("connect failed: {e}"),
-            };
-            if Instant::now() > deadline {
-                return Err(format!("redis-server (pid {}, port {}) not ready within 10 s; last: {last}", self.pid, self.port));
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log_tail(&self, n: usize) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
-    }
-
-    /// SIGTERM by PID, up to 2 s to exit, then SIGKILL; always reaped.
-    fn kill(&mut self) {
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) on the PID of the child we spawned and have not reaped.
-        unsafe {
-            libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let _ = c.kill(); // SIGKILL to the same PID
-        let _ = c.wait();
+        let mut spec = testkit::Spec::new(Some(module.to_path_buf()));
+        spec.dir_prefix = "redislock-bench-".into();
+        spec.defaults = vec![("--save".into(), String::new()), ("--appendonly".into(), "no".into())];
+        spec.die_with_parent = true;
+        testkit::Process::start(spec).map(Server).map_err(|e| e.to_string())
     }
 
     fn connect(&self) -> Res<Connection> {
-        let url = format!("redis://127.0.0.1:{}/", self.port);
-        let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+        let client = self.0.client()?;
         let con = client
             .get_connection_with_timeout(Duration::from_secs(5))
             .map_err(|e| format!("connect to redis-server on port {}: {e}", self.port))?;
@@ -218,31 +105,10 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1:0 to find a free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| format!("local_addr of the probe listener: {e}"))
-}
-
+/// `$REDISLOCK_MODULE`, else `<workspace>/target/release/libredislock.so`,
+/// made absolute (redis-server runs in its temp dir).
 fn module_path() -> Res<PathBuf> {
-    let p = match std::env::var_os("REDISLOCK_MODULE") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/libredislock.so")),
-    };
-    if !p.is_file() {
-        return Err(format!(
-            "redislock module not found at {}: build it with `cargo build --release` \
-             or point REDISLOCK_MODULE at the .so",
-            p.display()
-        ));
-    }
-    // redis-server runs in its temp dir: give it an absolute path.
-    fs::canonicalize(&p).map_err(|e| format!("{}: {e}", p.display()))
+    testkit::try_module_path()
 }
 
 fn bench_seconds() -> Res<f64> {

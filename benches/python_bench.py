@@ -7,7 +7,7 @@ redis-py, SET NX PX and Lua), on the same five local servers.
 Run it through benches/python.sh, which makes the virtualenv. It starts five
 redis-server processes with the redislock module (Pottery's commands work
 on any Redis, module or not) on free ports of 127.0.0.1 and stops them by
-PID at the end.
+PID at the end (python/tests/redis_servers.py, the tests' launcher).
 
 Scenarios, each a fixed time per measurement:
   1 thread      one thread acquiring and releasing its own key
@@ -24,9 +24,7 @@ the rounds.
 
 import argparse
 import json
-import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,39 +40,11 @@ from pottery import Redlock as PotteryRedlock
 import redislock
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULE = os.environ.get("REDISLOCK_MODULE") or str(ROOT / "target" / "release" / "libredislock.so")
-SERVER = os.environ.get("REDISLOCK_SERVER") or "redis-server"
+# The Python launcher of the tests (python/tests/redis_servers.py).
+sys.path.insert(0, str(ROOT / "python" / "tests"))
+import redis_servers  # noqa: E402
+
 TTL = 10.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(workdir):
-    """A server on a free port; (process, port). Ours only when INFO names our PID."""
-    for _ in range(20):
-        port = free_port()
-        d = tempfile.mkdtemp(dir=workdir)
-        proc = subprocess.Popen(
-            [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
-             "--appendonly", "no", "--loadmodule", MODULE],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        )
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if client.info("server")["process_id"] == proc.pid:
-                    return proc, port
-                break
-            except redis.RedisError:
-                time.sleep(0.02)
-        proc.kill()
-        proc.wait()
-    raise RuntimeError(f"could not start {SERVER} with {MODULE}")
 
 
 def run_threads(n, cycle_factory, seconds):
@@ -181,15 +151,14 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0, help="length of one measurement")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if not os.path.isfile(MODULE):
-        sys.exit(f"{MODULE} is missing: run `make build` (or set REDISLOCK_MODULE)")
-
     workdir = tempfile.mkdtemp(prefix="python-bench-")
-    procs = []
+    servers = redis_servers.Servers()
     try:
-        for _ in range(5):
-            procs.append(start_server(workdir))
-        ports = [p for _, p in procs]
+        try:
+            servers = redis_servers.start_servers(5, workdir, unix_socket=False)
+        except redis_servers.StartError as e:
+            sys.exit(str(e))
+        ports = [s.port for s in servers]
         rl = redislock.Redlock([f"redis://127.0.0.1:{p}" for p in ports])
         masters = {redis.Redis(host="127.0.0.1", port=p, socket_timeout=1, max_connections=64) for p in ports}
         scenarios = [("1 thread", 1, False), ("32 threads", 32, False), ("32 on 1 key", 32, True)]
@@ -226,9 +195,7 @@ def main():
             print("attempts refused on keys nobody else held (all rounds): " + ", ".join(
                 f"{name} {impl} {n}" for (name, impl), n in refusals.items() if n))
     finally:
-        for proc, _ in procs:
-            proc.kill()
-            proc.wait()
+        servers.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

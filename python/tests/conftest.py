@@ -1,215 +1,26 @@
-"""Real redis-server processes with the redislock module, for the tests.
-
-Each server listens on 127.0.0.1 only, on a port the OS had free, with no
-persistence and a temporary directory of its own (TLS-only with `tls`:
-certificates made by scripts/test-certs.sh, see the `certs` fixture). Free
-ports are found by
-binding port 0 and letting go, so another process can take one first: a
-server counts as started only when it answers PING and `INFO server` names
-the PID we spawned. Servers are stopped by that PID, also when a test fails.
-
-$REDISLOCK_MODULE: the module (default ../target/release/libredislock.so
-from python/); $REDISLOCK_SERVER: the server binary (default redis-server).
+"""Fixtures of real redis-server processes with the redislock module, from
+the one Python launcher (redis_servers.py, shared with benches/python_bench.py):
+see there for how servers start and stop. Certificates for the TLS tests
+are made by scripts/test-certs.sh (the `certs` fixture).
 """
 
 import os
-import shutil
-import socket
-import ssl
 import subprocess
-import tempfile
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-PYTHON_DIR = Path(__file__).resolve().parent.parent
-MODULE = Path(os.environ.get("REDISLOCK_MODULE") or PYTHON_DIR.parent / "target" / "release" / "libredislock.so")
-SERVER = os.environ.get("REDISLOCK_SERVER") or "redis-server"
-CERTS_SCRIPT = PYTHON_DIR.parent / "scripts" / "test-certs.sh"
-READY_DEADLINE = 10.0
-# Every direct command gives up after this: a wedged server fails the test
-# instead of hanging it.
-DIRECT_TIMEOUT = 5.0
+import redis_servers
+from redis_servers import ROOT
 
-
-class RespError(Exception):
-    """An error reply."""
-
-
-def _read_reply(f):
-    line = f.readline()
-    if not line.endswith(b"\r\n"):
-        raise ConnectionError("connection closed mid-reply")
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"+":
-        return rest.decode()
-    if kind == b"-":
-        return RespError(rest.decode())
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)
-        return data[:-2]
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [_read_reply(f) for _ in range(n)]
-    raise ConnectionError(f"unexpected reply {line!r}")
-
-
-def _tls_context(tls):
-    """The tests' own TLS: the test client certificate, no certificate
-    checks (a server's certificate may be one made to fail them)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    context.load_cert_chain(tls["client_cert"], tls["client_key"])
-    return context
-
-
-def call(port, *args, tls=None):
-    """One command to 127.0.0.1:port over a new connection (TLS with
-    `tls`); error replies raise RespError."""
-    with socket.create_connection(("127.0.0.1", port), timeout=DIRECT_TIMEOUT) as raw:
-        s = _tls_context(tls).wrap_socket(raw) if tls else raw
-        parts = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        s.sendall(b"".join(parts))
-        with s.makefile("rb") as f:
-            reply = _read_reply(f)
-    if isinstance(reply, RespError):
-        raise reply
-    return reply
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One redis-server with the module, started on a free port. With
-    `tls` (a dict: cert, key, ca, client_cert, client_key), TLS only,
-    asking clients for a certificate by `ca`."""
-
-    def __init__(self, workdir, binary=None, tls=None):
-        self.dir = tempfile.mkdtemp(prefix="redis-", dir=workdir)
-        self.binary = binary or SERVER
-        self.tls = tls
-        self.proc = None
-        self.port = None
-        for _ in range(20):
-            if self._start(_free_port()):
-                return
-        raise RuntimeError(f"could not start {self.binary} (see the logs in {self.dir})")
-
-    def _start(self, port):
-        log = open(os.path.join(self.dir, "server.log"), "ab")
-        try:
-            if self.tls:
-                listen = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", self.tls["cert"],
-                          "--tls-key-file", self.tls["key"], "--tls-ca-cert-file", self.tls["ca"],
-                          "--tls-auth-clients", "yes"]
-            else:
-                listen = ["--port", str(port)]
-            proc = subprocess.Popen(
-                [self.binary, *listen, "--bind", "127.0.0.1", "--dir", self.dir,
-                 "--unixsocket", self.socket, "--unixsocketperm", "700",
-                 "--save", "", "--appendonly", "no", "--loadmodule", str(MODULE)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + READY_DEADLINE
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                return False  # e.g. the port was taken meanwhile
-            try:
-                info = call(port, "INFO", "server", tls=self.tls).decode()
-            except (OSError, RespError):
-                time.sleep(0.02)
-                continue
-            if f"process_id:{proc.pid}\r\n" in info:
-                self.proc, self.port = proc, port
-                return True
-            break  # someone else's server on that port
-        proc.kill()
-        proc.wait()
-        return False
-
-    @property
-    def url(self):
-        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
-
-    @property
-    def socket(self):
-        """The path of its Unix socket (it listens on both)."""
-        return os.path.join(self.dir, "redis.sock")
-
-    @property
-    def socket_url(self):
-        return f"unix://{self.socket}"
-
-    @property
-    def name(self):
-        return f"127.0.0.1:{self.port}"
-
-    def call(self, *args):
-        return call(self.port, *args, tls=self.tls)
-
-    def lock_info(self, key):
-        """LOCK.INFO as a dict (None: not held here)."""
-        reply = self.call("LOCK.INFO", key)
-        if reply is None:
-            return None
-        fields = {}
-        for k, v in zip(reply[0::2], reply[1::2]):
-            fields[k.decode()] = v.decode() if isinstance(v, bytes) else v
-        return fields
-
-    def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-class Servers(list):
-    """Five servers (a list of Server) and their URLs."""
-
-    @property
-    def urls(self):
-        return [s.url for s in self]
-
-    def holders(self, key):
-        """The servers on which `key` is held now."""
-        return [s for s in self if s.proc.poll() is None and s.lock_info(key) is not None]
-
-    def stop(self):
-        for s in self:
-            s.kill()
+CERTS_SCRIPT = ROOT / "scripts" / "test-certs.sh"
 
 
 def _servers(n, workdir, binary=None, tls=None):
-    binary = binary or SERVER
-    if not MODULE.is_file():
-        pytest.fail(f"redislock module not found at {MODULE}: run `make build`, or set REDISLOCK_MODULE")
-    if shutil.which(binary) is None and not os.path.isfile(binary):
-        pytest.fail(f"{binary} not found: install redis-server, or set REDISLOCK_SERVER")
-    started = Servers()
     try:
-        for _ in range(n):
-            started.append(Server(workdir, binary, tls))
-    except BaseException:
-        started.stop()
-        raise
-    return started
+        return redis_servers.start_servers(n, workdir, binary, tls)
+    except redis_servers.StartError as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="session")

@@ -1,20 +1,19 @@
 //! Test harness for the redislock integration tests.
 //!
 //! Every test starts its own real `redis-server` process(es) on free local
-//! ports, bound to 127.0.0.1 only, with a fresh temporary data directory.
+//! ports, bound to 127.0.0.1 only, with a fresh temporary data directory,
+//! through the workspace's one launcher (`testkit::Process`, `testkit/`).
 //! Servers are killed (by the PID we spawned) and reaped in `Drop`, also when
-//! the test panics.
-#![allow(dead_code)]
+//! the test panics. Reply helpers for the tests' synchronous connections
+//! follow the `Server` type.
+#![allow(dead_code, unused_imports)]
 
 pub mod cluster;
 
 use std::fs;
-use std::io::{Read, Seek, SeekFrom};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisError, Value};
 
@@ -29,62 +28,13 @@ pub fn one_heavy_at_a_time() -> MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// How long a server gets to answer PING after being spawned.
-pub const READY_DEADLINE: Duration = Duration::from_secs(10);
 /// Read timeout on every test connection, so a wedged server fails the test
 /// instead of hanging it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Path of the module under test: `$REDISLOCK_MODULE`, else the release build
-/// in this crate. Panics with a clear message when the file does not exist.
-pub fn module_path() -> PathBuf {
-    let p = match std::env::var_os("REDISLOCK_MODULE") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/libredislock.so")),
-    };
-    if !p.is_file() {
-        panic!(
-            "redislock module not found at {} — build it with `cargo build --release` \
-             or point REDISLOCK_MODULE at the .so",
-            p.display()
-        );
-    }
-    p
-}
-
-/// The server binary the suite runs against: `$REDISLOCK_SERVER` (e.g.
-/// Valkey's, from `make test`), else `redis-server` from PATH.
-pub fn server_binary() -> PathBuf {
-    match std::env::var_os("REDISLOCK_SERVER") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from("redis-server"),
-    }
-}
-
-/// Valkey 8.1's server, for tests that must also run there: `$REDISLOCK_VALKEY`
-/// (set by `make test`), else `.servers/valkey-8.1/redis-server` in this
-/// repository. `None` when neither exists (the test then says so).
-pub fn valkey_binary() -> Option<PathBuf> {
-    let p = match std::env::var_os("REDISLOCK_VALKEY") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.servers/valkey-8.1/redis-server")),
-    };
-    p.is_file().then_some(p)
-}
-
-/// libfaketime's preload library (Debian's `faketime` package, which
-/// `make test` installs), if present.
-pub fn libfaketime() -> Option<PathBuf> {
-    ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-}
-
-/// Microseconds since the Unix epoch, from the system clock.
-pub fn now_unix_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("system clock before 1970").as_micros() as i64
-}
+pub use testkit::history;
+pub use testkit::server::READY_DEADLINE;
+pub use testkit::{libfaketime, module_path, now_unix_us, server_binary, valkey_binary, StartError};
 
 /// A fencing token well above anything a server's counter (seeded from
 /// the clock in µs at load) reaches by itself during a test, and within
@@ -98,51 +48,42 @@ pub fn now_unix_ms() -> i64 {
     now_unix_us() / 1000
 }
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
-    l.local_addr().expect("local_addr of probe listener").port()
-}
+/// A server of the module tests: testkit's launcher (`testkit::Process`,
+/// whose fields and signals, `stop`, `kill9`, `log_tail`... it derefs
+/// to) with this suite's defaults: the module loaded, no persistence,
+/// DEBUG and MODULE commands enabled, unless the extra args say otherwise.
+pub struct Server(testkit::Process);
 
-/// Why a server did not come up.
-#[derive(Debug)]
-pub struct StartError {
-    /// The process exited (with this status) before answering PING.
-    pub exited: Option<std::process::ExitStatus>,
-    pub message: String,
-    pub log_tail: String,
-}
-
-/// The readiness check reached a server that is not the one spawned.
-const NOT_OURS: &str = "another process answers on this port";
-
-impl StartError {
-    /// Another process holds (or won) the port: retry on another one.
-    pub fn port_taken(&self) -> bool {
-        self.log_tail.contains("Address already in use") || self.message.contains(NOT_OURS)
+impl std::ops::Deref for Server {
+    type Target = testkit::Process;
+    fn deref(&self) -> &testkit::Process {
+        &self.0
     }
 }
 
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (exit status: {:?})\n--- redis log tail ---\n{}", self.message, self.exited, self.log_tail)
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut testkit::Process {
+        &mut self.0
     }
 }
 
-pub struct Server {
-    pub port: u16,
-    /// The server executable (see `server_binary`).
-    pub binary: PathBuf,
-    pub dir: PathBuf,
-    pub pid: u32,
-    child: Option<Child>,
-    module_args: Vec<String>,
-    extra_args: Vec<String>,
-    /// Extra environment of the server process (e.g. libfaketime's).
-    envs: Vec<(String, String)>,
-    log: PathBuf,
-    // Kept last so the directory outlives the process (fields drop in order,
-    // but Drop::drop runs first anyway).
-    _tmp: tempfile::TempDir,
+fn spec(binary: &Path, module_args: &[&str], args: &[&str], envs: &[(&str, &str)]) -> testkit::Spec {
+    let mut spec = testkit::Spec::new(Some(module_path()));
+    spec.binary = binary.to_path_buf();
+    spec.module_args = module_args.iter().map(|s| s.to_string()).collect();
+    spec.args = args.iter().map(|s| s.to_string()).collect();
+    spec.envs = envs.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+    spec.defaults = [
+        ("--save", ""),
+        ("--appendonly", "no"),
+        ("--enable-debug-command", "yes"),
+        ("--enable-module-command", "yes"),
+        ("--loglevel", "notice"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    spec
 }
 
 impl Server {
@@ -193,214 +134,15 @@ impl Server {
     }
 
     pub fn try_start_binary_env(binary: &Path, module_args: &[&str], args: &[&str], envs: &[(&str, &str)]) -> Result<Server, StartError> {
-        let mut s = Self::unstarted(binary, module_args, args);
-        s.envs = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut last_err = None;
-        for _attempt in 0..10 {
-            s.port = free_port();
-            match s.launch() {
-                Ok(()) => return Ok(s),
-                Err(e) if e.port_taken() => {
-                    last_err = Some(e);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last_err.expect("at least one attempt"))
+        testkit::Process::start(spec(binary, module_args, args, envs)).map(Server)
     }
 
     /// A server of the suite's binary on exactly `port` (one attempt; the
     /// caller picks ports, e.g. a Cluster node whose bus port must be free).
     pub fn try_start_at(port: u16, module_args: &[&str], args: &[&str]) -> Result<Server, StartError> {
-        let mut s = Self::unstarted(&server_binary(), module_args, args);
-        s.port = port;
-        s.launch().map(|()| s)
-    }
-
-    fn unstarted(binary: &Path, module_args: &[&str], args: &[&str]) -> Server {
-        let tmp = tempfile::Builder::new().prefix("redislock-test-").tempdir().expect("create temp dir for redis-server");
-        let dir = tmp.path().to_path_buf();
-        let log = dir.join("redis.log");
-        Server {
-            port: 0,
-            binary: binary.to_path_buf(),
-            dir,
-            pid: 0,
-            child: None,
-            module_args: module_args.iter().map(|s| s.to_string()).collect(),
-            extra_args: args.iter().map(|s| s.to_string()).collect(),
-            envs: Vec::new(),
-            log,
-            _tmp: tmp,
-        }
-    }
-
-    /// Is persistence configured (AOF on, or non-empty save points)?
-    fn persistence_configured(&self) -> bool {
-        let a = &self.extra_args;
-        let mut i = 0;
-        while i < a.len() {
-            if a[i] == "--appendonly" && a.get(i + 1).map(|v| v == "yes").unwrap_or(false) {
-                return true;
-            }
-            if a[i] == "--save" && a.get(i + 1).map(|v| !v.trim().is_empty()).unwrap_or(false) {
-                return true;
-            }
-            i += 1;
-        }
-        false
-    }
-
-    fn has_extra(&self, name: &str) -> bool {
-        self.extra_args.iter().any(|a| a == name)
-    }
-
-    fn build_args(&self) -> Vec<String> {
-        let module = module_path();
-        let mut v: Vec<String> = vec![
-            "--port".into(),
-            self.port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--dir".into(),
-            self.dir.display().to_string(),
-            "--logfile".into(),
-            self.log.display().to_string(),
-            "--daemonize".into(),
-            "no".into(),
-            "--loadmodule".into(),
-            module.display().to_string(),
-        ];
-        v.extend(self.module_args.iter().cloned());
-        let defaults: &[(&str, &str)] = &[
-            ("--save", ""),
-            ("--appendonly", "no"),
-            ("--enable-debug-command", "yes"),
-            ("--enable-module-command", "yes"),
-            ("--loglevel", "notice"),
-        ];
-        for (k, val) in defaults {
-            if !self.has_extra(k) {
-                v.push((*k).into());
-                v.push((*val).into());
-            }
-        }
-        v.extend(self.extra_args.iter().cloned());
-        v
-    }
-
-    fn log_len(&self) -> u64 {
-        fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0)
-    }
-
-    fn log_since(&self, from: u64) -> String {
-        let mut out = String::new();
-        if let Ok(mut f) = fs::File::open(&self.log) {
-            let _ = f.seek(SeekFrom::Start(from));
-            let mut buf = Vec::new();
-            let _ = f.read_to_end(&mut buf);
-            out = String::from_utf8_lossy(&buf).into_owned();
-        }
-        out
-    }
-
-    /// Last `n` lines of the server log.
-    pub fn log_tail(&self, n: usize) -> String {
-        let all = self.log_since(0);
-        let lines: Vec<&str> = all.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
-    }
-
-    /// The whole server log.
-    pub fn log_text(&self) -> String {
-        self.log_since(0)
-    }
-
-    /// Spawn redis-server on `self.port` and wait until it answers PING.
-    fn launch(&mut self) -> Result<(), StartError> {
-        let log_start = self.log_len();
-        let args = self.build_args();
-        let child = Command::new(&self.binary)
-            .args(&args)
-            .envs(self.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| StartError {
-                exited: None,
-                message: format!("spawning redis-server failed: {e} (is it on PATH?)"),
-                log_tail: String::new(),
-            })?;
-        self.pid = child.id();
-        self.child = Some(child);
-        let deadline = Instant::now() + READY_DEADLINE;
-        let url = format!("redis://127.0.0.1:{}/", self.port);
-        let client = redis::Client::open(url.as_str()).expect("redis client for readiness check");
-        let mut last: String;
-        loop {
-            // The process died: report at once, do not wait for the deadline.
-            let status = self.child.as_mut().expect("child present").try_wait().expect("try_wait on redis-server");
-            if let Some(st) = status {
-                self.child = None;
-                return Err(StartError {
-                    exited: Some(st),
-                    message: format!("redis-server (pid {}, port {}) exited during startup; args: {:?}", self.pid, self.port, args),
-                    log_tail: self.log_since(log_start),
-                });
-            }
-            match client.get_connection_with_timeout(Duration::from_millis(500)) {
-                Ok(mut con) => {
-                    let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
-                    // Free ports are found by binding port 0 and letting
-                    // go, so two tests can pick the same one: only the
-                    // server we spawned counts as ready.
-                    match redis::cmd("INFO").arg("server").query::<String>(&mut con) {
-                        // Ours; ready once it has loaded its data (PING
-                        // answers LOADING until then).
-                        Ok(s) if info_pid(&s) == Some(self.pid) => match redis::cmd("PING").query::<String>(&mut con) {
-                            Ok(p) if p == "PONG" => return Ok(()),
-                            Ok(p) => last = format!("PING answered {p:?}"),
-                            Err(e) => last = format!("PING failed: {e}"),
-                        },
-                        Ok(s) if info_pid(&s).is_some() => {
-                            let log_tail = self.log_since(log_start);
-                            self.kill_child();
-                            return Err(StartError {
-                                exited: None,
-                                message: format!("{NOT_OURS} ({}, not pid {})", self.port, self.pid),
-                                log_tail,
-                            });
-                        }
-                        Ok(s) => last = format!("INFO server answered {s:?}"),
-                        Err(e) => last = format!("INFO server failed: {e}"),
-                    }
-                }
-                Err(e) => last = format!("connect failed: {e}"),
-            }
-            if Instant::now() > deadline {
-                let log_tail = self.log_since(log_start);
-                self.kill_child();
-                return Err(StartError {
-                    exited: None,
-                    message: format!(
-                        "redis-server (pid {}, port {}) not ready within {:?}; last: {last}",
-                        self.pid, self.port, READY_DEADLINE
-                    ),
-                    log_tail,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill_child(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let mut spec = spec(&server_binary(), module_args, args, &[]);
+        spec.ports = testkit::Ports::Fixed(port);
+        testkit::Process::start(spec).map(Server)
     }
 
     /// A RESP2 connection (read timeout 30 s).
@@ -423,105 +165,25 @@ impl Server {
         con
     }
 
-    /// Is the process we spawned still running?
-    pub fn is_alive(&mut self) -> bool {
-        match self.child.as_mut() {
-            None => false,
-            Some(c) => match c.try_wait().expect("try_wait on redis-server") {
-                None => true,
-                Some(_) => {
-                    self.child = None;
-                    false
-                }
-            },
-        }
-    }
-
     /// SIGSTOP the server (it stops reading its sockets, like a lagging host).
     pub fn sigstop(&self) {
-        // SAFETY: kill(2) on the PID of the child we spawned and still own.
-        assert_eq!(unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGSTOP) }, 0, "SIGSTOP");
+        self.signal(libc::SIGSTOP);
     }
 
     /// SIGCONT a server stopped with `sigstop`.
     pub fn sigcont(&self) {
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGCONT) }, 0, "SIGCONT");
+        self.signal(libc::SIGCONT);
     }
 
-    /// Waits for the server to exit on its own (e.g. after SHUTDOWN) and
-    /// returns its status; `None` if it still runs after `timeout`.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let c = self.child.as_mut()?;
-            if let Some(status) = c.try_wait().expect("try_wait on redis-server") {
-                self.child = None;
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// SIGKILL the server and reap it.
-    pub fn kill9(&mut self) {
-        let mut c = self.child.take().expect("kill9: server is not running");
-        c.kill().expect("SIGKILL redis-server");
-        c.wait().expect("wait for killed redis-server");
-    }
-
-    /// Stop gracefully: `SHUTDOWN SAVE` when persistence is configured,
-    /// `SHUTDOWN NOSAVE` otherwise; SIGTERM if SHUTDOWN is refused. Waits for
-    /// the process to exit (10 s deadline, then SIGKILL and panic).
-    pub fn stop(&mut self) {
-        if !self.is_alive() {
-            return;
-        }
-        let mode = if self.persistence_configured() { "SAVE" } else { "NOSAVE" };
-        let mut sent = false;
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port).as_str()).expect("redis client for shutdown");
-        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_secs(5)) {
-            let _ = con.set_read_timeout(Some(Duration::from_secs(10)));
-            match redis::cmd("SHUTDOWN").arg(mode).query::<Value>(&mut con) {
-                // A successful SHUTDOWN closes the connection without a reply.
-                Err(e) if e.is_io_error() || e.is_connection_dropped() => sent = true,
-                Err(e) => eprintln!("SHUTDOWN {mode} refused on port {}: {e}", self.port),
-                Ok(v) => eprintln!("SHUTDOWN {mode} replied {v:?} on port {}", self.port),
-            }
-        }
-        if !sent {
-            // SAFETY: plain kill(2) on the PID of the child we spawned and still own.
-            unsafe {
-                libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let c = self.child.as_mut().expect("child present while stopping");
-            if let Some(_st) = c.try_wait().expect("try_wait on redis-server") {
-                self.child = None;
-                return;
-            }
-            if Instant::now() > deadline {
-                self.kill_child();
-                panic!("redis-server pid {} did not exit within 10 s after SHUTDOWN/SIGTERM\n{}", self.pid, self.log_tail(30));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Stop gracefully (see `stop`) if running, then start again with the
-    /// same port, dir and args.
+    /// Stop gracefully (see `testkit::Process::stop`) if running, then
+    /// start again with the same port, dir and args.
     pub fn restart(&mut self) {
         self.stop();
         self.start_again();
     }
 
-    /// Stop gracefully (see `stop`) if running, then start again with the
-    /// same port, dir and redis-server args but these module args.
+    /// Stop gracefully if running, then start again with the same port,
+    /// dir and redis-server args but these module args.
     pub fn restart_with_module_args(&mut self, module_args: &[&str]) {
         self.stop();
         self.set_module_args(module_args);
@@ -531,49 +193,19 @@ impl Server {
     /// redis-server args for the next `start_again` / `restart` (the same
     /// port and dir; e.g. another `--appendfsync`).
     pub fn set_extra_args(&mut self, args: &[&str]) {
-        self.extra_args = args.iter().map(|s| s.to_string()).collect();
+        self.0.spec.args = args.iter().map(|s| s.to_string()).collect();
     }
 
     /// Module args for the next `start_again` / `restart`.
     pub fn set_module_args(&mut self, module_args: &[&str]) {
-        self.module_args = module_args.iter().map(|s| s.to_string()).collect();
+        self.0.spec.module_args = module_args.iter().map(|s| s.to_string()).collect();
     }
 
     /// Start a stopped (or killed) server again on the same port, dir, args.
     pub fn start_again(&mut self) {
-        assert!(self.child.is_none(), "start_again: server still running");
-        let mut last = None;
-        for _ in 0..20 {
-            match self.launch() {
-                Ok(()) => return,
-                Err(e) if e.port_taken() => {
-                    last = Some(e);
-                    // The port is briefly held by something else; back off and retry.
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(e) => panic!("redis-server did not restart: {e}"),
-            }
+        if let Err(e) = self.0.start_again() {
+            panic!("redis-server did not restart on port {}: {e}", self.port);
         }
-        panic!("redis-server could not get its port {} back: {}", self.port, last.expect("an error"));
-    }
-}
-
-fn info_pid(info: &str) -> Option<u32> {
-    info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|p| p.trim().parse().ok())
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "--- redis-server port {} pid {} log tail (dir {}) ---\n{}",
-                self.port,
-                self.pid,
-                self.dir.display(),
-                self.log_tail(40)
-            );
-        }
-        self.kill_child();
     }
 }
 

@@ -8,18 +8,11 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::history::History;
 use common::*;
 
 const THREADS: usize = 16;
 const RUN_FOR: Duration = Duration::from_secs(3);
-
-#[derive(Debug, Clone)]
-struct Grant {
-    thread: usize,
-    token: i64,
-    granted: Instant,
-    released: Instant,
-}
 
 #[test]
 fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
@@ -29,17 +22,18 @@ fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
     let held = Arc::new(AtomicBool::new(false));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(THREADS));
+    let history = History::new();
     let mut handles = Vec::new();
     for id in 0..THREADS {
         let held = held.clone();
         let overlaps = overlaps.clone();
         let barrier = barrier.clone();
-        handles.push(thread::spawn(move || -> Vec<Grant> {
+        let history = history.clone();
+        handles.push(thread::spawn(move || {
             let client = redis::Client::open(format!("redis://127.0.0.1:{port}/").as_str()).expect("client for hammer thread");
             let mut con = client.get_connection_with_timeout(Duration::from_secs(5)).expect("hammer thread connect");
             con.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
             let owner = format!("owner-{id}");
-            let mut grants = Vec::new();
             barrier.wait();
             let end = Instant::now() + RUN_FOR;
             while Instant::now() < end {
@@ -57,26 +51,22 @@ fn hammer_one_key_mutual_exclusion_and_monotonic_tokens() {
                 let released = Instant::now();
                 let r = release(&mut con, b"the-lock", owner.as_bytes());
                 assert_eq!(r, 1, "thread {id}: RELEASE of a granted lock (token {token}) replied {r}");
-                grants.push(Grant { thread: id, token, granted, released });
+                history.record(owner.clone(), token, granted, released);
             }
-            grants
         }));
     }
-    let mut all: Vec<Grant> = Vec::new();
     for h in handles {
-        all.extend(h.join().expect("hammer thread panicked"));
+        h.join().expect("hammer thread panicked");
     }
-    let per_thread: Vec<usize> = (0..THREADS).map(|t| all.iter().filter(|g| g.thread == t).count()).collect();
-    eprintln!("hammer: {} grants, per thread {:?}", all.len(), per_thread);
+    let holds = history.holds();
+    let per_thread: Vec<usize> = (0..THREADS).map(|t| holds.iter().filter(|h| h.client == format!("owner-{t}")).count()).collect();
+    eprintln!("hammer: {} grants, per thread {:?}", holds.len(), per_thread);
 
     assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two clients held the lock at the same time");
-    assert!(all.len() >= 100, "only {} grants in {:?}", all.len(), RUN_FOR);
-    all.sort_by_key(|g| g.granted);
-    for w in all.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        assert!(b.token > a.token, "tokens not strictly increasing in grant order: {a:?} then {b:?}");
-        assert!(b.granted > a.released, "hold intervals overlap: {a:?} and {b:?}");
-    }
+    assert!(holds.len() >= 100, "only {} grants in {:?}", holds.len(), RUN_FOR);
+    // In grant order: no hold starts before the previous ones ended, and
+    // tokens strictly increase.
+    history.check().assert_exclusive("hammer");
     // The key is free at the end and the server still works.
     let mut c = s.conn();
     assert!(!exists(&mut c, b"the-lock"), "lock left behind after all releases");

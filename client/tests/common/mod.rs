@@ -1,5 +1,9 @@
 //! Harness for the redlock client's integration tests.
 //!
+//! Servers come from the workspace's one launcher (`testkit::Process`,
+//! `testkit/`); this file adds the client tests' options (`Opts`), async
+//! connections and `Cluster` of N servers. The history checker is
+//! testkit's too (`common::history`).
 //! Every test starts its own real `redis-server` processes on free local
 //! ports (bound to 127.0.0.1, no persistence, a temporary directory each),
 //! with the redislock module loaded unless a plain server is asked for.
@@ -14,19 +18,17 @@
 //! SIGKILL, SIGSTOP/SIGCONT, restart on the same port. `Drop` resumes a
 //! frozen server and kills and reaps every process, also when the test
 //! panics.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod cli;
 pub mod fence;
 pub mod forwarder;
-pub mod history;
 pub mod tls;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redis::Value;
 use redlock::{Redlock, Settings};
@@ -44,49 +46,13 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// How long a spawned server gets to answer PING.
-pub const READY_DEADLINE: Duration = Duration::from_secs(10);
 /// Upper bound on every direct (test-side) command, so a wedged server
 /// fails the test instead of hanging it.
 pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `$REDISLOCK_MODULE`, else `<workspace>/target/release/libredislock.so`.
-pub fn module_path() -> PathBuf {
-    let p = match std::env::var_os("REDISLOCK_MODULE") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/release/libredislock.so")),
-    };
-    assert!(
-        p.is_file(),
-        "redislock module not found at {} (build it with `cargo build --release -p redislock` \
-         in the workspace, or set REDISLOCK_MODULE)",
-        p.display()
-    );
-    p
-}
-
-pub fn now_unix_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock before 1970").as_micros() as i64
-}
-
-/// Valkey 8.1's server (libfaketime works with it, not with Debian's
-/// jemalloc redis-server): `$REDISLOCK_VALKEY` (set by `make test`), else
-/// `<workspace>/.servers/valkey-8.1/redis-server`; `None` when neither exists.
-pub fn valkey_binary() -> Option<PathBuf> {
-    let p = match std::env::var_os("REDISLOCK_VALKEY") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.servers/valkey-8.1/redis-server")),
-    };
-    p.is_file().then_some(p)
-}
-
-/// libfaketime's preload library (Debian's `faketime` package), if installed.
-pub fn libfaketime() -> Option<PathBuf> {
-    ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-}
+pub use testkit::history;
+pub use testkit::server::READY_DEADLINE;
+pub use testkit::{libfaketime, module_path, now_unix_us, valkey_binary};
 
 /// How to start one server.
 #[derive(Clone, Debug, Default)]
@@ -127,17 +93,7 @@ pub struct Opts {
 
 /// A server's TLS (`redis-server --tls-*`), and the client certificate the
 /// harness's own connections show it.
-#[derive(Clone, Debug)]
-pub struct TlsServer {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    /// `--tls-ca-cert-file`: the CA its clients' certificates must chain to.
-    pub ca: PathBuf,
-    /// `--tls-auth-clients yes`: clients must show a certificate by `ca`.
-    pub auth_clients: bool,
-    pub client_cert: PathBuf,
-    pub client_key: PathBuf,
-}
+pub use testkit::Tls as TlsServer;
 
 impl Opts {
     pub fn quarantine(ms: u64) -> Opts {
@@ -180,45 +136,88 @@ impl Opts {
     }
 }
 
+/// A free port of 127.0.0.1 (nothing listens on it once returned).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().expect("local_addr").port()
 }
 
-/// A port below the ephemeral range whose cluster bus port is free too.
-fn free_cluster_port() -> u16 {
-    let mut state = now_unix_us() as u64 ^ ((std::process::id() as u64) << 32) | 1;
-    loop {
-        // xorshift64: candidates spread over the range without a dependency.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let port = 10_000 + (state % 3000) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
-            return port;
+impl Opts {
+    /// testkit's launch spec for these options.
+    fn spec(&self) -> testkit::Spec {
+        let mut spec = testkit::Spec::new((!self.plain).then(module_path));
+        spec.dir_prefix = "redlock-client-test-".into();
+        spec.binary = self.binary.clone().unwrap_or_else(|| PathBuf::from("redis-server"));
+        spec.module_args = self.module_args.clone();
+        spec.password = self.requirepass.clone();
+        spec.tls = self.tls.clone();
+        spec.defaults = vec![("--save".into(), String::new()), ("--appendonly".into(), "no".into())];
+        if let Some(master) = self.sentinel_of {
+            // A sentinel rewrites its configuration file: one of its own.
+            let text = format!(
+                "sentinel monitor mymaster 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds mymaster 1000\n\
+                 sentinel failover-timeout mymaster 5000\n\
+                 sentinel parallel-syncs mymaster 1\n"
+            );
+            spec.config_file = Some(("sentinel.conf".into(), text));
+            spec.leading_args = vec!["--sentinel".into()];
         }
+        if self.unix_socket {
+            spec.dir_args.push(("--unixsocket".into(), "redis.sock".into()));
+            spec.args.extend(["--unixsocketperm".into(), "700".into()]);
+        }
+        if let Some(master) = self.replica_of {
+            spec.args.extend(["--replicaof".into(), "127.0.0.1".into(), master.to_string()]);
+        }
+        if self.cluster_node {
+            spec.ports = testkit::Ports::ClusterNode;
+            spec.args.extend(
+                ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"].map(String::from),
+            );
+        }
+        if let Some(spec_text) = &self.faketime {
+            let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
+            spec.envs.extend([
+                ("LD_PRELOAD".into(), lib.into_os_string()),
+                ("FAKETIME".into(), spec_text.into()),
+                ("FAKETIME_DONT_RESET".into(), "1".into()),
+            ]);
+        }
+        if let Some(file) = &self.faketime_file {
+            let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
+            spec.envs.extend([
+                ("LD_PRELOAD".into(), lib.into_os_string()),
+                ("FAKETIME_TIMESTAMP_FILE".into(), file.clone().into_os_string()),
+                ("FAKETIME_NO_CACHE".into(), "1".into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ]);
+        }
+        spec
     }
 }
 
-fn pick_port(opts: &Opts) -> u16 {
-    if opts.cluster_node {
-        free_cluster_port()
-    } else {
-        free_port()
-    }
-}
-
+/// A server of the client tests: testkit's launcher (`testkit::Process`,
+/// whose `port`, `pid`, `freeze`, `thaw`, `kill9`... it derefs to) with
+/// these tests' options and async connections.
 pub struct Server {
-    pub port: u16,
-    pub pid: u32,
+    process: testkit::Process,
     /// With the redislock module loaded.
     pub module: bool,
     pub opts: Opts,
-    child: Option<Child>,
-    frozen: bool,
-    dir: PathBuf,
-    log: PathBuf,
-    _tmp: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Server {
+    type Target = testkit::Process;
+    fn deref(&self) -> &testkit::Process {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut testkit::Process {
+        &mut self.process
+    }
 }
 
 impl Server {
@@ -239,169 +238,28 @@ impl Server {
     /// A server as `opts` say, running and answering PING.
     pub fn start_opts(opts: Opts) -> Server {
         let mut s = Self::spawn_opts(opts);
-        s.wait_ready_or_retry();
+        s.finish_start();
         s
     }
 
-    /// Spawns without waiting for readiness (see `wait_ready_or_retry`).
+    /// Spawns without waiting for readiness (see `finish_start`).
     fn spawn_opts(opts: Opts) -> Server {
-        let tmp = tempfile::Builder::new().prefix("redlock-client-test-").tempdir().expect("temp dir");
-        let dir = tmp.path().to_path_buf();
-        let log = dir.join("redis.log");
-        let module = !opts.plain;
-        let mut s = Server { port: pick_port(&opts), pid: 0, module, opts, child: None, frozen: false, dir, log, _tmp: tmp };
-        s.spawn();
-        s
-    }
-
-    fn spawn(&mut self) {
-        let binary = self.opts.binary.clone().unwrap_or_else(|| PathBuf::from("redis-server"));
-        let mut cmd = Command::new(&binary);
-        if let Some(master) = self.opts.sentinel_of {
-            // A sentinel rewrites its configuration file: one of its own.
-            let conf = self.dir.join("sentinel.conf");
-            let text = format!(
-                "sentinel monitor mymaster 127.0.0.1 {master} 2\n\
-                 sentinel down-after-milliseconds mymaster 1000\n\
-                 sentinel failover-timeout mymaster 5000\n\
-                 sentinel parallel-syncs mymaster 1\n"
-            );
-            std::fs::write(&conf, text).expect("write sentinel.conf");
-            cmd.arg(&conf).arg("--sentinel");
-        }
-        match &self.opts.tls {
-            None => {
-                cmd.arg("--port").arg(self.port.to_string());
-            }
-            Some(tls) => {
-                cmd.args(["--port", "0", "--tls-port"])
-                    .arg(self.port.to_string())
-                    .arg("--tls-cert-file")
-                    .arg(&tls.cert)
-                    .arg("--tls-key-file")
-                    .arg(&tls.key)
-                    .arg("--tls-ca-cert-file")
-                    .arg(&tls.ca)
-                    .args(["--tls-auth-clients", if tls.auth_clients { "yes" } else { "no" }]);
-                if self.opts.cluster_node {
-                    cmd.args(["--tls-cluster", "yes"]);
-                }
-            }
-        }
-        cmd.arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(&self.log)
-            .arg("--daemonize")
-            .arg("no")
-            .arg("--save")
-            .arg("")
-            .arg("--appendonly")
-            .arg("no");
-        if self.module {
-            cmd.arg("--loadmodule").arg(module_path()).args(&self.opts.module_args);
-        }
-        if let Some(password) = &self.opts.requirepass {
-            cmd.arg("--requirepass").arg(password);
-        }
-        if self.opts.unix_socket {
-            cmd.arg("--unixsocket").arg(self.dir.join("redis.sock")).arg("--unixsocketperm").arg("700");
-        }
-        if let Some(master) = self.opts.replica_of {
-            cmd.arg("--replicaof").arg("127.0.0.1").arg(master.to_string());
-        }
-        if self.opts.cluster_node {
-            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"]);
-        }
-        if let Some(spec) = &self.opts.faketime {
-            let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
-            cmd.env("LD_PRELOAD", lib).env("FAKETIME", spec).env("FAKETIME_DONT_RESET", "1");
-        }
-        if let Some(file) = &self.opts.faketime_file {
-            let lib = libfaketime().expect("libfaketime not found: install Debian's faketime");
-            cmd.env("LD_PRELOAD", lib)
-                .env("FAKETIME_TIMESTAMP_FILE", file)
-                .env("FAKETIME_NO_CACHE", "1")
-                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-        }
-        let child = cmd
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {} failed: {e} (is it on PATH?)", binary.display()));
-        self.pid = child.id();
-        self.child = Some(child);
-        self.frozen = false;
+        let process = testkit::Process::spawned(opts.spec()).unwrap_or_else(|e| panic!("redis-server did not start: {e}"));
+        Server { process, module: !opts.plain, opts }
     }
 
     /// Waits for PING; when the port was taken meanwhile, moves to a new one.
-    fn wait_ready_or_retry(&mut self) {
-        for _ in 0..10 {
-            match self.wait_ready() {
-                Ok(()) => return,
-                Err(log) if port_taken(&log) => {
-                    self.port = pick_port(&self.opts);
-                    self.spawn();
-                }
-                Err(log) => panic!("redis-server on port {} did not start:\n{log}", self.port),
-            }
+    fn finish_start(&mut self) {
+        if self.process.spawned_and_unreaped() {
+            let port = self.port;
+            self.process.finish_start().unwrap_or_else(|e| panic!("redis-server on port {port} did not start: {e}"));
         }
-        panic!("redis-server: no free port after 10 attempts");
-    }
-
-    /// Ok when PING answers; Err(log) when the process died or the deadline passed.
-    fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + READY_DEADLINE;
-        let client = self.client();
-        loop {
-            if let Some(status) = self.child.as_mut().expect("spawned").try_wait().expect("try_wait") {
-                self.child = None;
-                return Err(format!("exited with {status}\n{}", self.log_tail()));
-            }
-            if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) {
-                let _ = con.set_read_timeout(Some(Duration::from_secs(2)));
-                // Only the process we spawned counts: another test's
-                // server may have won the port.
-                match redis::cmd("INFO").arg("server").query::<String>(&mut con) {
-                    Ok(info) if info_pid(&info) == Some(self.pid) => {
-                        if let Ok(pong) = redis::cmd("PING").query::<String>(&mut con) {
-                            if pong == "PONG" {
-                                return Ok(());
-                            }
-                        }
-                    }
-                    Ok(info) if info_pid(&info).is_some() => {
-                        self.kill_child();
-                        return Err(format!("{NOT_OURS} {} (not pid {})", self.port, self.pid));
-                    }
-                    _ => {}
-                }
-            }
-            if Instant::now() > deadline {
-                self.kill_child();
-                return Err(format!("not ready within {READY_DEADLINE:?}\n{}", self.log_tail()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(12)..].join("\n")
     }
 
     /// `redis://127.0.0.1:<port>`, with the password if the server asks
     /// for one (`redis://:<password>@127.0.0.1:<port>`).
     pub fn url(&self) -> String {
-        match &self.opts.requirepass {
-            Some(password) => self.bare_url().replacen("://", &format!("://:{password}@"), 1),
-            None => self.bare_url(),
-        }
+        self.process.url()
     }
 
     /// `redis://127.0.0.1:<port>` (`rediss://` for a TLS server), never
@@ -415,13 +273,7 @@ impl Server {
     /// the harness's client certificate and no certificate checks (the
     /// server's certificate may be one made to fail them).
     pub fn client(&self) -> redis::Client {
-        let Some(tls) = &self.opts.tls else { return redis::Client::open(self.url()).expect("client") };
-        let read = |p: &PathBuf| std::fs::read(p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-        let certificates = redis::TlsCertificates {
-            client_tls: Some(redis::ClientTlsConfig { client_cert: read(&tls.client_cert), client_key: read(&tls.client_key) }),
-            root_cert: None,
-        };
-        redis::Client::build_with_tls(format!("{}/#insecure", self.url()), certificates).expect("TLS client")
+        self.process.client().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// `unix://<dir>/redis.sock` (a server started with `unix_socket`).
@@ -435,59 +287,11 @@ impl Server {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn signal(&self, sig: libc::c_int) {
-        assert!(self.child.is_some(), "signal to a server that is not running (port {})", self.port);
-        // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
-        let rc = unsafe { libc::kill(self.pid as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}) failed: {}", self.pid, std::io::Error::last_os_error());
-    }
-
-    /// SIGSTOP: the server keeps its sockets but answers nothing.
-    pub fn freeze(&mut self) {
-        self.signal(libc::SIGSTOP);
-        self.frozen = true;
-    }
-
-    /// SIGCONT.
-    pub fn thaw(&mut self) {
-        if self.frozen {
-            self.signal(libc::SIGCONT);
-            self.frozen = false;
-        }
-    }
-
-    /// SIGKILL and reap: all data is gone (no persistence).
-    pub fn kill9(&mut self) {
-        assert!(self.child.is_some(), "kill9: server on port {} is not running", self.port);
-        self.kill_child();
-    }
-
     /// Starts a killed server again, empty, on the same port.
     pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "restart: server on port {} still running", self.port);
-        for _ in 0..50 {
-            self.spawn();
-            match self.wait_ready() {
-                Ok(()) => return,
-                Err(log) if port_taken(&log) => std::thread::sleep(Duration::from_millis(100)),
-                Err(log) => panic!("redis-server did not restart on port {}:\n{log}", self.port),
-            }
-        }
-        panic!("redis-server could not get its port {} back", self.port);
-    }
-
-    fn kill_child(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            if self.frozen {
-                // SAFETY: as in `signal`; the child is not reaped yet.
-                unsafe {
-                    libc::kill(self.pid as libc::pid_t, libc::SIGCONT);
-                }
-                self.frozen = false;
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let port = self.port;
+        assert!(!self.process.spawned_and_unreaped(), "restart: server on port {port} still running");
+        self.process.start_again().unwrap_or_else(|e| panic!("redis-server did not restart on port {port}: {e}"));
     }
 
     /// A direct connection for test-side commands.
@@ -535,26 +339,6 @@ impl Server {
             Value::Int(n) => n,
             other => panic!("PTTL replied {other:?}"),
         }
-    }
-}
-
-/// `wait_ready` found another process on the port.
-const NOT_OURS: &str = "another process answers on port";
-
-fn port_taken(log: &str) -> bool {
-    log.contains("Address already in use") || log.contains(NOT_OURS)
-}
-
-fn info_pid(info: &str) -> Option<u32> {
-    info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|p| p.trim().parse().ok())
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("--- redis-server port {} pid {} log tail ---\n{}", self.port, self.pid, self.log_tail());
-        }
-        self.kill_child();
     }
 }
 
@@ -647,7 +431,7 @@ impl Cluster {
     pub fn start_opts(opts: Vec<Opts>) -> Cluster {
         let mut servers: Vec<Server> = opts.into_iter().map(Server::spawn_opts).collect();
         for s in &mut servers {
-            s.wait_ready_or_retry();
+            s.finish_start();
         }
         Cluster { servers }
     }

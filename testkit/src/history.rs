@@ -1,7 +1,11 @@
-//! A history of holds and its checker. Every hold is recorded with the
-//! client, the token, when the grant's reply arrived and when its release
-//! started, all on one clock (this process's monotonic `Instant`). The
-//! checker counts overlapping holds and token inversions in grant order.
+//! A history of holds and its checker, for every Rust test that checks
+//! mutual exclusion from the clients' side (the client tests' scenarios,
+//! the module's hammer). Every hold is recorded with the client, the
+//! token, when the grant's reply arrived and when its release started, all
+//! on one clock (this process's monotonic `Instant`). The checker counts
+//! overlapping holds and token inversions in grant order. (The module's
+//! lock-family history, with shared holds and limits, checks more on its
+//! own: `tests/module/lock_family.rs`.)
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
