@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-node bench-rtt redlock-up redlock-down clean
+.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-node bench-rtt bench-ab redlock-up redlock-down clean
 
 all: build
 
@@ -121,6 +121,11 @@ bench-node: build
 # (client/benches/rtt.rs; BENCH_SECONDS, BENCH_ROUNDS, BENCH_DELAYS).
 bench-rtt: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench rtt
+
+# This build's module against an earlier one, interleaved on two private
+# servers: `make bench-ab OLD=path/to/old/libredislock.so` (benches/ab.sh).
+bench-ab: build
+	bash benches/ab.sh "$(OLD)" $(CURDIR)/$(MODULE)
 
 # Five independent module-equipped masters on 127.0.0.1:7001-7005 for the
 # Redlock quorum client; state and logs under .run/<port>. Up returns when
