@@ -27,16 +27,24 @@ HOLDER = textwrap.dedent(
     """
 )
 
-# Trials per timing: their median is asserted, so one trial slowed by a
-# busy machine does not decide.
-TRIALS = 3
+# Trials per timing: their median is asserted, so a few trials slowed by
+# a busy machine do not decide.
+TRIALS = 5
+
+# The waiter's ttl: its lease on each server starts at that server's grant,
+# so PEXPIRETIME less this is when it was granted there.
+WAITER_TTL_MS = 5000
 
 
 def _kill_to_grant(servers, resource, session, delay, patience, ttl=30.0, request_timeout=1.0):
     """A Python process holds `resource` for `ttl` (30 s), a waiter waits
     at the head of the line, the holder is killed with SIGKILL: seconds
-    from the kill to the waiter's grant, or None when none came within
-    `patience`. `delay` None: the holder's default lock-delay."""
+    from the kill (the wall clock, just before it) to the waiter's grant by
+    a majority (the third of the five servers' grants, each read from the
+    waiter's lease there: the servers' clock, this machine's wall clock
+    too), or None when none came within `patience`. The test's own threads
+    waking up are not in it. `delay` None: the holder's default
+    lock-delay."""
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, ",".join(servers.urls), resource, "1" if session else "0",
          "default" if delay is None else str(delay), str(ttl), str(request_timeout)],
@@ -49,8 +57,14 @@ def _kill_to_grant(servers, resource, session, delay, patience, ttl=30.0, reques
 
         def wait():
             try:
-                with rl.lock(resource, ttl=5.0, wait=patience + 5.0):
-                    granted["at"] = time.monotonic()
+                with rl.lock(resource, ttl=WAITER_TTL_MS / 1000, wait=patience + 5.0) as lock:
+                    grants = sorted(
+                        s.call("PEXPIRETIME", resource) - WAITER_TTL_MS
+                        for s in servers
+                        if (s.lock_info(resource) or {}).get("owner") == lock.owner
+                    )
+                    assert len(grants) >= 3, f"the waiter holds {len(grants)} of 5 servers"
+                    granted["at"] = grants[2] / 1000
             except redislock.NotAcquired:
                 pass
 
@@ -61,7 +75,7 @@ def _kill_to_grant(servers, resource, session, delay, patience, ttl=30.0, reques
         while not all((s.lock_info(resource) or {}).get("waiters") == 1 for s in servers):
             assert time.monotonic() < deadline, "the waiter never reached the head of the line"
             time.sleep(0.005)
-        killed = time.monotonic()
+        killed = time.time()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         waiter.join(timeout=patience)
@@ -81,8 +95,16 @@ def test_a_killed_holder_hands_its_lock_to_the_waiter_within_the_delay(request, 
         assert took is not None, f"the killed holder's lock was not freed (lock_delay {delay} s)"
         times.append(took)
     times.sort()
-    assert times[TRIALS // 2] <= delay + 0.05, f"granted {times} s after the kill, beyond the lock-delay plus 50 ms"
-    assert times[0] >= delay - 0.005, f"granted inside the lock-delay: {times}"
+    print(f"{server}, lock_delay {delay} s: kill to majority grant {times} s (servers' clock)")
+    # Order: no grant before the kill plus the delay (1 ms for the clocks'
+    # rounding). Promptness, as the median of five: the servers reading the
+    # killed process's EOF and handing over (a few ms idle) plus waiting
+    # for a CPU on a loaded machine (tens of ms). The bound, the delay plus
+    # 250 ms, needs three of five trials that late; a hold not bound to its
+    # connection waits for its 30 s lease (no grant: the assert above), a
+    # lock-delay ended by a poll once a second is late by 500 ms on average.
+    assert times[TRIALS // 2] <= delay + 0.25, f"granted {times} s after the kill; the median beyond the lock-delay plus 250 ms"
+    assert times[0] >= delay - 0.001, f"granted inside the lock-delay: {times}"
 
 
 def test_the_default_lock_delay_outlasts_an_extension_interval(servers, resource):

@@ -633,3 +633,61 @@ pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
     let n: Vec<u8> = needle.to_ascii_lowercase();
     hay.windows(n.len()).any(|w| w.to_ascii_lowercase() == n)
 }
+
+// ---------------------------------------------------------------------------
+// Handoff delays measured by the server's clock (issue 40)
+// ---------------------------------------------------------------------------
+
+/// The ttl a measured waiter asks for: its lease starts at its grant, so
+/// its PEXPIRETIME less this is the instant of the grant, by the server's
+/// own clock (see `granted_at`).
+pub const MEASURED_WAITER_TTL: i64 = 60_000;
+
+/// How far apart (ms) the lease ends of one measurement's keys are: nine
+/// of them spread over a second, so a poll on a period of one second
+/// (Redis's active expiry or cron at `hz 1`) meets each at another phase.
+pub const DEADLINE_STEP_MS: i64 = 111;
+
+/// Keys per measurement of handoff delays.
+pub const MEASURED_KEYS: usize = 9;
+
+/// The bound on the median delay, see `assert_prompt_handoffs`.
+pub const PROMPT_MEDIAN_MS: i64 = 250;
+
+/// When the waiter that asked for `MEASURED_WAITER_TTL` got `key`, by the
+/// server's wall clock in ms: the test's own scheduling is not in it.
+pub fn granted_at(con: &mut Connection, key: &[u8]) -> i64 {
+    pexpiretime(con, key) - MEASURED_WAITER_TTL
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median_i64(v: &[i64]) -> i64 {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s[s.len() / 2]
+}
+
+/// Checks the delays (ms, server clock) from `MEASURED_KEYS` lease ends,
+/// spread `DEADLINE_STEP_MS` apart, to their waiters' grants.
+///
+/// Order: no grant before its lease's end (a delay below 0 is a handoff
+/// of a lease still running).
+///
+/// Promptness, as a median: the module arms a timer for each lease's end,
+/// so a delay is made of the timer firing late in the event loop (1 ms
+/// idle) plus redis-server waiting for a CPU on a loaded machine (tens of
+/// ms on a busy 2-core laptop; the test's own process is out of it, since
+/// the server stamps the grant). `PROMPT_MEDIAN_MS` is 250 ms: more than
+/// half of the nine handoffs would have to be that late. A handoff left to
+/// a poll once a second instead of the timer (Redis's active expiry or the
+/// cron at `hz 1`) meets the nine deadlines, 111 ms apart, at nine phases:
+/// its delays spread over 0..1000 ms and their median is at least 444 ms.
+pub fn assert_prompt_handoffs(what: &str, delays: &[i64]) {
+    eprintln!("{what}: grants {delays:?} ms after the lease ends (server clock)");
+    assert!(delays.iter().all(|d| *d >= 0), "{what}: a grant came before its lease ended: {delays:?} ms");
+    let median = median_i64(delays);
+    assert!(
+        median < PROMPT_MEDIAN_MS,
+        "{what}: median handoff {median} ms after the lease ends (bound {PROMPT_MEDIAN_MS} ms, a poll once a second shows >= 444): {delays:?}"
+    );
+}

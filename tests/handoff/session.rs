@@ -111,64 +111,85 @@ fn holder_rows(c: &mut Connection, key: &str) -> Vec<(String, i64, i64)> {
         .collect()
 }
 
-/// Trials per timing below: their median is what is asserted, so one
-/// trial slowed by a busy machine does not decide.
-const TRIALS: usize = 5;
+/// Trials per timing below: their median is what is asserted, so a few
+/// trials slowed by a busy machine do not decide.
+const TRIALS: usize = 7;
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
+/// The ttl of the waiters measured below: their lease starts at their
+/// grant, so PEXPIRETIME less this is when they were granted, by the
+/// server's clock.
+const WAITER_TTL: i64 = 30_000;
+
+fn median(mut v: Vec<i64>) -> i64 {
+    v.sort_unstable();
+    v[v.len() / 2]
 }
 
 /// A redis-cli holds `key` for 30 s with `SESSION DELAY delay_ms`, a waiter
-/// waits in line, the redis-cli is killed -9: how long from the kill to
-/// the waiter's grant.
-fn kill_to_grant(s: &Server, c: &mut Connection, key: &str, delay_ms: i64) -> Duration {
+/// waits in line, the redis-cli is killed -9: how many ms from the kill
+/// (this process's wall clock, just before it) to the waiter's grant (the
+/// server's wall clock: when the waiter's lease began). The same machine's
+/// clock on both sides, and the test's own wake-up is out of it.
+fn kill_to_grant(s: &Server, c: &mut Connection, key: &str, delay_ms: i64) -> i64 {
     let extra = if delay_ms > 0 { format!("SESSION DELAY {delay_ms}") } else { "SESSION".to_string() };
     let (mut holder, token) = Cli::acquire(s, key, "a", 30_000, &extra);
     let rows = holder_rows(c, key);
     assert_eq!(rows.iter().map(|(o, _, session)| (o.as_str(), *session)).collect::<Vec<_>>(), [("a", 1)], "bound to its connection");
-    let mut w = wait_for(s, key, "b", 30_000, 20_000);
+    let mut w = wait_for(s, key, "b", WAITER_TTL, 20_000);
     wait_waiters(c, key.as_bytes(), 1);
-    let killed = Instant::now();
+    let killed = now_unix_ms();
     holder.kill9();
-    let (next, after) = granted_after(&mut w, killed);
+    let (next, _) = granted_after(&mut w, Instant::now());
     assert!(next > token);
+    let granted = pexpiretime(c, key.as_bytes()) - WAITER_TTL;
     assert_eq!(release(c, key.as_bytes(), b"b"), 1);
-    after
+    granted - killed
 }
 
 /// A 30 s lock whose holder (a redis-cli) is killed -9 goes to its waiter
-/// within DELAY + 50 ms with SESSION (the median of several trials; no
-/// trial beyond a second); without it, the waiter waits for the lease.
+/// after DELAY, promptly, with SESSION; without it, the waiter waits for
+/// the lease.
+///
+/// Order: never before the kill plus DELAY (the server cannot know of the
+/// disconnect before the kill; 1 ms for the clocks' rounding).
+///
+/// Promptness, as the median of seven trials: the server's handling of a
+/// closed connection (the kernel's close, the event loop's read of EOF,
+/// the handoff; a few ms idle) plus redis-server waiting for a CPU on a
+/// loaded machine (tens of ms). The bound, DELAY + 250 ms, needs four of
+/// seven trials that late. A hold not bound to its connection waits for
+/// its 30 s lease (the waiter's 20 s WAIT answers nil: the test fails at
+/// once); a lock-delay left to a poll once a second instead of its own
+/// timer is late by 0..1000 ms, a median of 500 ms expected.
 #[test]
 fn a_killed_holder_hands_over_at_once_only_with_session() {
     let s = Server::start();
     let mut c = s.conn();
     for delay_ms in [0, 300] {
-        let times: Vec<Duration> = (0..TRIALS).map(|i| kill_to_grant(&s, &mut c, &format!("job{delay_ms}-{i}"), delay_ms)).collect();
-        eprintln!("SESSION DELAY {delay_ms}: kill to grant {times:?}");
-        let bound = Duration::from_millis(delay_ms as u64 + 50);
-        assert!(median(times.clone()) <= bound, "DELAY {delay_ms}: the waiter's grant came {times:?} after the kill, beyond {bound:?}");
-        // The server counts whole milliseconds: a few under the delay.
+        let times: Vec<i64> = (0..TRIALS).map(|i| kill_to_grant(&s, &mut c, &format!("job{delay_ms}-{i}"), delay_ms)).collect();
+        eprintln!("SESSION DELAY {delay_ms}: kill to grant {times:?} ms (server clock)");
+        let bound = delay_ms + 250;
         assert!(
-            times.iter().all(|t| *t >= Duration::from_millis((delay_ms - 5).max(0) as u64)),
-            "DELAY {delay_ms}: granted inside the delay: {times:?}"
+            median(times.clone()) <= bound,
+            "DELAY {delay_ms}: the waiter's grants came {times:?} ms after the kill; median beyond {bound} ms"
         );
-        assert!(times.iter().all(|t| *t < Duration::from_millis(delay_ms as u64 + 1_000)), "DELAY {delay_ms}: {times:?}");
+        assert!(times.iter().all(|t| *t >= delay_ms - 1), "DELAY {delay_ms}: granted inside the delay: {times:?} ms");
     }
     assert_eq!(counter(&mut c, "session_releases"), TRIALS as i64, "the trials without a delay were released by their session");
     assert_eq!(counter(&mut c, "session_delays"), TRIALS as i64, "the trials with a delay were cut to it");
     assert_eq!(counter(&mut c, "session_holds"), 0);
 
-    // Without SESSION the lease alone decides: a 3 s lease.
+    // Without SESSION the lease alone decides: a 3 s lease, and the grant
+    // comes after its end (the server's clock on both sides), however
+    // soon after the grant the holder is killed.
     let (mut holder, _) = Cli::acquire(&s, "plain", "a", 3_000, "");
-    let mut w = wait_for(&s, "plain", "b", 30_000, 20_000);
+    let mut w = wait_for(&s, "plain", "b", WAITER_TTL, 20_000);
     wait_waiters(&mut c, b"plain", 1);
-    let killed = Instant::now();
+    let lease_end = pexpiretime(&mut c, b"plain");
     holder.kill9();
-    let (_, after) = granted_after(&mut w, killed);
-    assert!(after >= Duration::from_millis(2_500), "granted {after:?} after the kill of a holder without SESSION");
+    granted_after(&mut w, Instant::now());
+    let granted = pexpiretime(&mut c, b"plain") - WAITER_TTL;
+    assert!(granted >= lease_end, "granted at {granted}, before the lease of a killed holder without SESSION ended at {lease_end}");
     assert_eq!(counter(&mut c, "session_releases"), TRIALS as i64, "no session release without SESSION");
 }
 
@@ -538,8 +559,9 @@ fn bindings_end_with_their_leases_while_the_connection_stays_open() {
 }
 
 /// Closing a connection bound to 100,000 holds ends them all, a slice at
-/// a time: the server keeps answering (a pinger's worst round trip while
-/// they end stays far below the 116–130 ms one callback took), and the
+/// a time: the server keeps answering while they end (a command is
+/// answered with some of them ended and some not; one callback ending all
+/// of them took 116–130 ms during which nothing was answered), and the
 /// work was split (the module yields at least once per 1000 holds).
 #[test]
 fn closing_a_connection_with_many_holds_ends_them_in_slices() {
@@ -555,32 +577,49 @@ fn closing_a_connection_with_many_holds_ends_them_in_slices() {
     let mut w = wait_for(&s, "k7", "b", 60_000, 20_000);
     wait_waiters(&mut c, b"k7", 1);
 
+    // A prober asks for the count of session releases over and over: an
+    // answer between 0 and N is the server answering a command while the
+    // holds end. Ended in one callback, they would all end between two
+    // commands, and no answer could fall between (however fast or slow
+    // the machine: the probes wait for the server, never for a time).
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut ping = s.conn();
-    let pinger = {
+    let mut probe = s.conn();
+    let prober = {
         let done = Arc::clone(&done);
         std::thread::spawn(move || {
-            let (mut worst, mut pings) = (Duration::ZERO, 0u32);
+            let (mut worst, mut probes, mut midway) = (Duration::ZERO, 0u32, 0u32);
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 let sent = Instant::now();
-                let _: String = redis::cmd("PING").query(&mut ping).expect("PING");
+                let ended = counter(&mut probe, "session_releases");
                 worst = worst.max(sent.elapsed());
-                pings += 1;
+                probes += 1;
+                if ended > 0 && ended < N as i64 {
+                    midway += 1;
+                }
             }
-            (worst, pings)
+            (worst, probes, midway)
         })
     };
     let id = client_id(&mut holder);
     let killed = Instant::now();
     kill_client(&mut c, id);
-    wait_until(Duration::from_secs(30), "every hold ended", || counter(&mut c, "session_releases") == N as i64);
+    let mut midway_here = 0;
+    wait_until(Duration::from_secs(30), "every hold ended", || {
+        let ended = counter(&mut c, "session_releases");
+        if ended > 0 && ended < N as i64 {
+            midway_here += 1;
+        }
+        ended == N as i64
+    });
     let took = killed.elapsed();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (worst, pings) = pinger.join().expect("pinger");
+    let (worst, probes, midway) = prober.join().expect("prober");
     let yields = counter(&mut c, "session_end_yields");
-    eprintln!("{N} holds ended in {took:?} with {yields} yields; {pings} pings, the worst {worst:?}");
+    eprintln!(
+        "{N} holds ended in {took:?} with {yields} yields; {probes} probes, {midway} of them (and {midway_here} polls) midway, the slowest {worst:?}"
+    );
     assert!(yields >= (N / 1_000 - 1) as i64, "ended in {yields} yields: not in slices of at most 1000 holds");
-    assert!(worst < Duration::from_millis(60), "a PING took {worst:?} while the holds ended ({took:?})");
+    assert!(midway + midway_here > 0, "no command was answered while the holds ended ({took:?}): ended in one go");
     assert_eq!(int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"), 1, "every hold released; the waiter holds k7");
     assert_eq!(info(&mut c, b"k7").expect("k7 handed over").owner, b"b");
     int_of(&recv_reply(&mut w, "the waiter").expect("token"), "waiter token");

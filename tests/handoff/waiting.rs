@@ -185,15 +185,18 @@ fn no_barging_on_an_expired_lease_before_the_timer_fires() {
     let mut n = waiter(&srv, Duration::from_secs(10));
     for round in 0..3 {
         let key = format!("k{round}");
-        let th = grant(&mut h, &key, "h", 150);
+        // A second for the waiter to get in line while h holds the lock.
+        let th = grant(&mut h, &key, "h", 1_000);
         let deadline = pexpiretime(&mut o, key.as_bytes());
         let mut w = waiter(&srv, Duration::from_secs(10));
         send_cmd(&mut w, &acq_wait(&key, "w", 60_000, 10_000));
         wait_waiters(&mut o, key.as_bytes(), 1);
-        let sent_at = now_unix_ms();
-        assert!(sent_at + 400 > deadline + 50, "setup too slow: the sleep would end before the deadline");
+        // The sleep starts after this instant, so it ends at least 100 ms
+        // after the deadline however slowly this test runs.
+        let sleep_ms = deadline - now_unix_ms() + 100;
+        assert!(sleep_ms > 100, "setup too slow: the waiter got in line after the lease ended");
         let mut p = redis::pipe();
-        p.cmd("DEBUG").arg("SLEEP").arg("0.4");
+        p.cmd("DEBUG").arg("SLEEP").arg(format!("{:.3}", sleep_ms as f64 / 1000.0));
         p.cmd("LOCK.ACQUIRE").arg(&key).arg("n").arg(60_000);
         p.cmd("LOCK.ACQUIRE").arg(&key).arg("n").arg(60_000).arg("WAIT").arg(10_000);
         n.send_packed_command(&p.get_packed_pipeline()).expect("send pipeline");
@@ -219,87 +222,120 @@ fn no_barging_on_an_expired_lease_before_the_timer_fires() {
 // Handoff on expiry
 // ---------------------------------------------------------------------------
 
-fn expiry_handoff_delay(extra_args: &[&str]) {
+/// Keys `{prefix}0..` (`MEASURED_KEYS` of them), each granted to `h` with
+/// the ttl `lease(i)`; then a waiter on each (ttl `MEASURED_WAITER_TTL`,
+/// WAIT 10 s, far beyond every lease of these tests), in the queue before
+/// this returns. Returns the keys, h's tokens and the waiters.
+fn held_and_awaited(
+    srv: &Server,
+    h: &mut Connection,
+    o: &mut Connection,
+    prefix: &str,
+    lease: impl Fn(i64) -> i64,
+) -> (Vec<String>, Vec<i64>, Vec<Connection>) {
+    let keys: Vec<String> = (0..MEASURED_KEYS).map(|i| format!("{prefix}{i}")).collect();
+    let mut ws: Vec<Connection> = keys.iter().map(|_| waiter(srv, Duration::from_secs(20))).collect();
+    let tokens: Vec<i64> = keys.iter().enumerate().map(|(i, k)| grant(h, k, "h", lease(i as i64))).collect();
+    for (w, key) in ws.iter_mut().zip(&keys) {
+        send_cmd(w, &acq_wait(key, "w", MEASURED_WAITER_TTL, 10_000));
+        wait_waiters(o, key.as_bytes(), 1);
+    }
+    (keys, tokens, ws)
+}
+
+/// Reads each waiter's grant, in the order of `keys`, and returns how long
+/// after `deadlines` (PEXPIRETIME, ms) each was granted, by the server's
+/// clock (`granted_at`).
+fn grant_delays(o: &mut Connection, keys: &[String], tokens: &[i64], ws: &mut [Connection], deadlines: &[i64]) -> Vec<i64> {
+    let mut delays = Vec::new();
+    for (i, (w, key)) in ws.iter_mut().zip(keys).enumerate() {
+        let tw = recv_token(w, key)
+            .unwrap_or_else(|| panic!("{key}: the waiter's WAIT ran out (nil) instead of getting the lock at its lease's end"));
+        assert!(tw > tokens[i], "{key}: token {tw} after h's {}", tokens[i]);
+        let info = info(o, key.as_bytes()).expect("held by w");
+        assert_eq!((info.owner.as_slice(), info.token), (&b"w"[..], tw), "{key}");
+        delays.push(granted_at(o, key.as_bytes()) - deadlines[i]);
+    }
+    delays
+}
+
+/// Redis's own expiry off (DEBUG SET-ACTIVE-EXPIRE 0): an expired key
+/// stays until something touches it, and nothing does here until its
+/// waiter is answered; only the module's timer can hand it over. A module
+/// without one leaves each waiter to its WAIT timeout (nil).
+fn no_active_expiry(o: &mut Connection) {
+    assert_eq!(ok_cmd(o, cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0)), Value::Okay);
+}
+
+/// Nine leases ending 2 s after their grant and `DEADLINE_STEP_MS` apart,
+/// a waiter on each; the grants must follow each lease's end promptly
+/// (`assert_prompt_handoffs`).
+fn expiry_handoff_delay(extra_args: &[&str], active_expiry: bool) {
     let srv = Server::start_with(extra_args);
     let mut h = srv.conn();
     let mut o = srv.conn();
-    let mut delays = Vec::new();
-    for round in 0..3 {
-        let key = format!("k{round}");
-        let th = grant(&mut h, &key, "h", 300);
-        let deadline = pexpiretime(&mut h, key.as_bytes());
-        let mut w = waiter(&srv, Duration::from_secs(10));
-        send_cmd(&mut w, &acq_wait(&key, "w", 60_000, 5000));
-        wait_waiters(&mut o, key.as_bytes(), 1);
-        assert!(now_unix_ms() < deadline, "setup too slow: waiter enqueued after the deadline");
-        let tw = recv_token(&mut w, "w").unwrap_or_else(|| panic!("round {round}: waiter got nil instead of the expired lock"));
-        let delay = now_unix_ms() - deadline;
-        assert!(tw > th);
-        let i = info(&mut o, key.as_bytes()).expect("held by w");
-        assert_eq!((i.owner.as_slice(), i.token), (&b"w"[..], tw));
-        assert!(delay >= 0, "granted {} ms BEFORE h's deadline", -delay);
-        delays.push(delay);
+    if !active_expiry {
+        no_active_expiry(&mut o);
     }
-    eprintln!("handoff on expiry {extra_args:?}: delays after the deadline {delays:?} ms");
-    for d in &delays {
-        assert!(*d < 150, "handoff on expiry took {d} ms after the deadline (bound 150 ms); all: {delays:?}");
-    }
+    // Two seconds for setting up nine waiters: each waits in line before
+    // its key's lease ends.
+    let (keys, tokens, mut ws) = held_and_awaited(&srv, &mut h, &mut o, "k", |i| 2_000 + i * DEADLINE_STEP_MS);
+    let deadlines: Vec<i64> = keys.iter().map(|k| pexpiretime(&mut o, k.as_bytes())).collect();
+    assert!(now_unix_ms() < deadlines[0], "setup too slow: the waiters were enqueued after the first lease ended");
+    let delays = grant_delays(&mut o, &keys, &tokens, &mut ws, &deadlines);
+    assert_prompt_handoffs(&format!("handoff on expiry {extra_args:?}, active expiry {active_expiry}"), &delays);
 }
 
 #[test]
 fn handoff_on_expiry_is_prompt() {
-    expiry_handoff_delay(&[]);
+    // The defaults (hz 10, Redis's active expiry on): the expiry may come
+    // from either side; the handoff must still follow promptly.
+    expiry_handoff_delay(&[], true);
 }
 
 #[test]
 fn handoff_on_expiry_is_prompt_with_hz_1() {
-    // With hz 1 Redis's active expiry runs rarely: only the module's own
-    // timer can meet the bound.
-    expiry_handoff_delay(&["--hz", "1"]);
+    // hz 1 and Redis's active expiry off: only the module's own timer can
+    // hand over; a poll by the cron (once a second) fails the median.
+    expiry_handoff_delay(&["--hz", "1"], false);
 }
 
 #[test]
 fn extend_and_pexpire_while_waiting_move_the_handoff() {
-    // hz 1: Redis's own active expiry cannot produce a prompt handoff.
+    // hz 1, Redis's active expiry off: only the module's timer can hand
+    // over, and only if it follows the lease's changes.
     let srv = Server::start_with(&["--hz", "1"]);
     let mut h = srv.conn();
     let mut o = srv.conn();
+    no_active_expiry(&mut o);
 
-    // EXTEND pushes the deadline out: no handoff at the old deadline, a
-    // prompt one at the new deadline.
-    let th = grant(&mut h, "k", "h", 300);
-    let old_deadline = pexpiretime(&mut o, b"k");
-    let mut w = waiter(&srv, Duration::from_secs(10));
-    send_cmd(&mut w, &acq_wait("k", "w", 60_000, 10_000));
-    wait_waiters(&mut o, b"k", 1);
-    assert_eq!(extend(&mut h, b"k", b"h", 800), 1);
-    let new_deadline = pexpiretime(&mut o, b"k");
-    assert!(new_deadline > old_deadline + 300);
-    // Time is the subject: look again well after the old deadline.
-    while now_unix_ms() < old_deadline + 150 {
-        std::thread::sleep(Duration::from_millis(5));
+    // EXTEND pushes each deadline out (1 s leases, extended to end 2 s and
+    // more from now): every grant comes after the new deadline, none at
+    // the old one (that would be a delay near -1000 ms), and promptly (a
+    // timer left at the old deadline, leaving the handoff to the cron or to
+    // the WAIT timeout, fails the median or answers nil).
+    let (keys, tokens, mut ws) = held_and_awaited(&srv, &mut h, &mut o, "x", |_| 1_000);
+    let old: Vec<i64> = keys.iter().map(|k| pexpiretime(&mut o, k.as_bytes())).collect();
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(extend(&mut h, key.as_bytes(), b"h", 2_000 + i as i64 * DEADLINE_STEP_MS), 1, "{key}: h extends");
     }
-    let i = info(&mut o, b"k").expect("still held by h after the old deadline");
-    assert_eq!((i.owner.as_slice(), i.token, i.waiters), (&b"h"[..], th, 1), "extended lock was handed over at its old deadline");
-    let tw = recv_token(&mut w, "w after extend").expect("granted at the new deadline");
-    let delay = now_unix_ms() - new_deadline;
-    eprintln!("handoff after EXTEND: {delay} ms after the new deadline");
-    assert!(tw > th);
-    assert!((0..150).contains(&delay), "handoff {delay} ms after the extended deadline");
-    assert_eq!(release(&mut w, b"k", b"w"), 1);
+    let new: Vec<i64> = keys.iter().map(|k| pexpiretime(&mut o, k.as_bytes())).collect();
+    for i in 0..keys.len() {
+        assert!(new[i] > old[i] + 500, "{}: EXTEND moved the deadline from {} to {}", keys[i], old[i], new[i]);
+    }
+    let delays = grant_delays(&mut o, &keys, &tokens, &mut ws, &new);
+    assert_prompt_handoffs("handoff after EXTEND", &delays);
 
-    // PEXPIRE shortens the lease: the handoff follows the new deadline.
-    let th = grant(&mut h, "k", "h", 60_000);
-    let mut w = waiter(&srv, Duration::from_secs(10));
-    send_cmd(&mut w, &acq_wait("k", "w", 60_000, 10_000));
-    wait_waiters(&mut o, b"k", 1);
-    assert_eq!(ok_cmd(&mut o, cmd("PEXPIRE").arg("k").arg(200)), Value::Int(1));
-    let deadline = pexpiretime(&mut o, b"k");
-    let tw = recv_token(&mut w, "w after PEXPIRE").expect("granted after the shortened lease");
-    let delay = now_unix_ms() - deadline;
-    eprintln!("handoff after PEXPIRE 200: {delay} ms after the deadline");
-    assert!(tw > th);
-    assert!((0..150).contains(&delay), "handoff {delay} ms after the PEXPIRE deadline");
+    // PEXPIRE shortens each 60 s lease to a second and more: the handoff
+    // follows the new deadline (a timer left at 60 s answers nil at the
+    // WAIT timeout, 10 s).
+    let (keys, tokens, mut ws) = held_and_awaited(&srv, &mut h, &mut o, "p", |_| 60_000);
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(ok_cmd(&mut o, cmd("PEXPIRE").arg(key).arg(1_000 + i as i64 * DEADLINE_STEP_MS)), Value::Int(1));
+    }
+    let deadlines: Vec<i64> = keys.iter().map(|k| pexpiretime(&mut o, k.as_bytes())).collect();
+    let delays = grant_delays(&mut o, &keys, &tokens, &mut ws, &deadlines);
+    assert_prompt_handoffs("handoff after PEXPIRE", &delays);
 }
 
 // ---------------------------------------------------------------------------
@@ -382,11 +418,11 @@ fn same_owner_with_wait_is_regranted_at_once() {
     let mut h = srv.conn();
     let mut o = srv.conn();
     let th = grant(&mut h, "k", "h", 10_000);
-    let mut h2 = waiter(&srv, Duration::from_secs(3));
-    let t0 = Instant::now();
+    // WAIT 0 waits without limit: were the owner queued behind itself, no
+    // one would ever release, and the read timeout would fail the test.
+    let mut h2 = waiter(&srv, Duration::from_secs(5));
     let r = ok_cmd(&mut h2, &acq_wait("k", "h", 60_000, 0));
     assert_eq!(r, Value::Int(th), "same owner with WAIT: re-grant, token unchanged");
-    assert!(t0.elapsed() < Duration::from_millis(500), "re-grant took {:?}", t0.elapsed());
     let p = pttl(&mut o, b"k");
     assert!(p > 10_000, "re-grant restarts the lease at 60000: PTTL {p}");
     let i = info(&mut o, b"k").expect("held");

@@ -169,30 +169,48 @@ fn noeviction_refuses_writes_and_leaves_the_lock_alone() {
 fn an_evicted_lease_hands_over_at_its_end() {
     let _heavy = one_heavy_at_a_time();
     const LEASE_MS: u64 = 3_000;
+    /// B's ttl: its lease starts at its grant, so PEXPIRETIME less this is
+    /// when it was granted, by the server's clock.
+    const B_TTL: i64 = 10_000;
     /// A grant is served from the lease timer; on a loaded 2-core machine
-    /// it may run this late (measured: 1-3 ms when idle).
-    const LATE_MS: u64 = 300;
+    /// the server may run it this late (measured: 1-3 ms when idle); the
+    /// server's clock times it, so the test's own wake-up is not in it. A
+    /// lease lost with its evicted key leaves B to its WAIT (nil after 10 s).
+    const LATE_MS: i64 = 300;
     let server = Server::start_with(&["--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10"]);
     let mut a = server.conn();
-    // Before the grant is sent, so the lease ends no earlier than this + 3 s.
+    // TIME and the grant in one write: the server runs them back to back,
+    // so the lease ends LEASE_MS after that TIME (whole ms).
     let granted = Instant::now();
-    let token = grant(&mut a, "k", "A", LEASE_MS as i64);
+    let (time, token): (Vec<String>, i64) =
+        redis::pipe().cmd("TIME").cmd("LOCK.ACQUIRE").arg("k").arg("A").arg(LEASE_MS).query(&mut a).expect("TIME and A's grant");
+    let at_ms = |t: &[String]| -> i64 {
+        let n = |i: usize| t[i].parse::<i64>().unwrap_or_else(|e| panic!("TIME {t:?}: {e}"));
+        n(0) * 1000 + n(1) / 1000
+    };
+    let lease_end = at_ms(&time) + LEASE_MS as i64;
     let (written, _) = fill(&mut a, false, |c| lock_evicted(c, token));
     assert!(granted.elapsed() < Duration::from_millis(LEASE_MS - 500), "filling took too long to test the lease");
     // Memory pressure eases (say, the cache's own keys expire).
     ok_cmd(&mut a, cmd("CONFIG").arg("SET").arg("maxmemory").arg(0));
     let mut b = server.conn();
     b.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
-    let reply = try_cmd(&mut b, cmd("LOCK.ACQUIRE").arg("k").arg("B").arg(10_000).arg("WAIT").arg(10_000));
-    let took = granted.elapsed();
-    assert!(matches!(reply, Ok(Value::Int(t)) if t > token), "B's wait: {reply:?}");
-    let lease = Duration::from_millis(LEASE_MS);
-    let vs_end = if took >= lease { format!("{:?} after", took - lease) } else { format!("{:?} BEFORE", lease - took) };
-    eprintln!("evicted lease of {LEASE_MS} ms: B granted {took:?} after A's grant, {vs_end} the lease's end ({written} keys written)");
+    // TIME with B's ACQUIRE, in one write: when B asked. Asking after the
+    // lease's end (a slow test), B is owed the lock at once: the grant is
+    // timed from whichever came later.
+    let (asked, reply): (Vec<String>, Value) =
+        redis::pipe().cmd("TIME").cmd("LOCK.ACQUIRE").arg("k").arg("B").arg(B_TTL).arg("WAIT").arg(10_000).query(&mut b).expect("B's wait");
+    assert!(matches!(reply, Value::Int(t) if t > token), "B's wait: {reply:?}");
+    let asked = at_ms(&asked);
+    let late = pexpiretime(&mut a, b"k") - B_TTL - lease_end.max(asked);
+    eprintln!(
+        "evicted lease of {LEASE_MS} ms: B asked {} ms before its end, granted {late} ms after its end or B's ask (server clock; {written} keys written)",
+        lease_end - asked
+    );
     // Leases have millisecond resolution: 2 ms, as the client's drift
     // allows for it.
-    assert!(took >= Duration::from_millis(LEASE_MS - 2), "B granted early: {took:?} after A's grant of {LEASE_MS} ms");
-    assert!(took <= Duration::from_millis(LEASE_MS + LATE_MS), "B granted late: {took:?} after A's grant of {LEASE_MS} ms");
+    assert!(late >= -2, "B granted early: {late} ms after the end of A's lease of {LEASE_MS} ms");
+    assert!(late <= LATE_MS, "B granted late: {late} ms after the end of A's lease of {LEASE_MS} ms");
     assert!(locks_evicted(&mut a) >= 1, "the lock was never evicted, the test proved nothing ({written} keys written)");
 }
 

@@ -1474,8 +1474,14 @@ fn history(cfg: HistoryCfg) {
             i.holders.iter().any(|(o, t, _)| o == "main" && *t == Some(token)),
             "main's hold (token {token}) lost in the restart: {i:?}"
         );
-        // Hold a little longer so that others queue behind it, then let go.
-        thread::sleep(Duration::from_millis(200));
+        // Hold on until another thread waits in line behind it (an event,
+        // not a time: the restarted server's first queue), unless every
+        // thread has run out of time and asks no more, or the lease is
+        // about to end (it must last until the RELEASE); then let go.
+        wait_until(EVENT_DEADLINE, "a thread in line behind main's hold", || {
+            let i = held(&mut c, cfg.key);
+            i.waiters >= 1 || i.pttl < 2_000 || handles.iter().all(|h| h.is_finished())
+        });
         let end = Instant::now();
         assert_eq!(rel(&mut c, cfg.key, "main"), 1, "main's hold must last until its RELEASE");
         let mode = if cfg.limit.is_some() { Mode::Shared } else { Mode::Exclusive };

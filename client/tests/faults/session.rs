@@ -18,15 +18,23 @@ fn session(delay: Duration) -> Settings {
     Settings { release_on_disconnect: true, lock_delay: Some(delay), ..relaxed() }
 }
 
-/// Trials per timing: their median is what is asserted, so one trial
-/// slowed by a busy machine does not decide.
-const TRIALS: usize = 3;
+/// Trials per timing: their median is what is asserted, so a few trials
+/// slowed by a busy machine do not decide.
+const TRIALS: usize = 5;
+
+/// The waiter's ttl: its lease on each server starts at that server's
+/// grant, so PEXPIRETIME less this is when it was granted there.
+const WAITER_TTL: Duration = Duration::from_secs(5);
 
 /// `redlock run` holds `resource` for 30 s (with `options`), a waiter
-/// waits at the head of the line, the `redlock run` is killed -9: how long
-/// from the kill to the waiter's grant, or `None` when the waiter was not
-/// granted within `patience` of the kill.
-async fn kill_run_to_grant(c: &Cluster, resource: &str, options: &[&str], patience: Duration) -> Option<Duration> {
+/// waits at the head of the line, the `redlock run` is killed -9: how many
+/// ms from the kill (the wall clock, just before it) to the waiter's grant
+/// by a majority (the third of the five servers' grants, each read from
+/// the waiter's lease on that server: the servers' clock, this machine's
+/// wall clock too), or `None` when the waiter was not granted within
+/// `patience` of the kill. The test's and the client's own wake-ups are
+/// not in it.
+async fn kill_run_to_grant(c: &Cluster, resource: &str, options: &[&str], patience: Duration) -> Option<i64> {
     let servers = c.urls().join(",");
     let session = options.contains(&"--session");
     // The command outlives its killed parent: a short one.
@@ -39,17 +47,14 @@ async fn kill_run_to_grant(c: &Cluster, resource: &str, options: &[&str], patien
     let lib = c.redlock(relaxed());
     let mut waiter = {
         let (lib, resource) = (lib.clone(), resource.to_string());
-        tokio::spawn(async move {
-            let lock = lib.lock_until(&resource, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(20))).await;
-            (lock, Instant::now())
-        })
+        tokio::spawn(async move { lib.lock_until(&resource, WAITER_TTL, Some(Instant::now() + Duration::from_secs(20))).await })
     };
     // At the head of the line: waiting on the lock itself on every server.
     eventually(Duration::from_secs(10), "the waiter at the head", || async {
         c.infos(resource).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
     })
     .await;
-    let killed = Instant::now();
+    let killed = now_unix_ms();
     run.start_kill().expect("kill -9 redlock run");
     let _ = run.wait().await;
     let outcome = tokio::time::timeout(patience, &mut waiter).await;
@@ -57,11 +62,24 @@ async fn kill_run_to_grant(c: &Cluster, resource: &str, options: &[&str], patien
         waiter.abort();
     }
     let granted = match outcome {
-        Ok(Ok((Ok(lock), at))) => {
+        Ok(Ok(Ok(lock))) => {
+            // Every server the waiter holds now: when it was granted there.
+            let mut grants = Vec::new();
+            for s in &c.servers {
+                if s.info(resource).await.is_some_and(|i| i.owner == lock.owner) {
+                    let end = match s.ok(redis::cmd("PEXPIRETIME").arg(resource)).await {
+                        redis::Value::Int(ms) => ms,
+                        other => panic!("PEXPIRETIME replied {other:?}"),
+                    };
+                    grants.push(end - WAITER_TTL.as_millis() as i64);
+                }
+            }
+            grants.sort_unstable();
+            assert!(grants.len() >= 3, "the waiter holds {} of 5 servers", grants.len());
             lib.release(&lock).await.expect("release");
-            Some(at.saturating_duration_since(killed))
+            Some(grants[2] - killed)
         }
-        Ok(Ok((Err(e), _))) => panic!("the waiter failed: {e}"),
+        Ok(Ok(Err(e))) => panic!("the waiter failed: {e}"),
         Ok(Err(e)) => panic!("the waiter's task: {e}"),
         Err(_) => None,
     };
@@ -69,16 +87,30 @@ async fn kill_run_to_grant(c: &Cluster, resource: &str, options: &[&str], patien
     granted
 }
 
+fn now_unix_ms() -> i64 {
+    common::now_unix_us() / 1000
+}
+
 /// `redlock run --session` killed -9 while it holds a 30 s lock: the waiter
-/// at the head of the line has it within the lock-delay plus 50 ms (the
-/// median of several trials), on Redis 7.0 and Valkey 8.1; without
-/// `--session` it waits for the lease.
+/// at the head of the line has it after the lock-delay, promptly, on
+/// Redis 7.0 and Valkey 8.1; without `--session` it waits for the lease.
+///
+/// Order: no majority grant before the kill plus the delay (1 ms for the
+/// clocks' rounding).
+///
+/// Promptness, as the median of five trials: the kernel closing the
+/// killed process's connections, each server reading the EOF and handing
+/// over (a few ms idle), plus the servers waiting for a CPU on a loaded
+/// machine (tens of ms). The bound, the delay plus 250 ms, needs three of
+/// five trials that late. A hold not bound to its connection waits for its
+/// 30 s lease (no grant within the patience: the test fails at once); a
+/// lock-delay ended by a poll once a second is late by 500 ms on average.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_run_with_session_hands_its_lock_to_the_waiter_within_the_delay() {
     let _serial = serial();
     for (server, opts) in [("redis", common::Opts::default()), ("valkey", common::Opts::valkey())] {
         let c = Cluster::start_opts(vec![opts; 5]);
-        for delay_ms in [0u64, 300] {
+        for delay_ms in [0i64, 300] {
             let delay = format!("{delay_ms}ms");
             let options = vec!["--request-timeout", "1s", "--session", "--lock-delay", delay.as_str()];
             let mut times = Vec::new();
@@ -86,11 +118,11 @@ async fn a_killed_run_with_session_hands_its_lock_to_the_waiter_within_the_delay
                 let took = kill_run_to_grant(&c, &format!("nightly-{delay_ms}-{i}"), &options, Duration::from_secs(5)).await;
                 times.push(took.unwrap_or_else(|| panic!("{server}: the killed holder's lock was not freed (delay {delay_ms} ms)")));
             }
-            times.sort();
-            println!("{server}: --session --lock-delay {delay_ms}ms: kill to grant {times:?}");
-            let bound = Duration::from_millis(delay_ms + 50);
-            assert!(times[TRIALS / 2] <= bound, "{server}: granted {times:?} after the kill, beyond the delay plus 50 ms");
-            assert!(times[0] >= Duration::from_millis(delay_ms.saturating_sub(5)), "{server}: granted inside the lock-delay: {times:?}");
+            times.sort_unstable();
+            println!("{server}: --session --lock-delay {delay_ms}ms: kill to majority grant {times:?} ms (servers' clock)");
+            let bound = delay_ms + 250;
+            assert!(times[TRIALS / 2] <= bound, "{server}: granted {times:?} ms after the kill; the median beyond the delay plus 250 ms");
+            assert!(times[0] >= delay_ms - 1, "{server}: granted inside the lock-delay: {times:?} ms");
         }
     }
     // Without --session the lease decides (30 s): nothing within 3 s.

@@ -299,6 +299,10 @@ async fn a_killed_or_frozen_line_instance_costs_no_exclusion() {
 
 /// A place in line lasts the whole wait, not one ttl: B, queued behind the
 /// head for many ttls, is served before C, who came much later.
+///
+/// Arrival order is made by events, not sleeps: B asks once A waits at
+/// the head (on the lock on every instance), C once B waits in line; B's
+/// place is checked to stand after five ttls, just before C asks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_place_in_line_outlasts_the_ttl() {
     let c = Cluster::start(5);
@@ -306,23 +310,38 @@ async fn a_place_in_line_outlasts_the_ttl() {
     let holder = c.redlock(relaxed()).guard("long-wait", ttl, None).await.expect("holder");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut waiters = Vec::new();
-    for (name, after) in [("A", 100), ("B", 300), ("C", 2700)] {
+    let in_line = |n: i64| {
+        let c = &c;
+        async move { c.infos("redlock:line:long-wait").await.iter().flatten().any(|i| i.waiters == n) }
+    };
+    for name in ["A", "B", "C"] {
+        if name == "C" {
+            // Time is the subject: B has waited in line for five ttls (the
+            // guard extends the holder's lease meanwhile).
+            tokio::time::sleep(ttl * 5).await;
+            assert!(in_line(1).await, "B's place in line lasted less than five ttls");
+        }
         let (rl, tx) = (c.redlock(relaxed()), tx.clone());
         waiters.push(tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(after)).await;
-            let lock = rl.lock_until("long-wait", ttl, Some(Instant::now() + ttl * 12)).await.expect("granted in time");
+            let lock = rl.lock_until("long-wait", ttl, Some(Instant::now() + ttl * 20)).await.expect("granted in time");
             let _ = tx.send(name);
-            tokio::time::sleep(Duration::from_millis(50)).await;
             rl.release(&lock).await.expect("release");
         }));
+        match name {
+            "A" => {
+                common::eventually(Duration::from_secs(5), "A waiting at the head, on the lock everywhere", || async {
+                    c.infos("long-wait").await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
+                })
+                .await
+            }
+            "B" => common::eventually(Duration::from_secs(5), "B waiting in line behind A", || in_line(1)).await,
+            _ => common::eventually(Duration::from_secs(5), "C waiting in line behind B", || in_line(2)).await,
+        }
     }
-    // Held for six ttls (the guard extends it), then handed on: C came
-    // within the last ttl, B more than five ttls before.
-    tokio::time::sleep(ttl * 6).await;
     holder.release().await.expect("release");
     let mut order = Vec::new();
     for _ in 0..3 {
-        order.push(tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("served").expect("open"));
+        order.push(tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("served").expect("open"));
     }
     for w in waiters {
         w.await.expect("waiter");

@@ -204,9 +204,9 @@ async fn a_line_instance_that_is_down_costs_fairness_not_the_lock() {
 
 /// The line instance freezes (SIGSTOP) for 120 ms while a contender asks
 /// for its place: its requests time out (50 ms, the default), and it asks
-/// again at once instead of polling behind the line, so a contender that
-/// arrives after the line instance is back still comes after it. Everyone
-/// is served in arrival order.
+/// again instead of polling behind the line, so it gets its place once
+/// the line instance is back, and a contender that arrives after it still
+/// comes after it. Everyone is served in arrival order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_place_asked_for_while_the_line_instance_stalls_keeps_its_turn() {
     let mut c = Cluster::start(5);
@@ -242,7 +242,14 @@ async fn a_place_asked_for_while_the_line_instance_stalls_keeps_its_turn() {
     contender(2, second);
     tokio::time::sleep(Duration::from_millis(120)).await;
     c.servers[line].thaw();
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    // The third arrives once the second has its place (an event: a time
+    // here would race the second's retry on a busy machine). A contender
+    // that gave up its place after the stalled request, and polled the
+    // lock instead, never shows in line: this wait fails.
+    common::eventually(Duration::from_secs(5), "the second in line once the line instance is back", || async {
+        c.infos(&format!("{LINE}stall")).await.get(line).cloned().flatten().is_some_and(|i| i.waiters == 1)
+    })
+    .await;
     contender(3, c.redlock(relaxed()));
     common::eventually(Duration::from_secs(5), "both behind the head in line", || async {
         c.infos(&format!("{LINE}stall")).await.get(line).cloned().flatten().is_some_and(|i| i.waiters == 2)
