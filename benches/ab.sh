@@ -75,27 +75,28 @@ rps() { # rps PORT COMMAND... -> requests per second
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 printf 'ab: old %s\nab: new %s\nab: %s rounds of %s requests, -P %s, 50 clients, %s keys\n' "$OLD" "$NEW" "$ROUNDS" "$N" "$P" "$KEYS"
+# A round runs every workload in order on one build, then on the other
+# (which goes first alternates): ACQUIRE fills the keys that EXTEND
+# extends and RELEASE frees, as a lock's life goes.
+for r in $(seq "$ROUNDS"); do
+  if [ $((r % 2)) -eq 1 ]; then order="old new"; else order="new old"; fi
+  for build in $order; do
+    port=$OLD_PORT
+    [ "$build" = new ] && port=$NEW_PORT
+    redis-cli -p "$port" flushall >/dev/null
+    for w in "${WORKLOADS[@]}"; do
+      label=${w%%|*}
+      read -r -a cmd <<<"${w#*|}"
+      rps "$port" "${cmd[@]}" >>"$TMP/$build.$label"
+    done
+  done
+  echo "ab: round $r of $ROUNDS done" >&2
+done
 printf '%-8s %14s %14s %7s   %s\n' command "old req/s" "new req/s" new/old "ratio per round"
 for w in "${WORKLOADS[@]}"; do
   label=${w%%|*}
-  read -r -a cmd <<<"${w#*|}"
-  : >"$TMP/old.$label"
-  : >"$TMP/new.$label"
-  rounds=""
-  for r in $(seq "$ROUNDS"); do
-    # Alternate which build goes first, so a trend within a round cancels.
-    if [ $((r % 2)) -eq 1 ]; then
-      o=$(rps "$OLD_PORT" "${cmd[@]}")
-      n=$(rps "$NEW_PORT" "${cmd[@]}")
-    else
-      n=$(rps "$NEW_PORT" "${cmd[@]}")
-      o=$(rps "$OLD_PORT" "${cmd[@]}")
-    fi
-    echo "$o" >>"$TMP/old.$label"
-    echo "$n" >>"$TMP/new.$label"
-    rounds="$rounds $(awk -v a="$n" -v b="$o" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')"
-  done
   mo=$(median <"$TMP/old.$label")
   mn=$(median <"$TMP/new.$label")
+  rounds=$(paste -d' ' "$TMP/new.$label" "$TMP/old.$label" | awk '{ printf " %.2f", ($2 > 0) ? $1 / $2 : 0 }')
   printf '%-8s %14.0f %14.0f %7.2f  %s\n' "$label" "$mo" "$mn" "$(awk -v a="$mn" -v b="$mo" 'BEGIN { print (b > 0) ? a / b : 0 }')" "$rounds"
 done
