@@ -18,6 +18,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,32 +31,10 @@ READY_DEADLINE = 10.0
 # instead of hanging it.
 DIRECT_TIMEOUT = 5.0
 
-
-class RespError(Exception):
-    """An error reply."""
-
-
-def read_reply(f):
-    line = f.readline()
-    if not line.endswith(b"\r\n"):
-        raise ConnectionError("connection closed mid-reply")
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"+":
-        return rest.decode()
-    if kind == b"-":
-        return RespError(rest.decode())
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)
-        return data[:-2]
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [read_reply(f) for _ in range(n)]
-    raise ConnectionError(f"unexpected reply {line!r}")
+# The one RESP reader of the Python tests: the partition suite's client,
+# standard library only.
+sys.path.insert(0, str(ROOT / "tests" / "partitions"))
+from resp import RespError, encode, read_reply  # noqa: E402
 
 
 def tls_context(tls):
@@ -73,11 +52,7 @@ def call(port, *args, tls=None):
     `tls`); error replies raise RespError."""
     with socket.create_connection(("127.0.0.1", port), timeout=DIRECT_TIMEOUT) as raw:
         s = tls_context(tls).wrap_socket(raw) if tls else raw
-        parts = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        s.sendall(b"".join(parts))
+        s.sendall(encode(args))
         with s.makefile("rb") as f:
             reply = read_reply(f)
     if isinstance(reply, RespError):
