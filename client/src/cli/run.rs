@@ -1,6 +1,7 @@
 //! `redlock run`: flock(1) across machines. Takes the lock with a guard
 //! (which keeps extending it), runs the command, forwards SIGINT/SIGTERM to
-//! it, reacts when the lock is lost, releases when the command exits.
+//! it, reacts when the lock is lost, releases when the command exits; the
+//! command dies with it.
 
 use std::io::ErrorKind;
 use std::os::unix::process::ExitStatusExt;
@@ -66,6 +67,7 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         Some(_) => command.env("REDLOCK_PERMIT", &lock.resource),
         None => command.env_remove("REDLOCK_PERMIT"),
     };
+    die_with_this_process(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -94,6 +96,34 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
             Err(lost_while_running(&args.resource, &name, &format!("stopped ({})", describe(status)), lost_at, exited_at))
         }
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
+    }
+}
+
+/// A command never outlives its supervisor: the hold ends with this
+/// process's connections (a session hold at once, any other when its
+/// lease runs out unextended), so a command left running after `redlock
+/// run` died, kill -9 included, would run without the lock. The kernel
+/// sends it SIGKILL when the thread that spawned it ends (nothing is left
+/// to send SIGTERM and wait out a grace): that thread is the one
+/// `block_on` runs the command line on, which lives until the process
+/// exits. Only the command itself is covered; a command that starts its
+/// own children and exits without waiting leaves them to its own care.
+fn die_with_this_process(command: &mut Command) {
+    let supervisor = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec, and makes
+    // only async-signal-safe calls (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor died between fork and the prctl: the signal
+            // will never come, so the command must not start.
+            if u32::try_from(libc::getppid()).ok() != Some(supervisor) {
+                return Err(std::io::Error::from(ErrorKind::Interrupted));
+            }
+            Ok(())
+        });
     }
 }
 

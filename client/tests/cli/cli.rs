@@ -134,6 +134,50 @@ async fn run_stops_the_command_when_the_lock_is_lost() {
     assert!(took < Duration::from_secs(3), "the command was stopped {took:?} after the majority froze");
 }
 
+/// Whether `pid` runs (a zombie, exited but not reaped yet, does not).
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state is the first field after the command name's parenthesis.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|state| state != "Z")
+}
+
+/// A command never outlives `redlock run`: killed by SIGKILL, which it
+/// cannot forward, redlock leaves its command to the kernel, which kills
+/// it too. The hold ends with redlock's connections, so a command left
+/// running would run without the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_dies_with_a_killed_run() {
+    let c = Cluster::start(5);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("pid");
+    // `exec`: the shell's pid becomes sleep's.
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut run = redlock(&c, &["run", "cli-orphan", "--ttl", "2s", "--", "sh", "-c", &script]).spawn().expect("spawn");
+    let mut command = None;
+    eventually(Duration::from_secs(10), "the command to start", || {
+        let found = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok());
+        command = found;
+        async move { found.is_some() }
+    })
+    .await;
+    let command = command.expect("the command's pid");
+    assert!(running(command), "the command runs under redlock");
+    let supervisor = run.id().and_then(|p| i32::try_from(p).ok()).expect("redlock's pid");
+    // SAFETY: a signal to the process this test spawned.
+    assert_eq!(unsafe { libc::kill(supervisor, libc::SIGKILL) }, 0);
+    run.wait().await.expect("reap redlock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(command) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let survived = running(command);
+    if survived {
+        // SAFETY: the test's own grandchild, left behind by the failure.
+        unsafe { libc::kill(command, libc::SIGKILL) };
+    }
+    assert!(!survived, "the command outlived redlock run by 10 s");
+}
+
 /// `redlock status` without a resource: each server's summary from
 /// `INFO redislock`, as a table and as JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
