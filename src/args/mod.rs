@@ -277,7 +277,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
     let session = session.then(|| delay.unwrap_or(0));
     let limit = limit.and_then(|n| u32::try_from(n).ok());
     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
-    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), session }, wait })
+    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), permits: 1, session }, wait })
 }
 
 fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {

@@ -176,7 +176,13 @@ fn try_shared(
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: now.mono.saturating_add(req.ttl_ms), since });
+            fresh.holding.holders.push(Holder {
+                owner: owner.into(),
+                token,
+                end: now.mono.saturating_add(req.ttl_ms),
+                since,
+                permits: req.permits,
+            });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
@@ -201,6 +207,10 @@ fn try_shared(
                     c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into(),
                 ),
                 Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
+                Outcome::Refused(Refusal::Permits) => Attempt::Refused(c"ERR PERMITS must be between 1 and LIMIT".into()),
+                Outcome::Refused(Refusal::OtherPermits(k)) => Attempt::Refused(
+                    CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
+                ),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.

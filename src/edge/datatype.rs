@@ -333,7 +333,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
             return None;
         }
         let at = (deadline != 0).then_some(deadline);
-        holders.push(Holder { owner, token, end: Lease::until(at, now).end, since: now.mono });
+        holders.push(Holder { owner, token, end: Lease::until(at, now).end, since: now.mono, permits: 1 });
     }
     if !quarantine::loading() {
         let highest = holders.iter().map(|h| h.token).max().unwrap_or(0);
