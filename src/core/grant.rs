@@ -187,7 +187,7 @@ impl<O: PartialEq + Clone> Holding<O> {
     }
 
     /// Whether a new holder asking `req` may join the holders now.
-    fn admits(&self, req: &Request) -> bool {
+    pub(super) fn admits(&self, req: &Request) -> bool {
         self.admits_beside(self.holders.len(), self.taken(), req)
     }
 
