@@ -54,6 +54,12 @@ pub enum ArgError {
     /// Carries `redislock.max-ttl`.
     BadDelay(i64),
     BadLimit,
+    /// `numkeys` not a positive integer, or more than the arguments given.
+    BadNumkeys,
+    /// A key named twice in one set.
+    KeyTwice(Vec<u8>),
+    /// `LIMIT` in `LOCK.MACQUIRE`: a set's members are locks.
+    LimitInSet,
 }
 
 /// The largest `SHARED LIMIT`: a semaphore's holders live in its value
@@ -85,6 +91,11 @@ impl ArgError {
             ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
             ArgError::MissingValue(option) => owned(format!("ERR {option} needs {}", value_name(option))),
             ArgError::Repeated(option) => owned(format!("ERR {option} given more than once")),
+            ArgError::BadNumkeys => Cow::Borrowed(c"ERR numkeys must be a positive integer, at most the number of keys given"),
+            ArgError::KeyTwice(key) => owned(format!("ERR key '{}' is named twice", printable(key))),
+            ArgError::LimitInSet => {
+                Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED")
+            }
         }
     }
 }
@@ -285,6 +296,100 @@ fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
         Ok(n) if n >= 1 && n <= i64::from(MAX_LIMIT) => Ok(n),
         _ => Err(ArgError::BadLimit),
     }
+}
+
+/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`:
+/// several keys, all or nothing, with LOCK.ACQUIRE's options but LIMIT.
+#[derive(Debug)]
+pub struct MAcquire<'a, A> {
+    /// Each named once.
+    pub keys: &'a [A],
+    pub owner: &'a A,
+    pub request: Request,
+    pub wait: Option<i64>,
+}
+
+pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<MAcquire<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.macquire' command", |after| after >= 2)?;
+    // What follows the keys is LOCK.ACQUIRE's `owner ttl-ms [options]`,
+    // parsed by the same code over the arguments from the one before the
+    // last key on: `[_, last key, owner, ttl-ms, options...]`.
+    let from = args.len() - tail.len() - 2;
+    let one = parse_acquire(&args[from..], max_ttl, max_owner_len)?;
+    if one.request.limit.is_some() {
+        return Err(ArgError::LimitInSet);
+    }
+    Ok(MAcquire { keys, owner: one.owner, request: one.request, wait: one.wait })
+}
+
+/// `LOCK.MRELEASE numkeys key [key ...] owner`
+#[derive(Debug)]
+pub struct MRelease<'a, A> {
+    pub keys: &'a [A],
+    pub owner: &'a [u8],
+}
+
+pub fn parse_mrelease<A: ArgBytes>(args: &[A]) -> Result<MRelease<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.mrelease' command", |after| after == 1)?;
+    let [owner] = tail else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mrelease' command"));
+    };
+    Ok(MRelease { keys, owner: parse_owner(owner.bytes())? })
+}
+
+/// `LOCK.MEXTEND numkeys key [key ...] owner ttl-ms`
+#[derive(Debug)]
+pub struct MExtend<'a, A> {
+    pub keys: &'a [A],
+    pub owner: &'a [u8],
+    pub ttl_ms: i64,
+}
+
+pub fn parse_mextend<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<MExtend<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.mextend' command", |after| after == 2)?;
+    let [owner, ttl] = tail else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mextend' command"));
+    };
+    Ok(MExtend { keys, owner: parse_owner(owner.bytes())?, ttl_ms: parse_ttl(ttl.bytes(), max_ttl)? })
+}
+
+/// How many keys a numkeys command names from position 2 on, if its
+/// `numkeys` is valid: where Redis finds the keys (see `split_keys` for
+/// the command's own parsing).
+pub fn numkeys<A: ArgBytes>(args: &[A]) -> Option<usize> {
+    let [_, numkeys, rest @ ..] = args else { return None };
+    let n = usize::try_from(parse_i64(numkeys.bytes())?).ok()?;
+    (1..=rest.len()).contains(&n).then_some(n)
+}
+
+/// Splits `_ numkeys key [key ...] rest...` into the keys, each named
+/// once, and the rest, whose length `after_ok` accepts.
+fn split_keys<'a, A: ArgBytes>(
+    args: &'a [A],
+    arity: &'static CStr,
+    after_ok: impl Fn(usize) -> bool,
+) -> Result<(&'a [A], &'a [A]), ArgError> {
+    let [_, numkeys, rest @ ..] = args else {
+        return Err(ArgError::Arity(arity));
+    };
+    let n = match parse_int(numkeys.bytes()) {
+        Ok(n) if n >= 1 => usize::try_from(n).map_err(|_| ArgError::BadNumkeys)?,
+        _ => return Err(ArgError::BadNumkeys),
+    };
+    if n > rest.len() {
+        return Err(ArgError::BadNumkeys);
+    }
+    let (keys, tail) = rest.split_at(n);
+    if !after_ok(tail.len()) {
+        return Err(ArgError::Arity(arity));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    for key in keys {
+        if !seen.insert(key.bytes()) {
+            return Err(ArgError::KeyTwice(key.bytes().to_vec()));
+        }
+    }
+    Ok((keys, tail))
 }
 
 /// `LOCK.RELEASE key owner`

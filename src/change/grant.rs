@@ -62,7 +62,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     let now = crate::server::clock::now();
     let slot = slot(key, now, Look::Held);
     if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
-        return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now);
+        return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now, by);
     }
     // The rules are the core's (`grant::acquire_exclusive`, checked against
     // `grant::Holding`); what follows only reads the key and carries out the
@@ -91,7 +91,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
         Slot::Free => OneHolder::Free,
     };
     let ahead = waiting_ahead && converted.is_none();
-    let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| COUNTER.issue(min)) {
+    let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| by.issue(min)) {
         Outcome::Held => return Attempt::Held,
         Outcome::Refused(_) => return Attempt::Failed(c"ERR fencing token space exhausted"),
         Outcome::Granted(token, Grant::Regrant) => {
@@ -123,17 +123,45 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     }
     match by {
         By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror),
-        By::Handoff => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
+        By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
     }
     Attempt::Granted(Granted { token, how: Grant::New, end: lease.end })
 }
 
-/// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, or the
-/// handoff to a waiter (in another command's context, or a timer's).
+/// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, the
+/// handoff to a waiter (in another command's context, or a timer's), or a
+/// member of a set `LOCK.MACQUIRE` was granted, with the set's token
+/// (`change::multi`: every member's grant leaves as its own LOCK.APPLY).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum By {
     Command,
     Handoff,
+    Set(Token),
+}
+
+impl By {
+    /// A fresh token of at least `min`: the counter's, or the set's.
+    fn issue(self, min: Token) -> Option<Token> {
+        match self {
+            By::Set(token) => Some(token),
+            By::Command | By::Handoff => COUNTER.issue(min),
+        }
+    }
+}
+
+/// The error of a request the core refused.
+pub(super) fn refused(refusal: Refusal) -> Attempt {
+    match refusal {
+        Refusal::WrongKind(kind) => wrong_kind(&kind.to_string()),
+        Refusal::UpgradeWithOthers => {
+            Attempt::Refused(c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into())
+        }
+        Refusal::TokensExhausted => Attempt::Failed(TOKENS_EXHAUSTED),
+        Refusal::Permits => Attempt::Refused(c"ERR PERMITS must be between 1 and LIMIT".into()),
+        Refusal::OtherPermits(k) => Attempt::Refused(
+            CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
+        ),
+    }
 }
 
 const TOKENS_EXHAUSTED: &CStr = c"ERR fencing token space exhausted";
@@ -155,6 +183,7 @@ fn try_shared(
     waiting_ahead: bool,
     slot: Slot<'_>,
     now: Now,
+    by: By,
 ) -> Attempt {
     let owner = owner_arg.bytes();
     match slot {
@@ -171,7 +200,7 @@ fn try_shared(
                 _ => now.mono,
             };
             let downgrade = !matches!(slot, Slot::Free);
-            let Some(token) = COUNTER.issue(req.fence) else {
+            let Some(token) = by.issue(req.fence) else {
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
@@ -200,17 +229,9 @@ fn try_shared(
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
-            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| COUNTER.issue(min)) {
+            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| by.issue(min)) {
                 Outcome::Held => Attempt::Held,
-                Outcome::Refused(Refusal::WrongKind(kind)) => wrong_kind(&kind.to_string()),
-                Outcome::Refused(Refusal::UpgradeWithOthers) => Attempt::Refused(
-                    c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into(),
-                ),
-                Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
-                Outcome::Refused(Refusal::Permits) => Attempt::Refused(c"ERR PERMITS must be between 1 and LIMIT".into()),
-                Outcome::Refused(Refusal::OtherPermits(k)) => Attempt::Refused(
-                    CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
-                ),
+                Outcome::Refused(refusal) => refused(refusal),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.

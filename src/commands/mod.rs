@@ -39,6 +39,10 @@ macro_rules! parse_or_reply {
     };
 }
 
+// After the macros, which it uses.
+mod multi;
+pub use multi::{macquire, mextend, mrelease};
+
 /// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`
 /// → token, or nil (held incompatibly, or others wait first; or the wait
 /// timed out).

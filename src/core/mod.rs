@@ -12,8 +12,8 @@
 pub mod grant;
 pub mod lease;
 pub mod line;
-// The glue (LOCK.MACQUIRE and its waiting) lands next; until then only
-// the tests call the set rules.
+// `Lines`, a set's waiting in line, is called only by the tests until
+// LOCK.MACQUIRE's WAIT lands in the glue.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod multi;
 pub mod token;

@@ -133,9 +133,10 @@ pub fn remirrored(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
 }
 
-/// `owner`'s hold was released by this server, not by a command (its
-/// connection closed, see `session`): it travels as the LOCK.RELEASE a
-/// client would have sent, which every replica and the AOF replay as such.
+/// `owner`'s hold was released other than by the LOCK.RELEASE being
+/// executed (its connection closed, see `session`; or it is one member of
+/// a LOCK.MRELEASE): it travels as the LOCK.RELEASE a client would have
+/// sent, which every replica and the AOF replay as such.
 pub fn released_by_server(ctx: Ctx, key: &Arg, owner: &[u8]) {
     ctx.replicate_key_bytes(c"LOCK.RELEASE", key, owner);
     signal(ctx, key, c"lock.release");
