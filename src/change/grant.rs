@@ -16,7 +16,7 @@ use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::group::{self, Group};
 use crate::keys::value::{self, Exclusive};
-use crate::replication::propagate;
+use crate::replication::propagate::{self, SharedTerms};
 use crate::server::config;
 use crate::server::fencing::COUNTER;
 
@@ -223,7 +223,8 @@ fn try_shared(
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
             let holder_deadline = now.wall.saturating_add(req.ttl_ms);
-            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, limit, deadline);
+            let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
+            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
             Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
         }
@@ -256,7 +257,8 @@ fn try_shared(
                     }
                     group.mirrored(deadline);
                     let holder_deadline = now.wall.saturating_add(req.ttl_ms);
-                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, group.limit(), deadline);
+                    let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
+                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
                     Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
                 }
             }

@@ -227,10 +227,10 @@ impl<O: PartialEq + Clone> Holding<O> {
     }
 
     /// Sets `owner`'s hold exactly as given (a replica replaying its
-    /// master's grant): its token and lease end replaced, or a new holder
-    /// since `now` (the owner copied only then). No rule is checked: the
-    /// grant was decided where it was made.
-    pub fn replay<'q, Q: PartialEq + ?Sized>(&mut self, owner: &'q Q, token: Token, end: i64, now: i64)
+    /// master's grant): its token, lease end and permits replaced, or a
+    /// new holder since `now` (the owner copied only then). No rule is
+    /// checked: the grant was decided where it was made.
+    pub fn replay<'q, Q: PartialEq + ?Sized>(&mut self, owner: &'q Q, token: Token, end: i64, permits: u32, now: i64)
     where
         O: Borrow<Q>,
         &'q Q: Into<O>,
@@ -239,9 +239,9 @@ impl<O: PartialEq + Clone> Holding<O> {
             Some(holder) => {
                 holder.token = token;
                 holder.end = end;
+                holder.permits = permits;
             }
-            // One permit: a replayed PERMITS k comes with the glue's PERMITS.
-            None => self.holders.push(Holder { owner: owner.into(), token, end, since: now, permits: 1 }),
+            None => self.holders.push(Holder { owner: owner.into(), token, end, since: now, permits }),
         }
     }
 
@@ -585,11 +585,11 @@ mod tests {
     #[test]
     fn a_replay_sets_a_holder_exactly() {
         let mut l: Holding<String> = Holding::free_for(&ask("a", Mode::Shared, None).1);
-        l.replay("a", 7, 100, 1);
-        l.replay("b", 3, 50, 2);
-        l.replay("a", 9, 40, 5);
-        let holder = |owner: &str, token, end, since| Holder { owner: owner.to_string(), token, end, since, permits: 1 };
-        assert_eq!(l.holders, vec![holder("a", 9, 40, 1), holder("b", 3, 50, 2)]);
+        l.replay("a", 7, 100, 1, 1);
+        l.replay("b", 3, 50, 2, 2);
+        l.replay("a", 9, 40, 3, 5);
+        let holder = |owner: &str, token, end, since, permits| Holder { owner: owner.to_string(), token, end, since, permits };
+        assert_eq!(l.holders, vec![holder("a", 9, 40, 1, 3), holder("b", 3, 50, 2, 2)]);
     }
 
     #[test]

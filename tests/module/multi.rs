@@ -236,3 +236,103 @@ fn keys_of_several_slots_get_crossslot_in_a_cluster() {
     assert!(err.starts_with("CROSSSLOT"), "{err}");
     assert_eq!(mrelease(&mut c, &[a, b], "me"), 2);
 }
+
+/// `LOCK.ACQUIRE key owner ttl SHARED LIMIT 5 PERMITS k`: Some(token) or None.
+fn permits(con: &mut Connection, key: &str, owner: &str, k: u32) -> Option<i64> {
+    match ok_cmd(con, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(600_000).arg("SHARED").arg("LIMIT").arg(5).arg("PERMITS").arg(k)) {
+        Value::Nil => None,
+        Value::Int(t) => Some(t),
+        other => panic!("LOCK.ACQUIRE ... PERMITS replied neither integer nor nil: {other:?}"),
+    }
+}
+
+/// With 3 of 5 permits taken by `a`: 3 more do not fit, 2 do (taken by a
+/// probe that leaves again).
+fn assert_three_of_five_taken(con: &mut Connection, key: &str, when: &str) {
+    assert_eq!(permits(con, key, "probe3", 3), None, "{when}: 3 + 3 of 5");
+    assert!(permits(con, key, "probe2", 2).is_some(), "{when}: 3 + 2 of 5");
+    assert_eq!(release(con, key.as_bytes(), b"probe2"), 1);
+}
+
+#[test]
+fn weighted_permits_take_k_of_n_and_a_waiter_for_k_holds_back_smaller_requests() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert!(permits(&mut c, "pool", "a", 3).is_some());
+    assert_eq!(permits(&mut c, "pool", "b", 3), None, "3 + 3 of 5");
+    assert!(permits(&mut c, "pool", "b", 2).is_some(), "3 + 2 of 5");
+    // One hold, one size.
+    let err =
+        expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("pool").arg("a").arg(1000).arg("SHARED").arg("LIMIT").arg(5).arg("PERMITS").arg(2));
+    assert!(err.contains("holds 3 permits"), "{err}");
+    let err =
+        expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("pool").arg("z").arg(1000).arg("SHARED").arg("LIMIT").arg(5).arg("PERMITS").arg(6));
+    assert_eq!(err, "ERR PERMITS must be between 1 and LIMIT");
+
+    // A waiter for 3 while 2 are free: it waits, and a later request for
+    // 1, which would fit, does not pass it.
+    let mut w3 = server.conn();
+    send_cmd(
+        &mut w3,
+        cmd("LOCK.ACQUIRE")
+            .arg("pool")
+            .arg("w3")
+            .arg(600_000)
+            .arg("SHARED")
+            .arg("LIMIT")
+            .arg(5)
+            .arg("PERMITS")
+            .arg(3)
+            .arg("WAIT")
+            .arg(30_000),
+    );
+    wait_waiters(&mut c, b"pool", 1);
+    assert_eq!(release(&mut c, b"pool", b"b"), 1);
+    assert_eq!(waiters(&mut c, b"pool"), 1, "2 free: the waiter for 3 still waits");
+    assert_eq!(permits(&mut c, "pool", "one", 1), None, "no barging past the waiter for 3");
+    assert_eq!(release(&mut c, b"pool", b"a"), 1);
+    let token = int_of(&recv_reply(&mut w3, "the waiter for 3").expect("granted"), "w3's token");
+    assert!(token > 0);
+    assert!(permits(&mut c, "pool", "one", 1).is_some(), "3 + 1 of 5 once the waiter has its turn");
+}
+
+#[test]
+fn weighted_permits_reach_a_replica_and_survive_reload_rdb_and_aof() {
+    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut m = master.conn();
+    assert!(permits(&mut m, "pool", "a", 3).is_some());
+    assert!(permits(&mut m, "pool", "b", 1).is_some());
+    wait1(&mut m);
+    // The promoted replica knows a holds 3 of them.
+    let mut r = replica.conn();
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    assert_eq!(permits(&mut r, "pool", "probe", 2), None, "on the replica: 3 + 1 + 2 of 5");
+    assert!(permits(&mut r, "pool", "probe", 1).is_some());
+    drop(r);
+
+    assert_eq!(release(&mut m, b"pool", b"b"), 1);
+    ok_cmd(&mut m, cmd("DEBUG").arg("RELOAD"));
+    assert_three_of_five_taken(&mut m, "pool", "after DEBUG RELOAD");
+
+    let mut s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    let mut c = s.conn();
+    wait_aof_rewrite_idle(&mut c);
+    assert!(permits(&mut c, "pool", "a", 3).is_some());
+    bgrewriteaof(&mut c);
+    assert!(permits(&mut c, "other", "x", 4).is_some(), "after the rewrite: the incremental file");
+    wait_aof_flushed(&mut c);
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_three_of_five_taken(&mut c, "pool", "after an AOF restart (rewritten)");
+    assert_eq!(permits(&mut c, "other", "probe", 2), None, "after an AOF restart (incremental): 4 + 2 of 5");
+    ok_cmd(&mut c, &cmd("SAVE"));
+    drop(c);
+    // Without the AOF, the restart loads the RDB file.
+    s.set_extra_args(&["--appendonly", "no"]);
+    s.restart();
+    let mut c = s.conn();
+    assert_three_of_five_taken(&mut c, "pool", "after an RDB restart");
+}
