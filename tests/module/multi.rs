@@ -175,6 +175,31 @@ fn a_replica_sees_the_whole_set_and_its_release() {
 }
 
 #[test]
+fn a_set_takes_fence_and_session_as_one_lock_does() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let far = far_future_token();
+    let t = macquire(&mut c, &["fa", "fb"], "me", 60_000, &["FENCE", &far.to_string()]).expect("free set");
+    assert!(t >= far, "FENCE {far}: the set's token {t}");
+    // A set bound to its connection ends with it, every member.
+    let mut bound = server.conn();
+    macquire(&mut bound, &["sa", "sb"], "me", 60_000, &["SESSION"]).expect("free set");
+    assert!(info(&mut c, b"sa").is_some() && info(&mut c, b"sb").is_some());
+    drop(bound);
+    wait_until(Duration::from_secs(10), "the closed connection's set to end", || {
+        info(&mut c, b"sa").is_none() && info(&mut c, b"sb").is_none()
+    });
+    // SESSION DELAY: held on for the delay, as each lock would be.
+    let mut bound = server.conn();
+    macquire(&mut bound, &["da", "db"], "me", 600_000, &["SESSION", "DELAY", "60000"]).expect("free set");
+    assert!(["da", "db"].iter().all(|k| info(&mut c, k.as_bytes()).is_some_and(|i| i.pttl > 500_000)));
+    drop(bound);
+    wait_until(Duration::from_secs(10), "the delay to cut both leases", || {
+        ["da", "db"].iter().all(|k| info(&mut c, k.as_bytes()).is_some_and(|i| i.pttl <= 60_000))
+    });
+}
+
+#[test]
 fn acl_key_patterns_cover_every_key_of_a_set() {
     let server = Server::start();
     let mut admin = server.conn();
