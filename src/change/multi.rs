@@ -42,6 +42,9 @@ pub fn acquire_set(ctx: Ctx, members: &[(Key, &Arg)], owner: &Arg, req: &Request
             Err(attempt) => return attempt,
         }
     }
+    // Which members the owner holds already (a failure gives back only
+    // the others).
+    let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some()).collect();
     let mut asked: Vec<Member<'_, group::Owner>> = views
         .iter_mut()
         .zip(members)
@@ -57,12 +60,25 @@ pub fn acquire_set(ctx: Ctx, members: &[(Key, &Arg)], owner: &Arg, req: &Request
     // (FENCE at the token, so a member the owner held takes it too).
     let member_req = Request { fence: token, ..*req };
     let mut end = now.mono;
-    for (key, key_name) in members {
-        match try_acquire(ctx, key, key_name, owner, &member_req, false, By::Set(token)) {
-            Attempt::Granted(granted) if granted.token == token => end = granted.end,
-            Attempt::Granted(_) => return Attempt::Failed(c"ERR a member of the set took another token"),
+    for (i, (key, key_name)) in members.iter().enumerate() {
+        let failed = match try_acquire(ctx, key, key_name, owner, &member_req, false, By::Set(token)) {
+            Attempt::Granted(granted) if granted.token == token => {
+                end = granted.end;
+                None
+            }
+            Attempt::Granted(_) => Some(Attempt::Failed(c"ERR a member of the set took another token")),
             // Only a failure to store can differ from the decision.
-            other => return other,
+            other => Some(other),
+        };
+        if let Some(failed) = failed {
+            // All or nothing: the members this set took are given back
+            // (those the owner held before keep the set's token).
+            for ((key, key_name), held) in members[..i].iter().zip(&held_before) {
+                if !held {
+                    release_member(ctx, key, key_name, owner.bytes());
+                }
+            }
+            return failed;
         }
         waiters::lease_changed(ctx, key, key_name);
         if binds(req) {
