@@ -147,6 +147,14 @@ fn refusals_take_nothing() {
     assert_eq!(keys, Value::Array(vec![Value::BulkString(b"k3".to_vec())]));
 }
 
+/// How many EXECs the server ran (its commandstats).
+fn exec_calls(c: &mut Connection) -> i64 {
+    let text: String = cmd("INFO").arg("commandstats").query(c).expect("INFO commandstats");
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_exec:calls="))
+        .map_or(0, |rest| rest.split(',').next().and_then(|n| n.parse().ok()).expect("calls is an integer"))
+}
+
 #[test]
 fn a_replica_sees_the_whole_set_and_its_release() {
     let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
@@ -155,8 +163,10 @@ fn a_replica_sees_the_whole_set_and_its_release() {
     let mut m = master.conn();
     let mut r = replica.conn();
     let keys = ["ra", "rb", "rc"];
+    let execs = exec_calls(&mut r);
     let t = macquire(&mut m, &keys, "me", 600_000, &[]).expect("free set");
     wait1(&mut m);
+    assert_eq!(exec_calls(&mut r), execs + 1, "the set reached the replica as one transaction");
     let me = Some((b"me".to_vec(), t));
     assert_eq!(holders(&mut r, &keys), [me.clone(), me.clone(), me.clone()]);
     for k in keys {
