@@ -296,6 +296,19 @@ fn weighted_permits_take_k_of_n_and_a_waiter_for_k_holds_back_smaller_requests()
     assert!(permits(&mut c, "pool", "a", 3).is_some());
     assert_eq!(permits(&mut c, "pool", "b", 3), None, "3 + 3 of 5");
     assert!(permits(&mut c, "pool", "b", 2).is_some(), "3 + 2 of 5");
+    // LOCK.INFO: the permits taken, and each holder's.
+    let fields = info_fields(ok_cmd(&mut c, cmd("LOCK.INFO").arg("pool"))).expect("held");
+    assert_eq!(fields[5].1, Value::Int(5), "limit");
+    assert_eq!(fields[7].1, Value::Int(5), "taken: 3 + 2");
+    let Value::Array(rows) = &fields[6].1 else { panic!("holders: {fields:?}") };
+    let taken: Vec<&Value> = rows
+        .iter()
+        .map(|row| match row {
+            Value::Array(items) => &items[5],
+            other => panic!("holder row {other:?}"),
+        })
+        .collect();
+    assert_eq!(taken, [&Value::Int(3), &Value::Int(2)]);
     // One hold, one size.
     let err =
         expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("pool").arg("a").arg(1000).arg("SHARED").arg("LIMIT").arg(5).arg("PERMITS").arg(2));
