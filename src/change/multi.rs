@@ -44,7 +44,7 @@ pub fn acquire_set(ctx: Ctx, members: &[(Key, &Arg)], owner: &Arg, req: &Request
     }
     // Which members the owner holds already (a failure gives back only
     // the others).
-    let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some()).collect();
+    let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some_and(|h| h.end > now.mono)).collect();
     let mut asked: Vec<Member<'_, group::Owner>> = views
         .iter_mut()
         .zip(members)
