@@ -32,4 +32,5 @@ markdown! {
     DesignLockFamily = "../../docs/design-lock-family.md",
     DesignHandoff = "../../docs/design-handoff.md",
     DesignFairLines = "../../docs/design-fair-lines.md",
+    DesignMulti = "../../docs/design-multi.md",
 }

@@ -158,6 +158,8 @@ required_functions!(
     RedisModule_RegisterCommandFilter,
     RedisModule_CommandFilterArgsCount,
     RedisModule_CommandFilterArgGet,
+    RedisModule_IsKeysPositionRequest,
+    RedisModule_KeyAtPosWithFlags,
 );
 
 /// Whether the server has an optional API function (newer than Redis 7.0).
@@ -332,6 +334,18 @@ impl Ctx {
     /// The calling client's id (`CLIENT ID`); 0 when there is none.
     pub fn client_id(self) -> u64 {
         rm!(RedisModule_GetClientId(self.0) else 0)
+    }
+
+    /// Whether Redis calls a `getkeys-api` command only to learn where its
+    /// keys are (Cluster routing, COMMAND GETKEYS, ACL key patterns).
+    pub fn is_keys_position_request(self) -> bool {
+        rm!(RedisModule_IsKeysPositionRequest(self.0) else 0) != 0
+    }
+
+    /// Answers that request: the argument at `pos` is a key, accessed as
+    /// `flags` (`REDISMODULE_CMD_KEY_*`).
+    pub fn key_at(self, pos: c_int, flags: u32) {
+        rm!(RedisModule_KeyAtPosWithFlags(self.0, pos, flags as c_int) else ());
     }
 
     pub fn selected_db(self) -> c_int {

@@ -58,8 +58,10 @@ impl Ctx {
         ) else ERR);
     }
 
-    /// Propagates `cmd key owner token deadline SHARED limit key-deadline`:
-    /// one shared holder (not on the hot path of the exclusive lock).
+    /// Propagates `cmd key owner token deadline SHARED limit key-deadline
+    /// [PERMITS k]`: one shared holder (not on the hot path of the
+    /// exclusive lock), its permits only when above 1 (a stream without
+    /// weighted holds reads as before).
     #[allow(clippy::too_many_arguments)]
     pub fn replicate_shared_grant(
         self,
@@ -70,7 +72,26 @@ impl Ctx {
         deadline_ms: i64,
         limit: u32,
         key_deadline_ms: i64,
+        permits: u32,
     ) {
+        if permits > 1 {
+            rm!(RedisModule_Replicate(
+                self.0,
+                cmd.as_ptr(),
+                c"sbllcllcl".as_ptr(),
+                key.raw(),
+                owner.as_ptr().cast::<c_char>(),
+                owner.len(),
+                token as std::ffi::c_longlong,
+                deadline_ms as std::ffi::c_longlong,
+                c"SHARED".as_ptr(),
+                std::ffi::c_longlong::from(limit),
+                key_deadline_ms as std::ffi::c_longlong,
+                c"PERMITS".as_ptr(),
+                std::ffi::c_longlong::from(permits),
+            ) else ERR);
+            return;
+        }
         rm!(RedisModule_Replicate(
             self.0,
             cmd.as_ptr(),

@@ -54,6 +54,16 @@ pub enum ArgError {
     /// Carries `redislock.max-ttl`.
     BadDelay(i64),
     BadLimit,
+    /// `numkeys` not a positive integer, or more than the arguments given.
+    BadNumkeys,
+    /// A key named twice in one set.
+    KeyTwice(Vec<u8>),
+    /// `LIMIT` in `LOCK.MACQUIRE`: a set's members are locks.
+    LimitInSet,
+    /// `PERMITS` without `LIMIT`.
+    PermitsWithoutLimit,
+    /// `PERMITS` not an integer from 1 to the LIMIT.
+    BadPermits,
 }
 
 /// The largest `SHARED LIMIT`: a semaphore's holders live in its value
@@ -85,6 +95,13 @@ impl ArgError {
             ArgError::UnknownOption(name) => owned(format!("ERR unknown option '{}'", printable(name))),
             ArgError::MissingValue(option) => owned(format!("ERR {option} needs {}", value_name(option))),
             ArgError::Repeated(option) => owned(format!("ERR {option} given more than once")),
+            ArgError::BadNumkeys => Cow::Borrowed(c"ERR numkeys must be a positive integer, at most the number of keys given"),
+            ArgError::KeyTwice(key) => owned(format!("ERR key '{}' is named twice", printable(key))),
+            ArgError::PermitsWithoutLimit => Cow::Borrowed(c"ERR syntax error: PERMITS needs SHARED LIMIT"),
+            ArgError::BadPermits => Cow::Borrowed(c"ERR PERMITS must be between 1 and LIMIT"),
+            ArgError::LimitInSet => {
+                Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED")
+            }
         }
     }
 }
@@ -95,6 +112,7 @@ fn value_name(option: &str) -> &'static str {
         "WAIT" => "a timeout",
         "LIMIT" => "a number of holders",
         "DELAY" => "milliseconds",
+        "PERMITS" => "a number of permits",
         _ => "a value",
     }
 }
@@ -198,7 +216,7 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
 
 type ValueParser = fn(&[u8]) -> Result<i64, ArgError>;
 
-/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`
+/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n [PERMITS k]]] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
     pub key: &'a A,
@@ -224,7 +242,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         return Err(ArgError::OwnerTooLong(max_owner_len));
     }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
-    let (mut fence, mut wait, mut limit, mut delay) = (None, None, None, None);
+    let (mut fence, mut wait, mut limit, mut delay, mut permits) = (None, None, None, None, None);
     let (mut shared, mut session) = (false, false);
     let mut rest = options;
     while let [name, tail @ ..] = rest {
@@ -252,6 +270,8 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
             ("LIMIT", &mut limit, parse_limit)
         } else if name.eq_ignore_ascii_case(b"DELAY") {
             ("DELAY", &mut delay, parse_timeout)
+        } else if name.eq_ignore_ascii_case(b"PERMITS") {
+            ("PERMITS", &mut permits, parse_permits)
         } else {
             return Err(ArgError::UnknownOption(name.to_vec()));
         };
@@ -276,8 +296,20 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
     }
     let session = session.then(|| delay.unwrap_or(0));
     let limit = limit.and_then(|n| u32::try_from(n).ok());
+    let permits = match (permits, limit) {
+        (None, _) => 1,
+        (Some(_), None) => return Err(ArgError::PermitsWithoutLimit),
+        (Some(k), Some(n)) => u32::try_from(k).ok().filter(|k| *k <= n).ok_or(ArgError::BadPermits)?,
+    };
     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
-    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), session }, wait })
+    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), permits, session }, wait })
+}
+
+fn parse_permits(bytes: &[u8]) -> Result<i64, ArgError> {
+    match parse_int(bytes) {
+        Ok(k) if k >= 1 && k <= i64::from(MAX_LIMIT) => Ok(k),
+        _ => Err(ArgError::BadPermits),
+    }
 }
 
 fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
@@ -285,6 +317,100 @@ fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
         Ok(n) if n >= 1 && n <= i64::from(MAX_LIMIT) => Ok(n),
         _ => Err(ArgError::BadLimit),
     }
+}
+
+/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`:
+/// several keys, all or nothing, with LOCK.ACQUIRE's options but LIMIT.
+#[derive(Debug)]
+pub struct MAcquire<'a, A> {
+    /// Each named once.
+    pub keys: &'a [A],
+    pub owner: &'a A,
+    pub request: Request,
+    pub wait: Option<i64>,
+}
+
+pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<MAcquire<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.macquire' command", |after| after >= 2)?;
+    // What follows the keys is LOCK.ACQUIRE's `owner ttl-ms [options]`,
+    // parsed by the same code over the arguments from the one before the
+    // last key on: `[_, last key, owner, ttl-ms, options...]`.
+    let from = args.len() - tail.len() - 2;
+    let one = parse_acquire(&args[from..], max_ttl, max_owner_len)?;
+    if one.request.limit.is_some() {
+        return Err(ArgError::LimitInSet);
+    }
+    Ok(MAcquire { keys, owner: one.owner, request: one.request, wait: one.wait })
+}
+
+/// `LOCK.MRELEASE numkeys key [key ...] owner`
+#[derive(Debug)]
+pub struct MRelease<'a, A> {
+    pub keys: &'a [A],
+    pub owner: &'a [u8],
+}
+
+pub fn parse_mrelease<A: ArgBytes>(args: &[A]) -> Result<MRelease<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.mrelease' command", |after| after == 1)?;
+    let [owner] = tail else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mrelease' command"));
+    };
+    Ok(MRelease { keys, owner: parse_owner(owner.bytes())? })
+}
+
+/// `LOCK.MEXTEND numkeys key [key ...] owner ttl-ms`
+#[derive(Debug)]
+pub struct MExtend<'a, A> {
+    pub keys: &'a [A],
+    pub owner: &'a [u8],
+    pub ttl_ms: i64,
+}
+
+pub fn parse_mextend<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<MExtend<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.mextend' command", |after| after == 2)?;
+    let [owner, ttl] = tail else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mextend' command"));
+    };
+    Ok(MExtend { keys, owner: parse_owner(owner.bytes())?, ttl_ms: parse_ttl(ttl.bytes(), max_ttl)? })
+}
+
+/// How many keys a numkeys command names from position 2 on, if its
+/// `numkeys` is valid: where Redis finds the keys (see `split_keys` for
+/// the command's own parsing).
+pub fn numkeys<A: ArgBytes>(args: &[A]) -> Option<usize> {
+    let [_, numkeys, rest @ ..] = args else { return None };
+    let n = usize::try_from(parse_i64(numkeys.bytes())?).ok()?;
+    (1..=rest.len()).contains(&n).then_some(n)
+}
+
+/// Splits `_ numkeys key [key ...] rest...` into the keys, each named
+/// once, and the rest, whose length `after_ok` accepts.
+fn split_keys<'a, A: ArgBytes>(
+    args: &'a [A],
+    arity: &'static CStr,
+    after_ok: impl Fn(usize) -> bool,
+) -> Result<(&'a [A], &'a [A]), ArgError> {
+    let [_, numkeys, rest @ ..] = args else {
+        return Err(ArgError::Arity(arity));
+    };
+    let n = match parse_int(numkeys.bytes()) {
+        Ok(n) if n >= 1 => usize::try_from(n).map_err(|_| ArgError::BadNumkeys)?,
+        _ => return Err(ArgError::BadNumkeys),
+    };
+    if n > rest.len() {
+        return Err(ArgError::BadNumkeys);
+    }
+    let (keys, tail) = rest.split_at(n);
+    if !after_ok(tail.len()) {
+        return Err(ArgError::Arity(arity));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    for key in keys {
+        if !seen.insert(key.bytes()) {
+            return Err(ArgError::KeyTwice(key.bytes().to_vec()));
+        }
+    }
+    Ok((keys, tail))
 }
 
 /// `LOCK.RELEASE key owner`
@@ -356,10 +482,10 @@ pub fn parse_top<A: ArgBytes>(args: &[A]) -> Result<usize, ArgError> {
 /// What LOCK.TOP lists without COUNT.
 pub const TOP_DEFAULT_COUNT: usize = 10;
 
-/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline]`
+/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline [PERMITS k]]`
 /// (replicated form). With `SHARED`, one shared holder of a read-write
 /// lock (`limit` 0) or a semaphore, and the key's own deadline; 0 is no
-/// end for either.
+/// end for either; `PERMITS k`, a semaphore holder's permits above 1.
 #[derive(Debug)]
 pub struct Apply<'a, A> {
     pub key: &'a A,
@@ -375,17 +501,26 @@ pub struct ApplyShared {
     /// 0: a read-write lock held shared.
     pub limit: u32,
     pub key_deadline_ms: i64,
+    /// 1 without PERMITS.
+    pub permits: u32,
 }
 
 pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
     let (key, owner, token, deadline, shared) = match args {
         [_, key, owner, token, deadline] => (key, owner, token, deadline, None),
-        [_, key, owner, token, deadline, word, limit, key_deadline] if word.bytes().eq_ignore_ascii_case(b"SHARED") => {
+        [_, key, owner, token, deadline, word, limit, key_deadline, weighted @ ..] if word.bytes().eq_ignore_ascii_case(b"SHARED") => {
             let limit = match parse_int(limit.bytes()) {
                 Ok(0) => 0,
                 _ => u32::try_from(parse_limit(limit.bytes())?).map_err(|_| ArgError::BadLimit)?,
             };
-            (key, owner, token, deadline, Some((limit, key_deadline)))
+            let permits = match weighted {
+                [] => 1,
+                [word, k] if word.bytes().eq_ignore_ascii_case(b"PERMITS") => {
+                    u32::try_from(parse_permits(k.bytes())?).ok().filter(|k| *k <= limit).ok_or(ArgError::BadPermits)?
+                }
+                _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
+            };
+            (key, owner, token, deadline, Some((limit, key_deadline, permits)))
         }
         _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
     };
@@ -393,7 +528,9 @@ pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
     let token = parse_token(token.bytes())?;
     let deadline_ms = parse_deadline(deadline.bytes())?;
     let shared = match shared {
-        Some((limit, key_deadline)) => Some(ApplyShared { limit, key_deadline_ms: parse_deadline(key_deadline.bytes())? }),
+        Some((limit, key_deadline, permits)) => {
+            Some(ApplyShared { limit, key_deadline_ms: parse_deadline(key_deadline.bytes())?, permits })
+        }
         None => None,
     };
     Ok(Apply { key, owner, token, deadline_ms, shared })

@@ -189,9 +189,17 @@ fn shared_and_limit_parse_in_any_order_and_limit_needs_shared() {
 fn the_shared_apply_form_carries_limit_and_key_deadline() {
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "0", "2000"]);
     let req = parse_apply(&a).expect("valid");
-    assert_eq!(req.shared, Some(ApplyShared { limit: 0, key_deadline_ms: 2000 }));
+    assert_eq!(req.shared, Some(ApplyShared { limit: 0, key_deadline_ms: 2000, permits: 1 }));
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0"]);
-    assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0 }));
+    assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0, permits: 1 }));
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS", "3"]);
+    assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0, permits: 3 }));
+    for bad in ["0", "5", "x"] {
+        let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS", bad]);
+        assert_eq!(parse_apply(&a).expect_err(bad), ArgError::BadPermits);
+    }
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS"]);
+    assert!(matches!(parse_apply(&a).expect_err("no k"), ArgError::Arity(_)));
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "-5"]);
     assert_eq!(parse_apply(&a).expect_err("deadline"), ArgError::BadDeadline);
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "OTHER", "4", "5"]);
@@ -213,4 +221,80 @@ fn top_takes_an_optional_count() {
         let e = parse_top(&argv(&bad)).err().map(message).unwrap_or_default();
         assert!(e.starts_with(expected), "{bad:?}: {e}");
     }
+}
+
+#[test]
+fn macquire_takes_numkeys_keys_and_acquire_s_options() {
+    let a = argv(&["LOCK.MACQUIRE", "2", "a", "b", "me", "1000", "shared", "FENCE", "7", "SESSION"]);
+    let req = parse_macquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!(req.keys.len(), 2);
+    assert_eq!(req.keys[1], b"b".as_slice());
+    assert_eq!(*req.owner, b"me".as_slice());
+    assert_eq!(req.request.mode, Mode::Shared);
+    assert_eq!((req.request.ttl_ms, req.request.fence, req.request.session, req.wait), (1000, 7, Some(0), None));
+    let one = argv(&["LOCK.MACQUIRE", "1", "a", "me", "10", "WAIT", "5"]);
+    let req = parse_macquire(&one, MAX, OWNER).expect("one key");
+    assert_eq!((req.keys.len(), req.wait), (1, Some(5)));
+}
+
+#[test]
+fn macquire_refuses_bad_numkeys_a_key_twice_and_limit() {
+    let err = |words: &[&str]| message(parse_macquire(&argv(words), MAX, OWNER).expect_err(&words.join(" ")));
+    let numkeys = "ERR numkeys must be a positive integer, at most the number of keys given";
+    assert_eq!(err(&["LOCK.MACQUIRE", "0", "a", "me", "10"]), numkeys);
+    assert_eq!(err(&["LOCK.MACQUIRE", "-1", "a", "me", "10"]), numkeys);
+    assert_eq!(err(&["LOCK.MACQUIRE", "x", "a", "me", "10"]), numkeys);
+    assert_eq!(err(&["LOCK.MACQUIRE", "9", "a", "me", "10"]), numkeys);
+    assert_eq!(err(&["LOCK.MACQUIRE", "3", "a", "me", "10"]), "ERR wrong number of arguments for 'lock.macquire' command");
+    assert_eq!(err(&["LOCK.MACQUIRE", "1"]), numkeys);
+    assert_eq!(err(&["LOCK.MACQUIRE"]), "ERR wrong number of arguments for 'lock.macquire' command");
+    assert_eq!(err(&["LOCK.MACQUIRE", "3", "a", "b", "a", "me", "10"]), "ERR key 'a' is named twice");
+    assert_eq!(
+        err(&["LOCK.MACQUIRE", "1", "a", "me", "10", "SHARED", "LIMIT", "2"]),
+        "ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED"
+    );
+    assert_eq!(err(&["LOCK.MACQUIRE", "1", "a", "me", "0"]), "ERR ttl must be a positive integer (milliseconds)");
+    assert_eq!(err(&["LOCK.MACQUIRE", "1", "a", "", "10"]), "ERR owner must not be empty");
+}
+
+#[test]
+fn mrelease_and_mextend_take_exactly_their_arguments() {
+    let words = argv(&["LOCK.MRELEASE", "2", "a", "b", "me"]);
+    let r = parse_mrelease(&words).expect("valid");
+    assert_eq!((r.keys.len(), r.owner), (2, b"me".as_slice()));
+    let words = argv(&["LOCK.MEXTEND", "1", "a", "me", "500"]);
+    let e = parse_mextend(&words, MAX).expect("valid");
+    assert_eq!((e.keys.len(), e.owner, e.ttl_ms), (1, b"me".as_slice(), 500));
+    let arity = |e: ArgError| message(e).contains("wrong number of arguments");
+    assert!(arity(parse_mrelease(&argv(&["LOCK.MRELEASE", "1", "a", "me", "extra"])).expect_err("too many")));
+    assert!(arity(parse_mextend(&argv(&["LOCK.MEXTEND", "2", "a", "b", "me"]), MAX).expect_err("no ttl")));
+    assert_eq!(message(parse_mrelease(&argv(&["LOCK.MRELEASE", "2", "a", "a", "me"])).expect_err("twice")), "ERR key 'a' is named twice");
+}
+
+#[test]
+fn permits_take_k_of_a_semaphore_s_limit() {
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "SHARED", "LIMIT", "5", "PERMITS", "3"]);
+    let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!((req.request.limit, req.request.permits), (Some(5), 3));
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "PERMITS", "5", "SHARED", "LIMIT", "5"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect("any order").request.permits, 5);
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "1000", "SHARED", "LIMIT", "5"]);
+    assert_eq!(parse_acquire(&a, MAX, OWNER).expect("one").request.permits, 1);
+    let err = |words: &[&str]| message(parse_acquire(&argv(words), MAX, OWNER).expect_err(&words.join(" ")));
+    for bad in ["6", "0", "-1", "x"] {
+        assert_eq!(
+            err(&["LOCK.ACQUIRE", "k", "me", "1000", "SHARED", "LIMIT", "5", "PERMITS", bad]),
+            "ERR PERMITS must be between 1 and LIMIT"
+        );
+    }
+    assert_eq!(err(&["LOCK.ACQUIRE", "k", "me", "1000", "SHARED", "PERMITS", "2"]), "ERR syntax error: PERMITS needs SHARED LIMIT");
+    assert_eq!(err(&["LOCK.ACQUIRE", "k", "me", "1000", "SHARED", "LIMIT", "5", "PERMITS"]), "ERR PERMITS needs a number of permits");
+    assert_eq!(
+        err(&["LOCK.ACQUIRE", "k", "me", "1000", "SHARED", "LIMIT", "5", "PERMITS", "1", "PERMITS", "1"]),
+        "ERR PERMITS given more than once"
+    );
+    assert_eq!(
+        message(parse_macquire(&argv(&["LOCK.MACQUIRE", "1", "k", "me", "1000", "SHARED", "PERMITS", "2"]), MAX, OWNER).expect_err("set")),
+        "ERR syntax error: PERMITS needs SHARED LIMIT"
+    );
 }

@@ -61,7 +61,7 @@ fn replicated_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: ar
         return Err(NOT_STORED);
     }
     let group = value::group_at(key).ok_or(NOT_STORED)?;
-    group.holding.replay(req.owner, req.token, end, now.mono);
+    group.holding.replay(req.owner, req.token, end, shared.permits, now.mono);
     group.mirrored(if shared.key_deadline_ms == 0 { NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
         return Err(NO_LEASE);
@@ -113,7 +113,10 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>
     for holder in holders.iter().filter(|h| h.end > now.mono) {
         let (deadline, terms) = match shared {
             None => (mirror, None),
-            Some(limit) => (group::wall_deadline(holder.end, now), Some(SharedTerms { limit, key_deadline_ms: mirror })),
+            Some(limit) => {
+                let terms = SharedTerms { limit, key_deadline_ms: mirror, permits: holder.permits };
+                (group::wall_deadline(holder.end, now), Some(terms))
+            }
         };
         propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms);
     }

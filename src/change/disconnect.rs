@@ -10,9 +10,10 @@ use super::{delete, line_of};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::lease::Now;
 use crate::keys::grants::{slot, Look, Slot};
+use crate::replication::propagate::{self, SharedTerms};
 use crate::server::stats::{self, Cause, HoldKind};
 use crate::session;
-use crate::{keys::group, replication::propagate, waiters};
+use crate::{keys::group, waiters};
 
 /// Ends the closed connection's hold `ending` at `key` (open for writing,
 /// named `key_name`), and tells `session` how that went.
@@ -100,7 +101,9 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             };
             // The key's TTL never shrinks for one holder (see `group`).
             let deadline = group::wall_deadline(end, now);
-            propagate::shared_granted(ctx, key_name, owner, token, deadline, g.limit(), g.key_mirror());
+            let permits = g.holding.holder(owner).map_or(1, |h| h.permits);
+            let terms = SharedTerms { limit: g.limit(), key_deadline_ms: g.key_mirror(), permits };
+            propagate::shared_granted(ctx, key_name, owner, token, deadline, terms);
             Ended::CutShort
         }
         _ => Ended::NotHeld,

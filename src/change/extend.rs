@@ -10,8 +10,9 @@ use crate::core::grant;
 use crate::core::lease::{Lease, Now};
 use crate::keys::grants::{one_holder, slot, Look, Slot};
 use crate::keys::group::Group;
+use crate::replication::propagate::{self, SharedTerms};
 use crate::server::stats;
-use crate::{replication::propagate, session, waiters};
+use crate::{session, waiters};
 
 /// What an extension came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +92,7 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
         stats::EXTEND_REFUSED.bump();
         return Extended::Refused;
     }
+    let permits = group.holding.holder(owner).map_or(1, |h| h.permits);
     let Some(token) = group.holding.extend(owner, ttl_ms, now.mono) else {
         stats::EXTEND_REFUSED.bump();
         return Extended::Refused;
@@ -100,7 +102,8 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
         return Extended::Failed(NO_LEASE);
     }
     group.mirrored(deadline);
-    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), group.limit(), deadline);
+    let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits };
+    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), terms);
     waiters::lease_changed(ctx, key, key_name);
     stats::EXTEND_DONE.bump();
     Extended::Done { end }

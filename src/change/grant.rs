@@ -16,7 +16,7 @@ use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::group::{self, Group};
 use crate::keys::value::{self, Exclusive};
-use crate::replication::propagate;
+use crate::replication::propagate::{self, SharedTerms};
 use crate::server::config;
 use crate::server::fencing::COUNTER;
 
@@ -62,7 +62,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     let now = crate::server::clock::now();
     let slot = slot(key, now, Look::Held);
     if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
-        return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now);
+        return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now, by);
     }
     // The rules are the core's (`grant::acquire_exclusive`, checked against
     // `grant::Holding`); what follows only reads the key and carries out the
@@ -91,7 +91,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
         Slot::Free => OneHolder::Free,
     };
     let ahead = waiting_ahead && converted.is_none();
-    let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| COUNTER.issue(min)) {
+    let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| by.issue(min)) {
         Outcome::Held => return Attempt::Held,
         Outcome::Refused(_) => return Attempt::Failed(c"ERR fencing token space exhausted"),
         Outcome::Granted(token, Grant::Regrant) => {
@@ -123,17 +123,45 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     }
     match by {
         By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror),
-        By::Handoff => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
+        By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
     }
     Attempt::Granted(Granted { token, how: Grant::New, end: lease.end })
 }
 
-/// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, or the
-/// handoff to a waiter (in another command's context, or a timer's).
+/// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, the
+/// handoff to a waiter (in another command's context, or a timer's), or a
+/// member of a set `LOCK.MACQUIRE` was granted, with the set's token
+/// (`change::multi`: every member's grant leaves as its own LOCK.APPLY).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum By {
     Command,
     Handoff,
+    Set(Token),
+}
+
+impl By {
+    /// A fresh token of at least `min`: the counter's, or the set's.
+    fn issue(self, min: Token) -> Option<Token> {
+        match self {
+            By::Set(token) => Some(token),
+            By::Command | By::Handoff => COUNTER.issue(min),
+        }
+    }
+}
+
+/// The error of a request the core refused.
+pub(super) fn refused(refusal: Refusal) -> Attempt {
+    match refusal {
+        Refusal::WrongKind(kind) => wrong_kind(&kind.to_string()),
+        Refusal::UpgradeWithOthers => {
+            Attempt::Refused(c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into())
+        }
+        Refusal::TokensExhausted => Attempt::Failed(TOKENS_EXHAUSTED),
+        Refusal::Permits => Attempt::Refused(c"ERR PERMITS must be between 1 and LIMIT".into()),
+        Refusal::OtherPermits(k) => Attempt::Refused(
+            CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
+        ),
+    }
 }
 
 const TOKENS_EXHAUSTED: &CStr = c"ERR fencing token space exhausted";
@@ -155,6 +183,7 @@ fn try_shared(
     waiting_ahead: bool,
     slot: Slot<'_>,
     now: Now,
+    by: By,
 ) -> Attempt {
     let owner = owner_arg.bytes();
     match slot {
@@ -171,12 +200,18 @@ fn try_shared(
                 _ => now.mono,
             };
             let downgrade = !matches!(slot, Slot::Free);
-            let Some(token) = COUNTER.issue(req.fence) else {
+            let Some(token) = by.issue(req.fence) else {
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: now.mono.saturating_add(req.ttl_ms), since });
+            fresh.holding.holders.push(Holder {
+                owner: owner.into(),
+                token,
+                end: now.mono.saturating_add(req.ttl_ms),
+                since,
+                permits: req.permits,
+            });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
@@ -188,19 +223,16 @@ fn try_shared(
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
             let holder_deadline = now.wall.saturating_add(req.ttl_ms);
-            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, limit, deadline);
+            let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
+            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
             Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
-            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| COUNTER.issue(min)) {
+            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| by.issue(min)) {
                 Outcome::Held => Attempt::Held,
-                Outcome::Refused(Refusal::WrongKind(kind)) => wrong_kind(&kind.to_string()),
-                Outcome::Refused(Refusal::UpgradeWithOthers) => Attempt::Refused(
-                    c"ERR upgrade refused: other holders share the lock; release the shared hold and ask again, exclusive".into(),
-                ),
-                Outcome::Refused(Refusal::TokensExhausted) => Attempt::Failed(TOKENS_EXHAUSTED),
+                Outcome::Refused(refusal) => refused(refusal),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.
@@ -225,7 +257,8 @@ fn try_shared(
                     }
                     group.mirrored(deadline);
                     let holder_deadline = now.wall.saturating_add(req.ttl_ms);
-                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, group.limit(), deadline);
+                    let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
+                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
                     Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
                 }
             }

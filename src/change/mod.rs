@@ -1,8 +1,10 @@
 //! Every change to a lock, one executor per kind of change: `acquire` (a
 //! grant, by LOCK.ACQUIRE or by the handoff to a waiter), `release`,
 //! `extend`, `apply` (a lock set exactly as given: LOCK.APPLY replaying
-//! the master's grant, a lock Redis removed put back) and `disconnect`
-//! (ending the hold of a connection that closed).
+//! the master's grant, a lock Redis removed put back), `disconnect`
+//! (ending the hold of a connection that closed) and `multi` (several
+//! keys at once: LOCK.MACQUIRE, MRELEASE, MEXTEND, each member an
+//! ordinary grant, release or extension).
 //!
 //! Each takes the opened key and the request, asks `core` for the
 //! decision (`core::grant`), stores the value (`value`, `group`), binds or
@@ -24,6 +26,7 @@ mod binding;
 mod disconnect;
 mod extend;
 pub mod grant;
+pub mod multi;
 mod release;
 pub mod rescued;
 
@@ -31,7 +34,7 @@ pub use acquire::acquire;
 pub use disconnect::end_closed;
 pub use extend::{extend, Extended};
 pub use grant::Attempt;
-pub use release::{release, Released};
+pub use release::{release, release_member, Released};
 
 use std::ffi::c_int;
 

@@ -23,15 +23,42 @@ pub enum Released {
     WrongType,
 }
 
-/// Ends `owner`'s hold at `key` (open for writing, named `key_name`).
+/// Ends `owner`'s hold at `key` (open for writing, named `key_name`), by
+/// the LOCK.RELEASE being executed (it travels verbatim).
 pub fn release(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
+    release_by(ctx, key, key_name, owner, By::Command)
+}
+
+/// `release` of one member of a set (`LOCK.MRELEASE`): it travels as the
+/// `LOCK.RELEASE key owner` of that member, all of them in the command's
+/// one MULTI/EXEC.
+pub fn release_member(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
+    release_by(ctx, key, key_name, owner, By::Member)
+}
+
+/// Who releases: the command being executed, or one member of a set.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum By {
+    Command,
+    Member,
+}
+
+/// A hold that ended (not the group's last holder) leaves the command.
+fn propagate_release(ctx: Ctx, key_name: &Arg, owner: &[u8], by: By) {
+    match by {
+        By::Command => propagate::released(ctx, key_name),
+        By::Member => propagate::released_by_server(ctx, key_name, owner),
+    }
+}
+
+fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Released {
     let now = crate::server::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
     if look != Look::AsStored {
         restore_rescued(ctx, key, key_name);
     }
     if let Slot::Shared(group) = slot(key, now, look) {
-        return release_shared(ctx, key, key_name, owner, group, now, look);
+        return release_shared(ctx, key, key_name, owner, group, now, look, by);
     }
     let held = slot(key, now, look);
     let since = match &held {
@@ -55,7 +82,7 @@ pub fn release(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
     unbind(ctx, key_name, owner);
     let queued = line_of(ctx, key_name);
     delete(ctx, key, queued);
-    propagate::released(ctx, key_name);
+    propagate_release(ctx, key_name, owner, by);
     serve_freed(ctx, key, key_name, queued);
     Released::Done
 }
@@ -64,7 +91,8 @@ pub fn release(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
 /// stored). The key goes with the last holder, and that travels as DEL:
 /// holders whose lease ended here may still be stored on a replica, which
 /// must drop the key all the same.
-fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look) -> Released {
+#[allow(clippy::too_many_arguments)]
+fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look, by: By) -> Released {
     let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
     let released = match look {
         Look::AsStored => group.holding.remove(owner),
@@ -84,7 +112,7 @@ fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut
         delete(ctx, key, queued);
         propagate::released_last(ctx, key_name);
     } else {
-        propagate::released(ctx, key_name);
+        propagate_release(ctx, key_name, owner, by);
     }
     serve_freed(ctx, key, key_name, queued);
     Released::Done

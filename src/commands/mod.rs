@@ -39,6 +39,10 @@ macro_rules! parse_or_reply {
     };
 }
 
+// After the macros, which it uses.
+mod multi;
+pub use multi::{macquire, mextend, mrelease};
+
 /// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`
 /// → token, or nil (held incompatibly, or others wait first; or the wait
 /// timed out).
@@ -201,18 +205,21 @@ struct HolderRow<'a> {
     held_ms: Option<i64>,
     /// Bound to its connection (`SESSION`).
     session: bool,
+    /// A semaphore's permits it takes (`PERMITS k`); 1 for every other hold.
+    permits: u32,
 }
 
 impl<'a> HolderRow<'a> {
-    fn of(owner: &'a [u8], token: Token, pttl: i64, held_ms: i64, session: bool) -> HolderRow<'a> {
-        HolderRow { owner, token: Some(token), pttl, held_ms: Some(held_ms), session }
+    fn of(owner: &'a [u8], token: Token, pttl: i64, held_ms: i64, session: bool, permits: u32) -> HolderRow<'a> {
+        HolderRow { owner, token: Some(token), pttl, held_ms: Some(held_ms), session, permits }
     }
 }
 
 /// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock or
 /// a lock held shared), remaining lease (pttl, the longest for shared
 /// holders), the number of waiters, the mode, the limit (a semaphore's)
-/// and every holder as [owner, token, pttl, held-ms, session].
+/// every holder as [owner, token, pttl, held-ms, session, permits], and
+/// the permits taken (a semaphore's).
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
@@ -228,7 +235,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
                     let holders: Vec<_> = peek
                         .holders
                         .iter()
-                        .map(|(o, t, left, since)| HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o)))
+                        .map(|(o, t, left, since, k)| HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o), *k))
                         .collect();
                     reply_info(ctx, peek.shared, &holders, waiting())
                 })
@@ -237,16 +244,18 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
         }
         Slot::Held(lock) => {
             let (owner, since) = (lock.owner(), lock.since());
-            let holder = [HolderRow::of(owner, lock.token(), lock.lease().left(now).pttl(), now.mono - since, bound(owner))];
+            let holder = [HolderRow::of(owner, lock.token(), lock.lease().left(now).pttl(), now.mono - since, bound(owner), 1)];
             reply_info(ctx, None, &holder, waiting())
         }
         Slot::Shared(group) => {
-            let holders: Vec<_> =
-                group.live(now).map(|h| HolderRow::of(&h.owner, h.token, h.end - now.mono, now.mono - h.since, bound(&h.owner))).collect();
+            let holders: Vec<_> = group
+                .live(now)
+                .map(|h| HolderRow::of(&h.owner, h.token, h.end - now.mono, now.mono - h.since, bound(&h.owner), h.permits))
+                .collect();
             reply_info(ctx, Some(group.limit()), &holders, waiting())
         }
         Slot::PlainString(value) => {
-            let holder = HolderRow { owner: value, token: None, pttl: key.pttl(), held_ms: None, session: false };
+            let holder = HolderRow { owner: value, token: None, pttl: key.pttl(), held_ms: None, session: false, permits: 1 };
             reply_info(ctx, None, &[holder], waiting())
         }
     }
@@ -258,7 +267,7 @@ fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting:
         Some(n) => ctx.reply_integer(n),
         None => ctx.reply_null(),
     };
-    ctx.reply_map(7);
+    ctx.reply_map(8);
     let exclusive = if shared.is_none() { holders.first() } else { None };
     ctx.reply_bulk(b"owner");
     match exclusive {
@@ -282,13 +291,20 @@ fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting:
     ctx.reply_bulk(b"holders");
     ctx.reply_array(holders.len() as std::ffi::c_long);
     for h in holders {
-        ctx.reply_array(5);
+        ctx.reply_array(6);
         ctx.reply_bulk(h.owner);
         reply_option(h.token);
         ctx.reply_integer(h.pttl);
         reply_option(h.held_ms);
         ctx.reply_integer(i64::from(h.session));
+        ctx.reply_integer(i64::from(h.permits));
     }
+    // A semaphore's permits taken (its free ones: limit - taken).
+    ctx.reply_bulk(b"taken");
+    match shared {
+        Some(limit) if limit > 0 => ctx.reply_integer(holders.iter().map(|h| i64::from(h.permits)).sum()),
+        _ => ctx.reply_null(),
+    };
     crate::api::OK
 }
 

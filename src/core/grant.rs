@@ -8,7 +8,8 @@
 //! - a **read-write lock** (`LOCK.ACQUIRE` without `LIMIT`): one exclusive
 //!   holder, or any number of shared ones (`SHARED`); a mutex is a
 //!   read-write lock nobody asks `SHARED` of;
-//! - a **semaphore** (`SHARED LIMIT n`): at most `n` shared holders.
+//! - a **semaphore** (`SHARED LIMIT n`): holders taking at most `n`
+//!   permits in all, each hold `PERMITS k` of them (1 unless asked).
 //!
 //! Every holder has its own owner, token and lease. Requests are served in
 //! one FIFO line per key across modes: a request finding others waiting is
@@ -64,6 +65,9 @@ pub struct Holder<O> {
     /// When the hold began (monotonic ms): a re-grant, a downgrade or an
     /// upgrade continues it.
     pub since: i64,
+    /// How many of a semaphore's permits the hold takes (`PERMITS k`); 1
+    /// for every other hold.
+    pub permits: u32,
 }
 
 /// What a LOCK.ACQUIRE asks for, from its parsing through its wait in
@@ -75,6 +79,9 @@ pub struct Request {
     pub mode: Mode,
     /// `SHARED LIMIT n`; `None` without LIMIT.
     pub limit: Option<u32>,
+    /// `PERMITS k`: how many of the semaphore's permits one hold takes;
+    /// 1 without PERMITS (and for every request without LIMIT).
+    pub permits: u32,
     pub ttl_ms: i64,
     /// `FENCE`: the token granted must be at least this (0: none).
     pub fence: Token,
@@ -92,6 +99,11 @@ pub enum Refusal {
     WrongKind(Kind),
     /// A shared holder asked for exclusive while others hold it too.
     UpgradeWithOthers,
+    /// `PERMITS k` outside 1..=LIMIT (or above 1 without LIMIT).
+    Permits,
+    /// The holder asked again with another `PERMITS` than the k it holds:
+    /// one hold, one size.
+    OtherPermits(u32),
     /// The token counter cannot go further.
     TokensExhausted,
 }
@@ -149,8 +161,17 @@ impl<O: PartialEq + Clone> Holding<O> {
         self.holders.len() != before
     }
 
-    /// Whether `req` fits this key's kind. A free key takes any kind.
+    /// The permits the holders take, ended leases included (see `expire`).
+    fn taken(&self) -> u64 {
+        self.holders.iter().map(|h| u64::from(h.permits)).sum()
+    }
+
+    /// Whether `req` fits this key's kind. A free key takes any kind; a
+    /// request's PERMITS must fit its own LIMIT whatever the key.
     pub fn fits(&self, req: &Request) -> Result<(), Refusal> {
+        if req.permits == 0 || req.permits > req.limit.unwrap_or(1) {
+            return Err(Refusal::Permits);
+        }
         if self.is_free() {
             return Ok(());
         }
@@ -165,20 +186,23 @@ impl<O: PartialEq + Clone> Holding<O> {
         }
     }
 
-    /// Whether a new holder in `mode` may join the holders now.
-    fn admits(&self, mode: Mode) -> bool {
-        self.admits_beside(self.holders.len(), mode)
+    /// Whether a new holder asking `req` may join the holders now.
+    pub(super) fn admits(&self, req: &Request) -> bool {
+        self.admits_beside(self.holders.len(), self.taken(), req)
     }
 
-    /// Whether a new holder in `mode` may join `holding` running holders.
-    fn admits_beside(&self, holding: usize, mode: Mode) -> bool {
+    /// Whether a new holder asking `req` may join `holding` running
+    /// holders that take `taken` permits: on a semaphore, only when its k
+    /// permits are free (a request for more than are free waits, whatever
+    /// smaller requests might fit).
+    fn admits_beside(&self, holding: usize, taken: u64, req: &Request) -> bool {
         if holding == 0 {
             return true;
         }
-        match (self.mode, mode) {
+        match (self.mode, req.mode) {
             (Mode::Shared, Mode::Shared) => match self.kind {
                 Kind::ReadWrite => true,
-                Kind::Semaphore { limit } => holding < limit as usize,
+                Kind::Semaphore { limit } => taken + u64::from(req.permits) <= u64::from(limit),
             },
             _ => false,
         }
@@ -198,14 +222,15 @@ impl<O: PartialEq + Clone> Holding<O> {
             return true;
         }
         let holding = running().count();
-        holding == 0 || (self.fits(req).is_ok() && self.admits_beside(holding, req.mode))
+        let taken = running().map(|h| u64::from(h.permits)).sum();
+        holding == 0 || (self.fits(req).is_ok() && self.admits_beside(holding, taken, req))
     }
 
     /// Sets `owner`'s hold exactly as given (a replica replaying its
-    /// master's grant): its token and lease end replaced, or a new holder
-    /// since `now` (the owner copied only then). No rule is checked: the
-    /// grant was decided where it was made.
-    pub fn replay<'q, Q: PartialEq + ?Sized>(&mut self, owner: &'q Q, token: Token, end: i64, now: i64)
+    /// master's grant): its token, lease end and permits replaced, or a
+    /// new holder since `now` (the owner copied only then). No rule is
+    /// checked: the grant was decided where it was made.
+    pub fn replay<'q, Q: PartialEq + ?Sized>(&mut self, owner: &'q Q, token: Token, end: i64, permits: u32, now: i64)
     where
         O: Borrow<Q>,
         &'q Q: Into<O>,
@@ -214,8 +239,9 @@ impl<O: PartialEq + Clone> Holding<O> {
             Some(holder) => {
                 holder.token = token;
                 holder.end = end;
+                holder.permits = permits;
             }
-            None => self.holders.push(Holder { owner: owner.into(), token, end, since: now }),
+            None => self.holders.push(Holder { owner: owner.into(), token, end, since: now, permits }),
         }
     }
 
@@ -237,7 +263,10 @@ impl<O: PartialEq + Clone> Holding<O> {
         }
         let end = now.saturating_add(req.ttl_ms);
         let sole = self.holders.len() == 1;
-        if let Some(current) = self.holder(owner).map(|h| h.token) {
+        if let Some((current, permits)) = self.holder(owner).map(|h| (h.token, h.permits)) {
+            if permits != req.permits {
+                return Outcome::Refused(Refusal::OtherPermits(permits));
+            }
             let how = match (self.mode, req.mode) {
                 (held, asked) if held == asked => Grant::Regrant,
                 (Mode::Exclusive, Mode::Shared) => Grant::Downgrade,
@@ -261,7 +290,7 @@ impl<O: PartialEq + Clone> Holding<O> {
             }
             return Outcome::Granted(token, how);
         }
-        if waiting_ahead || !self.admits(req.mode) {
+        if waiting_ahead || !self.admits(req) {
             return Outcome::Held;
         }
         let Some(token) = issue(req.fence) else {
@@ -270,7 +299,7 @@ impl<O: PartialEq + Clone> Holding<O> {
         if self.is_free() {
             *self = Holding::free_for(req);
         }
-        self.holders.push(Holder { owner: owner.clone(), token, end, since: now });
+        self.holders.push(Holder { owner: owner.clone(), token, end, since: now, permits: req.permits });
         Outcome::Granted(token, Grant::New)
     }
 
@@ -381,7 +410,7 @@ mod tests {
     fn ask(owner: &'static str, mode: Mode, limit: Option<u32>) -> (&'static &'static str, Request) {
         static OWNERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
         let owner = OWNERS.iter().find(|o| **o == owner).expect("known owner");
-        (owner, Request { mode, limit, ttl_ms: 1_000, fence: 0, session: None })
+        (owner, Request { mode, limit, ttl_ms: 1_000, fence: 0, permits: 1, session: None })
     }
 
     fn grant(
@@ -433,6 +462,45 @@ mod tests {
         assert!(l.extend(&"a", 5_000, 0).is_some());
         assert!(matches!(grant(&mut l, sem("c"), 1_000, false, &mut issue), Outcome::Granted(..)));
         assert_eq!(l.holders.len(), 2);
+    }
+
+    #[test]
+    fn weighted_permits_take_k_of_n_and_a_large_head_holds_back_smaller_ones() {
+        let mut issue = counter();
+        let take = |o, k| {
+            let (owner, req) = ask(o, Mode::Shared, Some(5));
+            (owner, Request { permits: k, ..req })
+        };
+        let mut l = Holding::free_for(&take("a", 3).1);
+        assert!(matches!(grant(&mut l, take("a", 3), 0, false, &mut issue), Outcome::Granted(..)));
+        assert_eq!(grant(&mut l, take("b", 3), 0, false, &mut issue), Outcome::Held, "3 + 3 of 5");
+        assert!(matches!(grant(&mut l, take("b", 2), 0, false, &mut issue), Outcome::Granted(..)), "3 + 2 of 5");
+        assert!(l.release(&"b", 0));
+        // 2 are free: a head asking 3 waits, and a later request for 1,
+        // which would fit, does not pass it.
+        assert_eq!(grant(&mut l, take("c", 3), 0, false, &mut issue), Outcome::Held);
+        assert_eq!(grant(&mut l, take("d", 1), 0, true, &mut issue), Outcome::Held, "no barging past the head for 3");
+        assert!(l.may_admit(&"d", &take("d", 1).1, 0));
+        assert!(!l.may_admit(&"c", &take("c", 3).1, 0));
+        // One hold, one size.
+        assert_eq!(grant(&mut l, take("a", 2), 0, false, &mut issue), Outcome::Refused(Refusal::OtherPermits(3)));
+        assert!(matches!(grant(&mut l, take("a", 3), 0, false, &mut issue), Outcome::Granted(_, Grant::Regrant)));
+        assert!(l.release(&"a", 0));
+        assert!(matches!(grant(&mut l, take("c", 3), 0, false, &mut issue), Outcome::Granted(..)));
+        assert_eq!(l.holder(&"c").map(|h| h.permits), Some(3));
+    }
+
+    #[test]
+    fn permits_outside_one_to_the_limit_are_refused() {
+        let mut issue = counter();
+        let (a, sem) = ask("a", Mode::Shared, Some(2));
+        let mut l = Holding::free_for(&sem);
+        for permits in [0, 3] {
+            assert_eq!(l.acquire(a, &Request { permits, ..sem }, 0, false, &mut issue), Outcome::Refused(Refusal::Permits));
+        }
+        let (b, lock) = ask("b", Mode::Shared, None);
+        assert_eq!(l.acquire(b, &Request { permits: 2, ..lock }, 0, false, &mut issue), Outcome::Refused(Refusal::Permits));
+        assert!(l.is_free(), "a refusal takes nothing");
     }
 
     #[test]
@@ -517,11 +585,11 @@ mod tests {
     #[test]
     fn a_replay_sets_a_holder_exactly() {
         let mut l: Holding<String> = Holding::free_for(&ask("a", Mode::Shared, None).1);
-        l.replay("a", 7, 100, 1);
-        l.replay("b", 3, 50, 2);
-        l.replay("a", 9, 40, 5);
-        let holder = |owner: &str, token, end, since| Holder { owner: owner.to_string(), token, end, since };
-        assert_eq!(l.holders, vec![holder("a", 9, 40, 1), holder("b", 3, 50, 2)]);
+        l.replay("a", 7, 100, 1, 1);
+        l.replay("b", 3, 50, 2, 2);
+        l.replay("a", 9, 40, 3, 5);
+        let holder = |owner: &str, token, end, since, permits| Holder { owner: owner.to_string(), token, end, since, permits };
+        assert_eq!(l.holders, vec![holder("a", 9, 40, 1, 3), holder("b", 3, 50, 2, 2)]);
     }
 
     #[test]
@@ -556,6 +624,8 @@ mod properties {
             shared: bool,
             wait: bool,
             ttl: i64,
+            /// On a semaphore, `1 + permits % limit` permits.
+            permits: u32,
         },
         Release(u8),
         Extend(u8, i64),
@@ -566,8 +636,8 @@ mod properties {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0..OWNERS, any::<bool>(), any::<bool>(), 1i64..2_000)
-                .prop_map(|(owner, shared, wait, ttl)| Op::Ask { owner, shared, wait, ttl }),
+            4 => (0..OWNERS, any::<bool>(), any::<bool>(), 1i64..2_000, 0u32..4)
+                .prop_map(|(owner, shared, wait, ttl, permits)| Op::Ask { owner, shared, wait, ttl, permits }),
             2 => (0..OWNERS).prop_map(Op::Release),
             1 => (0..OWNERS, 1i64..2_000).prop_map(|(o, t)| Op::Extend(o, t)),
             2 => (0i64..1_500).prop_map(Op::Advance),
@@ -579,6 +649,7 @@ mod properties {
         owner: u8,
         mode: Mode,
         ttl: i64,
+        permits: u32,
     }
 
     struct Run {
@@ -587,8 +658,9 @@ mod properties {
         line: VecDeque<Waiter>,
         now: i64,
         last_token: Token,
-        /// The mode each live holder was granted in, kept by the harness.
-        modes: HashMap<u8, Mode>,
+        /// The mode and permits each live holder was granted, kept by the
+        /// harness.
+        modes: HashMap<u8, (Mode, u32)>,
     }
 
     impl Run {
@@ -599,27 +671,27 @@ mod properties {
             }
         }
 
-        fn ask(&self, mode: Mode, ttl: i64) -> Request {
-            Request { mode, limit: self.limit, ttl_ms: ttl, fence: 0, session: None }
+        fn ask(&self, mode: Mode, ttl: i64, permits: u32) -> Request {
+            Request { mode, limit: self.limit, ttl_ms: ttl, fence: 0, permits, session: None }
         }
 
-        fn granted(&mut self, owner: u8, mode: Mode, token: Token, how: Grant) {
+        fn granted(&mut self, owner: u8, mode: Mode, permits: u32, token: Token, how: Grant) {
             if how != Grant::Regrant {
                 assert_eq!(token, self.last_token, "a new grant takes the counter's next token");
             }
-            self.modes.insert(owner, mode);
+            self.modes.insert(owner, (mode, permits));
         }
 
         /// Serves the line from its head while the head is granted.
         fn serve(&mut self) {
             while let Some(head) = self.line.front() {
-                let (owner, mode, ttl) = (head.owner, head.mode, head.ttl);
-                let req = self.ask(mode, ttl);
+                let (owner, mode, ttl, permits) = (head.owner, head.mode, head.ttl, head.permits);
+                let req = self.ask(mode, ttl, permits);
                 let outcome = self.lock.acquire(&owner, &req, self.now, false, Self::issue(&mut self.last_token));
                 match outcome {
                     Outcome::Granted(token, how) => {
                         self.line.pop_front();
-                        self.granted(owner, mode, token, how);
+                        self.granted(owner, mode, permits, token, how);
                     }
                     Outcome::Held => break,
                     Outcome::Refused(_) => {
@@ -631,22 +703,30 @@ mod properties {
 
         fn apply(&mut self, op: &Op) {
             match *op {
-                Op::Ask { owner, shared, wait, ttl } => {
+                Op::Ask { owner, shared, wait, ttl, permits } => {
                     if self.line.iter().any(|w| w.owner == owner) {
                         return; // one wait per client
                     }
                     let mode = if shared || self.limit.is_some() { Mode::Shared } else { Mode::Exclusive };
+                    let permits = self.limit.map_or(1, |limit| 1 + permits % limit);
                     let waiting_ahead = !self.line.is_empty();
-                    let holds_before = self.lock.holder(&owner).is_some();
-                    let req = self.ask(mode, ttl);
+                    let held_before = self.modes.get(&owner).copied().filter(|_| self.lock.holder(&owner).is_some());
+                    let req = self.ask(mode, ttl, permits);
                     match self.lock.acquire(&owner, &req, self.now, waiting_ahead, Self::issue(&mut self.last_token)) {
                         Outcome::Granted(token, how) => {
-                            assert!(!waiting_ahead || holds_before, "owner {owner} barged past {} waiters", self.line.len());
-                            self.granted(owner, mode, token, how);
+                            assert!(!waiting_ahead || held_before.is_some(), "owner {owner} barged past {} waiters", self.line.len());
+                            if let Some((_, held)) = held_before {
+                                assert_eq!(held, permits, "a re-grant changed the size of a hold");
+                            }
+                            self.granted(owner, mode, permits, token, how);
                             // A downgrade may admit waiters.
                             self.serve();
                         }
-                        Outcome::Held if wait => self.line.push_back(Waiter { owner, mode, ttl }),
+                        Outcome::Refused(Refusal::OtherPermits(held)) => {
+                            assert_eq!(held_before.map(|(_, k)| k), Some(held), "refused for a size it does not hold");
+                            assert_ne!(held, permits);
+                        }
+                        Outcome::Held if wait => self.line.push_back(Waiter { owner, mode, ttl, permits }),
                         Outcome::Held | Outcome::Refused(_) => {}
                     }
                 }
@@ -673,11 +753,12 @@ mod properties {
         /// The rules, computed from the holders' own modes.
         fn check(&self) {
             let live: Vec<&Holder<u8>> = self.lock.holders.iter().filter(|h| h.end > self.now).collect();
-            let exclusive = live.iter().filter(|h| self.modes.get(&h.owner) == Some(&Mode::Exclusive)).count();
-            let shared = live.len() - exclusive;
+            let exclusive = live.iter().filter(|h| self.modes.get(&h.owner).map(|m| m.0) == Some(Mode::Exclusive)).count();
+            // The permits taken, as the harness granted them.
+            let taken: u32 = live.iter().filter_map(|h| self.modes.get(&h.owner).map(|m| m.1)).sum();
             assert!(exclusive == 0 || live.len() == 1, "an exclusive holder beside others: {:?}", self.lock);
             if let Some(limit) = self.limit {
-                assert!(shared <= limit as usize, "{shared} permits taken of {limit}");
+                assert!(taken <= limit, "{taken} permits taken of {limit}");
                 assert_eq!(exclusive, 0, "exclusive hold on a semaphore");
             }
             let mut tokens: Vec<Token> = live.iter().map(|h| h.token).collect();
@@ -686,8 +767,8 @@ mod properties {
             assert_eq!(tokens.len(), live.len(), "two live holders with one token: {:?}", self.lock);
             // No compatible head is left waiting.
             if let Some(head) = self.line.front() {
-                let fits =
-                    live.is_empty() || (head.mode == Mode::Shared && exclusive == 0 && self.limit.is_none_or(|l| shared < l as usize));
+                let fits = live.is_empty()
+                    || (head.mode == Mode::Shared && exclusive == 0 && self.limit.is_none_or(|l| taken + head.permits <= l));
                 assert!(!fits, "head {} ({:?}) waits though compatible: {:?}", head.owner, head.mode, self.lock);
             }
         }
@@ -735,11 +816,11 @@ mod one_holder_view {
             let view = match held {
                 None => OneHolder::Free,
                 Some((mine, token)) => {
-                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end: now + 1_000, since: 0 });
+                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end: now + 1_000, since: 0, permits: 1 });
                     OneHolder::Held { mine, token }
                 }
             };
-            let req = Request { mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence, session: None };
+            let req = Request { mode: Mode::Exclusive, limit: None, ttl_ms: 500, fence, permits: 1, session: None };
             let issue = |c: &mut i64| { let mut c = *c; move |min: Token| { let t = super::super::token::next_token(c, min)?; c = t; Some(t) } };
             let by_lock = lock.acquire(&me, &req, now, waiting_ahead, issue(&mut counter.clone()));
             let by_view = acquire_exclusive(view, fence, waiting_ahead, issue(&mut counter.clone()));
@@ -760,7 +841,7 @@ mod one_holder_view {
                 None => OneHolder::Free,
                 Some((mine, token, running)) => {
                     let end = if running { now + 1_000 } else { now };
-                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end, since: 0 });
+                    lock.holders.push(Holder { owner: if mine { me } else { other }, token, end, since: 0, permits: 1 });
                     // The glue sees an ended lease as a free key.
                     if running { OneHolder::Held { mine, token } } else { OneHolder::Free }
                 }

@@ -167,6 +167,8 @@ mod properties {
         Join {
             owner: u8,
             shared: bool,
+            /// On a semaphore, `1 + permits % limit` permits.
+            permits: u32,
         },
         Leave(u8),
         Release(u8),
@@ -175,7 +177,7 @@ mod properties {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0u8..8, any::<bool>()).prop_map(|(owner, shared)| Op::Join { owner, shared }),
+            4 => (0u8..8, any::<bool>(), 0u32..4).prop_map(|(owner, shared, permits)| Op::Join { owner, shared, permits }),
             1 => (0u8..8).prop_map(Op::Leave),
             2 => (0u8..8).prop_map(Op::Release),
             1 => (0i64..400).prop_map(Op::Advance),
@@ -186,6 +188,7 @@ mod properties {
     struct Waiter {
         owner: u8,
         mode: Mode,
+        permits: u32,
         /// When it joined: the order it must be served in.
         joined: u64,
     }
@@ -204,9 +207,9 @@ mod properties {
     }
 
     impl Run {
-        fn request(&self, mode: Mode) -> Request {
+        fn request(&self, mode: Mode, permits: u32) -> Request {
             let mode = if self.limit.is_some() { Mode::Shared } else { mode };
-            Request { mode, limit: self.limit, ttl_ms: 300, fence: 0, session: None }
+            Request { mode, limit: self.limit, ttl_ms: 300, fence: 0, permits, session: None }
         }
 
         /// `waiters::serve` in miniature: the same `serve`, each head
@@ -219,7 +222,7 @@ mod properties {
                 || line.borrow_mut().take_head(),
                 |head| {
                     let mode = if limit.is_some() { Mode::Shared } else { head.mode };
-                    let req = Request { mode, limit, ttl_ms: 300, fence: 0, session: None };
+                    let req = Request { mode, limit, ttl_ms: 300, fence: 0, permits: head.permits, session: None };
                     let issue = |min: Token| {
                         *counter = (*counter + 1).max(min);
                         Some(*counter)
@@ -242,7 +245,7 @@ mod properties {
             // waiting does not fit beside the holders now.
             if stopped {
                 let head = line.borrow_mut().take_head().expect("a head that waits");
-                let req = self.request(head.mode);
+                let req = self.request(head.mode, head.permits);
                 let mut probe = self.holding.clone();
                 assert_eq!(probe.acquire(&head.owner, &req, now, false, |m| Some(m.max(1))), Outcome::Held, "head {head:?} fits but waits");
                 line.borrow_mut().put_back(head);
@@ -251,12 +254,13 @@ mod properties {
 
         fn apply(&mut self, op: &Op) {
             match *op {
-                Op::Join { owner, shared } => {
+                Op::Join { owner, shared, permits } => {
                     if self.holding.holder(&owner).is_some() || self.line.borrow().iter().any(|w| w.owner == owner) {
                         return;
                     }
                     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
-                    let req = self.request(mode);
+                    let permits = self.limit.map_or(1, |limit| 1 + permits % limit);
+                    let req = self.request(mode, permits);
                     let waiting_ahead = !self.line.borrow().is_empty();
                     let counter = &mut self.counter;
                     let issue = |min: Token| {
@@ -267,7 +271,7 @@ mod properties {
                         // No overtaking by newcomers: nobody is granted past a line.
                         Outcome::Granted(..) => assert!(!waiting_ahead, "a newcomer was granted past {} waiters", self.line.borrow().len()),
                         Outcome::Held => {
-                            self.line.borrow_mut().join(Waiter { owner, mode, joined: self.next_join });
+                            self.line.borrow_mut().join(Waiter { owner, mode, permits, joined: self.next_join });
                             self.next_join += 1;
                         }
                         Outcome::Refused(_) => {}
@@ -303,8 +307,8 @@ mod properties {
                 assert!(overtaken.is_empty(), "{overtaken:?} still wait behind a later waiter {last} that was granted");
             }
             if let Kind::Semaphore { limit } = self.holding.kind {
-                let live = self.holding.holders.iter().filter(|h| h.end > self.now).count();
-                assert!(live <= limit as usize, "{live} permits of {limit}");
+                let taken: u32 = self.holding.holders.iter().filter(|h| h.end > self.now).map(|h| h.permits).sum();
+                assert!(taken <= limit, "{taken} permits of {limit}");
             }
         }
     }
@@ -319,7 +323,7 @@ mod properties {
         ) {
             let mut run = Run {
                 limit,
-                holding: Holding::free_for(&Request { mode: Mode::Exclusive, limit, ttl_ms: 300, fence: 0, session: None }),
+                holding: Holding::free_for(&Request { mode: Mode::Exclusive, limit, ttl_ms: 300, fence: 0, permits: 1, session: None }),
                 line: RefCell::new(Line::default()),
                 now: 0,
                 counter: 0,
@@ -339,7 +343,7 @@ mod properties {
         /// exclusive one, which holds the rest back.
         #[test]
         fn shared_heads_go_together_up_to_an_exclusive_one(before in 0usize..5, after in 1usize..5) {
-            let shared = Request { mode: Mode::Shared, limit: None, ttl_ms: 300, fence: 0, session: None };
+            let shared = Request { mode: Mode::Shared, limit: None, ttl_ms: 300, fence: 0, permits: 1, session: None };
             let mut holding: Holding<u8> = Holding::free_for(&shared);
             let mut counter = 0;
             let mut issue = |min: Token| { counter = (counter + 1).max(min); Some(counter) };

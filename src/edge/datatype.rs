@@ -26,10 +26,14 @@ const TYPE_NAME: &str = "redislock";
 /// (signed). Version 2: a shape (unsigned) first; 0 is an exclusive lock
 /// as in version 1, 1 a shared group: limit (0 for a read-write lock),
 /// holder count, then owner, token and wall-clock deadline (0: none) per
-/// holder.
+/// holder; 2 a semaphore some holder of which takes several permits
+/// (`PERMITS k`), as 1 with each holder's permits after its deadline. A
+/// new shape rather than a new version: a module that knows only shapes
+/// 0 and 1 still loads every file in which nobody holds several permits.
 const ENCODING_VERSION: c_int = 2;
 const SHAPE_EXCLUSIVE: u64 = 0;
 const SHAPE_SHARED: u64 = 1;
+const SHAPE_WEIGHTED: u64 = 2;
 /// Holders one loaded group may bring: LOCK.ACQUIRE lets a read-write lock
 /// have any number, this only bounds what a corrupt payload can allocate.
 const MAX_LOADED_HOLDERS: u64 = 1 << 24;
@@ -143,6 +147,9 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         for holder in &group.holding.holders {
             rm!(RedisModule_DigestAddStringBuffer(md, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
             rm!(RedisModule_DigestAddLongLong(md, holder.token) else ());
+            if holder.permits != 1 {
+                rm!(RedisModule_DigestAddLongLong(md, i64::from(holder.permits)) else ());
+            }
         }
         rm!(RedisModule_DigestEndSequence(md) else ());
     } else if let Some(lock) = Exclusive::borrow(value) {
@@ -156,14 +163,18 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
         let now = clock::now();
-        rm!(RedisModule_SaveUnsigned(rdb, SHAPE_SHARED) else ());
-        rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
         let live: Vec<_> = group.live(now).collect();
+        let weighted = live.iter().any(|h| h.permits > 1);
+        rm!(RedisModule_SaveUnsigned(rdb, if weighted { SHAPE_WEIGHTED } else { SHAPE_SHARED }) else ());
+        rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
         rm!(RedisModule_SaveUnsigned(rdb, live.len() as u64) else ());
         for holder in live {
             rm!(RedisModule_SaveStringBuffer(rdb, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
             rm!(RedisModule_SaveSigned(rdb, holder.token) else ());
             rm!(RedisModule_SaveSigned(rdb, group::wall_deadline(holder.end, now).max(0)) else ());
+            if weighted {
+                rm!(RedisModule_SaveUnsigned(rdb, u64::from(holder.permits)) else ());
+            }
         }
     } else if let Some(lock) = Exclusive::borrow(value) {
         rm!(RedisModule_SaveUnsigned(rdb, SHAPE_EXCLUSIVE) else ());
@@ -189,8 +200,8 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
         }
         _ => return ptr::null_mut(),
     };
-    if shape == SHAPE_SHARED {
-        return load_group(rdb).map_or(ptr::null_mut(), |group| Box::new(group).into_raw());
+    if shape == SHAPE_SHARED || shape == SHAPE_WEIGHTED {
+        return load_group(rdb, shape == SHAPE_WEIGHTED).map_or(ptr::null_mut(), |group| Box::new(group).into_raw());
     }
     if shape != SHAPE_EXCLUSIVE {
         return ptr::null_mut();
@@ -237,6 +248,24 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
         let now = clock::now();
         let key_deadline = group.key_deadline(now).max(0);
         for holder in group.live(now) {
+            if holder.permits > 1 {
+                rm!(RedisModule_EmitAOF(
+                    aof,
+                    crate::replication::propagate::APPLY.as_ptr(),
+                    c"sbllcllcl".as_ptr(),
+                    key,
+                    holder.owner.as_ptr().cast::<c_char>(),
+                    holder.owner.len(),
+                    holder.token,
+                    group::wall_deadline(holder.end, now).max(0),
+                    c"SHARED".as_ptr(),
+                    i64::from(group.limit()),
+                    key_deadline,
+                    c"PERMITS".as_ptr(),
+                    i64::from(holder.permits),
+                ) else ());
+                continue;
+            }
             rm!(RedisModule_EmitAOF(
                 aof,
                 crate::replication::propagate::APPLY.as_ptr(),
@@ -304,19 +333,21 @@ unsafe fn load_lock(rdb: *mut RedisModuleIO) -> Option<Exclusive> {
     lock
 }
 
-/// Reads a group's holders, raising the counter to each token (as for an
-/// exclusive lock, with the same bound on a client's RESTORE); `None` on
-/// an I/O error or invalid values.
-unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
+/// Reads a group's holders (`weighted`: each with its permits), raising
+/// the counter to each token (as for an exclusive lock, with the same
+/// bound on a client's RESTORE); `None` on an I/O error or invalid values
+/// (more permits taken than the limit among them).
+unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool) -> Option<Group> {
     let limit = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     let count = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     if io_failed(rdb) || limit > u64::from(args::MAX_LIMIT) || count > MAX_LOADED_HOLDERS {
         return None;
     }
     let limit = u32::try_from(limit).ok()?;
-    if limit != 0 && count > u64::from(limit) {
+    if (limit != 0 && count > u64::from(limit)) || (weighted && limit == 0) {
         return None;
     }
+    let mut taken = 0u64;
     let now = clock::now();
     let mut holders = Vec::new();
     for _ in 0..count {
@@ -329,11 +360,14 @@ unsafe fn load_group(rdb: *mut RedisModuleIO) -> Option<Group> {
         rm!(RedisModule_Free(p.cast()) else ());
         let token = rm!(RedisModule_LoadSigned(rdb) else -1);
         let deadline = rm!(RedisModule_LoadSigned(rdb) else -1);
-        if io_failed(rdb) || owner.is_empty() || token < 0 || deadline < 0 {
+        let permits = if weighted { rm!(RedisModule_LoadUnsigned(rdb) else 0) } else { 1 };
+        taken = taken.saturating_add(permits);
+        if io_failed(rdb) || owner.is_empty() || token < 0 || deadline < 0 || permits == 0 || (limit != 0 && taken > u64::from(limit)) {
             return None;
         }
+        let permits = u32::try_from(permits).ok()?;
         let at = (deadline != 0).then_some(deadline);
-        holders.push(Holder { owner, token, end: Lease::until(at, now).end, since: now.mono });
+        holders.push(Holder { owner, token, end: Lease::until(at, now).end, since: now.mono, permits });
     }
     if !quarantine::loading() {
         let highest = holders.iter().map(|h| h.token).max().unwrap_or(0);

@@ -15,7 +15,7 @@ use redis_module::{raw, Context, RedisString, Status};
 
 use crate::api::{self, rm, Arg, Ctx, RedisModuleCtx, RedisModuleString};
 use crate::{
-    commands, commands::info, replication::audience, replication::writable, server::clock, server::config, server::fencing,
+    args, commands, commands::info, replication::audience, replication::writable, server::clock, server::config, server::fencing,
     server::quarantine, waiters::acl,
 };
 
@@ -30,9 +30,12 @@ struct Command {
     flags: &'static CStr,
     handler: raw::RedisModuleCmdFunc,
     arity: c_int,
-    /// `REDISMODULE_CMD_KEY_*` of the key at position 1; 0 for a command
-    /// without a key.
+    /// `REDISMODULE_CMD_KEY_*` of the key at position 1 (of every key,
+    /// for a numkeys command); 0 for a command without a key.
     key_flags: u32,
+    /// Redis's numkeys convention: position 1 says how many keys follow
+    /// (LMPOP, SINTERCARD); otherwise the one key is at position 1.
+    numkeys: bool,
     /// ACL categories (Redis 7.2+, Valkey 8.1+).
     acl: &'static CStr,
     summary: &'static CStr,
@@ -48,20 +51,27 @@ struct ArgDoc {
     /// The word that precedes the value (`FENCE 7`).
     token: Option<&'static CStr>,
     optional: bool,
+    /// One or more of it (a numkeys command's keys).
+    multiple: bool,
 }
 
 const fn arg(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
-    ArgDoc { name, kind, token: None, optional: false }
+    ArgDoc { name, kind, token: None, optional: false, multiple: false }
+}
+
+/// One or more of an argument (`key [key ...]`).
+const fn many(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: None, optional: false, multiple: true }
 }
 
 /// An optional `TOKEN value` pair; LOCK.ACQUIRE takes its options in any order.
 const fn option(token: &'static CStr, name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
-    ArgDoc { name, kind, token: Some(token), optional: true }
+    ArgDoc { name, kind, token: Some(token), optional: true, multiple: false }
 }
 
 /// An optional word on its own (`SHARED`).
 const fn flag(token: &'static CStr, name: &'static CStr) -> ArgDoc {
-    ArgDoc { name, kind: PURE_TOKEN, token: Some(token), optional: true }
+    ArgDoc { name, kind: PURE_TOKEN, token: Some(token), optional: true, multiple: false }
 }
 
 const PURE_TOKEN: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN;
@@ -86,11 +96,24 @@ const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
 const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
 const TOP_ARGS: [ArgDoc; 1] = [option(c"COUNT", c"count", INTEGER)];
+const MACQUIRE_ARGS: [ArgDoc; 9] = [
+    arg(c"numkeys", INTEGER),
+    many(c"key", KEY),
+    arg(c"owner", STRING),
+    arg(c"ttl-ms", INTEGER),
+    flag(c"SHARED", c"shared"),
+    option(c"FENCE", c"min-token", INTEGER),
+    option(c"WAIT", c"timeout-ms", INTEGER),
+    flag(c"SESSION", c"session"),
+    option(c"DELAY", c"lock-delay-ms", INTEGER),
+];
+const MRELEASE_ARGS: [ArgDoc; 3] = [arg(c"numkeys", INTEGER), many(c"key", KEY), arg(c"owner", STRING)];
+const MEXTEND_ARGS: [ArgDoc; 4] = [arg(c"numkeys", INTEGER), many(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
 const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
 macro_rules! command {
-    ($name:literal, $handler:path, $flags:literal, $($field:ident: $value:expr),* $(,)?) => {{
+    ($name:literal, $handler:expr, $flags:literal, $($field:ident: $value:expr),* $(,)?) => {{
         unsafe extern "C" fn call(
             ctx: *mut RedisModuleCtx,
             argv: *mut *mut RedisModuleString,
@@ -107,40 +130,82 @@ macro_rules! command {
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS;
 
-fn command_table() -> [Command; 7] {
+/// A numkeys command's handler that first answers Redis's request for
+/// its keys (`getkeys-api`): Redis 7.0 routes a Cluster command and
+/// answers CROSSSLOT from that, not from the key spec, for a command
+/// with no legacy key range.
+macro_rules! with_keys {
+    ($handler:path, $key_flags:expr) => {
+        |ctx: Ctx, argv: &[Arg]| -> c_int {
+            if ctx.is_keys_position_request() {
+                report_keys(ctx, argv, $key_flags);
+                return api::OK;
+            }
+            $handler(ctx, argv)
+        }
+    };
+}
+
+/// The keys of a numkeys command, from position 2 on; none when its
+/// numkeys is not valid (the command then answers the error itself).
+fn report_keys(ctx: Ctx, argv: &[Arg], key_flags: u32) {
+    for pos in 2..args::numkeys(argv).map_or(0, |n| n + 2) {
+        ctx.key_at(c_int::try_from(pos).unwrap_or(c_int::MAX), key_flags);
+    }
+}
+
+fn command_table() -> [Command; 10] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
         // is O(1) and returns at once, also when the client then waits.
         command!(c"lock.acquire", commands::acquire, c"write deny-oom fast blocking",
-            arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast blocking",
+            arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast blocking",
             summary: c"Takes a lock (exclusive, SHARED, or a permit of a SHARED LIMIT semaphore) for an owner with a lease, or waits in line (WAIT), optionally bound to the connection (SESSION); replies the fencing token",
             complexity: c"O(1)", args: &ACQUIRE_ARGS),
         command!(c"lock.release", commands::release, c"write fast",
-            arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, acl: c"write fast",
+            arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, numkeys: false, acl: c"write fast",
             summary: c"Releases a lock if the owner holds it; the oldest waiter gets it",
             complexity: c"O(1)", args: &RELEASE_ARGS),
         command!(c"lock.extend", commands::extend, c"write fast",
-            arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write fast",
+            arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
             summary: c"Restarts the lease of a lock the owner holds (a SESSION hold: from its own connection only)",
             complexity: c"O(1)", args: &EXTEND_ARGS),
         command!(c"lock.info", commands::info, c"readonly fast",
-            arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read fast",
+            arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
             summary: c"Mode, holders (owner, fencing token, remaining lease), limit and waiters of a lock",
             complexity: c"O(1)", args: &INFO_ARGS),
         command!(c"lock.waiters", commands::waiters_of, c"readonly",
-            arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, acl: c"read",
+            arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read",
             summary: c"The line of clients waiting for a lock, oldest first: owner, mode, how long each has waited and has left",
             complexity: c"O(N) where N is the number of waiters listed", args: &WAITERS_ARGS),
         // No key: each node lists its own locks (in a Cluster, ask every
         // master). It names keys whatever the user's key patterns, as
         // SCAN does, so it is in @keyspace with it.
         command!(c"lock.top", commands::top, c"readonly",
-            arity: -1, key_flags: 0, acl: c"read slow keyspace",
+            arity: -1, key_flags: 0, numkeys: false, acl: c"read slow keyspace",
             summary: c"The most contended locks of the database, most waiters first: key, waiters, oldest wait, mode, holders, longest hold",
             complexity: c"O(N log N) where N is the number of locks with waiters", args: &TOP_ARGS),
+        // Several keys (numkeys): no legacy (first, last, step) triple can
+        // say where they are. The key spec (KEYNUM) says it to clients
+        // (COMMAND INFO); the server asks the command itself (`getkeys-api`,
+        // `with_keys!`) for ACL key patterns and Cluster routing, where
+        // keys of several slots get CROSSSLOT (Redis 7.0 routes a module
+        // command by that, not by its key spec).
+        command!(c"lock.macquire", with_keys!(commands::macquire, RW | raw::REDISMODULE_CMD_KEY_UPDATE), c"write deny-oom fast blocking getkeys-api",
+            arity: -5, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: true, acl: c"write fast blocking",
+            summary: c"Takes several locks at once, all or nothing, for one owner with one lease and one fencing token for the whole set (exclusive or SHARED, optionally bound to the connection with SESSION)",
+            complexity: c"O(N) where N is the number of keys", args: &MACQUIRE_ARGS),
+        command!(c"lock.mrelease", with_keys!(commands::mrelease, RW | raw::REDISMODULE_CMD_KEY_DELETE), c"write fast getkeys-api",
+            arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, numkeys: true, acl: c"write fast",
+            summary: c"Releases the locks of a set the owner holds; replies how many were released",
+            complexity: c"O(N) where N is the number of keys", args: &MRELEASE_ARGS),
+        command!(c"lock.mextend", with_keys!(commands::mextend, RW | raw::REDISMODULE_CMD_KEY_UPDATE), c"write fast getkeys-api",
+            arity: -5, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: true, acl: c"write fast",
+            summary: c"Restarts the leases of the locks of a set the owner holds; replies how many were extended",
+            complexity: c"O(N) where N is the number of keys", args: &MEXTEND_ARGS),
         command!(c"lock.apply", commands::apply, c"write",
-            arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, acl: c"write",
+            arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
             complexity: c"O(1)", args: &APPLY_ARGS),
     ]
@@ -160,15 +225,30 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
         sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
+    let (find_keys_type, fk) = if c.numkeys {
+        // The count at position 1 (0 from the search's start), the keys
+        // from the next one on.
+        (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 { keynumidx: 0, firstkey: 1, keystep: 1 },
+            },
+        )
+    } else {
+        (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
+            },
+        )
+    };
     let key = raw::RedisModuleCommandKeySpec {
         notes: std::ptr::null(),
         flags: u64::from(c.key_flags),
         begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
         bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 { index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 } },
-        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
-        },
+        find_keys_type,
+        fk,
     };
     // SAFETY: an all-zero key spec is the array's terminator.
     let mut key_specs = [key, unsafe { std::mem::zeroed() }];
@@ -185,7 +265,8 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
             token: a.token.map_or(std::ptr::null(), CStr::as_ptr),
             summary: std::ptr::null(),
             since: std::ptr::null(),
-            flags: if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int } else { 0 },
+            flags: (if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int } else { 0 })
+                | (if a.multiple { raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int } else { 0 }),
             deprecated_since: std::ptr::null(),
             subargs: std::ptr::null_mut(),
             display_text: std::ptr::null(),
@@ -239,7 +320,8 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
     rm!(RedisModule_SetModuleOptions(ctx.ctx, options) else ());
     for c in command_table() {
-        let key_step = if c.key_flags == 0 { 0 } else { 1 };
+        // No legacy triple for a command without a key or with numkeys.
+        let key_step = if c.key_flags == 0 || c.numkeys { 0 } else { 1 };
         let status = rm!(RedisModule_CreateCommand(ctx.ctx, c.name.as_ptr(), c.handler, c.flags.as_ptr(), key_step, key_step, key_step) else api::ERR);
         if status != api::OK {
             return fail(ctx, &format!("could not create command {}", c.name.to_string_lossy()));

@@ -207,7 +207,7 @@ mod tests {
     const T0: Now = Now { wall: 1_700_000_000_000, mono: 5_000 };
 
     fn holder(owner: &str, token: i64, end: i64) -> Holder<Owner> {
-        Holder { owner: owner.as_bytes().into(), token, end, since: 0 }
+        Holder { owner: owner.as_bytes().into(), token, end, since: 0, permits: 1 }
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) {
     if !may_keep() {
         return;
     }
-    let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end, since: lock.since() };
+    let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
     removed(db, key, lock.lease(), vec![holder], None);
 }
 
@@ -184,8 +184,9 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
 pub struct Peek<'a> {
     /// `None`: exclusive; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
-    /// Owner, token, lease left and start of each holder still running.
-    pub holders: Vec<(&'a [u8], Token, Left, i64)>,
+    /// Owner, token, lease left, start and permits of each holder still
+    /// running.
+    pub holders: Vec<(&'a [u8], Token, Left, i64, u32)>,
 }
 
 /// For LOCK.INFO: the holders of a kept lock, without putting it back
@@ -196,8 +197,8 @@ pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(Peek<'_>) -> R) -
         let holders: Vec<_> = kept
             .holders
             .iter()
-            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now), h.since))
-            .filter(|(_, _, left, _)| left.is_running())
+            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now), h.since, h.permits))
+            .filter(|(_, _, left, _, _)| left.is_running())
             .collect();
         (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders }))
     })

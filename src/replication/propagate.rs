@@ -43,10 +43,12 @@ pub struct SharedTerms {
     pub limit: u32,
     /// The key's TTL (0: none).
     pub key_deadline_ms: i64,
+    /// The holder's permits (`PERMITS k`, sent only when above 1).
+    pub permits: u32,
 }
 
 /// The one builder of `LOCK.APPLY key owner token deadline [SHARED limit
-/// key-deadline]`, the replicated form of every grant.
+/// key-deadline [PERMITS k]]`, the replicated form of every grant.
 fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline_ms: i64, shared: Option<SharedTerms>) {
     match (owner, shared) {
         (Owner::Arg(owner), None) => ctx.replicate_grant(APPLY, key, owner, token, deadline_ms),
@@ -56,7 +58,16 @@ fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline
                 Owner::Arg(arg) => arg.bytes(),
                 Owner::Bytes(bytes) => bytes,
             };
-            ctx.replicate_shared_grant(APPLY, key, owner, token, deadline_ms.max(0), terms.limit, terms.key_deadline_ms.max(0));
+            ctx.replicate_shared_grant(
+                APPLY,
+                key,
+                owner,
+                token,
+                deadline_ms.max(0),
+                terms.limit,
+                terms.key_deadline_ms.max(0),
+                terms.permits,
+            );
         }
     }
 }
@@ -89,9 +100,10 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 }
 
 /// A shared holder was granted, re-granted or extended: its token and
-/// deadline, the group's limit (0: a read-write lock) and the key's TTL.
-pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, limit: u32, key_deadline_ms: i64) {
-    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(SharedTerms { limit, key_deadline_ms }));
+/// deadline, the group's limit (0: a read-write lock), the key's TTL and
+/// the holder's permits.
+pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, terms: SharedTerms) {
+    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(terms));
     signal(ctx, key, c"lock.acquire");
 }
 
@@ -133,9 +145,10 @@ pub fn remirrored(ctx: Ctx, key: &Arg, deadline_ms: i64) {
     ctx.replicate_key_integer(c"PEXPIREAT", key, deadline_ms);
 }
 
-/// `owner`'s hold was released by this server, not by a command (its
-/// connection closed, see `session`): it travels as the LOCK.RELEASE a
-/// client would have sent, which every replica and the AOF replay as such.
+/// `owner`'s hold was released other than by the LOCK.RELEASE being
+/// executed (its connection closed, see `session`; or it is one member of
+/// a LOCK.MRELEASE): it travels as the LOCK.RELEASE a client would have
+/// sent, which every replica and the AOF replay as such.
 pub fn released_by_server(ctx: Ctx, key: &Arg, owner: &[u8]) {
     ctx.replicate_key_bytes(c"LOCK.RELEASE", key, owner);
     signal(ctx, key, c"lock.release");

@@ -351,13 +351,13 @@ fn token_of(v: &Value) -> Option<i64> {
 }
 
 /// The fields of a LOCK.INFO reply in order, from a RESP2 flat array or a
-/// RESP3 map; strictly the documented seven: owner, token, pttl, waiters,
-/// mode, limit, holders.
+/// RESP3 map; strictly the documented eight: owner, token, pttl, waiters,
+/// mode, limit, holders, taken.
 pub fn info_fields(v: Value) -> Option<Vec<(Vec<u8>, Value)>> {
     let pairs: Vec<(Value, Value)> = match v {
         Value::Nil => return None,
         Value::Array(items) => {
-            assert_eq!(items.len(), 14, "LOCK.INFO RESP2 reply must have 14 elements: {items:?}");
+            assert_eq!(items.len(), 16, "LOCK.INFO RESP2 reply must have 16 elements: {items:?}");
             let mut it = items.into_iter();
             let mut pairs = Vec::new();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -370,7 +370,7 @@ pub fn info_fields(v: Value) -> Option<Vec<(Vec<u8>, Value)>> {
     };
     let fields: Vec<(Vec<u8>, Value)> = pairs.into_iter().map(|(k, v)| (bulk(&k, "LOCK.INFO field"), v)).collect();
     let names: Vec<&[u8]> = fields.iter().map(|(k, _)| k.as_slice()).collect();
-    let expected: [&[u8]; 7] = [b"owner", b"token", b"pttl", b"waiters", b"mode", b"limit", b"holders"];
+    let expected: [&[u8]; 8] = [b"owner", b"token", b"pttl", b"waiters", b"mode", b"limit", b"holders", b"taken"];
     assert_eq!(names, expected, "LOCK.INFO fields and their order");
     Some(fields)
 }
@@ -390,22 +390,24 @@ pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
     let waiters = int_of(field(3), "LOCK.INFO waiters");
     assert_eq!(bulk(field(4), "LOCK.INFO mode"), b"exclusive", "{fields:?}");
     assert_eq!(field(5), &Value::Nil, "an exclusive lock has no limit: {fields:?}");
+    assert_eq!(field(7), &Value::Nil, "an exclusive lock has no permits taken: {fields:?}");
     match field(6) {
         Value::Array(holders) => {
             assert_eq!(holders.len(), 1, "an exclusive lock has one holder: {fields:?}");
             match &holders[0] {
-                Value::Array(h) if h.len() == 5 => {
+                Value::Array(h) if h.len() == 6 => {
                     // Held-for is known for a module lock, not for a plain string.
                     match (&h[1], &h[3]) {
                         (Value::Nil, held) => assert_eq!(held, &Value::Nil, "a plain string's held-ms: {fields:?}"),
                         (_, held) => assert!(int_of(held, "holder held-ms") >= 0, "held-ms: {fields:?}"),
                     }
                     assert!(matches!(h[4], Value::Int(0 | 1)), "session flag: {fields:?}");
+                    assert_eq!(h[5], Value::Int(1), "an exclusive hold takes one permit: {fields:?}");
                     assert_eq!(bulk(&h[0], "holder owner"), owner, "{fields:?}");
                     assert_eq!(token_of(&h[1]), token, "{fields:?}");
                     assert_eq!(int_of(&h[2], "holder pttl"), pttl, "{fields:?}");
                 }
-                other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session], got {other:?}"),
+                other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits], got {other:?}"),
             }
         }
         other => panic!("LOCK.INFO holders must be an array, got {other:?}"),

@@ -102,7 +102,7 @@ fn holder_rows(c: &mut Connection, key: &str) -> Vec<(String, i64, i64)> {
     let Some((_, Value::Array(rows))) = fields.into_iter().nth(6) else { return Vec::new() };
     rows.into_iter()
         .map(|row| match row {
-            Value::Array(r) if r.len() == 5 => match &r[0] {
+            Value::Array(r) if r.len() == 6 => match &r[0] {
                 Value::BulkString(o) => (String::from_utf8_lossy(o).into_owned(), int_of(&r[3], "held-ms"), int_of(&r[4], "session")),
                 other => panic!("owner {other:?}"),
             },

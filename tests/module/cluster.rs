@@ -19,7 +19,7 @@ use redis::{Connection, Value};
 /// Six servers and a bus each: one cluster at a time is plenty for 2 cores.
 static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
-fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
+pub(crate) fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
     ONE_CLUSTER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -346,7 +346,9 @@ fn info_missing_resp2_resp3_and_persist() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 14, "{v:?}");
+            assert_eq!(items.len(), 16, "{v:?}");
+            assert_eq!(items[14], Value::BulkString(b"taken".to_vec()));
+            assert_eq!(items[15], Value::Nil, "an exclusive lock has no permits taken");
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));
             assert_eq!(items[1], Value::BulkString(b"alice".to_vec()));
             assert_eq!(items[2], Value::BulkString(b"token".to_vec()));
@@ -358,8 +360,8 @@ fn info_missing_resp2_resp3_and_persist() {
             assert_eq!(items[12], Value::BulkString(b"holders".to_vec()));
             let held = match &items[13] {
                 Value::Array(rows) => match rows.as_slice() {
-                    [Value::Array(row)] if row.len() == 5 => row[3].clone(),
-                    other => panic!("one holder row of 5 items, got {other:?}"),
+                    [Value::Array(row)] if row.len() == 6 => row[3].clone(),
+                    other => panic!("one holder row of 6 items, got {other:?}"),
                 },
                 other => panic!("holders must be an array, got {other:?}"),
             };
@@ -372,7 +374,8 @@ fn info_missing_resp2_resp3_and_persist() {
                     Value::Int(t),
                     items[5].clone(),
                     held,
-                    Value::Int(0)
+                    Value::Int(0),
+                    Value::Int(1)
                 ])])
             );
             assert_eq!(items[4], Value::BulkString(b"pttl".to_vec()));
@@ -406,7 +409,8 @@ fn info_missing_resp2_resp3_and_persist() {
                     b"waiters".to_vec(),
                     b"mode".to_vec(),
                     b"limit".to_vec(),
-                    b"holders".to_vec()
+                    b"holders".to_vec(),
+                    b"taken".to_vec()
                 ],
                 "RESP3 LOCK.INFO fields: {v3:?}"
             );

@@ -123,7 +123,7 @@ fn info_on_a_plain_string_resp2_and_resp3() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 14, "{v:?}");
+            assert_eq!(items.len(), 16, "{v:?}");
             assert_eq!(items[9], Value::BulkString(b"exclusive".to_vec()), "a plain-string lock is exclusive");
             assert_eq!(
                 items[13],
@@ -132,7 +132,8 @@ fn info_on_a_plain_string_resp2_and_resp3() {
                     Value::Nil,
                     items[5].clone(),
                     Value::Nil,
-                    Value::Int(0)
+                    Value::Int(0),
+                    Value::Int(1)
                 ])])
             );
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));

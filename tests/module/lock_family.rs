@@ -159,7 +159,7 @@ fn request(con: &mut Connection, c: &redis::Cmd) -> Result<Value, Fail> {
 // LOCK.INFO: 7 fields, RESP2 or RESP3
 // ---------------------------------------------------------------------------
 
-const INFO_FIELDS: [&str; 7] = ["owner", "token", "pttl", "waiters", "mode", "limit", "holders"];
+const INFO_FIELDS: [&str; 8] = ["owner", "token", "pttl", "waiters", "mode", "limit", "holders", "taken"];
 
 /// One holder as LOCK.INFO lists it: owner, token (nil for a plain-string
 /// lock), pttl.
@@ -177,6 +177,8 @@ struct Info {
     mode: String,
     limit: Option<i64>,
     holders: Vec<HolderRow>,
+    /// A semaphore's permits taken (nil otherwise).
+    taken: Option<i64>,
 }
 
 impl Info {
@@ -223,7 +225,7 @@ fn opt_int(v: &Value, what: &str) -> Option<i64> {
 
 fn holder_row(v: &Value) -> HolderRow {
     match v {
-        Value::Array(items) if items.len() == 5 => {
+        Value::Array(items) if items.len() == 6 => {
             let owner = match &items[0] {
                 Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
                 other => panic!("LOCK.INFO holder owner must be a bulk string, got {other:?}"),
@@ -235,20 +237,22 @@ fn holder_row(v: &Value) -> HolderRow {
             assert!(held.is_none_or(|ms| ms >= 0), "held-ms of {owner}: {items:?}");
             let session = int_of(&items[4], "LOCK.INFO holder session");
             assert!(session == 0 || session == 1, "session of {owner}: {items:?}");
+            // Nothing here asks PERMITS: one permit per hold.
+            assert_eq!(int_of(&items[5], "LOCK.INFO holder permits"), 1, "permits of {owner}: {items:?}");
             (owner, token, int_of(&items[2], "LOCK.INFO holder pttl"))
         }
-        other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session], got {other:?}"),
+        other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits], got {other:?}"),
     }
 }
 
-/// Parse a LOCK.INFO reply strictly: nil, or the 7 fields in the contract's
-/// order as a flat RESP2 array of 14 items or a RESP3 map of 7 entries.
+/// Parse a LOCK.INFO reply strictly: nil, or the 8 fields in the contract's
+/// order as a flat RESP2 array of 16 items or a RESP3 map of 8 entries.
 /// Also checks that the fields agree with each other (see `check_info`).
 fn parse_info(v: Value) -> Option<Info> {
     let pairs: Vec<(Value, Value)> = match v {
         Value::Nil => return None,
         Value::Array(items) => {
-            assert_eq!(items.len(), 14, "LOCK.INFO RESP2 reply must be 7 field/value pairs: {items:?}");
+            assert_eq!(items.len(), 16, "LOCK.INFO RESP2 reply must be 8 field/value pairs: {items:?}");
             let mut it = items.into_iter();
             let mut pairs = Vec::new();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -257,7 +261,7 @@ fn parse_info(v: Value) -> Option<Info> {
             pairs
         }
         Value::Map(pairs) => {
-            assert_eq!(pairs.len(), 7, "LOCK.INFO RESP3 map must have 7 fields: {pairs:?}");
+            assert_eq!(pairs.len(), 8, "LOCK.INFO RESP3 map must have 8 fields: {pairs:?}");
             pairs
         }
         other => panic!("LOCK.INFO: unexpected reply {other:?}"),
@@ -283,6 +287,7 @@ fn parse_info(v: Value) -> Option<Info> {
         mode,
         limit: opt_int(&pairs[5].1, "LOCK.INFO limit"),
         holders,
+        taken: opt_int(&pairs[7].1, "LOCK.INFO taken"),
     };
     check_info(&info);
     Some(info)
@@ -299,6 +304,7 @@ fn check_info(i: &Info) {
         assert_eq!(i.token, *t, "token is the holder's: {i:?}");
         assert!((i.pttl - p).abs() <= 1, "pttl is the holder's: {i:?}");
         assert_eq!(i.limit, None, "an exclusive lock has no limit: {i:?}");
+        assert_eq!(i.taken, None, "an exclusive lock has no permits taken: {i:?}");
     } else {
         assert_eq!((i.owner.as_ref(), i.token), (None, None), "shared: owner and token are nil: {i:?}");
         assert!(i.holders.iter().all(|(_, t, _)| t.is_some()), "shared holders have tokens: {i:?}");
@@ -306,13 +312,16 @@ fn check_info(i: &Info) {
             assert!((1..=100_000).contains(&n), "limit {n}: {i:?}");
             assert!(i.holders.len() as i64 <= n, "more holders than the limit: {i:?}");
         }
+        // One permit per hold here (see `holder_row`).
+        let taken = i.limit.map(|_| i.holders.len() as i64);
+        assert_eq!(i.taken, taken, "a semaphore's permits taken are its holders' ({taken:?}): {i:?}");
         let longest =
             if i.holders.iter().any(|(_, _, p)| *p < 0) { -1 } else { i.holders.iter().map(|(_, _, p)| *p).max().expect("non-empty") };
         assert!((i.pttl - longest).abs() <= 1, "pttl is the longest lease among the holders ({longest}): {i:?}");
     }
 }
 
-/// LOCK.INFO of `key` (this file's 7-field parser; shadows the harness's).
+/// LOCK.INFO of `key` (this file's 8-field parser; shadows the harness's).
 fn info(con: &mut Connection, key: &str) -> Option<Info> {
     parse_info(ok_cmd(con, cmd("LOCK.INFO").arg(key)))
 }

@@ -22,6 +22,7 @@ mod hammer;
 mod interop;
 mod lock_family;
 mod malformed;
+mod multi;
 mod persistence;
 mod quarantine;
 mod replay;
