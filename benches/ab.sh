@@ -38,23 +38,27 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-start() { # start NAME SO -> prints the port
-  local name=$1 so=$2 port
-  port=$(free_port)
+# start NAME SO: a server loading SO, its port left in PORT. Not called
+# in a subshell ($(...)), so that PIDS keeps its pid for the cleanup.
+start() {
+  local name=$1 so=$2
+  PORT=$(free_port)
   mkdir -p "$TMP/$name"
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$TMP/$name" --save '' --appendonly no \
+  redis-server --port "$PORT" --bind 127.0.0.1 --dir "$TMP/$name" --save '' --appendonly no \
     --loadmodule "$so" --logfile "$TMP/$name/log" >/dev/null 2>&1 &
   PIDS+=($!)
   for _ in $(seq 100); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && { echo "$port"; return; }
+    redis-cli -p "$PORT" ping >/dev/null 2>&1 && return
     sleep 0.05
   done
   echo "ab: the $name server did not start (log: $TMP/$name/log)" >&2
   exit 1
 }
 
-OLD_PORT=$(start old "$OLD")
-NEW_PORT=$(start new "$NEW")
+start old "$OLD"
+OLD_PORT=$PORT
+start new "$NEW"
+NEW_PORT=$PORT
 
 # Each workload: a label and the command redis-benchmark repeats
 # (__rand_int__ picks a key in AB_KEYS).
