@@ -49,17 +49,8 @@ pub use multi::{macquire, mextend, mrelease};
 pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_acquire(argv, config::max_ttl(), config::max_owner_len()));
-    if let Some(left) = quarantine::remaining_ms() {
-        stats::QUARANTINE_REFUSED.bump();
-        return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
-    }
-    if req.request.fence != 0 {
-        if let Err(ceiling) = fencing::check_lead(req.request.fence) {
-            return ctx.reply_error_text(&fencing::lead_error("FENCE token", ceiling));
-        }
-    }
-    if req.request.session.is_some() && ctx.has_flags(ctx_flags::LUA) {
-        return ctx.reply_error(NO_SESSION_IN_SCRIPTS);
+    if let Some(refused) = refuse_grant(ctx, &req.request) {
+        return refused;
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
     match change::acquire(ctx, &key, req.key, req.owner, &req.request) {
@@ -79,6 +70,25 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
 
 /// A script runs as a client of its own that never disconnects: a hold
 /// bound to it would end with nothing.
+/// What refuses any grant before a key is looked at (LOCK.ACQUIRE and
+/// LOCK.MACQUIRE alike): the restart quarantine, a FENCE beyond the
+/// allowed lead, SESSION inside a script. `Some(reply)` when refused.
+fn refuse_grant(ctx: Ctx, request: &grant::Request) -> Option<c_int> {
+    if let Some(left) = quarantine::remaining_ms() {
+        stats::QUARANTINE_REFUSED.bump();
+        return Some(ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left")));
+    }
+    if request.fence != 0 {
+        if let Err(ceiling) = fencing::check_lead(request.fence) {
+            return Some(ctx.reply_error_text(&fencing::lead_error("FENCE token", ceiling)));
+        }
+    }
+    if request.session.is_some() && ctx.has_flags(ctx_flags::LUA) {
+        return Some(ctx.reply_error(NO_SESSION_IN_SCRIPTS));
+    }
+    None
+}
+
 const NO_SESSION_IN_SCRIPTS: &std::ffi::CStr =
     c"ERR SESSION is not allowed in scripts: the hold would be bound to the script, not to a connection; call LOCK.ACQUIRE directly";
 

@@ -5,12 +5,12 @@
 
 use std::ffi::c_int;
 
-use super::{NO_SESSION_IN_SCRIPTS, WRONGTYPE};
-use crate::api::{ctx_flags, Arg, Ctx, Key, KeyMode};
+use super::WRONGTYPE;
+use crate::api::{Arg, Ctx, Key, KeyMode};
 use crate::change::multi::{self, ExtendedSet};
 use crate::change::Attempt;
 use crate::server::stats;
-use crate::{args, replication::writable, server::config, server::fencing, server::quarantine};
+use crate::{args, replication::writable, server::config};
 
 /// Every key of the set, open for writing, with its name.
 fn open_all(ctx: Ctx, keys: &[Arg]) -> Vec<(Key, &Arg)> {
@@ -26,17 +26,8 @@ pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     if req.wait.is_some() {
         return ctx.reply_error(c"ERR LOCK.MACQUIRE does not take WAIT yet");
     }
-    if let Some(left) = quarantine::remaining_ms() {
-        stats::QUARANTINE_REFUSED.bump();
-        return ctx.reply_error_text(&format!("TRYAGAIN restart quarantine: {left} ms left"));
-    }
-    if req.request.fence != 0 {
-        if let Err(ceiling) = fencing::check_lead(req.request.fence) {
-            return ctx.reply_error_text(&fencing::lead_error("FENCE token", ceiling));
-        }
-    }
-    if req.request.session.is_some() && ctx.has_flags(ctx_flags::LUA) {
-        return ctx.reply_error(NO_SESSION_IN_SCRIPTS);
+    if let Some(refused) = super::refuse_grant(ctx, &req.request) {
+        return refused;
     }
     let members = open_all(ctx, req.keys);
     match multi::acquire_set(ctx, &members, req.owner, &req.request) {
