@@ -227,6 +227,20 @@ fn a_set_whose_client_leaves_leaves_every_line() {
     assert_eq!(owner_of(&mut o, "a"), None);
 }
 
+#[test]
+fn a_set_that_cannot_block_answers_as_without_wait() {
+    let srv = Server::start();
+    let mut h = srv.conn();
+    let mut c = srv.conn();
+    grant(&mut h, "b", "hb", 60_000);
+    ok_cmd(&mut c, &cmd("MULTI"));
+    ok_cmd(&mut c, &mwait(&["a", "b"], "S", 60_000, 10_000));
+    let replies = ok_cmd(&mut c, &cmd("EXEC"));
+    assert_eq!(replies, Value::Array(vec![Value::Nil]), "inside MULTI a held set answers nil at once");
+    assert!(line(&mut c, "a").is_empty() && line(&mut c, "b").is_empty(), "and stands in no line");
+    assert_eq!(blocked_clients(&mut c), 0);
+}
+
 /// Five philosophers, five forks: philosopher i needs forks i and i+1
 /// (mod 5), takes both with one `LOCK.MACQUIRE ... WAIT`, eats briefly and
 /// puts both down, for about three seconds. Every meal is recorded from
