@@ -228,6 +228,56 @@ fn a_set_whose_client_leaves_leaves_every_line() {
 }
 
 #[test]
+fn a_set_is_granted_when_its_last_member_s_lease_runs_out() {
+    let srv = Server::start();
+    let mut h = srv.conn();
+    let mut o = srv.conn();
+    grant(&mut h, "a", "ha", 60_000);
+    grant(&mut h, "b", "hb", 300);
+    let mut s = waiter(&srv);
+    send_cmd(&mut s, &mwait(&["a", "b"], "S", 60_000, 10_000));
+    wait_line(&mut o, "b", &["S"]);
+    assert_eq!(release(&mut h, b"a", b"ha"), 1);
+    assert_eq!(owner_of(&mut o, "a"), None, "still waiting for b's lease");
+    // Nobody releases b: its lease's end hands the set over.
+    let t = recv_token(&mut s, "the set").expect("granted at b's lease end");
+    assert_eq!(owner_of(&mut o, "a"), Some(("S".to_string(), t)));
+    assert_eq!(owner_of(&mut o, "b"), Some(("S".to_string(), t)));
+}
+
+#[test]
+fn consecutive_shared_sets_are_granted_together() {
+    let srv = Server::start();
+    let mut h = srv.conn();
+    let mut o = srv.conn();
+    grant(&mut h, "b", "writer", 60_000);
+    let shared = |owner: &str| {
+        let mut c = mwait(&["a", "b"], owner, 60_000, 10_000);
+        c.arg("SHARED");
+        c
+    };
+    let mut r1 = waiter(&srv);
+    send_cmd(&mut r1, &shared("R1"));
+    wait_line(&mut o, "b", &["R1"]);
+    let mut r2 = waiter(&srv);
+    send_cmd(&mut r2, &shared("R2"));
+    wait_line(&mut o, "a", &["R1", "R2"]);
+    let mut w = waiter(&srv);
+    send_cmd(&mut w, &mwait(&["a"], "W", 60_000, 10_000));
+    wait_line(&mut o, "a", &["R1", "R2", "W"]);
+
+    assert_eq!(release(&mut h, b"b", b"writer"), 1);
+    let t1 = recv_token(&mut r1, "R1").expect("R1 granted");
+    let t2 = recv_token(&mut r2, "R2").expect("R2 granted beside R1");
+    assert!(t1 < t2);
+    assert_eq!(line(&mut o, "a"), ["W"], "the exclusive one waits for both readers");
+    assert_eq!(mrelease(&mut o, &["a", "b"], "R1"), 2);
+    assert_eq!(line(&mut o, "a"), ["W"]);
+    assert_eq!(mrelease(&mut o, &["a", "b"], "R2"), 2);
+    assert!(recv_token(&mut w, "W").is_some_and(|t| t > t2));
+}
+
+#[test]
 fn a_set_that_cannot_block_answers_as_without_wait() {
     let srv = Server::start();
     let mut h = srv.conn();
@@ -317,4 +367,34 @@ fn dining_philosophers_share_the_forks_fairly_and_never_twice_at_once() {
     let (least, most) = (counts.iter().copied().min().unwrap_or(0), counts.iter().copied().max().unwrap_or(0));
     assert!(least >= 1, "a philosopher never ate: {counts:?}");
     assert!(least * 4 >= most, "the least fed ate {least} times, the most fed {most}: {counts:?}");
+}
+
+/// `calls` of EXEC in INFO commandstats.
+fn exec_calls(c: &mut Connection) -> i64 {
+    let text: String = cmd("INFO").arg("commandstats").query(c).expect("INFO commandstats");
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_exec:calls="))
+        .map_or(0, |rest| rest.split(',').next().and_then(|n| n.parse().ok()).expect("calls is an integer"))
+}
+
+#[test]
+fn a_set_handed_over_at_a_lease_end_reaches_a_replica_whole() {
+    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    grant(&mut m, "b", "hb", 300);
+    let mut s = waiter(&master);
+    send_cmd(&mut s, &mwait(&["a", "b", "c"], "S", 60_000, 10_000));
+    wait_line(&mut m, "b", &["S"]);
+    wait1(&mut m);
+    let execs = exec_calls(&mut r);
+    // The lease timer's handoff: three grants in one execution unit.
+    let t = recv_token(&mut s, "the set").expect("granted at b's lease end");
+    wait1(&mut m);
+    assert_eq!(exec_calls(&mut r), execs + 1, "the set reached the replica as one transaction");
+    for k in ["a", "b", "c"] {
+        assert_eq!(owner_of(&mut r, k), Some(("S".to_string(), t)), "{k} on the replica");
+    }
 }
