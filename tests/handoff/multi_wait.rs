@@ -398,3 +398,27 @@ fn a_set_handed_over_at_a_lease_end_reaches_a_replica_whole() {
         assert_eq!(owner_of(&mut r, k), Some(("S".to_string(), t)), "{k} on the replica");
     }
 }
+
+#[test]
+fn a_master_demoted_while_a_set_waits_unblocks_it_and_grants_nothing() {
+    let master = Server::start();
+    let other = Server::start_with(&["--repl-ping-replica-period", "3600", "--repl-diskless-sync-delay", "0"]);
+    let mut m = master.conn();
+    grant(&mut m, "k", "h", 300);
+    let mut s = waiter(&master);
+    send_cmd(&mut s, &mwait(&["k", "d"], "S", 60_000, 0));
+    wait_line(&mut m, "d", &["S"]);
+    ok_cmd(&mut m, cmd("REPLICAOF").arg("127.0.0.1").arg(other.port));
+    match try_recv_reply(&mut s) {
+        Some(Err(e)) => assert!(e.starts_with("UNBLOCKED"), "a set waiting on a demoted master: {e}"),
+        other => panic!("a set waiting on a master turned replica: expected an UNBLOCKED error, got {other:?}"),
+    }
+    wait_replica_synced(&other, &master);
+    assert!(line(&mut m, "k").is_empty() && line(&mut m, "d").is_empty(), "the set left both lines");
+    // Past h's deadline, after the sync: nothing granted on the demoted node.
+    while now_unix_ms() < pexpiretime(&mut m, b"k").max(0) + 100 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let keys: Vec<String> = cmd("KEYS").arg("*").query(&mut m).expect("KEYS");
+    assert!(keys.is_empty(), "the demoted node has keys its master does not: {keys:?}");
+}
