@@ -29,6 +29,7 @@ pub mod grant;
 pub mod multi;
 mod release;
 pub mod rescued;
+pub mod set;
 
 pub use acquire::acquire;
 pub use disconnect::end_closed;

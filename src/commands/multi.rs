@@ -5,40 +5,35 @@
 
 use std::ffi::c_int;
 
-use super::WRONGTYPE;
-use crate::api::{Arg, Ctx, Key, KeyMode};
+use super::{may_block, WRONGTYPE};
+use crate::api::{Arg, Ctx};
 use crate::change::multi::{self, ExtendedSet};
 use crate::change::Attempt;
 use crate::server::stats;
-use crate::{args, replication::writable, server::config};
+use crate::{args, replication::writable, server::config, waiters};
 
-/// Every key of the set, open for writing, with its name.
-fn open_all(ctx: Ctx, keys: &[Arg]) -> Vec<(Key, &Arg)> {
-    keys.iter().map(|name| (ctx.open_key(name, KeyMode::Write), name)).collect()
-}
-
-/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [SESSION [DELAY ms]]`
+/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`
 /// → one token for the whole set, or nil (a member held incompatibly, or
-/// waited for by others).
+/// waited for by others; with WAIT, the wait timed out). A set that waits
+/// stands in every member's line at once.
 pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_macquire(argv, config::max_ttl(), config::max_owner_len()));
-    if req.wait.is_some() {
-        return ctx.reply_error(c"ERR LOCK.MACQUIRE does not take WAIT yet");
-    }
     if let Some(refused) = super::refuse_grant(ctx, &req.request) {
         return refused;
     }
-    let members = open_all(ctx, req.keys);
-    match multi::acquire_set(ctx, &members, req.owner, &req.request) {
+    match multi::acquire_set(ctx, req.keys, req.owner, &req.request) {
         Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Refused(msg) => ctx.reply_error(&msg),
-        Attempt::Held => {
-            stats::ACQUIRE_REFUSED.bump();
-            ctx.reply_null()
-        }
+        Attempt::Held => match req.wait {
+            Some(timeout) if may_block(ctx) => waiters::enqueue_set(ctx, req.keys, req.owner, req.request, timeout),
+            _ => {
+                stats::ACQUIRE_REFUSED.bump();
+                ctx.reply_null()
+            }
+        },
     }
 }
 
@@ -48,8 +43,7 @@ pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn mrelease(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_mrelease(argv));
-    let members = open_all(ctx, req.keys);
-    match multi::release_set(ctx, &members, req.owner) {
+    match multi::release_set(ctx, req.keys, req.owner) {
         Some(released) => ctx.reply_integer(released),
         None => ctx.reply_error(WRONGTYPE),
     }
@@ -61,8 +55,7 @@ pub fn mrelease(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn mextend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_mextend(argv, config::max_ttl()));
-    let members = open_all(ctx, req.keys);
-    match multi::extend_set(ctx, &members, req.owner, req.ttl_ms) {
+    match multi::extend_set(ctx, req.keys, req.owner, req.ttl_ms) {
         ExtendedSet::Done(extended) => ctx.reply_integer(extended),
         ExtendedSet::WrongType => ctx.reply_error(WRONGTYPE),
         ExtendedSet::Failed(msg) => ctx.reply_error(msg),

@@ -102,6 +102,13 @@ pub fn clock_stepped() {
         return;
     }
     let now = clock::mono_ms();
+    let restart = |waiter: &mut Waiter| {
+        if let Some(id) = waiter.deadline {
+            if let Some(id) = id.restart(waiter.due_mono_ms.saturating_sub(now)) {
+                waiter.deadline = Some(id);
+            }
+        }
+    };
     with_registry(|r| {
         for keys in r.queues.values_mut() {
             for queue in keys.values_mut() {
@@ -110,14 +117,15 @@ pub fn clock_stepped() {
                         timer.id = id;
                     }
                 }
-                for waiter in queue.waiters.iter_mut() {
-                    if let Some(id) = waiter.deadline {
-                        if let Some(id) = id.restart(waiter.due_mono_ms.saturating_sub(now)) {
-                            waiter.deadline = Some(id);
-                        }
+                for place in queue.waiters.iter_mut() {
+                    if let Place::One(waiter) = place {
+                        restart(waiter);
                     }
                 }
             }
+        }
+        for set in r.sets.values_mut() {
+            restart(&mut set.waiter);
         }
         if let Some(id) = r.retry_timer {
             if let Some(id) = id.restart(0) {

@@ -41,9 +41,9 @@ pub use events::{
     anyone_waits, clock_stepped, command_names, dataset_changed, deleting_before_handoff, demoted, exec_starting, key_unlinked,
 };
 use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
-pub use serving::{enqueue, lease_changed, serve};
+pub use serving::{enqueue, enqueue_set, lease_changed, serve};
 pub use timers::defer;
-use timers::{arm, arm_lease, on_wait_timeout};
+use timers::{arm, arm_lease, left_lines, on_wait_timeout};
 pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
 
 use std::collections::HashMap;
@@ -83,6 +83,54 @@ struct Waiter {
     user: Option<HeldString>,
 }
 
+/// A place in a key's line: a single-key waiter, or a set's (the set
+/// itself is kept once, in `Registry::sets`, by its blocked client's
+/// address, and stands in the line of each of its members).
+enum Place {
+    One(Waiter),
+    Set(usize),
+}
+
+impl Place {
+    fn is_set(&self, id: usize) -> bool {
+        matches!(self, Place::Set(set) if *set == id)
+    }
+
+    /// The blocked client's address.
+    fn client(&self) -> usize {
+        match self {
+            Place::One(waiter) => waiter.client as usize,
+            Place::Set(id) => *id,
+        }
+    }
+}
+
+/// A set waiting in every member's line (`LOCK.MACQUIRE ... WAIT`).
+struct SetWaiter {
+    waiter: Waiter,
+    db: c_int,
+    /// Its members, each once, in the order given.
+    keys: Vec<HeldString>,
+}
+
+/// The waiter at a place.
+fn waiter_at<'a>(sets: &'a HashMap<usize, SetWaiter>, place: &'a Place) -> Option<&'a Waiter> {
+    match place {
+        Place::One(waiter) => Some(waiter),
+        Place::Set(id) => sets.get(id).map(|set| &set.waiter),
+    }
+}
+
+/// What serving a line takes from its head.
+enum Taken {
+    One(Waiter),
+    /// A set first in all its lines, out of every one of them.
+    Set(SetWaiter),
+    /// A set that still waits behind others in another member's line: it
+    /// stays, and stops this line.
+    Blocked,
+}
+
 /// A wait's timeout: the timer carries the blocked client's address.
 type WaitTimer = api::TimerWith<usize>;
 
@@ -94,7 +142,7 @@ struct Timer {
 
 struct Queue {
     key: HeldString,
-    waiters: Line<Waiter>,
+    waiters: Line<Place>,
     timer: Option<Timer>,
     /// What freed the lock, when an event (not the lease timer) said so.
     freed_by: Option<Cause>,
@@ -104,6 +152,12 @@ struct Queue {
     /// A command named the key since the last EXEC (it may be queued in a
     /// MULTI and change the lease only then).
     touched: bool,
+}
+
+impl Queue {
+    fn new(key: HeldString) -> Queue {
+        Queue { key, waiters: Line::default(), timer: None, freed_by: None, lease_due_ms: None, touched: false }
+    }
 }
 
 /// A queue: its database and key.
@@ -119,8 +173,11 @@ struct TimerTarget {
 #[derive(Default)]
 struct Registry {
     queues: HashMap<c_int, HashMap<Box<[u8]>, Queue>>,
-    /// Blocked client → the queue it waits in.
+    /// Blocked client → the queue it waits in (a single-key waiter).
     clients: HashMap<usize, (c_int, Box<[u8]>)>,
+    /// Blocked client → the set it waits for, standing in each member's
+    /// queue as `Place::Set`.
+    sets: HashMap<usize, SetWaiter>,
     timer_generation: u64,
     /// Queues whose handoff the server's state refused (see `writable`): one
     /// timer retries them all, so a long pause costs one check per tick.
@@ -148,11 +205,62 @@ impl Registry {
         self.queues.get_mut(&db)?.get_mut(key)
     }
 
-    fn pop_head(&mut self, db: c_int, key: &[u8]) -> Option<Waiter> {
-        let waiter = self.queue_mut(db, key)?.waiters.take_head()?;
+    /// Takes the head of a line out to offer it the lock: a single-key
+    /// waiter, or a set first in all its lines (out of all of them);
+    /// `Blocked` for a set that is not.
+    fn take_head(&mut self, db: c_int, key: &[u8]) -> Option<Taken> {
+        let queue = self.queue_mut(db, key)?;
+        if let Some(id) = queue.waiters.first().and_then(|p| if let Place::Set(id) = p { Some(*id) } else { None }) {
+            if !self.first_in_all(id) {
+                return Some(Taken::Blocked);
+            }
+            return self.take_set(id).map(|(set, _)| Taken::Set(set));
+        }
+        let Place::One(waiter) = queue.waiters.take_head()? else { return None };
         self.clients.remove(&(waiter.client as usize));
         WAITING.fetch_sub(1, Ordering::Relaxed);
-        Some(waiter)
+        Some(Taken::One(waiter))
+    }
+
+    /// Whether the set `id` heads the line of each of its members.
+    fn first_in_all(&self, id: usize) -> bool {
+        let Some(set) = self.sets.get(&id) else { return false };
+        let per_db = self.queues.get(&set.db);
+        set.keys
+            .iter()
+            .all(|key| per_db.and_then(|keys| keys.get(key.bytes())).and_then(|q| q.waiters.first()).is_some_and(|p| p.is_set(id)))
+    }
+
+    /// Takes the set `id` out of every line it stands in (its queues stay,
+    /// even empty: see `drop_if_empty`); with it, the members whose line it
+    /// headed with others behind it.
+    fn take_set(&mut self, id: usize) -> Option<(SetWaiter, Vec<Box<[u8]>>)> {
+        let set = self.sets.remove(&id)?;
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        let mut headed = Vec::new();
+        for key in &set.keys {
+            let Some(queue) = self.queue_mut(set.db, key.bytes()) else { continue };
+            if let Some((_, true)) = queue.waiters.leave(|p| p.is_set(id)) {
+                headed.push(key.bytes().into());
+            }
+        }
+        Some((set, headed))
+    }
+
+    /// Puts a set that was first in all its lines back first in each.
+    fn put_back_set(&mut self, set: SetWaiter) {
+        let id = set.waiter.client as usize;
+        for key in &set.keys {
+            let queue = self
+                .queues
+                .entry(set.db)
+                .or_default()
+                .entry(key.bytes().into())
+                .or_insert_with(|| Queue::new(HeldString::from_bytes(key.bytes())));
+            queue.waiters.put_back(Place::Set(id));
+        }
+        self.sets.insert(id, set);
+        WAITING.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Puts a head back first in its line; the waiter again when its line
@@ -162,29 +270,43 @@ impl Registry {
         let Some(queue) = self.queue_mut(db, key) else {
             return Some(waiter);
         };
-        queue.waiters.put_back(waiter);
+        queue.waiters.put_back(Place::One(waiter));
         self.clients.insert(client, (db, key.into()));
         WAITING.fetch_add(1, Ordering::Relaxed);
         None
     }
 
-    /// Takes a client out of its queue; also returns the queue's timer to
-    /// stop when nobody is left in it, or the queue to look at again when
-    /// the client was its head and others wait behind it (an exclusive
-    /// request leaving may let the readers behind it in beside the holders).
-    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Option<Timer>, Option<QueueName>)> {
+    /// Takes a client out of its queue, or a set out of every line; also
+    /// returns the queues' timers to stop when nobody is left in them, and
+    /// the queues to look at again where it was the head and others wait
+    /// behind it (an exclusive request leaving may let the readers behind
+    /// it in beside the holders; a set leaving may unblock another).
+    fn remove_client(&mut self, client: *mut RedisModuleBlockedClient) -> Option<(Waiter, Vec<Timer>, Vec<QueueName>)> {
+        if self.sets.contains_key(&(client as usize)) {
+            let (set, headed) = self.take_set(client as usize)?;
+            let stopped = set.keys.iter().filter_map(|key| self.drop_if_empty(set.db, key.bytes())).collect();
+            let new_heads = headed.into_iter().map(|key| (set.db, key)).collect();
+            return Some((set.waiter, stopped, new_heads));
+        }
         let (db, key) = self.clients.remove(&(client as usize))?;
         let queue = self.queue_mut(db, &key)?;
-        let (waiter, new_head) = queue.waiters.leave(|w| w.client == client)?;
+        let (place, new_head) = queue.waiters.leave(|p| p.client() == client as usize)?;
+        let Place::One(waiter) = place else { return None };
         WAITING.fetch_sub(1, Ordering::Relaxed);
-        let stopped = self.drop_if_empty(db, &key);
-        Some((waiter, stopped, new_head.then_some((db, key))))
+        let stopped = self.drop_if_empty(db, &key).into_iter().collect();
+        Some((waiter, stopped, if new_head { vec![(db, key)] } else { Vec::new() }))
     }
 
     fn waiter_mut(&mut self, client: usize) -> Option<&mut Waiter> {
+        if let Some(set) = self.sets.get_mut(&client) {
+            return Some(&mut set.waiter);
+        }
         // Disjoint fields: the key is borrowed from `clients`, not copied.
         let (db, key) = self.clients.get(&client)?;
-        self.queues.get_mut(db)?.get_mut(key)?.waiters.iter_mut().find(|w| w.client as usize == client)
+        self.queues.get_mut(db)?.get_mut(key)?.waiters.iter_mut().find_map(|p| match p {
+            Place::One(w) if w.client as usize == client => Some(w),
+            _ => None,
+        })
     }
 
     /// Drops the queue when nobody waits in it; returns its timer to stop.

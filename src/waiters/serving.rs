@@ -45,15 +45,8 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     let session_client = request.session.map(|_| ctx.client_id());
     let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, joined_mono_ms, due_mono_ms, user };
     let queued = with_registry(move |r| {
-        let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue {
-            key: key_held,
-            waiters: Line::default(),
-            timer: None,
-            freed_by: None,
-            lease_due_ms: None,
-            touched: false,
-        });
-        queue.waiters.join(waiter);
+        let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue::new(key_held));
+        queue.waiters.join(Place::One(waiter));
         r.clients.insert(client as usize, (db, key.bytes().into()));
         WAITING.fetch_add(1, Ordering::Relaxed);
         stats::WAIT_STARTED.bump();
@@ -69,6 +62,62 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     crate::api::OK
 }
 
+/// Blocks the calling client for the set of keys `names` (each once, in
+/// this database): its one place joins the tail of every member's line at
+/// once, so it waits behind exactly those who came before it on each
+/// member. It is handed the set once it heads them all (`serve`); its
+/// timeout and disconnect take it out of every line, as `enqueue`'s.
+pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, request: Request, timeout_ms: i64) -> c_int {
+    let client = api::block::<Wait>(ctx);
+    if client.is_null() {
+        return ctx.reply_error(c"ERR could not block the client");
+    }
+    let db = ctx.selected_db();
+    let keys: Vec<HeldString> = names.iter().map(Arg::hold).collect();
+    let owner_held = owner.hold();
+    if !owner_held.is_valid() || keys.iter().any(|k| !k.is_valid()) {
+        unblock(client, Outcome::Error(c"ERR could not keep the request"));
+        return crate::api::OK;
+    }
+    let deadline = (timeout_ms > 0 && timeout_ms <= crate::server::config::DURATION_LIMIT)
+        .then(|| api::after_with(timeout_ms, on_wait_timeout, client as usize))
+        .flatten();
+    let joined_mono_ms = clock::mono_ms();
+    let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
+    let user = crate::waiters::acl::current_user(ctx);
+    let session_client = request.session.map(|_| ctx.client_id());
+    let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, joined_mono_ms, due_mono_ms, user };
+    let id = client as usize;
+    let queued = with_registry(move |r| {
+        for name in names {
+            let queue = r.queues.entry(db).or_default().entry(name.bytes().into()).or_insert_with(|| Queue::new(name.hold()));
+            queue.waiters.join(Place::Set(id));
+        }
+        r.sets.insert(id, SetWaiter { waiter, db, keys });
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        stats::WAIT_STARTED.bump();
+    });
+    if queued.is_none() {
+        if let Some(id) = deadline {
+            id.stop();
+        }
+        unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
+        return crate::api::OK;
+    }
+    for name in names {
+        arm_held(&ctx.open_key(name, KeyMode::Write), db, name.bytes());
+    }
+    crate::api::OK
+}
+
+/// Arms a set member's line for its lease's end while it is held; a free
+/// member needs no timer (its line moves when a waiter ahead leaves).
+fn arm_held(key: &Key, db: c_int, name: &[u8]) {
+    if !matches!(grants::lease_left(key, crate::server::clock::now()), Left::Ended) {
+        arm_lease(db, name, next_check(key));
+    }
+}
+
 /// Hands the lock at `key` (open for writing in `ctx`'s database `db`) to
 /// the oldest waiters while it is free for them; arms the lease timer when
 /// it stays held. `cause` is what freed it, for INFO.
@@ -81,7 +130,23 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     // re-enter this module). The head is first in line: nobody waits ahead
     // of it. Shared heads are granted one after the other until one does
     // not fit.
-    let offer = |head: Waiter| {
+    // Whether the head that stopped serving needs this key's lease timer:
+    // a single-key waiter does; a set arms its own held members, and a set
+    // blocked in another line waits for that line to move.
+    let arm_here = std::cell::Cell::new(true);
+    let offer = |head: Taken| {
+        let head = match head {
+            Taken::One(head) => head,
+            Taken::Set(set) => {
+                arm_here.set(false);
+                return offer_set(ctx, key, db, key_name, set, cause);
+            }
+            Taken::Blocked => {
+                arm_here.set(false);
+                return Offer::Waits(Taken::Blocked);
+            }
+        };
+        arm_here.set(true);
         // Only a waiter the lock would go to now is checked: its rights
         // then, not while it waits, decide.
         let refused = match &head.user {
@@ -94,38 +159,140 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
         }
         match change::handoff(ctx, key, db, key_name, Arg::of(&head.owner), &head.request, head.session_client) {
             Attempt::Granted(granted) => {
-                let waited = clock::mono_ms().saturating_sub(head.joined_mono_ms);
-                stats::waits(stats::HoldKind::of_request(&head.request)).record(waited);
-                stats::WAIT_GRANTED.bump();
-                cause.counter().bump();
+                granted_after_wait(&head, cause);
                 unblock_waiter(head, Outcome::Token(granted.token));
             }
             Attempt::WrongType => cancel(head, Outcome::WrongType),
             Attempt::Failed(msg) => cancel(head, Outcome::Error(msg)),
             Attempt::Refused(msg) => cancel(head, Outcome::Refused(msg)),
-            Attempt::Held => return Offer::Waits(head),
+            Attempt::Held => return Offer::Waits(Taken::One(head)),
         }
         Offer::Left
     };
-    let put_back = |head: Waiter| {
-        // Back to the front of the line; if that fails, never leave a
-        // client blocked with nobody to serve it.
-        let mut unplaced = Some(head);
-        with_registry(|r| {
-            if let Some(waiter) = unplaced.take() {
-                unplaced = r.push_front(db, name, waiter);
+    let put_back = |head: Taken| {
+        match head {
+            Taken::Blocked => {}
+            Taken::Set(set) => {
+                let mut unplaced = Some(set);
+                with_registry(|r| {
+                    if let Some(set) = unplaced.take() {
+                        r.put_back_set(set);
+                    }
+                });
+                if let Some(set) = unplaced {
+                    cancel(set.waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                }
             }
-        });
-        if let Some(waiter) = unplaced {
-            cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+            Taken::One(head) => {
+                // Back to the front of the line; if that fails, never leave
+                // a client blocked with nobody to serve it.
+                let mut unplaced = Some(head);
+                with_registry(|r| {
+                    if let Some(waiter) = unplaced.take() {
+                        unplaced = r.push_front(db, name, waiter);
+                    }
+                });
+                if let Some(waiter) = unplaced {
+                    cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                }
+            }
         }
     };
-    if line::serve(|| with_registry(|r| r.pop_head(db, name)).flatten(), offer, put_back) {
+    if line::serve(|| with_registry(|r| r.take_head(db, name)).flatten(), offer, put_back) && arm_here.get() {
         arm_lease(db, name, next_check(key));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, name)) {
         timer.id.stop();
     }
+}
+
+/// Counts a grant to a waiter.
+fn granted_after_wait(head: &Waiter, cause: Cause) {
+    let waited = clock::mono_ms().saturating_sub(head.joined_mono_ms);
+    stats::waits(stats::HoldKind::of_request(&head.request)).record(waited);
+    stats::WAIT_GRANTED.bump();
+    cause.counter().bump();
+}
+
+/// Offers its set to a set first in all its lines, taken out of every one
+/// of them, while `key` (open, named `key_name`) is one of its members:
+/// the set is granted whole through the same grant as LOCK.MACQUIRE's,
+/// with nobody waiting ahead of it. Granted (or turned away), it has left
+/// every line, and the others it headed are served again; held, it goes
+/// back first in all of them, and each member still held is looked at when
+/// its lease ends.
+fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cause: Cause) -> Offer<Taken> {
+    // The user's rights to every member, now (see `acl`).
+    let refused = set.waiter.user.as_ref().and_then(|user| set.keys.iter().find_map(|k| crate::waiters::acl::refusal(user, Arg::of(k))));
+    if let Some(msg) = refused {
+        let keys = others(&set, key_name);
+        cancel(set.waiter, Outcome::Refused(msg));
+        set_left(db, keys);
+        return Offer::Left;
+    }
+    // This member through the handle the caller holds; the others opened
+    // here (a second handle to the same key would miss what the first
+    // writes).
+    let opened: Vec<Option<Key>> =
+        set.keys.iter().map(|k| (k.bytes() != key_name.bytes()).then(|| ctx.open_key(Arg::of(k), KeyMode::Write))).collect();
+    let members: Vec<(&Key, &Arg)> = set.keys.iter().zip(&opened).map(|(k, o)| (o.as_ref().unwrap_or(key), Arg::of(k))).collect();
+    for (member, name) in &members {
+        if name.bytes() != key_name.bytes() {
+            crate::change::rescued::restore_rescued(ctx, member, name);
+        }
+    }
+    let waiter = &set.waiter;
+    let attempt = crate::change::set::grant_set(ctx, &members, Arg::of(&waiter.owner), &waiter.request, |_| false, waiter.session_client);
+    let outcome = match attempt {
+        Attempt::Granted(granted) => {
+            for (member, name) in &members {
+                lease_changed(ctx, member, name);
+            }
+            granted_after_wait(waiter, cause);
+            Outcome::Token(granted.token)
+        }
+        Attempt::Held => {
+            for (member, name) in &members {
+                arm_held(member, db, name.bytes());
+            }
+            drop(members);
+            return Offer::Waits(Taken::Set(set));
+        }
+        Attempt::WrongType => Outcome::WrongType,
+        Attempt::Failed(msg) => Outcome::Error(msg),
+        Attempt::Refused(msg) => Outcome::Refused(msg),
+    };
+    drop(members);
+    let keys = others(&set, key_name);
+    match outcome {
+        Outcome::Token(_) => unblock_waiter(set.waiter, outcome),
+        _ => cancel(set.waiter, outcome),
+    }
+    set_left(db, keys);
+    Offer::Left
+}
+
+/// A set's members other than `key_name`.
+fn others(set: &SetWaiter, key_name: &Arg) -> Vec<Box<[u8]>> {
+    set.keys.iter().filter(|k| k.bytes() != key_name.bytes()).map(|k| k.bytes().into()).collect()
+}
+
+/// A set left its other members' lines (it headed them all): each is
+/// dropped when empty, else served again (the next head may be another
+/// set now first in all its lines, or a reader beside a shared set).
+fn set_left(db: c_int, keys: Vec<Box<[u8]>>) {
+    let mut stopped = Vec::new();
+    let mut waited = Vec::new();
+    with_registry(|r| {
+        for key in keys {
+            match r.drop_if_empty(db, &key) {
+                Some(timer) => stopped.push(timer),
+                None if r.queue_mut(db, &key).is_some() => waited.push((db, key)),
+                None => {}
+            }
+        }
+    });
+    left_lines(stopped, waited);
 }
 
 /// How long after a lease's end its waiters are served. Both clocks are
@@ -218,13 +385,8 @@ const SERVER_ENDED_WAIT: &CStr = c"UNBLOCKED redislock: the server ended the wai
 /// becoming a replica): leave the queue and free Redis's handle (a client
 /// blocked with RM_BlockClient is freed only by RM_UnblockClient).
 fn on_disconnect(client: *mut RedisModuleBlockedClient) {
-    if let Some(Some((waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
-        if let Some(timer) = stopped {
-            timer.id.stop();
-        }
-        if let Some((db, key)) = new_head {
-            arm(db, &key, clock::mono_ms());
-        }
+    if let Some(Some((waiter, stopped, new_heads))) = with_registry(|r| r.remove_client(client)) {
+        left_lines(stopped, new_heads);
         if let Some(id) = waiter.deadline {
             id.stop();
         }

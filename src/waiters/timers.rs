@@ -20,16 +20,23 @@ pub(super) fn on_wait_timeout(_ctx: Ctx, address: usize) {
         return;
     }
     let client = address as *mut RedisModuleBlockedClient;
-    if let Some(Some((_waiter, stopped, new_head))) = with_registry(|r| r.remove_client(client)) {
-        if let Some(timer) = stopped {
-            timer.id.stop();
-        }
-        if let Some((db, key)) = new_head {
-            arm(db, &key, clock::mono_ms());
-        }
+    if let Some(Some((_waiter, stopped, new_heads))) = with_registry(|r| r.remove_client(client)) {
+        left_lines(stopped, new_heads);
         // This timer is the one firing: nothing to stop for the waiter.
         stats::WAIT_TIMED_OUT.bump();
         unblock(client, Outcome::TimedOut);
+    }
+}
+
+/// After a waiter left its lines: their timers stop where nobody is left,
+/// and the lines it headed are served again.
+pub(super) fn left_lines(stopped: Vec<Timer>, new_heads: Vec<QueueName>) {
+    for timer in stopped {
+        timer.id.stop();
+    }
+    let now = clock::mono_ms();
+    for (db, key) in new_heads {
+        arm(db, &key, now);
     }
 }
 
@@ -111,10 +118,15 @@ const MOVED_AWAY: &CStr =
 
 const NOW_A_REPLICA: &CStr = c"TRYAGAIN redislock: this node became a replica while you waited; retry the command on the master";
 
-/// Answers every waiter of a queue with `msg` and drops the queue.
+/// Answers every waiter of a queue with `msg` and drops the queue (a set
+/// leaves every line: the others are served again).
 fn turn_away(db: c_int, key: &[u8], msg: &'static CStr) {
-    while let Some(head) = with_registry(|r| r.pop_head(db, key)).flatten() {
-        cancel(head, Outcome::Error(msg));
+    let head = || with_registry(|r| r.queue_mut(db, key).and_then(|q| q.waiters.first().map(Place::client))).flatten();
+    while let Some(client) = head() {
+        let client = client as *mut RedisModuleBlockedClient;
+        let Some(Some((waiter, stopped, new_heads))) = with_registry(|r| r.remove_client(client)) else { break };
+        left_lines(stopped, new_heads);
+        cancel(waiter, Outcome::Error(msg));
     }
     if let Some(Some(timer)) = with_registry(|r| r.drop_if_empty(db, key)) {
         timer.id.stop();

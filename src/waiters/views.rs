@@ -20,11 +20,14 @@ pub fn list(db: c_int, key: &[u8], count: usize) -> Vec<WaiterView> {
     }
     let now = clock::mono_ms();
     with_registry(|r| {
-        let Some(queue) = r.queue_mut(db, key) else { return Vec::new() };
+        let Registry { queues, sets, .. } = r;
+        let sets = &*sets;
+        let Some(queue) = queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) else { return Vec::new() };
         queue
             .waiters
             .iter_mut()
             .take(count)
+            .filter_map(|p| waiter_at(sets, &*p))
             .map(|w| WaiterView {
                 owner: w.owner.bytes().into(),
                 request: w.request,
@@ -57,7 +60,11 @@ pub fn busiest(db: c_int, count: usize) -> Vec<Contended> {
                 .map(|(key, q)| Contended {
                     key: key.clone(),
                     waiters: q.waiters.len(),
-                    oldest_wait_ms: q.waiters.first().map_or(0, |w| now.saturating_sub(w.joined_mono_ms)),
+                    oldest_wait_ms: q
+                        .waiters
+                        .first()
+                        .and_then(|p| waiter_at(&r.sets, p))
+                        .map_or(0, |w| now.saturating_sub(w.joined_mono_ms)),
                 })
                 .collect()
         })
@@ -75,7 +82,8 @@ pub fn oldest_wait_ms() -> i64 {
     }
     let now = clock::mono_ms();
     let oldest = with_registry(|r| {
-        r.queues.values().flat_map(|keys| keys.values()).filter_map(|q| q.waiters.first().map(|w| w.joined_mono_ms)).min()
+        let heads = r.queues.values().flat_map(|keys| keys.values()).filter_map(|q| q.waiters.first().and_then(|p| waiter_at(&r.sets, p)));
+        heads.map(|w| w.joined_mono_ms).min()
     });
     oldest.flatten().map_or(0, |joined| now.saturating_sub(joined))
 }

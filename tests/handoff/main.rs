@@ -9,5 +9,6 @@ mod common;
 
 mod clock_steps;
 mod lease_changes;
+mod multi_wait;
 mod session;
 mod waiting;

@@ -1,0 +1,103 @@
+//! The grant of a whole set, one for whoever asks: `LOCK.MACQUIRE`
+//! (`multi`, which serves its members' lines first) and the handoff to a
+//! set first in all its lines (`waiters`). The core decides the set all or
+//! nothing (`core::multi::acquire_set`, over what each member holds), then
+//! every member is granted as an ordinary lock with the set's one token
+//! (`grant::try_acquire`, `By::Set`). It serves no line and arms no timer:
+//! its callers do.
+
+use super::binding::{bind, binds};
+use super::grant::{refused, try_acquire, Attempt, By, Granted};
+use super::release_member;
+use crate::api::{Arg, Ctx, Key};
+use crate::core::grant::{Holder, Holding, Kind, Mode, Outcome, Request};
+use crate::core::lease::Now;
+use crate::core::multi::{self, Member};
+use crate::keys::grants::{slot, Look, Slot};
+use crate::keys::group;
+use crate::server::fencing::COUNTER;
+
+/// A set's grant to `owner`: every member (open for writing, with its
+/// name) or none. `waiting_ahead`: whether others wait before this request
+/// in a member's line (a set first in all its lines answers false).
+/// `client`: the connection a SESSION hold is bound to.
+pub fn grant_set(
+    ctx: Ctx,
+    members: &[(&Key, &Arg)],
+    owner: &Arg,
+    req: &Request,
+    waiting_ahead: impl Fn(&Arg) -> bool,
+    client: Option<u64>,
+) -> Attempt {
+    let now = crate::server::clock::now();
+    let mut views = Vec::with_capacity(members.len());
+    for (key, _) in members {
+        match view(key, owner.bytes(), req, now) {
+            Ok(view) => views.push(view),
+            Err(attempt) => return attempt,
+        }
+    }
+    // Which members the owner holds already (a failure gives back only
+    // the others).
+    let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some_and(|h| h.end > now.mono)).collect();
+    let mut asked: Vec<Member<'_, group::Owner>> =
+        views.iter_mut().zip(members).map(|(holding, (_, key_name))| Member { holding, waiting_ahead: waiting_ahead(key_name) }).collect();
+    let owner_box: group::Owner = owner.bytes().into();
+    let (token, how) = match multi::acquire_set(&mut asked, &owner_box, req, now.mono, |min| COUNTER.issue(min)) {
+        Outcome::Granted(token, how) => (token, how),
+        Outcome::Held => return Attempt::Held,
+        Outcome::Refused(refusal) => return refused(refusal),
+    };
+    // Decided: each member is now an ordinary grant of the set's token
+    // (FENCE at the token, so a member the owner held takes it too).
+    let member_req = Request { fence: token, ..*req };
+    let mut end = now.mono;
+    for (i, (key, key_name)) in members.iter().enumerate() {
+        let failed = match try_acquire(ctx, key, key_name, owner, &member_req, false, By::Set(token)) {
+            Attempt::Granted(granted) if granted.token == token => {
+                end = granted.end;
+                None
+            }
+            Attempt::Granted(_) => Some(Attempt::Failed(c"ERR a member of the set took another token")),
+            // Only a failure to store can differ from the decision.
+            other => Some(other),
+        };
+        if let Some(failed) = failed {
+            // All or nothing: the members this set took are given back
+            // (those the owner held before keep the set's token).
+            for ((key, key_name), held) in members[..i].iter().zip(&held_before) {
+                if !held {
+                    release_member(ctx, key, key_name, owner.bytes());
+                }
+            }
+            return failed;
+        }
+        if binds(req) {
+            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), req, client);
+        }
+    }
+    Attempt::Granted(Granted { token, how, end })
+}
+
+/// What `key` holds, as the core's rules see it for a set: an exclusive
+/// lock as its one holder, a group as its holders; an error for a key of
+/// another type, or a plain-string lock of the owner's own (a set does not
+/// convert it: LOCK.ACQUIRE does).
+fn view(key: &Key, owner: &[u8], req: &Request, now: Now) -> Result<Holding<group::Owner>, Attempt> {
+    let exclusive = |owner: &[u8], token, end, since| Holding {
+        kind: Kind::ReadWrite,
+        mode: Mode::Exclusive,
+        holders: vec![Holder { owner: owner.into(), token, end, since, permits: 1 }],
+    };
+    Ok(match slot(key, now, Look::Held) {
+        Slot::WrongType => return Err(Attempt::WrongType),
+        Slot::Free => Holding { kind: Kind::ReadWrite, mode: req.mode, holders: Vec::new() },
+        Slot::Held(lock) => exclusive(lock.owner(), lock.token(), lock.lease().end, lock.since()),
+        Slot::Shared(group) => group.holding.clone(),
+        Slot::PlainString(value) if value == owner => {
+            return Err(Attempt::Refused(c"ERR a key of the set is the owner's plain-string lock; take it with LOCK.ACQUIRE first".into()))
+        }
+        // Another owner's plain-string lock: held, with no token and no end.
+        Slot::PlainString(value) => exclusive(value, 0, i64::MAX, now.mono),
+    })
+}
