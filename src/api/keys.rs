@@ -69,6 +69,21 @@ impl Key {
         !self.0.is_null() && rm!(RedisModule_ModuleTypeSetValue(self.0, ty, value) else ERR) == OK
     }
 
+    /// Replaces the module value at the key, which keeps its TTL; the old
+    /// value is handed back to the caller, who owns it now (`None`: nothing
+    /// replaced, and `value` stays the caller's).
+    ///
+    /// # Safety
+    /// `ty` must be a registered type, `value` a value of that type, and
+    /// the key must hold a value of that type.
+    pub unsafe fn replace_module_value(&self, ty: *mut RedisModuleType, value: *mut c_void) -> Option<*mut c_void> {
+        if self.0.is_null() {
+            return None;
+        }
+        let mut old: *mut c_void = ptr::null_mut();
+        (rm!(RedisModule_ModuleTypeReplaceValue(self.0, ty, value, &mut old) else ERR) == OK).then_some(old)
+    }
+
     /// Sets the TTL in milliseconds from now.
     fn set_expire_ms(&self, ttl_ms: i64) -> bool {
         !self.0.is_null() && rm!(RedisModule_SetExpire(self.0, ttl_ms) else ERR) == OK

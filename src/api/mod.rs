@@ -84,6 +84,7 @@ required_functions!(
     RedisModule_ModuleTypeGetType,
     RedisModule_ModuleTypeGetValue,
     RedisModule_ModuleTypeSetValue,
+    RedisModule_ModuleTypeReplaceValue,
     RedisModule_DeleteKey,
     RedisModule_SetExpire,
     RedisModule_GetExpire,

@@ -58,6 +58,25 @@ impl Ctx {
         ) else ERR);
     }
 
+    /// Propagates `cmd key owner token deadline VALUE value`: an exclusive
+    /// lock with a value (not on the hot path: a lock without a value
+    /// travels without the option).
+    pub fn replicate_valued_grant(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64, value: &[u8]) {
+        rm!(RedisModule_Replicate(
+            self.0,
+            cmd.as_ptr(),
+            c"sbllcb".as_ptr(),
+            key.raw(),
+            owner.as_ptr().cast::<c_char>(),
+            owner.len(),
+            token as std::ffi::c_longlong,
+            deadline_ms as std::ffi::c_longlong,
+            c"VALUE".as_ptr(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        ) else ERR);
+    }
+
     /// Propagates `cmd key owner token deadline SHARED limit key-deadline
     /// [PERMITS k]`: one shared holder (not on the hot path of the
     /// exclusive lock), its permits only when above 1 (a stream without

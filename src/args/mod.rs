@@ -64,6 +64,12 @@ pub enum ArgError {
     PermitsWithoutLimit,
     /// `PERMITS` not an integer from 1 to the LIMIT.
     BadPermits,
+    /// A value longer than `redislock.max-owner-len` (carried).
+    ValueTooLong(i64),
+    /// `VALUE` with `SHARED`: a value belongs to the one holder.
+    ValueWithShared,
+    /// `VALUE` in `LOCK.MACQUIRE`.
+    ValueInSet,
 }
 
 /// The largest `SHARED LIMIT`: a semaphore's holders live in its value
@@ -99,6 +105,11 @@ impl ArgError {
             ArgError::KeyTwice(key) => owned(format!("ERR key '{}' is named twice", printable(key))),
             ArgError::PermitsWithoutLimit => Cow::Borrowed(c"ERR syntax error: PERMITS needs SHARED LIMIT"),
             ArgError::BadPermits => Cow::Borrowed(c"ERR PERMITS must be between 1 and LIMIT"),
+            ArgError::ValueTooLong(max) => owned(format!("ERR value is longer than redislock.max-owner-len ({max} bytes)")),
+            ArgError::ValueWithShared => {
+                Cow::Borrowed(c"ERR VALUE needs an exclusive lock: a value belongs to the one holder, not to a shared hold")
+            }
+            ArgError::ValueInSet => Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no VALUE: a value belongs to one lock (LOCK.ACQUIRE)"),
             ArgError::LimitInSet => {
                 Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED")
             }
@@ -113,6 +124,7 @@ fn value_name(option: &str) -> &'static str {
         "LIMIT" => "a number of holders",
         "DELAY" => "milliseconds",
         "PERMITS" => "a number of permits",
+        "VALUE" => "a text",
         _ => "a value",
     }
 }
@@ -216,7 +228,7 @@ fn parse_owner(bytes: &[u8]) -> Result<&[u8], ArgError> {
 
 type ValueParser = fn(&[u8]) -> Result<i64, ArgError>;
 
-/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n [PERMITS k]]] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`
+/// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n [PERMITS k]]] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]] [VALUE text]`
 #[derive(Debug)]
 pub struct Acquire<'a, A> {
     pub key: &'a A,
@@ -228,6 +240,19 @@ pub struct Acquire<'a, A> {
     /// How long to wait for a held lock, in ms (0: no limit); `None`
     /// answers at once.
     pub wait: Option<i64>,
+    /// `VALUE text`: stored with the hold (an exclusive one), replacing
+    /// the holder's earlier value; `None` keeps what a re-grant had.
+    pub value: Option<&'a A>,
+}
+
+/// Checks a value against `max_len` (`redislock.max-owner-len`, which
+/// bounds every text a grant stores).
+fn check_value(value: &[u8], max_len: i64) -> Result<(), ArgError> {
+    if i64::try_from(value.len()).is_ok_and(|len| len <= max_len) {
+        Ok(())
+    } else {
+        Err(ArgError::ValueTooLong(max_len))
+    }
 }
 
 /// `max_owner_len` bounds only the owner a grant stores: RELEASE, EXTEND
@@ -244,9 +269,22 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
     let (mut fence, mut wait, mut limit, mut delay, mut permits) = (None, None, None, None, None);
     let (mut shared, mut session) = (false, false);
+    let mut value = None;
     let mut rest = options;
     while let [name, tail @ ..] = rest {
         let name = name.bytes();
+        if name.eq_ignore_ascii_case(b"VALUE") {
+            let [text, tail @ ..] = tail else {
+                return Err(ArgError::MissingValue("VALUE"));
+            };
+            if value.is_some() {
+                return Err(ArgError::Repeated("VALUE"));
+            }
+            check_value(text.bytes(), max_owner_len)?;
+            value = Some(text);
+            rest = tail;
+            continue;
+        }
         let flag = if name.eq_ignore_ascii_case(b"SHARED") {
             Some(("SHARED", &mut shared))
         } else if name.eq_ignore_ascii_case(b"SESSION") {
@@ -291,6 +329,9 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
     if limit.is_some() && !shared {
         return Err(ArgError::LimitWithoutShared);
     }
+    if value.is_some() && shared {
+        return Err(ArgError::ValueWithShared);
+    }
     if delay.is_some() && !session {
         return Err(ArgError::DelayWithoutSession);
     }
@@ -302,7 +343,8 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         (Some(k), Some(n)) => u32::try_from(k).ok().filter(|k| *k <= n).ok_or(ArgError::BadPermits)?,
     };
     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
-    Ok(Acquire { key, owner: owner_arg, request: Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), permits, session }, wait })
+    let request = Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), permits, session };
+    Ok(Acquire { key, owner: owner_arg, request, wait, value })
 }
 
 fn parse_permits(bytes: &[u8]) -> Result<i64, ArgError> {
@@ -339,6 +381,9 @@ pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64)
     let one = parse_acquire(&args[from..], max_ttl, max_owner_len)?;
     if one.request.limit.is_some() {
         return Err(ArgError::LimitInSet);
+    }
+    if one.value.is_some() {
+        return Err(ArgError::ValueInSet);
     }
     Ok(MAcquire { keys, owner: one.owner, request: one.request, wait: one.wait })
 }
@@ -443,6 +488,24 @@ pub fn parse_extend<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<Extend<'_, 
     Ok(Extend { key, owner, ttl_ms: parse_ttl(ttl.bytes(), max_ttl)? })
 }
 
+/// `LOCK.PROCLAIM key owner text`
+#[derive(Debug)]
+pub struct Proclaim<'a, A> {
+    pub key: &'a A,
+    pub owner: &'a [u8],
+    /// The new value (empty: none).
+    pub value: &'a [u8],
+}
+
+pub fn parse_proclaim<A: ArgBytes>(args: &[A], max_len: i64) -> Result<Proclaim<'_, A>, ArgError> {
+    let [_, key, owner, value] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.proclaim' command"));
+    };
+    let owner = parse_owner(owner.bytes())?;
+    check_value(value.bytes(), max_len)?;
+    Ok(Proclaim { key, owner, value: value.bytes() })
+}
+
 /// `LOCK.INFO key`
 pub fn parse_info<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
     let [_, key] = args else {
@@ -482,66 +545,8 @@ pub fn parse_top<A: ArgBytes>(args: &[A]) -> Result<usize, ArgError> {
 /// What LOCK.TOP lists without COUNT.
 pub const TOP_DEFAULT_COUNT: usize = 10;
 
-/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline [PERMITS k]]`
-/// (replicated form). With `SHARED`, one shared holder of a read-write
-/// lock (`limit` 0) or a semaphore, and the key's own deadline; 0 is no
-/// end for either; `PERMITS k`, a semaphore holder's permits above 1.
-#[derive(Debug)]
-pub struct Apply<'a, A> {
-    pub key: &'a A,
-    pub owner: &'a [u8],
-    pub token: Token,
-    /// Absolute Unix time in ms; 0 for no expiry.
-    pub deadline_ms: i64,
-    pub shared: Option<ApplyShared>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ApplyShared {
-    /// 0: a read-write lock held shared.
-    pub limit: u32,
-    pub key_deadline_ms: i64,
-    /// 1 without PERMITS.
-    pub permits: u32,
-}
-
-pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
-    let (key, owner, token, deadline, shared) = match args {
-        [_, key, owner, token, deadline] => (key, owner, token, deadline, None),
-        [_, key, owner, token, deadline, word, limit, key_deadline, weighted @ ..] if word.bytes().eq_ignore_ascii_case(b"SHARED") => {
-            let limit = match parse_int(limit.bytes()) {
-                Ok(0) => 0,
-                _ => u32::try_from(parse_limit(limit.bytes())?).map_err(|_| ArgError::BadLimit)?,
-            };
-            let permits = match weighted {
-                [] => 1,
-                [word, k] if word.bytes().eq_ignore_ascii_case(b"PERMITS") => {
-                    u32::try_from(parse_permits(k.bytes())?).ok().filter(|k| *k <= limit).ok_or(ArgError::BadPermits)?
-                }
-                _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
-            };
-            (key, owner, token, deadline, Some((limit, key_deadline, permits)))
-        }
-        _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
-    };
-    let owner = parse_owner(owner.bytes())?;
-    let token = parse_token(token.bytes())?;
-    let deadline_ms = parse_deadline(deadline.bytes())?;
-    let shared = match shared {
-        Some((limit, key_deadline, permits)) => {
-            Some(ApplyShared { limit, key_deadline_ms: parse_deadline(key_deadline.bytes())?, permits })
-        }
-        None => None,
-    };
-    Ok(Apply { key, owner, token, deadline_ms, shared })
-}
-
-fn parse_deadline(bytes: &[u8]) -> Result<i64, ArgError> {
-    match parse_i64(bytes) {
-        Some(d) if d >= 0 => Ok(d),
-        _ => Err(ArgError::BadDeadline),
-    }
-}
+mod apply;
+pub use apply::{parse_apply, Apply, ApplyShared};
 
 #[cfg(test)]
 mod tests;

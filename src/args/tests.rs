@@ -298,3 +298,59 @@ fn permits_take_k_of_a_semaphore_s_limit() {
         "ERR syntax error: PERMITS needs SHARED LIMIT"
     );
 }
+
+#[test]
+fn a_value_travels_with_an_exclusive_grant_and_is_bounded() {
+    let a = argv(&["LOCK.ACQUIRE", "k", "me", "10", "VALUE", "host:1", "WAIT", "0"]);
+    let req = parse_acquire(&a, MAX, OWNER).expect("valid");
+    assert_eq!(req.value.copied(), Some(&b"host:1"[..]));
+    assert_eq!(req.wait, Some(0));
+    assert!(parse_acquire(&argv(&["LOCK.ACQUIRE", "k", "me", "10"]), MAX, OWNER).expect("valid").value.is_none());
+    let at_limit = "v".repeat(256);
+    assert!(parse_acquire(&argv(&["LOCK.ACQUIRE", "k", "me", "10", "value", &at_limit]), MAX, OWNER).is_ok());
+    let over = "v".repeat(257);
+    let cases = [
+        (vec!["LOCK.ACQUIRE", "k", "me", "10", "VALUE", &over], "ERR value is longer than redislock.max-owner-len (256 bytes)"),
+        (vec!["LOCK.ACQUIRE", "k", "me", "10", "VALUE"], "ERR VALUE needs a text"),
+        (vec!["LOCK.ACQUIRE", "k", "me", "10", "VALUE", "a", "VALUE", "b"], "ERR VALUE given more than once"),
+        (
+            vec!["LOCK.ACQUIRE", "k", "me", "10", "SHARED", "VALUE", "a"],
+            "ERR VALUE needs an exclusive lock: a value belongs to the one holder, not to a shared hold",
+        ),
+    ];
+    for (words, expected) in cases {
+        assert_eq!(message(parse_acquire(&argv(&words), MAX, OWNER).expect_err("refused")), expected, "{words:?}");
+    }
+    let set = argv(&["LOCK.MACQUIRE", "2", "a", "b", "me", "10", "VALUE", "x"]);
+    assert_eq!(
+        message(parse_macquire(&set, MAX, OWNER).expect_err("refused")),
+        "ERR LOCK.MACQUIRE takes no VALUE: a value belongs to one lock (LOCK.ACQUIRE)"
+    );
+}
+
+#[test]
+fn a_proclamation_names_key_owner_and_value() {
+    let p = argv(&["LOCK.PROCLAIM", "k", "me", "host:2"]);
+    let req = parse_proclaim(&p, OWNER).expect("valid");
+    assert_eq!((*req.key, req.owner, req.value), (&b"k"[..], &b"me"[..], &b"host:2"[..]));
+    assert_eq!(parse_proclaim(&argv(&["LOCK.PROCLAIM", "k", "me", ""]), OWNER).expect("empty clears").value, b"");
+    let over = "v".repeat(257);
+    assert_eq!(
+        message(parse_proclaim(&argv(&["LOCK.PROCLAIM", "k", "me", &over]), OWNER).expect_err("long")),
+        "ERR value is longer than redislock.max-owner-len (256 bytes)"
+    );
+    assert_eq!(
+        message(parse_proclaim(&argv(&["LOCK.PROCLAIM", "k", "me"]), OWNER).expect_err("arity")),
+        "ERR wrong number of arguments for 'lock.proclaim' command"
+    );
+    assert_eq!(message(parse_proclaim(&argv(&["LOCK.PROCLAIM", "k", "", "v"]), OWNER).expect_err("owner")), "ERR owner must not be empty");
+}
+
+#[test]
+fn apply_carries_a_value() {
+    let a = argv(&["LOCK.APPLY", "k", "me", "7", "1000", "VALUE", "host:3"]);
+    let req = parse_apply(&a).expect("valid");
+    assert_eq!((req.token, req.deadline_ms, req.value), (7, 1000, &b"host:3"[..]));
+    assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "7", "1000"])).expect("valid").value, b"");
+    assert!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "7", "1000", "VALUE"])).is_err());
+}

@@ -13,16 +13,17 @@ use crate::waiters;
 /// `LOCK.ACQUIRE`'s grant of `req` to `owner` at `key` (open for writing,
 /// named `key_name`): whoever waits in the key's line is served first (a
 /// lease that just ran out goes to them), and the request gets no new
-/// hold while anyone still waits. `Attempt::Held` leaves the request to
-/// the caller: wait in line, or answer nil.
-pub fn acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner: &Arg, req: &Request) -> Attempt {
+/// hold while anyone still waits. `value`: stored with the hold (see
+/// `grant::try_acquire`). `Attempt::Held` leaves the request to the
+/// caller: wait in line, or answer nil.
+pub fn acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner: &Arg, req: &Request, value: Option<&[u8]>) -> Attempt {
     restore_rescued(ctx, key, key_name);
     if let Some(db) = waiters::queued_in(ctx, key_name.bytes()) {
         // Whoever waits comes first, even if the lease just ran out.
         waiters::serve(ctx, key, db, key_name, Cause::Expiry);
     }
     let waiting_ahead = waiters::count_in(ctx, key_name.bytes()) > 0;
-    let attempt = try_acquire(ctx, key, key_name, owner, req, waiting_ahead, By::Command);
+    let attempt = try_acquire(ctx, key, key_name, owner, req, value, waiting_ahead, By::Command);
     if let Attempt::Granted(granted) = &attempt {
         // Its waiters, if any, are served when the new lease ends.
         waiters::lease_changed(ctx, key, key_name);

@@ -38,7 +38,8 @@ pub fn replicated(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>) -> Result<(),
         // wall-clock deadline read now; an AOF rewrite's form (0) is
         // followed by Redis's PEXPIREAT, and the lease is taken from that TTL.
         let lease = if req.deadline_ms != 0 { Lease::until(Some(req.deadline_ms), crate::server::clock::now()) } else { Lease::UNKNOWN };
-        if !Exclusive::new(req.owner, req.token, lease, crate::server::clock::mono_ms()).is_some_and(|lock| value::store(key, lock)) {
+        let lock = Exclusive::with_value(req.owner, req.value, req.token, lease, crate::server::clock::mono_ms());
+        if !lock.is_some_and(|lock| value::store(key, lock)) {
             return Err(NOT_STORED);
         }
         if req.deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, req.deadline_ms) {

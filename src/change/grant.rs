@@ -21,11 +21,21 @@ use crate::server::config;
 use crate::server::fencing::COUNTER;
 
 /// The handoff of the lock at `key` (open for writing in database `db`)
-/// to the head of its line, `owner` asking `req`: nobody waits ahead of
-/// it. `client`: the waiter's connection, which a SESSION hold is bound
-/// to.
-pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, req: &Request, client: Option<u64>) -> Attempt {
-    let attempt = try_acquire(ctx, key, key_name, owner, req, false, By::Handoff);
+/// to the head of its line, `owner` asking `req` (with `value`, see
+/// `try_acquire`): nobody waits ahead of it. `client`: the waiter's
+/// connection, which a SESSION hold is bound to.
+#[allow(clippy::too_many_arguments)]
+pub fn handoff(
+    ctx: Ctx,
+    key: &Key,
+    db: c_int,
+    key_name: &Arg,
+    owner: &Arg,
+    req: &Request,
+    value: Option<&[u8]>,
+    client: Option<u64>,
+) -> Attempt {
+    let attempt = try_acquire(ctx, key, key_name, owner, req, value, false, By::Handoff);
     if matches!(attempt, Attempt::Granted(_)) && binds(req) {
         bind(db, key_name.bytes(), owner.bytes(), req, client);
     }
@@ -55,14 +65,26 @@ pub enum Attempt {
 /// Gives the lock at `key` to `owner` if `req` fits what holds it now,
 /// and propagates the grant. `waiting_ahead`: others wait in the key's
 /// line before this request, which then gets no new hold (a holder's own
-/// re-grant, downgrade or upgrade is not new). Shared by ACQUIRE and by
-/// the waiters' handoff.
-pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, req: &Request, waiting_ahead: bool, by: By) -> Attempt {
+/// re-grant, downgrade or upgrade is not new). `value`: stored with an
+/// exclusive hold (`VALUE`), replacing a re-granted holder's; `None`
+/// keeps what it had (a new hold has none). Shared by ACQUIRE and by the
+/// waiters' handoff.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn try_acquire(
+    ctx: Ctx,
+    key: &Key,
+    key_name: &Arg,
+    owner_arg: &Arg,
+    req: &Request,
+    value: Option<&[u8]>,
+    waiting_ahead: bool,
+    by: By,
+) -> Attempt {
     let owner = owner_arg.bytes();
     let now = crate::server::clock::now();
     let slot = slot(key, now, Look::Held);
     if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
-        return try_shared(ctx, key, key_name, owner_arg, req, waiting_ahead, slot, now, by);
+        return try_shared(ctx, key, key_name, owner_arg, req, value, waiting_ahead, slot, now, by);
     }
     // The rules are the core's (`grant::acquire_exclusive`, checked against
     // `grant::Holding`); what follows only reads the key and carries out the
@@ -108,13 +130,31 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
                 return Attempt::Failed(c"ERR could not set the lease");
             }
             lock.set_lease(lease);
-            propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
+            // A new value replaces the old in a new allocation (the key and
+            // its TTL stay); the lock borrowed above is not used after.
+            let lock = match value {
+                Some(text) if text != lock.value() => {
+                    let Some(revalued) = lock.revalued(text) else {
+                        return Attempt::Failed(c"ERR could not store the lock");
+                    };
+                    if !value::replace(key, revalued) {
+                        return Attempt::Failed(c"ERR could not store the lock");
+                    }
+                    match value::at(key) {
+                        Some(lock) => lock,
+                        None => return Attempt::Failed(c"ERR could not store the lock"),
+                    }
+                }
+                _ => lock,
+            };
+            propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, lock.value());
             return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end });
         }
         Outcome::Granted(token, _) => token,
     };
     let lease = converted.unwrap_or_else(|| Lease::starting(now, req.ttl_ms));
-    if !Exclusive::new(owner, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
+    let text = value.unwrap_or_default();
+    if !Exclusive::with_value(owner, text, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
         return Attempt::Failed(c"ERR could not store the lock");
     }
     if !key.expire_at(lease.mirror) {
@@ -122,8 +162,8 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
         return Attempt::Failed(c"ERR could not set the lease");
     }
     match by {
-        By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror),
-        By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror),
+        By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror, text),
+        By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text),
     }
     Attempt::Granted(Granted { token, how: Grant::New, end: lease.end })
 }
@@ -180,6 +220,7 @@ fn try_shared(
     key_name: &Arg,
     owner_arg: &Arg,
     req: &Request,
+    value: Option<&[u8]>,
     waiting_ahead: bool,
     slot: Slot<'_>,
     now: Now,
@@ -237,14 +278,15 @@ fn try_shared(
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.
                     let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
-                    if !Exclusive::new(owner, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
+                    let text = value.unwrap_or_default();
+                    if !Exclusive::with_value(owner, text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
                         return Attempt::Failed(c"ERR could not store the lock");
                     }
                     if !key.expire_at(lease.mirror) {
                         value::delete(key);
                         return Attempt::Failed(c"ERR could not set the lease");
                     }
-                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror);
+                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text);
                     Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end })
                 }
                 Outcome::Granted(token, how) => {

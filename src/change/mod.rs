@@ -1,6 +1,6 @@
 //! Every change to a lock, one executor per kind of change: `acquire` (a
 //! grant, by LOCK.ACQUIRE or by the handoff to a waiter), `release`,
-//! `extend`, `apply` (a lock set exactly as given: LOCK.APPLY replaying
+//! `extend`, `proclaim` (the holder's value replaced), `apply` (a lock set exactly as given: LOCK.APPLY replaying
 //! the master's grant, a lock Redis removed put back), `disconnect`
 //! (ending the hold of a connection that closed) and `multi` (several
 //! keys at once: LOCK.MACQUIRE, MRELEASE, MEXTEND, each member an
@@ -27,6 +27,7 @@ mod disconnect;
 mod extend;
 pub mod grant;
 pub mod multi;
+mod proclaim;
 mod release;
 pub mod rescued;
 pub mod set;
@@ -35,6 +36,7 @@ pub use acquire::acquire;
 pub use disconnect::end_closed;
 pub use extend::{extend, Extended};
 pub use grant::Attempt;
+pub use proclaim::{proclaim, Proclaimed};
 pub use release::{release, release_member, Released};
 
 use std::ffi::c_int;

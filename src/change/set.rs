@@ -53,7 +53,7 @@ pub fn grant_set(
     let member_req = Request { fence: token, ..*req };
     let mut end = now.mono;
     for (i, (key, key_name)) in members.iter().enumerate() {
-        let failed = match try_acquire(ctx, key, key_name, owner, &member_req, false, By::Set(token)) {
+        let failed = match try_acquire(ctx, key, key_name, owner, &member_req, None, false, By::Set(token)) {
             Attempt::Granted(granted) if granted.token == token => {
                 end = granted.end;
                 None

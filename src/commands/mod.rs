@@ -1,5 +1,5 @@
-//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.INFO, LOCK.WAITERS and
-//! LOCK.TOP.
+//! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.PROCLAIM, LOCK.INFO,
+//! LOCK.WAITERS and LOCK.TOP.
 //!
 //! Each parses, opens its key and replies; a change (ACQUIRE, RELEASE,
 //! EXTEND) is made by its executor in `change`, which writes and
@@ -13,7 +13,7 @@ pub mod info;
 use std::ffi::c_int;
 
 use crate::api::{ctx_flags, Arg, Ctx, KeyMode};
-use crate::change::{self, Attempt, Extended, Released};
+use crate::change::{self, Attempt, Extended, Proclaimed, Released};
 use crate::core::grant;
 use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot, WRONGTYPE};
@@ -53,13 +53,13 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         return refused;
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match change::acquire(ctx, &key, req.key, req.owner, &req.request) {
+    match change::acquire(ctx, &key, req.key, req.owner, &req.request, req.value.map(Arg::bytes)) {
         Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Refused(msg) => ctx.reply_error(&msg),
         Attempt::Held => match req.wait {
-            Some(timeout) if may_block(ctx) => waiters::enqueue(ctx, &key, req.key, req.owner, req.request, timeout),
+            Some(timeout) if may_block(ctx) => waiters::enqueue(ctx, &key, req.key, req.owner, req.request, req.value, timeout),
             _ => {
                 stats::ACQUIRE_REFUSED.bump();
                 ctx.reply_null()
@@ -124,6 +124,23 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
         Extended::Refused => ctx.reply_integer(0),
         Extended::WrongType => ctx.reply_error(WRONGTYPE),
         Extended::Failed(msg) => ctx.reply_error(msg),
+    }
+}
+
+/// `LOCK.PROCLAIM key owner text` → 1 if `owner` holds the exclusive lock
+/// and `text` is now its value (empty: none), 0 otherwise (not the
+/// holder; a session-bound hold, from another connection than its own).
+/// Lease and token do not change.
+pub fn proclaim(ctx: Ctx, argv: &[Arg]) -> c_int {
+    refuse_on_replica!(ctx);
+    let req = parse_or_reply!(ctx, args::parse_proclaim(argv, config::max_owner_len()));
+    let key = ctx.open_key(req.key, KeyMode::Write);
+    match change::proclaim(ctx, &key, req.key, req.owner, req.value) {
+        Proclaimed::Done => ctx.reply_integer(1),
+        Proclaimed::Refused => ctx.reply_integer(0),
+        Proclaimed::Shared => ctx.reply_error(c"ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value"),
+        Proclaimed::WrongType => ctx.reply_error(WRONGTYPE),
+        Proclaimed::Failed => ctx.reply_error(c"ERR could not store the value"),
     }
 }
 
@@ -204,7 +221,8 @@ pub fn top(ctx: Ctx, argv: &[Arg]) -> c_int {
     crate::api::OK
 }
 
-/// One holder as LOCK.INFO lists it.
+/// One holder as LOCK.INFO lists it (the value, an exclusive lock's, is
+/// `reply_info`'s).
 struct HolderRow<'a> {
     owner: &'a [u8],
     /// `None` for a plain-string lock.
@@ -228,8 +246,9 @@ impl<'a> HolderRow<'a> {
 /// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock or
 /// a lock held shared), remaining lease (pttl, the longest for shared
 /// holders), the number of waiters, the mode, the limit (a semaphore's)
-/// every holder as [owner, token, pttl, held-ms, session, permits], and
-/// the permits taken (a semaphore's).
+/// every holder as [owner, token, pttl, held-ms, session, permits], the
+/// permits taken (a semaphore's) and the value stored with an exclusive
+/// hold (nil when none).
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let key_name = parse_or_reply!(ctx, args::parse_info(argv));
     let key = ctx.open_key(key_name, KeyMode::Read);
@@ -247,7 +266,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
                         .iter()
                         .map(|(o, t, left, since, k)| HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o), *k))
                         .collect();
-                    reply_info(ctx, peek.shared, &holders, waiting())
+                    reply_info(ctx, peek.shared, &holders, waiting(), b"")
                 })
             });
             kept.flatten().unwrap_or_else(|| ctx.reply_null())
@@ -255,29 +274,30 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
         Slot::Held(lock) => {
             let (owner, since) = (lock.owner(), lock.since());
             let holder = [HolderRow::of(owner, lock.token(), lock.lease().left(now).pttl(), now.mono - since, bound(owner), 1)];
-            reply_info(ctx, None, &holder, waiting())
+            reply_info(ctx, None, &holder, waiting(), lock.value())
         }
         Slot::Shared(group) => {
             let holders: Vec<_> = group
                 .live(now)
                 .map(|h| HolderRow::of(&h.owner, h.token, h.end - now.mono, now.mono - h.since, bound(&h.owner), h.permits))
                 .collect();
-            reply_info(ctx, Some(group.limit()), &holders, waiting())
+            reply_info(ctx, Some(group.limit()), &holders, waiting(), b"")
         }
         Slot::PlainString(value) => {
             let holder = HolderRow { owner: value, token: None, pttl: key.pttl(), held_ms: None, session: false, permits: 1 };
-            reply_info(ctx, None, &[holder], waiting())
+            reply_info(ctx, None, &[holder], waiting(), b"")
         }
     }
 }
 
 /// `shared`: `None` for an exclusive lock, else a group's limit (0: none).
-fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting: usize) -> c_int {
+/// `value`: the exclusive hold's (empty: none).
+fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting: usize, value: &[u8]) -> c_int {
     let reply_option = |n: Option<i64>| match n {
         Some(n) => ctx.reply_integer(n),
         None => ctx.reply_null(),
     };
-    ctx.reply_map(8);
+    ctx.reply_map(9);
     let exclusive = if shared.is_none() { holders.first() } else { None };
     ctx.reply_bulk(b"owner");
     match exclusive {
@@ -315,6 +335,12 @@ fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting:
         Some(limit) if limit > 0 => ctx.reply_integer(holders.iter().map(|h| i64::from(h.permits)).sum()),
         _ => ctx.reply_null(),
     };
+    ctx.reply_bulk(b"value");
+    if value.is_empty() {
+        ctx.reply_null();
+    } else {
+        ctx.reply_bulk(value);
+    }
     crate::api::OK
 }
 

@@ -403,9 +403,23 @@ pub fn extend_exclusive(held: OneHolder) -> bool {
     matches!(held, OneHolder::Held { mine: true, .. })
 }
 
+/// `LOCK.PROCLAIM` on a key that is free or held exclusively: whether the
+/// asking owner may replace the value stored with the hold (its own
+/// running hold only, as an extension; the lease and token stay).
+pub fn proclaim_exclusive(held: OneHolder) -> bool {
+    matches!(held, OneHolder::Held { mine: true, .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_running_holder_proclaims() {
+        assert!(proclaim_exclusive(OneHolder::Held { mine: true, token: 4 }));
+        assert!(!proclaim_exclusive(OneHolder::Held { mine: false, token: 4 }));
+        assert!(!proclaim_exclusive(OneHolder::Free));
+    }
 
     fn ask(owner: &'static str, mode: Mode, limit: Option<u32>) -> (&'static &'static str, Request) {
         static OWNERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];

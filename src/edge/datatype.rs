@@ -30,10 +30,14 @@ const TYPE_NAME: &str = "redislock";
 /// (`PERMITS k`), as 1 with each holder's permits after its deadline. A
 /// new shape rather than a new version: a module that knows only shapes
 /// 0 and 1 still loads every file in which nobody holds several permits.
+/// 3: an exclusive lock with a value (`VALUE`, `LOCK.PROCLAIM`), as 0
+/// with the value after the token; a lock without one is still saved as
+/// 0, so a module that knows no values loads every file without them.
 const ENCODING_VERSION: c_int = 2;
 const SHAPE_EXCLUSIVE: u64 = 0;
 const SHAPE_SHARED: u64 = 1;
 const SHAPE_WEIGHTED: u64 = 2;
+const SHAPE_VALUED: u64 = 3;
 /// Holders one loaded group may bring: LOCK.ACQUIRE lets a read-write lock
 /// have any number, this only bounds what a corrupt payload can allocate.
 const MAX_LOADED_HOLDERS: u64 = 1 << 24;
@@ -95,7 +99,7 @@ unsafe extern "C" fn copy(_from: *mut RedisModuleString, _to: *mut RedisModuleSt
     if let Some(group) = Group::borrow(value.cast_mut()) {
         return Box::new(group.duplicate()).into_raw();
     }
-    match Exclusive::borrow(value.cast_mut()).and_then(|lock| Exclusive::new(lock.owner(), lock.token(), lock.lease(), lock.since())) {
+    match Exclusive::borrow(value.cast_mut()).and_then(|lock| lock.duplicate()) {
         Some(copy) => copy.into_raw(),
         None => ptr::null_mut(),
     }
@@ -156,6 +160,10 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         let owner = lock.owner();
         rm!(RedisModule_DigestAddStringBuffer(md, owner.as_ptr().cast::<c_char>(), owner.len()) else ());
         rm!(RedisModule_DigestAddLongLong(md, lock.token()) else ());
+        let text = lock.value();
+        if !text.is_empty() {
+            rm!(RedisModule_DigestAddStringBuffer(md, text.as_ptr().cast::<c_char>(), text.len()) else ());
+        }
         rm!(RedisModule_DigestEndSequence(md) else ());
     }
 }
@@ -177,10 +185,14 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
             }
         }
     } else if let Some(lock) = Exclusive::borrow(value) {
-        rm!(RedisModule_SaveUnsigned(rdb, SHAPE_EXCLUSIVE) else ());
+        let text = lock.value();
+        rm!(RedisModule_SaveUnsigned(rdb, if text.is_empty() { SHAPE_EXCLUSIVE } else { SHAPE_VALUED }) else ());
         let owner = lock.owner();
         rm!(RedisModule_SaveStringBuffer(rdb, owner.as_ptr().cast::<c_char>(), owner.len()) else ());
         rm!(RedisModule_SaveSigned(rdb, lock.token()) else ());
+        if !text.is_empty() {
+            rm!(RedisModule_SaveStringBuffer(rdb, text.as_ptr().cast::<c_char>(), text.len()) else ());
+        }
     }
 }
 
@@ -203,10 +215,10 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     if shape == SHAPE_SHARED || shape == SHAPE_WEIGHTED {
         return load_group(rdb, shape == SHAPE_WEIGHTED).map_or(ptr::null_mut(), |group| Box::new(group).into_raw());
     }
-    if shape != SHAPE_EXCLUSIVE {
+    if shape != SHAPE_EXCLUSIVE && shape != SHAPE_VALUED {
         return ptr::null_mut();
     }
-    let Some(lock) = load_lock(rdb) else {
+    let Some(lock) = load_lock(rdb, shape == SHAPE_VALUED) else {
         return ptr::null_mut();
     };
     if !quarantine::loading() {
@@ -281,7 +293,23 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
             ) else ());
         }
     } else if let Some(lock) = Exclusive::borrow(value) {
-        let owner = lock.owner();
+        let (owner, text) = (lock.owner(), lock.value());
+        if !text.is_empty() {
+            rm!(RedisModule_EmitAOF(
+                aof,
+                crate::replication::propagate::APPLY.as_ptr(),
+                c"sbllcb".as_ptr(),
+                key,
+                owner.as_ptr().cast::<c_char>(),
+                owner.len(),
+                lock.token(),
+                0i64,
+                c"VALUE".as_ptr(),
+                text.as_ptr().cast::<c_char>(),
+                text.len(),
+            ) else ());
+            return;
+        }
         rm!(RedisModule_EmitAOF(
             aof,
             crate::replication::propagate::APPLY.as_ptr(),
@@ -317,20 +345,29 @@ unsafe fn io_failed(rdb: *mut RedisModuleIO) -> bool {
     rm!(RedisModule_IsIOError(rdb) else 1) != 0
 }
 
-/// Reads owner and token; `None` on an I/O error or invalid values.
-unsafe fn load_lock(rdb: *mut RedisModuleIO) -> Option<Exclusive> {
+/// Reads owner and token, and the value when `valued`; `None` on an I/O
+/// error or invalid values.
+unsafe fn load_lock(rdb: *mut RedisModuleIO, valued: bool) -> Option<Exclusive> {
+    let owner = load_buffer(rdb)?;
+    let token = rm!(RedisModule_LoadSigned(rdb) else 0);
+    if io_failed(rdb) || owner.is_empty() || token < 0 {
+        return None;
+    }
+    let text = if valued { load_buffer(rdb)? } else { Box::default() };
+    // The lease is the key's TTL, which Redis loads beside the value.
+    Exclusive::with_value(&owner, &text, token, Lease::UNKNOWN, clock::mono_ms())
+}
+
+/// Reads a string buffer; `None` on an I/O error.
+unsafe fn load_buffer(rdb: *mut RedisModuleIO) -> Option<Box<[u8]>> {
     let mut len = 0usize;
     let p = rm!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
     if io_failed(rdb) || p.is_null() {
         return None;
     }
-    let owner = std::slice::from_raw_parts(p.cast::<u8>(), len);
-    let token = rm!(RedisModule_LoadSigned(rdb) else 0);
-    // The lease is the key's TTL, which Redis loads beside the value.
-    let lock =
-        if io_failed(rdb) || owner.is_empty() || token < 0 { None } else { Exclusive::new(owner, token, Lease::UNKNOWN, clock::mono_ms()) };
+    let bytes: Box<[u8]> = std::slice::from_raw_parts(p.cast::<u8>(), len).into();
     rm!(RedisModule_Free(p.cast()) else ());
-    lock
+    Some(bytes)
 }
 
 /// Reads a group's holders (`weighted`: each with its permits), raising

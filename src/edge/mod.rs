@@ -80,7 +80,7 @@ const STRING: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_RE
 const INTEGER: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
 const UNIX_TIME: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
 
-const ACQUIRE_ARGS: [ArgDoc; 9] = [
+const ACQUIRE_ARGS: [ArgDoc; 10] = [
     arg(c"key", KEY),
     arg(c"owner", STRING),
     arg(c"ttl-ms", INTEGER),
@@ -90,9 +90,11 @@ const ACQUIRE_ARGS: [ArgDoc; 9] = [
     option(c"WAIT", c"timeout-ms", INTEGER),
     flag(c"SESSION", c"session"),
     option(c"DELAY", c"lock-delay-ms", INTEGER),
+    option(c"VALUE", c"value", STRING),
 ];
 const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
 const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
+const PROCLAIM_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"value", STRING)];
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
 const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
 const TOP_ARGS: [ArgDoc; 1] = [option(c"COUNT", c"count", INTEGER)];
@@ -154,7 +156,7 @@ fn report_keys(ctx: Ctx, argv: &[Arg], key_flags: u32) {
     }
 }
 
-fn command_table() -> [Command; 10] {
+fn command_table() -> [Command; 11] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -171,9 +173,14 @@ fn command_table() -> [Command; 10] {
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
             summary: c"Restarts the lease of a lock the owner holds (a SESSION hold: from its own connection only)",
             complexity: c"O(1)", args: &EXTEND_ARGS),
+        // `deny-oom`: a new value may take more memory than the old.
+        command!(c"lock.proclaim", commands::proclaim, c"write deny-oom fast",
+            arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
+            summary: c"Replaces the value stored with an exclusive lock the owner holds (an election's advertised leader); lease and token stay",
+            complexity: c"O(N) where N is the length of the value", args: &PROCLAIM_ARGS),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
-            summary: c"Mode, holders (owner, fencing token, remaining lease), limit and waiters of a lock",
+            summary: c"Mode, holders (owner, fencing token, remaining lease), limit, waiters and value of a lock",
             complexity: c"O(1)", args: &INFO_ARGS),
         command!(c"lock.waiters", commands::waiters_of, c"readonly",
             arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read",

@@ -21,40 +21,58 @@ use crate::core::lease::{self, Lease, Now};
 use crate::core::token::Token;
 use crate::keys::group::Group;
 
-/// The fixed part of a lock allocation; the owner's bytes follow it.
+/// The fixed part of a lock allocation; the owner's bytes follow it, then
+/// the value's (`LOCK.ACQUIRE ... VALUE`, `LOCK.PROCLAIM`), if any. The two
+/// lengths share the word one length took before values existed, so a lock
+/// without a value costs what it did.
 #[repr(C)]
 struct Header {
     token: Token,
-    owner_len: usize,
+    owner_len: u32,
+    /// 0: no value.
+    value_len: u32,
     lease: Lease,
     /// When the hold began (monotonic ms), for LOCK.INFO and INFO's
     /// hold times; a re-grant continues it.
     since: i64,
 }
 
-/// A lock value: token and owner in a single allocation, so a grant costs
-/// one allocation and a held lock 16 bytes less than a token plus a boxed
-/// owner. The data type stores it as a thin pointer.
+/// A lock value: token, owner and value in a single allocation, so a
+/// grant costs one allocation and a held lock 16 bytes less than a token
+/// plus a boxed owner. The data type stores it as a thin pointer.
 pub struct Exclusive(NonNull<Header>);
 
 impl Exclusive {
-    fn layout(owner_len: usize) -> Option<Layout> {
-        let size = size_of::<Header>().checked_add(owner_len)?;
+    fn layout(owner_len: u32, value_len: u32) -> Option<Layout> {
+        let tail = usize::try_from(owner_len).ok()?.checked_add(usize::try_from(value_len).ok()?)?;
+        let size = size_of::<Header>().checked_add(tail)?;
         Layout::from_size_align(size, align_of::<Header>()).ok()
     }
 
-    /// `None` only for an owner too large to allocate.
+    /// A lock without a value. `None` only for an owner too large to
+    /// allocate (or beyond 4 GiB).
     pub fn new(owner: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
-        let layout = Self::layout(owner.len())?;
+        Self::with_value(owner, b"", token, lease, since)
+    }
+
+    /// A lock with `value` (empty: none). `None` only for an owner or a
+    /// value too large to allocate (or beyond 4 GiB).
+    pub fn with_value(owner: &[u8], value: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
+        let owner_len = u32::try_from(owner.len()).ok()?;
+        let value_len = u32::try_from(value.len()).ok()?;
+        let layout = Self::layout(owner_len, value_len)?;
         // SAFETY: the layout has a non-zero size (the header).
         let raw = unsafe { alloc(layout) }.cast::<Header>();
         let Some(header) = NonNull::new(raw) else {
             handle_alloc_error(layout);
         };
-        // SAFETY: freshly allocated for a header plus `owner.len()` bytes.
+        // SAFETY: freshly allocated for a header plus `owner.len()` and
+        // `value.len()` bytes.
         unsafe {
-            header.as_ptr().write(Header { token, owner_len: owner.len(), lease, since });
-            ptr::copy_nonoverlapping(owner.as_ptr(), header.as_ptr().add(1).cast::<u8>(), owner.len());
+            header.as_ptr().write(Header { token, owner_len, value_len, lease, since });
+            let tail = header.as_ptr().add(1).cast::<u8>();
+            ptr::copy_nonoverlapping(owner.as_ptr(), tail, owner.len());
+            ptr::copy_nonoverlapping(value.as_ptr(), tail.add(owner.len()), value.len());
         }
         crate::server::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Exclusive(header))
@@ -88,14 +106,35 @@ impl Exclusive {
     pub fn owner(&self) -> &[u8] {
         // SAFETY: `owner_len` bytes follow the header, written in `new`.
         unsafe {
-            let len = self.0.as_ref().owner_len;
+            let len = self.0.as_ref().owner_len as usize;
             std::slice::from_raw_parts(self.0.as_ptr().add(1).cast::<u8>(), len)
         }
     }
 
-    /// What the allocation holds: the header and the owner.
+    /// The value stored with the hold; empty when none.
+    pub fn value(&self) -> &[u8] {
+        // SAFETY: `value_len` bytes follow the owner's, written in
+        // `with_value`.
+        unsafe {
+            let header = self.0.as_ref();
+            let tail = self.0.as_ptr().add(1).cast::<u8>().add(header.owner_len as usize);
+            std::slice::from_raw_parts(tail, header.value_len as usize)
+        }
+    }
+
+    /// The same hold (token, lease, start) with another value.
+    pub fn revalued(&self, value: &[u8]) -> Option<Exclusive> {
+        Self::with_value(self.owner(), value, self.token(), self.lease(), self.since())
+    }
+
+    /// A copy of the whole lock (COPY).
+    pub fn duplicate(&self) -> Option<Exclusive> {
+        self.revalued(self.value())
+    }
+
+    /// What the allocation holds: the header, the owner and the value.
     pub fn bytes(&self) -> usize {
-        size_of::<Header>() + self.owner().len()
+        size_of::<Header>() + self.owner().len() + self.value().len()
     }
 
     pub fn is_held_by(&self, owner: &[u8]) -> bool {
@@ -134,7 +173,8 @@ impl Drop for Exclusive {
         crate::server::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: allocated in `new` with this very layout.
         unsafe {
-            if let Some(layout) = Self::layout(self.0.as_ref().owner_len) {
+            let header = self.0.as_ref();
+            if let Some(layout) = Self::layout(header.owner_len, header.value_len) {
                 dealloc(self.0.as_ptr().cast::<u8>(), layout);
             }
         }
@@ -192,6 +232,34 @@ pub fn store_group(key: &Key, group: Group) -> bool {
     // SAFETY: Redis did not take the value; it is still ours.
     drop(unsafe { Group::from_raw(value) });
     false
+}
+
+/// Replaces the lock at an open key with `lock` (the same hold with
+/// another value), keeping the key and its TTL: nothing is unlinked, so
+/// nobody waiting or rescuing sees the key leave. False when the key holds
+/// no lock of this type, which leaves it as it was.
+pub fn replace(key: &Key, lock: Exclusive) -> bool {
+    let value = lock.into_raw();
+    // SAFETY: `value` is an untagged `Exclusive` and the type is ours.
+    match unsafe { key.replace_module_value(registered_type(), value) } {
+        Some(old) => {
+            // SAFETY: Redis handed the old value back to us; it was a lock
+            // of ours (the caller found one at the key).
+            unsafe {
+                if Group::is_tagged(old) {
+                    drop(Group::from_raw(old));
+                } else {
+                    drop(Exclusive::from_raw(old));
+                }
+            }
+            true
+        }
+        None => {
+            // SAFETY: Redis did not take the value; it is still ours.
+            drop(unsafe { Exclusive::from_raw(value) });
+            false
+        }
+    }
 }
 
 /// Stores `lock` at an open key, replacing what it held (and its TTL).
@@ -301,6 +369,21 @@ mod tests {
         assert_eq!(lock.token(), 43);
         assert!(lock.is_held_by(b"owner\0\xff"));
         assert!(!lock.is_held_by(b"owner\0"));
+        assert_eq!(lock.value(), b"");
+    }
+
+    #[test]
+    fn a_value_follows_the_owner_and_a_lock_without_one_costs_what_it_did() {
+        let plain = Exclusive::new(b"owner", 1, Lease::UNKNOWN, 0).expect("allocates");
+        // Token, two lengths in one word, lease (two words), start.
+        assert_eq!(size_of::<Header>(), 40);
+        assert_eq!(plain.bytes(), 40 + 5);
+        let valued = Exclusive::with_value(b"owner", b"host:1\0", 9, Lease::UNKNOWN, 3).expect("allocates");
+        assert_eq!((valued.owner(), valued.value(), valued.token(), valued.since()), (&b"owner"[..], &b"host:1\0"[..], 9, 3));
+        assert_eq!(valued.bytes(), 40 + 5 + 7);
+        let again = valued.revalued(b"other").expect("allocates");
+        assert_eq!((again.owner(), again.value(), again.token()), (&b"owner"[..], &b"other"[..], 9));
+        assert_eq!(again.duplicate().expect("allocates").value(), b"other");
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //!
 //! A grant travels as `LOCK.APPLY key owner token deadline` with the
 //! absolute deadline (built in one place, `replicate_apply`, whoever made
-//! the grant: a command, a handoff, a lock put back): replaying a relative ttl would restart the lease on
-//! the replica or at AOF load. An extension travels as `PEXPIREAT` with the
+//! the grant: a command, a handoff, a lock put back; with `VALUE value`
+//! when the lock has one, which is also how a LOCK.PROCLAIM travels):
+//! replaying a relative ttl would restart the lease on the replica or at
+//! AOF load. An extension travels as `PEXPIREAT` with the
 //! absolute deadline. A release travels as itself, verbatim: given the same
 //! lock state it has the same effect anywhere (on a replica, commands from
 //! the master see keys their lease has passed, and at AOF load nothing
@@ -48,9 +50,17 @@ pub struct SharedTerms {
 }
 
 /// The one builder of `LOCK.APPLY key owner token deadline [SHARED limit
-/// key-deadline [PERMITS k]]`, the replicated form of every grant.
-fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline_ms: i64, shared: Option<SharedTerms>) {
+/// key-deadline [PERMITS k] | VALUE value]`, the replicated form of every
+/// grant. `value`: an exclusive lock's (empty: none, and no option).
+fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline_ms: i64, shared: Option<SharedTerms>, value: &[u8]) {
     match (owner, shared) {
+        (owner, None) if !value.is_empty() => {
+            let owner = match owner {
+                Owner::Arg(arg) => arg.bytes(),
+                Owner::Bytes(bytes) => bytes,
+            };
+            ctx.replicate_valued_grant(APPLY, key, owner, token, deadline_ms, value);
+        }
         (Owner::Arg(owner), None) => ctx.replicate_grant(APPLY, key, owner, token, deadline_ms),
         (Owner::Bytes(owner), None) => ctx.replicate_grant_bytes(APPLY, key, owner, token, deadline_ms),
         (owner, Some(terms)) => {
@@ -72,19 +82,32 @@ fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline
     }
 }
 
-/// A lock was granted or re-granted to `owner` with `token`, its key set to
-/// expire at `deadline_ms` (the lease's wall-clock mirror).
-pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
-    replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None);
+/// A lock was granted or re-granted to `owner` with `token` and `value`
+/// (empty: none), its key set to expire at `deadline_ms` (the lease's
+/// wall-clock mirror).
+pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
+    replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None, value);
     signal(ctx, key, c"lock.acquire");
+}
+
+/// The holder of an exclusive lock stored a new `value` (LOCK.PROCLAIM):
+/// it travels as the whole grant, with the deadline the key has, so a
+/// replica or the AOF sets exactly this lock whatever its own clock says.
+pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, value: &[u8]) {
+    if value.is_empty() {
+        ctx.replicate_grant_bytes(APPLY, key, owner, token, deadline_ms);
+    } else {
+        ctx.replicate_valued_grant(APPLY, key, owner, token, deadline_ms, value);
+    }
+    signal(ctx, key, c"lock.proclaim");
 }
 
 /// `granted`, for a new grant made by the `LOCK.ACQUIRE` being executed,
 /// the hot path: while nothing can receive propagated commands, the
 /// command goes verbatim, which Redis drops at no cost and counts for the
 /// `save` rules (see `audience`).
-pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64) {
-    exactly_if_heard(ctx, || replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None));
+pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
+    exactly_if_heard(ctx, || replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None, value));
     signal(ctx, key, c"lock.acquire");
 }
 
@@ -103,7 +126,7 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 /// deadline, the group's limit (0: a read-write lock), the key's TTL and
 /// the holder's permits.
 pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, terms: SharedTerms) {
-    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(terms));
+    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(terms), b"");
     signal(ctx, key, c"lock.acquire");
 }
 
@@ -124,7 +147,7 @@ pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
 /// holder travels as the grant it was (`shared`: a group's terms), then
 /// `restored` tells watchers.
 pub fn holder_restored(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, shared: Option<SharedTerms>) {
-    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms.max(0), shared);
+    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms.max(0), shared, b"");
 }
 
 pub fn restored(ctx: Ctx, key: &Arg) {

@@ -69,6 +69,8 @@ struct Waiter {
     client: *mut RedisModuleBlockedClient,
     owner: HeldString,
     request: Request,
+    /// `VALUE`: stored with the hold at the grant.
+    value: Option<HeldString>,
     /// Its connection's id, when the hold it waits for is to be bound to
     /// it (`SESSION`).
     session_client: Option<u64>,

@@ -23,14 +23,15 @@ pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
 /// all on Redis 7.0 (it skips both callbacks once a client is unblocked).
 /// For the same reason there is no timeout callback, so CLIENT UNBLOCK
 /// does not apply to lock waiters (CLIENT KILL does).
-pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, timeout_ms: i64) -> c_int {
+#[allow(clippy::too_many_arguments)]
+pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, value: Option<&Arg>, timeout_ms: i64) -> c_int {
     let client = api::block::<Wait>(ctx);
     if client.is_null() {
         return ctx.reply_error(c"ERR could not block the client");
     }
     let db = ctx.selected_db();
-    let (key_held, owner_held) = (key.hold(), owner.hold());
-    if !key_held.is_valid() || !owner_held.is_valid() {
+    let (key_held, owner_held, value) = (key.hold(), owner.hold(), value.map(Arg::hold));
+    if !key_held.is_valid() || !owner_held.is_valid() || value.as_ref().is_some_and(|v| !v.is_valid()) {
         unblock(client, Outcome::Error(c"ERR could not keep the request"));
         return crate::api::OK;
     }
@@ -43,7 +44,7 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, t
     let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
     let user = crate::waiters::acl::current_user(ctx);
     let session_client = request.session.map(|_| ctx.client_id());
-    let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, joined_mono_ms, due_mono_ms, user };
+    let waiter = Waiter { client, owner: owner_held, request, value, session_client, deadline, joined_mono_ms, due_mono_ms, user };
     let queued = with_registry(move |r| {
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue::new(key_held));
         queue.waiters.join(Place::One(waiter));
@@ -86,7 +87,7 @@ pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, request: Request, timeo
     let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
     let user = crate::waiters::acl::current_user(ctx);
     let session_client = request.session.map(|_| ctx.client_id());
-    let waiter = Waiter { client, owner: owner_held, request, session_client, deadline, joined_mono_ms, due_mono_ms, user };
+    let waiter = Waiter { client, owner: owner_held, request, value: None, session_client, deadline, joined_mono_ms, due_mono_ms, user };
     let id = client as usize;
     let queued = with_registry(move |r| {
         for name in names {
@@ -157,7 +158,16 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
             cancel(head, Outcome::Refused(msg));
             return Offer::Left;
         }
-        match change::handoff(ctx, key, db, key_name, Arg::of(&head.owner), &head.request, head.session_client) {
+        match change::handoff(
+            ctx,
+            key,
+            db,
+            key_name,
+            Arg::of(&head.owner),
+            &head.request,
+            head.value.as_ref().map(HeldString::bytes),
+            head.session_client,
+        ) {
             Attempt::Granted(granted) => {
                 granted_after_wait(&head, cause);
                 unblock_waiter(head, Outcome::Token(granted.token));

@@ -351,13 +351,13 @@ fn token_of(v: &Value) -> Option<i64> {
 }
 
 /// The fields of a LOCK.INFO reply in order, from a RESP2 flat array or a
-/// RESP3 map; strictly the documented eight: owner, token, pttl, waiters,
-/// mode, limit, holders, taken.
+/// RESP3 map; strictly the documented nine: owner, token, pttl, waiters,
+/// mode, limit, holders, taken, value.
 pub fn info_fields(v: Value) -> Option<Vec<(Vec<u8>, Value)>> {
     let pairs: Vec<(Value, Value)> = match v {
         Value::Nil => return None,
         Value::Array(items) => {
-            assert_eq!(items.len(), 16, "LOCK.INFO RESP2 reply must have 16 elements: {items:?}");
+            assert_eq!(items.len(), 18, "LOCK.INFO RESP2 reply must have 18 elements: {items:?}");
             let mut it = items.into_iter();
             let mut pairs = Vec::new();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -370,7 +370,7 @@ pub fn info_fields(v: Value) -> Option<Vec<(Vec<u8>, Value)>> {
     };
     let fields: Vec<(Vec<u8>, Value)> = pairs.into_iter().map(|(k, v)| (bulk(&k, "LOCK.INFO field"), v)).collect();
     let names: Vec<&[u8]> = fields.iter().map(|(k, _)| k.as_slice()).collect();
-    let expected: [&[u8]; 8] = [b"owner", b"token", b"pttl", b"waiters", b"mode", b"limit", b"holders", b"taken"];
+    let expected: [&[u8]; 9] = [b"owner", b"token", b"pttl", b"waiters", b"mode", b"limit", b"holders", b"taken", b"value"];
     assert_eq!(names, expected, "LOCK.INFO fields and their order");
     Some(fields)
 }

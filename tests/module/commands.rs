@@ -346,9 +346,11 @@ fn info_missing_resp2_resp3_and_persist() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 16, "{v:?}");
+            assert_eq!(items.len(), 18, "{v:?}");
             assert_eq!(items[14], Value::BulkString(b"taken".to_vec()));
             assert_eq!(items[15], Value::Nil, "an exclusive lock has no permits taken");
+            assert_eq!(items[16], Value::BulkString(b"value".to_vec()));
+            assert_eq!(items[17], Value::Nil, "a lock granted without VALUE has none");
             assert_eq!(items[0], Value::BulkString(b"owner".to_vec()));
             assert_eq!(items[1], Value::BulkString(b"alice".to_vec()));
             assert_eq!(items[2], Value::BulkString(b"token".to_vec()));
@@ -410,7 +412,8 @@ fn info_missing_resp2_resp3_and_persist() {
                     b"mode".to_vec(),
                     b"limit".to_vec(),
                     b"holders".to_vec(),
-                    b"taken".to_vec()
+                    b"taken".to_vec(),
+                    b"value".to_vec()
                 ],
                 "RESP3 LOCK.INFO fields: {v3:?}"
             );

@@ -123,7 +123,7 @@ fn info_on_a_plain_string_resp2_and_resp3() {
     let v = ok_cmd(&mut c, cmd("LOCK.INFO").arg("k"));
     match &v {
         Value::Array(items) => {
-            assert_eq!(items.len(), 16, "{v:?}");
+            assert_eq!(items.len(), 18, "{v:?}");
             assert_eq!(items[9], Value::BulkString(b"exclusive".to_vec()), "a plain-string lock is exclusive");
             assert_eq!(
                 items[13],

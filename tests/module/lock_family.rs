@@ -156,10 +156,10 @@ fn request(con: &mut Connection, c: &redis::Cmd) -> Result<Value, Fail> {
 }
 
 // ---------------------------------------------------------------------------
-// LOCK.INFO: 7 fields, RESP2 or RESP3
+// LOCK.INFO: 9 fields, RESP2 or RESP3
 // ---------------------------------------------------------------------------
 
-const INFO_FIELDS: [&str; 8] = ["owner", "token", "pttl", "waiters", "mode", "limit", "holders", "taken"];
+const INFO_FIELDS: [&str; 9] = ["owner", "token", "pttl", "waiters", "mode", "limit", "holders", "taken", "value"];
 
 /// One holder as LOCK.INFO lists it: owner, token (nil for a plain-string
 /// lock), pttl.
@@ -245,14 +245,14 @@ fn holder_row(v: &Value) -> HolderRow {
     }
 }
 
-/// Parse a LOCK.INFO reply strictly: nil, or the 8 fields in the contract's
-/// order as a flat RESP2 array of 16 items or a RESP3 map of 8 entries.
+/// Parse a LOCK.INFO reply strictly: nil, or the 9 fields in the contract's
+/// order as a flat RESP2 array of 18 items or a RESP3 map of 9 entries.
 /// Also checks that the fields agree with each other (see `check_info`).
 fn parse_info(v: Value) -> Option<Info> {
     let pairs: Vec<(Value, Value)> = match v {
         Value::Nil => return None,
         Value::Array(items) => {
-            assert_eq!(items.len(), 16, "LOCK.INFO RESP2 reply must be 8 field/value pairs: {items:?}");
+            assert_eq!(items.len(), 18, "LOCK.INFO RESP2 reply must be 9 field/value pairs: {items:?}");
             let mut it = items.into_iter();
             let mut pairs = Vec::new();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -261,7 +261,7 @@ fn parse_info(v: Value) -> Option<Info> {
             pairs
         }
         Value::Map(pairs) => {
-            assert_eq!(pairs.len(), 8, "LOCK.INFO RESP3 map must have 8 fields: {pairs:?}");
+            assert_eq!(pairs.len(), 9, "LOCK.INFO RESP3 map must have 9 fields: {pairs:?}");
             pairs
         }
         other => panic!("LOCK.INFO: unexpected reply {other:?}"),

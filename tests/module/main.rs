@@ -29,3 +29,4 @@ mod replay;
 mod replication;
 mod server_state;
 mod stats;
+mod values;

@@ -1,0 +1,75 @@
+//! `LOCK.APPLY`, the replicated form of a grant: what the master or this
+//! server's AOF sets exactly, parsed as strictly as a client's command.
+
+use super::{parse_i64, parse_int, parse_limit, parse_owner, parse_permits, parse_token, ArgBytes, ArgError};
+use crate::core::token::Token;
+
+/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline [PERMITS k] | VALUE text]`
+/// (replicated form). With `SHARED`, one shared holder of a read-write
+/// lock (`limit` 0) or a semaphore, and the key's own deadline; 0 is no
+/// end for either; `PERMITS k`, a semaphore holder's permits above 1.
+/// With `VALUE`, an exclusive lock's value (any length: what the master
+/// stored).
+#[derive(Debug)]
+pub struct Apply<'a, A> {
+    pub key: &'a A,
+    pub owner: &'a [u8],
+    pub token: Token,
+    /// Absolute Unix time in ms; 0 for no expiry.
+    pub deadline_ms: i64,
+    pub shared: Option<ApplyShared>,
+    /// An exclusive lock's value; empty: none.
+    pub value: &'a [u8],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApplyShared {
+    /// 0: a read-write lock held shared.
+    pub limit: u32,
+    pub key_deadline_ms: i64,
+    /// 1 without PERMITS.
+    pub permits: u32,
+}
+
+pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
+    let mut value: &[u8] = b"";
+    let (key, owner, token, deadline, shared) = match args {
+        [_, key, owner, token, deadline] => (key, owner, token, deadline, None),
+        [_, key, owner, token, deadline, word, text] if word.bytes().eq_ignore_ascii_case(b"VALUE") => {
+            value = text.bytes();
+            (key, owner, token, deadline, None)
+        }
+        [_, key, owner, token, deadline, word, limit, key_deadline, weighted @ ..] if word.bytes().eq_ignore_ascii_case(b"SHARED") => {
+            let limit = match parse_int(limit.bytes()) {
+                Ok(0) => 0,
+                _ => u32::try_from(parse_limit(limit.bytes())?).map_err(|_| ArgError::BadLimit)?,
+            };
+            let permits = match weighted {
+                [] => 1,
+                [word, k] if word.bytes().eq_ignore_ascii_case(b"PERMITS") => {
+                    u32::try_from(parse_permits(k.bytes())?).ok().filter(|k| *k <= limit).ok_or(ArgError::BadPermits)?
+                }
+                _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
+            };
+            (key, owner, token, deadline, Some((limit, key_deadline, permits)))
+        }
+        _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
+    };
+    let owner = parse_owner(owner.bytes())?;
+    let token = parse_token(token.bytes())?;
+    let deadline_ms = parse_deadline(deadline.bytes())?;
+    let shared = match shared {
+        Some((limit, key_deadline, permits)) => {
+            Some(ApplyShared { limit, key_deadline_ms: parse_deadline(key_deadline.bytes())?, permits })
+        }
+        None => None,
+    };
+    Ok(Apply { key, owner, token, deadline_ms, shared, value })
+}
+
+fn parse_deadline(bytes: &[u8]) -> Result<i64, ArgError> {
+    match parse_i64(bytes) {
+        Some(d) if d >= 0 => Ok(d),
+        _ => Err(ArgError::BadDeadline),
+    }
+}
