@@ -24,6 +24,13 @@ pub enum Error {
     /// leaves the lease as it was.
     #[error("lock {resource:?}: {what} refused: {}: {}", .rejection.describe(), Outcomes(.outcomes))]
     Rejected { resource: String, what: &'static str, rejection: Rejection, outcomes: Vec<InstanceOutcome> },
+    /// A request about a lock that is neither an acquisition nor an
+    /// extension reached no quorum: a leader's new value
+    /// (`Leadership::proclaim`, which observers may then still read as the
+    /// old one), or a look at who leads (`Election::leader`, with too few
+    /// servers answering to tell). Not a loss by itself.
+    #[error("lock {resource:?}: {what} reached no quorum: {}", Outcomes(.outcomes))]
+    NoQuorum { resource: String, what: &'static str, outcomes: Vec<InstanceOutcome> },
     /// The validity of the lock ran out before the operation.
     #[error("lock {resource:?} already expired")]
     Expired { resource: String },

@@ -8,11 +8,14 @@
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `semaphore`: permits of a semaphore, each a slot lock on a majority
 //! - `guard`: automatic extension and the lost-lock signal
+//! - `election`: leader election (campaign, proclaim, leader, observe,
+//!   resign), the leader stored with the hold
 //! - `semaphore`: permits of a counting semaphore, one slot lock each
 //! - `hold`: what every front end (the CLI, the Python and Node bindings)
 //!   does with a lock: requests, holds, input checks, failures by category
 //! - `settings` (defaults and checks), `error`
 
+pub mod election;
 pub mod error;
 pub mod guard;
 pub mod hold;
@@ -27,6 +30,7 @@ pub mod transport;
 #[cfg(doctest)]
 mod doctests;
 
+pub use election::{Election, Leader, Leadership};
 pub use error::Error;
 pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};

@@ -53,7 +53,7 @@ impl Redlock {
         let mut last = Vec::new();
         for i in 0..limit {
             let slot = (first + i) % limit;
-            match self.attempt(&permit_key(resource, slot), ttl, false).await {
+            match self.attempt(&permit_key(resource, slot), ttl, false, None).await {
                 Ok(lock) => return Ok(lock),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
@@ -83,7 +83,7 @@ impl Redlock {
     /// order instead of by lottery.
     pub async fn permit_until(&self, resource: &str, limit: u32, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
         Self::check_limit(limit)?;
-        self.acquire_until(resource, ttl, deadline, Kind::Permit(limit), |_| {}).await
+        self.acquire_until(resource, ttl, deadline, Kind::Permit(limit), None, |_| {}).await
     }
 
     /// A permit of `resource` (as `permit_until`) kept by a guard that

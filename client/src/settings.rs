@@ -261,6 +261,42 @@ impl Settings {
         }
     }
 
+    /// The lock-delay of an election's hold of `ttl` (see `election`), the
+    /// one place its rule is kept: holds bound to the connection
+    /// (`release_on_disconnect`, module mode), and a lock-delay longer than
+    /// the extension interval plus a request timeout, so that a leader cut
+    /// off from a server learns of it at its next extension before that
+    /// server can grant the next term. Settings that break it are an
+    /// `Error::Config` naming what to change.
+    pub fn election_lock_delay(&self, ttl: Duration, names: &Names) -> Result<Duration, Error> {
+        let name = names.option;
+        if self.mode != Mode::Module {
+            return Err(Error::Config("an election needs the redislock module (module mode): its leader is stored with the lock".into()));
+        }
+        if !self.release_on_disconnect {
+            return Err(Error::Config(format!(
+                "an election needs {} on: a leader's hold must end with its connection, not only with its lease",
+                name("release_on_disconnect")
+            )));
+        }
+        let delay = self.lock_delay_for(ttl);
+        let needed = self.extension_interval(ttl).saturating_add(self.request_timeout);
+        if delay <= needed {
+            let unit = names.unit;
+            return Err(Error::Config(format!(
+                "an election's lock-delay ({} {}) must be longer than the extension interval plus {} ({} {}):                  raise {} (or leave it unset), lower {}, or take a longer ttl",
+                unit.of(delay),
+                unit.symbol(),
+                name("request_timeout"),
+                unit.of(needed),
+                unit.symbol(),
+                name("lock_delay"),
+                name("extend_fraction"),
+            )));
+        }
+        Ok(delay)
+    }
+
     /// `SESSION DELAY ms` for a grant of `ttl`, when holds end with their
     /// connection: the delay in ms; `None` otherwise.
     pub fn session_delay_ms(&self, ttl: Duration) -> Option<u64> {
@@ -288,6 +324,27 @@ mod tests {
         assert_eq!(Settings::default().session_delay_ms(ttl), None);
         let odd = Settings { extend_fraction: f64::NAN, ..s };
         assert_eq!(odd.extension_interval(ttl), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn an_election_needs_bound_holds_and_a_lock_delay_past_an_extension_and_a_request() {
+        let ttl = Duration::from_millis(1500);
+        let bound = Settings { release_on_disconnect: true, ..Settings::default() };
+        assert_eq!(bound.election_lock_delay(ttl, &Names::RUST).ok(), Some(Duration::from_millis(567)));
+        for (odd, says) in [
+            (Settings::default(), "release_on_disconnect"),
+            (Settings { mode: Mode::Script, ..Settings::default() }, "module mode"),
+            (Settings { lock_delay: Some(Duration::from_millis(550)), ..bound.clone() }, "lock_delay"),
+            // 0.9 of the ttl plus a request passes the ttl, which caps the delay.
+            (Settings { extend_fraction: 0.9, request_timeout: Duration::from_millis(200), ..bound.clone() }, "extend_fraction"),
+        ] {
+            match odd.election_lock_delay(ttl, &Names::RUST) {
+                Err(Error::Config(message)) => assert!(message.contains(says), "{message}"),
+                other => panic!("{odd:?} passed: {other:?}"),
+            }
+        }
+        let longer = Settings { lock_delay: Some(Duration::from_millis(551)), ..bound };
+        assert_eq!(longer.election_lock_delay(ttl, &Names::RUST).ok(), Some(Duration::from_millis(551)));
     }
 
     #[test]

@@ -90,7 +90,7 @@ impl Failure {
             Failure::Redlock(Error::QuorumLost { .. } | Error::Expired { .. }) | Failure::Lost { .. } => Category::LockLost,
             Failure::Redlock(Error::Config(_)) => Category::Config,
             Failure::Redlock(Error::Rejected { rejection, .. }) if rejection.is_configuration() => Category::Config,
-            Failure::Redlock(Error::Rejected { .. } | Error::Server { .. }) => Category::Other,
+            Failure::Redlock(Error::Rejected { .. } | Error::Server { .. } | Error::NoQuorum { .. }) => Category::Other,
             Failure::Released { .. } => Category::Released,
             Failure::Aborted { .. } => Category::Aborted,
             Failure::Invalid(_) => Category::Invalid,
@@ -104,6 +104,7 @@ impl Failure {
                 Error::NotAcquired { resource, .. }
                 | Error::QuorumLost { resource, .. }
                 | Error::Rejected { resource, .. }
+                | Error::NoQuorum { resource, .. }
                 | Error::Expired { resource },
             )
             | Failure::Lost { resource, .. }

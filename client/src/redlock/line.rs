@@ -104,13 +104,15 @@ impl Redlock {
     /// The acquisition loop of every kind: rounds until granted, the
     /// retries are used up or `deadline` passes. With a deadline in module
     /// mode the request keeps a place in the resource's line for its whole
-    /// wait (see `lock_until`), whatever its kind.
+    /// wait (see `lock_until`), whatever its kind. `value`: stored with an
+    /// exclusive hold on every instance (an election's, see `election`).
     pub(crate) async fn acquire_until<F>(
         &self,
         resource: &str,
         ttl: Duration,
         deadline: Option<Instant>,
         kind: Kind,
+        value: Option<&str>,
         mut observe: F,
     ) -> Result<Lock, Error>
     where
@@ -132,7 +134,7 @@ impl Redlock {
         // line, what we took goes back and we wait behind them.
         let mut behind = false;
         if let (true, Some(_), Kind::Exclusive | Kind::Shared) = (lined, deadline, kind) {
-            match self.first_try(resource, kind, ttl).await {
+            match self.first_try(resource, kind, ttl, value).await {
                 FirstTry::Lock(lock) => return Ok(lock),
                 FirstTry::Behind => behind = true,
                 FirstTry::Again => {}
@@ -174,10 +176,10 @@ impl Redlock {
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
                         let floor =
                             ask_floor.then(|| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
-                        (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared).await, Some(window))
+                        (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared, value).await, Some(window))
                     }
                     (_, _, Kind::Permit(limit)) => (self.attempt_permit(resource, limit, ttl).await, None),
-                    _ => (self.attempt(resource, ttl, kind == Kind::Shared).await, None),
+                    _ => (self.attempt(resource, ttl, kind == Kind::Shared, value).await, None),
                 }
             };
             let (renewed, (taken, window)) = futures::join!(renewal, round);
@@ -261,7 +263,9 @@ impl Redlock {
     /// the server serves its queue first.
     async fn renew_ticket(&self, t: &Ticket, ttl: Duration) -> bool {
         match self.inner.instances.get(t.instance) {
-            Some(instance) => instance.acquire_as(&t.key, &t.owner, ttl, None, t.share, PLACE_SESSION).await.outcome != Outcome::Refused,
+            Some(instance) => {
+                instance.acquire_as(&t.key, &t.owner, ttl, None, t.share, PLACE_SESSION, None).await.outcome != Outcome::Refused
+            }
             None => false,
         }
     }
@@ -293,7 +297,7 @@ impl Redlock {
         // Without `ask_first` the caller just found others in line: straight
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
-            match instance.acquire_as(&key, &owner, ttl, None, share, PLACE_SESSION).await.outcome {
+            match instance.acquire_as(&key, &owner, ttl, None, share, PLACE_SESSION, None).await.outcome {
                 Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, share, owner, token }),
                 Outcome::Refused => {}
                 Outcome::Timeout => {
@@ -321,7 +325,7 @@ impl Redlock {
             }
         };
         tokio::select! {
-            waited = instance.wait_for(&key, &owner, ttl, wait, None, share, PLACE_SESSION) => match waited.outcome {
+            waited = instance.wait_for(&key, &owner, ttl, wait, None, share, PLACE_SESSION, None) => match waited.outcome {
                 Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, share, owner, token }),
                 _ => {
                     // A grant that raced the timeout must not block the line.
@@ -346,11 +350,11 @@ impl Redlock {
     /// someone is in line is given back at once: it was free on the servers
     /// only between two holders of the line, and a newcomer must not
     /// overtake them.
-    async fn first_try(&self, resource: &str, kind: Kind, ttl: Duration) -> FirstTry {
+    async fn first_try(&self, resource: &str, kind: Kind, ttl: Duration, value: Option<&str>) -> FirstTry {
         let index = line_instance(resource, &self.inner.line_order);
         let Some(instance) = self.inner.instances.get(index) else { return FirstTry::Again };
         let (key, _) = kind.line(resource);
-        let (someone_in_line, taken) = futures::join!(instance.exists(&key), self.attempt(resource, ttl, kind == Kind::Shared));
+        let (someone_in_line, taken) = futures::join!(instance.exists(&key), self.attempt(resource, ttl, kind == Kind::Shared, value));
         match (someone_in_line, taken) {
             (Some(true), taken) => {
                 if let Ok(lock) = taken {

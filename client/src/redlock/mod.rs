@@ -303,7 +303,7 @@ impl Redlock {
     /// One attempt, no retry.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
         self.verify_servers().await?;
-        self.attempt(resource, ttl, false).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+        self.attempt(resource, ttl, false, None).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
     }
 
     /// One attempt at a shared hold of `resource`, a read-write lock: any
@@ -312,7 +312,7 @@ impl Redlock {
     /// reader's share an instance, which grants only one of the two kinds.
     pub async fn try_lock_shared(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
         self.verify_servers().await?;
-        self.attempt(resource, ttl, true).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+        self.attempt(resource, ttl, true, None).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
     }
 
     /// A shared hold of `resource`, retried until granted, the retries are
@@ -321,7 +321,7 @@ impl Redlock {
     /// shared (see `lock_until`): readers and writers are served in
     /// arrival order, consecutive readers together.
     pub async fn lock_shared_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        self.acquire_until(resource, ttl, deadline, Kind::Shared, |_| {}).await
+        self.acquire_until(resource, ttl, deadline, Kind::Shared, None, |_| {}).await
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -363,7 +363,7 @@ impl Redlock {
     where
         F: FnMut(&Retry<'_>) + Send,
     {
-        self.acquire_until(resource, ttl, deadline, Kind::Exclusive, observe).await
+        self.acquire_until(resource, ttl, deadline, Kind::Exclusive, None, observe).await
     }
 
     /// Each instance's view of `resource`.

@@ -138,12 +138,21 @@ impl Redlock {
     /// One Redlock round. `Err(outcomes)` when not granted (and nothing is
     /// left behind). Only grants count: an instance that failed in any way
     /// (unreachable, timed out, in quarantine, without the module, ...)
-    /// is one that did not grant.
-    pub(crate) async fn attempt(&self, resource: &str, ttl: Duration, shared: bool) -> Result<Lock, Vec<InstanceOutcome>> {
+    /// is one that did not grant. `value`: stored with the hold (see
+    /// `acquire_until`).
+    pub(crate) async fn attempt(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        shared: bool,
+        value: Option<&str>,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
         let session = self.inner.settings.session_delay_ms(ttl);
-        let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire(resource, &owner, ttl, None, shared, session))).await;
+        let share = if shared { Share::Shared } else { Share::Exclusive };
+        let outcomes =
+            join_all(self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, None, share, session, value))).await;
         self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
     }
 
@@ -170,11 +179,12 @@ impl Redlock {
         window: Duration,
         floor: Option<i64>,
         shared: bool,
+        value: Option<&str>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         // The waits run as tasks of their own (see "late" above); without a
         // tokio runtime to run them, a plain round.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.attempt(resource, ttl, shared).await;
+            return self.attempt(resource, ttl, shared, value).await;
         };
         let owner = new_owner();
         let sent = Instant::now();
@@ -186,11 +196,12 @@ impl Redlock {
         });
         for i in 0..n {
             let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.to_string(), owner.clone());
+            let value = value.map(str::to_string);
             runtime.spawn(async move {
                 let Some(instance) = me.inner.instances.get(i) else { return };
                 let share = if shared { Share::Shared } else { Share::Exclusive };
                 let session = me.inner.settings.session_delay_ms(ttl);
-                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor, share, session).await;
+                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor, share, session, value.as_deref()).await;
                 let granted = matches!(outcome.outcome, Outcome::Granted { .. });
                 if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
                     instance.release(&resource, &owner).await;

@@ -34,6 +34,13 @@ impl Share {
 /// Waiters `status` lists per server.
 const STATUS_LINE_COUNT: i64 = 20;
 
+/// `VALUE text`, stored with the hold (an election's advertised leader).
+fn value_args(cmd: &mut Cmd, value: Option<&str>) {
+    if let Some(text) = value {
+        cmd.arg("VALUE").arg(text);
+    }
+}
+
 /// `SESSION DELAY ms`, when the hold ends with its connection.
 fn session_args(cmd: &mut Cmd, session: Option<u64>) {
     if let Some(delay) = session {
@@ -66,13 +73,15 @@ impl Instance {
         shared: bool,
         session: Option<u64>,
     ) -> InstanceOutcome {
-        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }, session).await
+        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }, session, None).await
     }
 
     /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n]] [FENCE min] [SESSION
-    /// DELAY d]` (`session`: the hold ends `d` ms after this connection
-    /// closes), or in script mode `SET key owner NX PX ttl` (exclusive
-    /// only, never bound).
+    /// DELAY d] [VALUE text]` (`session`: the hold ends `d` ms after this
+    /// connection closes; `value`: stored with an exclusive hold, a
+    /// re-grant without one keeps it), or in script mode `SET key owner NX
+    /// PX ttl` (exclusive only, never bound, no value).
+    #[allow(clippy::too_many_arguments)]
     pub async fn acquire_as(
         &self,
         key: &str,
@@ -81,6 +90,7 @@ impl Instance {
         fence: Option<i64>,
         share: Share,
         session: Option<u64>,
+        value: Option<&str>,
     ) -> InstanceOutcome {
         let started = Instant::now();
         let ttl_ms = millis(ttl);
@@ -93,6 +103,7 @@ impl Instance {
                     cmd.arg("FENCE").arg(min);
                 }
                 session_args(&mut cmd, session);
+                value_args(&mut cmd, value);
                 if self.binds_connection(session) {
                     let (outcome, connection) = match self.query_on_connection::<Option<i64>>(&cmd).await {
                         Ok((id, Some(token))) => (Outcome::Granted { token: Some(token) }, Some(id)),
@@ -110,6 +121,7 @@ impl Instance {
             Mode::Script if share != Share::Exclusive => {
                 Outcome::Failed("shared locks need the redislock module (script mode has none)".into())
             }
+            Mode::Script if value.is_some() => Outcome::Failed("a value stored with a lock needs the redislock module".into()),
             Mode::Script => {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
@@ -170,6 +182,37 @@ impl Instance {
         InstanceOutcome { connection, ..self.outcome(started, outcome) }
     }
 
+    /// `LOCK.PROCLAIM key owner value`: the value stored with `owner`'s
+    /// exclusive hold replaced. A hold bound to connection `connection` is
+    /// proclaimed on that connection only, as `extend_bound` extends it.
+    pub async fn proclaim(&self, key: &str, owner: &str, value: &str, connection: Option<u64>) -> InstanceOutcome {
+        let started = Instant::now();
+        if self.mode == Mode::Script {
+            return self.outcome(started, Outcome::Failed("a value stored with a lock needs the redislock module".into()));
+        }
+        let mut cmd = redis::cmd("LOCK.PROCLAIM");
+        cmd.arg(key).arg(owner).arg(value);
+        let outcome = match connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_))) {
+            Some(bound) => match self.query_on_connection::<i64>(&cmd).await {
+                Ok((id, _)) if id != bound => Outcome::Refused,
+                Ok((_, reply)) => one_or_zero(Ok(reply)),
+                Err(e) => e,
+            },
+            None => one_or_zero(self.query::<i64>(&cmd).await),
+        };
+        InstanceOutcome { connection, ..self.outcome(started, outcome) }
+    }
+
+    /// Who holds `key` exclusively here, with its token and value
+    /// (`LOCK.INFO`): `Ok(None)` when nobody does (or it is held shared),
+    /// `Err` when the server did not answer.
+    pub async fn holding(&self, key: &str) -> Result<Option<Holding>, Outcome> {
+        if self.mode == Mode::Script {
+            return Err(Outcome::Failed("a value stored with a lock needs the redislock module".into()));
+        }
+        self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await.map(holding_of)
+    }
+
     /// Sets the lease of `key` to `ttl` from now if `owner` holds it.
     pub async fn extend(&self, key: &str, owner: &str, ttl: Duration) -> InstanceOutcome {
         let started = Instant::now();
@@ -197,6 +240,7 @@ impl Instance {
         fence: Option<i64>,
         share: Share,
         session: Option<u64>,
+        value: Option<&str>,
     ) -> InstanceOutcome {
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
@@ -208,6 +252,7 @@ impl Instance {
         }
         cmd.arg("WAIT").arg(millis(wait).max(1));
         session_args(&mut cmd, session);
+        value_args(&mut cmd, value);
         let waited = async {
             match &self.client {
                 Client::Single(_) | Client::Sentinel(_) => {
@@ -277,7 +322,7 @@ impl Instance {
         // own): it is granted again on the shared one, the same owner's
         // re-grant with the same token, which moves the binding there.
         if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
-            let again = self.acquire_as(key, owner, ttl, None, share, session).await;
+            let again = self.acquire_as(key, owner, ttl, None, share, session, value).await;
             return InstanceOutcome { latency: started.elapsed(), ..again };
         }
         self.outcome(started, outcome)

@@ -29,8 +29,8 @@ mod urls;
 
 pub use commands::Share;
 use failures::{classify, connect_timeout, failing_over, for_status};
-use replies::{contended_locks, fill_status, info_texts, quarantine_left, summarize, waiter_states};
-pub use replies::{ContendedLock, HolderState, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
+use replies::{contended_locks, fill_status, holding_of, info_texts, quarantine_left, summarize, waiter_states};
+pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
 pub use urls::{check_url, is_cluster_url, is_tls_url, takes_more_hosts, CLUSTER_SCHEME, SENTINEL_SCHEME, TLS_CLUSTER_SCHEME};
 use urls::{cluster_seeds, sentinel_client, sentinel_spec};
 

@@ -26,6 +26,34 @@ pub struct InstanceStatus {
     pub line: Vec<WaiterState>,
 }
 
+/// The exclusive holder of a key on one server, as an election reads it
+/// (`LOCK.INFO`'s owner, token and value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub owner: String,
+    pub token: Option<i64>,
+    /// The value stored with the hold; `None` when it has none.
+    pub value: Option<String>,
+}
+
+/// A LOCK.INFO reply as `Holding`: `None` when nobody holds the key, or
+/// it is held shared (no single owner), or the reply is not one.
+pub(super) fn holding_of(reply: Value) -> Option<Holding> {
+    let mut held = Holding { owner: String::new(), token: None, value: None };
+    let mut owner = None;
+    for (k, v) in field_pairs(reply)? {
+        let Ok(k) = String::from_redis_value(k) else { continue };
+        match k.as_str() {
+            "owner" => owner = Option::<Vec<u8>>::from_redis_value(v).ok().flatten(),
+            "token" => held.token = i64::from_redis_value(v).ok(),
+            "value" => held.value = Option::<Vec<u8>>::from_redis_value(v).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()),
+            _ => {}
+        }
+    }
+    held.owner = String::from_utf8_lossy(&owner?).into_owned();
+    Some(held)
+}
+
 /// One holder on one server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HolderState {

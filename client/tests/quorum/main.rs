@@ -10,6 +10,7 @@
 mod common;
 
 mod connections;
+mod election;
 mod fairness;
 mod fence_write_back;
 mod line;

@@ -1,0 +1,314 @@
+//! Leader election on the quorum, modelled on etcd's
+//! `concurrency.Election`: candidates `campaign` in the fair line of one
+//! lock per election, the holder leads with its fencing token as its term
+//! and advertises a value stored with the hold (`LOCK.ACQUIRE ... VALUE`,
+//! `LOCK.PROCLAIM`), so every observer reads the leader a quorum of servers
+//! agrees on (`leader`, `observe`). docs/election.md says what it
+//! guarantees and what the term (the fence) is still needed for.
+//!
+//! The hold is bound to the leader's connections with a lock-delay longer
+//! than an extension interval plus a request (`Settings::election_lock_delay`):
+//! a leader that dies leaves the line to the next candidate a lock-delay
+//! later, and one that is cut off from a server learns it at its next
+//! extension (its lost signal) before that server can grant the next term.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use futures::Stream;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::guard::LockGuard;
+use crate::outcome::{InstanceOutcome, Outcome};
+use crate::quorum;
+use crate::redlock::{Kind, Redlock, Released};
+use crate::settings::Names;
+
+/// The lease of a leader's hold unless `with_ttl` says otherwise; it is
+/// extended every third of it, and a leader that dies is followed about a
+/// lock-delay (a little over a third of it) later.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// How often `observe` reads the leader unless `with_observe_interval`
+/// says otherwise.
+pub const DEFAULT_OBSERVE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The lock an election named `name` is: its own key space, apart from
+/// the locks an application takes by name.
+pub fn resource_of(name: &str) -> String {
+    format!("redlock:election:{name}")
+}
+
+/// An election: its name, this candidate's value, and how its leader
+/// holds. Cheap to clone; clones share the client's connections.
+#[derive(Clone)]
+pub struct Election {
+    redlock: Redlock,
+    name: String,
+    resource: String,
+    value: String,
+    ttl: Duration,
+    observe_every: Duration,
+}
+
+/// A leader as a quorum of servers agree on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// What the leader advertises (empty when nothing).
+    pub value: String,
+    /// The leader's fencing token: larger than every earlier leader's.
+    pub term: i64,
+}
+
+impl Election {
+    /// The election `name` on `redlock`'s servers, for a candidate that
+    /// advertises `value` when it leads. `redlock` must bind holds to the
+    /// connection (`Settings::release_on_disconnect`, module mode) with a
+    /// lock-delay past an extension interval plus a request: other
+    /// settings are an `Error::Config` naming what to change.
+    pub fn new(redlock: Redlock, name: &str, value: &str) -> Result<Election, Error> {
+        Election {
+            redlock,
+            name: name.to_string(),
+            resource: resource_of(name),
+            value: value.to_string(),
+            ttl: DEFAULT_TTL,
+            observe_every: DEFAULT_OBSERVE_INTERVAL,
+        }
+        .checked()
+    }
+
+    /// The same election with a leader's lease of `ttl`, checked as `new`.
+    pub fn with_ttl(self, ttl: Duration) -> Result<Election, Error> {
+        Election { ttl, ..self }.checked()
+    }
+
+    /// The same election, `observe` reading the leader every `every`.
+    pub fn with_observe_interval(self, every: Duration) -> Election {
+        Election { observe_every: every.max(Duration::from_millis(1)), ..self }
+    }
+
+    fn checked(self) -> Result<Election, Error> {
+        if self.name.is_empty() {
+            return Err(Error::Config("an election needs a name".into()));
+        }
+        if self.ttl.is_zero() {
+            return Err(Error::Config("an election's ttl must be more than 0 ms".into()));
+        }
+        self.redlock.settings().election_lock_delay(self.ttl, &Names::RUST)?;
+        Ok(self)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// How long a server keeps a leader's hold after its connection
+    /// closed: the bound of a dead leader's successor's wait.
+    pub fn lock_delay(&self) -> Duration {
+        self.redlock.settings().lock_delay_for(self.ttl)
+    }
+
+    /// Waits, in the election lock's fair line and without a deadline,
+    /// until this candidate leads, and returns its leadership (kept by a
+    /// guard: extended, with a lost signal). The value travels with the
+    /// request, so the leader is never seen without it. Dropping the future
+    /// gives the place in line up and leaves nothing held. Each call is a
+    /// candidate of its own: a leader that campaigns again waits behind
+    /// itself.
+    pub async fn campaign(&self) -> Result<Leadership, Error> {
+        let now = Instant::now();
+        let deadline = now.checked_add(crate::hold::FOREVER).unwrap_or(now);
+        let lock = self.redlock.acquire_until(&self.resource, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
+        // Module mode (checked): every grant has a token.
+        let term = lock.token.unwrap_or(0);
+        let guard = self.redlock.keep(lock);
+        Ok(Leadership { election: self.clone(), guard, term, value: Mutex::new(self.value.clone()) })
+    }
+
+    /// The leader now: LOCK.INFO on every server, and a leader only when a
+    /// quorum of them name the same holder, term and value. `Ok(None)` when
+    /// they do not (nobody leads, or a handover or a new value is on its
+    /// way); `Error::NoQuorum` when too few servers answered to tell.
+    pub async fn leader(&self) -> Result<Option<Leader>, Error> {
+        self.redlock.verify_servers().await?;
+        let instances = &self.redlock.inner.instances;
+        let answers = join_all(instances.iter().map(|i| async move {
+            let started = Instant::now();
+            (i.name.clone(), started, i.holding(&self.resource).await)
+        }))
+        .await;
+        let quorum = self.redlock.quorum();
+        let answered = answers.iter().filter(|(_, _, a)| a.is_ok()).count();
+        let held: Vec<_> = answers.iter().filter_map(|(_, _, a)| a.as_ref().ok()?.as_ref()).collect();
+        let agreed = held.iter().find(|h| h.token.is_some() && held.iter().filter(|o| o == h).count() >= quorum);
+        if let Some(h) = agreed {
+            return Ok(Some(Leader { value: h.value.clone().unwrap_or_default(), term: h.token.unwrap_or(0) }));
+        }
+        if answered >= quorum {
+            return Ok(None);
+        }
+        let outcomes = answers
+            .into_iter()
+            .map(|(server, started, a)| InstanceOutcome {
+                server,
+                outcome: a.err().unwrap_or(Outcome::Done),
+                latency: started.elapsed(),
+                connection: None,
+            })
+            .collect();
+        Err(Error::NoQuorum { resource: self.resource.clone(), what: "a look at the leader", outcomes })
+    }
+
+    /// Every change of leader: each new term, and each new value a leader
+    /// proclaims, in term order (never a lower term after a higher one).
+    /// It reads the leader every `observe_interval` (200 ms unless set),
+    /// so a change shorter than that may be missed, and a term that began
+    /// and ended between two reads is never seen; no change is seen twice.
+    /// It never ends by itself; reads that fail are tried again.
+    pub fn observe(&self) -> impl Stream<Item = Leader> + Send + 'static {
+        let election = self.clone();
+        futures::stream::unfold((election, None::<Leader>), |(election, last)| async move {
+            loop {
+                if let Ok(Some(now)) = election.leader().await {
+                    if is_news(last.as_ref(), &now) {
+                        return Some((now.clone(), (election, Some(now))));
+                    }
+                }
+                tokio::time::sleep(election.observe_every).await;
+            }
+        })
+    }
+}
+
+/// Whether `now` is a change after `last`: a later term, or a new value of
+/// the same term; never an earlier term.
+fn is_news(last: Option<&Leader>, now: &Leader) -> bool {
+    match last {
+        None => true,
+        Some(last) => now.term > last.term || (now.term == last.term && now.value != last.value),
+    }
+}
+
+/// This candidate leads: its term, its lost signal, and what it may do as
+/// the leader. Dropping it resigns in the background.
+pub struct Leadership {
+    election: Election,
+    guard: LockGuard,
+    term: i64,
+    value: Mutex<String>,
+}
+
+impl Leadership {
+    /// The term: the leader's fencing token, larger than every earlier
+    /// leader's. Pass it with every write the leader makes, and have the
+    /// resource refuse a term lower than one it saw.
+    pub fn term(&self) -> i64 {
+        self.term
+    }
+
+    pub fn election(&self) -> &Election {
+        &self.election
+    }
+
+    /// The value this leader advertises now.
+    pub fn value(&self) -> String {
+        self.value.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Completes the moment the leadership is lost (an extension reached
+    /// no quorum, or the validity ran out): stop acting as the leader.
+    pub async fn lost(&self) {
+        self.guard.lost().await
+    }
+
+    /// Whether the leadership is lost, checked now.
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// When the leadership stopped being safely held; `None` while held.
+    pub fn lost_at(&self) -> Option<Instant> {
+        self.guard.lost_at()
+    }
+
+    /// A token cancelled when the leadership is lost, for other tasks.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.guard.lost_token()
+    }
+
+    /// Advertises `value` instead (`LOCK.PROCLAIM` on every server, on the
+    /// connection the hold is bound to there); term and lease stay. `Ok`
+    /// only when a quorum stored it: then every `leader` reads it.
+    /// `Error::NoQuorum` otherwise (observers may read the old value, or no
+    /// agreed leader, until the leader proclaims again); `Error::Rejected`
+    /// when the servers refuse the value itself (longer than
+    /// `redislock.max-owner-len`); `Error::Expired` once the leadership is
+    /// lost.
+    pub async fn proclaim(&self, value: &str) -> Result<(), Error> {
+        let lock = self.guard.lock();
+        if self.guard.is_lost() {
+            return Err(Error::Expired { resource: lock.resource });
+        }
+        let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
+        let instances = &self.election.redlock.inner.instances;
+        let outcomes =
+            join_all(instances.iter().enumerate().map(|(i, inst)| inst.proclaim(&lock.resource, &lock.owner, value, bound(i)))).await;
+        let done = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
+        let quorum = self.election.redlock.quorum();
+        if done >= quorum {
+            *self.value.lock().unwrap_or_else(|p| p.into_inner()) = value.to_string();
+            return Ok(());
+        }
+        match quorum::rejections(&outcomes) {
+            Some((rejection, n)) if done + n >= quorum => {
+                Err(Error::Rejected { resource: lock.resource, what: "proclamation", rejection, outcomes })
+            }
+            _ => Err(Error::NoQuorum { resource: lock.resource, what: "the new value", outcomes }),
+        }
+    }
+
+    /// Steps down now: the hold is released on every server, which hands it
+    /// to the next candidate in line at once (no lease to wait out).
+    pub async fn resign(self) -> Result<Released, Error> {
+        self.guard.release().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_later_term_or_a_new_value_is_news() {
+        let at = |term: i64, value: &str| Leader { value: value.into(), term };
+        assert!(is_news(None, &at(5, "a")));
+        assert!(is_news(Some(&at(5, "a")), &at(6, "a")));
+        assert!(is_news(Some(&at(5, "a")), &at(5, "b")));
+        assert!(!is_news(Some(&at(5, "a")), &at(5, "a")));
+        assert!(!is_news(Some(&at(6, "a")), &at(5, "b")), "never a lower term after a higher one");
+    }
+
+    #[test]
+    fn an_election_is_refused_settings_that_break_its_lock_delay() {
+        let settings = crate::Settings { release_on_disconnect: true, ..crate::Settings::default() };
+        let redlock = Redlock::new(&["redis://127.0.0.1:1"], settings).expect("client");
+        assert!(Election::new(redlock.clone(), "jobs", "me").is_ok());
+        assert!(matches!(Election::new(redlock.clone(), "", "me"), Err(Error::Config(_))));
+        let plain = Redlock::new(&["redis://127.0.0.1:1"], crate::Settings::default()).expect("client");
+        assert!(matches!(Election::new(plain, "jobs", "me"), Err(Error::Config(m)) if m.contains("release_on_disconnect")));
+        let election = Election::new(redlock, "jobs", "me").expect("election");
+        assert!(matches!(election.with_ttl(Duration::ZERO), Err(Error::Config(_))));
+        assert_eq!(resource_of("jobs"), "redlock:election:jobs");
+    }
+}
