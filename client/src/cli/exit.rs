@@ -40,7 +40,7 @@ pub struct Failure {
     pub code: i32,
     /// `usage`, `error`, `held`, `no_validity`, `quarantine`, `no_quorum`,
     /// `not_released`, `lock_lost`, `command_not_found`, `cannot_execute`,
-    /// `interrupted`.
+    /// `interrupted`, `leadership_lost` (elect), `no_leader` (leader).
     pub kind: &'static str,
     pub message: String,
     /// More fields of the JSON error object (resource, quorum, instances...).

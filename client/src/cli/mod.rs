@@ -3,7 +3,9 @@
 
 pub mod args;
 pub mod bench;
+pub mod child;
 pub mod commands;
+pub mod elect;
 pub mod exit;
 pub mod explain;
 pub mod output;
@@ -32,7 +34,13 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         return bench::bench(&global, args, json).await;
     }
     let urls = global.urls().map_err(Failure::usage)?;
-    let redlock = Redlock::new(&urls, global.settings(global.mode.into())).map_err(|e| explain::other(&e))?;
+    let mut settings = global.settings(global.mode.into());
+    // An election's hold is always bound to the connection (as --session):
+    // a leader that dies must be followed after its lock-delay.
+    if matches!(command, Command::Elect(_) | Command::Leader(_)) {
+        settings.release_on_disconnect = true;
+    }
+    let redlock = Redlock::new(&urls, settings).map_err(|e| explain::other(&e))?;
     // A server listed twice is refused before anything is asked of it.
     redlock.verify_servers().await.map_err(|e| explain::other(&e))?;
     let outcome = match &command {
@@ -42,6 +50,8 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Status(args) => commands::status(&redlock, args, json).await,
         Command::Top(args) => top::top(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,
+        Command::Elect(args) => elect::elect(&redlock, args).await,
+        Command::Leader(args) => elect::leader(&redlock, args, json).await,
         Command::Bench(args) => bench::bench(&global, args, json).await,
     };
     // A lock taken from the line gives its place up in the background: it

@@ -1,27 +1,24 @@
 //! `redlock run`: flock(1) across machines. Takes the lock with a guard
 //! (which keeps extending it), runs the command, forwards SIGINT/SIGTERM to
 //! it, reacts when the lock is lost, releases when the command exits; the
-//! command dies with it.
+//! command dies with it (the command's handling is `child`'s, shared with
+//! `redlock elect`).
 
 use std::io::ErrorKind;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redlock::hold;
 use redlock::{LockGuard, Redlock};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::args::{OnLost, RunArgs};
+use super::args::RunArgs;
+use super::child::{describe, die_with_this_process, status_code, supervise, Loss, Supervised};
 use super::commands::{deadline, request};
 use super::exit::{self, Failure};
 use super::explain;
 use super::output::warn;
 use super::progress::Waiting;
-
-/// How long a command gets between SIGTERM and SIGKILL once the lock is lost.
-const KILL_GRACE: Duration = Duration::from_secs(5);
 
 pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let Some((program, program_args)) = args.command.split_first() else {
@@ -81,7 +78,8 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         }
     };
 
-    let outcome = supervise(&mut child, &guard, args.on_lost, &args.resource, &name, &mut sigint, &mut sigterm).await;
+    let loss = Loss::of_lock(guard.lost_token(), args.on_lost, &args.resource, &name);
+    let (outcome, _) = supervise(&mut child, &loss, &mut sigint, &mut sigterm).await;
     let exited_at = Instant::now();
     // The validity is checked now too: the keeper may not have woken yet
     // (redlock itself paused past the lease while the command ran).
@@ -96,34 +94,6 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
             Err(lost_while_running(&args.resource, &name, &format!("stopped ({})", describe(status)), lost_at, exited_at))
         }
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
-    }
-}
-
-/// A command never outlives its supervisor: the hold ends with this
-/// process's connections (a session hold at once, any other when its
-/// lease runs out unextended), so a command left running after `redlock
-/// run` died, kill -9 included, would run without the lock. The kernel
-/// sends it SIGKILL when the thread that spawned it ends (nothing is left
-/// to send SIGTERM and wait out a grace): that thread is the one
-/// `block_on` runs the command line on, which lives until the process
-/// exits. Only the command itself is covered; a command that starts its
-/// own children and exits without waiting leaves them to its own care.
-fn die_with_this_process(command: &mut Command) {
-    let supervisor = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec, and makes
-    // only async-signal-safe calls (prctl, getppid); it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The supervisor died between fork and the prctl: the signal
-            // will never come, so the command must not start.
-            if u32::try_from(libc::getppid()).ok() != Some(supervisor) {
-                return Err(std::io::Error::from(ErrorKind::Interrupted));
-            }
-            Ok(())
-        });
     }
 }
 
@@ -148,84 +118,6 @@ fn lost_while_running(resource: &str, name: &str, how: &str, lost_at: Option<Ins
         format!("the lock on {resource:?} was {when}: {name:?} ran without it from then on; {name:?} {how}; exit {}", exit::RUN_LOCK_LOST),
     )
     .with("resource", resource)
-}
-
-enum Supervised {
-    /// The command exited on its own (or after a forwarded signal), or
-    /// after a lost lock with `--on-lost warn`.
-    Exited(ExitStatus),
-    /// The lock was lost and the command was stopped (`--on-lost kill`).
-    StoppedAfterLoss(ExitStatus),
-    WaitFailed(std::io::Error),
-}
-
-async fn supervise(
-    child: &mut Child,
-    guard: &LockGuard,
-    on_lost: OnLost,
-    resource: &str,
-    name: &str,
-    sigint: &mut tokio::signal::unix::Signal,
-    sigterm: &mut tokio::signal::unix::Signal,
-) -> Supervised {
-    // Known while the child is not reaped, which is until `wait` returns.
-    let pid = child.id().and_then(|p| libc::pid_t::try_from(p).ok());
-    let mut lost = false;
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    loop {
-        let kill_timer = async {
-            match kill_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            status = child.wait() => {
-                return match status {
-                    Ok(status) if lost && on_lost == OnLost::Kill => Supervised::StoppedAfterLoss(status),
-                    Ok(status) => Supervised::Exited(status),
-                    Err(e) => {
-                        let _ = child.start_kill();
-                        Supervised::WaitFailed(e)
-                    }
-                };
-            }
-            _ = guard.lost(), if !lost => {
-                lost = true;
-                match on_lost {
-                    OnLost::Kill => {
-                        warn(&format!(
-                            "LOCK LOST: {resource:?} could not be extended on a quorum while {name:?} runs; \
-                             sending SIGTERM, SIGKILL in {} s",
-                            KILL_GRACE.as_secs()
-                        ));
-                        send(pid, libc::SIGTERM);
-                        kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
-                    }
-                    OnLost::Warn => warn(&format!(
-                        "LOCK LOST: {resource:?} could not be extended on a quorum while {name:?} runs; \
-                         letting it finish (--on-lost warn): it no longer holds the lock"
-                    )),
-                }
-            }
-            _ = kill_timer => {
-                kill_at = None;
-                warn(&format!("{name:?} still running {} s after SIGTERM: SIGKILL", KILL_GRACE.as_secs()));
-                let _ = child.start_kill();
-            }
-            Some(()) = sigint.recv() => send(pid, libc::SIGINT),
-            Some(()) = sigterm.recv() => send(pid, libc::SIGTERM),
-        }
-    }
-}
-
-fn send(pid: Option<libc::pid_t>, signal: libc::c_int) {
-    if let Some(pid) = pid.filter(|p| *p > 0) {
-        // SAFETY: kill(2) on our own, not yet reaped child; no memory involved.
-        unsafe {
-            libc::kill(pid, signal);
-        }
-    }
 }
 
 /// Releases after the command; a short release is worth a warning (the
@@ -257,34 +149,4 @@ async fn release(rl: &Redlock, guard: LockGuard, resource: &str, lost: bool) -> 
 
 fn interrupted(signal: libc::c_int, resource: &str) -> Failure {
     Failure::new(128 + signal, "interrupted", format!("interrupted while waiting for the lock on {resource:?}; command not run"))
-}
-
-/// The shell convention: the exit code, or 128 + the signal.
-fn status_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        (None, None) => exit::FAILURE,
-    }
-}
-
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {signal}"),
-        (None, None) => "unknown status".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_codes_follow_the_shell() {
-        assert_eq!(status_code(ExitStatus::from_raw(0)), 0);
-        assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGTERM)), 143);
-        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGKILL)), 137);
-    }
 }

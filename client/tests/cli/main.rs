@@ -7,4 +7,5 @@ mod common;
 
 mod cli;
 mod cli_errors;
+mod elect;
 mod input;

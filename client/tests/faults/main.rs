@@ -10,6 +10,7 @@ mod common;
 
 mod clock_steps;
 mod contention;
+mod election;
 mod faults;
 mod session;
 mod timing;

@@ -36,6 +36,8 @@ Exit status:
        (also after a pause of redlock itself), whatever the command returned; with
        --on-lost kill (the default) the command was stopped
   126  the command could not be executed; 127: command not found
+  elect: as run, 76 when the leadership was lost while the command ran
+  leader: 3 when no quorum agrees on a leader (no_leader)
 
 With --json, every failure prints {\"error\": {\"kind\", \"message\", \"exit_code\", ...}} on stdout.
 Durations: 500ms, 10s, 2m, 1h 30m (humantime).";
@@ -52,6 +54,32 @@ held it at the release), whatever the command returned, stopped or not
 (--on-lost); 126/127 if the command could not be executed / was not found.
 
 Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh full";
+
+const ELECT_HELP: &str = "\
+Campaigns in the election's fair line (no deadline) and runs COMMAND while this
+process leads, with REDLOCK_ELECTION (NAME), REDLOCK_VALUE (--value) and
+REDLOCK_TOKEN (the term: the leader's fencing token, larger than every earlier
+leader's) in its environment. The leadership is bound to this process's
+connections (as with --session): if redlock dies, kill -9 included, the command
+dies with it and the next candidate leads a lock-delay later. The moment the
+leadership is lost (an extension reached no quorum, or its validity ran out),
+the command gets SIGTERM, then SIGKILL 5 s later. With --again, redlock
+campaigns again once the command ended or was stopped (until SIGINT/SIGTERM).
+
+Exit status (without --again): the command's (128+N if killed by signal N);
+76 if the leadership was lost while the command ran; 126/127 if the command
+could not be executed / was not found; 128+N if interrupted while campaigning.
+
+Example: redlock elect nightly --value \"$(hostname)\" --ttl 10s -- ./cron-jobs.sh";
+
+const LEADER_HELP: &str = "\
+Reads LOCK.INFO of the election on every server: a leader only when a quorum
+of them agree on the same holder, term and value. Prints value and term (with
+--json {\"value\": ..., \"term\": ...}); exit 3 (kind no_leader) when no
+quorum agrees on a leader, 6 when too few servers answered. With --watch, a
+line (or JSON object) per change until interrupted: each new term, each new
+value a leader proclaims, never a lower term after a higher one; it reads the
+leader every --interval, so a term shorter than that may be missed.";
 
 /// Redlock across independent Redis servers running the redislock module.
 #[derive(Parser, Debug)]
@@ -182,6 +210,12 @@ pub enum Command {
     /// Run a command while holding the lock, like flock(1) across machines.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
+    /// Campaign to lead an election, and run a command while leading.
+    #[command(after_help = ELECT_HELP)]
+    Elect(ElectArgs),
+    /// Print an election's leader (value and term); --watch prints every change.
+    #[command(after_help = LEADER_HELP)]
+    Leader(LeaderArgs),
     /// Measure throughput and latency against the servers.
     Bench(BenchArgs),
 }
@@ -306,6 +340,42 @@ pub struct RunArgs {
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    /// The election's name (its lock is redlock:election:NAME on every server).
+    #[arg(value_parser = non_empty("name"))]
+    pub name: String,
+    /// What this candidate advertises while it leads (an address, a host
+    /// name): every `redlock leader NAME` reads it.
+    #[arg(long, value_name = "TEXT")]
+    pub value: String,
+    /// The leader's lease; it is extended every ttl/3, and a leader that dies
+    /// is followed after its lock-delay (ttl/3 + the request timeout + drift).
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s", allow_hyphen_values = true)]
+    pub ttl: Duration,
+    /// Campaign again after the command ended or was stopped.
+    #[arg(long)]
+    pub again: bool,
+    /// The command and its arguments (after `--`, or after NAME and the options).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
+          value_parser = clap::value_parser!(OsString))]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+pub struct LeaderArgs {
+    /// The election's name.
+    #[arg(value_parser = non_empty("name"))]
+    pub name: String,
+    /// Print every change of leader until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// With --watch: how often the leader is read.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
+          allow_hyphen_values = true)]
+    pub interval: Duration,
 }
 
 #[derive(Args, Debug)]

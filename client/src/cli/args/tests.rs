@@ -262,3 +262,19 @@ fn clap_definition_is_consistent() {
     use clap::CommandFactory;
     Cli::command().debug_assert();
 }
+
+#[test]
+fn elect_takes_a_name_a_value_and_a_command_and_leader_a_name() {
+    let cli = parse(&["elect", "nightly", "--value", "host-a", "--again", "--", "./jobs.sh", "--all"]).expect("parses");
+    let Command::Elect(e) = cli.command else { panic!("not elect") };
+    assert_eq!((e.name.as_str(), e.value.as_str(), e.ttl, e.again), ("nightly", "host-a", ms(10_000), true));
+    assert_eq!(e.command, vec![OsString::from("./jobs.sh"), OsString::from("--all")]);
+    for bad in [&["elect", "n", "--", "true"][..], &["elect", "n", "--value", "v"], &["elect", "", "--value", "v", "--", "true"]] {
+        assert!(parse(bad).is_err(), "{bad:?}");
+    }
+    let cli = parse(&["leader", "nightly", "--watch", "--interval", "50ms", "--json"]).expect("parses");
+    let Command::Leader(l) = cli.command else { panic!("not leader") };
+    assert_eq!((l.name.as_str(), l.watch, l.interval), ("nightly", true, ms(50)));
+    assert!(cli.global.json);
+    assert!(parse(&["leader", "nightly", "--interval", "50ms"]).is_err(), "--interval needs --watch");
+}
