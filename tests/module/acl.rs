@@ -3,8 +3,8 @@
 //! Everywhere: real arity, a read-only key spec for LOCK.INFO (so `%R~`
 //! users can read a lock) and docs, through the command-info API (7.0+);
 //! restricting by command name. Where the server can categorise module
-//! commands (Redis 7.2+, Valkey 8.1): ACQUIRE/RELEASE/EXTEND in @write and
-//! @fast, ACQUIRE also in @blocking, INFO in @read and @fast.
+//! commands (Redis 7.2+, Valkey 8.1): ACQUIRE/RELEASE/EXTEND/PROCLAIM in
+//! @write and @fast, ACQUIRE also in @blocking, INFO in @read and @fast.
 
 use crate::common;
 
@@ -61,7 +61,9 @@ fn arity_key_specs_and_docs_are_declared() {
     for (name, bin) in servers() {
         let srv = Server::start_binary(&bin, &[], &[]);
         let mut c = srv.conn();
-        for (command, arity) in [("lock.acquire", -4), ("lock.release", 3), ("lock.extend", 4), ("lock.info", 2), ("lock.apply", -5)] {
+        let arities =
+            [("lock.acquire", -4), ("lock.release", 3), ("lock.extend", 4), ("lock.proclaim", 4), ("lock.info", 2), ("lock.apply", -5)];
+        for (command, arity) in arities {
             let entry = command_info(&mut c, command);
             assert_eq!(entry.get(1), Some(&Value::Int(arity)), "{name}: arity of {command}: {entry:?}");
         }
@@ -134,6 +136,7 @@ fn categories_where_the_server_supports_them() {
             cmd("LOCK.ACQUIRE").arg("j").arg("me").arg(1000).clone(),
             cmd("LOCK.RELEASE").arg("k").arg("owner").clone(),
             cmd("LOCK.EXTEND").arg("k").arg("owner").arg(1000).clone(),
+            cmd("LOCK.PROCLAIM").arg("k").arg("owner").arg("v").clone(),
         ] {
             assert!(is_noperm(try_cmd(&mut no_write, &c)), "{name}: -@write");
         }
@@ -222,7 +225,7 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
     for (name, bin) in servers() {
         let srv = Server::start_binary(&bin, &[], &[]);
         let mut c = srv.conn();
-        let expected: [(&str, &[&str]); 5] = [
+        let expected: [(&str, &[&str]); 6] = [
             (
                 "lock.acquire",
                 &[
@@ -235,9 +238,11 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
                     "timeout-ms integer token WAIT flags optional",
                     "session pure-token token SESSION flags optional",
                     "lock-delay-ms integer token DELAY flags optional",
+                    "value string token VALUE flags optional",
                 ],
             ),
             ("lock.release", &["key key", "owner string"]),
+            ("lock.proclaim", &["key key", "owner string", "value string"]),
             ("lock.extend", &["key key", "owner string", "ttl-ms integer"]),
             ("lock.info", &["key key"]),
             ("lock.apply", &["key key", "owner string", "token integer", "deadline-unix-ms unix-time"]),
@@ -245,10 +250,11 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
         for (command, args) in expected {
             assert_eq!(documented_arguments(&mut c, command), args, "{name}: COMMAND DOCS {command}");
         }
-        let flags: [(&str, &[&str], &[&str]); 5] = [
+        let flags: [(&str, &[&str], &[&str]); 6] = [
             ("lock.acquire", &["write", "denyoom", "fast", "blocking"], &["readonly"]),
             ("lock.release", &["write", "fast"], &["readonly", "blocking", "denyoom"]),
             ("lock.extend", &["write", "fast"], &["readonly", "blocking", "denyoom"]),
+            ("lock.proclaim", &["write", "denyoom", "fast"], &["readonly", "blocking"]),
             ("lock.info", &["readonly", "fast"], &["write", "blocking", "denyoom"]),
             ("lock.apply", &["write"], &["readonly", "blocking", "fast"]),
         ];
