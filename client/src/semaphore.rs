@@ -26,6 +26,7 @@ use crate::guard::LockGuard;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::redlock::{Kind, Lock, Redlock, Released};
+use crate::resources::Resources;
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.
@@ -53,7 +54,7 @@ impl Redlock {
         let mut last = Vec::new();
         for i in 0..limit {
             let slot = (first + i) % limit;
-            match self.attempt(&permit_key(resource, slot), ttl, false).await {
+            match self.attempt(&Resources::one(&permit_key(resource, slot)), ttl, false).await {
                 Ok(lock) => return Ok(lock),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
@@ -83,7 +84,7 @@ impl Redlock {
     /// order instead of by lottery.
     pub async fn permit_until(&self, resource: &str, limit: u32, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
         Self::check_limit(limit)?;
-        self.acquire_until(resource, ttl, deadline, Kind::Permit(limit), |_| {}).await
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Permit(limit), |_| {}).await
     }
 
     /// A permit of `resource` (as `permit_until`) kept by a guard that

@@ -117,7 +117,7 @@ impl NativeRedlock {
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let redlock = self.inner.clone();
         runtime::promise(env, async move {
-            let name = req.resource.clone();
+            let name = req.resources.to_string();
             // Dropping the acquisition (cancelled) gives its place in line
             // up and releases whatever a round in flight was granted.
             let acquired = tokio::select! {

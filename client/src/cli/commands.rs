@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redlock::hold::{self, Kind, Patience, Request};
-use redlock::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Redlock};
+use redlock::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Redlock, Resources};
 use serde::Serialize;
 
 use super::args::{AcquireArgs, ExtendArgs, ReleaseArgs, StatusArgs};
@@ -19,7 +19,7 @@ pub fn request(resource: &str, ttl: Duration, wait: Option<Duration>, shared: bo
     // clap refuses --shared with --limit; this says so again for any caller.
     let kind = Kind::of(shared, limit).ok_or_else(|| Failure::usage("--shared and --limit exclude each other"))?;
     let patience = wait.map_or(Patience::Retries, Patience::Wait);
-    Ok(Request { resource: resource.to_string(), ttl, kind, patience })
+    Ok(Request { resources: Resources::one(resource), ttl, kind, patience })
 }
 
 /// `now + wait`, or a usage error for a wait too long to represent.

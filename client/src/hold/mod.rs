@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::redlock::{Lock, Redlock, Retry};
+use crate::resources::Resources;
 
 pub mod failure;
 pub mod input;
@@ -45,8 +46,9 @@ pub enum Patience {
 /// What to acquire, and how long to try.
 #[derive(Clone, Debug)]
 pub struct Request {
-    /// As asked: a permit's semaphore, not its slot key.
-    pub resource: String,
+    /// As asked: a permit's semaphore, not its slot key; several for a
+    /// set, taken all or nothing.
+    pub resources: Resources,
     pub ttl: Duration,
     pub kind: Kind,
     pub patience: Patience,
@@ -84,14 +86,21 @@ where
     F: FnMut(&Retry<'_>) + Send,
 {
     let deadline = req.deadline();
-    let (resource, ttl) = (req.resource.as_str(), req.ttl);
+    let (resources, ttl) = (&req.resources, req.ttl);
+    if let (true, Kind::Permit(_)) = (resources.is_set(), req.kind) {
+        return Err(Error::Config(format!(
+            "permits are taken from one semaphore, not from several resources at once ({resources}): name one semaphore"
+        )));
+    }
+    // A permit's semaphore: the one resource.
+    let semaphore = || resources.to_string();
     match (req.kind, req.patience) {
-        (Kind::Exclusive, Patience::Once) => redlock.try_lock(resource, ttl).await,
-        (Kind::Shared, Patience::Once) => redlock.try_lock_shared(resource, ttl).await,
-        (Kind::Permit(limit), Patience::Once) => redlock.try_permit(resource, limit, ttl).await,
-        (Kind::Exclusive, _) => redlock.lock_until_observed(resource, ttl, deadline, observe).await,
-        (Kind::Shared, _) => redlock.lock_shared_until(resource, ttl, deadline).await,
-        (Kind::Permit(limit), _) => redlock.permit_until(resource, limit, ttl, deadline).await,
+        (Kind::Exclusive, Patience::Once) => redlock.try_acquire(resources, ttl, false).await,
+        (Kind::Shared, Patience::Once) => redlock.try_acquire(resources, ttl, true).await,
+        (Kind::Permit(limit), Patience::Once) => redlock.try_permit(&semaphore(), limit, ttl).await,
+        (Kind::Exclusive, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Exclusive, observe).await,
+        (Kind::Shared, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Shared, |_| {}).await,
+        (Kind::Permit(limit), _) => redlock.permit_until(&semaphore(), limit, ttl, deadline).await,
     }
 }
 
@@ -111,9 +120,9 @@ pub async fn acquire(redlock: Redlock, req: Request, keep: bool, spawn: Spawn) -
     let lock = take(&redlock, &req, |_| {}).await?;
     let hold = if keep {
         let guard = redlock.keep(lock);
-        Hold::keeping(redlock, req.resource, guard, spawn)
+        Hold::keeping(redlock, req.resources, guard, spawn)
     } else {
-        Hold::plain(redlock, req.resource, lock, spawn)
+        Hold::plain(redlock, req.resources, lock, spawn)
     };
     Ok(Acquired(hold))
 }

@@ -16,5 +16,6 @@ mod line;
 mod quorum;
 mod redis_cluster;
 mod semaphore;
+mod sets;
 mod shared_handle;
 mod shared_locks;
