@@ -150,5 +150,5 @@ pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
 /// no limit), else `retry` for the configured retries, else one round.
 pub fn request(resource: String, ttl_ms: f64, wait_ms: Option<f64>, retry: bool, shared: bool, limit: Option<f64>) -> Result<Request> {
     let patience: Patience = NAMES.patience(wait_ms, retry).map_err(thrown)?;
-    NAMES.request(&[resource], ttl_ms, shared, limit, patience).map_err(thrown)
+    NAMES.request(&[resource], ttl_ms, shared, limit, None, patience).map_err(thrown)
 }

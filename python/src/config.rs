@@ -142,7 +142,7 @@ pub fn request(
         }
     }
     let patience = if once { Ok(Patience::Once) } else { NAMES.patience(wait, true) };
-    Ok((NAMES.request(&[resource], ttl, shared, limit, patience.map_err(py)?).map_err(py)?, on_lost))
+    Ok((NAMES.request(&[resource], ttl, shared, limit, None, patience.map_err(py)?).map_err(py)?, on_lost))
 }
 
 /// An extension's ttl.

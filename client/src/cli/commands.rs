@@ -17,7 +17,7 @@ use super::progress::Waiting;
 /// else the configured retries.
 pub fn request(resource: &str, ttl: Duration, wait: Option<Duration>, shared: bool, limit: Option<u32>) -> Result<Request, Failure> {
     // clap refuses --shared with --limit; this says so again for any caller.
-    let kind = Kind::of(shared, limit).ok_or_else(|| Failure::usage("--shared and --limit exclude each other"))?;
+    let kind = Kind::of(shared, limit, None).ok_or_else(|| Failure::usage("--shared and --limit exclude each other"))?;
     let patience = wait.map_or(Patience::Retries, Patience::Wait);
     Ok(Request { resources: Resources::one(resource), ttl, kind, patience })
 }

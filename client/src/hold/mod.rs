@@ -65,15 +65,19 @@ impl Request {
 
 impl Kind {
     /// The kind the flags every front end has ask for: `shared`, a shared
-    /// hold of a read-write lock; `limit`, a permit of a semaphore of that
-    /// many; neither, the lock itself. `None` for both, which exclude each
-    /// other.
-    pub fn of(shared: bool, limit: Option<u32>) -> Option<Kind> {
-        match (shared, limit) {
-            (true, Some(_)) => None,
-            (true, None) => Some(Kind::Shared),
-            (false, None) => Some(Kind::Exclusive),
-            (false, Some(n)) => Some(Kind::Permit(n)),
+    /// hold of a read-write lock; `limit`, `permits` (1 unless given) of a
+    /// semaphore of that many; neither, the lock itself. `None` for
+    /// `shared` with `limit`, which exclude each other, and for `permits`
+    /// without `limit` or above it.
+    pub fn of(shared: bool, limit: Option<u32>, permits: Option<u32>) -> Option<Kind> {
+        match (shared, limit, permits) {
+            (true, Some(_), _) | (_, None, Some(_)) => None,
+            (true, None, None) => Some(Kind::Shared),
+            (false, None, None) => Some(Kind::Exclusive),
+            (false, Some(limit), count) => {
+                let count = count.unwrap_or(1);
+                (1..=limit).contains(&count).then_some(Kind::Permit { limit, count })
+            }
         }
     }
 }
@@ -87,7 +91,7 @@ where
 {
     let deadline = req.deadline();
     let (resources, ttl) = (&req.resources, req.ttl);
-    if let (true, Kind::Permit(_)) = (resources.is_set(), req.kind) {
+    if let (true, Kind::Permit { .. }) = (resources.is_set(), req.kind) {
         return Err(Error::Config(format!(
             "permits are taken from one semaphore, not from several resources at once ({resources}): name one semaphore"
         )));
@@ -97,10 +101,10 @@ where
     match (req.kind, req.patience) {
         (Kind::Exclusive, Patience::Once) => redlock.try_acquire(resources, ttl, false).await,
         (Kind::Shared, Patience::Once) => redlock.try_acquire(resources, ttl, true).await,
-        (Kind::Permit(limit), Patience::Once) => redlock.try_permit(&semaphore(), limit, ttl).await,
+        (Kind::Permit { limit, count }, Patience::Once) => redlock.try_permits(&semaphore(), limit, count, ttl).await,
         (Kind::Exclusive, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Exclusive, observe).await,
         (Kind::Shared, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Shared, |_| {}).await,
-        (Kind::Permit(limit), _) => redlock.permit_until(&semaphore(), limit, ttl, deadline).await,
+        (Kind::Permit { limit, count }, _) => redlock.permits_until(&semaphore(), limit, count, ttl, deadline).await,
     }
 }
 

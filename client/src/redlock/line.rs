@@ -208,7 +208,7 @@ impl Redlock {
                             ask_floor.then(|| place.token().max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
                         (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared).await, Some(window))
                     }
-                    (_, _, Kind::Permit(limit)) => (self.attempt_permit(&resource.to_string(), limit, ttl).await, None),
+                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&resource.to_string(), limit, count, ttl).await, None),
                     _ => (self.attempt(resource, ttl, kind == Kind::Shared).await, None),
                 }
             };

@@ -174,8 +174,11 @@ pub enum Kind {
     Exclusive,
     /// A shared hold of a read-write lock.
     Shared,
-    /// One of the `n` permits of a semaphore.
-    Permit(u32),
+    /// `count` of the `limit` permits of a semaphore, in one hold.
+    Permit {
+        limit: u32,
+        count: u32,
+    },
 }
 
 impl Kind {
@@ -184,19 +187,25 @@ impl Kind {
     fn line_key(self, resource: &str) -> String {
         match self {
             Kind::Exclusive | Kind::Shared => format!("redlock:line:{resource}"),
-            Kind::Permit(_) => format!("redlock:permit-line:{resource}"),
+            Kind::Permit { .. } => format!("redlock:permit-line:{resource}"),
         }
     }
 
     /// How a place in line is held: in the request's own mode, so that
     /// the line instance's FIFO orders every kind, batches consecutive
     /// readers (shared places) and never lets a reader pass a writer ahead
-    /// of it; a semaphore's line admits `n` at once, one per permit.
+    /// of it; a semaphore's line admits `limit` requests for one permit at
+    /// once. A request for several permits takes the whole line (weight
+    /// `limit`): the permits' holders are not in line, so a lighter place
+    /// beside it could take the permits it waits for as they free up. It
+    /// waits alone at the head, and everyone after it waits behind it
+    /// (no barging by smaller requests; permits may stay idle meanwhile).
     fn place_share(self) -> Share {
         match self {
             Kind::Exclusive => Share::Exclusive,
             Kind::Shared => Share::Shared,
-            Kind::Permit(n) => Share::Limit(n),
+            Kind::Permit { limit, count: 1 } => Share::Permits(limit, 1),
+            Kind::Permit { limit, .. } => Share::Permits(limit, limit),
         }
     }
 }

@@ -93,13 +93,14 @@ impl Keys<'_> {
     }
 }
 
-/// How a request holds a key: alone, shared, or as one of a semaphore's
-/// `n` holders (`LOCK.ACQUIRE ... [SHARED [LIMIT n]]`).
+/// How a request holds a key: alone, shared, or as a holder of `k` of a
+/// semaphore's `n` permits (`LOCK.ACQUIRE ... [SHARED [LIMIT n [PERMITS
+/// k]]]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Share {
     Exclusive,
     Shared,
-    Limit(u32),
+    Permits(u32, u32),
 }
 
 impl Share {
@@ -109,8 +110,12 @@ impl Share {
             Share::Shared => {
                 cmd.arg("SHARED");
             }
-            Share::Limit(n) => {
+            Share::Permits(n, k) => {
                 cmd.arg("SHARED").arg("LIMIT").arg(n);
+                // One permit is the module's default; older modules know no PERMITS.
+                if k != 1 {
+                    cmd.arg("PERMITS").arg(k);
+                }
             }
         }
     }
@@ -163,7 +168,7 @@ impl Instance {
         let started = Instant::now();
         let ttl_ms = millis(ttl);
         let outcome = match self.mode {
-            Mode::Module if matches!((keys, share), (Keys::Set(_), Share::Limit(_))) => {
+            Mode::Module if matches!((keys, share), (Keys::Set(_), Share::Permits(..))) => {
                 Outcome::Failed("a set of several resources takes no semaphore limit".into())
             }
             Mode::Module => {

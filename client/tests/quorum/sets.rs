@@ -94,7 +94,7 @@ async fn a_set_and_a_permit_are_refused_as_requests() {
     let req = redlock::hold::Request {
         resources: set(&["a", "b"]),
         ttl: Duration::from_secs(1),
-        kind: redlock::Kind::Permit(3),
+        kind: redlock::Kind::Permit { limit: 3, count: 1 },
         patience: redlock::hold::Patience::Once,
     };
     match redlock::hold::take(&rl, &req, |_| {}).await {
@@ -221,4 +221,59 @@ async fn dining_philosophers_across_five_servers_with_slow_links_and_a_kill() {
     assert!(least > 0, "every philosopher ate: {meals:?}");
     assert!(least * 4 >= most, "the least fed ate at least a quarter of the most fed: {meals:?}");
     eprintln!("philosophers' meals through the quorum: {meals:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_are_taken_in_one_hold_and_wait_without_being_passed() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let ttl = Duration::from_secs(10);
+    let three = rl.try_permits("pool", 5, 3, ttl).await.expect("3 of 5 free");
+    assert_eq!(three.resources.len(), 3, "three permit slots in one hold: {}", three.resource);
+    assert!(rl.try_permits("pool", 5, 3, ttl).await.is_err(), "3 + 3 of 5 is refused");
+    let two = rl.try_permits("pool", 5, 2, ttl).await.expect("3 + 2 of 5 fits");
+    assert!(rl.try_permit("pool", 5, ttl).await.is_err(), "all five taken");
+    assert!(rl.try_permits("pool", 5, 6, ttl).await.is_err_and(|e| matches!(e, Error::Config(_))), "more permits than the limit");
+    rl.release(&two).await.expect("release 2");
+
+    // Two permits are free; a request for three waits, and a later request
+    // for one (which would fit) waits behind it.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let deadline = || Some(Instant::now() + Duration::from_secs(8));
+    let waiter = c.redlock(relaxed());
+    let tx3 = tx.clone();
+    tokio::spawn(async move {
+        let got = waiter.permits_until("pool", 5, 3, ttl, deadline()).await;
+        let _ = tx3.send(("three", got.is_ok()));
+        if let Ok(l) = got {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let _ = waiter.release(&l).await;
+        }
+    });
+    common::eventually(Duration::from_secs(5), "the request for three in the semaphore's line", || async {
+        let mut in_line = 0;
+        for s in &c.servers {
+            in_line += i64::from(s.ok(redis::cmd("EXISTS").arg("redlock:permit-line:pool")).await == redis::Value::Int(1));
+        }
+        in_line == 1
+    })
+    .await;
+    let later = c.redlock(relaxed());
+    tokio::spawn(async move {
+        let got = later.permits_until("pool", 5, 1, ttl, deadline()).await;
+        let _ = tx.send(("one", got.is_ok()));
+        if let Ok(l) = got {
+            let _ = later.release(&l).await;
+        }
+    });
+    let early = tokio::time::timeout(Duration::from_millis(800), rx.recv()).await;
+    assert!(early.is_err(), "with two permits free, neither the request for three nor the later one for one is granted: {early:?}");
+    rl.release(&three).await.expect("release 3");
+    let mut order = Vec::new();
+    while order.len() < 2 {
+        let (who, granted) = tokio::time::timeout(Duration::from_secs(8), rx.recv()).await.expect("both served").expect("open");
+        assert!(granted, "{who} granted");
+        order.push(who);
+    }
+    assert_eq!(order, vec!["three", "one"], "the request for three, first in line, is served first");
 }
