@@ -277,6 +277,13 @@ impl Redlock {
         }
     }
 
+    /// The server that keeps `resource`'s waiting line (the same for
+    /// every client whatever the order of its server list), as listed.
+    pub fn line_server(&self, resource: &str) -> String {
+        let index = line_instance(resource, &self.inner.line_order);
+        self.inner.instances.get(index).map(|i| i.name.clone()).unwrap_or_default()
+    }
+
     /// Sets the place's lease to `ttl` again; `false` when the line
     /// instance answered that the place is not ours any more. A server
     /// that did not answer may still hold it: kept.
@@ -326,10 +333,23 @@ impl Redlock {
     /// place the other waits for. Places taken are given up when a later
     /// instance's cannot be had.
     async fn join_line(&self, resource: &Resources, kind: Kind, ttl: Duration, deadline: Instant, ask_first: bool) -> Joined {
-        let mut tickets = Vec::new();
+        let mut tickets: Vec<Ticket> = Vec::new();
         for (index, names) in lines_by_instance(resource, &self.inner.line_order) {
             let keys: Vec<String> = names.iter().map(|name| kind.line_key(name)).collect();
-            match self.join_line_on(index, keys, kind.place_share(), ttl, deadline, ask_first).await {
+            let join = self.join_line_on(index, keys, kind.place_share(), ttl, deadline, ask_first);
+            // The places taken on earlier instances are renewed while this
+            // one is waited for, which may take longer than their ttl.
+            let keep_taken = async {
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    join_all(tickets.iter().map(|t| self.renew_ticket(t, ttl))).await;
+                }
+            };
+            let joined = tokio::select! {
+                joined = join => joined,
+                never = keep_taken => never,
+            };
+            match joined {
                 Ok(ticket) => tickets.push(ticket),
                 Err(joined) => {
                     for t in tickets {

@@ -277,3 +277,79 @@ async fn several_permits_are_taken_in_one_hold_and_wait_without_being_passed() {
     }
     assert_eq!(order, vec!["three", "one"], "the request for three, first in line, is served first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_keeps_its_first_places_while_it_waits_for_the_rest() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let servers = rl.servers();
+    let rank = |name: &str| {
+        let server = rl.line_server(name);
+        let mut sorted = servers.clone();
+        sorted.sort();
+        sorted.iter().position(|s| *s == server).unwrap_or(usize::MAX)
+    };
+    // Two resources whose lines live on different servers, "first"'s line
+    // before "second"'s in the order every client takes a set's places in.
+    let names: Vec<String> = (0..200).map(|i| format!("r{i}")).collect();
+    let (first, second) = names
+        .iter()
+        .flat_map(|a| names.iter().map(move |b| (a, b)))
+        .find(|(a, b)| rank(a) < rank(b))
+        .expect("two resources with lines on different servers");
+    let long = Duration::from_secs(10);
+    let deadline = || Some(Instant::now() + Duration::from_secs(15));
+    // `second` is held, and someone waits first in its line.
+    let holder = rl.try_lock(second, long).await.expect("free");
+    let head = c.redlock(relaxed());
+    let second_name = second.clone();
+    let head_task = tokio::spawn(async move {
+        let got = head.lock_until(&second_name, long, deadline()).await;
+        if let Ok(l) = &got {
+            let _ = head.release(l).await;
+        }
+        got.is_ok()
+    });
+    common::eventually(Duration::from_secs(5), "a waiter first in the second line", || async {
+        c.infos(&format!("redlock:line:{second}")).await.iter().flatten().count() == 1
+    })
+    .await;
+    // The set, with a ttl far shorter than its wait: it takes its place in
+    // the first line, then queues in the second.
+    let set_client = c.redlock(relaxed());
+    let set_names = set(&[first.as_str(), second.as_str()]);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let tx_set = tx.clone();
+    tokio::spawn(async move {
+        let got = set_client.lock_all_until(&set_names, Duration::from_millis(600), deadline()).await;
+        let _ = tx_set.send("set");
+        if let Ok(l) = got {
+            let _ = set_client.release(&l).await;
+        }
+    });
+    common::eventually(Duration::from_secs(5), "the set's place in the first line", || async {
+        c.infos(&format!("redlock:line:{first}")).await.iter().flatten().count() == 1
+    })
+    .await;
+    // Three of the set's ttls later, its place in the first line stands:
+    // a newcomer for `first` alone (free on the servers) waits behind it.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let newcomer = c.redlock(relaxed());
+    let first_name = first.clone();
+    tokio::spawn(async move {
+        let got = newcomer.lock_until(&first_name, long, deadline()).await;
+        let _ = tx.send("newcomer");
+        if let Ok(l) = got {
+            let _ = newcomer.release(&l).await;
+        }
+    });
+    let early = tokio::time::timeout(Duration::from_millis(700), rx.recv()).await;
+    assert!(early.is_err(), "the newcomer does not pass the set in the first line: {early:?}");
+    rl.release(&holder).await.expect("release second");
+    assert!(head_task.await.expect("head"), "the second line's head is served");
+    let mut order = Vec::new();
+    while order.len() < 2 {
+        order.push(tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("served").expect("open"));
+    }
+    assert_eq!(order, vec!["set", "newcomer"]);
+}
