@@ -114,7 +114,15 @@ impl Redlock {
     /// the real servers let the lock go; the repeated entry is reported
     /// after.
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
-        self.release_owner_within(&Resources::one(resource), owner, None).await
+        self.release_owner_all(&Resources::one(resource), owner).await
+    }
+
+    /// Releases the set `resources` held by `owner` on every instance, as
+    /// `release_owner` does one resource (for a set taken elsewhere, e.g.
+    /// `redlock acquire a b`): an instance counts as released only when it
+    /// released every member.
+    pub async fn release_owner_all(&self, resources: &Resources, owner: &str) -> Result<Released, Error> {
+        self.release_owner_within(resources, owner, None).await
     }
 
     /// `release_owner`; with `ttl`, the lease a server may still hold, an
@@ -133,9 +141,16 @@ impl Redlock {
 
     /// Extends `resource` held by `owner` (for locks taken elsewhere).
     pub async fn extend_owner(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.extend_owner_all(&Resources::one(resource), owner, ttl).await
+    }
+
+    /// Extends the set `resources` held by `owner` to `ttl` from now on a
+    /// quorum (for a set taken elsewhere): an instance counts only when it
+    /// extended every member, as for `extend`.
+    pub async fn extend_owner_all(&self, resources: &Resources, owner: &str, ttl: Duration) -> Result<Lock, Error> {
         let lock = Lock {
-            resource: resource.to_string(),
-            resources: Resources::one(resource),
+            resource: resources.to_string(),
+            resources: resources.clone(),
             owner: owner.to_string(),
             token: None,
             validity: ttl,
