@@ -13,13 +13,39 @@ use super::explain;
 use super::output::{self, ceil_secs, cell, millis, outcomes_json, pairs, Op, OutcomeJson};
 use super::progress::Waiting;
 
-/// What `acquire` and `run` ask for: with `--wait` a wait in the line,
-/// else the configured retries.
-pub fn request(resource: &str, ttl: Duration, wait: Option<Duration>, shared: bool, limit: Option<u32>) -> Result<Request, Failure> {
-    // clap refuses --shared with --limit; this says so again for any caller.
-    let kind = Kind::of(shared, limit, None).ok_or_else(|| Failure::usage("--shared and --limit exclude each other"))?;
+/// What `acquire` and `run` ask for: `names`, all or nothing; with
+/// `--wait` a wait in the line, else the configured retries.
+pub fn request(names: &[String], ttl: Duration, wait: Option<Duration>, flags: Flags) -> Result<Request, Failure> {
+    let resources = resources(names, flags.limit)?;
+    let Flags { shared, limit, permits } = flags;
+    let kind = match (limit, permits) {
+        (None, Some(k)) => return Err(Failure::usage(format!("--permits {k} needs --limit N, the number of permits of the semaphore"))),
+        (Some(n), Some(k)) if k > n => {
+            return Err(Failure::usage(format!("--permits {k} is more than --limit {n}: a semaphore of {n} has {n} permits")))
+        }
+        // clap refuses --shared with --limit; this says so again for any caller.
+        _ => Kind::of(shared, limit, permits).ok_or_else(|| Failure::usage("--shared and --limit exclude each other"))?,
+    };
     let patience = wait.map_or(Patience::Retries, Patience::Wait);
-    Ok(Request { resources: Resources::one(resource), ttl, kind, patience })
+    Ok(Request { resources, ttl, kind, patience })
+}
+
+/// The options of `acquire` and `run` that say what kind of hold to take.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flags {
+    pub shared: bool,
+    pub limit: Option<u32>,
+    pub permits: Option<u32>,
+}
+
+/// The resources a command names: none twice, and one alone with
+/// `--limit` (a semaphore is one resource).
+pub fn resources(names: &[String], limit: Option<u32>) -> Result<Resources, Failure> {
+    let resources = Resources::of(names).map_err(Failure::usage)?;
+    if let (Some(n), true) = (limit, resources.is_set()) {
+        return Err(Failure::usage(format!("--limit {n} names one semaphore: give one RESOURCE, not {} ({resources})", resources.len())));
+    }
+    Ok(resources)
 }
 
 /// `now + wait`, or a usage error for a wait too long to represent.
@@ -35,7 +61,9 @@ pub fn deadline(wait: Option<Duration>) -> Result<Option<Instant>, Failure> {
 
 #[derive(Serialize)]
 struct AcquireJson<'a> {
+    /// The names joined with ", " (one name: the name).
     resource: &'a str,
+    resources: &'a [String],
     owner: &'a str,
     token: Option<i64>,
     validity_ms: u64,
@@ -50,8 +78,10 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     // give up the place in line, not leave both behind.
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| Failure::general(format!("SIGINT handler: {e}")))?;
-    let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
-    let req = request(&args.resource, args.ttl, args.wait, args.shared, args.limit)?;
+    let flags = Flags { shared: args.shared, limit: args.limit, permits: args.permits };
+    let req = request(&args.resources, args.ttl, args.wait, flags)?;
+    let named = req.resources.to_string();
+    let waiting = Waiting::start(&named, rl.servers().len(), deadline);
     let taken = tokio::select! {
         taken = hold::take(rl, &req, waiting.observer()) => taken,
         _ = sigint.recv() => {
@@ -59,7 +89,7 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
             return Err(Failure::new(
                 128 + libc::SIGINT,
                 "interrupted",
-                format!("interrupted while waiting for the lock on {:?}; not acquired", args.resource),
+                format!("interrupted while waiting for the lock on {named:?}; not acquired"),
             ));
         }
     };
@@ -71,6 +101,7 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     if json {
         output::json(&AcquireJson {
             resource: &lock.resource,
+            resources: lock.resources.names(),
             owner: &lock.owner,
             token: lock.token,
             validity_ms,
@@ -92,7 +123,9 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
 
 #[derive(Serialize)]
 struct ReleaseJson<'a> {
+    /// The names joined with ", " (one name: the name).
     resource: &'a str,
+    resources: &'a [String],
     /// With --limit: the permit's key that OWNER held.
     #[serde(skip_serializing_if = "Option::is_none")]
     permit: Option<&'a str>,
@@ -103,20 +136,24 @@ struct ReleaseJson<'a> {
 }
 
 pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32, Failure> {
+    let (names, owner) = args.target().map_err(Failure::usage)?;
+    let resources = resources(names, args.limit)?;
+    let resource = resources.to_string();
     // A shared hold is released like any other: the servers release
     // OWNER's hold alone, so `--shared` needs nothing more.
     let (permit, released) = match args.limit {
-        Some(limit) => rl.release_permit(&args.resource, limit, &args.owner).await,
-        None => rl.release_owner(&args.resource, &args.owner).await.map(|r| (None, r)),
+        Some(limit) => rl.release_permit(&resource, limit, owner).await,
+        None => rl.release_owner_all(&resources, owner).await.map(|r| (None, r)),
     }
     .map_err(|e| explain::other(&e))?;
     let (servers, quorum) = (rl.servers().len(), rl.quorum());
     if released.released < quorum {
-        return Err(explain::not_released(&args.resource, &args.owner, released.released, &released.instances, quorum));
+        return Err(explain::not_released(&resource, owner, released.released, &released.instances, quorum));
     }
     if json {
         output::json(&ReleaseJson {
-            resource: &args.resource,
+            resource: &resource,
+            resources: resources.names(),
             permit: permit.as_deref(),
             released: released.released,
             servers,
@@ -136,7 +173,9 @@ pub async fn release(rl: &Redlock, args: &ReleaseArgs, json: bool) -> Result<i32
 
 #[derive(Serialize)]
 struct ExtendJson<'a> {
+    /// The names joined with ", " (one name: the name).
     resource: &'a str,
+    resources: &'a [String],
     /// With --limit: the permit's key that OWNER holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     permit: Option<&'a str>,
@@ -148,29 +187,33 @@ struct ExtendJson<'a> {
 }
 
 pub async fn extend(rl: &Redlock, args: &ExtendArgs, json: bool) -> Result<i32, Failure> {
+    let (names, owner) = args.target().map_err(Failure::usage)?;
+    let resources = resources(names, args.limit)?;
+    let resource = resources.to_string();
     let extended = match args.limit {
-        Some(limit) => rl.extend_permit(&args.resource, limit, &args.owner, args.ttl).await,
-        None => rl.extend_owner(&args.resource, &args.owner, args.ttl).await,
+        Some(limit) => rl.extend_permit(&resource, limit, owner, args.ttl).await,
+        None => rl.extend_owner_all(&resources, owner, args.ttl).await,
     };
-    let lock = extended.map_err(|e| explain::not_extended(&e, rl.quorum(), &args.owner))?;
+    let lock = extended.map_err(|e| explain::not_extended(&e, rl.quorum(), owner))?;
     let extended = lock.instances.iter().filter(|o| o.outcome == redlock::Outcome::Done).count();
     let validity_ms = millis(lock.remaining());
     if json {
         output::json(&ExtendJson {
-            resource: &args.resource,
+            resource: &resource,
+            resources: resources.names(),
             permit: args.limit.map(|_| lock.resource.as_str()),
-            owner: &args.owner,
+            owner,
             validity_ms,
             ttl_ms: millis(args.ttl),
             extended,
             instances: outcomes_json(&lock.instances, Op::Extend),
         })?;
     } else {
-        let mut lines = vec![("resource", args.resource.clone())];
+        let mut lines = vec![("resource", resource.clone())];
         if args.limit.is_some() {
             lines.push(("permit", lock.resource.clone()));
         }
-        lines.extend([("owner", args.owner.clone()), ("validity_ms", validity_ms.to_string()), ("extended", extended.to_string())]);
+        lines.extend([("owner", owner.to_string()), ("validity_ms", validity_ms.to_string()), ("extended", extended.to_string())]);
         output::stdout(&pairs(&lines))?;
     }
     Ok(exit::OK)
