@@ -8,3 +8,4 @@ mod common;
 mod cli;
 mod cli_errors;
 mod input;
+mod sets;

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use redlock::transport::takes_more_hosts;
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
@@ -53,9 +53,8 @@ held it at the release), whatever the command returned, stopped or not
 (--on-lost); 126/127 if the command could not be executed / was not found.
 
 Several resources are taken all or nothing, with one owner and one token, and
-need `--` before the command, and options before the second resource
-(`redlock run --ttl 30s a b -- cmd`); a command that has a `--` of its own then
-needs one before it (`redlock run a -- cmd -- x`).
+need `--` before the command (`redlock run a b --ttl 30s -- cmd`); a command that
+has a `--` of its own then needs one before it (`redlock run a -- cmd -- x`).
 
 Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh full";
 
@@ -187,7 +186,8 @@ pub enum Command {
     /// holders, longest hold), refreshed every --interval until interrupted.
     Top(TopArgs),
     /// Run a command while holding the lock, like flock(1) across machines.
-    #[command(after_help = RUN_HELP)]
+    #[command(after_help = RUN_HELP, override_usage = "redlock run [OPTIONS] <RESOURCE> [--] <COMMAND>...\n       \
+                                                       redlock run [OPTIONS] <RESOURCE>... -- <COMMAND>...")]
     Run(RunArgs),
     /// Measure throughput and latency against the servers.
     Bench(BenchArgs),
@@ -328,7 +328,7 @@ pub struct RunArgs {
     /// `--` are taken with it, all or nothing (`run a b -- COMMAND`).
     #[arg(value_parser = non_empty("resource"), value_name = "RESOURCE")]
     pub resource: String,
-    /// The names after RESOURCE, before the `--` (`split_resources`).
+    /// The names after RESOURCE, before the `--` (`Cli::resolve`).
     #[arg(skip)]
     pub more: Vec<String>,
     /// Lease length; the lock is extended every ttl/3 while the command runs.
@@ -363,39 +363,37 @@ impl RunArgs {
     pub fn resources(&self) -> Vec<String> {
         std::iter::once(self.resource.clone()).chain(self.more.iter().cloned()).collect()
     }
-
-    /// `run a b -- COMMAND`: clap takes `b` for the command's first word
-    /// (a command may follow RESOURCE without `--`) and keeps the `--`
-    /// after it as a word of the command; the words before that `--` are
-    /// resources. `dashes` counts the `--` of the whole command line: when
-    /// the command holds fewer, clap took the first one as its own
-    /// separator and the command stands as given (`run a -- cmd -- x`).
-    /// Words that look like options (`run a ls -l -- x`) mean a command
-    /// given without `--`, which stands as given too.
-    pub fn split_resources(&mut self, dashes: usize) {
-        let separator = |w: &OsString| w == "--";
-        let in_command = self.command.iter().filter(|w| separator(w)).count();
-        if in_command == 0 || in_command < dashes {
-            return;
-        }
-        let Some(at) = self.command.iter().position(separator) else { return };
-        let Some(names) = self.command[..at].iter().map(|w| w.to_str().map(String::from)).collect::<Option<Vec<String>>>() else { return };
-        if names.iter().any(|n| n.starts_with('-')) {
-            return;
-        }
-        self.command = self.command.split_off(at + 1);
-        self.more = names;
-    }
 }
 
 impl Cli {
     /// What clap alone cannot tell from `raw`, the command line it
-    /// parsed: the resources of `run a b -- COMMAND`.
-    pub fn resolve<I: IntoIterator<Item = OsString>>(mut self, raw: I) -> Cli {
-        if let Command::Run(run) = &mut self.command {
-            run.split_resources(raw.into_iter().filter(|w| w == "--").count());
+    /// parsed: the resources of `run a b -- COMMAND`. A command may follow
+    /// RESOURCE without `--`, so clap takes `b` for the command's first
+    /// word and keeps the `--` after it among the command's words. When
+    /// the command holds a `--`, the line is read again with `run`'s
+    /// command after a `--` only and as many resources as come before it
+    /// (options among them); if that reading fails (`run a ls -l -- x`: a
+    /// command given without `--`, with one of its own), the first stands.
+    pub fn resolve<I: IntoIterator<Item = OsString>>(self, raw: I) -> Cli {
+        let Command::Run(run) = &self.command else { return self };
+        if !run.command.iter().any(|w| w == "--") {
+            return self;
         }
-        self
+        let strict = Cli::command().mut_subcommand("run", |run| {
+            run.mut_arg("resource", |a| a.num_args(1..).action(clap::ArgAction::Append))
+                .mut_arg("command", |a| a.trailing_var_arg(false).last(true))
+        });
+        let Ok(matches) = strict.try_get_matches_from(raw) else { return self };
+        let Ok(mut cli) = Cli::from_arg_matches(&matches) else { return self };
+        let names: Option<Vec<String>> =
+            matches.subcommand_matches("run").and_then(|m| m.get_many::<String>("resource")).map(|names| names.cloned().collect());
+        match (&mut cli.command, names) {
+            (Command::Run(run), Some(names)) => {
+                run.more = names.into_iter().skip(1).collect();
+                cli
+            }
+            _ => self,
+        }
     }
 }
 

@@ -110,21 +110,31 @@ fn run_takes_several_resources_before_double_dash() {
     let resources_and_command = |args: &[&str]| {
         let Command::Run(r) = parse(args).expect("run").command else { panic!("not run") };
         let command: Vec<String> = r.command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
-        (r.resources(), command)
+        (r.resources(), command, r.ttl)
     };
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let cases: [(&[&str], &[&str], &[&str]); 7] = [
+    let cases: [(&[&str], &[&str], &[&str]); 8] = [
         (&["run", "a", "b", "--", "sh", "-c", "x"], &["a", "b"], &["sh", "-c", "x"]),
-        (&["run", "a", "b", "c", "--ttl", "5s", "--", "ls"], &["a"], &["b", "c", "--ttl", "5s", "--", "ls"]),
+        (&["run", "a", "b", "c", "--ttl", "5s", "--", "ls"], &["a", "b", "c"], &["ls"]),
         (&["run", "a", "--ttl", "5s", "b", "--", "ls"], &["a", "b"], &["ls"]),
         (&["run", "a", "--", "b", "--", "c"], &["a"], &["b", "--", "c"]),
         (&["run", "a", "--", "ls"], &["a"], &["ls"]),
         (&["run", "a", "ls", "-l"], &["a"], &["ls", "-l"]),
         (&["run", "a", "ls", "-l", "--", "x"], &["a"], &["ls", "-l", "--", "x"]),
+        (&["run", "a", "ls", "--ttl", "5s"], &["a"], &["ls", "--ttl", "5s"]),
     ];
     for (args, resources, command) in cases {
-        assert_eq!(resources_and_command(args), (strings(resources), strings(command)), "{args:?}");
+        let ttl = if args.contains(&"5s") && !command.contains(&"5s") { ms(5000) } else { ms(10_000) };
+        assert_eq!(resources_and_command(args), (strings(resources), strings(command), ttl), "{args:?}");
     }
+    // Global options among the resources are still global.
+    let cli = parse(&["run", "a", "b", "--json", "--", "true"]).expect("run");
+    assert!(cli.global.json);
+    let Command::Run(r) = cli.command else { panic!("not run") };
+    assert_eq!(r.resources(), ["a", "b"]);
+    // The usage shows both forms.
+    let usage = Cli::command().find_subcommand_mut("run").map(|c| c.render_usage().to_string()).unwrap_or_default();
+    assert!(usage.contains("<RESOURCE>... -- <COMMAND>..."), "{usage}");
 }
 
 #[test]
