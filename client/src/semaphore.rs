@@ -126,37 +126,49 @@ impl Redlock {
 
     /// Releases whichever permit of `resource` `owner` holds, for a permit
     /// taken elsewhere (`redlock acquire --limit N` printed its owner).
-    /// Owners are random per acquisition, so at most one permit is
-    /// `owner`'s; releasing on every permit at once costs one round trip,
-    /// and a permit `owner` does not hold is left as it is (the servers
-    /// check the owner). Returns the permit's key, if any server held it,
-    /// with every server's outcome there.
+    /// Owners are random per acquisition, so the permits `owner` holds are
+    /// those of one acquisition (one, or `count` of `try_permits`);
+    /// releasing on every permit at once costs one round trip, and a
+    /// permit `owner` does not hold is left as it is (the servers check the
+    /// owner). Returns the keys of the permits any server held (joined with
+    /// `", "`), with every server's outcome at the first of them.
     pub async fn release_permit(&self, resource: &str, limit: u32, owner: &str) -> Result<(Option<String>, Released), Error> {
         Self::check_limit(limit, 1)?;
         let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
         let all = join_all(keys.iter().map(|key| self.release_owner(key, owner))).await;
-        let mut last = None;
+        let (mut held, mut first, mut last) = (Vec::new(), None, None);
         for (key, released) in keys.into_iter().zip(all) {
             let released = released?;
             if released.released > 0 {
-                return Ok((Some(key), released));
+                held.push(key);
+                first.get_or_insert(released);
+            } else {
+                last = Some(released);
             }
-            last = Some(released);
         }
-        Ok((None, last.unwrap_or(Released { released: 0, remaining_holds: 0, instances: Vec::new() })))
+        match first {
+            Some(released) => Ok((Some(held.join(", ")), released)),
+            None => Ok((None, last.unwrap_or(Released { released: 0, remaining_holds: 0, instances: Vec::new() }))),
+        }
     }
 
-    /// Extends whichever permit of `resource` `owner` holds to `ttl` from
-    /// now on a quorum (see `release_permit`). When none is extended, the
-    /// error is that of the permit extended on the most servers.
+    /// Extends whichever permits of `resource` `owner` holds to `ttl` from
+    /// now on a quorum (see `release_permit`); the lock returned is the
+    /// first one's, named after every permit extended. When none is
+    /// extended, the error is that of the permit extended on the most
+    /// servers.
     pub async fn extend_permit(&self, resource: &str, limit: u32, owner: &str, ttl: Duration) -> Result<Lock, Error> {
         Self::check_limit(limit, 1)?;
         let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
         let all = join_all(keys.iter().map(|key| self.extend_owner(key, owner, ttl))).await;
         let mut best: Option<(usize, Error)> = None;
+        let mut extended: Vec<Lock> = Vec::new();
         for result in all {
             let e = match result {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => {
+                    extended.push(lock);
+                    continue;
+                }
                 Err(e) => e,
             };
             let done = match &e {
@@ -166,6 +178,15 @@ impl Redlock {
             if best.as_ref().is_none_or(|(most, _)| done > *most) {
                 best = Some((done, e));
             }
+        }
+        if let Some(first) = extended.first() {
+            let mut lock = first.clone();
+            let keys: Vec<&str> = extended.iter().map(|l| l.resource.as_str()).collect();
+            if let Ok(set) = Resources::of(&keys) {
+                lock.resource = set.to_string();
+                lock.resources = set;
+            }
+            return Ok(lock);
         }
         match best {
             // Held nowhere: the error names the semaphore, not permit 0.

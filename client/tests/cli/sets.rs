@@ -206,12 +206,37 @@ async fn permits_take_several_of_a_semaphore_in_one_hold() {
 
     let third = take("2").await;
     assert_eq!(third.code, Some(0), "3 + 2 of 5: stderr {}", third.stderr);
-    let mut all: Vec<String> = permits.into_iter().chain(names(&json(&third)["resources"])).collect();
+    let mut all: Vec<String> = permits.iter().cloned().chain(names(&json(&third)["resources"])).collect();
     all.sort();
     assert_eq!(all, (0..5).map(|s| format!("pool:permit:{s}")).collect::<Vec<_>>(), "the five permits, each once");
 
     let ran = run(&c, &["run", "pool", "--limit", "5", "--permits", "1", "--", "sh", "-c", "echo ran"], "run, all taken").await;
     assert_eq!(ran.code, Some(RUN_NOT_LOCKED), "stderr: {}", ran.stderr);
+
+    // extend and release by the semaphore's name act on every permit of
+    // the owner's hold, and name them (in slot order, which may differ
+    // from the acquisition's when its slots wrap around).
+    let sorted = |names: &str| {
+        let mut v: Vec<String> = names.split(", ").map(String::from).collect();
+        v.sort();
+        v
+    };
+    let mut mine = permits.clone();
+    mine.sort();
+    let extended = run(&c, &["extend", "pool", "--owner", owner, "--ttl", "90s", "--limit", "5"], "extend --limit").await;
+    assert_eq!(extended.code, Some(0), "stderr: {}", extended.stderr);
+    let named = extended.stdout.lines().find_map(|l| l.strip_prefix("permit: ")).expect("permit line");
+    assert_eq!(sorted(named), mine, "{}", extended.stdout);
+    for p in &permits {
+        let pttls: Vec<i64> = c.infos(p).await.iter().map(|i| i.as_ref().map_or(-2, |i| i.pttl)).collect();
+        assert!(pttls.iter().all(|t| *t > 30_000), "{p} extended to 90 s on every server: {pttls:?}");
+    }
+    let released = run(&c, &["release", "pool", "--owner", owner, "--limit", "5", "--json"], "release --limit").await;
+    assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
+    assert_eq!(json(&released)["permit"].as_str().map(sorted), Some(mine), "{}", released.stdout);
+    for p in &permits {
+        assert_eq!(c.infos(p).await, vec![None; 5], "{p} released");
+    }
 }
 
 /// Usage errors (exit 2, kind usage, a message naming the mistake), and
