@@ -233,10 +233,16 @@ async fn permits_take_several_of_a_semaphore_in_one_hold() {
     }
     let released = run(&c, &["release", "pool", "--owner", owner, "--limit", "5", "--json"], "release --limit").await;
     assert_eq!(released.code, Some(0), "stderr: {}", released.stderr);
-    assert_eq!(json(&released)["permit"].as_str().map(sorted), Some(mine), "{}", released.stdout);
+    assert_eq!(json(&released)["permit"].as_str().map(sorted).as_ref(), Some(&mine), "{}", released.stdout);
     for p in &permits {
         assert_eq!(c.infos(p).await, vec![None; 5], "{p} released");
     }
+
+    // run --permits: the command holds them all and is told which.
+    let ran =
+        run(&c, &["run", "pool", "--limit", "5", "--permits", "3", "--", "sh", "-c", "echo $REDLOCK_PERMIT"], "run --permits 3").await;
+    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    assert_eq!(sorted(ran.stdout.trim()), mine, "the three permits freed above: {}", ran.stdout);
 }
 
 /// Usage errors (exit 2, kind usage, a message naming the mistake), and

@@ -176,8 +176,12 @@ pub enum Command {
     /// validity (it stays held until its ttl ends or a release).
     Acquire(AcquireArgs),
     /// Release a lock (or a set taken at once) held by OWNER (as printed by acquire).
+    #[command(override_usage = "redlock release [OPTIONS] <RESOURCE>... --owner <OWNER>\n       \
+                                redlock release [OPTIONS] <RESOURCE> <OWNER>")]
     Release(ReleaseArgs),
     /// Extend a lock (or a set taken at once) held by OWNER to --ttl from now.
+    #[command(override_usage = "redlock extend [OPTIONS] --ttl <DURATION> <RESOURCE>... --owner <OWNER>\n       \
+                                redlock extend [OPTIONS] --ttl <DURATION> <RESOURCE> <OWNER>")]
     Extend(ExtendArgs),
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
@@ -232,7 +236,8 @@ pub struct ReleaseArgs {
     #[arg(long, value_parser = non_empty("owner"))]
     pub owner: Option<String>,
     /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
-    /// whichever permit OWNER holds.
+    /// whichever permit OWNER holds (every one of its hold, after
+    /// `acquire --permits K`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// OWNER's hold is shared (`acquire --shared`): only that holder is
@@ -255,7 +260,8 @@ pub struct ExtendArgs {
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
-    /// whichever permit OWNER holds.
+    /// whichever permit OWNER holds (every one of its hold, after
+    /// `acquire --permits K`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// OWNER's hold is shared (`acquire --shared`): only that holder is
