@@ -236,8 +236,8 @@ pub struct ReleaseArgs {
     #[arg(long, value_parser = non_empty("owner"))]
     pub owner: Option<String>,
     /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
-    /// whichever permit OWNER holds (every one of its hold, after
-    /// `acquire --permits K`).
+    /// whichever permit OWNER holds (every one, when it took several at
+    /// once).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// OWNER's hold is shared (`acquire --shared`): only that holder is
@@ -260,8 +260,8 @@ pub struct ExtendArgs {
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
-    /// whichever permit OWNER holds (every one of its hold, after
-    /// `acquire --permits K`).
+    /// whichever permit OWNER holds (every one, when it took several at
+    /// once).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// OWNER's hold is shared (`acquire --shared`): only that holder is
