@@ -24,6 +24,7 @@ use crate::guard::LockGuard;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum;
 use crate::redlock::{Kind, Redlock, Released};
+use crate::resources::Resources;
 use crate::settings::Names;
 
 /// The lease of a leader's hold unless `with_ttl` says otherwise; it is
@@ -48,6 +49,8 @@ pub struct Election {
     redlock: Redlock,
     name: String,
     resource: String,
+    /// `resource` as the acquisition takes it.
+    lock: Resources,
     value: String,
     ttl: Duration,
     observe_every: Duration,
@@ -73,6 +76,7 @@ impl Election {
             redlock,
             name: name.to_string(),
             resource: resource_of(name),
+            lock: Resources::one(&resource_of(name)),
             value: value.to_string(),
             ttl: DEFAULT_TTL,
             observe_every: DEFAULT_OBSERVE_INTERVAL,
@@ -129,7 +133,7 @@ impl Election {
     pub async fn campaign(&self) -> Result<Leadership, Error> {
         let now = Instant::now();
         let deadline = now.checked_add(crate::hold::FOREVER).unwrap_or(now);
-        let lock = self.redlock.acquire_until(&self.resource, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
+        let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
         // Module mode (checked): every grant has a token.
         let term = lock.token.unwrap_or(0);
         let guard = self.redlock.keep(lock);
