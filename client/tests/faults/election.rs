@@ -3,7 +3,7 @@
 //! grow; a leader killed -9 is followed within its lock-delay (plus about
 //! a second) and its command dies with it; a leader paused past its lease
 //! learns it lost on waking, stops its command, and finds a later term
-//! began meanwhile.
+//! began meanwhile, whose fence refused the old command's late writes.
 
 // `serial()` is held through each test on purpose (see `common::serial`).
 #![allow(clippy::await_holding_lock)]
@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cli::{finish, redlock_with};
+use common::fence::{Fence, FENCED_WRITE};
 use common::{eventually, serial, Cluster};
 use tokio::process::{Child, Command};
 
@@ -150,16 +151,35 @@ async fn a_killed_leader_is_followed_within_its_lock_delay_and_its_command_dies(
 
 /// A leader paused (SIGSTOP) past its lease: the next candidate leads in a
 /// later term meanwhile; woken (SIGCONT), the paused one learns it lost,
-/// stops its command and exits 76.
+/// stops its command and exits 76. Its command, a process of its own,
+/// ran on while its supervisor was paused, beside the next leader's: that
+/// is what the term is for. Both commands write to a fenced resource with
+/// their term in a loop, and the fence refuses the old leader's writes
+/// once the new term wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_leader_learns_it_lost_on_waking_and_a_later_term_began() {
     let _one = serial();
     let c = Cluster::start(5);
+    let fence = Fence::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let script = |who: &str| format!("echo $REDLOCK_TOKEN > {}; exec sleep 60", dir.path().join(who).display());
-    let a = elect(&c, "pause", "a", "2s", &[], &script("a")).spawn().expect("spawn a");
+    let script = |who: &str| {
+        format!(
+            "echo $REDLOCK_TOKEN > {file}; while true; do redis-cli -p {port} EVAL \"$FENCED_WRITE\" 1 {key} $REDLOCK_TOKEN {who} \
+             >> {file}.writes; sleep 0.05; done",
+            file = dir.path().join(who).display(),
+            port = fence.server.port,
+            key = fence.key,
+        )
+    };
+    let spawn = |who: &str| {
+        let mut cmd = elect(&c, "pause", who, "2s", &[], &script(who));
+        cmd.env("FENCED_WRITE", FENCED_WRITE);
+        cmd.spawn().expect("spawn redlock elect")
+    };
+    let a = spawn("a");
     let a_term = wait_number(&dir.path().join("a"), Duration::from_secs(15), "a leads").await;
-    let b = elect(&c, "pause", "b", "2s", &[], &script("b")).spawn().expect("spawn b");
+    eventually(Duration::from_secs(10), "a's command writes", || async { fence.state().await.accepted > 0 }).await;
+    let b = spawn("b");
     waiting(&c, "pause", 1).await;
     let paused = Instant::now();
     signal(&a, libc::SIGSTOP);
@@ -167,9 +187,18 @@ async fn a_paused_leader_learns_it_lost_on_waking_and_a_later_term_began() {
     let b_term = wait_number(&dir.path().join("b"), Duration::from_secs(20), "b leads").await;
     println!("SIGSTOP to the next leader: {:?}", paused.elapsed());
     assert!(b_term > a_term, "b's term {b_term} after a's {a_term}");
+    // a's command still runs (its supervisor is paused): its writes with
+    // the old term are refused once b's term wrote.
+    eventually(Duration::from_secs(10), "b's term written and a's late writes refused", || async {
+        let s = fence.state().await;
+        s.token == Some(b_term) && s.refused > 0
+    })
+    .await;
     signal(&a, libc::SIGCONT);
     let ran = finish(a, paused, Duration::from_secs(30), "the paused leader").await;
     assert_eq!(ran.code, Some(LEADERSHIP_LOST), "{ran:?}");
     assert!(ran.stderr.contains("LEADERSHIP LOST"), "{}", ran.stderr);
+    let state = fence.state().await;
+    assert_eq!((state.token, state.value.as_deref()), (Some(b_term), Some("b")), "the resource holds the new term's writes: {state:?}");
     drop(b);
 }
