@@ -84,15 +84,17 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
 
 /// Puts back at `key` (open for writing, empty) the lock Redis removed
 /// while its lease ran: `holders` as they held it (`shared`: a group's
-/// limit, else the one exclusive holder), those whose lease still runs at
-/// `now`; each travels as the grant it was. False when the key could not
-/// be written, which leaves it as it was.
-pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>], shared: Option<u32>, now: Now) -> bool {
+/// limit, else the one exclusive holder, with `text`, its value), those
+/// whose lease still runs at `now`; each travels as the grant it was.
+/// False when the key could not be written, which leaves it as it was.
+#[allow(clippy::too_many_arguments)]
+pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>], shared: Option<u32>, text: &[u8], now: Now) -> bool {
     let (stored, mirror) = match shared {
         None => {
             let Some(holder) = holders.first() else { return false };
             let lease = Lease { end: holder.end, mirror: NO_TTL }.remirrored(now);
-            (Exclusive::new(&holder.owner, holder.token, lease, holder.since).is_some_and(|lock| value::store(key, lock)), lease.mirror)
+            let lock = Exclusive::with_value(&holder.owner, text, holder.token, lease, holder.since);
+            (lock.is_some_and(|lock| value::store(key, lock)), lease.mirror)
         }
         Some(limit) => {
             let mut restored = Group::new(Group::kind_of_limit(limit));
@@ -119,7 +121,7 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>
                 (group::wall_deadline(holder.end, now), Some(terms))
             }
         };
-        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms);
+        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms, text);
     }
     propagate::restored(ctx, key_name);
     true

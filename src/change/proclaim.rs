@@ -42,8 +42,7 @@ pub fn proclaim(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], text: &[u8]) 
         // value: ACQUIRE converts it first.
         _ => return Proclaimed::Refused,
     };
-    let lease = lock.lease();
-    if session::any() && !replays(ctx) && !session::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), lease.end) {
+    if session::any() && !replays(ctx) && !session::may_act(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id()) {
         return Proclaimed::Refused;
     }
     if lock.value() == text {

@@ -266,7 +266,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
                         .iter()
                         .map(|(o, t, left, since, k)| HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o), *k))
                         .collect();
-                    reply_info(ctx, peek.shared, &holders, waiting(), b"")
+                    reply_info(ctx, peek.shared, &holders, waiting(), peek.value)
                 })
             });
             kept.flatten().unwrap_or_else(|| ctx.reply_null())

@@ -7,7 +7,7 @@
 //! lock keys, which carry a TTL; `allkeys-*` pick any key). Neither may
 //! hand the lock to someone else. There is no hook to veto either, so the
 //! data type's unlink callback, which still sees the value, remembers
-//! owner, token and lease end here:
+//! owner, token, lease end and the value stored with the hold here:
 //! - after a clock step at once (the wall clock has passed the key's TTL
 //!   while the monotonic lease runs), and the key is put back by a timer
 //!   right away, replicated as the grant it was, so replicas and the AOF
@@ -45,6 +45,8 @@ struct Kept {
     holders: Vec<Holder<Box<[u8]>>>,
     /// `None`: an exclusive lock; a group's limit (0: a read-write lock).
     shared: Option<u32>,
+    /// An exclusive lock's value (`VALUE`, `LOCK.PROCLAIM`); empty: none.
+    value: Box<[u8]>,
     why: Why,
 }
 
@@ -87,7 +89,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) {
         return;
     }
     let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
-    removed(db, key, lock.lease(), vec![holder], None);
+    removed(db, key, lock.lease(), vec![holder], None, lock.value().into());
 }
 
 /// The unlink callback saw a lock held shared leave the keyspace.
@@ -98,7 +100,7 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
     let now = crate::server::clock::now();
     let holders: Vec<_> = group.live(now).cloned().collect();
     let Some(end) = holders.iter().map(|h| h.end).max() else { return };
-    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()));
+    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()), Box::default());
 }
 
 /// Whether a removal now may lose a lock: not this module's decision, nor
@@ -108,7 +110,7 @@ fn may_keep() -> bool {
 }
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
-fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>) {
+fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>, value: Box<[u8]>) {
     let now = crate::server::clock::now();
     let running = match lease.left(now) {
         Left::Ms(ms) => ms > crate::server::clock::STEP_MS,
@@ -118,7 +120,7 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
     if !running {
         return;
     }
-    let kept = |why| Kept { holders, shared, why };
+    let kept = |why| Kept { holders, shared, value, why };
     if crate::core::lease::removed_by_step(lease, now) {
         let arm = with_state(|s| {
             s.kept.insert((db, key.into()), kept(Why::ClockStep));
@@ -171,7 +173,7 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     if kept.end() <= now.mono || key.kind() != KeyKind::Empty {
         return;
     }
-    if !crate::change::apply::restore(ctx, key, key_name, &kept.holders, kept.shared, now) {
+    if !crate::change::apply::restore(ctx, key, key_name, &kept.holders, kept.shared, &kept.value, now) {
         // The key could not be written: the lock stays kept here, held.
         with_state(|s| {
             s.kept.insert((db, key_name.bytes().into()), kept);
@@ -187,6 +189,8 @@ pub struct Peek<'a> {
     /// Owner, token, lease left, start and permits of each holder still
     /// running.
     pub holders: Vec<(&'a [u8], Token, Left, i64, u32)>,
+    /// An exclusive lock's value; empty: none.
+    pub value: &'a [u8],
 }
 
 /// For LOCK.INFO: the holders of a kept lock, without putting it back
@@ -200,7 +204,7 @@ pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(Peek<'_>) -> R) -
             .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now), h.since, h.permits))
             .filter(|(_, _, left, _, _)| left.is_running())
             .collect();
-        (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders }))
+        (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders, value: &kept.value }))
     })
     .flatten()
 }

@@ -49,12 +49,6 @@ impl Exclusive {
         Layout::from_size_align(size, align_of::<Header>()).ok()
     }
 
-    /// A lock without a value. `None` only for an owner too large to
-    /// allocate (or beyond 4 GiB).
-    pub fn new(owner: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
-        Self::with_value(owner, b"", token, lease, since)
-    }
-
     /// A lock with `value` (empty: none). `None` only for an owner or a
     /// value too large to allocate (or beyond 4 GiB).
     pub fn with_value(owner: &[u8], value: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
@@ -362,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_lock_keeps_owner_and_token_in_one_allocation() {
-        let mut lock = Exclusive::new(b"owner\0\xff", 42, Lease::UNKNOWN, 0).expect("allocates");
+        let mut lock = Exclusive::with_value(b"owner\0\xff", b"", 42, Lease::UNKNOWN, 0).expect("allocates");
         assert_eq!(lock.owner(), b"owner\0\xff");
         assert_eq!(lock.token(), 42);
         lock.set_token(43);
@@ -374,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_value_follows_the_owner_and_a_lock_without_one_costs_what_it_did() {
-        let plain = Exclusive::new(b"owner", 1, Lease::UNKNOWN, 0).expect("allocates");
+        let plain = Exclusive::with_value(b"owner", b"", 1, Lease::UNKNOWN, 0).expect("allocates");
         // Token, two lengths in one word, lease (two words), start.
         assert_eq!(size_of::<Header>(), 40);
         assert_eq!(plain.bytes(), 40 + 5);
@@ -388,7 +382,7 @@ mod tests {
 
     #[test]
     fn a_raw_value_round_trips_and_borrows_without_freeing() {
-        let raw = Exclusive::new(b"me", 7, Lease::UNKNOWN, 0).expect("allocates").into_raw();
+        let raw = Exclusive::with_value(b"me", b"", 7, Lease::UNKNOWN, 0).expect("allocates").into_raw();
         // SAFETY: `raw` came from `into_raw` just above.
         unsafe {
             Exclusive::borrow(raw).expect("non-null").set_token(8);

@@ -144,10 +144,10 @@ pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
 }
 
 /// A lock Redis removed while its lease ran is back (see `rescue`): each
-/// holder travels as the grant it was (`shared`: a group's terms), then
-/// `restored` tells watchers.
-pub fn holder_restored(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, shared: Option<SharedTerms>) {
-    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms.max(0), shared, b"");
+/// holder travels as the grant it was (`shared`: a group's terms; `value`:
+/// an exclusive lock's), then `restored` tells watchers.
+pub fn holder_restored(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, shared: Option<SharedTerms>, value: &[u8]) {
+    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms.max(0), shared, value);
 }
 
 pub fn restored(ctx: Ctx, key: &Arg) {

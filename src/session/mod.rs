@@ -444,6 +444,13 @@ pub fn extending(db: c_int, key: &[u8], owner: &[u8], client: u64, end: i64) -> 
     !any() || with_state(|s| s.extending(&hold(db, key, owner), client, end)).unwrap_or(true)
 }
 
+/// Whether connection `client` may act for `owner`'s hold at `key` in
+/// `db` without extending it (LOCK.PROCLAIM): as for an extension
+/// (`Sessions::may_extend`), and nothing changes.
+pub fn may_act(db: c_int, key: &[u8], owner: &[u8], client: u64) -> bool {
+    !any() || with_state(|s| s.may_extend(&hold(db, key, owner), client)).unwrap_or(true)
+}
+
 /// Connection `client` closed at `now_mono`: its holds are handed over
 /// for `disconnect` to end. True if it had any.
 pub fn connection_closed(client: u64, now_mono: i64) -> bool {

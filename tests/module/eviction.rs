@@ -85,12 +85,21 @@ fn fill(c: &mut Connection, volatile: bool, mut done: impl FnMut(&mut Connection
 /// B's WAIT: long enough for the fill to evict the lock first (checked).
 const WAIT_MS: u64 = 3_000;
 
-/// A holds `k` for 600 s and B waits for it; memory fills under `policy`
-/// until the lock is evicted (or, for noeviction, writes are refused).
+/// LOCK.INFO's `value` of `key` (nil: `None`).
+fn value_of(c: &mut Connection, key: &str) -> Option<Vec<u8>> {
+    match info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key)))?.swap_remove(8).1 {
+        Value::BulkString(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// A holds `k` for 600 s (with a value) and B waits for it; memory fills
+/// under `policy` until the lock is evicted (or, for noeviction, writes are
+/// refused).
 fn held_lock_under_memory_pressure(policy: &str) {
     let server = Server::start_with(&["--maxmemory-policy", policy, "--maxmemory-samples", "10"]);
     let mut a = server.conn();
-    let token = grant(&mut a, "k", "A", 600_000);
+    let token = int_of(&ok_cmd(&mut a, cmd("LOCK.ACQUIRE").arg("k").arg("A").arg(600_000).arg("VALUE").arg("host-a")), "A's grant");
     let mut b = server.conn();
     b.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
     send_cmd(&mut b, cmd("LOCK.ACQUIRE").arg("k").arg("B").arg(30_000).arg("WAIT").arg(WAIT_MS));
@@ -112,6 +121,7 @@ fn held_lock_under_memory_pressure(policy: &str) {
     let i = info(&mut a, b"k").unwrap_or_else(|| panic!("{policy}: LOCK.INFO shows no lock"));
     assert_eq!((i.owner.as_slice(), i.token), (&b"A"[..], token), "{policy}: LOCK.INFO");
     assert!(i.pttl > 590_000, "{policy}: lease left {}", i.pttl);
+    assert_eq!(value_of(&mut a, "k").as_deref(), Some(&b"host-a"[..]), "{policy}: the value kept with the lock");
     // Memory pressure over (LOCK.ACQUIRE is deny-oom): a newcomer finds
     // the lock held, its holder has it.
     ok_cmd(&mut a, cmd("CONFIG").arg("SET").arg("maxmemory").arg(0));
@@ -135,6 +145,7 @@ fn held_lock_under_memory_pressure(policy: &str) {
     assert_eq!(evictable_during, Some(i64::from(evicting)), "{policy}: INFO locks_evictable under maxmemory");
     assert_eq!(extend(&mut a, b"k", b"A", 600_000), 1, "{policy}: A extends");
     assert_eq!(info(&mut a, b"k").map(|i| (i.owner, i.token)), Some((b"A".to_vec(), token)));
+    assert_eq!(value_of(&mut a, "k").as_deref(), Some(&b"host-a"[..]), "{policy}: the value put back with the lock");
     assert_eq!(release(&mut a, b"k", b"A"), 1, "{policy}: A releases");
     assert!(acquire(&mut a, b"k", b"C", 1_000).is_some_and(|t| t > token), "{policy}: C after A's release");
 }

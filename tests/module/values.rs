@@ -124,6 +124,12 @@ fn a_session_hold_is_proclaimed_from_its_own_connection_only() {
     assert_eq!(proclaim(&mut other, "k", "alice", b"v2"), 0, "another connection may not speak for a session hold");
     assert_eq!(proclaim(&mut c, "k", "alice", b"v2"), 1);
     assert_eq!(value_of(&mut other, "k").as_deref(), Some(&b"v2"[..]));
+    // Its connection closed: cut to its lock-delay, it speaks no more.
+    ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("d").arg("bob").arg(60_000).arg("SESSION").arg("DELAY").arg(30_000).arg("VALUE").arg("b1"));
+    drop(c);
+    wait_until(std::time::Duration::from_secs(10), "bob's hold cut to its lock-delay", || pttl(&mut other, b"d") <= 30_000);
+    assert_eq!(proclaim(&mut other, "d", "bob", b"b2"), 0, "a hold whose connection closed is not proclaimed for");
+    assert_eq!(value_of(&mut other, "d").as_deref(), Some(&b"b1"[..]));
 }
 
 #[test]
