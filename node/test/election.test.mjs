@@ -163,6 +163,22 @@ test('a lost leadership aborts its signal with LockLostError, and resign rejects
   assert.equal(lead.resigned, true);
 });
 
+test('observe() never ends by itself; return() ends it, a next() pending then included', { timeout: 30_000 }, async () => {
+  const name = resourceName('observe-return');
+  const changes = new Election(redlock, name, 'observer', { observeInterval: 20 }).observe();
+  assert.equal(changes[Symbol.asyncIterator](), changes);
+  // Nobody leads: this waits for a change that never comes, and would keep
+  // the process alive (the file's end would report it) unless ended.
+  const pending = changes.next();
+  const lead = await new Election(redlock, name, 'a', { ttl: TTL }).campaign();
+  assert.deepEqual(await pending, { value: { value: 'a', term: lead.term }, done: false });
+  const waiting = changes.next();
+  assert.deepEqual(await changes.return(), { value: undefined, done: true });
+  assert.deepEqual(await waiting, { value: undefined, done: true });
+  assert.deepEqual(await changes.next(), { value: undefined, done: true });
+  await lead.resign();
+});
+
 test('an election needs holds bound to the connection; bad arguments throw', () => {
   assert.throws(() => new Election(new Redlock(cluster.urls, ROOMY), 'x', 'a'), (e) => e instanceof ConfigError && /options\.releaseOnDisconnect/.test(e.message));
   assert.throws(() => new Election(redlock, 'x', 'a', { ttl: -1 }), ConfigError);
