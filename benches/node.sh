@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # benches/node.sh -- the Node.js package (node/, the Rust client bound with
 # napi-rs) against node-redlock 5.0.0-beta.2 on the same five module
-# servers: uncontended acquire/release cycles with 1 and 32 callers, and
+# servers: uncontended acquire/release cycles with 1 and 32 callers, of a
+# set of two resources (the array form) with 1 caller, and
 # 16 contenders on one lock with a 1 ms hold (node/bench/run.mjs prints
 # medians of interleaved rounds and the ratios).
 #

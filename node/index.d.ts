@@ -70,6 +70,8 @@ export interface AcquireOptions {
   shared?: boolean;
   /** One of `limit` permits (1 to 1024) of a semaphore named by the resource. */
   limit?: number;
+  /** With `limit`: this many of its permits (1 to `limit`) in one hold. Default 1. */
+  permits?: number;
   /** Ends the wait: the promise rejects with `signal.reason`, and the wait leaves the line. */
   signal?: AbortSignal;
   /** Extend the lock automatically until it is released (`lock.lost` tells a loss). */
@@ -81,6 +83,7 @@ export interface UsingOptions {
   wait?: number;
   shared?: boolean;
   limit?: number;
+  permits?: number;
   /** Ends the wait for the lock (not the routine: its own `signal` says when the lock is lost). */
   signal?: AbortSignal;
 }
@@ -103,8 +106,10 @@ export interface Released {
 /** One held lock: an exclusive lock, a shared hold, or a permit. */
 export class Lock implements AsyncDisposable {
   private constructor();
-  /** The resource as asked for (a permit's semaphore name). */
+  /** The resource as asked for (a permit's semaphore name); several resources' names joined with `", "`. */
   readonly resource: string;
+  /** Each resource locked, in the order given: `[resource]`, or the array locked all or nothing. */
+  readonly resources: string[];
   /** The key held on the servers: the resource, or a permit's own key (`<resource>:permit:<i>`). */
   readonly key: string;
   /** The random owner value of this acquisition. */
@@ -145,15 +150,19 @@ export class Redlock {
   readonly quorum: number;
   /** The servers, as `host:port`. */
   readonly servers: string[];
-  /** Acquires `resource` for `ttl` ms. Rejects with NotAcquiredError (QuorumUnreachableError when too few servers answered). */
-  acquire(resource: string, ttl: number, options?: AcquireOptions): Promise<Lock>;
+  /**
+   * Acquires `resource` for `ttl` ms: one name, or an array of names locked all or nothing
+   * (one token, extended and released together). Rejects with NotAcquiredError
+   * (QuorumUnreachableError when too few servers answered).
+   */
+  acquire(resource: string | readonly string[], ttl: number, options?: AcquireOptions): Promise<Lock>;
   /**
    * Acquires (waiting in line), keeps the lease extended while `routine` runs, aborts the
    * routine's `signal` with a LockLostError the moment the lock is lost, and releases it at the
    * end, also when the routine throws. Resolves to the routine's value.
    */
-  using<T>(resource: string, ttl: number, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
-  using<T>(resource: string, ttl: number, options: UsingOptions, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  using<T>(resource: string | readonly string[], ttl: number, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  using<T>(resource: string | readonly string[], ttl: number, options: UsingOptions, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
   /** Resolves once the places in line given up in the background are given up (await before exiting right after an acquisition). */
   settle(): Promise<void>;
 }

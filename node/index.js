@@ -31,8 +31,8 @@ const REDLOCK_OPTIONS = [
   'lockDelay',
   'tls',
 ];
-const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'signal', 'keep'];
-const USING_OPTIONS = ['wait', 'shared', 'limit', 'signal'];
+const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'permits', 'signal', 'keep'];
+const USING_OPTIONS = ['wait', 'shared', 'limit', 'permits', 'signal'];
 const ELECTION_OPTIONS = ['ttl', 'observeInterval'];
 const CAMPAIGN_OPTIONS = ['signal'];
 
@@ -49,8 +49,10 @@ class Lock {
     this.#native = nativeLock;
   }
 
-  /** The resource as asked for (a permit's semaphore name). */
+  /** The resource as asked for (a permit's semaphore name); several resources' names joined with ", ". */
   get resource() { return this.#native.resource; }
+  /** Each resource locked, in the order given: `[resource]`, or the array locked all or nothing. */
+  get resources() { return this.#native.resources; }
   /** The key held on the servers: the resource, or a permit's own key (`<resource>:permit:<i>`). */
   get key() { return this.#native.key; }
   /** The random owner value of this acquisition. */
@@ -172,12 +174,15 @@ class Redlock {
   get servers() { return this.#native.servers; }
 
   /**
-   * Acquires `resource` for `ttl` ms. Options:
+   * Acquires `resource` for `ttl` ms: one name, or an array of names
+   * (node-redlock's form) locked all or nothing, with one token, extended
+   * and released together. Options:
    * - `wait` (ms, or Infinity): wait that long in the resource's FIFO
    *   line; without it (and without `retry`), one attempt.
    * - `retry`: retry `retryCount` times after `retryDelay ± retryJitter` ms.
    * - `shared`: a shared hold of a read-write lock.
    * - `limit`: one of `limit` permits of a semaphore named `resource`.
+   * - `permits`: with `limit`, that many of its permits in one hold.
    * - `signal`: an AbortSignal that ends the wait (the promise rejects
    *   with its reason, and the wait leaves the line).
    * - `keep`: extended automatically until released (see `Lock.lost`).
@@ -185,11 +190,12 @@ class Redlock {
    * servers answered).
    */
   async acquire(resource, ttl, options) {
-    args.string('resource', resource);
+    const names = args.resources('resource', resource);
     args.number('ttl', ttl);
     const opts = args.options('options', options, ACQUIRE_OPTIONS);
     const wait = args.optionalNumber('options.wait', opts.wait);
     const limit = args.optionalNumber('options.limit', opts.limit);
+    const permits = args.optionalNumber('options.permits', opts.permits);
     const retry = args.optionalBoolean('options.retry', opts.retry);
     const shared = args.optionalBoolean('options.shared', opts.shared);
     const keep = args.optionalBoolean('options.keep', opts.keep);
@@ -204,7 +210,7 @@ class Redlock {
     }
     let result;
     try {
-      result = await callNative(() => this.#native.acquire(resource, ttl, wait, retry, shared, limit, keep, cancel));
+      result = await callNative(() => this.#native.acquire(names, ttl, wait, retry, shared, limit, permits, keep, cancel));
     } finally {
       if (signal) signal.removeEventListener('abort', onAbort);
     }

@@ -143,7 +143,7 @@ python_setup() {
   echo ready
 }
 python_state=$(python_setup)
-for example in sync async; do
+for example in sync async philosophers; do
   case $python_state in
     ready) run "python-$example" examples/python "$venv/bin/python" "${example}_example.py" ;;
     skip:*) skip "python-$example" "${python_state#skip:}" ;;

@@ -27,6 +27,7 @@ use crate::hold::{Failure, Spawn};
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum;
 use crate::redlock::{Kind, Redlock, Released};
+use crate::resources::Resources;
 use crate::settings::Names;
 
 /// The lease of a leader's hold unless `with_ttl` says otherwise; it is
@@ -51,6 +52,8 @@ pub struct Election {
     redlock: Redlock,
     name: String,
     resource: String,
+    /// `resource` as the acquisition takes it.
+    lock: Resources,
     value: String,
     ttl: Duration,
     observe_every: Duration,
@@ -72,15 +75,7 @@ impl Election {
     /// lock-delay past an extension interval plus a request: other
     /// settings are an `Error::Config` naming what to change.
     pub fn new(redlock: Redlock, name: &str, value: &str) -> Result<Election, Error> {
-        Election {
-            redlock,
-            name: name.to_string(),
-            resource: resource_of(name),
-            value: value.to_string(),
-            ttl: DEFAULT_TTL,
-            observe_every: DEFAULT_OBSERVE_INTERVAL,
-        }
-        .checked()
+        Election::named(redlock, name, value, None, &Names::RUST)
     }
 
     /// `new`, then `with_ttl` when `ttl` is given, with what the checks
@@ -91,6 +86,7 @@ impl Election {
             redlock,
             name: name.to_string(),
             resource: resource_of(name),
+            lock: Resources::one(&resource_of(name)),
             value: value.to_string(),
             ttl: ttl.unwrap_or(DEFAULT_TTL),
             observe_every: DEFAULT_OBSERVE_INTERVAL,
@@ -158,7 +154,7 @@ impl Election {
     pub async fn campaign_until(&self, deadline: Option<Instant>) -> Result<Leadership, Error> {
         let now = Instant::now();
         let deadline = deadline.unwrap_or_else(|| now.checked_add(crate::hold::FOREVER).unwrap_or(now));
-        let lock = self.redlock.acquire_until(&self.resource, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
+        let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
         // Module mode (checked): every grant has a token.
         let term = lock.token.unwrap_or(0);
         let guard = self.redlock.keep(lock);

@@ -5,6 +5,7 @@
 //! - `outcome`: what each server answered, as data (outcomes, rejections)
 //! - `transport`: one reconnecting connection per server, with timeouts
 //! - `tls`: `rediss://` servers: certificates read and checked, failures named
+//! - `resources`: what one acquisition locks: one resource, or a set
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `semaphore`: permits of a semaphore, each a slot lock on a majority
 //! - `guard`: automatic extension and the lost-lock signal
@@ -22,6 +23,7 @@ pub mod hold;
 pub mod outcome;
 pub mod quorum;
 pub mod redlock;
+pub mod resources;
 pub mod semaphore;
 pub mod settings;
 pub mod tls;
@@ -36,5 +38,6 @@ pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry};
+pub use resources::Resources;
 pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit};
 pub use transport::{is_tls_url, ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

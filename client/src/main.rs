@@ -9,7 +9,7 @@ use clap::Parser;
 
 fn main() {
     let cli = match cli::args::Cli::try_parse() {
-        Ok(cli) => cli,
+        Ok(cli) => cli.resolve(std::env::args_os()),
         Err(e) => {
             let informational = matches!(
                 e.kind(),

@@ -26,6 +26,7 @@ use crate::guard::LockGuard;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::redlock::{Kind, Lock, Redlock, Released};
+use crate::resources::Resources;
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.
@@ -40,20 +41,29 @@ impl Redlock {
     /// One attempt at each of the `limit` permits of `resource`, from a
     /// random one on; the first one granted is returned.
     pub async fn try_permit(&self, resource: &str, limit: u32, ttl: Duration) -> Result<Lock, Error> {
-        Self::check_limit(limit)?;
-        self.verify_servers().await?;
-        self.attempt_permit(resource, limit, ttl).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+        self.try_permits(resource, limit, 1, ttl).await
     }
 
-    /// One round over the permits: each asked once, from a random one on,
-    /// until one is granted. `Err` with the outcomes of the last one asked
-    /// (or of the first refused as a request, which every permit would be).
-    pub(crate) async fn attempt_permit(&self, resource: &str, limit: u32, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
+    /// One attempt at `count` of the `limit` permits of `resource` at once
+    /// (see `permits_until`).
+    pub async fn try_permits(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Error> {
+        Self::check_limit(limit, count)?;
+        self.verify_servers().await?;
+        self.attempt_permit(resource, limit, count, ttl).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+    }
+
+    /// One round over the permits: `count` consecutive permits (from `i`
+    /// to `i + count - 1`, wrapping) asked as one set, for each `i` from a
+    /// random one on, until a set is granted. `Err` with the outcomes of
+    /// the last set asked (or of the first refused as a request, which
+    /// every set would be).
+    pub(crate) async fn attempt_permit(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
         let first = rand::rng().random_range(0..limit.max(1));
         let mut last = Vec::new();
         for i in 0..limit {
-            let slot = (first + i) % limit;
-            match self.attempt(&permit_key(resource, slot), ttl, false, None).await {
+            let slots: Vec<String> = (0..count).map(|k| permit_key(resource, (first + i + k) % limit)).collect();
+            let Ok(set) = Resources::of(&slots) else { break };
+            match self.attempt(&set, ttl, false, None).await {
                 Ok(lock) => return Ok(lock),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
@@ -67,9 +77,12 @@ impl Redlock {
         Err(last)
     }
 
-    fn check_limit(limit: u32) -> Result<(), Error> {
+    fn check_limit(limit: u32, count: u32) -> Result<(), Error> {
         if limit == 0 || limit > MAX_PERMITS {
             return Err(Error::Config(format!("a semaphore's limit must be 1 to {MAX_PERMITS}, not {limit}")));
+        }
+        if count == 0 || count > limit {
+            return Err(Error::Config(format!("permits taken at once must be 1 to the limit ({limit}), not {count}")));
         }
         Ok(())
     }
@@ -82,8 +95,26 @@ impl Redlock {
     /// permits until one is granted; permits are so handed out in arrival
     /// order instead of by lottery.
     pub async fn permit_until(&self, resource: &str, limit: u32, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        Self::check_limit(limit)?;
-        self.acquire_until(resource, ttl, deadline, Kind::Permit(limit), None, |_| {}).await
+        self.permits_until(resource, limit, 1, ttl, deadline).await
+    }
+
+    /// `count` of the `limit` permits of `resource` in one hold (one
+    /// owner, one token, one lease), retried as `permit_until`: `count`
+    /// permit slots taken whole as a set, each on a majority, so the
+    /// permits held never exceed `limit`. In the semaphore's line the
+    /// request's place weighs `count` (`LIMIT limit PERMITS count`): it
+    /// waits until that many are free, and later, smaller requests wait
+    /// behind it, never passing it.
+    pub async fn permits_until(
+        &self,
+        resource: &str,
+        limit: u32,
+        count: u32,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        Self::check_limit(limit, count)?;
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Permit { limit, count }, None, |_| {}).await
     }
 
     /// A permit of `resource` (as `permit_until`) kept by a guard that
@@ -95,37 +126,49 @@ impl Redlock {
 
     /// Releases whichever permit of `resource` `owner` holds, for a permit
     /// taken elsewhere (`redlock acquire --limit N` printed its owner).
-    /// Owners are random per acquisition, so at most one permit is
-    /// `owner`'s; releasing on every permit at once costs one round trip,
-    /// and a permit `owner` does not hold is left as it is (the servers
-    /// check the owner). Returns the permit's key, if any server held it,
-    /// with every server's outcome there.
+    /// Owners are random per acquisition, so the permits `owner` holds are
+    /// those of one acquisition (one, or `count` of `try_permits`);
+    /// releasing on every permit at once costs one round trip, and a
+    /// permit `owner` does not hold is left as it is (the servers check the
+    /// owner). Returns the keys of the permits any server held (joined with
+    /// `", "`), with every server's outcome at the first of them.
     pub async fn release_permit(&self, resource: &str, limit: u32, owner: &str) -> Result<(Option<String>, Released), Error> {
-        Self::check_limit(limit)?;
+        Self::check_limit(limit, 1)?;
         let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
         let all = join_all(keys.iter().map(|key| self.release_owner(key, owner))).await;
-        let mut last = None;
+        let (mut held, mut first, mut last) = (Vec::new(), None, None);
         for (key, released) in keys.into_iter().zip(all) {
             let released = released?;
             if released.released > 0 {
-                return Ok((Some(key), released));
+                held.push(key);
+                first.get_or_insert(released);
+            } else {
+                last = Some(released);
             }
-            last = Some(released);
         }
-        Ok((None, last.unwrap_or(Released { released: 0, remaining_holds: 0, instances: Vec::new() })))
+        match first {
+            Some(released) => Ok((Some(held.join(", ")), released)),
+            None => Ok((None, last.unwrap_or(Released { released: 0, remaining_holds: 0, instances: Vec::new() }))),
+        }
     }
 
-    /// Extends whichever permit of `resource` `owner` holds to `ttl` from
-    /// now on a quorum (see `release_permit`). When none is extended, the
-    /// error is that of the permit extended on the most servers.
+    /// Extends whichever permits of `resource` `owner` holds to `ttl` from
+    /// now on a quorum (see `release_permit`); the lock returned is the
+    /// first one's, named after every permit extended. When none is
+    /// extended, the error is that of the permit extended on the most
+    /// servers.
     pub async fn extend_permit(&self, resource: &str, limit: u32, owner: &str, ttl: Duration) -> Result<Lock, Error> {
-        Self::check_limit(limit)?;
+        Self::check_limit(limit, 1)?;
         let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
         let all = join_all(keys.iter().map(|key| self.extend_owner(key, owner, ttl))).await;
         let mut best: Option<(usize, Error)> = None;
+        let mut extended: Vec<Lock> = Vec::new();
         for result in all {
             let e = match result {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => {
+                    extended.push(lock);
+                    continue;
+                }
                 Err(e) => e,
             };
             let done = match &e {
@@ -135,6 +178,15 @@ impl Redlock {
             if best.as_ref().is_none_or(|(most, _)| done > *most) {
                 best = Some((done, e));
             }
+        }
+        if let Some(first) = extended.first() {
+            let mut lock = first.clone();
+            let keys: Vec<&str> = extended.iter().map(|l| l.resource.as_str()).collect();
+            if let Ok(set) = Resources::of(&keys) {
+                lock.resource = set.to_string();
+                lock.resources = set;
+            }
+            return Ok(lock);
         }
         match best {
             // Held nowhere: the error names the semaphore, not permit 0.

@@ -9,6 +9,10 @@
 // order alternating per round); medians are printed, with ours/theirs:
 // - uncontended 1: one caller, acquire + release cycles on its own key
 // - uncontended 32: 32 concurrent callers in this process, a key each
+// - two resources: one caller, acquire + release cycles of a set of two
+//   keys of its own, ["bench:a:<i>", "bench:b:<i>"], all or nothing (ours:
+//   acquire([...]), LOCK.MACQUIRE; node-redlock: acquire([...]), its
+//   multi-key script)
 // - contended 16: 16 callers on one key, each waiting for the lock,
 //   holding it 1 ms (a 1 ms timer: `hold ms` shows what it lasted, the
 //   same for both) and releasing; waits from the call to
@@ -31,7 +35,7 @@ const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 let keys = 0;
 const key = (what) => `bench:${what}:${++keys}`;
 
-/** The clients under test: acquire(resource, {contended}) → release function. */
+/** The clients under test: acquire(resource or [resources], {contended}) → release function. */
 function ours(urls) {
   const redlock = new Redlock(urls);
   return {
@@ -53,7 +57,7 @@ function theirs(urls, { retryDelay = 200, retryJitter = 100, name = 'node-redloc
   return {
     name,
     async acquire(resource, isContended) {
-      const lock = await (isContended ? contended : once).acquire([resource], TTL);
+      const lock = await (isContended ? contended : once).acquire(Array.isArray(resource) ? resource : [resource], TTL);
       return () => lock.release();
     },
     async close() {
@@ -62,13 +66,20 @@ function theirs(urls, { retryDelay = 200, retryJitter = 100, name = 'node-redloc
   };
 }
 
-async function uncontended(client, callers) {
+/** A caller's keys: one, or with `two` a set of two, `bench:a:<i>` and `bench:b:<i>`. */
+function keysOf(callers, two) {
+  if (!two) return key(`u${callers}`);
+  const i = ++keys;
+  return [`bench:a:${i}`, `bench:b:${i}`];
+}
+
+async function uncontended(client, callers, two = false) {
   const end = Date.now() + SECONDS * 1000;
   let cycles = 0;
   let errors = 0;
   await Promise.all(
     Array.from({ length: callers }, async () => {
-      const resource = key(`u${callers}`);
+      const resource = keysOf(callers, two);
       while (Date.now() < end) {
         try {
           const release = await client.acquire(resource, false);
@@ -124,6 +135,7 @@ try {
   const scenarios = [
     { name: 'uncontended, 1 caller', run: (c) => uncontended(c, 1), fast: true },
     { name: 'uncontended, 32 callers', run: (c) => uncontended(c, 32), fast: true },
+    { name: 'two resources, 1 caller', run: (c) => uncontended(c, 1, true), fast: true },
     { name: 'contended, 16 callers, 1 ms hold', run: (c) => contended(c, 16), contended: true },
   ];
   const results = new Map(); // "scenario|client" -> [result, ...]

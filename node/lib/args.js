@@ -25,6 +25,20 @@ function string(name, value) {
   return value;
 }
 
+/**
+ * One resource (a string) or several locked all or nothing (an array of
+ * strings, node-redlock's form); an array is copied, so a caller changing
+ * it later changes nothing. Names given twice, or none, are the native
+ * layer's ConfigError.
+ */
+function resources(name, value) {
+  if (typeof value === 'string') return value;
+  if (!Array.isArray(value) || value.some((r) => typeof r !== 'string')) {
+    throw typeError(name, 'a string or an array of strings', value);
+  }
+  return [...value];
+}
+
 function number(name, value) {
   if (typeof value !== 'number') throw typeError(name, 'a number', value);
   return value;
@@ -96,4 +110,4 @@ function tls(name, value) {
   return picked;
 }
 
-module.exports = { typeError, string, number, optionalNumber, optionalBoolean, options, urls, signal, tls };
+module.exports = { typeError, string, resources, number, optionalNumber, optionalBoolean, options, urls, signal, tls };

@@ -146,9 +146,23 @@ pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
     Redlock::new(&urls, settings).map_err(|e| config_error(e.to_string()))
 }
 
-/// `acquire`'s arguments: `wait_ms` in the resource's line (`Infinity`:
-/// no limit), else `retry` for the configured retries, else one round.
-pub fn request(resource: String, ttl_ms: f64, wait_ms: Option<f64>, retry: bool, shared: bool, limit: Option<f64>) -> Result<Request> {
+/// `acquire`'s arguments: `resource`, one name or an array of names
+/// locked all or nothing; `wait_ms` in the resource's line (`Infinity`:
+/// no limit), else `retry` for the configured retries, else one round;
+/// `permits` of a semaphore of `limit`.
+pub fn request(
+    resource: Either<String, Vec<String>>,
+    ttl_ms: f64,
+    wait_ms: Option<f64>,
+    retry: bool,
+    shared: bool,
+    limit: Option<f64>,
+    permits: Option<f64>,
+) -> Result<Request> {
+    let resources = match resource {
+        Either::A(one) => vec![one],
+        Either::B(several) => several,
+    };
     let patience: Patience = NAMES.patience(wait_ms, retry).map_err(thrown)?;
-    NAMES.request(resource, ttl_ms, shared, limit, patience).map_err(thrown)
+    NAMES.request(&resources, ttl_ms, shared, limit, permits, patience).map_err(thrown)
 }

@@ -98,28 +98,30 @@ impl NativeRedlock {
     }
 
     /// A Promise of a `NativeLock`, or of a `Failure`. Arguments are
-    /// checked now (a `ConfigError` thrown at once); `wait_ms` (or `retry`)
-    /// as in `Request::new`; `keep`: kept by a guard that extends it;
-    /// `cancel` stops the wait.
+    /// checked now (a `ConfigError` thrown at once); `resource`: one name
+    /// or an array locked all or nothing; `wait_ms` (or `retry`) as in
+    /// `config::request`; `permits` of a semaphore of `limit`; `keep`:
+    /// kept by a guard that extends it; `cancel` stops the wait.
     #[napi(ts_return_type = "Promise<NativeLock | Failure>")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
-        resource: String,
+        resource: Either<String, Vec<String>>,
         ttl_ms: f64,
         wait_ms: Option<f64>,
         retry: bool,
         shared: bool,
         limit: Option<f64>,
+        permits: Option<f64>,
         keep: bool,
         cancel: Option<&Cancel>,
     ) -> Result<Object<'env>> {
-        let req = config::request(resource, ttl_ms, wait_ms, retry, shared, limit)?;
+        let req = config::request(resource, ttl_ms, wait_ms, retry, shared, limit, permits)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let redlock = self.inner.clone();
         runtime::promise(env, async move {
-            let name = req.resource.clone();
+            let name = req.resources.to_string();
             // Dropping the acquisition (cancelled) gives its place in line
             // up and releases whatever a round in flight was granted.
             let acquired = tokio::select! {
@@ -155,10 +157,18 @@ pub struct NativeLock {
 
 #[napi]
 impl NativeLock {
-    /// The resource as asked for (a permit's semaphore name).
+    /// The resource as asked for (a permit's semaphore name); several
+    /// resources' names joined with ", ".
     #[napi(getter)]
     pub fn resource(&self) -> String {
         self.hold.resource().to_string()
+    }
+
+    /// Each resource locked, in the order given: one name, or the names
+    /// of an array locked all or nothing.
+    #[napi(getter)]
+    pub fn resources(&self) -> Vec<String> {
+        self.hold.resources().names().to_vec()
     }
 
     /// The key held on the servers: the resource, or a permit's own key.

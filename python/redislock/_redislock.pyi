@@ -6,10 +6,16 @@ from typing import AsyncIterator, Awaitable, Callable, Iterator, List, Literal, 
 
 __version__: str
 
+# One resource, or several locked all or nothing (each named once); a
+# name of the stubs only.
+_Resource = Union[str, List[str], Tuple[str, ...]]
+
 # The base class of Lock and AsyncLock, with their properties; not made directly.
 class _LockState:
     @property
     def resource(self) -> str: ...
+    @property
+    def resources(self) -> List[str]: ...
     @property
     def key(self) -> str: ...
     @property
@@ -63,25 +69,29 @@ class _Client:
 
 class Redlock(_Client):
     def asyncio(self) -> AsyncRedlock: ...
-    def try_lock(self, resource: str, ttl: float, *, shared: bool = False, limit: Optional[int] = None) -> Lock: ...
+    def try_lock(
+        self, resource: _Resource, ttl: float, *, shared: bool = False, limit: Optional[int] = None, permits: Optional[int] = None
+    ) -> Lock: ...
     def lock(
         self,
-        resource: str,
+        resource: _Resource,
         ttl: float,
         wait: Optional[float] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
+        permits: Optional[int] = None,
         on_lost: Optional[Callable[[], object]] = None,
     ) -> LockRequest: ...
     def guard(
         self,
-        resource: str,
+        resource: _Resource,
         ttl: float,
         wait: Optional[float] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
+        permits: Optional[int] = None,
         on_lost: Optional[Callable[[], object]] = None,
     ) -> Lock: ...
 
@@ -108,26 +118,28 @@ class LockRequest:
 
 class AsyncRedlock(_Client):
     def try_lock(
-        self, resource: str, ttl: float, *, shared: bool = False, limit: Optional[int] = None
+        self, resource: _Resource, ttl: float, *, shared: bool = False, limit: Optional[int] = None, permits: Optional[int] = None
     ) -> Awaitable[AsyncLock]: ...
     def lock(
         self,
-        resource: str,
+        resource: _Resource,
         ttl: float,
         wait: Optional[float] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
+        permits: Optional[int] = None,
         on_lost: Optional[Callable[[], object]] = None,
     ) -> AsyncLockRequest: ...
     def guard(
         self,
-        resource: str,
+        resource: _Resource,
         ttl: float,
         wait: Optional[float] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
+        permits: Optional[int] = None,
         on_lost: Optional[Callable[[], object]] = None,
     ) -> Awaitable[AsyncLock]: ...
 

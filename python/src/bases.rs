@@ -58,21 +58,21 @@ macro_rules! client_methods {
 
             $(#[$try_doc])*
             #[pyo3(signature = (resource, ttl, **options))]
-            fn try_lock<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
+            fn try_lock<'py>(slf: &Bound<'py, Self>, resource: &Bound<'py, PyAny>, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
                 let (req, on_lost) = $crate::config::request("try_lock", resource, ttl, None, options)?;
                 $acquire(slf.py(), $crate::hold::acquire(PyClient::inner(slf).clone(), req, false, on_lost) $(, $more)*)
             }
 
             $(#[$lock_doc])*
             #[pyo3(signature = (resource, ttl, wait=None, **options))]
-            fn lock(slf: &Bound<'_, Self>, resource: String, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, '_>>) -> PyResult<$request> {
+            fn lock(slf: &Bound<'_, Self>, resource: &Bound<'_, PyAny>, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, '_>>) -> PyResult<$request> {
                 let (req, on_lost) = $crate::config::request("lock", resource, ttl, wait, options)?;
                 Ok($request { pending: $crate::hold::Pending::new(PyClient::inner(slf).clone(), req, on_lost), entered: $entered })
             }
 
             $(#[$guard_doc])*
             #[pyo3(signature = (resource, ttl, wait=None, **options))]
-            fn guard<'py>(slf: &Bound<'py, Self>, resource: String, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
+            fn guard<'py>(slf: &Bound<'py, Self>, resource: &Bound<'py, PyAny>, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
                 let (req, on_lost) = $crate::config::request("guard", resource, ttl, wait, options)?;
                 $acquire(slf.py(), $crate::hold::acquire(PyClient::inner(slf).clone(), req, true, on_lost) $(, $more)*)
             }
@@ -149,8 +149,12 @@ lock_state_methods! {
             Ok(format!("<{class} {:?} token={token} {state} validity={:.3}s>", hold.resource(), hold.validity().as_secs_f64()))
         }
     }
-    /// The resource as asked for (a permit's semaphore name).
+    /// The resource as asked for (a permit's semaphore name); several
+    /// resources locked together, their names joined with ", ".
     resource: String = |hold| hold.resource().to_string();
+    /// Each resource locked, in the order given: one name, or the names of
+    /// a list locked all or nothing.
+    resources: Vec<String> = |hold| hold.resources().names().to_vec();
     /// The key held on the servers: the resource, or a permit's own key.
     key: String = |hold| hold.lock().resource;
     /// The random owner value of this acquisition.

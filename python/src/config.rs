@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList, PyTuple};
 use redlock::hold::{Options, Patience, Request};
 use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
 
@@ -117,32 +117,53 @@ fn unexpected(method: &str, key: &str) -> PyErr {
     PyTypeError::new_err(format!("{method}() got an unexpected keyword argument '{key}'"))
 }
 
+/// The resources of a call: one name (`str`), or several as a list or a
+/// tuple of `str`, locked all or nothing. Their checks (none named twice,
+/// at least one) are the crate's, in `request`.
+fn resources(method: &str, resource: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = resource.extract::<String>() {
+        return Ok(vec![one]);
+    }
+    // Not any sequence: a str is one, and a set has no order to keep.
+    let listed = resource.is_instance_of::<PyList>() || resource.is_instance_of::<PyTuple>();
+    let several = if listed { resource.extract::<Vec<String>>().ok() } else { None };
+    several.ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "{method}() argument 'resource' must be a str or a list or tuple of str, not {}",
+            resource.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "that".into())
+        ))
+    })
+}
+
 /// The request of `try_lock` (one round) or of `lock` and `guard`
 /// (`wait`: seconds in the resource's line, `math.inf` for no limit; None
 /// for the configured retries), and its `on_lost` callback: the
-/// keyword-only arguments `shared`, `limit` and (but for `try_lock`)
-/// `on_lost`, of the methods of `Redlock` and `AsyncRedlock` alike.
+/// keyword-only arguments `shared`, `limit`, `permits` and (but for
+/// `try_lock`) `on_lost`, of the methods of `Redlock` and `AsyncRedlock`
+/// alike. `resource` is one name or a list or tuple of names.
 pub fn request(
     method: &str,
-    resource: String,
+    resource: &Bound<'_, PyAny>,
     ttl: f64,
     wait: Option<f64>,
     options: Option<Kwargs>,
 ) -> PyResult<(Request, Option<Py<PyAny>>)> {
     let once = method == "try_lock";
-    let (mut shared, mut limit, mut on_lost) = (false, None, None);
+    let resources = resources(method, resource)?;
+    let (mut shared, mut limit, mut permits, mut on_lost) = (false, None, None, None);
     for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
         let key: String = key.extract()?;
         let typed = |e: PyErr| PyTypeError::new_err(format!("{method}() argument '{key}': {e}"));
         match key.as_str() {
             "shared" => shared = value.extract().map_err(typed)?,
             "limit" => limit = value.extract::<Option<i64>>().map_err(typed)?.map(|n| n as f64),
+            "permits" => permits = value.extract::<Option<i64>>().map_err(typed)?.map(|n| n as f64),
             "on_lost" if !once => on_lost = (!value.is_none()).then(|| value.unbind()),
             _ => return Err(unexpected(method, &key)),
         }
     }
     let patience = if once { Ok(Patience::Once) } else { NAMES.patience(wait, true) };
-    Ok((NAMES.request(resource, ttl, shared, limit, patience.map_err(py)?).map_err(py)?, on_lost))
+    Ok((NAMES.request(&resources, ttl, shared, limit, permits, patience.map_err(py)?).map_err(py)?, on_lost))
 }
 
 /// An extension's ttl.

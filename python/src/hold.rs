@@ -94,7 +94,7 @@ impl Pending {
 
     /// ``<LockRequest "resource" ttl=Xs>``, with `class` for the name.
     pub fn repr(&self, class: &str) -> String {
-        format!("<{class} {:?} ttl={}s>", self.req.resource, self.req.ttl.as_secs_f64())
+        format!("<{class} {:?} ttl={}s>", self.req.resources.to_string(), self.req.ttl.as_secs_f64())
     }
 }
 

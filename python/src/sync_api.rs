@@ -37,9 +37,12 @@ client_methods! {
     try_lock:
     /// One attempt round at `resource` for `ttl` seconds, without automatic
     /// extension. Raises `NotAcquired` (`QuorumUnreachable` when too few
-    /// servers answered). `shared=True`: a shared hold of a read-write
-    /// lock; `limit=N`: a permit of a semaphore of N. Release it with
-    /// `release()` or a `with` block; one never released ends with its ttl.
+    /// servers answered). `resource`: one name, or a list (or tuple) of
+    /// names locked all or nothing, with one token, released together.
+    /// `shared=True`: a shared hold of a read-write lock; `limit=N`: a
+    /// permit of a semaphore of N (`permits=K`: K of its N permits in one
+    /// hold). Release it with `release()` or a `with` block; one never
+    /// released ends with its ttl.
     lock:
     /// A context manager that takes `resource` on entry, keeps it extended
     /// while the block runs and releases it on exit::

@@ -80,12 +80,13 @@ const STRING: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_RE
 const INTEGER: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
 const UNIX_TIME: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME;
 
-const ACQUIRE_ARGS: [ArgDoc; 10] = [
+const ACQUIRE_ARGS: [ArgDoc; 11] = [
     arg(c"key", KEY),
     arg(c"owner", STRING),
     arg(c"ttl-ms", INTEGER),
     flag(c"SHARED", c"shared"),
     option(c"LIMIT", c"holders", INTEGER),
+    option(c"PERMITS", c"permits", INTEGER),
     option(c"FENCE", c"min-token", INTEGER),
     option(c"WAIT", c"timeout-ms", INTEGER),
     flag(c"SESSION", c"session"),

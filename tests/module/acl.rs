@@ -234,6 +234,7 @@ fn command_docs_list_the_arguments_and_command_info_the_blocking_flag() {
                     "ttl-ms integer",
                     "shared pure-token token SHARED flags optional",
                     "holders integer token LIMIT flags optional",
+                    "permits integer token PERMITS flags optional",
                     "min-token integer token FENCE flags optional",
                     "timeout-ms integer token WAIT flags optional",
                     "session pure-token token SESSION flags optional",

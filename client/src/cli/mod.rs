@@ -11,6 +11,7 @@ pub mod explain;
 pub mod output;
 pub mod progress;
 pub mod run;
+pub mod status;
 pub mod top;
 
 use redlock::Redlock;
@@ -47,7 +48,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Acquire(args) => commands::acquire(&redlock, args, json).await,
         Command::Release(args) => commands::release(&redlock, args, json).await,
         Command::Extend(args) => commands::extend(&redlock, args, json).await,
-        Command::Status(args) => commands::status(&redlock, args, json).await,
+        Command::Status(args) => status::status(&redlock, args, json).await,
         Command::Top(args) => top::top(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,
         Command::Elect(args) => elect::elect(&redlock, args).await,

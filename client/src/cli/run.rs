@@ -14,7 +14,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::RunArgs;
 use super::child::{describe, die_with_this_process, status_code, supervise, Loss, Supervised};
-use super::commands::{deadline, request};
+use super::commands::{deadline, request, Flags};
 use super::exit::{self, Failure};
 use super::explain;
 use super::output::warn;
@@ -31,17 +31,20 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| Failure::general(format!("SIGTERM handler: {e}")))?;
 
     let deadline = deadline(args.wait)?;
-    let waiting = Waiting::start(&args.resource, rl.servers().len(), deadline);
-    let req = request(&args.resource, args.ttl, args.wait, args.shared, args.limit)?;
+    let flags = Flags { shared: args.shared, limit: args.limit, permits: args.permits };
+    let req = request(&args.resources(), args.ttl, args.wait, flags)?;
+    // The names joined with ", ": what messages and REDLOCK_RESOURCE show.
+    let resource = req.resources.to_string();
+    let waiting = Waiting::start(&resource, rl.servers().len(), deadline);
     let taken = tokio::select! {
         taken = hold::take(rl, &req, waiting.observer()) => taken,
         _ = sigint.recv() => {
             waiting.finish();
-            return Err(interrupted(libc::SIGINT, &args.resource));
+            return Err(interrupted(libc::SIGINT, &resource));
         }
         _ = sigterm.recv() => {
             waiting.finish();
-            return Err(interrupted(libc::SIGTERM, &args.resource));
+            return Err(interrupted(libc::SIGTERM, &resource));
         }
     };
     waiting.finish();
@@ -53,7 +56,8 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let mut command = Command::new(program);
     command
         .args(program_args)
-        .env("REDLOCK_RESOURCE", &args.resource)
+        .env("REDLOCK_RESOURCE", &resource)
+        .env("REDLOCK_RESOURCES", req.resources.names().join("\n"))
         .env("REDLOCK_OWNER", &lock.owner)
         // Empty in script mode, which has no fencing tokens.
         .env("REDLOCK_TOKEN", lock.token.map(|t| t.to_string()).unwrap_or_default())
@@ -68,7 +72,7 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            release(rl, guard, &args.resource, false).await;
+            release(rl, guard, &resource, false).await;
             let (code, kind) = if e.kind() == ErrorKind::NotFound {
                 (exit::NOT_FOUND, "command_not_found")
             } else {
@@ -78,20 +82,20 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         }
     };
 
-    let loss = Loss::of_lock(guard.lost_token(), args.on_lost, &args.resource, &name);
+    let loss = Loss::of_lock(guard.lost_token(), args.on_lost, &resource, &name);
     let (outcome, _) = supervise(&mut child, &loss, &mut sigint, &mut sigterm).await;
     let exited_at = Instant::now();
     // The validity is checked now too: the keeper may not have woken yet
     // (redlock itself paused past the lease while the command ran).
     let lost_at = guard.lost_at();
-    let still_held = release(rl, guard, &args.resource, lost_at.is_some()).await;
+    let still_held = release(rl, guard, &resource, lost_at.is_some()).await;
     match outcome {
         Supervised::Exited(status) => match (lost_at, still_held) {
             (None, true) => Ok(status_code(status)),
-            (lost_at, _) => Err(lost_while_running(&args.resource, &name, &describe(status), lost_at, exited_at)),
+            (lost_at, _) => Err(lost_while_running(&resource, &name, &describe(status), lost_at, exited_at)),
         },
         Supervised::StoppedAfterLoss(status) => {
-            Err(lost_while_running(&args.resource, &name, &format!("stopped ({})", describe(status)), lost_at, exited_at))
+            Err(lost_while_running(&resource, &name, &format!("stopped ({})", describe(status)), lost_at, exited_at))
         }
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::{Failure, Kind, Patience, Request, FOREVER};
 use crate::error::Error;
+use crate::resources::Resources;
 use crate::semaphore::MAX_PERMITS;
 use crate::settings::{Mode, Names, Settings, TlsSettings};
 
@@ -81,18 +82,47 @@ impl Names {
         })
     }
 
-    /// A request: `shared` (a shared hold of a read-write lock) or `limit`
-    /// (a permit of a semaphore of that many), never both.
-    pub fn request(&self, resource: String, ttl: f64, shared: bool, limit: Option<f64>, patience: Patience) -> Result<Request, Failure> {
+    /// A request for `resources` (one, or several taken all or nothing,
+    /// each named once): `shared` (a shared hold of a read-write lock) or
+    /// `limit` (a semaphore of that many, of which it takes `permits`, 1
+    /// unless given), never both.
+    pub fn request(
+        &self,
+        resources: &[String],
+        ttl: f64,
+        shared: bool,
+        limit: Option<f64>,
+        permits: Option<f64>,
+        patience: Patience,
+    ) -> Result<Request, Failure> {
+        let resources = Resources::of(resources).map_err(Failure::Invalid)?;
         let limit = limit.map(|n| self.whole("limit", n, 1, MAX_PERMITS)).transpose().map_err(Failure::Invalid)?;
-        let kind = Kind::of(shared, limit).ok_or_else(|| {
+        let permits = match (permits, limit) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Failure::Invalid(format!(
+                    "{} needs {}: permits are taken from a semaphore of that many",
+                    (self.option)("permits"),
+                    (self.option)("limit")
+                )))
+            }
+            (Some(k), Some(n)) => Some(self.whole("permits", k, 1, n).map_err(Failure::Invalid)?),
+        };
+        let kind = Kind::of(shared, limit, permits).ok_or_else(|| {
             Failure::Invalid(format!(
                 "{} and {} exclude each other: a shared hold of a read-write lock, or a permit of a semaphore",
                 (self.option)("shared"),
                 (self.option)("limit")
             ))
         })?;
-        Ok(Request { resource, ttl: self.ttl(ttl)?, kind, patience })
+        if let (true, Kind::Permit { .. }) = (resources.is_set(), kind) {
+            return Err(Failure::Invalid(format!(
+                "{} takes a permit of one semaphore: name one resource, not {}",
+                (self.option)("limit"),
+                resources.len()
+            )));
+        }
+        Ok(Request { resources, ttl: self.ttl(ttl)?, kind, patience })
     }
 
     /// The server list given as one string: one server, unless the string
@@ -159,14 +189,25 @@ mod tests {
 
     #[test]
     fn requests_are_checked_in_the_callers_words() {
-        let req = PYTHON.request("r".into(), 1.5, false, Some(3.0), Patience::Once).expect("a permit");
-        assert_eq!((req.kind, req.ttl), (Kind::Permit(3), Duration::from_millis(1500)));
-        assert_eq!(NODE.request("r".into(), 1500.0, true, None, Patience::Retries).expect("shared").kind, Kind::Shared);
+        let req = PYTHON.request(&["r".into()], 1.5, false, Some(3.0), None, Patience::Once).expect("a permit");
+        assert_eq!((req.kind, req.ttl), (Kind::Permit { limit: 3, count: 1 }, Duration::from_millis(1500)));
+        assert_eq!(NODE.request(&["r".into()], 1500.0, true, None, None, Patience::Retries).expect("shared").kind, Kind::Shared);
         let message = |r: Result<Request, Failure>| r.err().map(|f| f.to_string()).unwrap_or_default();
-        assert!(message(PYTHON.request("r".into(), 0.0, false, None, Patience::Once)).contains("> 0"));
-        assert!(message(NODE.request("r".into(), 0.5, false, None, Patience::Once)).contains("milliseconds >= 1"));
-        assert!(message(NODE.request("r".into(), 1.0, true, Some(2.0), Patience::Once)).contains("options.shared and options.limit"));
-        assert!(message(NODE.request("r".into(), 1.0, false, Some(0.0), Patience::Once)).contains("options.limit"));
+        assert!(message(PYTHON.request(&["r".into()], 0.0, false, None, None, Patience::Once)).contains("> 0"));
+        assert!(message(NODE.request(&["r".into()], 0.5, false, None, None, Patience::Once)).contains("milliseconds >= 1"));
+        assert!(
+            message(NODE.request(&["r".into()], 1.0, true, Some(2.0), None, Patience::Once)).contains("options.shared and options.limit")
+        );
+        assert!(message(NODE.request(&["r".into()], 1.0, false, Some(0.0), None, Patience::Once)).contains("options.limit"));
+        let set = PYTHON.request(&["a".into(), "b".into()], 1.0, true, None, None, Patience::Once).expect("a shared set");
+        assert_eq!((set.resources.names(), set.kind), (&["a".to_string(), "b".to_string()][..], Kind::Shared));
+        assert!(message(PYTHON.request(&["a".into(), "a".into()], 1.0, false, None, None, Patience::Once)).contains("\"a\" is named twice"));
+        assert!(message(PYTHON.request(&[], 1.0, false, None, None, Patience::Once)).contains("no resource"));
+        assert!(message(NODE.request(&["a".into(), "b".into()], 1.0, false, Some(2.0), None, Patience::Once)).contains("one semaphore"));
+        let three = NODE.request(&["s".into()], 1.0, false, Some(5.0), Some(3.0), Patience::Once).expect("3 of 5");
+        assert_eq!(three.kind, Kind::Permit { limit: 5, count: 3 });
+        assert!(message(NODE.request(&["s".into()], 1.0, false, Some(5.0), Some(6.0), Patience::Once)).contains("options.permits"));
+        assert!(message(PYTHON.request(&["s".into()], 1.0, false, None, Some(2.0), Patience::Once)).contains("permits needs limit"));
         assert_eq!(NODE.patience(Some(f64::INFINITY), false).ok(), Some(Patience::Wait(FOREVER)));
         assert!(NODE.patience(Some(-1.0), false).is_err());
         assert!(NODE.patience(Some(f64::NAN), true).is_err());

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::redlock::{Lock, Redlock, Retry};
+use crate::resources::Resources;
 
 pub mod failure;
 pub mod input;
@@ -45,8 +46,9 @@ pub enum Patience {
 /// What to acquire, and how long to try.
 #[derive(Clone, Debug)]
 pub struct Request {
-    /// As asked: a permit's semaphore, not its slot key.
-    pub resource: String,
+    /// As asked: a permit's semaphore, not its slot key; several for a
+    /// set, taken all or nothing.
+    pub resources: Resources,
     pub ttl: Duration,
     pub kind: Kind,
     pub patience: Patience,
@@ -63,15 +65,19 @@ impl Request {
 
 impl Kind {
     /// The kind the flags every front end has ask for: `shared`, a shared
-    /// hold of a read-write lock; `limit`, a permit of a semaphore of that
-    /// many; neither, the lock itself. `None` for both, which exclude each
-    /// other.
-    pub fn of(shared: bool, limit: Option<u32>) -> Option<Kind> {
-        match (shared, limit) {
-            (true, Some(_)) => None,
-            (true, None) => Some(Kind::Shared),
-            (false, None) => Some(Kind::Exclusive),
-            (false, Some(n)) => Some(Kind::Permit(n)),
+    /// hold of a read-write lock; `limit`, `permits` (1 unless given) of a
+    /// semaphore of that many; neither, the lock itself. `None` for
+    /// `shared` with `limit`, which exclude each other, and for `permits`
+    /// without `limit` or above it.
+    pub fn of(shared: bool, limit: Option<u32>, permits: Option<u32>) -> Option<Kind> {
+        match (shared, limit, permits) {
+            (true, Some(_), _) | (_, None, Some(_)) => None,
+            (true, None, None) => Some(Kind::Shared),
+            (false, None, None) => Some(Kind::Exclusive),
+            (false, Some(limit), count) => {
+                let count = count.unwrap_or(1);
+                (1..=limit).contains(&count).then_some(Kind::Permit { limit, count })
+            }
         }
     }
 }
@@ -84,14 +90,21 @@ where
     F: FnMut(&Retry<'_>) + Send,
 {
     let deadline = req.deadline();
-    let (resource, ttl) = (req.resource.as_str(), req.ttl);
+    let (resources, ttl) = (&req.resources, req.ttl);
+    if let (true, Kind::Permit { .. }) = (resources.is_set(), req.kind) {
+        return Err(Error::Config(format!(
+            "permits are taken from one semaphore, not from several resources at once ({resources}): name one semaphore"
+        )));
+    }
+    // A permit's semaphore: the one resource.
+    let semaphore = || resources.to_string();
     match (req.kind, req.patience) {
-        (Kind::Exclusive, Patience::Once) => redlock.try_lock(resource, ttl).await,
-        (Kind::Shared, Patience::Once) => redlock.try_lock_shared(resource, ttl).await,
-        (Kind::Permit(limit), Patience::Once) => redlock.try_permit(resource, limit, ttl).await,
-        (Kind::Exclusive, _) => redlock.lock_until_observed(resource, ttl, deadline, observe).await,
-        (Kind::Shared, _) => redlock.lock_shared_until(resource, ttl, deadline).await,
-        (Kind::Permit(limit), _) => redlock.permit_until(resource, limit, ttl, deadline).await,
+        (Kind::Exclusive, Patience::Once) => redlock.try_acquire(resources, ttl, false).await,
+        (Kind::Shared, Patience::Once) => redlock.try_acquire(resources, ttl, true).await,
+        (Kind::Permit { limit, count }, Patience::Once) => redlock.try_permits(&semaphore(), limit, count, ttl).await,
+        (Kind::Exclusive, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Exclusive, None, observe).await,
+        (Kind::Shared, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Shared, None, |_| {}).await,
+        (Kind::Permit { limit, count }, _) => redlock.permits_until(&semaphore(), limit, count, ttl, deadline).await,
     }
 }
 
@@ -111,9 +124,9 @@ pub async fn acquire(redlock: Redlock, req: Request, keep: bool, spawn: Spawn) -
     let lock = take(&redlock, &req, |_| {}).await?;
     let hold = if keep {
         let guard = redlock.keep(lock);
-        Hold::keeping(redlock, req.resource, guard, spawn)
+        Hold::keeping(redlock, req.resources, guard, spawn)
     } else {
-        Hold::plain(redlock, req.resource, lock, spawn)
+        Hold::plain(redlock, req.resources, lock, spawn)
     };
     Ok(Acquired(hold))
 }

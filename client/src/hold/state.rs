@@ -13,6 +13,7 @@ use super::{Failure, Spawn};
 use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::redlock::{Lock, Redlock, Released};
+use crate::resources::Resources;
 
 /// A poisoned mutex still holds valid data here: every critical section
 /// only reads or replaces a value.
@@ -61,6 +62,8 @@ impl Drop for Group {
 pub struct Hold {
     redlock: Redlock,
     /// As asked (a permit's semaphore, not its slot key).
+    /// The resources as asked for, and their name (`resource()`).
+    resources: Resources,
     resource: String,
     state: State,
     released: AtomicBool,
@@ -78,21 +81,31 @@ const LOST_BY_GUARD: &str = "the guard could not extend it in time; another clie
 const LOST_PLAIN: &str = "its validity ran out or an extension reached no quorum; another client may hold it now, with a larger token";
 
 impl Hold {
-    pub(super) fn plain(redlock: Redlock, resource: String, lock: Lock, spawn: Spawn) -> Hold {
+    pub(super) fn plain(redlock: Redlock, resource: Resources, lock: Lock, spawn: Spawn) -> Hold {
         let cell = Cell { lock: Mutex::new(lock), extending: tokio::sync::Mutex::new(()) };
         Hold::new(redlock, resource, State::Plain(Arc::new(cell)), CancellationToken::new(), spawn)
     }
 
-    pub(super) fn keeping(redlock: Redlock, resource: String, guard: LockGuard, spawn: Spawn) -> Hold {
+    pub(super) fn keeping(redlock: Redlock, resource: Resources, guard: LockGuard, spawn: Spawn) -> Hold {
         let signal = guard.lost_token();
         let state = State::Kept { last: Mutex::new(guard.lock()), guard: Mutex::new(Some(guard)) };
         Hold::new(redlock, resource, state, signal, spawn)
     }
 
-    fn new(redlock: Redlock, resource: String, state: State, signal: CancellationToken, spawn: Spawn) -> Hold {
+    fn new(redlock: Redlock, resources: Resources, state: State, signal: CancellationToken, spawn: Spawn) -> Hold {
         let group = Arc::new(Group { lost: AtomicBool::new(false), signal, done: CancellationToken::new() });
         let done = group.done.child_token();
-        Hold { redlock, resource, state, released: AtomicBool::new(false), group, done, fresh: true, spawn }
+        Hold {
+            redlock,
+            resource: resources.to_string(),
+            resources,
+            state,
+            released: AtomicBool::new(false),
+            group,
+            done,
+            fresh: true,
+            spawn,
+        }
     }
 
     pub(super) fn hand_over(&mut self) {
@@ -110,9 +123,15 @@ impl Hold {
         }
     }
 
-    /// The resource as asked for (a permit's semaphore name).
+    /// The resource as asked for (a permit's semaphore name); a set's
+    /// names joined with `", "`.
     pub fn resource(&self) -> &str {
         &self.resource
+    }
+
+    /// The resources as asked for: one, or a set held whole.
+    pub fn resources(&self) -> &Resources {
+        &self.resources
     }
 
     /// Kept by a guard that extends it.
@@ -288,6 +307,7 @@ impl Hold {
         Ok(Hold {
             redlock: self.redlock.clone(),
             resource: self.resource.clone(),
+            resources: self.resources.clone(),
             state,
             released: AtomicBool::new(false),
             group: Arc::clone(&self.group),

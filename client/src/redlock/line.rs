@@ -6,7 +6,8 @@ use super::*;
 
 /// What asking for a place in line came to.
 enum Joined {
-    Place(Ticket),
+    /// A place in each line asked for (one ticket per line instance).
+    Place(Vec<Ticket>),
     /// The line instance did not answer in time: ask again.
     Again,
     /// No place: the line instance does not serve it, stopped answering
@@ -38,11 +39,13 @@ const JOIN_RETRIES: usize = 3;
 /// A place in a resource's waiting line: a module lock on one designated
 /// instance, held while its owner waits at the head of the line and given
 /// up the moment the lock is granted, so that the next in line waits on
-/// the lock itself during the hold.
+/// the lock itself during the hold. A set's places on one line instance
+/// are one ticket, taken and given up together (`LOCK.MACQUIRE`).
 #[derive(Clone, Debug)]
 struct Ticket {
     instance: usize,
-    key: String,
+    /// The line keys held here.
+    keys: Vec<String>,
     /// The mode the place is held in (the request's own).
     share: Share,
     owner: String,
@@ -50,26 +53,38 @@ struct Ticket {
     token: Option<i64>,
 }
 
-/// An acquisition's place in line, given up however the acquisition ends.
+/// An acquisition's place in line (in every member's line, for a set),
+/// given up however the acquisition ends.
 struct Place {
     redlock: Redlock,
-    ticket: Option<Ticket>,
+    /// Empty while not in line.
+    tickets: Vec<Ticket>,
     /// When the place's lease was last set.
     renewed: Instant,
 }
 
 impl Place {
-    /// Gives the place up now (the wait ended without a grant).
-    async fn leave(&mut self) {
-        let ticket = self.ticket.take();
-        self.redlock.leave_line(ticket).await;
+    fn in_line(&self) -> bool {
+        !self.tickets.is_empty()
     }
 
-    /// Forgets a place found gone, releasing it in case it is not.
-    fn drop_ticket(&mut self) {
-        if let Some(t) = self.ticket.take() {
+    /// Gives the place up now (the wait ended without a grant).
+    async fn leave(&mut self) {
+        let tickets = std::mem::take(&mut self.tickets);
+        join_all(tickets.into_iter().map(|t| self.redlock.leave_line(t))).await;
+    }
+
+    /// Forgets a place found gone (or given up at the grant), releasing it
+    /// in the background in case it is not.
+    fn drop_tickets(&mut self) {
+        for t in std::mem::take(&mut self.tickets) {
             self.redlock.leave_line_soon(t);
         }
+    }
+
+    /// The floor of the head's token: above every ticket's.
+    fn token(&self) -> i64 {
+        self.tickets.iter().filter_map(|t| t.token).max().unwrap_or(0)
     }
 }
 
@@ -77,7 +92,7 @@ impl Drop for Place {
     fn drop(&mut self) {
         // The acquisition was dropped while in line: give the place up in
         // the background (settle waits for it), not after a whole ttl.
-        self.drop_ticket();
+        self.drop_tickets();
     }
 }
 
@@ -91,6 +106,23 @@ fn line_instance(resource: &str, by_name: &[usize]) -> usize {
     }
     let pick = usize::try_from(hash % by_name.len().max(1) as u64).unwrap_or(0);
     by_name.get(pick).copied().unwrap_or(0)
+}
+
+/// The lines of `resources`, by line instance (`line_instance`), the
+/// instances in name order: the order every client takes a set's places
+/// in, so that two sets never each hold a place the other waits for.
+fn lines_by_instance<'a>(resources: &'a Resources, by_name: &[usize]) -> Vec<(usize, Vec<&'a str>)> {
+    let mut groups: Vec<(usize, Vec<&str>)> = Vec::new();
+    for name in resources.names() {
+        let instance = line_instance(name, by_name);
+        match groups.iter_mut().find(|(i, _)| *i == instance) {
+            Some((_, names)) => names.push(name),
+            None => groups.push((instance, vec![name])),
+        }
+    }
+    let rank = |instance: usize| by_name.iter().position(|&i| i == instance).unwrap_or(usize::MAX);
+    groups.sort_by_key(|&(instance, _)| rank(instance));
+    groups
 }
 
 /// Indexes of `servers` in name order: the same for every client.
@@ -108,7 +140,7 @@ impl Redlock {
     /// exclusive hold on every instance (an election's, see `election`).
     pub(crate) async fn acquire_until<F>(
         &self,
-        resource: &str,
+        resource: &Resources,
         ttl: Duration,
         deadline: Option<Instant>,
         kind: Kind,
@@ -123,7 +155,7 @@ impl Redlock {
         let lined = self.inner.settings.mode == Mode::Module;
         // Given up at the grant, when the wait ends, or when this future is
         // dropped (the caller gave up): never left behind for a whole ttl.
-        let mut place = Place { redlock: self.clone(), ticket: None, renewed: Instant::now() };
+        let mut place = Place { redlock: self.clone(), tickets: Vec::new(), renewed: Instant::now() };
         let mut head_delay = Duration::from_millis(1);
         let mut attempts = 0u32;
         // The head asks for a token above the ticket's and every one this
@@ -144,13 +176,13 @@ impl Redlock {
             attempts += 1;
             // Not in line (yet, or any more: the line instance did not answer,
             // or the place was lost): take a place, never poll behind the line.
-            if let (true, None, Some(d)) = (lined, &place.ticket, deadline) {
+            if let (true, false, Some(d)) = (lined, place.in_line(), deadline) {
                 // A request that timed out (a busy machine, a slow reply) is
                 // asked again at once, a few times: falling back to polling
                 // would leave this waiter behind everyone in line.
                 for _ in 0..=JOIN_RETRIES {
                     match self.join_line(resource, kind, ttl, d, !std::mem::take(&mut behind)).await {
-                        Joined::Place(ticket) => place.ticket = Some(ticket),
+                        Joined::Place(tickets) => place.tickets = tickets,
                         Joined::Again if Instant::now() < d => continue,
                         Joined::Again | Joined::Without => {}
                     }
@@ -161,24 +193,24 @@ impl Redlock {
             }
             let round_started = Instant::now();
             // A place held across rounds is renewed before its ttl runs out.
-            let renew = place.ticket.as_ref().filter(|_| place.renewed.elapsed() >= ttl / 3);
+            let renew = place.in_line() && place.renewed.elapsed() >= ttl / 3;
             let renewal = async {
                 match renew {
-                    Some(t) => Some(self.renew_ticket(t, ttl).await),
-                    None => None,
+                    true => Some(join_all(place.tickets.iter().map(|t| self.renew_ticket(t, ttl))).await.into_iter().all(|kept| kept)),
+                    false => None,
                 }
             };
             let round = async {
-                match (&place.ticket, deadline, kind) {
-                    (Some(t), Some(d), Kind::Exclusive | Kind::Shared) => {
+                match (place.in_line(), deadline, kind) {
+                    (true, Some(d), Kind::Exclusive | Kind::Shared) => {
                         // A window well inside the ttl: the validity counts
                         // from the moment the waits were sent.
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
                         let floor =
-                            ask_floor.then(|| t.token.unwrap_or(0).max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
+                            ask_floor.then(|| place.token().max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
                         (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared, value).await, Some(window))
                     }
-                    (_, _, Kind::Permit(limit)) => (self.attempt_permit(resource, limit, ttl).await, None),
+                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&resource.to_string(), limit, count, ttl).await, None),
                     _ => (self.attempt(resource, ttl, kind == Kind::Shared, value).await, None),
                 }
             };
@@ -187,14 +219,12 @@ impl Redlock {
                 Some(true) => place.renewed = Instant::now(),
                 // The place is gone (the line instance restarted, or it ran
                 // out): a new one next round.
-                Some(false) => place.drop_ticket(),
+                Some(false) => place.drop_tickets(),
                 None => {}
             }
             let outcomes = match taken {
                 Ok(lock) => {
-                    if let Some(t) = place.ticket.take() {
-                        self.leave_line_soon(t);
-                    }
+                    place.drop_tickets();
                     return Ok(lock);
                 }
                 Err(outcomes) => outcomes,
@@ -214,7 +244,7 @@ impl Redlock {
                 // The window passed with the lock held: wait on at once.
                 Some(w) if round_started.elapsed() >= w => Duration::ZERO,
                 // First in line: the resource frees up any moment now.
-                _ if place.ticket.is_some() => {
+                _ if place.in_line() => {
                     head_delay = head_delay.saturating_mul(2).min(hi.max(Duration::from_millis(1)));
                     head_delay / 2
                 }
@@ -249,6 +279,13 @@ impl Redlock {
         }
     }
 
+    /// The server that keeps `resource`'s waiting line (the same for
+    /// every client whatever the order of its server list), as listed.
+    pub fn line_server(&self, resource: &str) -> String {
+        let index = line_instance(resource, &self.inner.line_order);
+        self.inner.instances.get(index).map(|i| i.name.clone()).unwrap_or_default()
+    }
+
     /// Sets the place's lease to `ttl` again; `false` when the line
     /// instance answered that the place is not ours any more. A server
     /// that did not answer may still hold it: kept.
@@ -264,7 +301,7 @@ impl Redlock {
     async fn renew_ticket(&self, t: &Ticket, ttl: Duration) -> bool {
         match self.inner.instances.get(t.instance) {
             Some(instance) => {
-                instance.acquire_as(&t.key, &t.owner, ttl, None, t.share, PLACE_SESSION, None).await.outcome != Outcome::Refused
+                instance.acquire_as(t.keys.as_slice(), &t.owner, ttl, None, t.share, PLACE_SESSION, None).await.outcome != Outcome::Refused
             }
             None => false,
         }
@@ -289,28 +326,74 @@ impl Redlock {
     /// not serve the line, or stops answering while we wait (watched: a
     /// frozen line instance must not hold its waiters until their
     /// deadlines).
-    async fn join_line(&self, resource: &str, kind: Kind, ttl: Duration, deadline: Instant, ask_first: bool) -> Joined {
-        let index = line_instance(resource, &self.inner.line_order);
-        let Some(instance) = self.inner.instances.get(index) else { return Joined::Without };
-        let (key, share) = kind.line(resource);
+    ///
+    /// A set takes the head of every member's line: on each line instance
+    /// its members' places at once (`LOCK.MACQUIRE ... WAIT`), the
+    /// instances one after the other in name order, the same order for
+    /// every client: a set holding places on some instances waits only on
+    /// instances later in that order, so no two waiters can each hold a
+    /// place the other waits for. Places taken are given up when a later
+    /// instance's cannot be had.
+    async fn join_line(&self, resource: &Resources, kind: Kind, ttl: Duration, deadline: Instant, ask_first: bool) -> Joined {
+        let mut tickets: Vec<Ticket> = Vec::new();
+        for (index, names) in lines_by_instance(resource, &self.inner.line_order) {
+            let keys: Vec<String> = names.iter().map(|name| kind.line_key(name)).collect();
+            let join = self.join_line_on(index, keys, kind.place_share(), ttl, deadline, ask_first);
+            // The places taken on earlier instances are renewed while this
+            // one is waited for, which may take longer than their ttl.
+            let keep_taken = async {
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    join_all(tickets.iter().map(|t| self.renew_ticket(t, ttl))).await;
+                }
+            };
+            let joined = tokio::select! {
+                joined = join => joined,
+                never = keep_taken => never,
+            };
+            match joined {
+                Ok(ticket) => tickets.push(ticket),
+                Err(joined) => {
+                    for t in tickets {
+                        self.leave_line_soon(t);
+                    }
+                    return joined;
+                }
+            }
+        }
+        Joined::Place(tickets)
+    }
+
+    /// The places `keys` on line instance `index` (see `join_line`).
+    async fn join_line_on(
+        &self,
+        index: usize,
+        keys: Vec<String>,
+        share: Share,
+        ttl: Duration,
+        deadline: Instant,
+        ask_first: bool,
+    ) -> Result<Ticket, Joined> {
+        let Some(instance) = self.inner.instances.get(index) else { return Err(Joined::Without) };
         let owner = new_owner();
+        let ticket = |token| Ticket { instance: index, keys: keys.clone(), share, owner: owner.clone(), token };
         // Without `ask_first` the caller just found others in line: straight
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
-            match instance.acquire_as(&key, &owner, ttl, None, share, PLACE_SESSION, None).await.outcome {
-                Outcome::Granted { token } => return Joined::Place(Ticket { instance: index, key, share, owner, token }),
+            match instance.acquire_as(keys.as_slice(), &owner, ttl, None, share, PLACE_SESSION, None).await.outcome {
+                Outcome::Granted { token } => return Ok(ticket(token)),
                 Outcome::Refused => {}
                 Outcome::Timeout => {
                     // It may have granted just after the timeout: not left held.
-                    self.leave_line_soon(Ticket { instance: index, key, share, owner, token: None });
-                    return Joined::Again;
+                    self.leave_line_soon(ticket(None));
+                    return Err(Joined::Again);
                 }
-                _ => return Joined::Without,
+                _ => return Err(Joined::Without),
             }
         }
         let wait = deadline.saturating_duration_since(Instant::now());
         if wait.is_zero() {
-            return Joined::Without;
+            return Err(Joined::Without);
         }
         let watch = async {
             let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(1));
@@ -325,38 +408,40 @@ impl Redlock {
             }
         };
         tokio::select! {
-            waited = instance.wait_for(&key, &owner, ttl, wait, None, share, PLACE_SESSION, None) => match waited.outcome {
-                Outcome::Granted { token } => Joined::Place(Ticket { instance: index, key, share, owner, token }),
+            waited = instance.wait_for(keys.as_slice(), &owner, ttl, wait, None, share, PLACE_SESSION, None) => match waited.outcome {
+                Outcome::Granted { token } => Ok(ticket(token)),
                 _ => {
                     // A grant that raced the timeout must not block the line.
-                    instance.release(&key, &owner).await;
-                    Joined::Without
+                    instance.release(keys.as_slice(), &owner).await;
+                    Err(Joined::Without)
                 }
             },
             () = watch => {
                 // The wait's connection is closed (which leaves the queue);
                 // a grant that raced it is undone when the server answers.
-                self.leave_line_soon(Ticket { instance: index, key, share, owner, token: None });
-                Joined::Without
+                self.leave_line_soon(ticket(None));
+                Err(Joined::Without)
             }
         }
     }
 
     /// The first round of a waiting acquisition: a plain round on the lock,
     /// and in the same round trip a look at `resource`'s line (whether its
-    /// place is held: someone is first in line). Taking no place here keeps
-    /// the line instance's token counter in step with the others, so an
-    /// uncontended grant needs no write-back round. A lock taken while
-    /// someone is in line is given back at once: it was free on the servers
-    /// only between two holders of the line, and a newcomer must not
-    /// overtake them.
-    async fn first_try(&self, resource: &str, kind: Kind, ttl: Duration, value: Option<&str>) -> FirstTry {
-        let index = line_instance(resource, &self.inner.line_order);
-        let Some(instance) = self.inner.instances.get(index) else { return FirstTry::Again };
-        let (key, _) = kind.line(resource);
-        let (someone_in_line, taken) = futures::join!(instance.exists(&key), self.attempt(resource, ttl, kind == Kind::Shared, value));
+    /// place is held: someone is first in line; for a set, in any member's
+    /// line). Taking no place here keeps the line instance's token counter
+    /// in step with the others, so an uncontended grant needs no
+    /// write-back round. A lock taken while someone is in line is given
+    /// back at once: it was free on the servers only between two holders
+    /// of the line, and a newcomer must not overtake them.
+    async fn first_try(&self, resource: &Resources, kind: Kind, ttl: Duration, value: Option<&str>) -> FirstTry {
+        let look = resource.names().iter().map(|name| async move {
+            let instance = self.inner.instances.get(line_instance(name, &self.inner.line_order))?;
+            instance.exists(&kind.line_key(name)).await
+        });
+        let (in_line, taken) = futures::join!(join_all(look), self.attempt(resource, ttl, kind == Kind::Shared, value));
+        let someone_in_line = in_line.contains(&Some(true));
         match (someone_in_line, taken) {
-            (Some(true), taken) => {
+            (true, taken) => {
                 if let Ok(lock) = taken {
                     // Nothing to report: the release reaches every instance
                     // or runs out with the ttl.
@@ -366,8 +451,8 @@ impl Redlock {
             }
             // Nobody in line; or the line instance cannot tell, when a lock
             // taken stands as a plain round's would (the line's fallback).
-            (_, Ok(lock)) => FirstTry::Lock(lock),
-            (_, Err(_)) => FirstTry::Again,
+            (false, Ok(lock)) => FirstTry::Lock(lock),
+            (false, Err(_)) => FirstTry::Again,
         }
     }
 
@@ -380,7 +465,7 @@ impl Redlock {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             self.inner.departures.running.fetch_add(1, Ordering::SeqCst);
             runtime.spawn(async move {
-                me.leave_line(Some(ticket)).await;
+                me.leave_line(ticket).await;
                 if me.inner.departures.running.fetch_sub(1, Ordering::SeqCst) == 1 {
                     me.inner.departures.idle.notify_waiters();
                 }
@@ -402,11 +487,9 @@ impl Redlock {
         }
     }
 
-    async fn leave_line(&self, ticket: Option<Ticket>) {
-        if let Some(t) = ticket {
-            if let Some(instance) = self.inner.instances.get(t.instance) {
-                instance.release(&t.key, &t.owner).await;
-            }
+    async fn leave_line(&self, t: Ticket) {
+        if let Some(instance) = self.inner.instances.get(t.instance) {
+            instance.release(t.keys.as_slice(), &t.owner).await;
         }
     }
 }

@@ -23,13 +23,17 @@ use rand::Rng;
 use crate::error::Error;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
+use crate::resources::Resources;
 use crate::settings::{Mode, Settings};
 use crate::transport::{Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Share};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
 pub struct Lock {
+    /// The resource's name; a set's names joined with `", "`.
     pub resource: String,
+    /// What the lock holds: one resource, or a set held whole.
+    pub resources: Resources,
     /// The random owner value of this acquisition.
     pub owner: String,
     /// The fencing token (module mode): larger than every earlier holder's.
@@ -170,22 +174,38 @@ pub enum Kind {
     Exclusive,
     /// A shared hold of a read-write lock.
     Shared,
-    /// One of the `n` permits of a semaphore.
-    Permit(u32),
+    /// `count` of the `limit` permits of a semaphore, in one hold.
+    Permit {
+        limit: u32,
+        count: u32,
+    },
 }
 
 impl Kind {
-    /// The line's key and how a place in it is held: in the request's own
-    /// mode, so that the line instance's FIFO orders every kind, batches
-    /// consecutive readers (shared places) and never lets a reader pass a
-    /// writer ahead of it; a semaphore's line admits `n` at once, one per
-    /// permit. Readers and writers of one resource share one line; a
-    /// semaphore has a line of its own.
-    fn line(self, resource: &str) -> (String, Share) {
+    /// The key of `resource`'s line: readers and writers of one resource
+    /// share one line; a semaphore has a line of its own.
+    fn line_key(self, resource: &str) -> String {
         match self {
-            Kind::Exclusive => (format!("redlock:line:{resource}"), Share::Exclusive),
-            Kind::Shared => (format!("redlock:line:{resource}"), Share::Shared),
-            Kind::Permit(n) => (format!("redlock:permit-line:{resource}"), Share::Limit(n)),
+            Kind::Exclusive | Kind::Shared => format!("redlock:line:{resource}"),
+            Kind::Permit { .. } => format!("redlock:permit-line:{resource}"),
+        }
+    }
+
+    /// How a place in line is held: in the request's own mode, so that
+    /// the line instance's FIFO orders every kind, batches consecutive
+    /// readers (shared places) and never lets a reader pass a writer ahead
+    /// of it; a semaphore's line admits `limit` requests for one permit at
+    /// once. A request for several permits takes the whole line (weight
+    /// `limit`): the permits' holders are not in line, so a lighter place
+    /// beside it could take the permits it waits for as they free up. It
+    /// waits alone at the head, and everyone after it waits behind it
+    /// (no barging by smaller requests; permits may stay idle meanwhile).
+    fn place_share(self) -> Share {
+        match self {
+            Kind::Exclusive => Share::Exclusive,
+            Kind::Shared => Share::Shared,
+            Kind::Permit { limit, count: 1 } => Share::Permits(limit, 1),
+            Kind::Permit { limit, .. } => Share::Permits(limit, limit),
         }
     }
 }
@@ -302,8 +322,36 @@ impl Redlock {
 
     /// One attempt, no retry.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.try_acquire(&Resources::one(resource), ttl, false).await
+    }
+
+    /// One attempt at every resource of `resources` at once, all or
+    /// nothing: each instance grants the whole set or none of it
+    /// (`LOCK.MACQUIRE`), and the set is held when a quorum granted it
+    /// whole, with one fencing token larger than every earlier token of
+    /// each member. Extended, released and lost as one lock (an instance
+    /// counts for an extension only when it extended every member). In a
+    /// Cluster the members share a hash tag (`{order:42}:lines`,
+    /// `{order:42}:stock`), as a set is one request to one slot.
+    pub async fn try_lock_all(&self, resources: &Resources, ttl: Duration) -> Result<Lock, Error> {
+        self.try_acquire(resources, ttl, false).await
+    }
+
+    /// Every resource of `resources` at once (see `try_lock_all`), retried
+    /// until granted, the retries are used up or `deadline` passes. With a
+    /// deadline (module mode) the set waits in every member's line, as
+    /// `lock_until` waits in one: its places are taken on each line
+    /// instance at once and the instances in one order for every client,
+    /// so sets that share members never deadlock, and a later waiter on a
+    /// member never passes a set waiting for it.
+    pub async fn lock_all_until(&self, resources: &Resources, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
+        self.acquire_until(resources, ttl, deadline, Kind::Exclusive, None, |_| {}).await
+    }
+
+    /// One attempt round at `resources`, shared or not.
+    pub(crate) async fn try_acquire(&self, resources: &Resources, ttl: Duration, shared: bool) -> Result<Lock, Error> {
         self.verify_servers().await?;
-        self.attempt(resource, ttl, false, None).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+        self.attempt(resources, ttl, shared, None).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
     }
 
     /// One attempt at a shared hold of `resource`, a read-write lock: any
@@ -311,8 +359,7 @@ impl Redlock {
     /// Safe by majority like the mutex, since a writer's majority and every
     /// reader's share an instance, which grants only one of the two kinds.
     pub async fn try_lock_shared(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.verify_servers().await?;
-        self.attempt(resource, ttl, true, None).await.map_err(|outcomes| self.not_acquired(resource, 1, outcomes))
+        self.try_acquire(&Resources::one(resource), ttl, true).await
     }
 
     /// A shared hold of `resource`, retried until granted, the retries are
@@ -321,7 +368,7 @@ impl Redlock {
     /// shared (see `lock_until`): readers and writers are served in
     /// arrival order, consecutive readers together.
     pub async fn lock_shared_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        self.acquire_until(resource, ttl, deadline, Kind::Shared, None, |_| {}).await
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Shared, None, |_| {}).await
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -363,7 +410,7 @@ impl Redlock {
     where
         F: FnMut(&Retry<'_>) + Send,
     {
-        self.acquire_until(resource, ttl, deadline, Kind::Exclusive, None, observe).await
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Exclusive, None, observe).await
     }
 
     /// Each instance's view of `resource`.

@@ -10,7 +10,7 @@ const RELEASE_RETRY_LAST: Duration = Duration::from_millis(250);
 
 impl Redlock {
     /// Releases on every instance, including those that did not answer.
-    pub(super) async fn release_everywhere(&self, resource: &str, owner: &str) -> Vec<InstanceOutcome> {
+    pub(super) async fn release_everywhere(&self, resource: &Resources, owner: &str) -> Vec<InstanceOutcome> {
         join_all(self.inner.instances.iter().map(|i| i.release(resource, owner))).await
     }
 
@@ -26,7 +26,11 @@ impl Redlock {
         // (see `Settings::release_on_disconnect`).
         let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
         let outcomes = join_all(
-            self.inner.instances.iter().enumerate().map(|(i, inst)| inst.extend_bound(&lock.resource, &lock.owner, ttl, bound(i))),
+            self.inner
+                .instances
+                .iter()
+                .enumerate()
+                .map(|(i, inst)| inst.extend_bound((&lock.resources).into(), &lock.owner, ttl, bound(i))),
         )
         .await;
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
@@ -62,7 +66,7 @@ impl Redlock {
     /// Releases `lock` on every instance, whatever its holds.
     pub(crate) async fn release_on_servers(&self, lock: &Lock) -> Result<Released, Error> {
         lock.ended.store(true, Ordering::SeqCst);
-        self.release_owner_within(&lock.resource, &lock.owner, Some(lock.ttl)).await
+        self.release_owner_within(&lock.resources, &lock.owner, Some(lock.ttl)).await
     }
 
     /// Sends the release of `owner`'s hold of `resource` again, in the
@@ -74,14 +78,14 @@ impl Redlock {
     /// and every waiter waits that long. Owner-checked and never taking
     /// anything, a late release can only end this very hold: each lock has
     /// an owner of its own. Outside a runtime, the lease ends it.
-    pub(super) fn release_later(&self, resource: &str, owner: &str, ttl: Duration, sent: Vec<(usize, Outcome)>) {
+    pub(super) fn release_later(&self, resource: &Resources, owner: &str, ttl: Duration, sent: Vec<(usize, Outcome)>) {
         let mut pending: Vec<usize> =
             sent.into_iter().filter(|(_, o)| matches!(o, Outcome::Timeout | Outcome::Unreachable { .. })).map(|(i, _)| i).collect();
         if pending.is_empty() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let (me, resource, owner) = (self.clone(), resource.to_string(), owner.to_string());
+        let (me, resource, owner) = (self.clone(), resource.clone(), owner.to_string());
         let until = Instant::now() + ttl;
         runtime.spawn(async move {
             let mut pause = RELEASE_RETRY_FIRST;
@@ -110,13 +114,21 @@ impl Redlock {
     /// the real servers let the lock go; the repeated entry is reported
     /// after.
     pub async fn release_owner(&self, resource: &str, owner: &str) -> Result<Released, Error> {
-        self.release_owner_within(resource, owner, None).await
+        self.release_owner_all(&Resources::one(resource), owner).await
+    }
+
+    /// Releases the set `resources` held by `owner` on every instance, as
+    /// `release_owner` does one resource (for a set taken elsewhere, e.g.
+    /// `redlock acquire a b`): an instance counts as released only when it
+    /// released every member.
+    pub async fn release_owner_all(&self, resources: &Resources, owner: &str) -> Result<Released, Error> {
+        self.release_owner_within(resources, owner, None).await
     }
 
     /// `release_owner`; with `ttl`, the lease a server may still hold, an
     /// instance the release could not reach is sent it again in the
     /// background (`release_later`).
-    async fn release_owner_within(&self, resource: &str, owner: &str, ttl: Option<Duration>) -> Result<Released, Error> {
+    async fn release_owner_within(&self, resource: &Resources, owner: &str, ttl: Option<Duration>) -> Result<Released, Error> {
         let verified = self.verify_servers().await;
         let instances = self.release_everywhere(resource, owner).await;
         if let Some(ttl) = ttl {
@@ -129,8 +141,16 @@ impl Redlock {
 
     /// Extends `resource` held by `owner` (for locks taken elsewhere).
     pub async fn extend_owner(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.extend_owner_all(&Resources::one(resource), owner, ttl).await
+    }
+
+    /// Extends the set `resources` held by `owner` to `ttl` from now on a
+    /// quorum (for a set taken elsewhere): an instance counts only when it
+    /// extended every member, as for `extend`.
+    pub async fn extend_owner_all(&self, resources: &Resources, owner: &str, ttl: Duration) -> Result<Lock, Error> {
         let lock = Lock {
-            resource: resource.to_string(),
+            resource: resources.to_string(),
+            resources: resources.clone(),
             owner: owner.to_string(),
             token: None,
             validity: ttl,

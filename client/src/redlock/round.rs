@@ -98,7 +98,7 @@ impl HeadRound {
 struct Abandon<'a> {
     redlock: &'a Redlock,
     round: &'a HeadRound,
-    resource: &'a str,
+    resource: &'a Resources,
     owner: String,
     armed: bool,
 }
@@ -111,7 +111,7 @@ impl Drop for Abandon<'_> {
         self.round.abandon();
         // Grants that came before are released here, later ones by their task.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (me, resource, owner) = (self.redlock.clone(), self.resource.to_string(), std::mem::take(&mut self.owner));
+            let (me, resource, owner) = (self.redlock.clone(), self.resource.clone(), std::mem::take(&mut self.owner));
             runtime.spawn(async move {
                 me.release_everywhere(&resource, &owner).await;
             });
@@ -123,7 +123,7 @@ impl Redlock {
     /// The error of an acquisition that ended without a lock: a server
     /// found listed twice (`Error::Config`), the request refused
     /// (`Error::Rejected`), or not acquired.
-    pub(crate) fn not_acquired(&self, resource: &str, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
+    pub(crate) fn not_acquired(&self, resource: impl ToString, attempts: u32, outcomes: Vec<InstanceOutcome>) -> Error {
         if let Some(e) = repeated_server(&outcomes, self.insecure()) {
             return e;
         }
@@ -142,7 +142,7 @@ impl Redlock {
     /// `acquire_until`).
     pub(crate) async fn attempt(
         &self,
-        resource: &str,
+        resource: &Resources,
         ttl: Duration,
         shared: bool,
         value: Option<&str>,
@@ -174,7 +174,7 @@ impl Redlock {
     /// instance can have started its lease before.
     pub(super) async fn attempt_at_head(
         &self,
-        resource: &str,
+        resource: &Resources,
         ttl: Duration,
         window: Duration,
         floor: Option<i64>,
@@ -195,7 +195,7 @@ impl Redlock {
             ended: Arc::new(AtomicBool::new(false)),
         });
         for i in 0..n {
-            let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.to_string(), owner.clone());
+            let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.clone(), owner.clone());
             let value = value.map(str::to_string);
             runtime.spawn(async move {
                 let Some(instance) = me.inner.instances.get(i) else { return };
@@ -225,7 +225,7 @@ impl Redlock {
     #[allow(clippy::too_many_arguments)]
     async fn conclude(
         &self,
-        resource: &str,
+        resource: &Resources,
         owner: String,
         ttl: Duration,
         shared: bool,
@@ -278,6 +278,7 @@ impl Redlock {
         }
         Ok(Lock {
             resource: resource.to_string(),
+            resources: resource.clone(),
             owner,
             token,
             validity,
@@ -312,7 +313,7 @@ impl Redlock {
     /// quorums of the rest share an instance of the rest.
     async fn reconcile(
         &self,
-        resource: &str,
+        resource: &Resources,
         owner: &str,
         ttl: Duration,
         shared: bool,

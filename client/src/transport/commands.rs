@@ -8,13 +8,99 @@ const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then retu
 const EXTEND_SCRIPT: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
-/// How a request holds a key: alone, shared, or as one of a semaphore's
-/// `n` holders (`LOCK.ACQUIRE ... [SHARED [LIMIT n]]`).
+/// A set in script mode, all or nothing as `LOCK.MACQUIRE`: nothing is
+/// set while any key exists.
+const ACQUIRE_SET_SCRIPT: &str = "for _, k in ipairs(KEYS) do if redis.call('exists', k) == 1 then return 0 end end \
+     for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[1], 'PX', ARGV[2]) end return 1";
+
+/// How many keys of the set `ARGV[1]` held and no longer holds.
+const RELEASE_SET_SCRIPT: &str = "local n = 0 for _, k in ipairs(KEYS) do \
+     if redis.call('get', k) == ARGV[1] then n = n + redis.call('del', k) end end return n";
+
+/// How many keys of the set `ARGV[1]` holds, their leases now `ARGV[2]` ms.
+const EXTEND_SET_SCRIPT: &str = "local n = 0 for _, k in ipairs(KEYS) do \
+     if redis.call('get', k) == ARGV[1] then n = n + redis.call('pexpire', k, ARGV[2]) end end return n";
+
+/// The keys one lock request names: one lock (`LOCK.ACQUIRE key ...`), or
+/// a set of them, taken, extended and released whole (`LOCK.MACQUIRE
+/// numkeys key ... `, Redis's numkeys convention).
+#[derive(Clone, Copy, Debug)]
+pub enum Keys<'a> {
+    One(&'a str),
+    Set(&'a [String]),
+}
+
+impl<'a> From<&'a str> for Keys<'a> {
+    fn from(key: &'a str) -> Keys<'a> {
+        Keys::One(key)
+    }
+}
+
+impl<'a> From<&'a String> for Keys<'a> {
+    fn from(key: &'a String) -> Keys<'a> {
+        Keys::One(key)
+    }
+}
+
+/// A slice of one key is that key (`LOCK.ACQUIRE`), of several a set.
+impl<'a> From<&'a [String]> for Keys<'a> {
+    fn from(keys: &'a [String]) -> Keys<'a> {
+        match keys {
+            [one] => Keys::One(one),
+            set => Keys::Set(set),
+        }
+    }
+}
+
+impl<'a> From<&'a Resources> for Keys<'a> {
+    fn from(resources: &'a Resources) -> Keys<'a> {
+        resources.names().into()
+    }
+}
+
+impl Keys<'_> {
+    /// `one key` or `set numkeys key ...`.
+    fn command(self, one: &str, set: &str) -> Cmd {
+        match self {
+            Keys::One(key) => {
+                let mut cmd = redis::cmd(one);
+                cmd.arg(key);
+                cmd
+            }
+            Keys::Set(keys) => {
+                let mut cmd = redis::cmd(set);
+                cmd.arg(keys.len()).arg(keys);
+                cmd
+            }
+        }
+    }
+
+    fn count(self) -> usize {
+        match self {
+            Keys::One(_) => 1,
+            Keys::Set(keys) => keys.len(),
+        }
+    }
+
+    /// A count of members released or extended: done when it is every
+    /// member (a set partly lost is not extended, and counts as not held).
+    fn all_or_none(self, reply: Result<i64, CallError>) -> Outcome {
+        match reply {
+            Ok(n) if usize::try_from(n).is_ok_and(|n| n == self.count()) => Outcome::Done,
+            Ok(_) => Outcome::Refused,
+            Err(e) => e,
+        }
+    }
+}
+
+/// How a request holds a key: alone, shared, or as a holder of `k` of a
+/// semaphore's `n` permits (`LOCK.ACQUIRE ... [SHARED [LIMIT n [PERMITS
+/// k]]]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Share {
     Exclusive,
     Shared,
-    Limit(u32),
+    Permits(u32, u32),
 }
 
 impl Share {
@@ -24,8 +110,12 @@ impl Share {
             Share::Shared => {
                 cmd.arg("SHARED");
             }
-            Share::Limit(n) => {
+            Share::Permits(n, k) => {
                 cmd.arg("SHARED").arg("LIMIT").arg(n);
+                // One permit is the module's default; older modules know no PERMITS.
+                if k != 1 {
+                    cmd.arg("PERMITS").arg(k);
+                }
             }
         }
     }
@@ -48,14 +138,6 @@ fn session_args(cmd: &mut Cmd, session: Option<u64>) {
     }
 }
 
-fn one_or_zero(reply: Result<i64, CallError>) -> Outcome {
-    match reply {
-        Ok(1) => Outcome::Done,
-        Ok(_) => Outcome::Refused,
-        Err(e) => e,
-    }
-}
-
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -66,7 +148,7 @@ impl Instance {
     /// refuses one).
     pub async fn acquire(
         &self,
-        key: &str,
+        key: impl Into<Keys<'_>>,
         owner: &str,
         ttl: Duration,
         fence: Option<i64>,
@@ -84,7 +166,7 @@ impl Instance {
     #[allow(clippy::too_many_arguments)]
     pub async fn acquire_as(
         &self,
-        key: &str,
+        keys: impl Into<Keys<'_>>,
         owner: &str,
         ttl: Duration,
         fence: Option<i64>,
@@ -92,12 +174,16 @@ impl Instance {
         session: Option<u64>,
         value: Option<&str>,
     ) -> InstanceOutcome {
+        let keys = keys.into();
         let started = Instant::now();
         let ttl_ms = millis(ttl);
         let outcome = match self.mode {
+            Mode::Module if matches!((keys, share), (Keys::Set(_), Share::Permits(..))) => {
+                Outcome::Failed("a set of several resources takes no semaphore limit".into())
+            }
             Mode::Module => {
-                let mut cmd = redis::cmd("LOCK.ACQUIRE");
-                cmd.arg(key).arg(owner).arg(ttl_ms);
+                let mut cmd = keys.command("LOCK.ACQUIRE", "LOCK.MACQUIRE");
+                cmd.arg(owner).arg(ttl_ms);
                 share.args(&mut cmd);
                 if let Some(min) = fence {
                     cmd.arg("FENCE").arg(min);
@@ -122,15 +208,22 @@ impl Instance {
                 Outcome::Failed("shared locks need the redislock module (script mode has none)".into())
             }
             Mode::Script if value.is_some() => Outcome::Failed("a value stored with a lock needs the redislock module".into()),
-            Mode::Script => {
-                let mut cmd = redis::cmd("SET");
-                cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
-                match self.query::<Value>(&cmd).await {
-                    Ok(Value::Okay) | Ok(Value::SimpleString(_)) => Outcome::Granted { token: None },
+            Mode::Script => match keys {
+                Keys::One(key) => {
+                    let mut cmd = redis::cmd("SET");
+                    cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
+                    match self.query::<Value>(&cmd).await {
+                        Ok(Value::Okay) | Ok(Value::SimpleString(_)) => Outcome::Granted { token: None },
+                        Ok(_) => Outcome::Refused,
+                        Err(e) => e,
+                    }
+                }
+                Keys::Set(set) => match self.script::<i64, _>(&Script::new(ACQUIRE_SET_SCRIPT), set, &[owner, &ttl_ms.to_string()]).await {
+                    Ok(1) => Outcome::Granted { token: None },
                     Ok(_) => Outcome::Refused,
                     Err(e) => e,
-                }
-            }
+                },
+            },
         };
         self.outcome(started, outcome)
     }
@@ -149,14 +242,17 @@ impl Instance {
         self.query::<i64>(redis::cmd("EXISTS").arg(key)).await.ok().map(|n| n > 0)
     }
 
-    /// Releases `key` if `owner` holds it.
-    pub async fn release(&self, key: &str, owner: &str) -> InstanceOutcome {
+    /// Releases `keys` if `owner` holds them; `Done` when every one was
+    /// released.
+    pub async fn release(&self, keys: impl Into<Keys<'_>>, owner: &str) -> InstanceOutcome {
+        let keys = keys.into();
         let started = Instant::now();
-        let reply = match self.mode {
-            Mode::Module => self.query::<i64>(redis::cmd("LOCK.RELEASE").arg(key).arg(owner)).await,
-            Mode::Script => self.script::<i64>(&Script::new(RELEASE_SCRIPT), key, &[owner]).await,
+        let reply = match (self.mode, keys) {
+            (Mode::Module, _) => self.query::<i64>(keys.command("LOCK.RELEASE", "LOCK.MRELEASE").arg(owner)).await,
+            (Mode::Script, Keys::One(key)) => self.script::<i64, _>(&Script::new(RELEASE_SCRIPT), &[key], &[owner]).await,
+            (Mode::Script, Keys::Set(set)) => self.script::<i64, _>(&Script::new(RELEASE_SET_SCRIPT), set, &[owner]).await,
         };
-        self.outcome(started, one_or_zero(reply))
+        self.outcome(started, keys.all_or_none(reply))
     }
 
     /// `extend` of a hold bound to connection `connection` (see
@@ -167,16 +263,16 @@ impl Instance {
     /// refuses an extension from another connection too (the lease it cut
     /// to the lock-delay is never revived); the id check here covers a
     /// server that would not.
-    pub async fn extend_bound(&self, key: &str, owner: &str, ttl: Duration, connection: Option<u64>) -> InstanceOutcome {
+    pub async fn extend_bound(&self, keys: Keys<'_>, owner: &str, ttl: Duration, connection: Option<u64>) -> InstanceOutcome {
         let Some(bound) = connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_))) else {
-            return self.extend(key, owner, ttl).await;
+            return self.extend(keys, owner, ttl).await;
         };
         let started = Instant::now();
-        let mut cmd = redis::cmd("LOCK.EXTEND");
-        cmd.arg(key).arg(owner).arg(millis(ttl));
+        let mut cmd = keys.command("LOCK.EXTEND", "LOCK.MEXTEND");
+        cmd.arg(owner).arg(millis(ttl));
         let outcome = match self.query_on_connection::<i64>(&cmd).await {
             Ok((id, _)) if id != bound => Outcome::Refused,
-            Ok((_, reply)) => one_or_zero(Ok(reply)),
+            Ok((_, reply)) => keys.all_or_none(Ok(reply)),
             Err(e) => e,
         };
         InstanceOutcome { connection, ..self.outcome(started, outcome) }
@@ -195,10 +291,10 @@ impl Instance {
         let outcome = match connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_))) {
             Some(bound) => match self.query_on_connection::<i64>(&cmd).await {
                 Ok((id, _)) if id != bound => Outcome::Refused,
-                Ok((_, reply)) => one_or_zero(Ok(reply)),
+                Ok((_, reply)) => Keys::One(key).all_or_none(Ok(reply)),
                 Err(e) => e,
             },
-            None => one_or_zero(self.query::<i64>(&cmd).await),
+            None => Keys::One(key).all_or_none(self.query::<i64>(&cmd).await),
         };
         InstanceOutcome { connection, ..self.outcome(started, outcome) }
     }
@@ -213,15 +309,18 @@ impl Instance {
         self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await.map(holding_of)
     }
 
-    /// Sets the lease of `key` to `ttl` from now if `owner` holds it.
-    pub async fn extend(&self, key: &str, owner: &str, ttl: Duration) -> InstanceOutcome {
+    /// Sets the lease of `keys` to `ttl` from now if `owner` holds them;
+    /// `Done` when it holds every one.
+    pub async fn extend(&self, keys: impl Into<Keys<'_>>, owner: &str, ttl: Duration) -> InstanceOutcome {
+        let keys = keys.into();
         let started = Instant::now();
         let ttl_ms = millis(ttl).to_string();
-        let reply = match self.mode {
-            Mode::Module => self.query::<i64>(redis::cmd("LOCK.EXTEND").arg(key).arg(owner).arg(&ttl_ms)).await,
-            Mode::Script => self.script::<i64>(&Script::new(EXTEND_SCRIPT), key, &[owner, &ttl_ms]).await,
+        let reply = match (self.mode, keys) {
+            (Mode::Module, _) => self.query::<i64>(keys.command("LOCK.EXTEND", "LOCK.MEXTEND").arg(owner).arg(&ttl_ms)).await,
+            (Mode::Script, Keys::One(key)) => self.script::<i64, _>(&Script::new(EXTEND_SCRIPT), &[key], &[owner, &ttl_ms]).await,
+            (Mode::Script, Keys::Set(set)) => self.script::<i64, _>(&Script::new(EXTEND_SET_SCRIPT), set, &[owner, &ttl_ms]).await,
         };
-        self.outcome(started, one_or_zero(reply))
+        self.outcome(started, keys.all_or_none(reply))
     }
 
     /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... [FENCE
@@ -233,7 +332,7 @@ impl Instance {
     #[allow(clippy::too_many_arguments)]
     pub async fn wait_for(
         &self,
-        key: &str,
+        keys: impl Into<Keys<'_>>,
         owner: &str,
         ttl: Duration,
         wait: Duration,
@@ -242,10 +341,11 @@ impl Instance {
         session: Option<u64>,
         value: Option<&str>,
     ) -> InstanceOutcome {
+        let keys = keys.into();
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
-        let mut cmd = redis::cmd("LOCK.ACQUIRE");
-        cmd.arg(key).arg(owner).arg(millis(ttl));
+        let mut cmd = keys.command("LOCK.ACQUIRE", "LOCK.MACQUIRE");
+        cmd.arg(owner).arg(millis(ttl));
         share.args(&mut cmd);
         if let Some(min) = fence {
             cmd.arg("FENCE").arg(min);
@@ -322,7 +422,7 @@ impl Instance {
         // own): it is granted again on the shared one, the same owner's
         // re-grant with the same token, which moves the binding there.
         if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
-            let again = self.acquire_as(key, owner, ttl, None, share, session, value).await;
+            let again = self.acquire_as(keys, owner, ttl, None, share, session, value).await;
             return InstanceOutcome { latency: started.elapsed(), ..again };
         }
         self.outcome(started, outcome)

@@ -27,7 +27,7 @@ mod failures;
 mod replies;
 mod urls;
 
-pub use commands::Share;
+pub use commands::{Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status};
 use replies::{contended_locks, fill_status, holding_of, info_texts, quarantine_left, summarize, waiter_states};
 pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
@@ -42,11 +42,12 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::io::tcp::{socket2, TcpSettings};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{Cmd, ConnectionAddr, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, TlsMode, Value};
+use redis::{Cmd, ConnectionAddr, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, TlsMode, ToRedisArgs, Value};
 use tokio::sync::Mutex;
 
 // Re-exported: the data of what servers answered lives in `outcome`.
 pub use crate::outcome::{seconds_left, InstanceOutcome, Outcome, Rejection, UnreachableCause};
+use crate::resources::Resources;
 use crate::settings::{Mode, Settings};
 use crate::tls::{self, Tls};
 
@@ -449,9 +450,12 @@ impl Instance {
         self.request(|mut conn| async move { cmd.query_async::<T>(&mut conn).await }).await
     }
 
-    async fn script<T: FromRedisValue>(&self, script: &Script, key: &str, args: &[&str]) -> Result<T, CallError> {
+    async fn script<T: FromRedisValue, K: ToRedisArgs + Sync>(&self, script: &Script, keys: &[K], args: &[&str]) -> Result<T, CallError> {
         self.request(|mut conn| async move {
-            let mut invocation = script.key(key);
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(key);
+            }
             for a in args {
                 invocation.arg(*a);
             }

@@ -9,3 +9,4 @@ mod cli;
 mod cli_errors;
 mod elect;
 mod input;
+mod sets;

@@ -17,5 +17,6 @@ mod line;
 mod quorum;
 mod redis_cluster;
 mod semaphore;
+mod sets;
 mod shared_handle;
 mod shared_locks;

@@ -59,6 +59,11 @@ export async function all(): Promise<void> {
     void held.token;
   }
   await redlock.acquire('api-pool', 10_000, { limit: 4, retry: true });
+  await redlock.acquire('api-pool', 10_000, { limit: 4, permits: 3 });
+  const skus: readonly string[] = ['sku:1', 'sku:2'];
+  const both: string[] = (await redlock.acquire(skus, 10_000)).resources;
+  void both;
+  await redlock.using(['sku:1', 'sku:2'], 10_000, { permits: undefined }, (_signal, held) => held.resources.length);
 
   const total: number = await redlock.using('orders:42', 10_000, async (signal: AbortSignal, held: Lock) => {
     if (signal.aborted) throw signal.reason;

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use redlock::transport::takes_more_hosts;
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
@@ -43,8 +43,9 @@ With --json, every failure prints {\"error\": {\"kind\", \"message\", \"exit_cod
 Durations: 500ms, 10s, 2m, 1h 30m (humantime).";
 
 const RUN_HELP: &str = "\
-The command gets REDLOCK_RESOURCE, REDLOCK_OWNER and REDLOCK_TOKEN (the fencing token;
-empty in script mode) in its environment. The lock is extended while it runs and
+The command gets REDLOCK_RESOURCE (several resources: their names joined with \", \"),
+REDLOCK_RESOURCES (the names, one a line), REDLOCK_OWNER and REDLOCK_TOKEN (the
+fencing token; empty in script mode) in its environment. The lock is extended while it runs and
 released when it exits; SIGINT and SIGTERM sent to redlock are passed on to it.
 
 Exit status: the command's (128+N if killed by signal N); 75 if the lock was not
@@ -52,6 +53,10 @@ taken (the command did not run); 76 if the lock was lost at any moment while the
 command ran (its lease ran out, an extension failed, or fewer than a quorum still
 held it at the release), whatever the command returned, stopped or not
 (--on-lost); 126/127 if the command could not be executed / was not found.
+
+Several resources are taken all or nothing, with one owner and one token, and
+need `--` before the command (`redlock run a b --ttl 30s -- cmd`); a command that
+has a `--` of its own then needs one before it (`redlock run a -- cmd -- x`).
 
 Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh full";
 
@@ -195,11 +200,16 @@ pub struct DelayRange(pub Duration, pub Duration);
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Take a lock and print resource, owner, token and validity (it stays held until its ttl ends or a release).
+    /// Take a lock, or several resources at once (all or nothing), and print resource, owner, token and
+    /// validity (it stays held until its ttl ends or a release).
     Acquire(AcquireArgs),
-    /// Release a lock held by OWNER (as printed by acquire).
+    /// Release a lock (or a set taken at once) held by OWNER (as printed by acquire).
+    #[command(override_usage = "redlock release [OPTIONS] <RESOURCE>... --owner <OWNER>\n       \
+                                redlock release [OPTIONS] <RESOURCE> <OWNER>")]
     Release(ReleaseArgs),
-    /// Extend a lock held by OWNER to --ttl from now.
+    /// Extend a lock (or a set taken at once) held by OWNER to --ttl from now.
+    #[command(override_usage = "redlock extend [OPTIONS] --ttl <DURATION> <RESOURCE>... --owner <OWNER>\n       \
+                                redlock extend [OPTIONS] --ttl <DURATION> <RESOURCE> <OWNER>")]
     Extend(ExtendArgs),
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
@@ -208,7 +218,8 @@ pub enum Command {
     /// holders, longest hold), refreshed every --interval until interrupted.
     Top(TopArgs),
     /// Run a command while holding the lock, like flock(1) across machines.
-    #[command(after_help = RUN_HELP)]
+    #[command(after_help = RUN_HELP, override_usage = "redlock run [OPTIONS] <RESOURCE> [--] <COMMAND>...\n       \
+                                                       redlock run [OPTIONS] <RESOURCE>... -- <COMMAND>...")]
     Run(RunArgs),
     /// Campaign to lead an election, and run a command while leading.
     #[command(after_help = ELECT_HELP)]
@@ -222,9 +233,10 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct AcquireArgs {
-    /// The lock's name (a Redis key on every server).
-    #[arg(value_parser = non_empty("resource"))]
-    pub resource: String,
+    /// The lock's name (a Redis key on every server); several are taken
+    /// all or nothing, with one owner and one token (none named twice).
+    #[arg(value_parser = non_empty("resource"), required = true, num_args = 1.., value_name = "RESOURCE")]
+    pub resources: Vec<String>,
     /// Lease length.
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
@@ -236,6 +248,11 @@ pub struct AcquireArgs {
     /// RESOURCE with --limit N.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
+    /// With --limit N: take K of the N permits at once, in one hold (one
+    /// owner, one token, one lease) [default: 1]; the permits' names are
+    /// printed joined with ", ".
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub permits: Option<u32>,
     /// Take a shared hold of a read-write lock: beside other shared holders,
     /// never beside an exclusive one (release and extend need no flag).
     #[arg(long, conflicts_with = "limit")]
@@ -244,14 +261,17 @@ pub struct AcquireArgs {
 
 #[derive(Args, Debug)]
 pub struct ReleaseArgs {
-    /// The lock's name (a Redis key on every server).
-    #[arg(value_parser = non_empty("resource"))]
-    pub resource: String,
+    /// The lock's name (a Redis key on every server); several for a set
+    /// taken at once (`acquire a b`). Without --owner the last one is the
+    /// owner (`RESOURCE OWNER`).
+    #[arg(value_parser = non_empty("resource"), required = true, num_args = 1.., value_name = "RESOURCE")]
+    pub names: Vec<String>,
     /// The owner printed by acquire.
-    #[arg(value_parser = non_empty("owner"))]
-    pub owner: String,
+    #[arg(long, value_parser = non_empty("owner"))]
+    pub owner: Option<String>,
     /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
-    /// whichever permit OWNER holds.
+    /// whichever permit OWNER holds (every one, when it took several at
+    /// once).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// OWNER's hold is shared (`acquire --shared`): only that holder is
@@ -262,23 +282,51 @@ pub struct ReleaseArgs {
 
 #[derive(Args, Debug)]
 pub struct ExtendArgs {
-    /// The lock's name (a Redis key on every server).
-    #[arg(value_parser = non_empty("resource"))]
-    pub resource: String,
+    /// The lock's name (a Redis key on every server); several for a set
+    /// taken at once (`acquire a b`). Without --owner the last one is the
+    /// owner (`RESOURCE OWNER`).
+    #[arg(value_parser = non_empty("resource"), required = true, num_args = 1.., value_name = "RESOURCE")]
+    pub names: Vec<String>,
     /// The owner printed by acquire.
-    #[arg(value_parser = non_empty("owner"))]
-    pub owner: String,
+    #[arg(long, value_parser = non_empty("owner"))]
+    pub owner: Option<String>,
     /// New lease length, from now.
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// RESOURCE is a semaphore of N permits (`acquire --limit N`): act on
-    /// whichever permit OWNER holds.
+    /// whichever permit OWNER holds (every one, when it took several at
+    /// once).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
     /// OWNER's hold is shared (`acquire --shared`): only that holder is
     /// affected, the other readers keep theirs (as without the flag).
     #[arg(long, conflicts_with = "limit")]
     pub shared: bool,
+}
+
+/// The resources and the owner of `release` and `extend`: with `--owner`
+/// every name is a resource; without it the last name is the owner
+/// (`release RESOURCE OWNER`, the form before `--owner`).
+pub fn resources_and_owner<'a>(names: &'a [String], owner: Option<&'a str>) -> Result<(&'a [String], &'a str), String> {
+    match (owner, names.split_last()) {
+        (Some(owner), _) => Ok((names, owner)),
+        (None, Some((owner, resources))) if !resources.is_empty() => Ok((resources, owner.as_str())),
+        _ => Err("no OWNER given: name it with --owner OWNER (as printed by acquire)".into()),
+    }
+}
+
+impl ReleaseArgs {
+    /// See `resources_and_owner`.
+    pub fn target(&self) -> Result<(&[String], &str), String> {
+        resources_and_owner(&self.names, self.owner.as_deref())
+    }
+}
+
+impl ExtendArgs {
+    /// See `resources_and_owner`.
+    pub fn target(&self) -> Result<(&[String], &str), String> {
+        resources_and_owner(&self.names, self.owner.as_deref())
+    }
 }
 
 #[derive(Args, Debug)]
@@ -316,9 +364,13 @@ pub enum OnLost {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The lock's name (a Redis key on every server).
-    #[arg(value_parser = non_empty("resource"))]
+    /// The lock's name (a Redis key on every server); more names before a
+    /// `--` are taken with it, all or nothing (`run a b -- COMMAND`).
+    #[arg(value_parser = non_empty("resource"), value_name = "RESOURCE")]
     pub resource: String,
+    /// The names after RESOURCE, before the `--` (`Cli::resolve`).
+    #[arg(skip)]
+    pub more: Vec<String>,
     /// Lease length; the lock is extended every ttl/3 while the command runs.
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s", allow_hyphen_values = true)]
     pub ttl: Duration,
@@ -332,6 +384,10 @@ pub struct RunArgs {
     /// (REDLOCK_PERMIT names the permit).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub limit: Option<u32>,
+    /// With --limit N: run holding K of the N permits at once, in one hold
+    /// [default: 1] (REDLOCK_PERMIT names them, joined with ", ").
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
+    pub permits: Option<u32>,
     /// Run holding a shared hold of a read-write lock (REDLOCK_TOKEN is this
     /// holder's token).
     #[arg(long, conflicts_with = "limit")]
@@ -340,6 +396,45 @@ pub struct RunArgs {
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// Every resource named: RESOURCE, then the others before the `--`.
+    pub fn resources(&self) -> Vec<String> {
+        std::iter::once(self.resource.clone()).chain(self.more.iter().cloned()).collect()
+    }
+}
+
+impl Cli {
+    /// What clap alone cannot tell from `raw`, the command line it
+    /// parsed: the resources of `run a b -- COMMAND`. A command may follow
+    /// RESOURCE without `--`, so clap takes `b` for the command's first
+    /// word and keeps the `--` after it among the command's words. When
+    /// the command holds a `--`, the line is read again with `run`'s
+    /// command after a `--` only and as many resources as come before it
+    /// (options among them); if that reading fails (`run a ls -l -- x`: a
+    /// command given without `--`, with one of its own), the first stands.
+    pub fn resolve<I: IntoIterator<Item = OsString>>(self, raw: I) -> Cli {
+        let Command::Run(run) = &self.command else { return self };
+        if !run.command.iter().any(|w| w == "--") {
+            return self;
+        }
+        let strict = Cli::command().mut_subcommand("run", |run| {
+            run.mut_arg("resource", |a| a.num_args(1..).action(clap::ArgAction::Append))
+                .mut_arg("command", |a| a.trailing_var_arg(false).last(true))
+        });
+        let Ok(matches) = strict.try_get_matches_from(raw) else { return self };
+        let Ok(mut cli) = Cli::from_arg_matches(&matches) else { return self };
+        let names: Option<Vec<String>> =
+            matches.subcommand_matches("run").and_then(|m| m.get_many::<String>("resource")).map(|names| names.cloned().collect());
+        match (&mut cli.command, names) {
+            (Command::Run(run), Some(names)) => {
+                run.more = names.into_iter().skip(1).collect();
+                cli
+            }
+            _ => self,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

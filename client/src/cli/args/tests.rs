@@ -4,7 +4,8 @@ use super::*;
 use clap::error::ErrorKind;
 
 fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-    Cli::try_parse_from(std::iter::once("redlock").chain(args.iter().copied()))
+    let raw = || std::iter::once("redlock").chain(args.iter().copied());
+    Cli::try_parse_from(raw()).map(|cli| cli.resolve(raw().map(OsString::from)))
 }
 
 fn ms(n: u64) -> Duration {
@@ -15,7 +16,7 @@ fn ms(n: u64) -> Duration {
 fn acquire_with_ttl_and_wait() {
     let cli = parse(&["acquire", "orders:42", "--ttl", "10s", "--wait", "2m"]).expect("parses");
     let Command::Acquire(a) = cli.command else { panic!("not acquire") };
-    assert_eq!(a.resource, "orders:42");
+    assert_eq!(a.resources, ["orders:42"]);
     assert_eq!(a.ttl, ms(10_000));
     assert_eq!(a.wait, Some(ms(120_000)));
     assert!(!cli.global.json);
@@ -70,13 +71,70 @@ fn acquire_needs_a_ttl_and_a_resource() {
 fn release_and_extend_take_resource_and_owner() {
     let cli = parse(&["release", "r", "abc123"]).expect("release");
     let Command::Release(r) = cli.command else { panic!("not release") };
-    assert_eq!((r.resource.as_str(), r.owner.as_str()), ("r", "abc123"));
+    assert_eq!(r.target(), Ok((&["r".to_string()][..], "abc123")));
     let cli = parse(&["extend", "r", "abc123", "--ttl", "30s"]).expect("extend");
     let Command::Extend(e) = cli.command else { panic!("not extend") };
     assert_eq!(e.ttl, ms(30_000));
     assert!(parse(&["extend", "r", "abc123"]).is_err());
-    assert!(parse(&["release", "r"]).is_err());
+    let Command::Release(r) = parse(&["release", "r"]).expect("parses").command else { panic!("not release") };
+    assert!(r.target().is_err_and(|e| e.contains("--owner")), "no owner");
     assert!(parse(&["release", "r", ""]).is_err());
+    assert!(parse(&["release", "r", "--owner", ""]).is_err());
+}
+
+#[test]
+fn release_and_extend_take_a_set_with_owner() {
+    let cli = parse(&["release", "a", "b", "--owner", "abc123"]).expect("release");
+    let Command::Release(r) = cli.command else { panic!("not release") };
+    assert_eq!(r.target(), Ok((&["a".to_string(), "b".to_string()][..], "abc123")));
+    let cli = parse(&["extend", "a", "b", "abc123", "--ttl", "30s"]).expect("extend");
+    let Command::Extend(e) = cli.command else { panic!("not extend") };
+    assert_eq!(e.target(), Ok((&["a".to_string(), "b".to_string()][..], "abc123")), "without --owner the last name is the owner");
+}
+
+#[test]
+fn acquire_takes_several_resources_and_permits() {
+    let cli = parse(&["acquire", "a", "b", "--ttl", "1s"]).expect("acquire");
+    let Command::Acquire(a) = cli.command else { panic!("not acquire") };
+    assert_eq!(a.resources, ["a", "b"]);
+    let cli = parse(&["acquire", "pool", "--ttl", "1s", "--limit", "5", "--permits", "3"]).expect("acquire");
+    let Command::Acquire(a) = cli.command else { panic!("not acquire") };
+    assert_eq!((a.limit, a.permits), (Some(5), Some(3)));
+    assert!(parse(&["acquire", "pool", "--ttl", "1s", "--limit", "5", "--permits", "0"]).is_err());
+}
+
+/// `run a b -- cmd` names two resources; one resource may still be
+/// followed by its command without `--`, and a command's own `--` stands.
+#[test]
+fn run_takes_several_resources_before_double_dash() {
+    let resources_and_command = |args: &[&str]| {
+        let Command::Run(r) = parse(args).expect("run").command else { panic!("not run") };
+        let command: Vec<String> = r.command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+        (r.resources(), command, r.ttl)
+    };
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let cases: [(&[&str], &[&str], &[&str]); 8] = [
+        (&["run", "a", "b", "--", "sh", "-c", "x"], &["a", "b"], &["sh", "-c", "x"]),
+        (&["run", "a", "b", "c", "--ttl", "5s", "--", "ls"], &["a", "b", "c"], &["ls"]),
+        (&["run", "a", "--ttl", "5s", "b", "--", "ls"], &["a", "b"], &["ls"]),
+        (&["run", "a", "--", "b", "--", "c"], &["a"], &["b", "--", "c"]),
+        (&["run", "a", "--", "ls"], &["a"], &["ls"]),
+        (&["run", "a", "ls", "-l"], &["a"], &["ls", "-l"]),
+        (&["run", "a", "ls", "-l", "--", "x"], &["a"], &["ls", "-l", "--", "x"]),
+        (&["run", "a", "ls", "--ttl", "5s"], &["a"], &["ls", "--ttl", "5s"]),
+    ];
+    for (args, resources, command) in cases {
+        let ttl = if args.contains(&"5s") && !command.contains(&"5s") { ms(5000) } else { ms(10_000) };
+        assert_eq!(resources_and_command(args), (strings(resources), strings(command), ttl), "{args:?}");
+    }
+    // Global options among the resources are still global.
+    let cli = parse(&["run", "a", "b", "--json", "--", "true"]).expect("run");
+    assert!(cli.global.json);
+    let Command::Run(r) = cli.command else { panic!("not run") };
+    assert_eq!(r.resources(), ["a", "b"]);
+    // The usage shows both forms.
+    let usage = Cli::command().find_subcommand_mut("run").map(|c| c.render_usage().to_string()).unwrap_or_default();
+    assert!(usage.contains("<RESOURCE>... -- <COMMAND>..."), "{usage}");
 }
 
 #[test]
