@@ -167,6 +167,71 @@ export class Redlock {
   settle(): Promise<void>;
 }
 
+/** Options of `new Election(redlock, name, value, options)`. */
+export interface ElectionOptions {
+  /** The leader's lease (ms), extended every third of it. Default 10000. */
+  ttl?: number;
+  /** How often `observe()` reads the leader (ms). Default 200. */
+  observeInterval?: number;
+}
+
+/** Options of `Election.campaign`. */
+export interface CampaignOptions {
+  /** Ends the wait: the promise rejects with `signal.reason`, and the place in line is given up. */
+  signal?: AbortSignal;
+}
+
+/** A leader as a quorum of servers agree on it. */
+export interface Leader {
+  /** What the leader advertises (`''` when nothing). */
+  value: string;
+  /** The leader's term: its fencing token, larger than every earlier leader's. */
+  term: bigint;
+}
+
+/**
+ * A leader election among the candidates on a Redlock's servers; the Redlock
+ * must have `releaseOnDisconnect: true` (otherwise a ConfigError says what to change).
+ */
+export class Election {
+  constructor(redlock: Redlock, name: string, value: string, options?: ElectionOptions);
+  readonly name: string;
+  /** What this candidate advertises when it leads. */
+  readonly value: string;
+  /** The leader's lease (ms). */
+  readonly ttl: number;
+  /** How long (ms) the servers keep a dead leader's hold: its successor waits that long. */
+  readonly lockDelay: number;
+  /** Waits in the election's fair line until this candidate leads. */
+  campaign(options?: CampaignOptions): Promise<Leadership>;
+  /** The leader now, or null (nobody leads, or a handover is under way). */
+  leader(): Promise<Leader | null>;
+  /** Each change of leader, in term order; never ends by itself (leave the `for await` loop to stop it). */
+  observe(): AsyncIterableIterator<Leader>;
+}
+
+/** This candidate leads, until it resigns or the leadership is lost. */
+export class Leadership implements AsyncDisposable {
+  private constructor();
+  /** The election's name. */
+  readonly name: string;
+  /** The term: this leader's fencing token. Pass it with every write the leader makes. */
+  readonly term: bigint;
+  /** What this leader advertises now. */
+  readonly value: string;
+  /** An extension reached no quorum, or the validity ran out: stop acting as the leader. */
+  readonly lost: boolean;
+  readonly resigned: boolean;
+  /** Aborted with a LockLostError the moment the leadership is lost (made on first use; keeps the event loop alive until then or the resignation). */
+  readonly signal: AbortSignal;
+  /** Advertises `value` instead, once a quorum stored it; term and lease stay. */
+  proclaim(value: string): Promise<void>;
+  /** Steps down: the next candidate in line leads at once. Rejects with LockLostError (after resigning) if it had been lost. */
+  resign(): Promise<Released>;
+  /** `await using lead = await election.campaign()`: resigns at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 /** Every error of the lock client itself. */
 export class RedlockError extends Error {
   static readonly code: string;

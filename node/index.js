@@ -3,7 +3,7 @@
 // Node.js. The algorithm is the Rust crate `redlock` (client/ in the
 // repository), bound with napi-rs (node/src); this file only gives it
 // Node's idioms: Promises, AbortSignal, error classes, `using`,
-// Symbol.asyncDispose. Every network call runs on the crate's runtime,
+// Symbol.asyncDispose, async iterators (`Election.observe`). Every network call runs on the crate's runtime,
 // off the JavaScript thread. Times are milliseconds.
 
 const util = require('node:util');
@@ -33,6 +33,8 @@ const REDLOCK_OPTIONS = [
 ];
 const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'permits', 'signal', 'keep'];
 const USING_OPTIONS = ['wait', 'shared', 'limit', 'permits', 'signal'];
+const ELECTION_OPTIONS = ['ttl', 'observeInterval'];
+const CAMPAIGN_OPTIONS = ['signal'];
 
 const kNative = Symbol('redislock.native');
 const kMake = Symbol('redislock.make');
@@ -293,11 +295,216 @@ class Redlock {
   [util.inspect.custom](depth, options, inspect) {
     return `Redlock ${inspect({ servers: this.servers, quorum: this.quorum }, options)}`;
   }
+
+  static [kNative](redlock) {
+    return redlock.#native;
+  }
+}
+
+/**
+ * This candidate leads an election (made by `Election.campaign`): its
+ * `term` (the fencing token), the `value` it advertises, `lost`, and a
+ * `signal` aborted the moment it is lost. Extended in the background
+ * until it resigns (`resign`, or the end of an `await using` block).
+ */
+class Leadership {
+  #native;
+  #name;
+  #signal;
+
+  /** Made by `Election.campaign` only. */
+  constructor(key, nativeLeadership, name) {
+    if (key !== kMake) throw new TypeError('a Leadership is made by Election.campaign()');
+    this.#native = nativeLeadership;
+    this.#name = name;
+  }
+
+  /** The election's name. */
+  get name() { return this.#name; }
+  /** The term (a bigint): this leader's fencing token, larger than every earlier leader's. */
+  get term() { return this.#native.term; }
+  /** What this leader advertises now (see `proclaim`). */
+  get value() { return this.#native.value; }
+  /** Lost: an extension reached no quorum, or the validity ran out. Stop acting as the leader. */
+  get lost() { return this.#native.lost; }
+  /** `resign` was called. */
+  get resigned() { return this.#native.resigned; }
+
+  /**
+   * An AbortSignal aborted with a LockLostError the moment the leadership
+   * is lost, as `Redlock.using` gives its routine. Made on first use; from
+   * then until the leadership is lost or resigned, it keeps the event loop
+   * alive.
+   */
+  get signal() {
+    if (this.#signal === undefined) {
+      const controller = new AbortController();
+      const [name, resource] = [this.#name, this.#native.resource];
+      this.#signal = controller.signal;
+      // Refers to neither this object nor its native one: a leadership
+      // dropped unresigned is still collected (and resigns then).
+      this.#native.whenLost().then(
+        (lost) => {
+          if (lost) {
+            const why = 'an extension reached no quorum in time or its validity ran out; another candidate may lead now, with a larger term';
+            controller.abort(new LockLostError(`leadership of election ${JSON.stringify(name)} lost: ${why}`, { resource }));
+          }
+        },
+        () => {},
+      );
+    }
+    return this.#signal;
+  }
+
+  /**
+   * Advertises `value` instead; term and lease stay. Resolves once a
+   * quorum stored it (every `leader()` then reads it); rejects with
+   * RedlockError when no quorum did, LockLostError once the leadership is
+   * lost, LockReleasedError after `resign`.
+   */
+  async proclaim(value) {
+    args.string('value', value);
+    const failure = await callNative(() => this.#native.proclaim(value));
+    if (isFailure(failure)) throw fromFailure(failure);
+  }
+
+  /**
+   * Steps down: the next candidate in line leads at once. Resolves to
+   * `{ released }`; rejects with LockLostError (after resigning) when the
+   * leadership had been lost, LockReleasedError when it resigned already.
+   */
+  async resign() {
+    const result = await callNative(() => this.#native.resign());
+    if (isFailure(result)) throw fromFailure(result);
+    return result;
+  }
+
+  /** `await using lead = await election.campaign()`: resigns at the end of the block. */
+  async [asyncDispose]() {
+    if (!this.#native.resigned) await this.resign();
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    const state = this.resigned ? 'resigned' : this.lost ? 'lost' : 'leading';
+    return `Leadership ${inspect({ name: this.name, term: this.term, value: this.value, state }, options)}`;
+  }
+}
+
+/**
+ * A leader election among the candidates on a Redlock's servers (docs/election.md),
+ * modelled on etcd's: `campaign` waits in the election's fair line until
+ * this candidate leads; `leader()` and `observe()` tell who leads. The
+ * Redlock must have `releaseOnDisconnect: true` (a ConfigError says what
+ * to change otherwise). Options: `ttl` (ms, default 10000), the leader's
+ * lease; `observeInterval` (ms, default 200), how often `observe` reads.
+ */
+class Election {
+  #native;
+
+  constructor(redlock, name, value, options) {
+    if (!(redlock instanceof Redlock)) throw args.typeError('redlock', 'a Redlock', redlock);
+    args.string('name', name);
+    args.string('value', value);
+    const opts = args.options('options', options, ELECTION_OPTIONS);
+    const ttl = args.optionalNumber('options.ttl', opts.ttl);
+    const every = args.optionalNumber('options.observeInterval', opts.observeInterval);
+    this.#native = callNative(() => new native.NativeElection(Redlock[kNative](redlock), name, value, ttl, every));
+  }
+
+  /** The election's name. */
+  get name() { return this.#native.name; }
+  /** What this candidate advertises when it leads. */
+  get value() { return this.#native.value; }
+  /** The leader's lease (ms), extended every third of it. */
+  get ttl() { return this.#native.ttl; }
+  /** How long (ms) the servers keep a leader's hold after its connection closed: a dead leader's successor waits that long. */
+  get lockDelay() { return this.#native.lockDelay; }
+
+  /**
+   * Waits in the election's line until this candidate leads, and
+   * resolves to its Leadership. `signal`: an AbortSignal that ends the
+   * wait (the promise rejects with its reason, and the place in line is
+   * given up).
+   */
+  async campaign(options) {
+    const opts = args.options('options', options, CAMPAIGN_OPTIONS);
+    const signal = args.signal('options.signal', opts.signal);
+    signal?.throwIfAborted();
+    let cancel;
+    let onAbort;
+    if (signal) {
+      cancel = new native.Cancel();
+      onAbort = () => cancel.cancel();
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    let result;
+    try {
+      result = await callNative(() => this.#native.campaign(cancel));
+    } finally {
+      if (signal) signal.removeEventListener('abort', onAbort);
+    }
+    if (isFailure(result)) {
+      if (result.code === 'ABORTED' && signal?.aborted) throw signal.reason;
+      throw fromFailure(result);
+    }
+    const leadership = new Leadership(kMake, result, this.name);
+    if (signal?.aborted) {
+      // Led as the signal fired: the caller has given up on it.
+      await leadership.resign().catch(() => {});
+      throw signal.reason;
+    }
+    return leadership;
+  }
+
+  /**
+   * The leader now, as a quorum of servers agree on it: `{ value, term }`,
+   * or null (nobody leads, or a handover is under way). Rejects with
+   * RedlockError when too few servers answered to tell.
+   */
+  async leader() {
+    const result = await callNative(() => this.#native.leader());
+    if (isFailure(result)) throw fromFailure(result);
+    return result === null ? null : { value: result.value, term: result.term };
+  }
+
+  /**
+   * An async iterator of each change of leader, `{ value, term }`: each new
+   * term and each new value, in term order (never a lower term after a
+   * higher one). It never ends by itself; leaving a `for await` loop
+   * (break, return, throw) stops it.
+   */
+  observe() {
+    const observer = this.#native.observe();
+    let done = false;
+    const finished = { value: undefined, done: true };
+    return {
+      async next() {
+        if (done) return finished;
+        const leader = await observer.next();
+        if (leader === null) return finished;
+        return { value: { value: leader.value, term: leader.term }, done: false };
+      },
+      async return() {
+        done = true;
+        observer.close();
+        return finished;
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    return `Election ${inspect({ name: this.name, value: this.value, ttl: this.ttl }, options)}`;
+  }
 }
 
 module.exports = {
   Redlock,
   Lock,
+  Election,
+  Leadership,
   RedlockError: errors.RedlockError,
   NotAcquiredError: errors.NotAcquiredError,
   QuorumUnreachableError: errors.QuorumUnreachableError,

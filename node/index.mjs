@@ -4,6 +4,8 @@ import cjs from './index.js';
 export const {
   Redlock,
   Lock,
+  Election,
+  Leadership,
   RedlockError,
   NotAcquiredError,
   QuorumUnreachableError,

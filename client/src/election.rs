@@ -12,7 +12,9 @@
 //! later, and one that is cut off from a server learns it at its next
 //! extension (its lost signal) before that server can grant the next term.
 
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -21,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::hold::{Failure, Spawn};
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum;
 use crate::redlock::{Kind, Redlock, Released};
@@ -72,16 +75,23 @@ impl Election {
     /// lock-delay past an extension interval plus a request: other
     /// settings are an `Error::Config` naming what to change.
     pub fn new(redlock: Redlock, name: &str, value: &str) -> Result<Election, Error> {
+        Election::named(redlock, name, value, None, &Names::RUST)
+    }
+
+    /// `new`, then `with_ttl` when `ttl` is given, with what the checks
+    /// refuse named in a binding's words (`names`: `options.lockDelay`,
+    /// seconds).
+    pub fn named(redlock: Redlock, name: &str, value: &str, ttl: Option<Duration>, names: &Names) -> Result<Election, Error> {
         Election {
             redlock,
             name: name.to_string(),
             resource: resource_of(name),
             lock: Resources::one(&resource_of(name)),
             value: value.to_string(),
-            ttl: DEFAULT_TTL,
+            ttl: ttl.unwrap_or(DEFAULT_TTL),
             observe_every: DEFAULT_OBSERVE_INTERVAL,
         }
-        .checked()
+        .checked_in(names)
     }
 
     /// The same election with a leader's lease of `ttl`, checked as `new`.
@@ -95,13 +105,17 @@ impl Election {
     }
 
     fn checked(self) -> Result<Election, Error> {
+        self.checked_in(&Names::RUST)
+    }
+
+    fn checked_in(self, names: &Names) -> Result<Election, Error> {
         if self.name.is_empty() {
             return Err(Error::Config("an election needs a name".into()));
         }
         if self.ttl.is_zero() {
             return Err(Error::Config("an election's ttl must be more than 0 ms".into()));
         }
-        self.redlock.settings().election_lock_delay(self.ttl, &Names::RUST)?;
+        self.redlock.settings().election_lock_delay(self.ttl, names)?;
         Ok(self)
     }
 
@@ -131,8 +145,15 @@ impl Election {
     /// candidate of its own: a leader that campaigns again waits behind
     /// itself.
     pub async fn campaign(&self) -> Result<Leadership, Error> {
+        self.campaign_until(None).await
+    }
+
+    /// `campaign` that gives up at `deadline` (`None`: never) with
+    /// `Error::NotAcquired`, its place in line given up: the bindings'
+    /// `campaign(timeout=...)`.
+    pub async fn campaign_until(&self, deadline: Option<Instant>) -> Result<Leadership, Error> {
         let now = Instant::now();
-        let deadline = now.checked_add(crate::hold::FOREVER).unwrap_or(now);
+        let deadline = deadline.unwrap_or_else(|| now.checked_add(crate::hold::FOREVER).unwrap_or(now));
         let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
         // Module mode (checked): every grant has a token.
         let term = lock.token.unwrap_or(0);
@@ -286,6 +307,135 @@ impl Leadership {
     /// to the next candidate in line at once (no lease to wait out).
     pub async fn resign(self) -> Result<Released, Error> {
         self.guard.release().await
+    }
+}
+
+/// Why a leadership is lost, as a binding's `LockLost` says it.
+const LOST: &str = "an extension reached no quorum in time or its validity ran out; another candidate may lead now, with a larger term";
+
+/// A leadership as a binding hands it out (Python's and Node's
+/// `Leadership`): shared by the caller's tasks, which proclaim side by
+/// side; resigned once, by whichever asks first, after the proclamations
+/// under way; resigned in the background (`spawn`, as `hold::Hold` is
+/// released) when dropped unresigned. Failures are `hold::Failure`s, so
+/// a binding raises them as it does a lock's.
+pub struct SharedLeadership {
+    leadership: Arc<tokio::sync::RwLock<Option<Leadership>>>,
+    term: i64,
+    resource: String,
+    /// The value advertised, as of the latest proclamation a quorum stored.
+    value: Arc<Mutex<String>>,
+    lost: CancellationToken,
+    /// Set when a resignation is asked for; `done` is cancelled once it is over.
+    resigned: AtomicBool,
+    done: CancellationToken,
+    spawn: Spawn,
+}
+
+impl SharedLeadership {
+    pub fn new(leadership: Leadership, spawn: Spawn) -> SharedLeadership {
+        SharedLeadership {
+            term: leadership.term(),
+            resource: leadership.guard.lock().resource,
+            value: Arc::new(Mutex::new(leadership.value())),
+            lost: leadership.lost_token(),
+            leadership: Arc::new(tokio::sync::RwLock::new(Some(leadership))),
+            resigned: AtomicBool::new(false),
+            done: CancellationToken::new(),
+            spawn,
+        }
+    }
+
+    pub fn term(&self) -> i64 {
+        self.term
+    }
+
+    /// The election's lock (`redlock:election:NAME`).
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    pub fn value(&self) -> String {
+        self.value.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Lost (see `Leadership::is_lost`); after the resignation, whether it
+    /// was lost before.
+    pub fn is_lost(&self) -> bool {
+        let now = self.leadership.try_read().ok().and_then(|l| l.as_ref().map(Leadership::is_lost));
+        self.lost.is_cancelled() || now.unwrap_or(false)
+    }
+
+    pub fn is_resigned(&self) -> bool {
+        self.resigned.load(Ordering::SeqCst)
+    }
+
+    /// `true` the moment the leadership is lost, `false` once it was
+    /// resigned (or dropped) first.
+    pub fn when_lost(&self) -> impl Future<Output = bool> + Send + 'static {
+        let (lost, done) = (self.lost.clone(), self.done.clone());
+        async move {
+            tokio::select! {
+                biased;
+                () = lost.cancelled() => true,
+                () = done.cancelled() => false,
+            }
+        }
+    }
+
+    /// `Leadership::proclaim`; `Failure::Released` once resigned. The
+    /// check runs now, the future does the I/O.
+    pub fn proclaim(&self, value: String) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
+        if self.is_resigned() {
+            return Err(Failure::Released { resource: self.resource.clone() });
+        }
+        let (leadership, advertised, resource) = (Arc::clone(&self.leadership), Arc::clone(&self.value), self.resource.clone());
+        Ok(async move {
+            let held = leadership.read().await;
+            let Some(leadership) = held.as_ref() else { return Err(Failure::Released { resource }) };
+            leadership.proclaim(&value).await?;
+            *advertised.lock().unwrap_or_else(|p| p.into_inner()) = value;
+            Ok(())
+        })
+    }
+
+    /// `Leadership::resign`, once the proclamations under way are over;
+    /// `Failure::Released` if asked before, and `Failure::Lost` (after
+    /// resigning) when the leadership had been lost, as a lock's release.
+    pub fn resign(&self) -> Result<impl Future<Output = Result<Released, Failure>> + Send + 'static, Failure> {
+        let was_lost = self.is_lost();
+        if self.resigned.swap(true, Ordering::SeqCst) {
+            return Err(Failure::Released { resource: self.resource.clone() });
+        }
+        let (leadership, done, resource) = (Arc::clone(&self.leadership), self.done.clone(), self.resource.clone());
+        Ok(async move {
+            let taken = leadership.write().await.take();
+            let result = match taken {
+                Some(leadership) => leadership.resign().await,
+                None => Ok(Released { released: 0, remaining_holds: 0, instances: Vec::new() }),
+            };
+            done.cancel();
+            let released = result?;
+            if was_lost {
+                return Err(Failure::Lost { resource, why: LOST });
+            }
+            Ok(released)
+        })
+    }
+}
+
+impl Drop for SharedLeadership {
+    fn drop(&mut self) {
+        self.done.cancel();
+        if self.resigned.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let leadership = Arc::clone(&self.leadership);
+        (self.spawn)(Box::pin(async move {
+            if let Some(leadership) = leadership.write().await.take() {
+                let _ = leadership.resign().await;
+            }
+        }));
     }
 }
 

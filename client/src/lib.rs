@@ -32,7 +32,7 @@ pub mod transport;
 #[cfg(doctest)]
 mod doctests;
 
-pub use election::{Election, Leader, Leadership};
+pub use election::{Election, Leader, Leadership, SharedLeadership};
 pub use error::Error;
 pub use guard::LockGuard;
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};

@@ -9,6 +9,7 @@
 //! - `NativeLock`: one hold of a lock (the crate's `hold::Hold`), plain or
 //!   kept by a guard
 //! - `Cancel`: the native end of an `AbortSignal`
+//! - `election`: `NativeElection`, `NativeLeadership`, `NativeObserver`
 //! - `config`, `errors`, `runtime`
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use redlock::Redlock;
 use tokio_util::sync::CancellationToken;
 
 mod config;
+mod election;
 mod errors;
 mod runtime;
 

@@ -10,33 +10,52 @@ The algorithm is the Rust crate ``redlock``'s, bound with PyO3:
     with rl.lock("orders:42", ttl=10.0, wait=5.0) as lock:
         write(fencing_token=lock.token)
 
-``AsyncRedlock`` offers the same with awaitables, for asyncio. Times are
-seconds as floats. Errors derive from ``RedlockError``.
+``AsyncRedlock`` offers the same with awaitables, for asyncio. ``Election``
+(and ``AsyncElection``) elect a leader among candidates (docs/election.md).
+Times are seconds as floats. Errors derive from ``RedlockError``.
 """
 
 from ._errors import ConfigError, LockLost, LockReleased, NotAcquired, QuorumUnreachable, RedlockError
 from ._redislock import (
+    AsyncCampaign,
+    AsyncElection,
+    AsyncLeadership,
     AsyncLock,
     AsyncLockRequest,
+    AsyncObserver,
     AsyncRedlock,
+    Election,
+    Leader,
+    Leadership,
     Lock,
     LockRequest,
+    Observer,
     Redlock,
     _Client,  # the base class of Redlock and AsyncRedlock: found here, not exported
+    _ElectionState,  # the base class of Election and AsyncElection: found here, not exported
+    _LeadershipState,  # the base class of Leadership and AsyncLeadership: found here, not exported
     _LockState,  # the base class of Lock and AsyncLock: found here, not exported
     __version__,
 )
 
 __all__ = [
+    "AsyncCampaign",
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLockRequest",
+    "AsyncObserver",
     "AsyncRedlock",
     "ConfigError",
+    "Election",
+    "Leader",
+    "Leadership",
     "Lock",
     "LockLost",
     "LockReleased",
     "LockRequest",
     "NotAcquired",
+    "Observer",
     "QuorumUnreachable",
     "Redlock",
     "RedlockError",

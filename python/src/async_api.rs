@@ -62,7 +62,7 @@ fn acquire<'py>(py: Python<'py>, work: impl Acquisition, slot: Option<Slot>) -> 
 /// awaiting asyncio task (a timeout, asyncio.run's teardown) must not cut
 /// a release asked for, nor keep it from starting.
 /// Counted from now: the interpreter's exit waits for it.
-fn started<T: Send + 'static>(
+pub fn started<T: Send + 'static>(
     work: impl Future<Output = Result<T, redlock::hold::Failure>> + Send + 'static,
 ) -> PyResult<impl Future<Output = PyResult<()>> + Send + 'static> {
     let task = runtime::runtime()?.spawn(exit::release(work));

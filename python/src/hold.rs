@@ -25,7 +25,7 @@ pub const NAMES: Names = Names { unit: Unit::Seconds, ..Names::RUST };
 /// on the runtime, counted (`exit::shutdown` waits for it). In a child
 /// forked after the runtime started, nowhere: the parent's runtime is not
 /// there to stop the keeper on, and the parent still holds the lock.
-fn background(work: Work) {
+pub fn background(work: Work) {
     match runtime::usable() {
         Some(rt) => {
             rt.spawn(exit::release(work));
@@ -99,7 +99,7 @@ impl Pending {
 }
 
 /// Calls `callback` once if `lost` comes to `true`.
-fn watch(rt: &Runtime, lost: impl Future<Output = bool> + Send + 'static, callback: Py<PyAny>) {
+pub fn watch(rt: &Runtime, lost: impl Future<Output = bool> + Send + 'static, callback: Py<PyAny>) {
     rt.spawn(async move {
         if !lost.await {
             return;

@@ -5,6 +5,8 @@
 //!
 //! - `sync_api`: `Redlock`, `Lock`, `LockRequest` (blocking, GIL released)
 //! - `async_api`: `AsyncRedlock`, `AsyncLock`, `AsyncLockRequest` (asyncio)
+//! - `election`: `Election`, `AsyncElection`, `Leadership`,
+//!   `AsyncLeadership`, `Leader` and the iterators of `observe`
 //! - `hold`: the crate's holds (`redlock::hold`) with Python's `on_lost`
 //!   and its releases counted at exit
 //! - `bases`: `_Client`, the base class of `Redlock` and `AsyncRedlock`,
@@ -20,6 +22,7 @@ mod aio;
 mod async_api;
 mod bases;
 mod config;
+mod election;
 mod errors;
 mod exit;
 mod hold;
@@ -40,6 +43,16 @@ fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<async_api::PyAsyncRedlock>()?;
     m.add_class::<async_api::PyAsyncLock>()?;
     m.add_class::<async_api::AsyncLockRequest>()?;
+    m.add_class::<election::PyLeader>()?;
+    m.add_class::<election::PyElectionState>()?;
+    m.add_class::<election::PyElection>()?;
+    m.add_class::<election::PyAsyncElection>()?;
+    m.add_class::<election::AsyncCampaign>()?;
+    m.add_class::<election::PyLeadershipState>()?;
+    m.add_class::<election::PyLeadership>()?;
+    m.add_class::<election::PyAsyncLeadership>()?;
+    m.add_class::<election::PyObserver>()?;
+    m.add_class::<election::PyAsyncObserver>()?;
     // Before finalization: no runtime thread may attach during it.
     let shutdown = wrap_pyfunction!(exit::shutdown, m)?;
     m.py().import("atexit")?.call_method1("register", (shutdown,))?;

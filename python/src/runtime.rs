@@ -8,6 +8,7 @@ use std::time::Duration;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
+use tokio_util::sync::CancellationToken;
 
 use crate::sync::locked;
 
@@ -63,4 +64,25 @@ where
             }
         }
     }
+}
+
+/// `block`, but a wait that a signal ends drops `work` too, instead of
+/// leaving it to finish: for work that may never finish by itself (a
+/// campaign without a timeout, an observer's next change), which must not
+/// keep a place in line or a read going for a caller that is gone.
+pub fn block_or_drop<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    let cancel = CancellationToken::new();
+    // Cancelled when this returns, by a signal's exception too.
+    let _drop_work = cancel.clone().drop_guard();
+    let done = block(py, async move {
+        tokio::select! {
+            value = work => Some(value),
+            () = cancel.cancelled() => None,
+        }
+    })?;
+    done.ok_or_else(|| PyRuntimeError::new_err("redislock: the operation was cancelled"))
 }

@@ -14,7 +14,11 @@ import pytest
 import redislock
 from redislock import Redlock
 
-CLASSES = ["Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest", "_LockState"]
+CLASSES = [
+    "Redlock", "Lock", "LockRequest", "AsyncRedlock", "AsyncLock", "AsyncLockRequest", "_LockState",
+    "Election", "AsyncElection", "AsyncCampaign", "Leadership", "AsyncLeadership", "Leader", "Observer", "AsyncObserver",
+    "_ElectionState", "_LeadershipState",
+]
 ERRORS = ["RedlockError", "NotAcquired", "QuorumUnreachable", "LockLost", "ConfigError", "LockReleased"]
 
 

@@ -3,6 +3,8 @@
 // refuse what it refuses (the @ts-expect-error lines).
 import redislock, {
   ConfigError,
+  Election,
+  Leadership,
   Lock,
   LockLostError,
   LockReleasedError,
@@ -11,6 +13,8 @@ import redislock, {
   Redlock,
   RedlockError,
   type AcquireOptions,
+  type ElectionOptions,
+  type Leader,
   type RedlockOptions,
   type ServerOutcome,
 } from 'redislock';
@@ -86,6 +90,29 @@ export async function all(): Promise<void> {
     }
   }
   void [quorum, servers, token, fields, outcomes, released, holds, total, text];
+
+  const electionOptions: ElectionOptions = { ttl: 10_000, observeInterval: 200 };
+  const election = new Election(redlock, 'db-primary', '10.0.0.7:5432', electionOptions);
+  const lead: Leadership = await election.campaign({ signal: controller.signal });
+  const term: bigint = lead.term;
+  const lostSignal: AbortSignal = lead.signal;
+  await lead.proclaim('10.0.0.8:5432');
+  const now: Leader | null = await election.leader();
+  for await (const change of election.observe()) {
+    const seen: [string, bigint] = [change.value, change.term];
+    void seen;
+    break;
+  }
+  await lead.resign();
+  {
+    await using leading = await election.campaign();
+    void [leading.value, leading.lost, leading.resigned, leading.name];
+  }
+  void [term, lostSignal, now, election.name, election.value, election.ttl, election.lockDelay];
+  // @ts-expect-error: a Leadership is made by Election.campaign
+  new Leadership();
+  // @ts-expect-error: no such campaign option
+  await election.campaign({ wait: 1000 });
 
   // @ts-expect-error: a ttl is a number of milliseconds
   await redlock.acquire('x', '10s');
