@@ -284,7 +284,7 @@ impl Settings {
         if delay <= needed {
             let unit = names.unit;
             return Err(Error::Config(format!(
-                "an election's lock-delay ({} {}) must be longer than the extension interval plus {} ({} {}):                  raise {} (or leave it unset), lower {}, or take a longer ttl",
+                "an election's lock-delay ({} {}) must be longer than the extension interval plus {} ({} {}): raise {} (or leave it unset), lower {}, or take a longer ttl",
                 unit.of(delay),
                 unit.symbol(),
                 name("request_timeout"),
