@@ -61,7 +61,9 @@ def main():
     fence = None
     try:
         token = int(os.environ["REDLOCK_TOKEN"])
-        key = os.environ.get("REDLOCK_PERMIT") or os.environ["REDLOCK_RESOURCE"]
+        # `redlock elect` names its election; its lock is redlock:election:NAME.
+        election = os.environ.get("REDLOCK_ELECTION")
+        key = os.environ.get("REDLOCK_PERMIT") or os.environ.get("REDLOCK_RESOURCE") or f"redlock:election:{election}"
         emit("cmd_start", t=started, token=token, key=key, owner=os.environ.get("REDLOCK_OWNER"))
         host, port = a.fence.rsplit(":", 1)
         fence = resp.Conn((host, int(port)))

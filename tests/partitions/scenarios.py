@@ -151,31 +151,41 @@ def standard(run, tag, clients, servers=5, module_args=(), prime=False, settings
 
 
 def cut_off_holder(run):
-    topo, w = standard(run, "cut", [(1, "a-cli", False), (2, "a-lib", True), (3, "b", True)])
+    topo, w = standard(run, "cut", [(1, "a-cli", False), (2, "a-lib", True), (3, "b", True), (4, "a-elect", False)])
     try:
         return [cut_off_once(topo, "redlock run", w["a-cli"], w["b"]),
-                cut_off_once(topo, "library", w["a-lib"], w["b"])]
+                cut_off_once(topo, "library", w["a-lib"], w["b"]),
+                cut_off_once(topo, "redlock elect", w["a-elect"], w["b"])]
     finally:
         topo.close()
 
 
 def cut_off_once(topo, variant, a, b):
+    """`a` holds (through `redlock run`, the library, or as the leader of
+    `redlock elect`, whose lock is redlock:election:NAME and whose next
+    candidate `b` waits in that lock's line) and is cut off from every
+    server mid-hold."""
     ttl = 3.0
     res = f"cut-{a.name}"
+    # The lock on the servers (and the fenced key): an election's is its own.
+    key = f"redlock:election:{res}" if variant == "redlock elect" else res
+    cli = variant in ("redlock run", "redlock elect")
     go = os.path.join(topo.run.tmp, f"go-{res}")
     servers = topo.servers
-    if variant == "redlock run":
-        a.send("cli_hold", id="A", res=res, ttl=ttl, go=go, go_timeout=60)
+    if cli:
+        a.send("cli_hold", id="A", res=res, ttl=ttl, go=go, go_timeout=60, elect=variant == "redlock elect")
     else:
         a.send("hold", id="A", res=res, ttl=ttl)
     ga = granted(topo, a, "A", 20, f"the {variant} holder")
+    # `redlock elect` tells its command no owner: the servers do.
+    owner = ga["owner"] or (servers[0].lock_info(key) or {}).get("owner")
     topo.wait_event(is_("wrote", a.name, "A", accepted=True), 10, "the holder's first write")
-    b.send("hold", id=f"B-{res}", res=res, ttl=ttl, wait=30)
-    wait_until(lambda: any(waiters(s, res) >= 1 for s in servers), 10, "B waiting in line")
+    b.send("hold", id=f"B-{res}", res=key, ttl=ttl, wait=30)
+    wait_until(lambda: any(waiters(s, key) >= 1 for s in servers), 10, "B waiting in line")
     # Mid-hold: after an extension.
-    ext = Extensions(servers[0], res, ga["owner"])
+    ext = Extensions(servers[0], key, owner)
     wait_until(lambda: ext.poll() >= 1, 10, "an extension of the holder's lock")
-    ends = LeaseEnds(servers, res, ga["owner"])
+    ends = LeaseEnds(servers, key, owner)
     t_cut = topo.link_down(a.host)
     ends.poll()
     gb = topo.wait_event(is_("granted", b.name, f"B-{res}"), ttl + 20, "B granted", poll=ends.poll)
@@ -194,7 +204,7 @@ def cut_off_once(topo, variant, a, b):
         raise ScenarioFailed(f"{variant}: B's token {gb['token']} not above the cut-off holder's {ga['token']}")
     topo.wait_event(is_("wrote", b.name, f"B-{res}", accepted=True), 10, "B's write")
     # The cut-off holder writes late, with its old token.
-    if variant == "redlock run":
+    if cli:
         open(go, "w").close()
     else:
         a.send("write", id="A", late=True)
@@ -202,17 +212,17 @@ def cut_off_once(topo, variant, a, b):
     if late["accepted"]:
         raise ScenarioFailed(f"{variant}: the fence accepted the cut-off holder's late write")
     b.send("release", id=f"B-{res}")
-    if variant == "redlock run":
-        ex = topo.wait_event(is_("cli_exit", a.name, "A"), 20, "redlock run's exit")
+    if cli:
+        ex = topo.wait_event(is_("cli_exit", a.name, "A"), 20, f"{variant}'s exit")
         if ex["code"] != 76:
-            raise ScenarioFailed(f"redlock run exited {ex['code']}, not 76 (lock lost): {ex['stderr']}")
+            raise ScenarioFailed(f"{variant} exited {ex['code']}, not 76 (lock lost): {ex['stderr']}")
     else:
         a.send("release", id="A")
     holds = [hold_of(topo, a, "A"), hold_of(topo, b, f"B-{res}")]
     topo.link_up(a.host)
     v = check(holds)
     assert_safe(f"cut off ({variant})", v, min_holds=2)
-    st = fence_state(topo, res)
+    st = fence_state(topo, key)
     if st.get("token") != str(gb["token"]) or st.get("refused") != "1":
         raise ScenarioFailed(f"{variant}: fence state {st}, expected B's token and one refused write")
     return row(f"1. holder cut off from all 5 mid-hold ({variant}, ttl 3 s)", v,

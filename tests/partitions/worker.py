@@ -223,11 +223,18 @@ class Worker:
     # --- redlock run -----------------------------------------------------
 
     def cli_args(self, c, kind):
-        a = [self.cfg["redlock"], "run", c["res"], "--servers", ",".join(self.servers)]
+        if c.get("elect"):
+            # `redlock elect NAME`: a campaign (no deadline), the leader's
+            # command stopped the moment leadership is lost.
+            a = [self.cfg["redlock"], "elect", c["res"], "--value", c.get("value", NAME), "--servers", ",".join(self.servers)]
+        else:
+            a = [self.cfg["redlock"], "run", c["res"], "--servers", ",".join(self.servers)]
         s = self.cfg.get("settings", {})
         a += ["--request-timeout", f"{int(s.get('request_timeout', 0.05) * 1000)}ms"]
         a += ["--connect-timeout", f"{int(s.get('connect_timeout', 0.2) * 1000)}ms"]
         a += ["--ttl", f"{int(c['ttl'] * 1000)}ms"]
+        if c.get("elect"):
+            return a
         if c.get("wait") is not None:
             a += ["--wait", f"{int(c['wait'] * 1000)}ms"]
         if kind == "shared":
