@@ -72,21 +72,32 @@ async fn waiting(c: &Cluster, name: &str, n: i64) {
 }
 
 /// Three candidates with `--again` take turns, each leader's command
-/// logging its term, value and interval: no two intervals overlap, each
-/// later term is larger, every candidate leads.
+/// writing its term to a fenced resource and logging its term, value and
+/// interval: no two intervals overlap, each later term is larger, the
+/// fence refused no leader's write, every candidate leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_candidates_take_turns_without_overlap_in_growing_terms() {
     let _one = serial();
     let c = Cluster::start(5);
+    let fence = Fence::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("log");
+    // Each leader writes its term to a fenced resource first, and logs its
+    // interval: the fence accepts a write only with a term above the last.
     let script = format!(
-        "echo \"$REDLOCK_TOKEN start $(date +%s%N) $REDLOCK_VALUE\" >> {log}; sleep 0.2; \
+        "redis-cli -p {port} EVAL \"$FENCED_WRITE\" 1 {key} $REDLOCK_TOKEN $REDLOCK_VALUE >> {log}.writes; \
+         echo \"$REDLOCK_TOKEN start $(date +%s%N) $REDLOCK_VALUE\" >> {log}; sleep 0.2; \
          echo \"$REDLOCK_TOKEN end $(date +%s%N) $REDLOCK_VALUE\" >> {log}",
-        log = log.display()
+        log = log.display(),
+        port = fence.server.port,
+        key = fence.key,
     );
     let candidates: Vec<Child> = (0..3)
-        .map(|n| elect(&c, "turns", &format!("node-{n}"), "3s", &["--again"], &script).spawn().expect("spawn redlock elect"))
+        .map(|n| {
+            let mut cmd = elect(&c, "turns", &format!("node-{n}"), "3s", &["--again"], &script);
+            cmd.env("FENCED_WRITE", FENCED_WRITE);
+            cmd.spawn().expect("spawn redlock elect")
+        })
         .collect();
     let ends = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.contains(" end ")).count();
     eventually(Duration::from_secs(90), "nine terms ended", || {
@@ -122,6 +133,10 @@ async fn three_candidates_take_turns_without_overlap_in_growing_terms() {
     }
     let leaders: std::collections::BTreeSet<&str> = whole.iter().map(|(_, _, _, v)| v.as_str()).collect();
     assert_eq!(leaders.len(), 3, "every candidate leads in turn: {leaders:?}\n{text}");
+    // Every leader's write was accepted: no term came after a larger one.
+    let state = fence.state().await;
+    assert_eq!(state.refused, 0, "the fence refused a leader's write: {state:?}");
+    assert!(state.accepted >= whole.len() as i64, "every whole term wrote: {state:?}, {} terms", whole.len());
 }
 
 /// The leader's `redlock elect` killed -9: its command dies with it, and
