@@ -277,3 +277,35 @@ async fn a_cluster_over_tls_is_one_instance() {
     let err = wrong.try_lock("order:1", Duration::from_secs(10)).await.expect_err("an unknown CA");
     assert!(err.to_string().contains("not signed by a CA this client trusts"), "{err}");
 }
+
+/// A set on a cluster instance is one request to one slot: members that
+/// share a hash tag are taken whole (and wait in their lines, whose keys
+/// share the tag too); members of several slots are refused with the
+/// server's CROSSSLOT, as a request error, not as a lock held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_on_a_cluster_instance_needs_one_hash_tag() {
+    let _serial = one_cluster_at_a_time();
+    let cluster = RedisCluster::start().await;
+    let handle = Redlock::new(&[cluster.url()], relaxed()).expect("a cluster URL is one instance");
+    let ttl = Duration::from_secs(10);
+    let tagged = redlock::Resources::of(&["{order:7}:lines", "{order:7}:stock"]).expect("set");
+    let lock = handle.try_lock_all(&tagged, ttl).await.expect("one slot: granted whole");
+    assert!(handle.try_lock("{order:7}:stock", ttl).await.is_err(), "a member is held");
+    // A waiter for the set is granted the moment the holder releases.
+    let waiter = handle.clone();
+    let wait = tokio::spawn(async move {
+        let tagged = redlock::Resources::of(&["{order:7}:lines", "{order:7}:stock"]).expect("set");
+        waiter.lock_all_until(&tagged, ttl, Some(Instant::now() + Duration::from_secs(10))).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.release(&lock).await.expect("release");
+    let second = wait.await.expect("task").expect("the waiting set is granted");
+    assert!(second.token > lock.token, "a larger token for the next holder of the set");
+    handle.release(&second).await.expect("release");
+
+    let spread = redlock::Resources::of(&["order:1", "order:2", "order:3", "order:4"]).expect("set");
+    match handle.try_lock_all(&spread, ttl).await {
+        Err(e) => assert!(e.to_string().contains("CROSSSLOT"), "the server's reason is given: {e}"),
+        Ok(l) => panic!("keys of several slots granted as one set: {l:?}"),
+    }
+}
