@@ -13,6 +13,34 @@ const errors = require('./lib/errors.js');
 
 const { LockLostError, callNative, fromFailure, isFailure } = errors;
 
+/**
+ * Runs a native wait (`start(cancel)`) that `signal`, an AbortSignal,
+ * ends: an abort cancels the native wait (its place in line given up)
+ * and rejects with the signal's reason; any other failure is thrown as
+ * its error. Resolves to the native result.
+ */
+async function untilAborted(signal, start) {
+  signal?.throwIfAborted();
+  let cancel;
+  let onAbort;
+  if (signal) {
+    cancel = new native.Cancel();
+    onAbort = () => cancel.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+  }
+  let result;
+  try {
+    result = await callNative(() => start(cancel));
+  } finally {
+    if (signal) signal.removeEventListener('abort', onAbort);
+  }
+  if (isFailure(result)) {
+    if (result.code === 'ABORTED' && signal?.aborted) throw signal.reason;
+    throw fromFailure(result);
+  }
+  return result;
+}
+
 // Node 20 has Symbol.asyncDispose; on an engine without it, the symbol
 // TypeScript's and core-js's polyfills use.
 const asyncDispose = typeof Symbol.asyncDispose === 'symbol' ? Symbol.asyncDispose : Symbol.for('Symbol.asyncDispose');
@@ -200,24 +228,8 @@ class Redlock {
     const shared = args.optionalBoolean('options.shared', opts.shared);
     const keep = args.optionalBoolean('options.keep', opts.keep);
     const signal = args.signal('options.signal', opts.signal);
-    signal?.throwIfAborted();
-    let cancel;
-    let onAbort;
-    if (signal) {
-      cancel = new native.Cancel();
-      onAbort = () => cancel.cancel();
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
-    let result;
-    try {
-      result = await callNative(() => this.#native.acquire(names, ttl, wait, retry, shared, limit, permits, keep, cancel));
-    } finally {
-      if (signal) signal.removeEventListener('abort', onAbort);
-    }
-    if (isFailure(result)) {
-      if (result.code === 'ABORTED' && signal?.aborted) throw signal.reason;
-      throw fromFailure(result);
-    }
+    const result = await untilAborted(signal, (cancel) =>
+      this.#native.acquire(names, ttl, wait, retry, shared, limit, permits, keep, cancel));
     const lock = new Lock(kMake, result);
     if (signal?.aborted) {
       // Granted as the signal fired: the caller has given up on it.
@@ -429,24 +441,7 @@ class Election {
   async campaign(options) {
     const opts = args.options('options', options, CAMPAIGN_OPTIONS);
     const signal = args.signal('options.signal', opts.signal);
-    signal?.throwIfAborted();
-    let cancel;
-    let onAbort;
-    if (signal) {
-      cancel = new native.Cancel();
-      onAbort = () => cancel.cancel();
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
-    let result;
-    try {
-      result = await callNative(() => this.#native.campaign(cancel));
-    } finally {
-      if (signal) signal.removeEventListener('abort', onAbort);
-    }
-    if (isFailure(result)) {
-      if (result.code === 'ABORTED' && signal?.aborted) throw signal.reason;
-      throw fromFailure(result);
-    }
+    const result = await untilAborted(signal, (cancel) => this.#native.campaign(cancel));
     const leadership = new Leadership(kMake, result, this.name);
     if (signal?.aborted) {
       // Led as the signal fired: the caller has given up on it.
