@@ -21,26 +21,51 @@ use crate::server::config;
 use crate::server::fencing::COUNTER;
 
 /// The handoff of the lock at `key` (open for writing in database `db`)
-/// to the head of its line, `owner` asking `req` (with `value`, see
-/// `try_acquire`): nobody waits ahead of it. `client`: the waiter's
-/// connection, which a SESSION hold is bound to.
-#[allow(clippy::too_many_arguments)]
-pub fn handoff(
-    ctx: Ctx,
-    key: &Key,
-    db: c_int,
-    key_name: &Arg,
-    owner: &Arg,
-    req: &Request,
-    value: Option<&[u8]>,
-    client: Option<u64>,
-) -> Attempt {
-    let attempt = try_acquire(ctx, key, key_name, owner, req, value, false, By::Handoff);
-    if matches!(attempt, Attempt::Granted(_)) && binds(req) {
-        bind(db, key_name.bytes(), owner.bytes(), req, client);
+/// to the head of its line, `owner` asking `ask`: nobody waits ahead of
+/// it. `client`: the waiter's connection, which a SESSION hold is bound
+/// to.
+pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, ask: Ask<'_>, client: Option<u64>) -> Attempt {
+    let attempt = try_acquire(ctx, key, key_name, owner, ask, false, By::Handoff);
+    if matches!(attempt, Attempt::Granted(_)) && binds(ask.request) {
+        bind(db, key_name.bytes(), owner.bytes(), ask.request, client);
     }
     attempt
 }
+
+/// What one grant asks for: the core's request (mode, lease, fence,
+/// session: what its rules decide on) and the value an exclusive hold
+/// stores (`VALUE`; `None` keeps a re-granted holder's, a new hold has
+/// none). `V` is how the value is at hand: bytes for the grant (the
+/// default), the command's argument (`Arg`) for a request that goes on to
+/// wait, which keeps it without a copy. Both are borrowed: asking copies
+/// nothing.
+pub struct Ask<'a, V: ?Sized = [u8]> {
+    pub request: &'a Request,
+    pub value: Option<&'a V>,
+}
+
+impl<'a, V: ?Sized> Ask<'a, V> {
+    /// `request` with no value.
+    pub fn new(request: &'a Request) -> Self {
+        Ask { request, value: None }
+    }
+}
+
+impl<'a> Ask<'a, Arg> {
+    /// The same ask, its value as bytes.
+    pub fn bytes(self) -> Ask<'a> {
+        Ask { request: self.request, value: self.value.map(Arg::bytes) }
+    }
+}
+
+// By hand: a derive would ask `V: Copy`, which `[u8]` is not.
+impl<V: ?Sized> Clone for Ask<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<V: ?Sized> Copy for Ask<'_, V> {}
 
 /// A grant made: its token, what it was, and when the new lease ends
 /// (monotonic ms).
@@ -62,29 +87,20 @@ pub enum Attempt {
     Refused(CString),
 }
 
-/// Gives the lock at `key` to `owner` if `req` fits what holds it now,
-/// and propagates the grant. `waiting_ahead`: others wait in the key's
-/// line before this request, which then gets no new hold (a holder's own
-/// re-grant, downgrade or upgrade is not new). `value`: stored with an
-/// exclusive hold (`VALUE`), replacing a re-granted holder's; `None`
-/// keeps what it had (a new hold has none). Shared by ACQUIRE and by the
-/// waiters' handoff.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn try_acquire(
-    ctx: Ctx,
-    key: &Key,
-    key_name: &Arg,
-    owner_arg: &Arg,
-    req: &Request,
-    value: Option<&[u8]>,
-    waiting_ahead: bool,
-    by: By,
-) -> Attempt {
+/// Gives the lock at `key` to `owner` if what it asks (`ask`) fits what
+/// holds it now, and propagates the grant. `waiting_ahead`: others wait in
+/// the key's line before this request, which then gets no new hold (a
+/// holder's own re-grant, downgrade or upgrade is not new). The value
+/// asked is stored with an exclusive hold, replacing a re-granted
+/// holder's. Shared by ACQUIRE, by the waiters' handoff and by each member
+/// of a set.
+pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<'_>, waiting_ahead: bool, by: By) -> Attempt {
+    let (req, value) = (ask.request, ask.value);
     let owner = owner_arg.bytes();
     let now = crate::server::clock::now();
     let slot = slot(key, now, Look::Held);
     if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
-        return try_shared(ctx, key, key_name, owner_arg, req, value, waiting_ahead, slot, now, by);
+        return try_shared(ctx, key, key_name, owner_arg, ask, waiting_ahead, slot, now, by);
     }
     // The rules are the core's (`grant::acquire_exclusive`, checked against
     // `grant::Holding`); what follows only reads the key and carries out the
@@ -219,14 +235,13 @@ fn try_shared(
     key: &Key,
     key_name: &Arg,
     owner_arg: &Arg,
-    req: &Request,
-    value: Option<&[u8]>,
+    ask: Ask<'_>,
     waiting_ahead: bool,
     slot: Slot<'_>,
     now: Now,
     by: By,
 ) -> Attempt {
-    let owner = owner_arg.bytes();
+    let (owner, req) = (owner_arg.bytes(), ask.request);
     match slot {
         Slot::WrongType => Attempt::WrongType,
         Slot::PlainString(_) => wrong_kind("a plain-string lock (exclusive only)"),
@@ -278,7 +293,7 @@ fn try_shared(
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.
                     let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
-                    let text = value.unwrap_or_default();
+                    let text = ask.value.unwrap_or_default();
                     if !Exclusive::with_value(owner, text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
                         return Attempt::Failed(c"ERR could not store the lock");
                     }

@@ -35,7 +35,7 @@ pub mod set;
 pub use acquire::acquire;
 pub use disconnect::end_closed;
 pub use extend::{extend, Extended};
-pub use grant::Attempt;
+pub use grant::{Ask, Attempt};
 pub use proclaim::{proclaim, Proclaimed};
 pub use release::{release, release_member, Released};
 

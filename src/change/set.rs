@@ -7,7 +7,7 @@
 //! its callers do.
 
 use super::binding::{bind, binds};
-use super::grant::{refused, try_acquire, Attempt, By, Granted};
+use super::grant::{refused, try_acquire, Ask, Attempt, By, Granted};
 use super::release_member;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{Holder, Holding, Kind, Mode, Outcome, Request};
@@ -53,7 +53,7 @@ pub fn grant_set(
     let member_req = Request { fence: token, ..*req };
     let mut end = now.mono;
     for (i, (key, key_name)) in members.iter().enumerate() {
-        let failed = match try_acquire(ctx, key, key_name, owner, &member_req, None, false, By::Set(token)) {
+        let failed = match try_acquire(ctx, key, key_name, owner, Ask::new(&member_req), false, By::Set(token)) {
             Attempt::Granted(granted) if granted.token == token => {
                 end = granted.end;
                 None

@@ -13,7 +13,7 @@ pub mod info;
 use std::ffi::c_int;
 
 use crate::api::{ctx_flags, Arg, Ctx, KeyMode};
-use crate::change::{self, Attempt, Extended, Proclaimed, Released};
+use crate::change::{self, Ask, Attempt, Extended, Proclaimed, Released};
 use crate::core::grant;
 use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot, WRONGTYPE};
@@ -53,13 +53,14 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
         return refused;
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match change::acquire(ctx, &key, req.key, req.owner, &req.request, req.value.map(Arg::bytes)) {
+    let ask = Ask { request: &req.request, value: req.value };
+    match change::acquire(ctx, &key, req.key, req.owner, ask.bytes()) {
         Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Refused(msg) => ctx.reply_error(&msg),
         Attempt::Held => match req.wait {
-            Some(timeout) if may_block(ctx) => waiters::enqueue(ctx, &key, req.key, req.owner, req.request, req.value, timeout),
+            Some(timeout) if may_block(ctx) => waiters::enqueue(ctx, &key, req.key, req.owner, ask, timeout),
             _ => {
                 stats::ACQUIRE_REFUSED.bump();
                 ctx.reply_null()

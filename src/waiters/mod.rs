@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
-use crate::change::grant::{self as change, Attempt};
+use crate::change::grant::{self as change, Ask, Attempt};
 use crate::core::grant::Request;
 use crate::core::lease::Left;
 use crate::core::line::{self, Line, Offer};
@@ -83,6 +83,13 @@ struct Waiter {
     due_mono_ms: i64,
     /// The ACL user it waits as, checked again at handoff (see `acl`).
     user: Option<HeldString>,
+}
+
+impl Waiter {
+    /// What it asks the grant for when it heads its line.
+    fn ask(&self) -> Ask<'_> {
+        Ask { request: &self.request, value: self.value.as_ref().map(HeldString::bytes) }
+    }
 }
 
 /// A place in a key's line: a single-key waiter, or a set's (the set

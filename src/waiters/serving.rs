@@ -13,8 +13,8 @@ pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
     }
 }
 
-/// Blocks the calling client at the tail of `key`'s queue; `held` is the
-/// open key, held by someone else.
+/// Blocks the calling client at the tail of `key`'s queue, asking `ask`;
+/// `held` is the open key, held by someone else.
 ///
 /// The wait's timeout is a module timer, not Redis's: every way a wait
 /// ends (grant, timeout, error) is then decided here, once, and answered
@@ -23,41 +23,17 @@ pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
 /// all on Redis 7.0 (it skips both callbacks once a client is unblocked).
 /// For the same reason there is no timeout callback, so CLIENT UNBLOCK
 /// does not apply to lock waiters (CLIENT KILL does).
-#[allow(clippy::too_many_arguments)]
-pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, value: Option<&Arg>, timeout_ms: i64) -> c_int {
-    let client = api::block::<Wait>(ctx);
-    if client.is_null() {
-        return ctx.reply_error(c"ERR could not block the client");
-    }
+pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ask: Ask<'_, Arg>, timeout_ms: i64) -> c_int {
     let db = ctx.selected_db();
-    let (key_held, owner_held, value) = (key.hold(), owner.hold(), value.map(Arg::hold));
-    if !key_held.is_valid() || !owner_held.is_valid() || value.as_ref().is_some_and(|v| !v.is_valid()) {
-        unblock(client, Outcome::Error(c"ERR could not keep the request"));
-        return crate::api::OK;
-    }
-    // Beyond a year is forever; it also keeps Redis's timer arithmetic
-    // (microseconds) from overflowing.
-    let deadline = (timeout_ms > 0 && timeout_ms <= crate::server::config::DURATION_LIMIT)
-        .then(|| api::after_with(timeout_ms, on_wait_timeout, client as usize))
-        .flatten();
-    let joined_mono_ms = clock::mono_ms();
-    let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
-    let user = crate::waiters::acl::current_user(ctx);
-    let session_client = request.session.map(|_| ctx.client_id());
-    let waiter = Waiter { client, owner: owner_held, request, value, session_client, deadline, joined_mono_ms, due_mono_ms, user };
-    let queued = with_registry(move |r| {
+    let keep = || Some(key.hold()).filter(HeldString::is_valid);
+    let joined = block_in_line(ctx, owner, ask, timeout_ms, keep, |r, waiter, key_held| {
+        let client = waiter.client as usize;
         let queue = r.queues.entry(db).or_default().entry(key.bytes().into()).or_insert_with(|| Queue::new(key_held));
         queue.waiters.join(Place::One(waiter));
-        r.clients.insert(client as usize, (db, key.bytes().into()));
-        WAITING.fetch_add(1, Ordering::Relaxed);
-        stats::WAIT_STARTED.bump();
+        r.clients.insert(client, (db, key.bytes().into()));
     });
-    if queued.is_none() {
-        if let Some(id) = deadline {
-            id.stop();
-        }
-        unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
-        return crate::api::OK;
+    if let Err(answered) = joined {
+        return answered;
     }
     arm_lease(db, key.bytes(), next_check(held));
     crate::api::OK
@@ -69,32 +45,64 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, request: Request, v
 /// member. It is handed the set once it heads them all (`serve`); its
 /// timeout and disconnect take it out of every line, as `enqueue`'s.
 pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, request: Request, timeout_ms: i64) -> c_int {
+    let db = ctx.selected_db();
+    let keep = || {
+        let keys: Vec<HeldString> = names.iter().map(Arg::hold).collect();
+        keys.iter().all(HeldString::is_valid).then_some(keys)
+    };
+    let joined = block_in_line(ctx, owner, Ask::new(&request), timeout_ms, keep, |r, waiter, keys| {
+        let id = waiter.client as usize;
+        for name in names {
+            let queue = r.queues.entry(db).or_default().entry(name.bytes().into()).or_insert_with(|| Queue::new(name.hold()));
+            queue.waiters.join(Place::Set(id));
+        }
+        r.sets.insert(id, SetWaiter { waiter, db, keys });
+    });
+    if let Err(answered) = joined {
+        return answered;
+    }
+    for name in names {
+        arm_held(&ctx.open_key(name, KeyMode::Write), db, name.bytes());
+    }
+    crate::api::OK
+}
+
+/// What every wait shares: blocks the calling client, keeps what it asks
+/// (the owner, the request and its value, and what `keep` holds for its
+/// line: its key names, `None` if they could not be kept), arms its
+/// timeout and puts it in line with `join`. `Err` with the command's
+/// return when it did not join: the client is answered already.
+fn block_in_line<T>(
+    ctx: Ctx,
+    owner: &Arg,
+    ask: Ask<'_, Arg>,
+    timeout_ms: i64,
+    keep: impl FnOnce() -> Option<T>,
+    join: impl FnOnce(&mut Registry, Waiter, T),
+) -> Result<(), c_int> {
     let client = api::block::<Wait>(ctx);
     if client.is_null() {
-        return ctx.reply_error(c"ERR could not block the client");
+        return Err(ctx.reply_error(c"ERR could not block the client"));
     }
-    let db = ctx.selected_db();
-    let keys: Vec<HeldString> = names.iter().map(Arg::hold).collect();
-    let owner_held = owner.hold();
-    if !owner_held.is_valid() || keys.iter().any(|k| !k.is_valid()) {
+    let (owner_held, value) = (owner.hold(), ask.value.map(Arg::hold));
+    let kept = keep();
+    let Some(kept) = kept.filter(|_| owner_held.is_valid() && value.as_ref().is_none_or(HeldString::is_valid)) else {
         unblock(client, Outcome::Error(c"ERR could not keep the request"));
-        return crate::api::OK;
-    }
+        return Err(crate::api::OK);
+    };
+    // Beyond a year is forever; it also keeps Redis's timer arithmetic
+    // (microseconds) from overflowing.
     let deadline = (timeout_ms > 0 && timeout_ms <= crate::server::config::DURATION_LIMIT)
         .then(|| api::after_with(timeout_ms, on_wait_timeout, client as usize))
         .flatten();
     let joined_mono_ms = clock::mono_ms();
     let due_mono_ms = joined_mono_ms.saturating_add(timeout_ms);
     let user = crate::waiters::acl::current_user(ctx);
+    let request = *ask.request;
     let session_client = request.session.map(|_| ctx.client_id());
-    let waiter = Waiter { client, owner: owner_held, request, value: None, session_client, deadline, joined_mono_ms, due_mono_ms, user };
-    let id = client as usize;
+    let waiter = Waiter { client, owner: owner_held, request, value, session_client, deadline, joined_mono_ms, due_mono_ms, user };
     let queued = with_registry(move |r| {
-        for name in names {
-            let queue = r.queues.entry(db).or_default().entry(name.bytes().into()).or_insert_with(|| Queue::new(name.hold()));
-            queue.waiters.join(Place::Set(id));
-        }
-        r.sets.insert(id, SetWaiter { waiter, db, keys });
+        join(r, waiter, kept);
         WAITING.fetch_add(1, Ordering::Relaxed);
         stats::WAIT_STARTED.bump();
     });
@@ -103,12 +111,9 @@ pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, request: Request, timeo
             id.stop();
         }
         unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
-        return crate::api::OK;
+        return Err(crate::api::OK);
     }
-    for name in names {
-        arm_held(&ctx.open_key(name, KeyMode::Write), db, name.bytes());
-    }
-    crate::api::OK
+    Ok(())
 }
 
 /// Arms a set member's line for its lease's end while it is held; a free
@@ -158,16 +163,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
             cancel(head, Outcome::Refused(msg));
             return Offer::Left;
         }
-        match change::handoff(
-            ctx,
-            key,
-            db,
-            key_name,
-            Arg::of(&head.owner),
-            &head.request,
-            head.value.as_ref().map(HeldString::bytes),
-            head.session_client,
-        ) {
+        match change::handoff(ctx, key, db, key_name, Arg::of(&head.owner), head.ask(), head.session_client) {
             Attempt::Granted(granted) => {
                 granted_after_wait(&head, cause);
                 unblock_waiter(head, Outcome::Token(granted.token));
