@@ -26,7 +26,7 @@ use crate::guard::LockGuard;
 use crate::hold::{Failure, Spawn};
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum;
-use crate::redlock::{Kind, Redlock, Released};
+use crate::redlock::{Redlock, Released};
 use crate::resources::Resources;
 use crate::settings::Names;
 
@@ -154,7 +154,8 @@ impl Election {
     pub async fn campaign_until(&self, deadline: Option<Instant>) -> Result<Leadership, Error> {
         let now = Instant::now();
         let deadline = deadline.unwrap_or_else(|| now.checked_add(crate::hold::FOREVER).unwrap_or(now));
-        let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), Kind::Exclusive, Some(&self.value), |_| {}).await?;
+        let ask = crate::transport::Ask::exclusive().value(Some(&self.value));
+        let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), ask, |_| {}).await?;
         // Module mode (checked): every grant has a token.
         let term = lock.token.unwrap_or(0);
         let guard = self.redlock.keep(lock);

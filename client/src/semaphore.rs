@@ -25,8 +25,9 @@ use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
-use crate::redlock::{Kind, Lock, Redlock, Released};
+use crate::redlock::{Lock, Redlock, Released};
 use crate::resources::Resources;
+use crate::transport::{Ask, Share};
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.
@@ -63,7 +64,7 @@ impl Redlock {
         for i in 0..limit {
             let slots: Vec<String> = (0..count).map(|k| permit_key(resource, (first + i + k) % limit)).collect();
             let Ok(set) = Resources::of(&slots) else { break };
-            match self.attempt(&set, ttl, false, None).await {
+            match self.attempt(&set, ttl, Ask::exclusive()).await {
                 Ok(lock) => return Ok(lock),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
@@ -114,7 +115,7 @@ impl Redlock {
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
         Self::check_limit(limit, count)?;
-        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Permit { limit, count }, None, |_| {}).await
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Ask::new(Share::Permits(limit, count)), |_| {}).await
     }
 
     /// A permit of `resource` (as `permit_until`) kept by a guard that

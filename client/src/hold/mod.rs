@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::error::Error;
 use crate::redlock::{Lock, Redlock, Retry};
 use crate::resources::Resources;
+use crate::transport::{Ask, Share};
 
 pub mod failure;
 pub mod input;
@@ -102,8 +103,8 @@ where
         (Kind::Exclusive, Patience::Once) => redlock.try_acquire(resources, ttl, false).await,
         (Kind::Shared, Patience::Once) => redlock.try_acquire(resources, ttl, true).await,
         (Kind::Permit { limit, count }, Patience::Once) => redlock.try_permits(&semaphore(), limit, count, ttl).await,
-        (Kind::Exclusive, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Exclusive, None, observe).await,
-        (Kind::Shared, _) => redlock.acquire_until(resources, ttl, deadline, Kind::Shared, None, |_| {}).await,
+        (Kind::Exclusive, _) => redlock.acquire_until(resources, ttl, deadline, Ask::exclusive(), observe).await,
+        (Kind::Shared, _) => redlock.acquire_until(resources, ttl, deadline, Ask::new(Share::Shared), |_| {}).await,
         (Kind::Permit { limit, count }, _) => redlock.permits_until(&semaphore(), limit, count, ttl, deadline).await,
     }
 }

@@ -136,20 +136,23 @@ impl Redlock {
     /// The acquisition loop of every kind: rounds until granted, the
     /// retries are used up or `deadline` passes. With a deadline in module
     /// mode the request keeps a place in the resource's line for its whole
-    /// wait (see `lock_until`), whatever its kind. `value`: stored with an
-    /// exclusive hold on every instance (an election's, see `election`).
+    /// wait (see `lock_until`), whatever its kind. `ask`: the kind of hold
+    /// (its share), and the value stored with an exclusive hold on every
+    /// instance (an election's, see `election`); the rounds set its fence
+    /// and session.
     pub(crate) async fn acquire_until<F>(
         &self,
         resource: &Resources,
         ttl: Duration,
         deadline: Option<Instant>,
-        kind: Kind,
-        value: Option<&str>,
+        ask: Ask<'_>,
         mut observe: F,
     ) -> Result<Lock, Error>
     where
         F: FnMut(&Retry<'_>) + Send,
     {
+        let kind = Kind::of_share(ask.share);
+        let ask = ask.fence(None).session(None);
         self.verify_servers().await?;
         let hi = self.inner.settings.retry_delay.1;
         let lined = self.inner.settings.mode == Mode::Module;
@@ -166,7 +169,7 @@ impl Redlock {
         // line, what we took goes back and we wait behind them.
         let mut behind = false;
         if let (true, Some(_), Kind::Exclusive | Kind::Shared) = (lined, deadline, kind) {
-            match self.first_try(resource, kind, ttl, value).await {
+            match self.first_try(resource, kind, ttl, ask).await {
                 FirstTry::Lock(lock) => return Ok(lock),
                 FirstTry::Behind => behind = true,
                 FirstTry::Again => {}
@@ -208,10 +211,10 @@ impl Redlock {
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
                         let floor =
                             ask_floor.then(|| place.token().max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
-                        (self.attempt_at_head(resource, ttl, window, floor, kind == Kind::Shared, value).await, Some(window))
+                        (self.attempt_at_head(resource, ttl, window, ask.fence(floor)).await, Some(window))
                     }
                     (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&resource.to_string(), limit, count, ttl).await, None),
-                    _ => (self.attempt(resource, ttl, kind == Kind::Shared, value).await, None),
+                    _ => (self.attempt(resource, ttl, ask).await, None),
                 }
             };
             let (renewed, (taken, window)) = futures::join!(renewal, round);
@@ -301,7 +304,8 @@ impl Redlock {
     async fn renew_ticket(&self, t: &Ticket, ttl: Duration) -> bool {
         match self.inner.instances.get(t.instance) {
             Some(instance) => {
-                instance.acquire_as(t.keys.as_slice(), &t.owner, ttl, None, t.share, PLACE_SESSION, None).await.outcome != Outcome::Refused
+                instance.acquire_as(t.keys.as_slice(), &t.owner, ttl, Ask::new(t.share).session(PLACE_SESSION)).await.outcome
+                    != Outcome::Refused
             }
             None => false,
         }
@@ -380,7 +384,7 @@ impl Redlock {
         // Without `ask_first` the caller just found others in line: straight
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
-            match instance.acquire_as(keys.as_slice(), &owner, ttl, None, share, PLACE_SESSION, None).await.outcome {
+            match instance.acquire_as(keys.as_slice(), &owner, ttl, Ask::new(share).session(PLACE_SESSION)).await.outcome {
                 Outcome::Granted { token } => return Ok(ticket(token)),
                 Outcome::Refused => {}
                 Outcome::Timeout => {
@@ -408,7 +412,7 @@ impl Redlock {
             }
         };
         tokio::select! {
-            waited = instance.wait_for(keys.as_slice(), &owner, ttl, wait, None, share, PLACE_SESSION, None) => match waited.outcome {
+            waited = instance.wait_for(keys.as_slice(), &owner, ttl, wait, Ask::new(share).session(PLACE_SESSION)) => match waited.outcome {
                 Outcome::Granted { token } => Ok(ticket(token)),
                 _ => {
                     // A grant that raced the timeout must not block the line.
@@ -433,12 +437,12 @@ impl Redlock {
     /// write-back round. A lock taken while someone is in line is given
     /// back at once: it was free on the servers only between two holders
     /// of the line, and a newcomer must not overtake them.
-    async fn first_try(&self, resource: &Resources, kind: Kind, ttl: Duration, value: Option<&str>) -> FirstTry {
+    async fn first_try(&self, resource: &Resources, kind: Kind, ttl: Duration, ask: Ask<'_>) -> FirstTry {
         let look = resource.names().iter().map(|name| async move {
             let instance = self.inner.instances.get(line_instance(name, &self.inner.line_order))?;
             instance.exists(&kind.line_key(name)).await
         });
-        let (in_line, taken) = futures::join!(join_all(look), self.attempt(resource, ttl, kind == Kind::Shared, value));
+        let (in_line, taken) = futures::join!(join_all(look), self.attempt(resource, ttl, ask));
         let someone_in_line = in_line.contains(&Some(true));
         match (someone_in_line, taken) {
             (true, taken) => {

@@ -25,7 +25,7 @@ use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::resources::Resources;
 use crate::settings::{Mode, Settings};
-use crate::transport::{Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Share};
+use crate::transport::{Ask, Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Share};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -182,6 +182,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind of hold `share` asks for.
+    fn of_share(share: Share) -> Kind {
+        match share {
+            Share::Exclusive => Kind::Exclusive,
+            Share::Shared => Kind::Shared,
+            Share::Permits(limit, count) => Kind::Permit { limit, count },
+        }
+    }
+
     /// The key of `resource`'s line: readers and writers of one resource
     /// share one line; a semaphore has a line of its own.
     fn line_key(self, resource: &str) -> String {
@@ -345,13 +354,13 @@ impl Redlock {
     /// so sets that share members never deadlock, and a later waiter on a
     /// member never passes a set waiting for it.
     pub async fn lock_all_until(&self, resources: &Resources, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        self.acquire_until(resources, ttl, deadline, Kind::Exclusive, None, |_| {}).await
+        self.acquire_until(resources, ttl, deadline, Ask::exclusive(), |_| {}).await
     }
 
     /// One attempt round at `resources`, shared or not.
     pub(crate) async fn try_acquire(&self, resources: &Resources, ttl: Duration, shared: bool) -> Result<Lock, Error> {
         self.verify_servers().await?;
-        self.attempt(resources, ttl, shared, None).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+        self.attempt(resources, ttl, Ask::new(Share::of(shared))).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
     }
 
     /// One attempt at a shared hold of `resource`, a read-write lock: any
@@ -368,7 +377,7 @@ impl Redlock {
     /// shared (see `lock_until`): readers and writers are served in
     /// arrival order, consecutive readers together.
     pub async fn lock_shared_until(&self, resource: &str, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
-        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Shared, None, |_| {}).await
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Ask::new(Share::Shared), |_| {}).await
     }
 
     /// Takes `resource`, retrying until it is granted, the retries are used
@@ -410,7 +419,7 @@ impl Redlock {
     where
         F: FnMut(&Retry<'_>) + Send,
     {
-        self.acquire_until(&Resources::one(resource), ttl, deadline, Kind::Exclusive, None, observe).await
+        self.acquire_until(&Resources::one(resource), ttl, deadline, Ask::exclusive(), observe).await
     }
 
     /// Each instance's view of `resource`.

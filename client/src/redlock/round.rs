@@ -138,26 +138,21 @@ impl Redlock {
     /// One Redlock round. `Err(outcomes)` when not granted (and nothing is
     /// left behind). Only grants count: an instance that failed in any way
     /// (unreachable, timed out, in quarantine, without the module, ...)
-    /// is one that did not grant. `value`: stored with the hold (see
-    /// `acquire_until`).
-    pub(crate) async fn attempt(
-        &self,
-        resource: &Resources,
-        ttl: Duration,
-        shared: bool,
-        value: Option<&str>,
-    ) -> Result<Lock, Vec<InstanceOutcome>> {
+    /// is one that did not grant. `ask`: exclusive or shared, with its
+    /// value (see `acquire_until`); the round binds the hold to its
+    /// connection as the settings say.
+    pub(crate) async fn attempt(&self, resource: &Resources, ttl: Duration, ask: Ask<'_>) -> Result<Lock, Vec<InstanceOutcome>> {
         let owner = new_owner();
         let started = Instant::now();
-        let session = self.inner.settings.session_delay_ms(ttl);
-        let share = if shared { Share::Shared } else { Share::Exclusive };
-        let outcomes =
-            join_all(self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, None, share, session, value))).await;
+        let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
+        let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, ask))).await;
+        let shared = ask.share == Share::Shared;
         self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
     }
 
     /// One round of the head of the line: `LOCK.ACQUIRE resource owner ttl
-    /// [FENCE floor] WAIT window` on every instance at once. Each instance
+    /// [FENCE floor] WAIT window` on every instance at once, asking `ask`
+    /// (its fence the floor). Each instance
     /// grants the moment the lock is free there, first in its queue, so
     /// the holder's release hands the lock over on the servers themselves.
     ///
@@ -177,15 +172,15 @@ impl Redlock {
         resource: &Resources,
         ttl: Duration,
         window: Duration,
-        floor: Option<i64>,
-        shared: bool,
-        value: Option<&str>,
+        ask: Ask<'_>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         // The waits run as tasks of their own (see "late" above); without a
         // tokio runtime to run them, a plain round.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.attempt(resource, ttl, shared, value).await;
+            return self.attempt(resource, ttl, ask.fence(None)).await;
         };
+        let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
+        let shared = ask.share == Share::Shared;
         let owner = new_owner();
         let sent = Instant::now();
         let n = self.inner.instances.len();
@@ -196,12 +191,12 @@ impl Redlock {
         });
         for i in 0..n {
             let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.clone(), owner.clone());
-            let value = value.map(str::to_string);
+            let value = ask.value.map(str::to_string);
+            let Ask { share, fence, session, .. } = ask;
             runtime.spawn(async move {
                 let Some(instance) = me.inner.instances.get(i) else { return };
-                let share = if shared { Share::Shared } else { Share::Exclusive };
-                let session = me.inner.settings.session_delay_ms(ttl);
-                let outcome = instance.wait_for(&resource, &owner, ttl, window, floor, share, session, value.as_deref()).await;
+                let ask = Ask { share, fence, session, value: value.as_deref() };
+                let outcome = instance.wait_for(&resource, &owner, ttl, window, ask).await;
                 let granted = matches!(outcome.outcome, Outcome::Granted { .. });
                 if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
                     instance.release(&resource, &owner).await;
@@ -330,8 +325,8 @@ impl Redlock {
                 let instance = self.inner.instances.get(i)?;
                 // The write-back is a re-grant in the same mode: a shared
                 // holder asking without SHARED would be asking to upgrade.
-                let session = self.inner.settings.session_delay_ms(ttl);
-                Some(async move { (i, instance.acquire(resource, owner, ttl, Some(plan.token), shared, session).await) })
+                let ask = Ask::new(Share::of(shared)).fence(Some(plan.token)).session(self.inner.settings.session_delay_ms(ttl));
+                Some(async move { (i, instance.acquire_as(resource, owner, ttl, ask).await) })
             }))
             .await;
             let mut too_far_ahead = false;

@@ -104,6 +104,15 @@ pub enum Share {
 }
 
 impl Share {
+    /// Shared when `shared`, else exclusive.
+    pub fn of(shared: bool) -> Share {
+        if shared {
+            Share::Shared
+        } else {
+            Share::Exclusive
+        }
+    }
+
     fn args(self, cmd: &mut Cmd) {
         match self {
             Share::Exclusive => {}
@@ -118,6 +127,48 @@ impl Share {
                 }
             }
         }
+    }
+}
+
+/// What one grant asks for besides the keys, the owner and the lease:
+/// how it holds them (`share`), the least token it takes (`fence`: `FENCE
+/// min`), the connection it is bound to (`session`: `SESSION DELAY ms`,
+/// the hold ending that long after the connection closes) and the value
+/// stored with an exclusive hold (`value`: `VALUE text`, an election's;
+/// a re-grant without one keeps it). Built from `new` (or `exclusive`)
+/// with only what differs: `Ask::new(share).session(delay)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ask<'a> {
+    pub share: Share,
+    pub fence: Option<i64>,
+    pub session: Option<u64>,
+    pub value: Option<&'a str>,
+}
+
+impl<'a> Ask<'a> {
+    /// A hold in `share` mode, and nothing else asked.
+    pub fn new(share: Share) -> Ask<'a> {
+        Ask { share, fence: None, session: None, value: None }
+    }
+
+    /// An exclusive hold, and nothing else asked.
+    pub fn exclusive() -> Ask<'a> {
+        Ask::new(Share::Exclusive)
+    }
+
+    /// The same, with a token of at least `min` when given.
+    pub fn fence(self, min: Option<i64>) -> Ask<'a> {
+        Ask { fence: min, ..self }
+    }
+
+    /// The same, bound to its connection when `delay` is given.
+    pub fn session(self, delay: Option<u64>) -> Ask<'a> {
+        Ask { session: delay, ..self }
+    }
+
+    /// The same, storing `text` with the hold when given.
+    pub fn value(self, text: Option<&'a str>) -> Ask<'a> {
+        Ask { value: text, ..self }
     }
 }
 
@@ -143,37 +194,12 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl Instance {
-    /// `LOCK.ACQUIRE key owner ttl [SHARED] [FENCE min] [SESSION DELAY d]`,
-    /// or `SET key owner NX PX ttl` (which has no shared hold: script mode
-    /// refuses one).
-    pub async fn acquire(
-        &self,
-        key: impl Into<Keys<'_>>,
-        owner: &str,
-        ttl: Duration,
-        fence: Option<i64>,
-        shared: bool,
-        session: Option<u64>,
-    ) -> InstanceOutcome {
-        self.acquire_as(key, owner, ttl, fence, if shared { Share::Shared } else { Share::Exclusive }, session, None).await
-    }
-
-    /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n]] [FENCE min] [SESSION
-    /// DELAY d] [VALUE text]` (`session`: the hold ends `d` ms after this
-    /// connection closes; `value`: stored with an exclusive hold, a
-    /// re-grant without one keeps it), or in script mode `SET key owner NX
-    /// PX ttl` (exclusive only, never bound, no value).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn acquire_as(
-        &self,
-        keys: impl Into<Keys<'_>>,
-        owner: &str,
-        ttl: Duration,
-        fence: Option<i64>,
-        share: Share,
-        session: Option<u64>,
-        value: Option<&str>,
-    ) -> InstanceOutcome {
+    /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n [PERMITS k]]] [FENCE
+    /// min] [SESSION DELAY d] [VALUE text]` as `ask` says, or in script
+    /// mode `SET key owner NX PX ttl` (exclusive only, never bound, no
+    /// value).
+    pub async fn acquire_as(&self, keys: impl Into<Keys<'_>>, owner: &str, ttl: Duration, ask: Ask<'_>) -> InstanceOutcome {
+        let Ask { share, fence, session, value } = ask;
         let keys = keys.into();
         let started = Instant::now();
         let ttl_ms = millis(ttl);
@@ -323,24 +349,14 @@ impl Instance {
         self.outcome(started, keys.all_or_none(reply))
     }
 
-    /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... [FENCE
-    /// min] WAIT`) on a connection of its own: a blocked command must not
+    /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... WAIT`,
+    /// asking `ask`) on a connection of its own: a blocked command must not
     /// hold up the shared connection. Closing it leaves the queue, so a
     /// connection whose wait did not end in a reply is closed, never reused.
     /// A new connection is identified before it waits, as the shared one
     /// is: a grant from an unidentified server never counts.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn wait_for(
-        &self,
-        keys: impl Into<Keys<'_>>,
-        owner: &str,
-        ttl: Duration,
-        wait: Duration,
-        fence: Option<i64>,
-        share: Share,
-        session: Option<u64>,
-        value: Option<&str>,
-    ) -> InstanceOutcome {
+    pub async fn wait_for(&self, keys: impl Into<Keys<'_>>, owner: &str, ttl: Duration, wait: Duration, ask: Ask<'_>) -> InstanceOutcome {
+        let Ask { share, fence, session, value } = ask;
         let keys = keys.into();
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
@@ -422,7 +438,7 @@ impl Instance {
         // own): it is granted again on the shared one, the same owner's
         // re-grant with the same token, which moves the binding there.
         if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
-            let again = self.acquire_as(keys, owner, ttl, None, share, session, value).await;
+            let again = self.acquire_as(keys, owner, ttl, Ask { fence: None, ..ask }).await;
             return InstanceOutcome { latency: started.elapsed(), ..again };
         }
         self.outcome(started, outcome)

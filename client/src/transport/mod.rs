@@ -27,7 +27,7 @@ mod failures;
 mod replies;
 mod urls;
 
-pub use commands::{Keys, Share};
+pub use commands::{Ask, Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status};
 use replies::{contended_locks, fill_status, holding_of, info_texts, quarantine_left, summarize, waiter_states};
 pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use redlock::transport::Instance;
+use redlock::transport::{Ask, Instance};
 use redlock::{Outcome, Redlock};
 
 use crate::cli::args::BenchArgs;
@@ -270,7 +270,7 @@ pub(super) async fn floor_phase(instance: &Arc<Instance>, workers: usize, args: 
         let owner = format!("redlock-bench-{run}-{worker}");
         async move {
             let started = Instant::now();
-            let acquired = instance.acquire(&resource, &owner, ttl, None, false, None).await;
+            let acquired = instance.acquire_as(&resource, &owner, ttl, Ask::exclusive()).await;
             if !matches!(acquired.outcome, Outcome::Granted { .. }) {
                 return Err(format!("LOCK.ACQUIRE: {acquired}"));
             }
