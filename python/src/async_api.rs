@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use redlock::hold::Hold;
+use redlock::hold::{Failure, Hold};
+use redlock::Released;
 
 use crate::aio;
 use crate::bases::{client_methods, PyClient, PyLockState};
@@ -63,7 +64,7 @@ fn acquire<'py>(py: Python<'py>, work: impl Acquisition, slot: Option<Slot>) -> 
 /// a release asked for, nor keep it from starting.
 /// Counted from now: the interpreter's exit waits for it.
 pub fn started<T: Send + 'static>(
-    work: impl Future<Output = Result<T, redlock::hold::Failure>> + Send + 'static,
+    work: impl Future<Output = Result<T, Failure>> + Send + 'static,
 ) -> PyResult<impl Future<Output = PyResult<()>> + Send + 'static> {
     let task = runtime::runtime()?.spawn(exit::release(work));
     Ok(async move {
@@ -135,12 +136,31 @@ impl PyAsyncLock {
         exc_type: Option<Bound<'py, PyAny>>,
         _rest: &Bound<'py, PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        aexit(slf.py(), PyLockState::hold(slf), config::raised(exc_type.as_ref()))
+        aexit(slf.py(), unreleased(PyLockState::hold(slf)), config::raised(exc_type.as_ref()))
     }
 }
 
-fn aexit<'py>(py: Python<'py>, hold: &Arc<Hold>, raised: bool) -> PyResult<Bound<'py, PyAny>> {
-    let work = if hold.released() { None } else { hold.release().ok().map(started).transpose()? };
+/// The release an `async with` block of a lock ends with: none once the
+/// hold was released.
+fn unreleased(hold: &Arc<Hold>) -> Option<impl Future<Output = Result<Released, Failure>> + Send + 'static> {
+    if hold.released() {
+        None
+    } else {
+        hold.release().ok()
+    }
+}
+
+/// What `__aexit__` answers, for a lock and a leadership alike: an
+/// awaitable of False that makes `release` (a lock's release or a
+/// leadership's resignation; `None` when there is none to make), started
+/// now (`started`). Its failure is raised only when the block did not
+/// raise (`raised`); otherwise the block's exception goes on.
+pub fn aexit<'py, T: Send + 'static>(
+    py: Python<'py>,
+    release: Option<impl Future<Output = Result<T, Failure>> + Send + 'static>,
+    raised: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let work = release.map(started).transpose()?;
     aio::future(py, async move {
         if let Some(work) = work {
             match work.await {
@@ -178,7 +198,7 @@ impl AsyncLockRequest {
     ) -> PyResult<Bound<'py, PyAny>> {
         let raised = config::raised(exc_type.as_ref());
         match locked(&self.entered).take() {
-            Some(lock) => aexit(py, PyLockState::hold(lock.bind(py)), raised),
+            Some(lock) => aexit(py, unreleased(PyLockState::hold(lock.bind(py))), raised),
             None => aio::future(py, async { Ok(false) }),
         }
     }

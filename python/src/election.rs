@@ -5,6 +5,7 @@
 //! leadership several Python threads or tasks share); here it gets
 //! Python's names, seconds, exceptions, `on_lost` and context managers.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,9 +16,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::PyClass;
 use redlock::election::{Election, Leader, SharedLeadership};
+use redlock::hold::Failure;
+use redlock::Released;
 
 use crate::aio;
-use crate::async_api::{started, PyAsyncRedlock};
+use crate::async_api::{aexit, started, PyAsyncRedlock};
 use crate::bases::PyClient;
 use crate::config;
 use crate::errors::py;
@@ -358,7 +361,7 @@ impl AsyncCampaign {
     ) -> PyResult<Bound<'py, PyAny>> {
         let raised = config::raised(exc_type.as_ref());
         match locked(&self.entered).take() {
-            Some(lead) => aresign(py, &lead.bind(py).as_super().get().shared, raised),
+            Some(lead) => aexit(py, unresigned(&lead.bind(py).as_super().get().shared), raised),
             None => aio::future(py, async { Ok(false) }),
         }
     }
@@ -507,21 +510,18 @@ impl PyAsyncLeadership {
         exc_type: Option<Bound<'py, PyAny>>,
         _rest: &Bound<'py, PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        aresign(slf.py(), PyLeadershipState::shared(slf), config::raised(exc_type.as_ref()))
+        aexit(slf.py(), unresigned(PyLeadershipState::shared(slf)), config::raised(exc_type.as_ref()))
     }
 }
 
-fn aresign<'py>(py: Python<'py>, shared: &SharedLeadership, raised: bool) -> PyResult<Bound<'py, PyAny>> {
-    let work = if shared.is_resigned() { None } else { shared.resign().ok().map(started).transpose()? };
-    aio::future(py, async move {
-        if let Some(work) = work {
-            match work.await {
-                Err(e) if !raised => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(false)
-    })
+/// The resignation an `async with` block of a leadership ends with: none
+/// once it resigned.
+fn unresigned(shared: &SharedLeadership) -> Option<impl Future<Output = Result<Released, Failure>> + Send + 'static> {
+    if shared.is_resigned() {
+        None
+    } else {
+        shared.resign().ok()
+    }
 }
 
 /// What `Election.observe` returns: each step blocks until the leader
