@@ -152,9 +152,9 @@ impl Redlock {
 
     /// One round of the head of the line: `LOCK.ACQUIRE resource owner ttl
     /// [FENCE floor] WAIT window` on every instance at once, asking `ask`
-    /// (its fence the floor). Each instance
-    /// grants the moment the lock is free there, first in its queue, so
-    /// the holder's release hands the lock over on the servers themselves.
+    /// (its fence the floor). Each instance grants the moment the lock is
+    /// free there, first in its queue, so the holder's release hands the
+    /// lock over on the servers themselves.
     ///
     /// The round is decided as soon as a quorum granted, or when the waits
     /// still running could no longer make one. A wait still running then
