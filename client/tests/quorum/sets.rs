@@ -2,7 +2,10 @@
 //! `lock_all_until`): all or nothing with one token, extended, released
 //! and lost as one lock, a waiting set not overtaken on a member it waits
 //! for, and the dining philosophers across five servers with slow links
-//! and a server killed midway: no fork held twice.
+//! and a server killed midway: no fork held twice. Sets held with holds
+//! bound to their connections while those connections are reset and
+//! re-pointed, and many tasks taking sets through one shared handle: no
+//! member held twice.
 
 // The serial guard is held through a test on purpose: each test has its
 // own runtime on its own thread, and the guard only keeps them one at a time.
@@ -352,4 +355,221 @@ async fn a_set_keeps_its_first_places_while_it_waits_for_the_rest() {
         order.push(tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("served").expect("open"));
     }
     assert_eq!(order, vec!["set", "newcomer"]);
+}
+
+/// What one contender for sets did.
+#[derive(Debug, Default)]
+struct Tally {
+    held: u32,
+    /// Holds that ended with their lost signal (an extension refused on a
+    /// remade connection, or the validity over).
+    lost: u32,
+    failed: Vec<String>,
+}
+
+/// The ttl of the sets held while their links fail: extended every 300 ms.
+const SESSION_TTL: Duration = Duration::from_millis(900);
+
+/// Contender `name` takes `members` as one set (`SESSION_TTL`, waiting up
+/// to 5 s) until `until`, keeps it under a guard 10–60 ms or, one hold in
+/// three, 600–1200 ms (past extensions and the lock-delay), and records
+/// every hold in each member's history: from the grant to the release, or
+/// to the moment the lost signal fired when it fired first.
+async fn hold_sets_while_links_fail(rl: Redlock, name: String, members: Vec<usize>, histories: Arc<Vec<History>>, until: Instant) -> Tally {
+    let names: Vec<String> = members.iter().map(|m| format!("member:{m}")).collect();
+    let resources = Resources::of(&names).expect("a set");
+    let mut tally = Tally::default();
+    while Instant::now() < until {
+        let lock = match rl.lock_all_until(&resources, SESSION_TTL, Some(Instant::now() + Duration::from_secs(5))).await {
+            Ok(lock) => lock,
+            Err(e) => {
+                tally.failed.push(e.to_string());
+                continue;
+            }
+        };
+        let granted = Instant::now();
+        let token = lock.token.unwrap_or(0);
+        let guard = rl.keep(lock);
+        let hold = {
+            let mut rng = rand::rng();
+            match rand::Rng::random_ratio(&mut rng, 1, 3) {
+                true => rand::Rng::random_range(&mut rng, 600..=1200),
+                false => rand::Rng::random_range(&mut rng, 10..=60),
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(hold)) => {}
+            () = guard.lost() => {}
+        }
+        let now = Instant::now();
+        let lost_at = guard.lost_at();
+        let end = lost_at.map_or(now, |at| at.min(now)).max(granted);
+        for m in &members {
+            if let Some(h) = histories.get(*m) {
+                h.record(name.as_str(), token, granted, end);
+            }
+        }
+        tally.held += 1;
+        tally.lost += u32::from(lost_at.is_some());
+        let _ = guard.release().await;
+    }
+    rl.settle().await;
+    tally
+}
+
+/// Holds bound to their connections (`release_on_disconnect`, the default
+/// lock-delay: one extension interval, a request timeout and the drift),
+/// taken as sets by four contenders around a ring of four members
+/// ({0,1}, {1,2}, {2,3}, {3,0}), each contender on a handle of its own,
+/// every server reached through a forwarder. For 6 s, every 150–400 ms,
+/// the forwarders of 1–5 servers either reset every connection through
+/// them, or are re-pointed (to a second forwarder in front of the same
+/// server, or back) and reset, so that every connection is made again
+/// by another path. A server frees the holds of a closed connection after
+/// the lock-delay; a holder learns of it at its next extension, refused
+/// on the remade connection, before then. No two holds of any member
+/// overlap (a lost hold ends when its signal fired), and every contender
+/// completed holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_bound_sets_stay_apart_while_their_connections_are_reset_and_repointed() {
+    let _one_at_a_time = common::serial();
+    let c = Cluster::start(5);
+    // The address each client knows, and another path to the same server.
+    let fronts: Vec<Forwarder> = futures::future::join_all(c.servers.iter().map(|s| Forwarder::start(s.port))).await;
+    let others: Vec<Forwarder> = futures::future::join_all(c.servers.iter().map(|s| Forwarder::start(s.port))).await;
+    let urls: Vec<String> = fronts.iter().map(Forwarder::url).collect();
+    let settings = Settings { release_on_disconnect: true, request_timeout: Duration::from_millis(250), ..relaxed() };
+    let ttl = SESSION_TTL;
+    assert!(
+        settings.lock_delay_for(ttl) > settings.extension_interval(ttl) + settings.request_timeout,
+        "a holder learns of a cut before its lock-delay ends: {:?}",
+        settings.lock_delay_for(ttl)
+    );
+    let n = 4;
+    let histories: Arc<Vec<History>> = Arc::new((0..n).map(|_| History::new()).collect());
+    let until = Instant::now() + Duration::from_secs(6);
+    let mut contenders = Vec::new();
+    for i in 0..n {
+        let rl = Redlock::new(&urls, settings.clone()).expect("handle");
+        contenders.push(tokio::spawn(hold_sets_while_links_fail(
+            rl,
+            format!("contender {i}"),
+            vec![i, (i + 1) % n],
+            Arc::clone(&histories),
+            until,
+        )));
+    }
+    let (mut resets, mut repoints) = (0, 0);
+    let mut through_other = [false; 5];
+    while Instant::now() < until {
+        let (pause, chosen, repoint) = {
+            let mut rng = rand::rng();
+            let mut servers: Vec<usize> = (0..c.servers.len()).collect();
+            rand::seq::SliceRandom::shuffle(servers.as_mut_slice(), &mut rng);
+            servers.truncate(rand::Rng::random_range(&mut rng, 1..=c.servers.len()));
+            (rand::Rng::random_range(&mut rng, 150..=400), servers, rand::Rng::random_bool(&mut rng, 0.5))
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        for &s in &chosen {
+            if repoint {
+                through_other[s] = !through_other[s];
+                fronts[s].retarget(if through_other[s] { others[s].port } else { c.servers[s].port });
+            }
+            fronts[s].reset();
+            others[s].reset();
+        }
+        if repoint {
+            repoints += 1;
+        } else {
+            resets += 1;
+        }
+    }
+    let mut tallies = Vec::new();
+    for t in contenders {
+        tallies.push(t.await.expect("contender"));
+    }
+    for (m, h) in histories.iter().enumerate() {
+        h.check().assert_exclusive(&format!("member {m}"));
+    }
+    let held: Vec<u32> = tallies.iter().map(|t| t.held).collect();
+    let lost: u32 = tallies.iter().map(|t| t.lost).sum();
+    let failed: Vec<usize> = tallies.iter().map(|t| t.failed.len()).collect();
+    let rerouted: u64 = others.iter().map(Forwarder::accepted).sum();
+    println!(
+        "session-bound sets: {resets} resets, {repoints} re-points ({rerouted} connections by the other path); \
+         holds per contender {held:?}, {lost} ended lost; failed acquisitions {failed:?}, first {:?}",
+        tallies.iter().find_map(|t| t.failed.first())
+    );
+    assert!(held.iter().all(|&h| h > 0), "every contender completed holds: {held:?}");
+    assert!(resets > 0 && repoints > 0 && rerouted > 0, "the faults happened: {resets} resets, {repoints} re-points, {rerouted} rerouted");
+    assert!(lost > 0, "no hold was lost: the resets never cut a hold that outlived an extension");
+}
+
+/// 24 tasks of one process share one `Redlock` handle (its connections,
+/// its lines' connections) and take overlapping sets of eight members,
+/// two or three each, half of them naming their members in reverse
+/// order, on five servers, for 4 s: lock_all_until (a 10 s deadline),
+/// hold 2 ms, release. No two holds of any member overlap, every task is
+/// served, and an acquisition fails only by running out of its deadline
+/// while the members are held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_on_one_handle_take_overlapping_sets_apart() {
+    let _one_at_a_time = common::serial();
+    let c = Cluster::start(5);
+    let rl = c.redlock(relaxed());
+    let members = 8;
+    let tasks = 24;
+    let histories: Arc<Vec<History>> = Arc::new((0..members).map(|_| History::new()).collect());
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut running = Vec::new();
+    for t in 0..tasks {
+        let mut mine = vec![t % members, (t + 1) % members];
+        if t % 2 == 1 {
+            mine.push((t + 3) % members);
+        }
+        if t % 4 >= 2 {
+            mine.reverse();
+        }
+        let (rl, histories) = (rl.clone(), Arc::clone(&histories));
+        running.push(tokio::spawn(async move {
+            let names: Vec<String> = mine.iter().map(|m| format!("shared-handle:{m}")).collect();
+            let resources = Resources::of(&names).expect("a set");
+            let (mut held, mut errors) = (0u32, Vec::new());
+            while Instant::now() < until {
+                match rl.lock_all_until(&resources, Duration::from_secs(2), Some(Instant::now() + Duration::from_secs(10))).await {
+                    Ok(lock) => {
+                        let granted = Instant::now();
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        let released = Instant::now();
+                        for m in &mine {
+                            if let Some(h) = histories.get(*m) {
+                                h.record(format!("task {t}"), lock.token.unwrap_or(0), granted, released);
+                            }
+                        }
+                        let _ = rl.release(&lock).await;
+                        held += 1;
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+            (held, errors)
+        }));
+    }
+    let (mut held, mut timed_out) = (Vec::new(), 0);
+    for (t, task) in running.into_iter().enumerate() {
+        let (h, errors) = task.await.expect("task");
+        for e in errors {
+            match e {
+                Error::NotAcquired { why: redlock::NotGranted::Held, .. } => timed_out += 1,
+                other => panic!("task {t}: an acquisition failed otherwise than by its deadline: {other}"),
+            }
+        }
+        held.push(h);
+    }
+    rl.settle().await;
+    for (m, h) in histories.iter().enumerate() {
+        h.check().assert_exclusive(&format!("member {m}"));
+    }
+    println!("{tasks} tasks on one handle: holds per task {held:?}, {timed_out} waits ran out of their deadline");
+    assert!(held.iter().all(|&h| h > 0), "every task was served: {held:?}");
 }
