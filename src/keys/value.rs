@@ -28,7 +28,10 @@ use crate::keys::group::Group;
 /// took it to 64): the lease's mirror is kept as a 32-bit distance
 /// (`encode_mirror`), and the start and both lengths share one word
 /// (`Meta`). A lock whose start or lengths do not fit that word (`WIDE`)
-/// keeps them in full in 16 bytes before the owner.
+/// keeps them in full in 16 bytes before the owner. An owner in lowercase
+/// hex (what the quorum client and the bindings send: 40 digits) is kept
+/// as the bytes it spells, half its length (`HEX`), so that one fits the
+/// 48-byte class too.
 #[repr(C, packed(4))]
 struct Header {
     token: Token,
@@ -42,8 +45,9 @@ struct Header {
 
 /// `Header::meta`: when the hold began (monotonic ms, for LOCK.INFO and
 /// INFO's hold times; a re-grant continues it) in the low 40 bits (34
-/// years), the owner's length in the next 16, the value's in the top 8
-/// (0: no value; `WIDE`: all three are in the wide prefix).
+/// years), the stored owner's length in the next 15, whether it is hex
+/// (`HEX`) in the next bit, the value's length in the top 8 (0: no value;
+/// `WIDE`: all three lengths are in the wide prefix).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Meta {
     owner_len: usize,
@@ -52,8 +56,11 @@ struct Meta {
 }
 
 const SINCE_BITS: u32 = 40;
-const OWNER_BITS: u32 = 16;
+const OWNER_BITS: u32 = 15;
+/// The owner is stored as the bytes its lowercase hex digits spell.
+const HEX: u64 = 1 << (SINCE_BITS + OWNER_BITS);
 const WIDE: u64 = 0xff;
+const VALUE_SHIFT: u32 = SINCE_BITS + OWNER_BITS + 1;
 /// The wide prefix: owner length (u32), value length (u32), start (i64).
 const WIDE_PREFIX: usize = 16;
 
@@ -63,12 +70,12 @@ impl Meta {
         let since = u64::try_from(self.since).ok().filter(|s| s >> SINCE_BITS == 0)?;
         let owner = u64::try_from(self.owner_len).ok().filter(|o| o >> OWNER_BITS == 0)?;
         let value = u64::try_from(self.value_len).ok().filter(|&v| v < WIDE)?;
-        Some(since | owner << SINCE_BITS | value << (SINCE_BITS + OWNER_BITS))
+        Some(since | owner << SINCE_BITS | value << VALUE_SHIFT)
     }
 
     /// Reads a packed word; `None` when it says wide.
     fn unpacked(word: u64) -> Option<Meta> {
-        let value = word >> (SINCE_BITS + OWNER_BITS);
+        let value = word >> VALUE_SHIFT;
         (value != WIDE).then_some(Meta {
             owner_len: ((word >> SINCE_BITS) & ((1 << OWNER_BITS) - 1)) as usize,
             value_len: value as usize,
@@ -145,6 +152,49 @@ fn decode_mirror(end: i64, code: i32) -> i64 {
     }
 }
 
+/// The longest hex owner kept as the bytes it spells (digits).
+const HEX_OWNER_MAX: usize = 128;
+const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+fn hex_digits(byte: u8) -> [u8; 2] {
+    [DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 0xf)]]
+}
+
+/// The bytes a lowercase hex owner of an even length up to
+/// `HEX_OWNER_MAX` spells, written to `out`; `None` for any other owner
+/// (uppercase digits would not read back the same).
+fn hex_bytes<'a>(owner: &[u8], out: &'a mut [u8; HEX_OWNER_MAX / 2]) -> Option<&'a [u8]> {
+    if owner.is_empty() || !owner.len().is_multiple_of(2) || owner.len() > HEX_OWNER_MAX {
+        return None;
+    }
+    let nibble = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    for (byte, pair) in out.iter_mut().zip(owner.chunks_exact(2)) {
+        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    out.get(..owner.len() / 2)
+}
+
+/// A lock's owner: borrowed from the lock, or spelled out again from the
+/// bytes a hex owner was kept as. Reads as the owner's bytes.
+pub enum OwnerBytes<'a> {
+    Stored(&'a [u8]),
+    Spelled([u8; HEX_OWNER_MAX], usize),
+}
+
+impl Deref for OwnerBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            OwnerBytes::Stored(bytes) => bytes,
+            OwnerBytes::Spelled(digits, len) => digits.get(..*len).unwrap_or_default(),
+        }
+    }
+}
+
 /// A lock value: token, owner and value in a single allocation, so a
 /// grant costs one allocation and a held lock 16 bytes less than a token
 /// plus a boxed owner. The data type stores it as a thin pointer.
@@ -159,10 +209,15 @@ impl Exclusive {
     /// A lock with `value` (empty: none). `None` only for an owner or a
     /// value too large to allocate (or beyond 4 GiB).
     pub fn with_value(owner: &[u8], value: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
+        let mut spelled = [0u8; HEX_OWNER_MAX / 2];
+        let (owner, hex) = match hex_bytes(owner, &mut spelled) {
+            Some(bytes) => (bytes, HEX),
+            None => (owner, 0),
+        };
         let meta = Meta { owner_len: owner.len(), value_len: value.len(), since };
         let (word, prefix) = match meta.packed() {
             Some(word) => (word, None),
-            None => (WIDE << (SINCE_BITS + OWNER_BITS), Some(meta.wide_prefix()?)),
+            None => (WIDE << VALUE_SHIFT, Some(meta.wide_prefix()?)),
         };
         let prefix_len = prefix.map_or(0, |p| p.len());
         let layout = Self::layout(prefix_len, owner.len(), value.len())?;
@@ -176,7 +231,7 @@ impl Exclusive {
         // `owner.len()` and `value.len()` bytes; the header's alignment is
         // the layout's.
         unsafe {
-            header.as_ptr().write(Header { token, end: lease.end, mirror, meta: word });
+            header.as_ptr().write(Header { token, end: lease.end, mirror, meta: word | hex });
             let tail = header.as_ptr().add(1).cast::<u8>();
             if let Some(prefix) = prefix {
                 ptr::copy_nonoverlapping(prefix.as_ptr(), tail, prefix_len);
@@ -243,10 +298,28 @@ impl Exclusive {
         self.meta().since
     }
 
-    pub fn owner(&self) -> &[u8] {
+    /// The owner's bytes as stored: spelled by its hex digits when `HEX`.
+    fn stored_owner(&self) -> &[u8] {
         let len = self.meta().owner_len;
         // SAFETY: `owner_len` bytes at `owner_ptr`, written in `with_value`.
         unsafe { std::slice::from_raw_parts(self.owner_ptr(), len) }
+    }
+
+    fn owner_is_hex(&self) -> bool {
+        self.header().meta & HEX != 0
+    }
+
+    /// The owner as it was given (a hex one spelled out again on the stack).
+    pub fn owner(&self) -> OwnerBytes<'_> {
+        let stored = self.stored_owner();
+        if !self.owner_is_hex() {
+            return OwnerBytes::Stored(stored);
+        }
+        let mut digits = [0u8; HEX_OWNER_MAX];
+        for (pair, byte) in digits.chunks_exact_mut(2).zip(stored) {
+            pair.copy_from_slice(&hex_digits(*byte));
+        }
+        OwnerBytes::Spelled(digits, stored.len() * 2)
     }
 
     /// The value stored with the hold; empty when none.
@@ -259,7 +332,7 @@ impl Exclusive {
 
     /// The same hold (token, lease, start) with another value.
     pub fn revalued(&self, value: &[u8]) -> Option<Exclusive> {
-        Self::with_value(self.owner(), value, self.token(), self.lease(), self.since())
+        Self::with_value(&self.owner(), value, self.token(), self.lease(), self.since())
     }
 
     /// A copy of the whole lock (COPY).
@@ -275,7 +348,11 @@ impl Exclusive {
     }
 
     pub fn is_held_by(&self, owner: &[u8]) -> bool {
-        self.owner() == owner
+        let stored = self.stored_owner();
+        if !self.owner_is_hex() {
+            return stored == owner;
+        }
+        owner.len() == stored.len() * 2 && owner.chunks_exact(2).zip(stored).all(|(pair, byte)| pair == hex_digits(*byte))
     }
 
     /// Hands the allocation to Redis as a module value.
@@ -498,7 +575,7 @@ mod tests {
     #[test]
     fn a_lock_keeps_owner_and_token_in_one_allocation() {
         let mut lock = Exclusive::with_value(b"owner\0\xff", b"", 42, Lease::UNKNOWN, 0).expect("allocates");
-        assert_eq!(lock.owner(), b"owner\0\xff");
+        assert_eq!(&*lock.owner(), b"owner\0\xff");
         assert_eq!(lock.token(), 42);
         lock.set_token(43);
         assert_eq!(lock.token(), 43);
@@ -515,22 +592,22 @@ mod tests {
         assert_eq!((size_of::<Header>(), align_of::<Header>()), (28, 4));
         assert_eq!(plain.bytes(), 28 + 5);
         let valued = Exclusive::with_value(b"owner", b"host:1\0", 9, Lease::UNKNOWN, 3).expect("allocates");
-        assert_eq!((valued.owner(), valued.value(), valued.token(), valued.since()), (&b"owner"[..], &b"host:1\0"[..], 9, 3));
+        assert_eq!((&*valued.owner(), valued.value(), valued.token(), valued.since()), (&b"owner"[..], &b"host:1\0"[..], 9, 3));
         assert_eq!(valued.bytes(), 28 + 5 + 7);
         let again = valued.revalued(b"other").expect("allocates");
-        assert_eq!((again.owner(), again.value(), again.token()), (&b"owner"[..], &b"other"[..], 9));
+        assert_eq!((&*again.owner(), again.value(), again.token()), (&b"owner"[..], &b"other"[..], 9));
         assert_eq!(again.duplicate().expect("allocates").value(), b"other");
     }
 
     #[test]
     fn what_the_packed_word_cannot_hold_goes_to_the_wide_prefix() {
-        let long_owner = vec![b'o'; 1 << 16];
+        let long_owner = vec![b'o'; 1 << 15];
         let long_value = vec![b'v'; 255];
         let cases: [(&[u8], &[u8], i64); 6] = [
             (b"me", b"", (1 << 40) - 1),
             (b"me", b"", 1 << 40),
             (b"me", b"", -1),
-            (&long_owner[..(1 << 16) - 1], &long_value[..254], 7),
+            (&long_owner[..(1 << 15) - 1], &long_value[..254], 7),
             (&long_owner, b"", 7),
             (b"me", &long_value, i64::MAX),
         ];
@@ -538,11 +615,42 @@ mod tests {
             let lease = Lease { end: 5_000 + i as i64, mirror: lease::NO_TTL };
             let lock = Exclusive::with_value(owner, value, 40 + i as i64, lease, since).expect("allocates");
             let wide = if i < 1 || i == 3 { 0 } else { WIDE_PREFIX };
-            assert_eq!((lock.owner(), lock.value(), lock.since()), (owner, value, since), "case {i}");
+            assert_eq!((&*lock.owner(), lock.value(), lock.since()), (owner, value, since), "case {i}");
             assert_eq!((lock.token(), lock.lease()), (40 + i as i64, lease), "case {i}");
             assert_eq!(lock.bytes(), 28 + wide + owner.len() + value.len(), "case {i}");
             let copy = lock.duplicate().expect("allocates");
-            assert_eq!((copy.owner(), copy.value(), copy.since(), copy.lease()), (owner, value, since, lease), "case {i}");
+            assert_eq!((&*copy.owner(), copy.value(), copy.since(), copy.lease()), (owner, value, since, lease), "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_lowercase_hex_owner_is_kept_as_the_bytes_it_spells() {
+        let client = b"5f0c3a9e4b7d21f86a0e9c3d7b1f4a2e6c8d0b13";
+        let lock = Exclusive::with_value(client, b"v", 3, Lease::UNKNOWN, 11).expect("allocates");
+        assert_eq!((&*lock.owner(), lock.value(), lock.since()), (&client[..], &b"v"[..], 11));
+        assert_eq!(lock.bytes(), 28 + 20 + 1, "a 40-digit owner fits the 48-byte class");
+        assert!(lock.is_held_by(client));
+        for other in [&b"5F0C3A9E4B7D21F86A0E9C3D7B1F4A2E6C8D0B13"[..], &client[..38], b"5f0c3a9e4b7d21f86a0e9c3d7b1f4a2e6c8d0b14", b""] {
+            assert!(!lock.is_held_by(other), "{}", String::from_utf8_lossy(other));
+        }
+        assert_eq!(&*lock.duplicate().expect("allocates").owner(), &client[..]);
+        // Anything else is kept as given: uppercase, odd length, other
+        // bytes, too long; and the longest hex owner kept spelled.
+        let longest = [b'e'; HEX_OWNER_MAX];
+        let too_long = [b'e'; HEX_OWNER_MAX + 2];
+        for (owner, stored) in [
+            (&b"ABCD"[..], 4),
+            (b"abc", 3),
+            (b"ab-d", 4),
+            (b"0g", 2),
+            (b"00", 1),
+            (&longest[..], HEX_OWNER_MAX / 2),
+            (&too_long[..], HEX_OWNER_MAX + 2),
+        ] {
+            let lock = Exclusive::with_value(owner, b"", 1, Lease::UNKNOWN, 0).expect("allocates");
+            assert_eq!(&*lock.owner(), owner);
+            assert_eq!(lock.bytes(), 28 + stored, "{}", String::from_utf8_lossy(owner));
+            assert!(lock.is_held_by(owner));
         }
     }
 
@@ -583,7 +691,7 @@ mod tests {
         unsafe {
             Exclusive::borrow(raw).expect("non-null").set_token(8);
             let lock = Exclusive::from_raw(raw).expect("non-null");
-            assert_eq!((lock.owner(), lock.token()), (&b"me"[..], 8));
+            assert_eq!((&*lock.owner(), lock.token()), (&b"me"[..], 8));
         }
     }
 }
