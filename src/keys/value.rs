@@ -137,9 +137,12 @@ fn encode_mirror(lease: Lease) -> i32 {
         return MIRROR_OFF_SCALE;
     }
     let Some(offset) = lease.mirror.checked_sub(lease.end) else { return MIRROR_OFF_SCALE };
-    let anchor = match CLOCK_ANCHOR.compare_exchange(UNANCHORED, offset, Ordering::Relaxed, Ordering::Relaxed) {
-        Ok(_) => offset,
-        Err(anchor) => anchor,
+    let anchor = match CLOCK_ANCHOR.load(Ordering::Relaxed) {
+        UNANCHORED => match CLOCK_ANCHOR.compare_exchange(UNANCHORED, offset, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => offset,
+            Err(anchor) => anchor,
+        },
+        anchor => anchor,
     };
     offset.checked_sub(anchor).and_then(|d| i32::try_from(d).ok()).filter(|&d| d > MIRROR_OFF_SCALE).unwrap_or(MIRROR_OFF_SCALE)
 }
@@ -167,16 +170,26 @@ fn hex_bytes<'a>(owner: &[u8], out: &'a mut [u8; HEX_OWNER_MAX / 2]) -> Option<&
     if owner.is_empty() || !owner.len().is_multiple_of(2) || owner.len() > HEX_OWNER_MAX {
         return None;
     }
-    let nibble = |d: u8| match d {
-        b'0'..=b'9' => Some(d - b'0'),
-        b'a'..=b'f' => Some(d - b'a' + 10),
-        _ => None,
-    };
     for (byte, pair) in out.iter_mut().zip(owner.chunks_exact(2)) {
-        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
+        let (high, low) = (NIBBLES[usize::from(pair[0])], NIBBLES[usize::from(pair[1])]);
+        if (high | low) & 0xf0 != 0 {
+            return None;
+        }
+        *byte = high << 4 | low;
     }
     out.get(..owner.len() / 2)
 }
+
+/// Each byte's value as a lowercase hex digit; 0xff for any other byte.
+static NIBBLES: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut digit = 0;
+    while digit < 16 {
+        table[DIGITS[digit] as usize] = digit as u8;
+        digit += 1;
+    }
+    table
+};
 
 /// A lock's owner: borrowed from the lock, or spelled out again from the
 /// bytes a hex owner was kept as. Reads as the owner's bytes.
