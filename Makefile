@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-node bench-rtt bench-ab redlock-up redlock-down clean
+.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-node bench-rtt bench-memory bench-ab redlock-up redlock-down clean
 
 all: build
 
@@ -95,7 +95,8 @@ test-all: build
 	@scripts/install-servers.sh $(ALL_SERVERS)
 	@scripts/test.sh $(ALL_SERVERS)
 
-# Throughput against SET NX PX and the Lua scripts (redis-benchmark), shared
+# Throughput against SET NX PX and the Lua scripts (redis-benchmark), then the
+# memory a held lock costs against the same SET NX PX key (benches/memory.sh), shared
 # holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
 # contended waiting against the polling loop (benches/contended.rs), the
 # quorum client against rslock on five servers (client/benches/quorum.rs), then
@@ -105,6 +106,7 @@ test-all: build
 # (`make bench-rtt`, apart: the quorum client against rslock through 0-0.5 ms proxies.)
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/memory.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench quorum
@@ -121,6 +123,11 @@ bench-node: build
 # (client/benches/rtt.rs; BENCH_SECONDS, BENCH_ROUNDS, BENCH_DELAYS).
 bench-rtt: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench rtt
+
+# Memory per held lock against SET NX PX, 10^6 keys (benches/memory.sh);
+# `make bench-memory OLD=path/to/old/libredislock.so` measures both in one run.
+bench-memory: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) BENCH_MEMORY_OLD="$(OLD)" bash benches/memory.sh
 
 # This build's module against an earlier one, interleaved on two private
 # servers: `make bench-ab OLD=path/to/old/libredislock.so` (benches/ab.sh).

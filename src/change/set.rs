@@ -92,7 +92,7 @@ fn view(key: &Key, owner: &[u8], req: &Request, now: Now) -> Result<Holding<grou
     Ok(match slot(key, now, Look::Held) {
         Slot::WrongType => return Err(Attempt::WrongType),
         Slot::Free => Holding { kind: Kind::ReadWrite, mode: req.mode, holders: Vec::new() },
-        Slot::Held(lock) => exclusive(lock.owner(), lock.token(), lock.lease().end, lock.since()),
+        Slot::Held(lock) => exclusive(&lock.owner(), lock.token(), lock.lease().end, lock.since()),
         Slot::Shared(group) => group.holding.clone(),
         Slot::PlainString(value) if value == owner => {
             return Err(Attempt::Refused(c"ERR a key of the set is the owner's plain-string lock; take it with LOCK.ACQUIRE first".into()))

@@ -274,7 +274,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
         }
         Slot::Held(lock) => {
             let (owner, since) = (lock.owner(), lock.since());
-            let holder = [HolderRow::of(owner, lock.token(), lock.lease().left(now).pttl(), now.mono - since, bound(owner), 1)];
+            let holder = [HolderRow::of(&owner, lock.token(), lock.lease().left(now).pttl(), now.mono - since, bound(&owner), 1)];
             reply_info(ctx, None, &holder, waiting(), lock.value())
         }
         Slot::Shared(group) => {

@@ -1,11 +1,12 @@
 //! What a key holds, and keeping it whatever Redis does to keys: the
-//! stored values (`value`, an exclusive lock; `group`, a lock held
-//! shared), reading them as the core sees them (`grants`), locks Redis
+//! stored values (`value`, an exclusive lock, packed by `packing`;
+//! `group`, a lock held shared), reading them as the core sees them (`grants`), locks Redis
 //! evicted or a clock step expired put back (`rescue`), and TTLs set again
 //! after a wall-clock step (`realign`).
 
 pub mod grants;
 pub mod group;
+mod packing;
 pub mod realign;
 pub mod rescue;
 pub mod value;

@@ -88,7 +88,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) {
     if !may_keep() {
         return;
     }
-    let holder = Holder { owner: lock.owner().into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
+    let holder = Holder { owner: (*lock.owner()).into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
     removed(db, key, lock.lease(), vec![holder], None, lock.value().into());
 }
 

@@ -20,21 +20,29 @@ use crate::api::{self, Key, RedisModuleType};
 use crate::core::lease::{self, Lease, Now};
 use crate::core::token::Token;
 use crate::keys::group::Group;
+pub use crate::keys::packing::OwnerBytes;
+use crate::keys::packing::{decode_mirror, encode_mirror, hex_bytes, hex_digits, Meta, HEX, HEX_OWNER_MAX, VALUE_SHIFT, WIDE, WIDE_PREFIX};
 
-/// The fixed part of a lock allocation; the owner's bytes follow it, then
-/// the value's (`LOCK.ACQUIRE ... VALUE`, `LOCK.PROCLAIM`), if any. The two
-/// lengths share the word one length took before values existed, so a lock
-/// without a value costs what it did.
-#[repr(C)]
+/// The fixed part of a lock allocation, 28 bytes; the owner's bytes
+/// follow it, then the value's (`LOCK.ACQUIRE ... VALUE`,
+/// `LOCK.PROCLAIM`), if any. 28 and not 40 so that a lock with an owner of
+/// up to 20 bytes fits the allocator's 48-byte class (the 40-byte header
+/// took it to 64): the lease's mirror is kept as a 32-bit distance
+/// (`encode_mirror`), and the start and both lengths share one word
+/// (`Meta`). A lock whose start or lengths do not fit that word (`WIDE`)
+/// keeps them in full in 16 bytes before the owner. An owner in lowercase
+/// hex (what the quorum client and the bindings send: 40 digits) is kept
+/// as the bytes it spells, half its length (`HEX`), so that one fits the
+/// 48-byte class too.
+#[repr(C, packed(4))]
 struct Header {
     token: Token,
-    owner_len: u32,
-    /// 0: no value.
-    value_len: u32,
-    lease: Lease,
-    /// When the hold began (monotonic ms), for LOCK.INFO and INFO's
-    /// hold times; a re-grant continues it.
-    since: i64,
+    /// The lease's end (monotonic ms, `lease::NO_END`, `lease::UNKNOWN`).
+    end: i64,
+    /// The lease's mirror (`encode_mirror`).
+    mirror: i32,
+    /// When the hold began, the owner's and the value's length (`Meta`).
+    meta: u64,
 }
 
 /// A lock value: token, owner and value in a single allocation, so a
@@ -43,82 +51,138 @@ struct Header {
 pub struct Exclusive(NonNull<Header>);
 
 impl Exclusive {
-    fn layout(owner_len: u32, value_len: u32) -> Option<Layout> {
-        let tail = usize::try_from(owner_len).ok()?.checked_add(usize::try_from(value_len).ok()?)?;
-        let size = size_of::<Header>().checked_add(tail)?;
+    fn layout(prefix: usize, owner_len: usize, value_len: usize) -> Option<Layout> {
+        let size = size_of::<Header>().checked_add(prefix)?.checked_add(owner_len)?.checked_add(value_len)?;
         Layout::from_size_align(size, align_of::<Header>()).ok()
     }
 
     /// A lock with `value` (empty: none). `None` only for an owner or a
     /// value too large to allocate (or beyond 4 GiB).
     pub fn with_value(owner: &[u8], value: &[u8], token: Token, lease: Lease, since: i64) -> Option<Exclusive> {
-        let owner_len = u32::try_from(owner.len()).ok()?;
-        let value_len = u32::try_from(value.len()).ok()?;
-        let layout = Self::layout(owner_len, value_len)?;
+        let mut spelled = [0u8; HEX_OWNER_MAX / 2];
+        let (owner, hex) = match hex_bytes(owner, &mut spelled) {
+            Some(bytes) => (bytes, HEX),
+            None => (owner, 0),
+        };
+        let meta = Meta { owner_len: owner.len(), value_len: value.len(), since };
+        let (word, prefix) = match meta.packed() {
+            Some(word) => (word, None),
+            None => (WIDE << VALUE_SHIFT, Some(meta.wide_prefix()?)),
+        };
+        let prefix_len = prefix.map_or(0, |p| p.len());
+        let layout = Self::layout(prefix_len, owner.len(), value.len())?;
         // SAFETY: the layout has a non-zero size (the header).
         let raw = unsafe { alloc(layout) }.cast::<Header>();
         let Some(header) = NonNull::new(raw) else {
             handle_alloc_error(layout);
         };
-        // SAFETY: freshly allocated for a header plus `owner.len()` and
-        // `value.len()` bytes.
+        let mirror = encode_mirror(lease);
+        // SAFETY: freshly allocated for a header plus `prefix_len`,
+        // `owner.len()` and `value.len()` bytes; the header's alignment is
+        // the layout's.
         unsafe {
-            header.as_ptr().write(Header { token, owner_len, value_len, lease, since });
+            header.as_ptr().write(Header { token, end: lease.end, mirror, meta: word | hex });
             let tail = header.as_ptr().add(1).cast::<u8>();
-            ptr::copy_nonoverlapping(owner.as_ptr(), tail, owner.len());
-            ptr::copy_nonoverlapping(value.as_ptr(), tail.add(owner.len()), value.len());
+            if let Some(prefix) = prefix {
+                ptr::copy_nonoverlapping(prefix.as_ptr(), tail, prefix_len);
+            }
+            let owner_at = tail.add(prefix_len);
+            ptr::copy_nonoverlapping(owner.as_ptr(), owner_at, owner.len());
+            ptr::copy_nonoverlapping(value.as_ptr(), owner_at.add(owner.len()), value.len());
         }
         crate::server::stats::LOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Exclusive(header))
     }
 
-    pub fn token(&self) -> Token {
+    fn header(&self) -> &Header {
         // SAFETY: the header is initialised for the lock's whole life.
-        unsafe { self.0.as_ref().token }
+        unsafe { self.0.as_ref() }
+    }
+
+    fn header_mut(&mut self) -> &mut Header {
+        // SAFETY: as above; `&mut self` makes the access exclusive.
+        unsafe { self.0.as_mut() }
+    }
+
+    /// The start and both lengths, from the header or the wide prefix.
+    fn meta(&self) -> Meta {
+        let word = self.header().meta;
+        Meta::unpacked(word).unwrap_or_else(|| {
+            let mut prefix = [0u8; WIDE_PREFIX];
+            // SAFETY: a wide lock was allocated with the prefix right after
+            // the header, written in `with_value`; bytes have no alignment.
+            unsafe { ptr::copy_nonoverlapping(self.0.as_ptr().add(1).cast::<u8>(), prefix.as_mut_ptr(), WIDE_PREFIX) };
+            Meta::from_wide_prefix(prefix)
+        })
+    }
+
+    /// Where the owner's bytes begin.
+    fn owner_ptr(&self) -> *const u8 {
+        // SAFETY: within the allocation: the prefix (if any) follows the
+        // header, the owner follows it.
+        unsafe { self.0.as_ptr().add(1).cast::<u8>().add(Meta::prefix_len(self.header().meta)) }
+    }
+
+    pub fn token(&self) -> Token {
+        self.header().token
     }
 
     pub fn set_token(&mut self, token: Token) {
-        // SAFETY: as above; `&mut self` makes the write exclusive.
-        unsafe { self.0.as_mut().token = token }
+        self.header_mut().token = token;
     }
 
     pub fn lease(&self) -> Lease {
-        // SAFETY: as above.
-        unsafe { self.0.as_ref().lease }
+        let header = self.header();
+        let end = header.end;
+        Lease { end, mirror: decode_mirror(end, header.mirror) }
     }
 
     pub fn set_lease(&mut self, lease: Lease) {
-        // SAFETY: as above.
-        unsafe { self.0.as_mut().lease = lease }
+        let mirror = encode_mirror(lease);
+        let header = self.header_mut();
+        header.end = lease.end;
+        header.mirror = mirror;
     }
 
     pub fn since(&self) -> i64 {
-        // SAFETY: as above.
-        unsafe { self.0.as_ref().since }
+        self.meta().since
     }
 
-    pub fn owner(&self) -> &[u8] {
-        // SAFETY: `owner_len` bytes follow the header, written in `new`.
-        unsafe {
-            let len = self.0.as_ref().owner_len as usize;
-            std::slice::from_raw_parts(self.0.as_ptr().add(1).cast::<u8>(), len)
+    /// The owner's bytes as stored: spelled by its hex digits when `HEX`.
+    fn stored_owner(&self) -> &[u8] {
+        let len = self.meta().owner_len;
+        // SAFETY: `owner_len` bytes at `owner_ptr`, written in `with_value`.
+        unsafe { std::slice::from_raw_parts(self.owner_ptr(), len) }
+    }
+
+    fn owner_is_hex(&self) -> bool {
+        self.header().meta & HEX != 0
+    }
+
+    /// The owner as it was given (a hex one spelled out again on the stack).
+    pub fn owner(&self) -> OwnerBytes<'_> {
+        let stored = self.stored_owner();
+        if !self.owner_is_hex() {
+            return OwnerBytes::Stored(stored);
         }
+        let mut digits = [0u8; HEX_OWNER_MAX];
+        for (pair, byte) in digits.chunks_exact_mut(2).zip(stored) {
+            pair.copy_from_slice(&hex_digits(*byte));
+        }
+        OwnerBytes::Spelled(digits, stored.len() * 2)
     }
 
     /// The value stored with the hold; empty when none.
     pub fn value(&self) -> &[u8] {
+        let meta = self.meta();
         // SAFETY: `value_len` bytes follow the owner's, written in
         // `with_value`.
-        unsafe {
-            let header = self.0.as_ref();
-            let tail = self.0.as_ptr().add(1).cast::<u8>().add(header.owner_len as usize);
-            std::slice::from_raw_parts(tail, header.value_len as usize)
-        }
+        unsafe { std::slice::from_raw_parts(self.owner_ptr().add(meta.owner_len), meta.value_len) }
     }
 
     /// The same hold (token, lease, start) with another value.
     pub fn revalued(&self, value: &[u8]) -> Option<Exclusive> {
-        Self::with_value(self.owner(), value, self.token(), self.lease(), self.since())
+        Self::with_value(&self.owner(), value, self.token(), self.lease(), self.since())
     }
 
     /// A copy of the whole lock (COPY).
@@ -126,13 +190,19 @@ impl Exclusive {
         self.revalued(self.value())
     }
 
-    /// What the allocation holds: the header, the owner and the value.
+    /// What the allocation holds: the header, the wide prefix (if any),
+    /// the owner and the value.
     pub fn bytes(&self) -> usize {
-        size_of::<Header>() + self.owner().len() + self.value().len()
+        let meta = self.meta();
+        size_of::<Header>() + Meta::prefix_len(self.header().meta) + meta.owner_len + meta.value_len
     }
 
     pub fn is_held_by(&self, owner: &[u8]) -> bool {
-        self.owner() == owner
+        let stored = self.stored_owner();
+        if !self.owner_is_hex() {
+            return stored == owner;
+        }
+        owner.len() == stored.len() * 2 && owner.chunks_exact(2).zip(stored).all(|(pair, byte)| pair == hex_digits(*byte))
     }
 
     /// Hands the allocation to Redis as a module value.
@@ -165,12 +235,10 @@ impl Exclusive {
 impl Drop for Exclusive {
     fn drop(&mut self) {
         crate::server::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: allocated in `new` with this very layout.
-        unsafe {
-            let header = self.0.as_ref();
-            if let Some(layout) = Self::layout(header.owner_len, header.value_len) {
-                dealloc(self.0.as_ptr().cast::<u8>(), layout);
-            }
+        let meta = self.meta();
+        if let Some(layout) = Self::layout(Meta::prefix_len(self.header().meta), meta.owner_len, meta.value_len) {
+            // SAFETY: allocated in `with_value` with this very layout.
+            unsafe { dealloc(self.0.as_ptr().cast::<u8>(), layout) };
         }
     }
 }
@@ -353,11 +421,12 @@ fn learn_lease(key: &Key, now: Now) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::packing::{CLOCK_ANCHOR, OFF_SCALE};
 
     #[test]
     fn a_lock_keeps_owner_and_token_in_one_allocation() {
         let mut lock = Exclusive::with_value(b"owner\0\xff", b"", 42, Lease::UNKNOWN, 0).expect("allocates");
-        assert_eq!(lock.owner(), b"owner\0\xff");
+        assert_eq!(&*lock.owner(), b"owner\0\xff");
         assert_eq!(lock.token(), 42);
         lock.set_token(43);
         assert_eq!(lock.token(), 43);
@@ -369,15 +438,101 @@ mod tests {
     #[test]
     fn a_value_follows_the_owner_and_a_lock_without_one_costs_what_it_did() {
         let plain = Exclusive::with_value(b"owner", b"", 1, Lease::UNKNOWN, 0).expect("allocates");
-        // Token, two lengths in one word, lease (two words), start.
-        assert_eq!(size_of::<Header>(), 40);
-        assert_eq!(plain.bytes(), 40 + 5);
+        // Token, lease end, mirror distance, and start with both lengths
+        // in one word: a 20-byte owner fits the allocator's 48-byte class.
+        assert_eq!((size_of::<Header>(), align_of::<Header>()), (28, 4));
+        assert_eq!(plain.bytes(), 28 + 5);
         let valued = Exclusive::with_value(b"owner", b"host:1\0", 9, Lease::UNKNOWN, 3).expect("allocates");
-        assert_eq!((valued.owner(), valued.value(), valued.token(), valued.since()), (&b"owner"[..], &b"host:1\0"[..], 9, 3));
-        assert_eq!(valued.bytes(), 40 + 5 + 7);
+        assert_eq!((&*valued.owner(), valued.value(), valued.token(), valued.since()), (&b"owner"[..], &b"host:1\0"[..], 9, 3));
+        assert_eq!(valued.bytes(), 28 + 5 + 7);
         let again = valued.revalued(b"other").expect("allocates");
-        assert_eq!((again.owner(), again.value(), again.token()), (&b"owner"[..], &b"other"[..], 9));
+        assert_eq!((&*again.owner(), again.value(), again.token()), (&b"owner"[..], &b"other"[..], 9));
         assert_eq!(again.duplicate().expect("allocates").value(), b"other");
+    }
+
+    #[test]
+    fn what_the_packed_word_cannot_hold_goes_to_the_wide_prefix() {
+        let long_owner = vec![b'o'; 1 << 15];
+        let long_value = vec![b'v'; 255];
+        let cases: [(&[u8], &[u8], i64); 6] = [
+            (b"me", b"", (1 << 40) - 1),
+            (b"me", b"", 1 << 40),
+            (b"me", b"", -1),
+            (&long_owner[..(1 << 15) - 1], &long_value[..254], 7),
+            (&long_owner, b"", 7),
+            (b"me", &long_value, i64::MAX),
+        ];
+        for (i, (owner, value, since)) in cases.into_iter().enumerate() {
+            let lease = Lease { end: 5_000 + i as i64, mirror: lease::NO_TTL };
+            let lock = Exclusive::with_value(owner, value, 40 + i as i64, lease, since).expect("allocates");
+            let wide = if i < 1 || i == 3 { 0 } else { WIDE_PREFIX };
+            assert_eq!((&*lock.owner(), lock.value(), lock.since()), (owner, value, since), "case {i}");
+            assert_eq!((lock.token(), lock.lease()), (40 + i as i64, lease), "case {i}");
+            assert_eq!(lock.bytes(), 28 + wide + owner.len() + value.len(), "case {i}");
+            let copy = lock.duplicate().expect("allocates");
+            assert_eq!((&*copy.owner(), copy.value(), copy.since(), copy.lease()), (owner, value, since, lease), "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_lowercase_hex_owner_is_kept_as_the_bytes_it_spells() {
+        let client = b"5f0c3a9e4b7d21f86a0e9c3d7b1f4a2e6c8d0b13";
+        let lock = Exclusive::with_value(client, b"v", 3, Lease::UNKNOWN, 11).expect("allocates");
+        assert_eq!((&*lock.owner(), lock.value(), lock.since()), (&client[..], &b"v"[..], 11));
+        assert_eq!(lock.bytes(), 28 + 20 + 1, "a 40-digit owner fits the 48-byte class");
+        assert!(lock.is_held_by(client));
+        for other in [&b"5F0C3A9E4B7D21F86A0E9C3D7B1F4A2E6C8D0B13"[..], &client[..38], b"5f0c3a9e4b7d21f86a0e9c3d7b1f4a2e6c8d0b14", b""] {
+            assert!(!lock.is_held_by(other), "{}", String::from_utf8_lossy(other));
+        }
+        assert_eq!(&*lock.duplicate().expect("allocates").owner(), &client[..]);
+        // Anything else is kept as given: uppercase, odd length, other
+        // bytes, too long; and the longest hex owner kept spelled.
+        let longest = [b'e'; HEX_OWNER_MAX];
+        let too_long = [b'e'; HEX_OWNER_MAX + 2];
+        for (owner, stored) in [
+            (&b"ABCD"[..], 4),
+            (b"abc", 3),
+            (b"ab-d", 4),
+            (b"0g", 2),
+            (b"00", 1),
+            (&longest[..], HEX_OWNER_MAX / 2),
+            (&too_long[..], HEX_OWNER_MAX + 2),
+        ] {
+            let lock = Exclusive::with_value(owner, b"", 1, Lease::UNKNOWN, 0).expect("allocates");
+            assert_eq!(&*lock.owner(), owner);
+            assert_eq!(lock.bytes(), 28 + stored, "{}", String::from_utf8_lossy(owner));
+            assert!(lock.is_held_by(owner));
+        }
+    }
+
+    #[test]
+    fn a_lease_reads_back_as_stored_within_24_days_of_clock_moves() {
+        let mut lock = Exclusive::with_value(b"me", b"", 1, Lease::UNKNOWN, 0).expect("allocates");
+        assert_eq!(lock.lease(), Lease::UNKNOWN);
+        for lease in [Lease { end: lease::NO_END, mirror: lease::NO_TTL }, Lease { end: 9, mirror: lease::NO_TTL }] {
+            lock.set_lease(lease);
+            assert_eq!(lock.lease(), lease);
+        }
+        // Whichever test anchors first, leases near the anchor read back
+        // exactly, and the end alone moves the mirror with it.
+        lock.set_lease(Lease { end: 1_000, mirror: 1_700_000_001_000 });
+        let anchor = CLOCK_ANCHOR.load(Ordering::Relaxed);
+        let day = 86_400_000;
+        for (end, moved) in [(0, 0), (30_000, 1), (-5, -1), (1 << 41, 24 * day), (77, -24 * day), (i64::MAX / 2, 0)] {
+            let lease = Lease { end, mirror: end + anchor + moved };
+            lock.set_lease(lease);
+            assert_eq!(lock.lease(), lease, "end {end}, clocks moved {moved}");
+        }
+        for (end, moved) in [(10, 25 * day), (10, -25 * day), (lease::NO_END, 0), (lease::UNKNOWN, 0)] {
+            lock.set_lease(Lease { end, mirror: end.saturating_add(anchor).saturating_add(moved) });
+            assert_eq!(lock.lease(), Lease { end, mirror: OFF_SCALE });
+        }
+        // Off the scale: never the key's TTL, so the TTL decides; never a
+        // step's removal.
+        let now = lease::Now { wall: 1_700_000_000_000, mono: 0 };
+        lock.set_lease(Lease { end: 30_000, mirror: now.wall + 30_000 + 25 * day });
+        assert_eq!(lease::judge(lock.lease(), now, || Some(now.wall + 500)).0, lease::Left::Ms(500));
+        assert!(!lease::removed_by_step(lock.lease(), lease::Now { wall: i64::MAX / 2, mono: 0 }));
     }
 
     #[test]
@@ -387,7 +542,7 @@ mod tests {
         unsafe {
             Exclusive::borrow(raw).expect("non-null").set_token(8);
             let lock = Exclusive::from_raw(raw).expect("non-null");
-            assert_eq!((lock.owner(), lock.token()), (&b"me"[..], 8));
+            assert_eq!((&*lock.owner(), lock.token()), (&b"me"[..], 8));
         }
     }
 }

@@ -6,6 +6,9 @@ use crate::common;
 use common::*;
 use redis::{Connection, Value};
 
+/// An owner as the quorum client makes them: 40 lowercase hex digits.
+const CLIENT_OWNER: &[u8] = b"5f0c3a9e4b7d21f86a0e9c3d7b1f4a2e6c8d0b13";
+
 #[derive(Debug, PartialEq)]
 struct Snapshot {
     owner: Vec<u8>,
@@ -57,15 +60,28 @@ fn rdb_restart_keeps_locks_exactly() {
     let t2 = grant(&mut c, "b", "bob", 900_000);
     let owner_bin: &[u8] = b"bin\x00\xff";
     acquire(&mut c, b"c", owner_bin, 700_000).expect("grant c");
-    let before: Vec<Snapshot> = ["a", "b", "c"].iter().map(|k| snap(&mut c, k)).collect();
+    // The quorum client's owner (kept as the bytes its digits spell) and
+    // two that look like it but are kept as given.
+    let hex_owners: [&[u8]; 3] = [CLIENT_OWNER, b"5F0C3A9E4B7D21F86A0E9C3D7B1F4A2E6C8D0B13", b"5f0c3a9e4b7d21f86a0e9c3d7b1f4a2e6c8d0b1"];
+    for (key, owner) in ["h1", "h2", "h3"].iter().zip(hex_owners) {
+        acquire(&mut c, key.as_bytes(), owner, 800_000).expect("grant a hex owner");
+    }
+    let keys = ["a", "b", "c", "h1", "h2", "h3"];
+    let before: Vec<Snapshot> = keys.iter().map(|k| snap(&mut c, k)).collect();
+    for (snapshot, owner) in before[3..].iter().zip(hex_owners) {
+        assert_eq!(snapshot.owner, owner);
+    }
     assert_eq!(before[0].token, t1);
     assert_eq!(before[1].token, t2);
     ok_cmd(&mut c, &cmd("SAVE"));
     drop(c);
     s.restart();
     let mut c = s.conn();
-    let after: Vec<Snapshot> = ["a", "b", "c"].iter().map(|k| snap(&mut c, k)).collect();
+    let after: Vec<Snapshot> = keys.iter().map(|k| snap(&mut c, k)).collect();
     assert_eq!(after, before, "locks after restart from RDB");
+    assert_eq!(acquire(&mut c, b"h1", hex_owners[1], 1000), None, "an uppercase spelling is another owner");
+    assert_eq!(release(&mut c, b"h1", hex_owners[2]), 0, "so is a prefix");
+    assert_eq!(release(&mut c, b"h1", CLIENT_OWNER), 1);
     let next = grant(&mut c, "d", "o", 1000);
     let max = before.iter().map(|s| s.token).max().expect("tokens");
     assert!(next > max, "next token {next} must exceed {max}");
@@ -126,6 +142,7 @@ fn aof_roundtrip(preamble: bool) {
     assert_eq!(t3, f1 + 1);
     grant(&mut c, "nottl", "erin", 600_000);
     ok_cmd(&mut c, cmd("PERSIST").arg("nottl"));
+    acquire(&mut c, b"hex", CLIENT_OWNER, 600_000).expect("grant hex");
 
     bgrewriteaof(&mut c);
     wait_aof_flushed(&mut c);
@@ -170,10 +187,11 @@ fn aof_roundtrip(preamble: bool) {
         "incremental AOF must contain LOCK.APPLY for post-rewrite grants"
     );
 
-    let keys = ["k1", "k3", "k4", "nottl"];
+    let keys = ["k1", "k3", "k4", "nottl", "hex"];
     let before: Vec<Snapshot> = keys.iter().map(|k| snap(&mut c, k)).collect();
     assert_eq!(before[0].token, t1);
     assert_eq!(before[1].owner, bin_owner);
+    assert_eq!(before[4].owner, CLIENT_OWNER);
     assert_eq!(before[3].pexpiretime, -1);
     drop(c);
     s.restart();
