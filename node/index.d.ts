@@ -171,7 +171,7 @@ export class Redlock {
 export interface ElectionOptions {
   /** The leader's lease (ms), extended every third of it. Default 10000. */
   ttl?: number;
-  /** How often `observe()` reads the leader (ms). Default 200. */
+  /** How often `observe()` subscribes again to a server it lost (and reads the leader while fewer than a quorum can be heard), ms. Default 200. */
   observeInterval?: number;
 }
 

@@ -107,6 +107,7 @@ required_functions!(
     RedisModule_FreeString,
     RedisModule_SignalModifiedKey,
     RedisModule_NotifyKeyspaceEvent,
+    RedisModule_PublishMessage,
     RedisModule_GetContextFlags,
     RedisModule_Milliseconds,
     RedisModule_EmitAOF,

@@ -19,6 +19,19 @@ impl Ctx {
         rm!(RedisModule_NotifyKeyspaceEvent(self.0, raw::REDISMODULE_NOTIFY_GENERIC, event.as_ptr(), key.raw()) else ERR);
     }
 
+    /// `PUBLISH channel message` (in a cluster, to every node), from a
+    /// command or outside one: Redis's publication needs no client.
+    pub fn publish(self, channel: &[u8], message: &[u8]) {
+        let create = |bytes: &[u8]| {
+            OwnedString(rm!(RedisModule_CreateString(self.0, bytes.as_ptr().cast::<c_char>(), bytes.len()) else ptr::null_mut()), self.0)
+        };
+        let (channel, message) = (create(channel), create(message));
+        if channel.0.is_null() || message.0.is_null() {
+            return;
+        }
+        rm!(RedisModule_PublishMessage(self.0, channel.0, message.0) else ERR);
+    }
+
     /// Propagates the command exactly as received.
     pub fn replicate_verbatim(self) {
         rm!(RedisModule_ReplicateVerbatim(self.0) else ERR);

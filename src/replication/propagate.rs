@@ -28,6 +28,38 @@ fn signal(ctx: Ctx, key: &Arg, event: &std::ffi::CStr) {
     ctx.notify(event, key);
 }
 
+/// Tells subscribers of the lock's channel (`changes_channel`) that an
+/// exclusive hold with a value began or was re-granted (`grant`) or that
+/// its holder stored a new value (`proclaim`): `KIND TOKEN OWNER-LENGTH
+/// OWNER VALUE`, one space between each, the value the rest of the
+/// message. A lock without a value publishes nothing (the hot path pays
+/// one test); an election's holds all carry one, so an observer that
+/// stays subscribed sees every term on this server, however short,
+/// instead of what a poll happens to catch.
+fn announce(ctx: Ctx, key: &Arg, kind: &[u8], owner: &[u8], token: Token, value: &[u8]) {
+    let mut channel = Vec::with_capacity(CHANNEL_PREFIX.len() + 16 + key.bytes().len());
+    changes_channel(&mut channel, ctx.selected_db(), key.bytes());
+    let mut message = Vec::with_capacity(kind.len() + 48 + owner.len() + value.len());
+    message.extend_from_slice(kind);
+    message.extend_from_slice(format!(" {token} {} ", owner.len()).as_bytes());
+    message.extend_from_slice(owner);
+    message.push(b' ');
+    message.extend_from_slice(value);
+    ctx.publish(&channel, &message);
+}
+
+/// What the channel of a lock's changes starts with: the rest is
+/// `DB__:KEY`, as a keyspace notification's channel (`__keyspace@DB__:KEY`).
+const CHANNEL_PREFIX: &[u8] = b"__redislock@";
+
+/// Writes the channel of `key`'s changes in `db` to `out`.
+fn changes_channel(out: &mut Vec<u8>, db: std::ffi::c_int, key: &[u8]) {
+    out.extend_from_slice(CHANNEL_PREFIX);
+    out.extend_from_slice(db.to_string().as_bytes());
+    out.extend_from_slice(b"__:");
+    out.extend_from_slice(key);
+}
+
 /// The owner a replicated grant names.
 #[derive(Clone, Copy)]
 enum Owner<'a> {
@@ -88,6 +120,9 @@ fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline
 pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
     replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None, value);
     signal(ctx, key, c"lock.acquire");
+    if !value.is_empty() {
+        announce(ctx, key, b"grant", owner.bytes(), token, value);
+    }
 }
 
 /// The holder of an exclusive lock stored a new `value` (LOCK.PROCLAIM):
@@ -100,6 +135,7 @@ pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: 
         ctx.replicate_valued_grant(APPLY, key, owner, token, deadline_ms, value);
     }
     signal(ctx, key, c"lock.proclaim");
+    announce(ctx, key, b"proclaim", owner, token, value);
 }
 
 /// `granted`, for a new grant made by the `LOCK.ACQUIRE` being executed,
@@ -109,6 +145,9 @@ pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: 
 pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
     exactly_if_heard(ctx, || replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None, value));
     signal(ctx, key, c"lock.acquire");
+    if !value.is_empty() {
+        announce(ctx, key, b"grant", owner.bytes(), token, value);
+    }
 }
 
 /// The exact effect while anything can receive it; otherwise the command

@@ -216,3 +216,45 @@ fn a_value_costs_nothing_when_absent_and_its_length_when_present() {
     ok_cmd(&mut c, cmd("COPY").arg("valued").arg("copied"));
     assert_eq!(value_of(&mut c, "copied"), value_of(&mut c, "valued"));
 }
+
+/// A lock with a value announces each grant and new value on its channel
+/// (`__redislock@DB__:KEY`), with token, owner (by its length) and value,
+/// including a handoff to a waiter and a re-grant; a lock without a value
+/// announces nothing, and a proclamation that changes nothing neither.
+#[test]
+fn a_lock_with_a_value_announces_its_grants_and_values() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = s.conn();
+    sub.set_read_timeout(Some(std::time::Duration::from_secs(5))).expect("timeout");
+    let mut sub = sub.as_pubsub();
+    sub.subscribe("__redislock@0__:job").expect("subscribe");
+    sub.subscribe("__redislock@0__:plain").expect("subscribe");
+    let mut next = || -> (String, String) {
+        let m = sub.get_message().expect("an announcement");
+        (m.get_channel_name().to_string(), String::from_utf8_lossy(m.get_payload_bytes()).into_owned())
+    };
+
+    // Nothing for a lock without a value: the next message is job's.
+    acquire(&mut c, b"plain", b"carol", 60_000).expect("granted");
+    let t = acquire_valued(&mut c, "job", "a b", 60_000, b"host a:1").expect("granted");
+    assert_eq!(next(), ("__redislock@0__:job".into(), format!("grant {t} 3 a b host a:1")));
+    assert_eq!(proclaim(&mut c, "job", "a b", b"host a:1"), 1, "the same value");
+    assert_eq!(proclaim(&mut c, "job", "a b", b"host a:2"), 1);
+    assert_eq!(next().1, format!("proclaim {t} 3 a b host a:2"), "a change, not the unchanged proclamation");
+    let t2 = acquire_fence(&mut c, b"job", b"a b", 60_000, t + 10).expect("re-granted higher");
+    assert_eq!(next().1, format!("grant {t2} 3 a b host a:2"), "a re-grant with a new token");
+
+    // A waiter carrying a value is granted at the release: announced.
+    let mut w = s.conn();
+    w.send_packed_command(
+        &cmd("LOCK.ACQUIRE").arg("job").arg("dave").arg(60_000).arg("WAIT").arg(5_000).arg("VALUE").arg("host d").get_packed_command(),
+    )
+    .expect("sent");
+    wait_until(std::time::Duration::from_secs(5), "dave waiting", || waiters(&mut c, b"job") == 1);
+    assert_eq!(release(&mut c, b"job", b"a b"), 1);
+    let token = int_of(&w.recv_response().expect("a reply"), "the waiter's grant");
+    assert_eq!(next().1, format!("grant {token} 4 dave host d"));
+    assert_eq!(proclaim(&mut c, "job", "dave", b""), 1);
+    assert_eq!(next().1, format!("proclaim {token} 4 dave "), "a value cleared is announced empty");
+}

@@ -22,11 +22,13 @@
 //! `failures` (a failed request classified); `urls` (the server list's
 //! entries checked and taken apart).
 
+mod changes;
 mod commands;
 mod failures;
 mod replies;
 mod urls;
 
+pub use changes::{changes_channel, Changes};
 pub use commands::{Ask, Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status};
 use replies::{contended_locks, fill_status, holding_of, info_texts, quarantine_left, summarize, waiter_states};
@@ -389,13 +391,18 @@ impl Instance {
     /// the request deadline above bounds MOVED/ASK/TRYAGAIN retries too.
     /// Over TLS with `tls`, to every node.
     fn cluster_client(&self, seeds: &[String], tls: Option<&Tls>, response_timeout: Duration) -> redis::RedisResult<ClusterClient> {
+        self.cluster_builder(seeds, tls, response_timeout).build()
+    }
+
+    /// `cluster_client`, before it is built.
+    fn cluster_builder(&self, seeds: &[String], tls: Option<&Tls>, response_timeout: Duration) -> ClusterClientBuilder {
         let mut builder = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
             .connection_timeout(self.connect_timeout)
             .response_timeout(response_timeout);
         if let Some(tls) = tls {
             builder = builder.tls(if tls.insecure { TlsMode::Insecure } else { TlsMode::Secure }).certs(tls.certificates.clone());
         }
-        builder.build()
+        builder
     }
 
     /// Runs a request within the request timeout. A connection that died

@@ -183,3 +183,101 @@ async fn leader_needs_a_quorum_to_agree() {
     c.servers[2].stop();
     assert!(matches!(e.leader().await, Err(Error::NoQuorum { .. })));
 }
+
+/// Forwards an observer's changes, as `watch`, with a 1 s interval: far
+/// longer than the terms it must see.
+fn watch_announcements(e: &Election) -> tokio::sync::mpsc::UnboundedReceiver<Leader> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut changes = Box::pin(e.clone().with_observe_interval(Duration::from_secs(1)).observe());
+    tokio::spawn(async move {
+        while let Some(change) = changes.next().await {
+            if tx.send(change).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Whether every server has `n` subscribers to the election's channel.
+async fn subscribed_everywhere(c: &Cluster, name: &str, n: i64) -> bool {
+    let channel = redlock::transport::changes_channel(0, &resource_of(name));
+    for s in &c.servers {
+        let reply = s.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel)).await;
+        let count = match reply {
+            Ok(redis::Value::Array(v)) => v.get(1).and_then(|n| if let redis::Value::Int(n) = n { Some(*n) } else { None }),
+            _ => None,
+        };
+        if count != Some(n) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Terms far shorter than any polling interval, one after another (each
+/// leader resigns the moment it leads, to a candidate already in line):
+/// an observer sees every one of them, with its value, in order, none
+/// twice, and goes on seeing them after its subscriptions were cut on
+/// every server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_sees_every_term_however_short() {
+    let c = Cluster::start(5);
+    let ttl = Duration::from_secs(30);
+    let observer = candidate(&c, "short", "observer", ttl);
+    let mut seen = watch_announcements(&observer);
+    eventually(Duration::from_secs(10), "the observer subscribed", || subscribed_everywhere(&c, "short", 1)).await;
+
+    let candidates: Vec<Election> = ["a", "b", "c"].iter().map(|v| candidate(&c, "short", v, ttl)).collect();
+    let turns = |rounds: usize| {
+        let candidates = candidates.clone();
+        async move {
+            let led: Arc<Mutex<Vec<Leader>>> = Arc::default();
+            let tasks: Vec<_> = candidates
+                .into_iter()
+                .map(|e| {
+                    let led = Arc::clone(&led);
+                    tokio::spawn(async move {
+                        for _ in 0..rounds {
+                            let l = e.campaign().await.expect("campaign");
+                            led.lock().expect("log").push(leader(e.value(), l.term()));
+                            l.resign().await.expect("resign");
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                tokio::time::timeout(Duration::from_secs(60), t).await.expect("turns end").expect("task");
+            }
+            let mut led = led.lock().expect("log").clone();
+            led.sort_by_key(|l| l.term);
+            led
+        }
+    };
+    let check = |led: Vec<Leader>, seen: Vec<Leader>, what: &str| {
+        assert!(led.windows(2).all(|w| w[0].term < w[1].term), "{what}: terms grow: {led:?}");
+        assert_eq!(seen, led, "{what}: the observer saw every term in order, none twice");
+    };
+
+    let led = turns(10).await;
+    let mut got = Vec::new();
+    for _ in 0..led.len() {
+        got.push(next(&mut seen, "a short term").await);
+    }
+    check(led, got, "first turns");
+
+    // Cut the observer's subscriptions on every server: it subscribes
+    // again an interval later, and then hears every term again.
+    for s in &c.servers {
+        s.ok(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub")).await;
+    }
+    assert!(subscribed_everywhere(&c, "short", 0).await, "the subscriptions were cut");
+    eventually(Duration::from_secs(10), "the observer subscribed again", || subscribed_everywhere(&c, "short", 1)).await;
+    let led = turns(5).await;
+    let mut got = Vec::new();
+    for _ in 0..led.len() {
+        got.push(next(&mut seen, "a short term, after the cut").await);
+    }
+    check(led, got, "after the subscriptions were cut");
+    assert!(tokio::time::timeout(Duration::from_millis(300), seen.recv()).await.is_err(), "nothing seen twice or invented");
+}

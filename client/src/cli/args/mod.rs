@@ -83,8 +83,10 @@ of them agree on the same holder, term and value. Prints value and term (with
 --json {\"value\": ..., \"term\": ...}); exit 3 (kind no_leader) when no
 quorum agrees on a leader, 6 when too few servers answered. With --watch, a
 line (or JSON object) per change until interrupted: each new term, each new
-value a leader proclaims, never a lower term after a higher one; it reads the
-leader every --interval, so a term shorter than that may be missed.";
+value a leader proclaims, never a lower term after a higher one, however short
+the term: it hears each server's announcements of the election's changes, and
+subscribes again every --interval to a server it lost (reading the leader at
+that interval while fewer than a quorum can be heard).";
 
 /// Redlock across independent Redis servers running the redislock module.
 #[derive(Parser, Debug)]
@@ -467,7 +469,7 @@ pub struct LeaderArgs {
     /// Print every change of leader until interrupted.
     #[arg(long)]
     pub watch: bool,
-    /// With --watch: how often the leader is read.
+    /// With --watch: how often a lost server is subscribed again.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
           allow_hyphen_values = true)]
     pub interval: Duration,

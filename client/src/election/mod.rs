@@ -29,6 +29,10 @@ use crate::quorum;
 use crate::redlock::{Redlock, Released};
 use crate::resources::Resources;
 use crate::settings::Names;
+use crate::transport::Holding;
+
+mod observe;
+mod tally;
 
 /// The lease of a leader's hold unless `with_ttl` says otherwise; it is
 /// extended every third of it, and a leader that dies is followed about a
@@ -139,11 +143,15 @@ impl Election {
 
     /// Waits, in the election lock's fair line and without a deadline,
     /// until this candidate leads, and returns its leadership (kept by a
-    /// guard: extended, with a lost signal). The value travels with the
-    /// request, so the leader is never seen without it. Dropping the future
-    /// gives the place in line up and leaves nothing held. Each call is a
-    /// candidate of its own: a leader that campaigns again waits behind
-    /// itself.
+    /// guard: extended, with a lost signal). Its value is stored once the
+    /// term is settled (the tokens of every server written back): the
+    /// hold is taken without one, then `proclaim`ed, so no server ever
+    /// shows the leader's value with a token other than its term, and
+    /// `leader` and `observe` name a leader only once a quorum stored its
+    /// value. Dropping the future gives the place in line up and leaves
+    /// nothing held. Each call is a candidate of its own: a leader that
+    /// campaigns again waits behind itself. `Error::Config` for a
+    /// candidate without a value (one that only observes).
     pub async fn campaign(&self) -> Result<Leadership, Error> {
         self.campaign_until(None).await
     }
@@ -152,14 +160,30 @@ impl Election {
     /// `Error::NotAcquired`, its place in line given up: the bindings'
     /// `campaign(timeout=...)`.
     pub async fn campaign_until(&self, deadline: Option<Instant>) -> Result<Leadership, Error> {
+        if self.value.is_empty() {
+            return Err(Error::Config("a candidate needs a value to campaign: observers know the leader by it".into()));
+        }
         let now = Instant::now();
         let deadline = deadline.unwrap_or_else(|| now.checked_add(crate::hold::FOREVER).unwrap_or(now));
-        let ask = crate::transport::Ask::exclusive().value(Some(&self.value));
-        let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), ask, |_| {}).await?;
+        let lock = self.redlock.acquire_until(&self.lock, self.ttl, Some(deadline), crate::transport::Ask::exclusive(), |_| {}).await?;
         // Module mode (checked): every grant has a token.
         let term = lock.token.unwrap_or(0);
         let guard = self.redlock.keep(lock);
-        Ok(Leadership { election: self.clone(), guard, term, value: Mutex::new(self.value.clone()) })
+        let leadership = Leadership { election: self.clone(), guard, term, value: Mutex::new(String::new()) };
+        match leadership.proclaim(&self.value).await {
+            Ok(()) => Ok(leadership),
+            // Too few servers stored it: the leadership stands (its lease
+            // and lost signal are the guard's); observers name it once a
+            // later proclamation reaches a quorum.
+            Err(Error::NoQuorum { .. }) => {
+                *leadership.value.lock().unwrap_or_else(|p| p.into_inner()) = self.value.clone();
+                Ok(leadership)
+            }
+            Err(e) => {
+                let _ = leadership.resign().await;
+                Err(e)
+            }
+        }
     }
 
     /// The leader now: LOCK.INFO on every server, and a leader only when a
@@ -175,12 +199,11 @@ impl Election {
         }))
         .await;
         let quorum = self.redlock.quorum();
-        let answered = answers.iter().filter(|(_, _, a)| a.is_ok()).count();
-        let held: Vec<_> = answers.iter().filter_map(|(_, _, a)| a.as_ref().ok()?.as_ref()).collect();
-        let agreed = held.iter().find(|h| h.token.is_some() && held.iter().filter(|o| o == h).count() >= quorum);
-        if let Some(h) = agreed {
-            return Ok(Some(Leader { value: h.value.clone().unwrap_or_default(), term: h.token.unwrap_or(0) }));
+        let readings: Vec<Option<Holding>> = answers.iter().map(|(_, _, a)| a.as_ref().ok().cloned().flatten()).collect();
+        if let Some(leader) = tally::leader_of(&readings, quorum) {
+            return Ok(Some(leader));
         }
+        let answered = answers.iter().filter(|(_, _, a)| a.is_ok()).count();
         if answered >= quorum {
             return Ok(None);
         }
@@ -197,32 +220,18 @@ impl Election {
     }
 
     /// Every change of leader: each new term, and each new value a leader
-    /// proclaims, in term order (never a lower term after a higher one).
-    /// It reads the leader every `observe_interval` (200 ms unless set),
-    /// so a change shorter than that may be missed, and a term that began
-    /// and ended between two reads is never seen; no change is seen twice.
-    /// It never ends by itself; reads that fail are tried again.
+    /// proclaims, in term order (never a lower term after a higher one),
+    /// none twice. It subscribes to the election lock's changes on every
+    /// server (the module announces each grant and new value of a hold
+    /// with a value) and names a leader once a quorum of servers announced
+    /// the same holder, term and value, so a term is seen however short it
+    /// was. A server whose subscription is lost is subscribed again (and
+    /// read at once) every `observe_interval` until it answers; while
+    /// fewer than a quorum are subscribed it reads the leader every
+    /// `observe_interval` instead, and then misses what begins and ends
+    /// between two reads. It never ends by itself.
     pub fn observe(&self) -> impl Stream<Item = Leader> + Send + 'static {
-        let election = self.clone();
-        futures::stream::unfold((election, None::<Leader>), |(election, last)| async move {
-            loop {
-                if let Ok(Some(now)) = election.leader().await {
-                    if is_news(last.as_ref(), &now) {
-                        return Some((now.clone(), (election, Some(now))));
-                    }
-                }
-                tokio::time::sleep(election.observe_every).await;
-            }
-        })
-    }
-}
-
-/// Whether `now` is a change after `last`: a later term, or a new value of
-/// the same term; never an earlier term.
-fn is_news(last: Option<&Leader>, now: &Leader) -> bool {
-    match last {
-        None => true,
-        Some(last) => now.term > last.term || (now.term == last.term && now.value != last.value),
+        observe::changes_of_leader(self.clone())
     }
 }
 
@@ -283,6 +292,9 @@ impl Leadership {
     /// lost.
     pub async fn proclaim(&self, value: &str) -> Result<(), Error> {
         let lock = self.guard.lock();
+        if value.is_empty() {
+            return Err(Error::Config("a leader's value cannot be empty: observers know the leader by it".into()));
+        }
         if self.guard.is_lost() {
             return Err(Error::Expired { resource: lock.resource });
         }
@@ -443,16 +455,6 @@ impl Drop for SharedLeadership {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_later_term_or_a_new_value_is_news() {
-        let at = |term: i64, value: &str| Leader { value: value.into(), term };
-        assert!(is_news(None, &at(5, "a")));
-        assert!(is_news(Some(&at(5, "a")), &at(6, "a")));
-        assert!(is_news(Some(&at(5, "a")), &at(5, "b")));
-        assert!(!is_news(Some(&at(5, "a")), &at(5, "a")));
-        assert!(!is_news(Some(&at(6, "a")), &at(5, "b")), "never a lower term after a higher one");
-    }
 
     #[test]
     fn an_election_is_refused_settings_that_break_its_lock_delay() {
