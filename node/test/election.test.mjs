@@ -190,3 +190,41 @@ test('an election needs holds bound to the connection; bad arguments throw', () 
   assert.deepEqual([election.name, election.value, election.ttl], ['x', 'a', 9_000]);
   assert.ok(election.lockDelay > 3_000 && election.lockDelay < 9_000, `${election.lockDelay}`);
 });
+
+test('an observer sees every term however short, in order, once', { timeout: 60_000 }, async () => {
+  const name = resourceName('short');
+  const channel = `__redislock@0__:redlock:election:${name}`;
+  const rounds = 5;
+  const candidates = 3;
+  const observer = new Election(new Redlock(cluster.urls, BOUND), name, 'observer', { observeInterval: 10_000 });
+  const seen = [];
+  const loop = (async () => {
+    for await (const leader of observer.observe()) {
+      seen.push(leader);
+      if (seen.length === rounds * candidates) break;
+    }
+  })();
+  // Subscribed on every server: from then on it hears every announcement.
+  await until(async () => {
+    const counts = await Promise.all(cluster.servers.map((s) => s.call('PUBSUB', 'NUMSUB', channel)));
+    return counts.every((c) => Number(c[1]) === 1);
+  });
+  const led = [];
+  await Promise.all(
+    Array.from({ length: candidates }, async (_, i) => {
+      const election = new Election(redlock, name, `c${i}`, { ttl: TTL });
+      for (let r = 0; r < rounds; r += 1) {
+        const lead = await election.campaign();
+        led.push({ value: `c${i}`, term: lead.term });
+        await lead.resign();
+      }
+    }),
+  );
+  await loop;
+  led.sort((a, b) => (a.term < b.term ? -1 : a.term > b.term ? 1 : 0));
+  assert.equal(new Set(led.map((l) => l.term)).size, rounds * candidates);
+  assert.deepEqual(
+    seen.map((l) => [l.value, l.term]),
+    led.map((l) => [l.value, l.term]),
+  );
+});

@@ -281,3 +281,62 @@ def test_asyncio_campaigns_cancel_hand_over_and_resign_at_the_end_of_async_with(
         assert (await candidates[0].leader()) is None
 
     asyncio.run(main())
+
+
+def subscribed_everywhere(servers, name, n=2):
+    """Whether every server has `n` subscribers to the election's channel
+    (the announcements an observer hears)."""
+    channel = f"__redislock@0__:redlock:election:{name}"
+    return all(int(s.call("PUBSUB", "NUMSUB", channel)[1]) == n for s in servers)
+
+
+def test_observers_see_every_term_however_short(servers, resource):
+    """Terms far shorter than the observers' interval (10 s): each leader
+    resigns the moment it leads, to a candidate already in line. Both
+    observers, blocking and asyncio, see every term, in order, once."""
+    rl = client(servers)
+    watcher = Election(Redlock(servers.urls, release_on_disconnect=True), resource, "observer", observe_interval=10)
+    blocking, asynchronous = Seen(), Seen()
+    rounds, candidates = 5, 3
+
+    def observe_blocking():
+        for leader in watcher.observe():
+            blocking.add(leader)
+            if len(blocking.leaders) == rounds * candidates:
+                return
+
+    async def observe_async():
+        arl = AsyncRedlock(servers.urls, release_on_disconnect=True)
+        async for leader in AsyncElection(arl, resource, "observer", observe_interval=10).observe():
+            asynchronous.add(leader)
+            if len(asynchronous.leaders) == rounds * candidates:
+                return
+
+    observers = [threading.Thread(target=observe_blocking, daemon=True), threading.Thread(target=asyncio.run, args=(observe_async(),), daemon=True)]
+    for o in observers:
+        o.start()
+    wait_until(lambda: subscribed_everywhere(servers, resource), "both observers subscribed on every server")
+
+    led, lock = [], threading.Lock()
+
+    def take_turns(i):
+        election = Election(rl, resource, f"c{i}", ttl=TTL)
+        for _ in range(rounds):
+            lead = election.campaign(timeout=PATIENCE)
+            with lock:
+                led.append(Leader(f"c{i}", lead.term))
+            lead.resign()
+
+    turns = [threading.Thread(target=take_turns, args=(i,)) for i in range(candidates)]
+    for t in turns:
+        t.start()
+    for t in turns:
+        t.join(PATIENCE)
+        assert not t.is_alive()
+    for o in observers:
+        o.join(PATIENCE)
+        assert not o.is_alive(), f"an observer missed terms: {blocking.leaders} / {asynchronous.leaders}"
+    expected = sorted(led, key=lambda leader: leader.term)
+    assert len({leader.term for leader in expected}) == rounds * candidates
+    assert blocking.leaders == expected
+    assert asynchronous.leaders == expected
