@@ -20,12 +20,14 @@
 //! retired, and every request's timeout); `commands` (each lock command
 //! and its outcome); `replies` (what status replies say, as data);
 //! `failures` (a failed request classified); `urls` (the server list's
-//! entries checked and taken apart).
+//! entries checked and taken apart); `waits` (the waits running on their
+//! own connections, and ending those of an acquisition given up).
 
 mod commands;
 mod failures;
 mod replies;
 mod urls;
+mod waits;
 
 pub use commands::{Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status};
@@ -119,7 +121,10 @@ pub struct Instance {
     /// Idle connections for blocking waits (`wait_for`), kept after a
     /// wait that got its reply: a connection per wait would cost a TCP
     /// handshake on every handoff of a contended lock.
-    waiting_conns: std::sync::Mutex<Vec<MultiplexedConnection>>,
+    /// Each with its `CLIENT ID`, when known.
+    waiting_conns: std::sync::Mutex<Vec<(MultiplexedConnection, Option<u64>)>>,
+    /// The waits running on those connections, by owner (`abandon_waits`).
+    waits: waits::Waits,
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
@@ -290,6 +295,7 @@ impl Instance {
             conn: Mutex::new(None),
             connections_made: std::sync::atomic::AtomicU64::new(0),
             waiting_conns: std::sync::Mutex::new(Vec::new()),
+            waits: waits::Waits::default(),
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
