@@ -366,11 +366,11 @@ impl Instance {
                         let mut conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
                         self.identified(Link::Single(conn.clone())).await?;
                         // Its id, for ending its waits (`abandon_waits`).
-                        let id = waits::client_id(&mut conn, self.request_timeout).await;
+                        let id = waits::client_ref(&mut conn, self.request_timeout).await;
                         Ok::<_, CallError>((conn, id))
                     };
                     // A connection whose last wait got its reply goes back.
-                    let keep = |conn: MultiplexedConnection, id: Option<u64>| {
+                    let keep = |conn: MultiplexedConnection, id: Option<waits::ClientRef>| {
                         if let Ok(mut idle) = self.waiting_conns.lock() {
                             if idle.len() < MAX_IDLE_WAITING_CONNS {
                                 idle.push((conn, id));
@@ -384,7 +384,7 @@ impl Instance {
                         None => fresh().await?,
                     };
                     // An owner that already gave up sends nothing.
-                    let Some(entry) = self.waits.enter(owner, id, self.forget_left_after()) else {
+                    let Some(entry) = self.waits.enter(owner, id.clone(), self.forget_left_after()) else {
                         keep(conn, id);
                         return Ok((None, None));
                     };
@@ -399,7 +399,7 @@ impl Instance {
                             idle.clear();
                         }
                         (conn, id) = fresh().await?;
-                        if !entry.moved_to(id) {
+                        if !entry.moved_to(id.clone()) {
                             keep(conn, id);
                             return Ok((None, None));
                         }

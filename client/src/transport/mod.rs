@@ -121,8 +121,8 @@ pub struct Instance {
     /// Idle connections for blocking waits (`wait_for`), kept after a
     /// wait that got its reply: a connection per wait would cost a TCP
     /// handshake on every handoff of a contended lock.
-    /// Each with its `CLIENT ID`, when known.
-    waiting_conns: std::sync::Mutex<Vec<(MultiplexedConnection, Option<u64>)>>,
+    /// Each as its server knows it (`CLIENT INFO`), when known.
+    waiting_conns: std::sync::Mutex<Vec<(MultiplexedConnection, Option<waits::ClientRef>)>>,
     /// The waits running on those connections, by owner (`abandon_waits`).
     waits: waits::Waits,
     request_timeout: Duration,

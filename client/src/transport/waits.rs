@@ -3,7 +3,8 @@
 //! them out of the server's queue at once (`Instance::abandon_waits`)
 //! instead of leaving them queued until their window ends.
 //!
-//! A wait is ended by `CLIENT KILL ID` of its connection, sent on the
+//! A wait is ended by `CLIENT KILL ID id ADDR addr` of its connection
+//! (both as `CLIENT INFO` gave them when it was made), sent on the
 //! shared connection and followed there by the release, in that order:
 //! - the kill frees the waiting client within the command, so the module
 //!   takes it out of the line then; a wait the server had not read yet dies
@@ -29,21 +30,21 @@ use super::*;
 struct Running {
     serial: u64,
     owner: String,
-    /// Its connection's `CLIENT ID` while the wait may be queued there
+    /// Its connection (`ClientRef`) while the wait may be queued there
     /// (`None` once its reply came: the connection may go back to the
     /// pool and carry another owner's wait).
-    client_id: Option<u64>,
+    client: Option<ClientRef>,
     /// Its owner gave the acquisition up: the wait's connection is not kept,
     /// and a grant it brings is not moved to the shared connection.
     abandoned: bool,
 }
 
 /// An owner's wait that is not running here: given up before it was sent
-/// (`client_id` `None`: it never is), or dropped before its reply came
+/// (`client` `None`: it never is), or dropped before its reply came
 /// (its connection closing, still killable until the server sees it).
 struct Left {
     owner: String,
-    client_id: Option<u64>,
+    client: Option<ClientRef>,
     since: Instant,
 }
 
@@ -71,39 +72,39 @@ impl Waits {
         state
     }
 
-    /// Enters `owner`'s wait on the connection `client_id`; `None` when the
+    /// Enters `owner`'s wait on the connection `client`; `None` when the
     /// owner already gave up (nothing is to be sent).
-    pub(super) fn enter(&self, owner: &str, client_id: Option<u64>, forget_after: Duration) -> Option<Entry<'_>> {
+    pub(super) fn enter(&self, owner: &str, client: Option<ClientRef>, forget_after: Duration) -> Option<Entry<'_>> {
         let mut state = self.state(forget_after);
-        if let Some(at) = state.left.iter().position(|l| l.owner == owner && l.client_id.is_none()) {
+        if let Some(at) = state.left.iter().position(|l| l.owner == owner && l.client.is_none()) {
             state.left.swap_remove(at);
             return None;
         }
         state.serials += 1;
         let serial = state.serials;
-        state.running.push(Running { serial, owner: owner.to_string(), client_id, abandoned: false });
+        state.running.push(Running { serial, owner: owner.to_string(), client, abandoned: false });
         Some(Entry { waits: self, serial, forget_after })
     }
 
     /// Marks `owner`'s waits abandoned and returns the ids of the
     /// connections to kill, and whether any still runs; or remembers that
     /// the owner gave up if no wait of its was entered yet.
-    fn abandon(&self, owner: &str, forget_after: Duration) -> (Vec<u64>, bool) {
+    fn abandon(&self, owner: &str, forget_after: Duration) -> (Vec<ClientRef>, bool) {
         let mut state = self.state(forget_after);
         let mut ids = Vec::new();
         let mut found = false;
         for wait in state.running.iter_mut().filter(|w| w.owner == owner) {
             wait.abandoned = true;
             found = true;
-            ids.extend(wait.client_id);
+            ids.extend(wait.client.clone());
         }
         let running = found;
         let (dropped, rest): (Vec<Left>, Vec<Left>) = std::mem::take(&mut state.left).into_iter().partition(|l| l.owner == owner);
         state.left = rest;
         found |= !dropped.is_empty();
-        ids.extend(dropped.into_iter().filter_map(|l| l.client_id));
+        ids.extend(dropped.into_iter().filter_map(|l| l.client));
         if !found {
-            state.left.push(Left { owner: owner.to_string(), client_id: None, since: Instant::now() });
+            state.left.push(Left { owner: owner.to_string(), client: None, since: Instant::now() });
         }
         (ids, running)
     }
@@ -135,18 +136,18 @@ impl Entry<'_> {
     /// Returns whether its owner gave up (the connection is then not kept).
     pub(super) fn answered(&self) -> bool {
         self.with(|w| {
-            w.client_id = None;
+            w.client = None;
             w.abandoned
         })
         .unwrap_or(true)
     }
 
-    /// The wait moves to connection `client_id` (the idle one it had was
+    /// The wait moves to connection `client` (the idle one it had was
     /// stale); `false` when its owner gave up meanwhile (nothing is to be
     /// sent).
-    pub(super) fn moved_to(&self, client_id: Option<u64>) -> bool {
+    pub(super) fn moved_to(&self, client: Option<ClientRef>) -> bool {
         self.with(|w| {
-            w.client_id = client_id;
+            w.client = client;
             !w.abandoned
         })
         .unwrap_or(false)
@@ -160,8 +161,8 @@ impl Drop for Entry<'_> {
             let wait = state.running.swap_remove(at);
             // Dropped before its reply (a place in line given up with the
             // acquisition): its connection is still killable.
-            if let (Some(id), false) = (wait.client_id, wait.abandoned) {
-                state.left.push(Left { owner: wait.owner, client_id: Some(id), since: Instant::now() });
+            if let (Some(id), false) = (wait.client.clone(), wait.abandoned) {
+                state.left.push(Left { owner: wait.owner, client: Some(id), since: Instant::now() });
             }
         }
         drop(state);
@@ -180,9 +181,11 @@ impl Instance {
     pub async fn abandon_waits(&self, keys: impl Into<Keys<'_>>, owner: &str) -> InstanceOutcome {
         let keys = keys.into();
         let (ids, running) = self.waits.abandon(owner, self.forget_left_after());
-        for id in ids {
+        for client in ids {
             // A user without the right keeps the wait queued (see above).
-            let _ = self.query::<i64>(redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id)).await;
+            let mut kill = redis::cmd("CLIENT");
+            kill.arg("KILL").arg("ID").arg(client.id).arg("ADDR").arg(&client.addr);
+            let _ = self.query::<i64>(&kill).await;
         }
         // Killed, a wait ends at once; one whose reply came may be moving
         // its grant to the shared connection (bounded by the request
@@ -210,8 +213,21 @@ impl Instance {
     }
 }
 
-/// The `CLIENT ID` of a new wait connection, asked once when it is made;
-/// `None` if it does not answer in time (its waits are then not killed).
-pub(super) async fn client_id(conn: &mut MultiplexedConnection, within: Duration) -> Option<u64> {
-    tokio::time::timeout(within, redis::cmd("CLIENT").arg("ID").query_async::<u64>(conn)).await.ok()?.ok()
+/// A wait connection as its server knows it: `CLIENT KILL ID id ADDR
+/// addr` ends that connection and no other, even on a server that is not
+/// the one it was made to (after a failover or a restart a client id is
+/// another client's, never with the same address at once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ClientRef {
+    id: u64,
+    addr: String,
+}
+
+/// A new wait connection as its server knows it (`CLIENT INFO`), asked
+/// once when it is made; `None` if it does not answer in time (its waits
+/// are then not killed).
+pub(super) async fn client_ref(conn: &mut MultiplexedConnection, within: Duration) -> Option<ClientRef> {
+    let info = tokio::time::timeout(within, redis::cmd("CLIENT").arg("INFO").query_async::<String>(conn)).await.ok()?.ok()?;
+    let field = |name: &str| info.split_whitespace().find_map(|f| f.strip_prefix(name)?.strip_prefix('=')).map(str::to_string);
+    Some(ClientRef { id: field("id")?.parse().ok()?, addr: field("addr")? })
 }
