@@ -96,6 +96,26 @@ impl Drop for Place {
     }
 }
 
+/// A place being waited for, given up if its wait is dropped unfinished.
+struct AbandonPlace<'a> {
+    redlock: &'a Redlock,
+    /// The place asked for; `None` once the wait ended.
+    ticket: Option<Ticket>,
+}
+
+impl Drop for AbandonPlace<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            let me = self.redlock.clone();
+            self.redlock.depart(async move {
+                if let Some(instance) = me.inner.instances.get(t.instance) {
+                    instance.abandon_waits(t.keys.as_slice(), &t.owner).await;
+                }
+            });
+        }
+    }
+}
+
 /// The instance that keeps `resource`'s line: the same for every client
 /// whatever the order of its server list (FNV-1a over the resource, among
 /// the servers sorted by name).
@@ -411,18 +431,27 @@ impl Redlock {
                 }
             }
         };
+        // Dropped while it waits (the caller gave the acquisition up): the
+        // wait leaves the line instance's queue at once, and a grant that
+        // raced it is released (see `Instance::abandon_waits`).
+        let mut abandoned = AbandonPlace { redlock: self, ticket: Some(ticket(None)) };
         tokio::select! {
             waited = instance.wait_for(keys.as_slice(), &owner, ttl, wait, Ask::new(share).session(PLACE_SESSION)) => match waited.outcome {
-                Outcome::Granted { token } => Ok(ticket(token)),
+                Outcome::Granted { token } => {
+                    abandoned.ticket = None;
+                    Ok(ticket(token))
+                }
                 _ => {
                     // A grant that raced the timeout must not block the line.
                     instance.release(keys.as_slice(), &owner).await;
+                    abandoned.ticket = None;
                     Err(Joined::Without)
                 }
             },
             () = watch => {
                 // The wait's connection is closed (which leaves the queue);
                 // a grant that raced it is undone when the server answers.
+                abandoned.ticket = None;
                 self.leave_line_soon(ticket(None));
                 Err(Joined::Without)
             }
@@ -464,12 +493,19 @@ impl Redlock {
     /// grant: the next in line starts waiting on the lock during the hold.
     fn leave_line_soon(&self, ticket: Ticket) {
         let me = self.clone();
-        // Outside a runtime (not reachable from the async API) the ticket's
-        // ttl ends it.
+        self.depart(async move { me.leave_line(ticket).await });
+    }
+
+    /// Runs `leaving` in the background, counted for `settle`: giving up
+    /// a place in line, or what an acquisition dropped at the head left
+    /// (its waits, a grant). Outside a runtime (not reachable from the
+    /// async API) the ttl ends what it would have.
+    pub(super) fn depart(&self, leaving: impl std::future::Future<Output = ()> + Send + 'static) {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let me = self.clone();
             self.inner.departures.running.fetch_add(1, Ordering::SeqCst);
             runtime.spawn(async move {
-                me.leave_line(ticket).await;
+                leaving.await;
                 if me.inner.departures.running.fetch_sub(1, Ordering::SeqCst) == 1 {
                     me.inner.departures.idle.notify_waiters();
                 }
@@ -477,10 +513,12 @@ impl Redlock {
         }
     }
 
-    /// Waits until the places in line this handle gives up in the
-    /// background after a grant are given up. A process that exits right
-    /// after taking a lock calls it first: otherwise its place would stay
-    /// taken until its ttl, and the next in line would wait that long.
+    /// Waits until what this handle gives up in the background is given
+    /// up: places in line after a grant, and the waits and grants of an
+    /// acquisition dropped at the head of the line. A process that exits
+    /// right after taking a lock (or giving an acquisition up) calls it
+    /// first: otherwise its place would stay taken until its ttl, and the
+    /// next in line would wait that long.
     pub async fn settle(&self) {
         loop {
             let idle = self.inner.departures.idle.notified();

@@ -109,13 +109,13 @@ impl Drop for Abandon<'_> {
             return;
         }
         self.round.abandon();
-        // Grants that came before are released here, later ones by their task.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (me, resource, owner) = (self.redlock.clone(), self.resource.clone(), std::mem::take(&mut self.owner));
-            runtime.spawn(async move {
-                me.release_everywhere(&resource, &owner).await;
-            });
-        }
+        // The waits leave the servers' queues now, and grants that came
+        // before are released after that (see `Instance::abandon_waits`);
+        // any later one (a wait that could not be ended) by its task.
+        let (me, resource, owner) = (self.redlock.clone(), self.resource.clone(), std::mem::take(&mut self.owner));
+        self.redlock.depart(async move {
+            join_all(me.inner.instances.iter().map(|i| i.abandon_waits(&resource, &owner))).await;
+        });
     }
 }
 

@@ -379,15 +379,30 @@ impl Instance {
                             .set_connection_timeout(Some(self.connect_timeout))
                             .set_response_timeout(None);
                         let client = self.server_client().await.map_err(|e| self.failure(e))?;
-                        let conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
+                        let mut conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
                         self.identified(Link::Single(conn.clone())).await?;
-                        Ok::<_, CallError>(conn)
+                        // Its id, for ending its waits (`abandon_waits`).
+                        let id = waits::client_ref(&mut conn, self.request_timeout).await;
+                        Ok::<_, CallError>((conn, id))
+                    };
+                    // A connection whose last wait got its reply goes back.
+                    let keep = |conn: MultiplexedConnection, id: Option<waits::ClientRef>| {
+                        if let Ok(mut idle) = self.waiting_conns.lock() {
+                            if idle.len() < MAX_IDLE_WAITING_CONNS {
+                                idle.push((conn, id));
+                            }
+                        }
                     };
                     let idle = self.waiting_conns.lock().ok().and_then(|mut idle| idle.pop());
                     let reused = idle.is_some();
-                    let mut conn = match idle {
-                        Some(conn) => conn,
+                    let (mut conn, mut id) = match idle {
+                        Some(idle) => idle,
                         None => fresh().await?,
+                    };
+                    // An owner that already gave up sends nothing.
+                    let Some(entry) = self.waits.enter(owner, id.clone(), self.forget_left_after()) else {
+                        keep(conn, id);
+                        return Ok((None, None));
                     };
                     let mut reply = cmd.query_async::<Option<i64>>(&mut conn).await;
                     // An idle connection may have died with a server restart
@@ -399,19 +414,21 @@ impl Instance {
                         if let Ok(mut idle) = self.waiting_conns.lock() {
                             idle.clear();
                         }
-                        conn = fresh().await?;
+                        (conn, id) = fresh().await?;
+                        if !entry.moved_to(id.clone()) {
+                            keep(conn, id);
+                            return Ok((None, None));
+                        }
                         reply = cmd.query_async::<Option<i64>>(&mut conn).await;
                     }
-                    if reply.is_ok() {
-                        if let Ok(mut idle) = self.waiting_conns.lock() {
-                            if idle.len() < MAX_IDLE_WAITING_CONNS {
-                                idle.push(conn);
-                            }
-                        }
+                    // A connection whose wait was abandoned may be killed:
+                    // never kept.
+                    if reply.is_ok() && !entry.answered() {
+                        keep(conn, id);
                     }
                     match reply {
                         Err(e) if self.demoted(&e) => Err(failing_over(&e)),
-                        reply => reply.map_err(|e| self.noted(classify(e))),
+                        reply => reply.map(|r| (r, Some(entry))).map_err(|e| self.noted(classify(e))),
                     }
                 }
                 // Its own cluster connection too: a TRYAGAIN (the key's slot
@@ -423,21 +440,26 @@ impl Instance {
                         .get_async_connection()
                         .await
                         .map_err(|e| self.failure(e))?;
-                    cmd.query_async::<Option<i64>>(&mut conn).await.map_err(|e| self.noted(classify(e)))
+                    cmd.query_async::<Option<i64>>(&mut conn).await.map(|r| (r, None)).map_err(|e| self.noted(classify(e)))
                 }
             }
         };
-        let outcome = match tokio::time::timeout(budget.saturating_add(self.connect_timeout), waited).await {
-            Err(_) => Outcome::Timeout,
-            Ok(Ok(Some(token))) => Outcome::Granted { token: Some(token) },
-            Ok(Ok(None)) => Outcome::Refused,
-            Ok(Err(e)) => e,
+        let (outcome, entry) = match tokio::time::timeout(budget.saturating_add(self.connect_timeout), waited).await {
+            Err(_) => (Outcome::Timeout, None),
+            Ok(Ok((Some(token), entry))) => (Outcome::Granted { token: Some(token) }, entry),
+            Ok(Ok((None, _))) => (Outcome::Refused, None),
+            Ok(Err(e)) => (e, None),
         };
         // A hold bound to the waiting connection would end whenever that
         // connection does (it goes back to a pool, or is a cluster client's
         // own): it is granted again on the shared one, the same owner's
-        // re-grant with the same token, which moves the binding there.
+        // re-grant with the same token, which moves the binding there. Not
+        // for an owner that gave up: its hold ends with the connection, and
+        // `abandon_waits` releases it after this (the entry kept till then).
         if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
+            if entry.as_ref().is_some_and(|e| e.abandoned()) {
+                return self.outcome(started, Outcome::Refused);
+            }
             let again = self.acquire_as(keys, owner, ttl, Ask { fence: None, ..ask }).await;
             return InstanceOutcome { latency: started.elapsed(), ..again };
         }

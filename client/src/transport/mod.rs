@@ -20,13 +20,15 @@
 //! retired, and every request's timeout); `commands` (each lock command
 //! and its outcome); `replies` (what status replies say, as data);
 //! `failures` (a failed request classified); `urls` (the server list's
-//! entries checked and taken apart).
+//! entries checked and taken apart); `waits` (the waits running on their
+//! own connections, and ending those of an acquisition given up).
 
 mod changes;
 mod commands;
 mod failures;
 mod replies;
 mod urls;
+mod waits;
 
 pub use changes::{changes_channel, Changes};
 pub use commands::{Ask, Keys, Share};
@@ -121,7 +123,10 @@ pub struct Instance {
     /// Idle connections for blocking waits (`wait_for`), kept after a
     /// wait that got its reply: a connection per wait would cost a TCP
     /// handshake on every handoff of a contended lock.
-    waiting_conns: std::sync::Mutex<Vec<MultiplexedConnection>>,
+    /// Each as its server knows it (`CLIENT INFO`), when known.
+    waiting_conns: std::sync::Mutex<Vec<(MultiplexedConnection, Option<waits::ClientRef>)>>,
+    /// The waits running on those connections, by owner (`abandon_waits`).
+    waits: waits::Waits,
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
@@ -292,6 +297,7 @@ impl Instance {
             conn: Mutex::new(None),
             connections_made: std::sync::atomic::AtomicU64::new(0),
             waiting_conns: std::sync::Mutex::new(Vec::new()),
+            waits: waits::Waits::default(),
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,

@@ -325,6 +325,18 @@ impl Server {
         parse_info(self.ok(redis::cmd("LOCK.INFO").arg(key)).await)
     }
 
+    /// Counter `name` of `INFO redislock` (`wait_granted`: its handoffs).
+    pub async fn counter(&self, name: &str) -> i64 {
+        let text = match self.ok(redis::cmd("INFO").arg("redislock")).await {
+            Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            Value::VerbatimString { text, .. } => text,
+            other => panic!("INFO replied {other:?}"),
+        };
+        let field = format!("redislock_{name}:");
+        let n = text.lines().find_map(|l| l.strip_prefix(field.as_str())).and_then(|n| n.trim().parse().ok());
+        n.unwrap_or_else(|| panic!("{}: no {name} in INFO redislock", self.addr()))
+    }
+
     /// GET key (script-mode locks on plain servers).
     pub async fn get(&self, key: &str) -> Option<String> {
         match self.ok(redis::cmd("GET").arg(key)).await {
@@ -442,6 +454,15 @@ impl Cluster {
 
     pub fn redlock(&self, settings: Settings) -> Redlock {
         Redlock::new(&self.urls(), settings).expect("Redlock::new")
+    }
+
+    /// `wait_granted` of every server: the handoffs each made so far.
+    pub async fn handoffs(&self) -> Vec<i64> {
+        let mut out = Vec::new();
+        for s in &self.servers {
+            out.push(s.counter("wait_granted").await);
+        }
+        out
     }
 
     /// LOCK.INFO on every server (all must be running).

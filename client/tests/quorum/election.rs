@@ -129,6 +129,39 @@ async fn a_campaign_given_up_leaves_nothing_behind() {
     assert_eq!(a.leader().await.expect("read"), None);
 }
 
+/// A campaign cancelled at the head of the line (its waits queued on every
+/// server, bound to their connections) is never leader: its waits are gone
+/// once its handle settles, so the leader's resignation hands the lock to
+/// nobody, on no server, and `leader()` says nobody leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_cancelled_at_the_head_never_leads() {
+    let c = Cluster::start(5);
+    let ttl = Duration::from_secs(30);
+    let a = candidate(&c, "shift", "a", ttl);
+    let b_handle = c.redlock(bound());
+    let b = Election::new(b_handle.clone(), "shift", "b").and_then(|e| e.with_ttl(ttl)).expect("election");
+    let leading = a.campaign().await.expect("a leads");
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.campaign().await })
+    };
+    eventually(Duration::from_secs(10), "b waiting at the head", || async {
+        c.infos(&resource_of("shift")).await.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 1))
+    })
+    .await;
+    waiting.abort();
+    assert!(waiting.await.is_err_and(|e| e.is_cancelled()), "b still campaigning when cancelled");
+    b_handle.settle().await;
+    let infos = c.infos(&resource_of("shift")).await;
+    assert!(infos.iter().all(|i| i.as_ref().is_some_and(|i| i.waiters == 0)), "b's waits gone: {infos:?}");
+    let before = c.handoffs().await;
+    leading.resign().await.expect("resigned");
+    assert_eq!(a.leader().await.expect("read"), None, "b never leads");
+    let infos = c.infos(&resource_of("shift")).await;
+    assert!(infos.iter().all(Option::is_none), "nobody holds the election lock: {infos:?}");
+    assert_eq!(c.handoffs().await, before, "no server handed the lock to b");
+}
+
 /// Three candidates, each leading in turn for a while and then resigning,
 /// over and over: every term's interval (from its campaign's return to its
 /// resignation) is disjoint from every other's, and terms strictly grow.

@@ -268,3 +268,56 @@ async fn a_place_asked_for_while_the_line_instance_stalls_keeps_its_turn() {
     }
     assert_eq!(order, vec![1, 2, 3], "served in arrival order, the stalled request's contender included");
 }
+
+/// The head of the line gives its acquisition up (its future dropped, as a
+/// binding's timeout or a cancelled task does) while the lock is held: its
+/// waits leave every server's queue before `settle` returns, far inside
+/// their window (10 s here), and once the holder releases, the next in
+/// line is granted at once and nobody else ever is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_given_up_leaves_every_queue_at_once() {
+    let c = Cluster::start(5);
+    let ttl = Duration::from_secs(30);
+    let holder = c.redlock(relaxed());
+    let held = holder.lock("gone", ttl).await.expect("holder");
+    let head = c.redlock(relaxed());
+    let waiting = {
+        let head = head.clone();
+        tokio::spawn(async move { head.lock_until("gone", ttl, Some(Instant::now() + Duration::from_secs(60))).await })
+    };
+    common::eventually(Duration::from_secs(5), "head waiting on every instance", || async { waiters(&c, "gone").await == vec![1; 5] })
+        .await;
+    let given_up = Instant::now();
+    waiting.abort();
+    assert!(waiting.await.is_err_and(|e| e.is_cancelled()), "still waiting when given up");
+    head.settle().await;
+    assert_eq!(waiters(&c, "gone").await, vec![0; 5], "the waits left every queue");
+    for s in &c.servers {
+        assert_eq!(s.ok(redis::cmd("LOCK.WAITERS").arg("gone")).await, Value::Array(vec![]), "{}: nobody in line", s.addr());
+    }
+    assert!(given_up.elapsed() < ttl / 3, "before the window ended");
+    assert_eq!(line_holders(&c, "gone").await, 0, "the head's place in line given up");
+
+    // The next waiter takes the head and is handed the lock at the release.
+    let next = c.redlock(relaxed());
+    let taking = {
+        let next = next.clone();
+        tokio::spawn(async move { next.lock_until("gone", ttl, Some(Instant::now() + Duration::from_secs(60))).await })
+    };
+    common::eventually(Duration::from_secs(5), "the next waiting on every instance", || async { waiters(&c, "gone").await == vec![1; 5] })
+        .await;
+    let before = c.handoffs().await;
+    let released = Instant::now();
+    holder.release(&held).await.expect("release");
+    let lock = tokio::time::timeout(Duration::from_secs(5), taking).await.expect("granted at once").expect("task").expect("lock");
+    assert!(released.elapsed() < ttl / 3, "granted at the release, not a window later");
+    common::eventually(Duration::from_secs(5), "the next holds it on every server", || async {
+        c.infos("gone").await.iter().all(|i| i.as_ref().is_some_and(|i| i.owner == lock.owner && i.waiters == 0))
+    })
+    .await;
+    // One handoff per server, to the next: the one given up never held it.
+    let after = c.handoffs().await;
+    let handed: Vec<i64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(handed, vec![1; 5], "handoffs at the release: {before:?} -> {after:?}");
+    next.release(&lock).await.expect("release");
+}
