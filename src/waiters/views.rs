@@ -48,31 +48,32 @@ pub struct Contended {
 }
 
 /// The waited keys of `db`, most waiters first, then the longest wait,
-/// then by name; at most `count`.
+/// then by name; at most `count`. Only the `count` listed are sorted and
+/// have their names copied: the others are passed over with a partial
+/// selection, so many waited keys cost one look at each.
 pub fn busiest(db: c_int, count: usize) -> Vec<Contended> {
     if WAITING.load(Ordering::Relaxed) == 0 || count == 0 {
         return Vec::new();
     }
     let now = clock::mono_ms();
-    let mut all = with_registry(|r| {
-        r.queues.get(&db).map_or_else(Vec::new, |keys| {
-            keys.iter()
-                .map(|(key, q)| Contended {
-                    key: key.clone(),
-                    waiters: q.waiters.len(),
-                    oldest_wait_ms: q
-                        .waiters
-                        .first()
-                        .and_then(|p| waiter_at(&r.sets, p))
-                        .map_or(0, |w| now.saturating_sub(w.joined_mono_ms)),
-                })
-                .collect()
-        })
+    with_registry(|r| {
+        let Some(keys) = r.queues.get(&db) else { return Vec::new() };
+        let mut all: Vec<(usize, i64, &[u8])> = keys
+            .iter()
+            .map(|(key, q)| {
+                let joined = q.waiters.first().and_then(|p| waiter_at(&r.sets, p)).map_or(now, |w| w.joined_mono_ms);
+                (q.waiters.len(), now.saturating_sub(joined), &key[..])
+            })
+            .collect();
+        let order = |a: &(usize, i64, &[u8]), b: &(usize, i64, &[u8])| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then_with(|| a.2.cmp(b.2));
+        if all.len() > count {
+            all.select_nth_unstable_by(count - 1, order);
+            all.truncate(count);
+        }
+        all.sort_unstable_by(order);
+        all.into_iter().map(|(waiters, oldest_wait_ms, key)| Contended { key: key.into(), waiters, oldest_wait_ms }).collect()
     })
-    .unwrap_or_default();
-    all.sort_by(|a, b| b.waiters.cmp(&a.waiters).then(b.oldest_wait_ms.cmp(&a.oldest_wait_ms)).then_with(|| a.key.cmp(&b.key)));
-    all.truncate(count);
-    all
+    .unwrap_or_default()
 }
 
 /// How long the longest-waiting client has waited, ms (0: nobody waits).
