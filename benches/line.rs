@@ -4,22 +4,25 @@
 //!     cargo bench --bench line
 //!
 //! - `handoff`: `WAITERS` clients (default 11,000) wait in `LOCK.ACQUIRE key
-//!   w-i 600000 WAIT 0`; a control connection sends `LOCK.RELEASE key
+//!   w-i 600000 WAIT 600000` (WAIT_SECONDS); a control connection sends `LOCK.RELEASE key
 //!   <holder>`, which hands the lock to the head of the line within the
 //!   command. Measured: the RELEASE's round trip, and the time until the
 //!   head's grant is read. The client served before joins the tail again
 //!   once it holds nothing, so the line keeps its length.
-//! - `blpop`: the same with `WAITERS` clients in `BLPOP list 0` and `LPUSH
+//! - `blpop`: the same with `WAITERS` clients in `BLPOP list 600` and `LPUSH
 //!   list x` on the control connection.
 //! - `top`: `TOP_KEYS` clients (default 10,000) each wait for a key of its own,
 //!   held by the control connection; `LOCK.TOP` (10 by default) is timed.
 //!
-//! The two handoff variants alternate in `BENCH_ROUNDS` rounds (default 3),
-//! each on a fresh server (both lines at once would need twice the file
-//! descriptors); the ratio is the lock's p99 over BLPOP's from the same run.
+//! Both lines stand at once, on two servers, and their handoffs alternate in
+//! blocks of 100, so both see the same load on the machine; the ratio is the
+//! lock's p99 over BLPOP's from the same run. Also printed: each server's
+//! CPU per handoff (/proc/PID/schedstat, which scheduling noise moves less
+//! than p99), and its CPU while the whole line disconnects at once.
 //!
-//! Environment: REDISLOCK_MODULE, BENCH_ROUNDS, BENCH_HANDOFFS (measured
-//! handoffs per round, default 3,000), WAITERS, TOP_KEYS.
+//! Environment: REDISLOCK_MODULE, BENCH_HANDOFFS (measured handoffs of each
+//! line, default 10,000), WAITERS, WAIT_SECONDS (each wait's timeout,
+//! default 600; 0: none), TOP_KEYS.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -35,6 +38,8 @@ type Res<T> = Result<T, String>;
 const LEASE_MS: u64 = 600_000;
 /// Handoffs before the measured ones, per round.
 const WARMUP: usize = 500;
+/// Handoffs of one line before the other's turn.
+const BLOCK: usize = 100;
 /// `LOCK.TOP` calls timed.
 const TOP_CALLS: usize = 300;
 
@@ -162,12 +167,14 @@ struct Figures {
     /// and how many handoffs.
     cpu_ns: u64,
     handoffs: u64,
+    /// The server's CPU while the whole line disconnected, ns.
+    leave_cpu_ns: u64,
 }
 
 impl Figures {
     fn new() -> Res<Figures> {
         let h = || Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string());
-        Ok(Figures { command: h()?, head: h()?, cpu_ns: 0, handoffs: 0 })
+        Ok(Figures { command: h()?, head: h()?, cpu_ns: 0, handoffs: 0, leave_cpu_ns: 0 })
     }
 }
 
@@ -187,50 +194,63 @@ fn send_wait(conn: &mut Conn, variant: Variant, owner: &[u8], timeout_s: u64) ->
     conn.send(&refs)
 }
 
-/// One round: a fresh server, `waiters` clients in line one by one (so the
-/// line's order is known), then `handoffs` measured handoffs.
-fn round(module: &Path, variant: Variant, waiters: usize, handoffs: usize, timeout_s: u64, figures: &mut Figures) -> Res<()> {
-    let server = start(module, waiters)?;
-    eprintln!("server pid {}", server.pid);
-    let mut ctl = Conn::open(server.port)?;
-    if variant == Variant::Lock {
-        let reply = ctl.call(&[b"LOCK.ACQUIRE", b"key", b"h", LEASE_MS.to_string().as_bytes()])?;
-        if !reply.starts_with(b":") {
-            return Err(format!("first ACQUIRE: {}", String::from_utf8_lossy(&reply)));
-        }
-    }
-    let mut line: Vec<Conn> = Vec::with_capacity(waiters);
-    let owners: Vec<Vec<u8>> = (0..waiters).map(|i| format!("w-{i}").into_bytes()).collect();
-    for (i, owner) in owners.iter().enumerate() {
-        let mut conn = Conn::open(server.port)?;
-        send_wait(&mut conn, variant, owner, timeout_s)?;
-        line.push(conn);
-        // In line one at a time, so the i-th connection is i-th in line.
-        let started = Instant::now();
-        while blocked(&mut ctl)? < i + 1 {
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err(format!("waiter {i} never blocked"));
+/// A server with a line of `waiters` clients, one by one (so the line's
+/// order is known), and the control connection that frees the head.
+struct Line {
+    variant: Variant,
+    server: testkit::Process,
+    ctl: Conn,
+    line: Vec<Conn>,
+    owners: Vec<Vec<u8>>,
+    holder: Vec<u8>,
+    timeout_s: u64,
+    /// Handoffs so far.
+    n: usize,
+}
+
+impl Line {
+    fn new(module: &Path, variant: Variant, waiters: usize, timeout_s: u64) -> Res<Line> {
+        let server = start(module, waiters)?;
+        let mut ctl = Conn::open(server.port)?;
+        if variant == Variant::Lock {
+            let reply = ctl.call(&[b"LOCK.ACQUIRE", b"key", b"h", LEASE_MS.to_string().as_bytes()])?;
+            if !reply.starts_with(b":") {
+                return Err(format!("first ACQUIRE: {}", String::from_utf8_lossy(&reply)));
             }
         }
-    }
-    let mut holder: Vec<u8> = b"h".to_vec();
-    let mut cpu_at_start = 0;
-    for n in 0..WARMUP + handoffs {
-        if n == WARMUP {
-            cpu_at_start = cpu_ns(server.pid)?;
+        let mut line: Vec<Conn> = Vec::with_capacity(waiters);
+        let owners: Vec<Vec<u8>> = (0..waiters).map(|i| format!("w-{i}").into_bytes()).collect();
+        for (i, owner) in owners.iter().enumerate() {
+            let mut conn = Conn::open(server.port)?;
+            send_wait(&mut conn, variant, owner, timeout_s)?;
+            line.push(conn);
+            // In line one at a time, so the i-th connection is i-th in line.
+            let started = Instant::now();
+            while blocked(&mut ctl)? < i + 1 {
+                if started.elapsed() > Duration::from_secs(10) {
+                    return Err(format!("waiter {i} never blocked"));
+                }
+            }
         }
+        Ok(Line { variant, server, ctl, line, owners, holder: b"h".to_vec(), timeout_s, n: 0 })
+    }
+
+    /// One handoff: free the head, read its reply, put the one served
+    /// before back at the tail; recorded unless `warmup`.
+    fn handoff(&mut self, figures: &mut Figures, warmup: bool) -> Res<()> {
+        let (n, waiters, variant) = (self.n, self.line.len(), self.variant);
         let head = n % waiters;
         let sent = Instant::now();
         match variant {
-            Variant::Lock => ctl.send(&[b"LOCK.RELEASE", b"key", &holder])?,
-            Variant::Blpop => ctl.send(&[b"LPUSH", b"list", b"x"])?,
+            Variant::Lock => self.ctl.send(&[b"LOCK.RELEASE", b"key", &self.holder])?,
+            Variant::Blpop => self.ctl.send(&[b"LPUSH", b"list", b"x"])?,
         }
-        let reply = ctl.read_lines(1)?;
+        let reply = self.ctl.read_lines(1)?;
         let command = sent.elapsed();
         if reply != ":1" {
             return Err(format!("freeing command answered {reply}"));
         }
-        let granted = line[head].read_lines(if variant == Variant::Lock { 1 } else { 5 })?;
+        let granted = self.line[head].read_lines(if variant == Variant::Lock { 1 } else { 5 })?;
         let at_head = sent.elapsed();
         if !granted.starts_with(if variant == Variant::Lock { ":" } else { "*2" }) {
             return Err(format!("head {head} answered {granted}"));
@@ -239,20 +259,157 @@ fn round(module: &Path, variant: Variant, waiters: usize, handoffs: usize, timeo
         // nothing (an ACQUIRE by the holder would be granted at once).
         if n > 0 {
             let last = (n - 1) % waiters;
-            send_wait(&mut line[last], variant, &owners[last], timeout_s)?;
+            send_wait(&mut self.line[last], variant, &self.owners[last], self.timeout_s)?;
         }
-        holder.clone_from(&owners[head]);
-        if n >= WARMUP {
+        self.holder.clone_from(&self.owners[head]);
+        self.n += 1;
+        if !warmup {
             let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1);
             figures.command.record(us(command)).map_err(|e| e.to_string())?;
             figures.head.record(us(at_head)).map_err(|e| e.to_string())?;
+            figures.handoffs += 1;
+        }
+        Ok(())
+    }
+
+    /// Every waiter disconnects at once (each leaves from wherever it is):
+    /// the server's CPU until none is blocked, ns.
+    fn disconnect_all(mut self) -> Res<u64> {
+        let (left, cpu_before) = (Instant::now(), cpu_ns(self.server.pid)?);
+        self.line.clear();
+        while blocked(&mut self.ctl)? > 0 {
+            if left.elapsed() > Duration::from_secs(120) {
+                return Err("the waiters never all left".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(cpu_ns(self.server.pid)?.saturating_sub(cpu_before))
+    }
+}
+
+/// One line's figures as its process hands them back.
+struct Summary {
+    /// The freeing command's p50, p99, max, µs.
+    command: [u64; 3],
+    /// The head's reply's p50, p99, max, µs.
+    head: [u64; 3],
+    cpu_per_handoff_us: f64,
+    leave_cpu_ms: f64,
+}
+
+impl Summary {
+    fn of(f: &Figures) -> Summary {
+        let q = |h: &Histogram<u64>| [h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max()];
+        Summary {
+            command: q(&f.command),
+            head: q(&f.head),
+            cpu_per_handoff_us: f.cpu_ns as f64 / f.handoffs.max(1) as f64 / 1000.0,
+            leave_cpu_ms: f.leave_cpu_ns as f64 / 1e6,
         }
     }
-    figures.cpu_ns += cpu_ns(server.pid)?.saturating_sub(cpu_at_start);
-    figures.handoffs += handoffs as u64;
-    drop(line);
-    drop(server);
-    Ok(())
+
+    fn line(&self) -> String {
+        let [a, b, c] = self.command;
+        let [d, e, g] = self.head;
+        format!("summary {a} {b} {c} {d} {e} {g} {} {}", self.cpu_per_handoff_us, self.leave_cpu_ms)
+    }
+
+    fn parse(line: &str) -> Option<Summary> {
+        let v: Vec<&str> = line.strip_prefix("summary ")?.split(' ').collect();
+        let u = |i: usize| v.get(i).and_then(|x| x.parse::<u64>().ok());
+        let f = |i: usize| v.get(i).and_then(|x| x.parse::<f64>().ok());
+        Some(Summary { command: [u(0)?, u(1)?, u(2)?], head: [u(3)?, u(4)?, u(5)?], cpu_per_handoff_us: f(6)?, leave_cpu_ms: f(7)? })
+    }
+}
+
+/// A line in a process of its own (each holds `WAITERS` descriptors, and
+/// both at once may not fit in one process's limit): it sets its line up,
+/// says `ready`, runs `BLOCK` handoffs for each `go` it reads and says
+/// `done`, and at `end` disconnects its line and prints its summary.
+fn serve_line(module: &Path, variant: Variant, waiters: usize, timeout_s: u64) -> Res<()> {
+    use std::io::BufRead;
+    let mut line = Line::new(module, variant, waiters, timeout_s)?;
+    let mut figures = Figures::new()?;
+    for _ in 0..WARMUP {
+        line.handoff(&mut figures, true)?;
+    }
+    let mut cpu = 0;
+    let mut out = std::io::stdout();
+    writeln!(out, "ready").map_err(|e| e.to_string())?;
+    for cmd in std::io::stdin().lock().lines() {
+        match cmd.map_err(|e| e.to_string())?.as_str() {
+            "go" => {
+                let at = cpu_ns(line.server.pid)?;
+                for _ in 0..BLOCK {
+                    line.handoff(&mut figures, false)?;
+                }
+                cpu += cpu_ns(line.server.pid)?.saturating_sub(at);
+                writeln!(out, "done").map_err(|e| e.to_string())?;
+            }
+            _ => break,
+        }
+    }
+    figures.cpu_ns = cpu;
+    figures.leave_cpu_ns = line.disconnect_all()?;
+    writeln!(out, "{}", Summary::of(&figures).line()).map_err(|e| e.to_string())
+}
+
+type Child = (std::process::Child, std::process::ChildStdin, std::io::BufReader<std::process::ChildStdout>);
+
+/// Reads the next line of a line's process, which must start with `word`.
+fn expect(out: &mut std::io::BufReader<std::process::ChildStdout>, word: &str) -> Res<String> {
+    use std::io::BufRead;
+    let mut got = String::new();
+    out.read_line(&mut got).map_err(|e| e.to_string())?;
+    let got = got.trim_end();
+    if got.starts_with(word) {
+        Ok(got.to_string())
+    } else {
+        Err(format!("a line's process said {got:?}, not {word}"))
+    }
+}
+
+/// Both lines at once, each in a process of its own, their handoffs
+/// alternating in blocks of `BLOCK` so that both see the same load.
+fn handoffs(waiters: usize, handoffs: usize, timeout_s: u64) -> Res<(Summary, Summary)> {
+    use std::process::{Command, Stdio};
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    eprintln!("a lock line and a BLPOP line of {waiters}");
+    let mut children: Vec<Child> = Vec::new();
+    for role in ["lock", "blpop"] {
+        let mut child = Command::new(&me)
+            .env("LINE_ROLE", role)
+            .env("WAITERS", waiters.to_string())
+            .env("WAIT_SECONDS", timeout_s.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawn: {e}"))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        children.push((child, stdin, stdout));
+    }
+    for (_, _, out) in children.iter_mut() {
+        expect(out, "ready")?;
+    }
+    for block in 0..handoffs.div_ceil(BLOCK) {
+        // Which goes first alternates too.
+        for i in [block % 2, 1 - block % 2] {
+            let (_, stdin, out) = &mut children[i];
+            writeln!(stdin, "go").map_err(|e| e.to_string())?;
+            expect(out, "done")?;
+        }
+    }
+    let mut summaries = Vec::new();
+    for (mut child, mut stdin, mut out) in children {
+        writeln!(stdin, "end").map_err(|e| e.to_string())?;
+        let line = expect(&mut out, "summary")?;
+        summaries.push(Summary::parse(&line).ok_or_else(|| format!("unreadable summary {line:?}"))?);
+        child.wait().map_err(|e| e.to_string())?;
+    }
+    let blpop = summaries.pop().ok_or("no summary")?;
+    let lock = summaries.pop().ok_or("no summary")?;
+    Ok((lock, blpop))
 }
 
 /// `LOCK.TOP` with `keys` waited keys, one waiter each.
@@ -297,39 +454,39 @@ fn ms(us: u64) -> String {
 
 fn run() -> Res<()> {
     let module = testkit::try_module_path()?;
-    let rounds = env_usize("BENCH_ROUNDS", 3)?;
-    let handoffs = env_usize("BENCH_HANDOFFS", 3_000)?;
+    let handoffs_n = env_usize("BENCH_HANDOFFS", 10_000)?;
     let waiters = env_usize("WAITERS", 11_000)?.max(2);
     let top_keys = env_usize("TOP_KEYS", 10_000)?.max(10);
     let timeout_s = u64::try_from(env_usize("WAIT_SECONDS", 600)?).unwrap_or(600);
-    let (mut lock, mut blpop) = (Figures::new()?, Figures::new()?);
-    for r in 0..rounds {
-        eprintln!("round {}/{rounds}: lock line of {waiters}", r + 1);
-        round(&module, Variant::Lock, waiters, handoffs, timeout_s, &mut lock)?;
-        eprintln!("round {}/{rounds}: BLPOP line of {waiters}", r + 1);
-        if std::env::var_os("BENCH_LOCK_ONLY").is_none() {
-            round(&module, Variant::Blpop, waiters, handoffs, timeout_s, &mut blpop)?;
-        }
+    match std::env::var("LINE_ROLE").as_deref() {
+        Ok("lock") => return serve_line(&module, Variant::Lock, waiters, timeout_s),
+        Ok("blpop") => return serve_line(&module, Variant::Blpop, waiters, timeout_s),
+        _ => {}
     }
-    println!("line of {waiters} waiters (timeout {timeout_s} s, 0: none), {rounds} rounds x {handoffs} handoffs (interleaved)");
+    let (lock, blpop) = handoffs(waiters, handoffs_n, timeout_s)?;
+    println!("line of {waiters} waiters (timeout {timeout_s} s, 0: none), {handoffs_n} handoffs each, alternating in blocks of {BLOCK}");
     println!("{:<34} {:>10} {:>10} {:>10}", "", "p50", "p99", "max");
-    for (name, h) in [
-        ("LOCK.RELEASE (hands over)", &lock.command),
-        ("LPUSH (to BLPOP)", &blpop.command),
-        ("RELEASE sent -> head granted", &lock.head),
-        ("LPUSH sent -> head served", &blpop.head),
+    for (name, [p50, p99, max]) in [
+        ("LOCK.RELEASE (hands over)", lock.command),
+        ("LPUSH (to BLPOP)", blpop.command),
+        ("RELEASE sent -> head granted", lock.head),
+        ("LPUSH sent -> head served", blpop.head),
     ] {
-        println!("{name:<34} {:>10} {:>10} {:>10}", ms(h.value_at_quantile(0.5)), ms(h.value_at_quantile(0.99)), ms(h.max()));
+        println!("{name:<34} {:>10} {:>10} {:>10}", ms(p50), ms(p99), ms(max));
     }
-    let ratio = |a: &Histogram<u64>, b: &Histogram<u64>| a.value_at_quantile(0.99) as f64 / b.value_at_quantile(0.99).max(1) as f64;
-    let per = |f: &Figures| f.cpu_ns as f64 / f.handoffs.max(1) as f64 / 1000.0;
     println!(
         "server CPU per handoff (with the rejoin): lock {:.1} µs, BLPOP {:.1} µs ({:.2}x)",
-        per(&lock),
-        per(&blpop),
-        per(&lock) / per(&blpop).max(f64::MIN_POSITIVE)
+        lock.cpu_per_handoff_us,
+        blpop.cpu_per_handoff_us,
+        lock.cpu_per_handoff_us / blpop.cpu_per_handoff_us.max(f64::MIN_POSITIVE)
     );
-    println!("p99 ratio lock/BLPOP: command {:.2}x, head {:.2}x", ratio(&lock.command, &blpop.command), ratio(&lock.head, &blpop.head));
+    println!("server CPU for the whole line to disconnect: lock {:.1} ms, BLPOP {:.1} ms", lock.leave_cpu_ms, blpop.leave_cpu_ms);
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    println!(
+        "p99 ratio lock/BLPOP: command {:.2}x, head {:.2}x",
+        ratio(lock.command[1], blpop.command[1]),
+        ratio(lock.head[1], blpop.head[1])
+    );
     eprintln!("LOCK.TOP with {top_keys} waited keys");
     let t = top(&module, top_keys)?;
     println!(
