@@ -47,10 +47,9 @@ pub struct Contended {
     pub oldest_wait_ms: i64,
 }
 
-/// The waited keys of `db`, most waiters first, then the longest wait,
-/// then by name; at most `count`. Only the `count` listed are sorted and
-/// have their names copied: the others are passed over with a partial
-/// selection, so many waited keys cost one look at each.
+/// The waited keys of `db` in LOCK.TOP's order (`line::busiest`); at most
+/// `count`. Each key is looked at once and borrowed; only the names listed
+/// are copied.
 pub fn busiest(db: c_int, count: usize) -> Vec<Contended> {
     if WAITING.load(Ordering::Relaxed) == 0 || count == 0 {
         return Vec::new();
@@ -58,20 +57,17 @@ pub fn busiest(db: c_int, count: usize) -> Vec<Contended> {
     let now = clock::mono_ms();
     with_registry(|r| {
         let Some(keys) = r.queues.get(&db) else { return Vec::new() };
-        let mut all: Vec<(usize, i64, &[u8])> = keys
+        let lines = keys
             .iter()
             .map(|(key, q)| {
                 let joined = q.waiters.first().and_then(|p| waiter_at(&r.sets, p)).map_or(now, |w| w.joined_mono_ms);
-                (q.waiters.len(), now.saturating_sub(joined), &key[..])
+                line::Busy { waiters: q.waiters.len(), oldest_wait_ms: now.saturating_sub(joined), key: &key[..] }
             })
             .collect();
-        let order = |a: &(usize, i64, &[u8]), b: &(usize, i64, &[u8])| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then_with(|| a.2.cmp(b.2));
-        if all.len() > count {
-            all.select_nth_unstable_by(count - 1, order);
-            all.truncate(count);
-        }
-        all.sort_unstable_by(order);
-        all.into_iter().map(|(waiters, oldest_wait_ms, key)| Contended { key: key.into(), waiters, oldest_wait_ms }).collect()
+        line::busiest(lines, count)
+            .into_iter()
+            .map(|b| Contended { key: b.key.into(), waiters: b.waiters, oldest_wait_ms: b.oldest_wait_ms })
+            .collect()
     })
     .unwrap_or_default()
 }
