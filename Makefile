@@ -98,8 +98,9 @@ test-all: build
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then the
 # memory a held lock costs against the same SET NX PX key (benches/memory.sh), shared
 # holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
-# contended waiting against the polling loop (benches/contended.rs), the
-# quorum client against rslock on five servers (client/benches/quorum.rs), then
+# contended waiting against the polling loop (benches/contended.rs), one
+# server's line of 11,000 against as many BLPOPs and LOCK.TOP over 10^4 waited
+# keys (benches/line.rs), the quorum client against rslock on five servers (client/benches/quorum.rs), then
 # ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh), then
 # the Python package against Pottery's Redlock on five servers (benches/python.sh),
 # the Node.js package against node-redlock on five servers (benches/node.sh).
@@ -109,6 +110,7 @@ bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/memory.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench line
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench quorum
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh

@@ -13,6 +13,9 @@
 //!   disconnected); when the head leaves with others behind it, the new
 //!   head may fit beside the holders and must be offered the lock.
 //!
+//! - LOCK.TOP lists lines busiest first: most waiters, then the longest
+//!   wait, then by key (`busiest`).
+//!
 //! Whether a head fits is the grant rules' decision (`grant::Holding`);
 //! a newcomer finding others in line is not granted ahead of them (the
 //! `waiting_ahead` of `Holding::acquire`). The module keeps each line in
@@ -103,6 +106,32 @@ pub fn serve<W>(mut take: impl FnMut() -> Option<W>, mut offer: impl FnMut(W) ->
         }
     }
     false
+}
+
+/// How busy a waited key's line is, as LOCK.TOP orders them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Busy<K> {
+    pub waiters: usize,
+    /// How long its head has waited, ms.
+    pub oldest_wait_ms: i64,
+    pub key: K,
+}
+
+/// The `count` busiest lines, busiest first: most waiters, then the
+/// longest wait, then by key. Only the ones kept are sorted: the rest is
+/// passed over with a partial selection, so many lines cost one look each.
+pub fn busiest<K: Ord>(mut lines: Vec<Busy<K>>, count: usize) -> Vec<Busy<K>> {
+    let order =
+        |a: &Busy<K>, b: &Busy<K>| b.waiters.cmp(&a.waiters).then(b.oldest_wait_ms.cmp(&a.oldest_wait_ms)).then_with(|| a.key.cmp(&b.key));
+    if count == 0 {
+        return Vec::new();
+    }
+    if lines.len() > count {
+        lines.select_nth_unstable_by(count - 1, order);
+        lines.truncate(count);
+    }
+    lines.sort_unstable_by(order);
+    lines
 }
 
 #[cfg(test)]
@@ -315,6 +344,21 @@ mod properties {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// The selection lists what sorting every line and keeping the
+        /// first `count` would, in the same order (ties on waiters and wait
+        /// are common: small ranges).
+        #[test]
+        fn busiest_is_the_head_of_the_full_order(
+            lines in proptest::collection::btree_map(0u16..400, (0usize..4, 0i64..4), 0..60),
+            count in 0usize..70,
+        ) {
+            let lines: Vec<Busy<u16>> = lines.into_iter().map(|(key, (waiters, oldest_wait_ms))| Busy { waiters, oldest_wait_ms, key }).collect();
+            let mut sorted = lines.clone();
+            sorted.sort_by(|a, b| (b.waiters, b.oldest_wait_ms, a.key).cmp(&(a.waiters, a.oldest_wait_ms, b.key)));
+            sorted.truncate(count);
+            prop_assert_eq!(busiest(lines, count), sorted);
+        }
 
         #[test]
         fn the_line_is_served_in_order_and_in_batches(

@@ -47,32 +47,29 @@ pub struct Contended {
     pub oldest_wait_ms: i64,
 }
 
-/// The waited keys of `db`, most waiters first, then the longest wait,
-/// then by name; at most `count`.
+/// The waited keys of `db` in LOCK.TOP's order (`line::busiest`); at most
+/// `count`. Each key is looked at once and borrowed; only the names listed
+/// are copied.
 pub fn busiest(db: c_int, count: usize) -> Vec<Contended> {
     if WAITING.load(Ordering::Relaxed) == 0 || count == 0 {
         return Vec::new();
     }
     let now = clock::mono_ms();
-    let mut all = with_registry(|r| {
-        r.queues.get(&db).map_or_else(Vec::new, |keys| {
-            keys.iter()
-                .map(|(key, q)| Contended {
-                    key: key.clone(),
-                    waiters: q.waiters.len(),
-                    oldest_wait_ms: q
-                        .waiters
-                        .first()
-                        .and_then(|p| waiter_at(&r.sets, p))
-                        .map_or(0, |w| now.saturating_sub(w.joined_mono_ms)),
-                })
-                .collect()
-        })
+    with_registry(|r| {
+        let Some(keys) = r.queues.get(&db) else { return Vec::new() };
+        let lines = keys
+            .iter()
+            .map(|(key, q)| {
+                let joined = q.waiters.first().and_then(|p| waiter_at(&r.sets, p)).map_or(now, |w| w.joined_mono_ms);
+                line::Busy { waiters: q.waiters.len(), oldest_wait_ms: now.saturating_sub(joined), key: &key[..] }
+            })
+            .collect();
+        line::busiest(lines, count)
+            .into_iter()
+            .map(|b| Contended { key: b.key.into(), waiters: b.waiters, oldest_wait_ms: b.oldest_wait_ms })
+            .collect()
     })
-    .unwrap_or_default();
-    all.sort_by(|a, b| b.waiters.cmp(&a.waiters).then(b.oldest_wait_ms.cmp(&a.oldest_wait_ms)).then_with(|| a.key.cmp(&b.key)));
-    all.truncate(count);
-    all
+    .unwrap_or_default()
 }
 
 /// How long the longest-waiting client has waited, ms (0: nobody waits).

@@ -1233,7 +1233,8 @@ fn lock_top_lists_the_most_contended_locks_first() {
     assert!(rows[1].2 >= rows[2].2 && rows[2].2 >= rows[3].2, "older waits first among ties: {rows:?}");
     let readers = &rows[2];
     assert_eq!((readers.3.as_deref(), readers.4), (Some("shared"), 2), "two readers hold it: {readers:?}");
-    assert_eq!(top_rows(&mut c, Some(2)).len(), 2, "COUNT 2");
+    let first_two: Vec<String> = top_rows(&mut c, Some(2)).into_iter().map(|r| r.0).collect();
+    assert_eq!(first_two, ["busy", "one-waiter-old"], "COUNT 2: the first two of the whole order");
     assert!(top_rows(&mut c, Some(0)).is_empty(), "COUNT 0");
     // Another database has its own locks.
     let mut other = s.conn();
