@@ -306,7 +306,9 @@ async fn a_killed_or_frozen_line_instance_costs_no_exclusion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_place_in_line_outlasts_the_ttl() {
     let c = Cluster::start(5);
-    let ttl = Duration::from_millis(500);
+    // 1 s: with 500 ms, one renewal delayed by a loaded machine (a request
+    // timeout is 500 ms) let a place lapse during `make test`.
+    let ttl = Duration::from_secs(1);
     let holder = c.redlock(relaxed()).guard("long-wait", ttl, None).await.expect("holder");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut waiters = Vec::new();
