@@ -74,6 +74,9 @@
 //!   BENCH_DELAYS      one-way delays in ms, comma-separated (default
 //!                     0,0.1,0.25,0.5; `direct`: no proxy at all)
 //!   BENCH_CONTENDERS  contender counts (default 1,4,16)
+//!   BENCH_OURS_PHASES `redlock bench --phases` for ours (default
+//!                     exclusive; `all`: every phase of a plain `redlock
+//!                     bench` runs first, the exclusive one measured)
 //! Defaults: 4 delays × 3 counts × 2 clients × 3 rounds × 3 s = 3.6 min
 //! measured, about 4 min in all (plus the build: `make bench-rtt` took
 //! 7.7 min from a changed client, LTO included).
@@ -163,6 +166,8 @@ struct Config {
     rounds: usize,
     links: Vec<Link>,
     contenders: Vec<usize>,
+    /// `redlock bench --phases` (BENCH_OURS_PHASES).
+    ours_phases: String,
 }
 
 impl Config {
@@ -209,7 +214,14 @@ impl Config {
                 contenders.push(n);
             }
         }
-        Ok(Config { seconds, rounds, links, contenders })
+        // Every phase runs before the measured one, as a plain `redlock
+        // bench --contenders N` does: what the servers went through before
+        // (other phases' grants) must not slow the contended phase.
+        let ours_phases = std::env::var("BENCH_OURS_PHASES").unwrap_or_else(|_| "exclusive".to_string());
+        if !ours_phases.split(',').any(|p| matches!(p.trim(), "exclusive" | "contended" | "all")) {
+            return Err(format!("BENCH_OURS_PHASES={ours_phases:?}: runs no contended exclusive phase (exclusive, contended or all)"));
+        }
+        Ok(Config { seconds, rounds, links, contenders, ours_phases })
     }
 
     fn duration(&self) -> Duration {
@@ -383,7 +395,7 @@ fn run_ours(bin: &Path, dir: &Path, urls: &[String], n: usize, cfg: &Config) -> 
     cmd.arg("bench")
         .arg("--servers")
         .arg(urls.join(","))
-        .args(["--phases", "exclusive", "--contenders"])
+        .args(["--phases", &cfg.ours_phases, "--contenders"])
         .arg(n.to_string())
         .args(["--hold", &format!("{}ms", HOLD.as_millis())])
         .args(["--duration", &format!("{duration_ms}ms")])
@@ -405,7 +417,8 @@ fn run_ours(bin: &Path, dir: &Path, urls: &[String], n: usize, cfg: &Config) -> 
         }
     }
     let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-    let deadline = Instant::now() + cfg.duration() + TTL + Duration::from_secs(60);
+    // Every phase of a plain `redlock bench` (BENCH_OURS_PHASES=all) is nine.
+    let deadline = Instant::now() + cfg.duration() * 9 + TTL + Duration::from_secs(60);
     let status = loop {
         if let Some(status) = child.try_wait().map_err(|e| format!("redlock bench: {e}"))? {
             break status;

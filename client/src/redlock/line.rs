@@ -184,11 +184,12 @@ impl Redlock {
         // The head asks for a token above the ticket's and every one this
         // handle saw, unless an instance refused that as too far ahead.
         let mut ask_floor = true;
-        // First the lock, and whether anyone is in line, at once: nobody in
-        // line and the lock free, it is ours in one round trip; others in
-        // line, what we took goes back and we wait behind them.
+        // First the lock (or a permit), and whether anyone is in line, at
+        // once: nobody in line and the lock free, it is ours in one round
+        // trip, with no place taken and given up; others in line, what we
+        // took goes back and we wait behind them.
         let mut behind = false;
-        if let (true, Some(_), Kind::Exclusive | Kind::Shared) = (lined, deadline, kind) {
+        if let (true, Some(_)) = (lined, deadline) {
             match self.first_try(resource, kind, ttl, ask).await {
                 FirstTry::Lock(lock) => return Ok(lock),
                 FirstTry::Behind => behind = true,
@@ -458,12 +459,13 @@ impl Redlock {
         }
     }
 
-    /// The first round of a waiting acquisition: a plain round on the lock,
+    /// The first round of a waiting acquisition: a plain round on the lock
+    /// (for permits, the round over the permits `attempt_permit` makes),
     /// and in the same round trip a look at `resource`'s line (whether its
-    /// place is held: someone is first in line; for a set, in any member's
-    /// line). Taking no place here keeps the line instance's token counter
-    /// in step with the others, so an uncontended grant needs no
-    /// write-back round. A lock taken while someone is in line is given
+    /// place is held: someone is first in line, or for a semaphore's line
+    /// someone asks the permits; for a set, in any member's line). Taking
+    /// no place here keeps the line instance's token counter in step with
+    /// the others, so an uncontended grant needs no write-back round. A lock taken while someone is in line is given
     /// back at once: it was free on the servers only between two holders
     /// of the line, and a newcomer must not overtake them.
     async fn first_try(&self, resource: &Resources, kind: Kind, ttl: Duration, ask: Ask<'_>) -> FirstTry {
@@ -471,7 +473,13 @@ impl Redlock {
             let instance = self.inner.instances.get(line_instance(name, &self.inner.line_order))?;
             instance.exists(&kind.line_key(name)).await
         });
-        let (in_line, taken) = futures::join!(join_all(look), self.attempt(resource, ttl, ask));
+        let attempt = async {
+            match kind {
+                Kind::Permit { limit, count } => self.attempt_permit(&resource.to_string(), limit, count, ttl).await,
+                Kind::Exclusive | Kind::Shared => self.attempt(resource, ttl, ask).await,
+            }
+        };
+        let (in_line, taken) = futures::join!(join_all(look), attempt);
         let someone_in_line = in_line.contains(&Some(true));
         match (someone_in_line, taken) {
             (true, taken) => {

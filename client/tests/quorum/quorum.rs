@@ -283,7 +283,7 @@ async fn script_mode_on_module_servers_interoperates() {
 }
 
 /// How many LOCK.* commands each server has run (INFO commandstats).
-async fn lock_commands(c: &Cluster) -> Vec<i64> {
+pub(crate) async fn lock_commands(c: &Cluster) -> Vec<i64> {
     let mut out = Vec::new();
     for s in &c.servers {
         let text = match s.ok(redis::cmd("INFO").arg("commandstats")).await {

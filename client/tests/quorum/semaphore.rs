@@ -155,3 +155,76 @@ async fn contention_with_a_minority_down(shared_handle: bool) {
     // Each round now waits a request timeout for the frozen instances.
     assert!(after_freeze >= 5, "only {after_freeze} permits granted with a minority down");
 }
+
+/// A permit nobody else wants, waited for (`permit_until` with a
+/// deadline), costs what a plain round does: one LOCK.ACQUIRE per server
+/// to take it and one LOCK.RELEASE to give it back. No place in the
+/// semaphore's line is taken and given up (two more commands on the line
+/// instance), and no write-back round follows, which a place's token on
+/// the line instance alone would make necessary at every grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_permit_wait_is_one_round_to_take_and_one_to_give_back() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(settings());
+    let ttl = Duration::from_secs(10);
+    let deadline = || Some(Instant::now() + Duration::from_secs(5));
+    // The servers' token counters start from their own clocks: the first
+    // grant writes its token back and levels them; connections open.
+    let first = rl.permit_until("pool", 2, ttl, deadline()).await.expect("first permit");
+    rl.release(&first).await.expect("release");
+    rl.settle().await;
+    for cycle in 0..3 {
+        let before = crate::quorum::lock_commands(&c).await;
+        let permit = rl.permit_until("pool", 2, ttl, deadline()).await.expect("an uncontended permit");
+        rl.settle().await;
+        let taken = crate::quorum::lock_commands(&c).await;
+        let asked: Vec<i64> = taken.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert_eq!(asked, vec![1; 5], "cycle {cycle}: LOCK.* commands per server to take the permit");
+        assert_eq!(permit.fenced, 0, "cycle {cycle}: no write-back");
+        rl.release(&permit).await.expect("release");
+        rl.settle().await;
+        let given_back = crate::quorum::lock_commands(&c).await;
+        let asked: Vec<i64> = given_back.iter().zip(&taken).map(|(a, b)| a - b).collect();
+        assert_eq!(asked, vec![1; 5], "cycle {cycle}: LOCK.* commands per server to give it back");
+    }
+}
+
+/// A newcomer that finds a permit free but someone in the semaphore's
+/// line does not take it past them: it waits behind. Here the line is
+/// held whole (a place weighing every permit, as a request for all of
+/// them takes), so the newcomer gets no permit before its deadline,
+/// though both are free; once the place is given up, it gets one at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_permit_is_not_taken_past_the_semaphores_line() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(settings());
+    let ttl = Duration::from_secs(10);
+    let line_server = rl.line_server("pool");
+    let line = c.servers.iter().find(|s| s.addr() == line_server).expect("the line instance is one of the servers");
+    let place = redis::cmd("LOCK.ACQUIRE")
+        .arg("redlock:permit-line:pool")
+        .arg("someone-in-line")
+        .arg(10_000)
+        .arg("SHARED")
+        .arg("LIMIT")
+        .arg(2)
+        .arg("PERMITS")
+        .arg(2)
+        .clone();
+    assert!(matches!(line.ok(&place).await, redis::Value::Int(_)), "the outsider's place in line");
+
+    // The wait in line ends at the deadline (a last plain round may then
+    // take a permit, as a line instance that does not answer would have
+    // it): nothing before.
+    let started = Instant::now();
+    let got = rl.permit_until("pool", 2, ttl, Some(started + MS(300))).await;
+    assert!(started.elapsed() >= MS(300), "a permit taken past the line after {:?}: {got:?}", started.elapsed());
+    if let Ok(permit) = got {
+        rl.release(&permit).await.expect("release");
+    }
+
+    line.ok(redis::cmd("LOCK.RELEASE").arg("redlock:permit-line:pool").arg("someone-in-line")).await;
+    let permit =
+        rl.permit_until("pool", 2, ttl, Some(Instant::now() + Duration::from_secs(5))).await.expect("a permit once the line is empty");
+    rl.release(&permit).await.expect("release");
+}
