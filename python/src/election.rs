@@ -177,8 +177,9 @@ async fn next(changes: Changes) -> Option<PyLeader> {
 /// (``Redlock(servers, release_on_disconnect=True)``), so that a leader
 /// that dies is followed a lock-delay later; other settings raise
 /// `ConfigError` naming what to change. `ttl`: the leader's lease in
-/// seconds (default 10), `observe_interval`: how often `observe` reads
-/// the leader (default 0.2). See docs/election.md.
+/// seconds (default 10), `observe_interval`: how often `observe`
+/// subscribes again to a server it lost, and reads the leader while fewer
+/// than a quorum can be heard (default 0.2). See docs/election.md.
 #[pyclass(extends = PyElectionState, frozen, module = "redislock", name = "Election")]
 pub struct PyElection;
 

@@ -1,9 +1,10 @@
 //! Leader election on the quorum, modelled on etcd's
 //! `concurrency.Election`: candidates `campaign` in the fair line of one
 //! lock per election, the holder leads with its fencing token as its term
-//! and advertises a value stored with the hold (`LOCK.ACQUIRE ... VALUE`,
-//! `LOCK.PROCLAIM`), so every observer reads the leader a quorum of servers
-//! agrees on (`leader`, `observe`). docs/election.md says what it
+//! and advertises a value stored with the hold (`LOCK.PROCLAIM`, once the
+//! term is settled), so every observer reads the leader a quorum of servers
+//! agrees on (`leader`; `observe` through the servers' announcements of the
+//! lock's changes). docs/election.md says what it
 //! guarantees and what the term (the fence) is still needed for.
 //!
 //! The hold is bound to the leader's connections with a lock-delay longer
@@ -39,8 +40,9 @@ mod tally;
 /// lock-delay (a little over a third of it) later.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
-/// How often `observe` reads the leader unless `with_observe_interval`
-/// says otherwise.
+/// How often `observe` subscribes again to a server it lost (and reads the
+/// leader while fewer than a quorum are subscribed) unless
+/// `with_observe_interval` says otherwise.
 pub const DEFAULT_OBSERVE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The lock an election named `name` is: its own key space, apart from
@@ -103,7 +105,8 @@ impl Election {
         Election { ttl, ..self }.checked()
     }
 
-    /// The same election, `observe` reading the leader every `every`.
+    /// The same election, `observe` subscribing again (or reading the
+    /// leader, see `observe`) every `every`.
     pub fn with_observe_interval(self, every: Duration) -> Election {
         Election { observe_every: every.max(Duration::from_millis(1)), ..self }
     }
