@@ -75,9 +75,12 @@
 //!                     0,0.1,0.25,0.5; `direct`: no proxy at all)
 //!   BENCH_CONTENDERS  contender counts (default 1,4,16)
 //!   BENCH_OURS_PHASES `redlock bench --phases` for ours (default
-//!                     exclusive; `all`: every phase of a plain `redlock
-//!                     bench` runs first, the exclusive one measured)
-//! Defaults: 4 delays × 3 counts × 2 clients × 3 rounds × 3 s = 3.6 min
+//!                     `exclusive,permits`: the exclusive phase measured
+//!                     against rslock, then a semaphore of 2 permits, its
+//!                     grants/s reported as a multiple of the exclusive
+//!                     lock's; `all`: every phase of a plain `redlock
+//!                     bench` runs first)
+//! Defaults: 4 delays × 3 counts × 3 phases (ours twice) × 3 rounds × 3 s = 5.4 min
 //! measured, about 4 min in all (plus the build: `make bench-rtt` took
 //! 7.7 min from a changed client, LTO included).
 //!
@@ -128,6 +131,9 @@ const RSLOCK_RETRY_COUNT: u32 = 3;
 const RSLOCK_RETRY_DELAY_MS: u64 = 200;
 /// The name `redlock bench` gives its exclusive contended phase.
 const OURS_PHASE: &str = "contended: exclusive, lock_until";
+/// `redlock bench`'s semaphore phase, read beside the exclusive one when
+/// BENCH_OURS_PHASES runs it (the default does).
+const OURS_PERMITS_PHASE: &str = "contended: permits, limit 2";
 
 // ---------------------------------------------------------------- config
 
@@ -217,7 +223,7 @@ impl Config {
         // Every phase runs before the measured one, as a plain `redlock
         // bench --contenders N` does: what the servers went through before
         // (other phases' grants) must not slow the contended phase.
-        let ours_phases = std::env::var("BENCH_OURS_PHASES").unwrap_or_else(|_| "exclusive".to_string());
+        let ours_phases = std::env::var("BENCH_OURS_PHASES").unwrap_or_else(|_| "exclusive,permits".to_string());
         if !ours_phases.split(',').any(|p| matches!(p.trim(), "exclusive" | "contended" | "all")) {
             return Err(format!("BENCH_OURS_PHASES={ours_phases:?}: runs no contended exclusive phase (exclusive, contended or all)"));
         }
@@ -369,6 +375,8 @@ struct Sample {
     lateness: Lateness,
     /// The median PING round trip during the measurement, ms.
     loaded_rtt_ms: f64,
+    /// Ours: grants/s of the semaphore phase (limit 2), when it ran.
+    permits_rate: Option<f64>,
 }
 
 /// Jain's index and the largest share of `counts`.
@@ -465,6 +473,10 @@ fn run_ours(bin: &Path, dir: &Path, urls: &[String], n: usize, cfg: &Config) -> 
         overlaps: u("overlaps")?,
         lateness: Lateness::default(),
         loaded_rtt_ms: f64::NAN,
+        permits_rate: report["phases"]
+            .as_array()
+            .and_then(|phases| phases.iter().find(|p| p["name"] == OURS_PERMITS_PHASE))
+            .and_then(|p| p["cycles_per_sec"].as_f64()),
     };
     if per_worker.len() != n {
         return Err(format!("redlock bench: {} contenders in its JSON, not {n}", per_worker.len()));
@@ -630,6 +642,8 @@ struct Med {
     errors: u64,
     gave_up: u64,
     first_error: Option<String>,
+    /// Ours: the semaphore phase's grants/s (NaN when it did not run).
+    permits_rate: f64,
 }
 
 fn med(samples: &[Sample]) -> Med {
@@ -648,6 +662,7 @@ fn med(samples: &[Sample]) -> Med {
         errors: samples.iter().map(|s| s.errors).sum(),
         gave_up: samples.iter().map(|s| s.gave_up).sum(),
         first_error: samples.iter().find_map(|s| s.first_error.clone()),
+        permits_rate: median(samples.iter().filter_map(|s| s.permits_rate).collect()),
     }
 }
 
@@ -950,6 +965,17 @@ fn run() -> Res<u64> {
                 }
             }
         }
+        let permits: Vec<String> = route
+            .pairs
+            .iter()
+            .map(|(_, p)| med(&p.ours))
+            .zip(&route.pairs)
+            .filter(|(o, _)| o.permits_rate.is_finite())
+            .map(|(o, (n, _))| format!("{n}: {:.0} ({:.2}x)", o.permits_rate, ratio(o.permits_rate, o.rate)))
+            .collect();
+        if !permits.is_empty() {
+            out += &format!("ours, a semaphore of 2 permits (grants/s, x its exclusive grants/s): {}\n", permits.join(", "));
+        }
         let gave_up: Vec<String> = route.pairs.iter().map(|(n, p)| format!("{n}: {}", med(&p.rslock).gave_up)).collect();
         out += &format!("rslock lock() calls out of attempts and called again, summed over the rounds: {}\n", gave_up.join(", "));
     }
@@ -1002,6 +1028,28 @@ fn run() -> Res<u64> {
     if let Some((o, r, _)) = find_link(Link::Direct, 16) {
         let g = ratio(o.rate, r.rate);
         out += &format!("  loopback (direct, no proxy), 16 contenders: grants/s ours/rslock >= 1.1: {g:.3} ({})\n", verdict(g >= 1.1));
+    }
+    out += "\ntargets of issue 44, as measured (medians of the rounds):\n";
+    match find(0.25, 16) {
+        Some((o, _, rtt_ms)) => {
+            let c = ratio(o.rate, ceiling(o.hold, rtt_ms));
+            out += &format!("  0.25 ms, 16 contenders: grants/s / ceiling >= 0.9: {c:.3} ({})\n", verdict(c >= 0.9));
+            if o.permits_rate.is_finite() {
+                let p = ratio(o.permits_rate, o.rate);
+                out += &format!(
+                    "  0.25 ms, 16 contenders: a semaphore of 2, grants/s / the exclusive lock's >= 1.6: {p:.3} ({})\n",
+                    verdict(p >= 1.6)
+                );
+            }
+        }
+        None => out += "  (0.25 ms one way, 16 contenders not measured)\n",
+    }
+    match find(0.25, 1) {
+        Some((o, r, _)) => {
+            let g = ratio(o.rate, r.rate);
+            out += &format!("  0.25 ms, 1 contender: grants/s ours/rslock >= 1.0: {g:.3} ({})\n", verdict(g >= 1.0));
+        }
+        None => out += "  (0.25 ms one way, 1 contender not measured)\n",
     }
     out += &format!(
         "\nmutual exclusion: {}\n",

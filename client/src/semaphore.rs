@@ -38,6 +38,14 @@ pub fn permit_key(resource: &str, slot: u32) -> String {
     format!("{resource}:permit:{slot}")
 }
 
+/// The `count` consecutive permits of `resource` from permit `first` on
+/// (wrapping at `limit`), the keys one hold of them locks.
+pub(crate) fn permit_set(resource: &str, limit: u32, count: u32, first: u32) -> Result<Resources, String> {
+    let limit = limit.max(1);
+    let slots: Vec<String> = (0..count).map(|k| permit_key(resource, first.wrapping_add(k) % limit)).collect();
+    Resources::of(&slots)
+}
+
 impl Redlock {
     /// One attempt at each of the `limit` permits of `resource`, from a
     /// random one on; the first one granted is returned.
@@ -60,10 +68,21 @@ impl Redlock {
     /// every set would be).
     pub(crate) async fn attempt_permit(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
         let first = rand::rng().random_range(0..limit.max(1));
+        self.attempt_permit_from(resource, limit, count, ttl, first).await
+    }
+
+    /// `attempt_permit`, starting at permit `first`.
+    pub(crate) async fn attempt_permit_from(
+        &self,
+        resource: &str,
+        limit: u32,
+        count: u32,
+        ttl: Duration,
+        first: u32,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
         let mut last = Vec::new();
         for i in 0..limit {
-            let slots: Vec<String> = (0..count).map(|k| permit_key(resource, (first + i + k) % limit)).collect();
-            let Ok(set) = Resources::of(&slots) else { break };
+            let Ok(set) = permit_set(resource, limit, count, first.wrapping_add(i)) else { break };
             match self.attempt(&set, ttl, Ask::exclusive()).await {
                 Ok(lock) => return Ok(lock),
                 Err(outcomes) => {

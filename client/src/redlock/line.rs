@@ -3,6 +3,7 @@
 //! the grant; the waiting acquisition built on it (`acquire_until`).
 
 use super::*;
+use crate::semaphore::permit_set;
 
 /// What asking for a place in line came to.
 enum Joined {
@@ -35,6 +36,20 @@ const PLACE_SESSION: Option<u64> = Some(0);
 /// How many times a place in line is asked for again at once after a
 /// request that timed out, before this round goes without one.
 const JOIN_RETRIES: usize = 3;
+
+/// How often a semaphore's waiter at the head of its permits' lines,
+/// while it waits on them, asks every permit once: a permit that freed up
+/// while nobody was in its line is taken within this, not when the one
+/// waited on frees up.
+const LOOK_AROUND: Duration = Duration::from_millis(250);
+
+/// The semaphore a waiting acquisition of permits asks (see
+/// `acquire_until`): its name, limit and permits per hold.
+struct Semaphore {
+    name: String,
+    limit: u32,
+    count: u32,
+}
 
 /// A place in a resource's waiting line: a module lock on one designated
 /// instance, held while its owner waits at the head of the line and given
@@ -176,6 +191,8 @@ impl Redlock {
         self.verify_servers().await?;
         let hi = self.inner.settings.retry_delay.1;
         let lined = self.inner.settings.mode == Mode::Module;
+        // Errors name what was asked for (a semaphore, not its permits).
+        let named = resource.to_string();
         // Given up at the grant, when the wait ends, or when this future is
         // dropped (the caller gave up): never left behind for a whole ttl.
         let mut place = Place { redlock: self.clone(), tickets: Vec::new(), renewed: Instant::now() };
@@ -189,13 +206,37 @@ impl Redlock {
         // trip, with no place taken and given up; others in line, what we
         // took goes back and we wait behind them.
         let mut behind = false;
-        if let (true, Some(_)) = (lined, deadline) {
-            match self.first_try(resource, kind, ttl, ask).await {
-                FirstTry::Lock(lock) => return Ok(lock),
-                FirstTry::Behind => behind = true,
-                FirstTry::Again => {}
+        // A waiter for permits waits in the line of the permits it asks
+        // (`count` consecutive ones from a random one), an exclusive lock's
+        // line, and at its head on those permits in the servers' queues:
+        // each holder's release hands its permit over on the servers, so
+        // `limit` handoffs run side by side. While it waits there, it asks
+        // every permit now and then (`LOOK_AROUND`).
+        let slots: Resources;
+        let mut semaphore = None;
+        let (resource, kind, ask) = match (lined, deadline, kind) {
+            (true, Some(_), Kind::Permit { limit, count }) => {
+                let first = rand::rng().random_range(0..limit.max(1));
+                slots = permit_set(&named, limit, count, first).map_err(Error::Config)?;
+                let asked = Semaphore { name: named.clone(), limit, count };
+                match self.first_permit(&asked, &slots, ttl, first).await {
+                    FirstTry::Lock(lock) => return Ok(lock),
+                    FirstTry::Behind => behind = true,
+                    FirstTry::Again => {}
+                }
+                semaphore = Some(asked);
+                (&slots, Kind::Exclusive, Ask::exclusive())
             }
-        }
+            (true, Some(_), _) => {
+                match self.first_try(resource, kind, ttl, ask).await {
+                    FirstTry::Lock(lock) => return Ok(lock),
+                    FirstTry::Behind => behind = true,
+                    FirstTry::Again => {}
+                }
+                (resource, kind, ask)
+            }
+            _ => (resource, kind, ask),
+        };
         loop {
             attempts += 1;
             // Not in line (yet, or any more: the line instance did not answer,
@@ -232,9 +273,10 @@ impl Redlock {
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
                         let floor =
                             ask_floor.then(|| place.token().max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
-                        (self.attempt_at_head(resource, ttl, window, ask.fence(floor)).await, Some(window))
+                        let head = self.attempt_at_head(resource, ttl, window, ask.fence(floor));
+                        (self.looking_around(head, semaphore.as_ref(), ttl).await, Some(window))
                     }
-                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&resource.to_string(), limit, count, ttl).await, None),
+                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl).await, None),
                     _ => (self.attempt(resource, ttl, ask).await, None),
                 }
             };
@@ -262,7 +304,7 @@ impl Redlock {
                 || repeated_server(&outcomes, self.insecure()).is_some();
             if hopeless {
                 place.leave().await;
-                return Err(self.not_acquired(resource, attempts, outcomes));
+                return Err(self.not_acquired(&named, attempts, outcomes));
             }
             let delay = match window {
                 // The window passed with the lock held: wait on at once.
@@ -290,7 +332,7 @@ impl Redlock {
             };
             if out_of_time {
                 place.leave().await;
-                return Err(self.not_acquired(resource, attempts, outcomes));
+                return Err(self.not_acquired(&named, attempts, outcomes));
             }
             let wait = match deadline {
                 Some(d) => wait.min(d.saturating_duration_since(Instant::now())),
@@ -459,40 +501,80 @@ impl Redlock {
         }
     }
 
-    /// The first round of a waiting acquisition: a plain round on the lock
-    /// (for permits, the round over the permits `attempt_permit` makes),
+    /// `head`, the round of the head of a permit's line (a semaphore's
+    /// waiter, `semaphore` given), with every permit asked once each
+    /// `LOOK_AROUND` meanwhile: the first granted ends the round, and the
+    /// waits of `head`, dropped, leave the servers' queues (a grant that
+    /// raced them is released). Without a semaphore, `head` alone.
+    async fn looking_around(
+        &self,
+        head: impl std::future::Future<Output = Result<Lock, Vec<InstanceOutcome>>>,
+        semaphore: Option<&Semaphore>,
+        ttl: Duration,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
+        let Some(Semaphore { name, limit, count }) = semaphore else { return head.await };
+        let around = async {
+            loop {
+                tokio::time::sleep(LOOK_AROUND).await;
+                if let Ok(lock) = self.attempt_permit(name, *limit, *count, ttl).await {
+                    return lock;
+                }
+            }
+        };
+        tokio::select! {
+            taken = head => taken,
+            lock = around => Ok(lock),
+        }
+    }
+
+    /// The first round of a waiting acquisition: a plain round on the lock,
     /// and in the same round trip a look at `resource`'s line (whether its
-    /// place is held: someone is first in line, or for a semaphore's line
-    /// someone asks the permits; for a set, in any member's line). Taking
-    /// no place here keeps the line instance's token counter in step with
-    /// the others, so an uncontended grant needs no write-back round. A lock taken while someone is in line is given
+    /// place is held: someone is first in line; for a set, in any member's
+    /// line). Taking no place here keeps the line instance's token counter
+    /// in step with the others, so an uncontended grant needs no
+    /// write-back round. A lock taken while someone is in line is given
     /// back at once: it was free on the servers only between two holders
     /// of the line, and a newcomer must not overtake them.
     async fn first_try(&self, resource: &Resources, kind: Kind, ttl: Duration, ask: Ask<'_>) -> FirstTry {
+        self.first_round(resource, kind, self.attempt(resource, ttl, ask)).await
+    }
+
+    /// `first_try` for permits: the round over the permits
+    /// (`attempt_permit`, from permit `first` on) and a look at the line of
+    /// the first permits it asks, `slots`. Permits granted further on are
+    /// kept: their line was not looked at, and is empty but for a moment
+    /// (its head waits on them in the servers' queues).
+    async fn first_permit(&self, semaphore: &Semaphore, slots: &Resources, ttl: Duration, first: u32) -> FirstTry {
+        let Semaphore { name, limit, count } = semaphore;
+        self.first_round(slots, Kind::Exclusive, self.attempt_permit_from(name, *limit, *count, ttl, first)).await
+    }
+
+    /// The first round: `attempt` and, at once, a look at `resource`'s line
+    /// (see `first_try`).
+    async fn first_round(
+        &self,
+        resource: &Resources,
+        kind: Kind,
+        attempt: impl std::future::Future<Output = Result<Lock, Vec<InstanceOutcome>>>,
+    ) -> FirstTry {
         let look = resource.names().iter().map(|name| async move {
             let instance = self.inner.instances.get(line_instance(name, &self.inner.line_order))?;
             instance.exists(&kind.line_key(name)).await
         });
-        let attempt = async {
-            match kind {
-                Kind::Permit { limit, count } => self.attempt_permit(&resource.to_string(), limit, count, ttl).await,
-                Kind::Exclusive | Kind::Shared => self.attempt(resource, ttl, ask).await,
-            }
-        };
         let (in_line, taken) = futures::join!(join_all(look), attempt);
         let someone_in_line = in_line.contains(&Some(true));
         match (someone_in_line, taken) {
-            (true, taken) => {
-                if let Ok(lock) = taken {
-                    // Nothing to report: the release reaches every instance
-                    // or runs out with the ttl.
-                    let _ = self.release_on_servers(&lock).await;
-                }
+            (true, Ok(lock)) if lock.resources == *resource => {
+                // Nothing to report: the release reaches every instance
+                // or runs out with the ttl.
+                let _ = self.release_on_servers(&lock).await;
                 FirstTry::Behind
             }
-            // Nobody in line; or the line instance cannot tell, when a lock
-            // taken stands as a plain round's would (the line's fallback).
-            (false, Ok(lock)) => FirstTry::Lock(lock),
+            (true, Err(_)) => FirstTry::Behind,
+            // Nobody in line (or another line's permits); or the line
+            // instance cannot tell, when a lock taken stands as a plain
+            // round's would (the line's fallback).
+            (_, Ok(lock)) => FirstTry::Lock(lock),
             (false, Err(_)) => FirstTry::Again,
         }
     }

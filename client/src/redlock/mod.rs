@@ -192,29 +192,21 @@ impl Kind {
     }
 
     /// The key of `resource`'s line: readers and writers of one resource
-    /// share one line; a semaphore has a line of its own.
+    /// share one line. A semaphore has none of its own: a waiter for
+    /// permits waits in its permits' lines, as an exclusive lock's waiter
+    /// (see `acquire_until`).
     fn line_key(self, resource: &str) -> String {
-        match self {
-            Kind::Exclusive | Kind::Shared => format!("redlock:line:{resource}"),
-            Kind::Permit { .. } => format!("redlock:permit-line:{resource}"),
-        }
+        format!("redlock:line:{resource}")
     }
 
     /// How a place in line is held: in the request's own mode, so that
     /// the line instance's FIFO orders every kind, batches consecutive
     /// readers (shared places) and never lets a reader pass a writer ahead
-    /// of it; a semaphore's line admits `limit` requests for one permit at
-    /// once. A request for several permits takes the whole line (weight
-    /// `limit`): the permits' holders are not in line, so a lighter place
-    /// beside it could take the permits it waits for as they free up. It
-    /// waits alone at the head, and everyone after it waits behind it
-    /// (no barging by smaller requests; permits may stay idle meanwhile).
+    /// of it. Permits are waited for as the exclusive locks they are.
     fn place_share(self) -> Share {
         match self {
-            Kind::Exclusive => Share::Exclusive,
+            Kind::Exclusive | Kind::Permit { .. } => Share::Exclusive,
             Kind::Shared => Share::Shared,
-            Kind::Permit { limit, count: 1 } => Share::Permits(limit, 1),
-            Kind::Permit { limit, .. } => Share::Permits(limit, limit),
         }
     }
 }

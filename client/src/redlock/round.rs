@@ -203,12 +203,14 @@ impl Redlock {
                 }
             });
         }
-        // Dropped before the decision (the caller gave up the acquisition):
-        // nothing may stay granted.
+        // Dropped before the lock is ours (the caller gave up the
+        // acquisition, or a semaphore's waiter took another permit; also
+        // while the tokens are reconciled): nothing may stay granted.
         let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
         let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
+        let concluded = self.conclude(resource, owner, ttl, shared, sent, outcomes, Arc::clone(&round.ended), true).await;
         abandon.armed = false;
-        self.conclude(resource, owner, ttl, shared, sent, outcomes, Arc::clone(&round.ended), true).await
+        concluded
     }
 
     /// The end of a round with these `outcomes`, its requests sent at

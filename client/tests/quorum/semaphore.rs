@@ -189,29 +189,28 @@ async fn an_uncontended_permit_wait_is_one_round_to_take_and_one_to_give_back() 
     }
 }
 
-/// A newcomer that finds a permit free but someone in the semaphore's
-/// line does not take it past them: it waits behind. Here the line is
-/// held whole (a place weighing every permit, as a request for all of
-/// them takes), so the newcomer gets no permit before its deadline,
-/// though both are free; once the place is given up, it gets one at once.
+/// A newcomer that finds a permit free but someone in that permit's line
+/// does not take it past them: it waits behind. Here an outsider holds
+/// the place in both permits' lines (as waiters at their heads do), so the
+/// newcomer gets no permit before its deadline, though both are free; once
+/// the places are given up, it gets one at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_free_permit_is_not_taken_past_the_semaphores_line() {
+async fn a_free_permit_is_not_taken_past_its_line() {
     let c = Cluster::start(5);
     let rl = c.redlock(settings());
     let ttl = Duration::from_secs(10);
-    let line_server = rl.line_server("pool");
-    let line = c.servers.iter().find(|s| s.addr() == line_server).expect("the line instance is one of the servers");
-    let place = redis::cmd("LOCK.ACQUIRE")
-        .arg("redlock:permit-line:pool")
-        .arg("someone-in-line")
-        .arg(10_000)
-        .arg("SHARED")
-        .arg("LIMIT")
-        .arg(2)
-        .arg("PERMITS")
-        .arg(2)
-        .clone();
-    assert!(matches!(line.ok(&place).await, redis::Value::Int(_)), "the outsider's place in line");
+    let lines: Vec<(String, &common::Server)> = (0..2)
+        .map(|slot| {
+            let permit = redlock::semaphore::permit_key("pool", slot);
+            let server = rl.line_server(&permit);
+            let line = c.servers.iter().find(|s| s.addr() == server).expect("the line instance is one of the servers");
+            (format!("redlock:line:{permit}"), line)
+        })
+        .collect();
+    for (key, line) in &lines {
+        let place = redis::cmd("LOCK.ACQUIRE").arg(key).arg("someone-in-line").arg(10_000).clone();
+        assert!(matches!(line.ok(&place).await, redis::Value::Int(_)), "the outsider's place in {key}");
+    }
 
     // The wait in line ends at the deadline (a last plain round may then
     // take a permit, as a line instance that does not answer would have
@@ -223,8 +222,58 @@ async fn a_free_permit_is_not_taken_past_the_semaphores_line() {
         rl.release(&permit).await.expect("release");
     }
 
-    line.ok(redis::cmd("LOCK.RELEASE").arg("redlock:permit-line:pool").arg("someone-in-line")).await;
+    for (key, line) in &lines {
+        line.ok(redis::cmd("LOCK.RELEASE").arg(key).arg("someone-in-line")).await;
+    }
     let permit =
-        rl.permit_until("pool", 2, ttl, Some(Instant::now() + Duration::from_secs(5))).await.expect("a permit once the line is empty");
+        rl.permit_until("pool", 2, ttl, Some(Instant::now() + Duration::from_secs(5))).await.expect("a permit once the lines are empty");
     rl.release(&permit).await.expect("release");
+}
+
+/// A waiter for a permit waits on one permit in the servers' own queues,
+/// as a lock's waiter does on the lock: the release of that permit hands
+/// it over on every server (one handoff each), with no client round trip
+/// in between and no polling. (Permit waiters used to poll the permits
+/// from a line of their own: no server ever handed a permit over.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_permit_is_handed_over_on_the_servers() {
+    let c = Cluster::start(5);
+    let ttl = Duration::from_secs(10);
+    let holders: Vec<Redlock> = (0..2).map(|_| c.redlock(settings())).collect();
+    let mut held = Vec::new();
+    for h in &holders {
+        held.push(h.try_permit("pool", 2, ttl).await.expect("a free permit"));
+    }
+    let waiter = c.redlock(settings());
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.permit_until("pool", 2, ttl, Some(Instant::now() + Duration::from_secs(60))).await })
+    };
+    // It waits on one of the two permits on every server.
+    let waited_on = || async {
+        let mut on = Vec::new();
+        for lock in &held {
+            let waiting: Vec<i64> = c.infos(&lock.resource).await.iter().map(|i| i.as_ref().map_or(0, |i| i.waiters)).collect();
+            on.push(waiting);
+        }
+        on
+    };
+    common::eventually(Duration::from_secs(5), "the waiter queued on one permit on every server", || async {
+        waited_on().await.iter().any(|w| *w == vec![1; 5])
+    })
+    .await;
+    let on = waited_on().await;
+    let slot = on.iter().position(|w| *w == vec![1; 5]).expect("a permit waited on");
+    let before = c.handoffs().await;
+    holders[slot].release(&held[slot]).await.expect("release");
+    let permit =
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("granted at the release").expect("task").expect("permit");
+    assert_eq!(permit.resource, held[slot].resource, "the permit given back");
+    assert!(permit.token > held[slot].token, "a later token for that permit");
+    let after = c.handoffs().await;
+    let handed: Vec<i64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(handed, vec![1; 5], "handoffs at the release: {before:?} -> {after:?}");
+    waiter.release(&permit).await.expect("release");
+    let other = 1 - slot;
+    holders[other].release(&held[other]).await.expect("release");
 }

@@ -238,47 +238,52 @@ async fn several_permits_are_taken_in_one_hold_and_wait_without_being_passed() {
     assert!(rl.try_permit("pool", 5, ttl).await.is_err(), "all five taken");
     assert!(rl.try_permits("pool", 5, 6, ttl).await.is_err_and(|e| matches!(e, Error::Config(_))), "more permits than the limit");
     rl.release(&two).await.expect("release 2");
+    rl.release(&three).await.expect("release 3");
 
-    // Two permits are free; a request for three waits, and a later request
-    // for one (which would fit) waits behind it.
+    // Of two permits, one is held; a request for both waits (at the head of
+    // both permits' lines, queued on both in the servers), and a later
+    // request for one, which would fit now, waits behind it.
+    let one = rl.try_permit("pair", 2, ttl).await.expect("1 of 2 free");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let deadline = || Some(Instant::now() + Duration::from_secs(8));
     let waiter = c.redlock(relaxed());
-    let tx3 = tx.clone();
+    let tx2 = tx.clone();
     tokio::spawn(async move {
-        let got = waiter.permits_until("pool", 5, 3, ttl, deadline()).await;
-        let _ = tx3.send(("three", got.is_ok()));
+        let got = waiter.permits_until("pair", 2, 2, ttl, deadline()).await;
+        let _ = tx2.send(("both", got.is_ok()));
         if let Ok(l) = got {
             tokio::time::sleep(Duration::from_millis(300)).await;
             let _ = waiter.release(&l).await;
         }
     });
-    common::eventually(Duration::from_secs(5), "the request for three in the semaphore's line", || async {
-        let mut in_line = 0;
+    let free = (0..2).map(|slot| redlock::semaphore::permit_key("pair", slot)).find(|k| *k != one.resource).expect("the free permit");
+    common::eventually(Duration::from_secs(5), "the request for both queued on the free permit on every server", || async {
+        let mut queued = 0;
         for s in &c.servers {
-            in_line += i64::from(s.ok(redis::cmd("EXISTS").arg("redlock:permit-line:pool")).await == redis::Value::Int(1));
+            // LOCK.INFO is nil for a key nobody holds: its line, then.
+            queued += usize::from(matches!(s.ok(redis::cmd("LOCK.WAITERS").arg(&free)).await, redis::Value::Array(w) if w.len() == 1));
         }
-        in_line == 1
+        queued == c.servers.len()
     })
     .await;
     let later = c.redlock(relaxed());
     tokio::spawn(async move {
-        let got = later.permits_until("pool", 5, 1, ttl, deadline()).await;
+        let got = later.permits_until("pair", 2, 1, ttl, deadline()).await;
         let _ = tx.send(("one", got.is_ok()));
         if let Ok(l) = got {
             let _ = later.release(&l).await;
         }
     });
     let early = tokio::time::timeout(Duration::from_millis(800), rx.recv()).await;
-    assert!(early.is_err(), "with two permits free, neither the request for three nor the later one for one is granted: {early:?}");
-    rl.release(&three).await.expect("release 3");
+    assert!(early.is_err(), "with a permit free, neither the request for both nor the later one for one is granted: {early:?}");
+    rl.release(&one).await.expect("release the held permit");
     let mut order = Vec::new();
     while order.len() < 2 {
         let (who, granted) = tokio::time::timeout(Duration::from_secs(8), rx.recv()).await.expect("both served").expect("open");
         assert!(granted, "{who} granted");
         order.push(who);
     }
-    assert_eq!(order, vec!["three", "one"], "the request for three, first in line, is served first");
+    assert_eq!(order, vec!["both", "one"], "the request for both, first in line, is served first");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
