@@ -109,11 +109,13 @@ impl Redlock {
 
     /// Takes a permit of `resource`, retrying until one is granted, the
     /// retries are used up or (with `deadline`) the deadline passes. With
-    /// a deadline (module mode), the request keeps a place in the
-    /// semaphore's own line for its whole wait: a line that admits `limit`
-    /// waiters at once, in arrival order, each of which then asks the
-    /// permits until one is granted; permits are so handed out in arrival
-    /// order instead of by lottery.
+    /// a deadline (module mode), a request that finds no permit free keeps
+    /// a place for its whole wait in the line of one permit (from a random
+    /// one on), and at its head waits on that permit in the servers' own
+    /// queues: its holder's release hands it over there, as a lock's does,
+    /// and each permit's waiters are served in arrival order. Meanwhile it
+    /// asks every permit now and then (every 250 ms), so one that frees up
+    /// with nobody in its line does not stay idle.
     pub async fn permit_until(&self, resource: &str, limit: u32, ttl: Duration, deadline: Option<Instant>) -> Result<Lock, Error> {
         self.permits_until(resource, limit, 1, ttl, deadline).await
     }
@@ -121,10 +123,11 @@ impl Redlock {
     /// `count` of the `limit` permits of `resource` in one hold (one
     /// owner, one token, one lease), retried as `permit_until`: `count`
     /// permit slots taken whole as a set, each on a majority, so the
-    /// permits held never exceed `limit`. In the semaphore's line the
-    /// request's place weighs `count` (`LIMIT limit PERMITS count`): it
-    /// waits until that many are free, and later, smaller requests wait
-    /// behind it, never passing it.
+    /// permits held never exceed `limit`. Waiting, the request stands in
+    /// the line of each of its `count` permits (consecutive from a random
+    /// one) and at their heads waits on all of them at once: a later
+    /// request for any of those permits waits behind it, never passing it;
+    /// one for other permits may be served first.
     pub async fn permits_until(
         &self,
         resource: &str,

@@ -1,8 +1,10 @@
 //! `redlock top`: the most contended locks across the servers, refreshed.
 //!
 //! Each server answers `LOCK.TOP` (a cluster's masters together); a
-//! quorum client's place in line (`redlock:line:R`, `redlock:permit-line:R`)
-//! counts for the resource `R` it queues for. Per resource the table shows
+//! quorum client's place in line (`redlock:line:R`; a permit's line is
+//! that of its key, `redlock:line:R:permit:I`, and `redlock:permit-line:R`
+//! a semaphore's line in clients that predate per-permit lines) counts for
+//! the resource `R` it queues for. Per resource the table shows
 //! the most any one server saw: waiters, the oldest wait, holders and the
 //! longest hold, and on how many servers it is contended.
 
