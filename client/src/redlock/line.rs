@@ -66,6 +66,13 @@ struct Ticket {
     owner: String,
     /// The line instance's token for the ticket, a floor for the lock's.
     token: Option<i64>,
+    /// Bound to the shared connection (`PLACE_SESSION`). A place granted
+    /// by a wait in the queue is not: the wait's connection goes back to a
+    /// pool. It is bound by a renewal in the first round, beside the head's
+    /// wait on the lock, not before it: moving the binding first cost a
+    /// round trip between the place's grant and that wait, on the path of
+    /// every handoff.
+    bound: bool,
 }
 
 /// An acquisition's place in line (in every member's line, for a set),
@@ -257,8 +264,9 @@ impl Redlock {
                 head_delay = Duration::from_millis(1);
             }
             let round_started = Instant::now();
-            // A place held across rounds is renewed before its ttl runs out.
-            let renew = place.in_line() && place.renewed.elapsed() >= ttl / 3;
+            // A place held across rounds is renewed before its ttl runs out;
+            // one granted by a wait, at once (`Ticket::bound`).
+            let renew = place.in_line() && (place.renewed.elapsed() >= ttl / 3 || place.tickets.iter().any(|t| !t.bound));
             let renewal = async {
                 match renew {
                     true => Some(join_all(place.tickets.iter().map(|t| self.renew_ticket(t, ttl))).await.into_iter().all(|kept| kept)),
@@ -282,7 +290,10 @@ impl Redlock {
             };
             let (renewed, (taken, window)) = futures::join!(renewal, round);
             match renewed {
-                Some(true) => place.renewed = Instant::now(),
+                Some(true) => {
+                    place.renewed = Instant::now();
+                    place.tickets.iter_mut().for_each(|t| t.bound = true);
+                }
                 // The place is gone (the line instance restarted, or it ran
                 // out): a new one next round.
                 Some(false) => place.drop_tickets(),
@@ -443,16 +454,16 @@ impl Redlock {
     ) -> Result<Ticket, Joined> {
         let Some(instance) = self.inner.instances.get(index) else { return Err(Joined::Without) };
         let owner = new_owner();
-        let ticket = |token| Ticket { instance: index, keys: keys.clone(), share, owner: owner.clone(), token };
+        let ticket = |token, bound| Ticket { instance: index, keys: keys.clone(), share, owner: owner.clone(), token, bound };
         // Without `ask_first` the caller just found others in line: straight
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
             match instance.acquire_as(keys.as_slice(), &owner, ttl, Ask::new(share).session(PLACE_SESSION)).await.outcome {
-                Outcome::Granted { token } => return Ok(ticket(token)),
+                Outcome::Granted { token } => return Ok(ticket(token, true)),
                 Outcome::Refused => {}
                 Outcome::Timeout => {
                     // It may have granted just after the timeout: not left held.
-                    self.leave_line_soon(ticket(None));
+                    self.leave_line_soon(ticket(None, true));
                     return Err(Joined::Again);
                 }
                 _ => return Err(Joined::Without),
@@ -477,12 +488,13 @@ impl Redlock {
         // Dropped while it waits (the caller gave the acquisition up): the
         // wait leaves the line instance's queue at once, and a grant that
         // raced it is released (see `Instance::abandon_waits`).
-        let mut abandoned = AbandonPlace { redlock: self, ticket: Some(ticket(None)) };
+        let mut abandoned = AbandonPlace { redlock: self, ticket: Some(ticket(None, true)) };
         tokio::select! {
-            waited = instance.wait_for(keys.as_slice(), &owner, ttl, wait, Ask::new(share).session(PLACE_SESSION)) => match waited.outcome {
+            // Not bound: see `Ticket::bound`.
+            waited = instance.wait_for(keys.as_slice(), &owner, ttl, wait, Ask::new(share)) => match waited.outcome {
                 Outcome::Granted { token } => {
                     abandoned.ticket = None;
-                    Ok(ticket(token))
+                    Ok(ticket(token, false))
                 }
                 _ => {
                     // A grant that raced the timeout must not block the line.
@@ -495,7 +507,7 @@ impl Redlock {
                 // The wait's connection is closed (which leaves the queue);
                 // a grant that raced it is undone when the server answers.
                 abandoned.ticket = None;
-                self.leave_line_soon(ticket(None));
+                self.leave_line_soon(ticket(None, true));
                 Err(Joined::Without)
             }
         }
