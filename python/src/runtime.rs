@@ -44,11 +44,13 @@ const IDLE: Duration = Duration::from_millis(1);
 /// hand-overs than it saves.
 const OVERLAP: Duration = Duration::from_millis(10);
 
-/// The scheduler's ticks between looks at the sockets and at the work
-/// other threads hand it (tokio's defaults: 61 and 31). With many Python
-/// threads waiting, the shorter interval serves their work sooner: 32
-/// threads made 1.3-1.4 times the cycles per second with it.
-const SCHEDULER_INTERVAL: u32 = 2;
+/// The scheduler's ticks between looks at the work other threads hand it
+/// (tokio's default: 31). With many Python threads handing work over, the
+/// shorter interval serves theirs sooner: 32 threads on keys of their own
+/// made 1.2-1.6 times the cycles per second with it, 32 on one key (whose
+/// rate its line's hand-overs between servers bound) 0.8-0.9 times, in
+/// runs too noisy to tell 2 from 8 (docs/design-binding-calls.md).
+const GLOBAL_QUEUE_INTERVAL: u32 = 2;
 
 /// The process that first used the runtime. A child forked after that has
 /// the runtime's memory but none of its threads: every wait would hang.
@@ -101,7 +103,7 @@ pub fn usable() -> Option<&'static Runtime> {
 /// Makes the runtime and starts the thread that drives it between calls.
 fn start() -> Result<&'static Runtime, String> {
     let mut builder = Builder::new_current_thread();
-    builder.enable_all().event_interval(SCHEDULER_INTERVAL).global_queue_interval(SCHEDULER_INTERVAL);
+    builder.enable_all().global_queue_interval(GLOBAL_QUEUE_INTERVAL);
     pyo3_async_runtimes::tokio::init(builder);
     let rt = pyo3_async_runtimes::tokio::get_runtime();
     let driver = thread::Builder::new()
