@@ -211,7 +211,11 @@ where
         // Counted first: a call that stops driving meanwhile sees this one
         // and wakes the driving thread for it.
         let waiting = Waiting::enter();
-        let alone = WAITERS.load(Ordering::SeqCst) == 1 && !overlapped_lately();
+        // A call from a thread in the runtime's context (a callback run on
+        // its blocking pool, such as an on_lost handler that locks again)
+        // must not drive it: it hands its work over.
+        let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+        let alone = !in_runtime && WAITERS.load(Ordering::SeqCst) == 1 && !overlapped_lately();
         let Some(driving) = alone.then(Driving::enter).flatten() else {
             return hand_over(py, rt, work, waiting);
         };
