@@ -34,4 +34,5 @@ markdown! {
     DesignHandoff = "../../docs/design-handoff.md",
     DesignFairLines = "../../docs/design-fair-lines.md",
     DesignMulti = "../../docs/design-multi.md",
+    DesignBindingCalls = "../../docs/design-binding-calls.md",
 }

@@ -42,7 +42,8 @@ where
             // Dropped here, off the interpreter; the awaiting side is gone.
             _ = cancel.cancelled() => return,
         };
-        // Not on a worker thread: those must never wait for the GIL.
+        // Not on the thread driving the runtime, which must never wait for
+        // the GIL (`runtime`: a Python thread in a call may be driving it).
         tokio::task::spawn_blocking(move || {
             let convert: Convert = Box::new(move |py| result.and_then(|value| value.into_py_any(py)));
             // `None` once the interpreter exits: everything is dropped

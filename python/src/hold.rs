@@ -104,7 +104,8 @@ pub fn watch(rt: &Runtime, lost: impl Future<Output = bool> + Send + 'static, ca
         if !lost.await {
             return;
         }
-        // Not on a worker thread: those must never wait for the GIL.
+        // Not on the thread driving the runtime, which must never wait for
+        // the GIL (`runtime`: a Python thread in a call may be driving it).
         let _ = tokio::task::spawn_blocking(move || {
             // None once the interpreter exits: nobody left to tell.
             exit::attach(|py| {
