@@ -3,8 +3,9 @@
 # napi-rs) against node-redlock 5.0.0-beta.2 on the same five module
 # servers: uncontended acquire/release cycles with 1 and 32 callers, of a
 # set of two resources (the array form) with 1 caller, and
-# 16 contenders on one lock with a 1 ms hold (node/bench/run.mjs prints
-# medians of interleaved rounds and the ratios).
+# 16 contenders on one lock with a 1 ms hold, and one caller through
+# proxies of 0.25 ms one way (node/bench/run.mjs prints medians of
+# interleaved rounds, the ratios and issue 44's targets).
 #
 #   bash benches/node.sh          (make bench-node; part of make bench)
 #
@@ -18,5 +19,9 @@ npm --prefix node run build
 if [ ! -d node/bench/node_modules/redlock ]; then
   (cd node/bench && npm install --no-audit --no-fund --loglevel=error)
 fi
+# The delaying proxies of the 0.25 ms scenario (client/benches/delay_proxy.rs).
+BENCH_PROXY=$(cargo bench -q -p redlock --bench delay_proxy --no-run --message-format=json \
+  | sed -n 's/.*"executable":"\([^"]*delay_proxy[^"]*\)".*/\1/p' | tail -1)
+export BENCH_PROXY
 cd node/bench
 node run.mjs

@@ -21,7 +21,18 @@
 //   retryJitter 100 ms), retrying without limit (retryCount -1); the
 //   `node-redlock 10ms` rows poll every 10 ± 5 ms instead.
 //
-// Environment: BENCH_SECONDS (per run, default 3), BENCH_ROUNDS (default 3).
+// - uncontended 1 at 0.25 ms one way: the first scenario through delaying
+//   proxies in front of the five servers (client/benches/delay_proxy.rs,
+//   the proxies of `make bench-rtt`, in a process of their own), when
+//   BENCH_PROXY names that program (benches/node.sh builds it): a round
+//   trip of about 0.6 ms, as to servers on another machine nearby.
+// Issue 44's targets for this package are printed at the end, as measured.
+//
+// Environment: BENCH_SECONDS (per run, default 3), BENCH_ROUNDS (default 3),
+// BENCH_PROXY (the delaying proxy program; without it no 0.25 ms scenario).
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
 import { Redis } from 'ioredis';
 import NodeRedlock from 'redlock';
 
@@ -124,13 +135,39 @@ async function contended(client, callers) {
   return { 'grants/s': waits.length / SECONDS, 'p50 wait ms': at(0.5), 'p99 wait ms': at(0.99), 'hold ms': held / waits.length, errors };
 }
 
+/** Delaying proxies (one way `ms`) in front of `ports`: { urls, stop }; null without BENCH_PROXY. */
+async function delayed(ports, ms) {
+  const program = process.env.BENCH_PROXY;
+  if (!program) return null;
+  const child = spawn(program, [String(ms), ...ports.map(String)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const ready = await new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code) => reject(new Error(`the delaying proxy exited (${code}) before it was ready`)));
+    createInterface({ input: child.stdout }).once('line', resolve);
+  });
+  if (!ready.startsWith('ready ')) throw new Error(`the delaying proxy said ${JSON.stringify(ready)}`);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return {
+    urls: ready.slice('ready '.length).split(' '),
+    async stop() {
+      // Closing its standard input stops it; it prints its lateness.
+      child.stdin.end();
+      await exited;
+    },
+  };
+}
+
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
 const cluster = await startServers(5);
+let proxies = null;
 try {
+  const ports = cluster.urls.map((u) => Number(new URL(u).port));
+  proxies = await delayed(ports, 0.25);
+  if (!proxies) console.error('BENCH_PROXY is not set: no scenario at 0.25 ms one way (benches/node.sh sets it)');
   const makers = [ours, theirs, (urls) => theirs(urls, { retryDelay: 10, retryJitter: 5, name: 'node-redlock 10ms' })];
   const scenarios = [
     { name: 'uncontended, 1 caller', run: (c) => uncontended(c, 1), fast: true },
@@ -138,6 +175,7 @@ try {
     { name: 'two resources, 1 caller', run: (c) => uncontended(c, 1, true), fast: true },
     { name: 'contended, 16 callers, 1 ms hold', run: (c) => contended(c, 16), contended: true },
   ];
+  if (proxies) scenarios.push({ name: 'uncontended, 1 caller, 0.25 ms one way', run: (c) => uncontended(c, 1), fast: true, urls: proxies.urls });
   const results = new Map(); // "scenario|client" -> [result, ...]
   for (let round = 0; round < ROUNDS; round++) {
     for (const scenario of scenarios) {
@@ -145,7 +183,7 @@ try {
       let order = scenario.contended ? makers : makers.slice(0, 2);
       if (round % 2) order = [...order].reverse();
       for (const make of order) {
-        const client = make(cluster.urls);
+        const client = make(scenario.urls ?? cluster.urls);
         // Connections made (and servers identified) before the clock runs.
         const warm = await client.acquire(key('warm'), false);
         await warm();
@@ -172,7 +210,23 @@ try {
       console.log(`  ${metric.padEnd(12)} ${row}   ${ratios}`);
     }
   }
+  const ratio = (scenario) => {
+    const of = (client) => results.get(`${scenario}|${client}`);
+    if (!of('redislock') || !of('node-redlock')) return NaN;
+    return median(of('redislock').map((r) => r['cycles/s'])) / median(of('node-redlock').map((r) => r['cycles/s']));
+  };
+  console.log('\ntargets of issue 44, as measured (ours/node-redlock, medians of the rounds):');
+  for (const [what, scenario, target] of [
+    ['1 caller on loopback', 'uncontended, 1 caller', 0.9],
+    ['1 caller at 0.25 ms one way', 'uncontended, 1 caller, 0.25 ms one way', 1.0],
+    ['32 callers', 'uncontended, 32 callers', 2.0],
+  ]) {
+    const r = ratio(scenario);
+    const verdict = Number.isFinite(r) ? (r >= target ? 'met' : 'not met') : 'not measured';
+    console.log(`  ${what}: >= ${target}x: ${fmt(r)} (${verdict})`);
+  }
 } finally {
+  if (proxies) await proxies.stop();
   await cluster.stop();
 }
 process.exit(0);
