@@ -221,24 +221,46 @@ impl Redlock {
         // every permit now and then (`LOOK_AROUND`).
         let slots: Resources;
         let mut semaphore = None;
+        // Found held lately: straight into the line (`Contended`).
+        let contended = &self.inner.contended;
+        let skip_first = lined && deadline.is_some() && contended.lately(&named);
+        let mut first_round = |tried: FirstTry| -> Option<Lock> {
+            match tried {
+                FirstTry::Lock(lock) => {
+                    contended.found_free(&named);
+                    return Some(lock);
+                }
+                FirstTry::Behind => behind = true,
+                FirstTry::Again => {}
+            }
+            // A round skipped says nothing: the mark runs out in its time.
+            if !skip_first {
+                contended.found_held(&named);
+            }
+            None
+        };
         let (resource, kind, ask) = match (lined, deadline, kind) {
             (true, Some(_), Kind::Permit { limit, count }) => {
                 let first = rand::rng().random_range(0..limit.max(1));
                 slots = permit_set(&named, limit, count, first).map_err(Error::Config)?;
                 let asked = Semaphore { name: named.clone(), limit, count };
-                match self.first_permit(&asked, &slots, ttl, first).await {
-                    FirstTry::Lock(lock) => return Ok(lock),
-                    FirstTry::Behind => behind = true,
-                    FirstTry::Again => {}
+                let tried = match skip_first {
+                    true => FirstTry::Behind,
+                    false => self.first_permit(&asked, &slots, ttl, first).await,
+                };
+                if let Some(lock) = first_round(tried) {
+                    return Ok(lock);
                 }
                 semaphore = Some(asked);
                 (&slots, Kind::Exclusive, Ask::exclusive())
             }
             (true, Some(_), _) => {
-                match self.first_try(resource, kind, ttl, ask).await {
-                    FirstTry::Lock(lock) => return Ok(lock),
-                    FirstTry::Behind => behind = true,
-                    FirstTry::Again => {}
+                let tried = match skip_first {
+                    true => FirstTry::Behind,
+                    false => self.first_try(resource, kind, ttl, ask).await,
+                };
+                if let Some(lock) = first_round(tried) {
+                    return Ok(lock);
                 }
                 (resource, kind, ask)
             }

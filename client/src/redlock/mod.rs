@@ -4,6 +4,7 @@
 //! acquisition), `release` (extend and release), `entries` (the server
 //! list).
 
+mod contended;
 mod entries;
 mod line;
 mod release;
@@ -116,6 +117,9 @@ pub(crate) struct Inner {
     /// Set once every server was contacted (and so identified) or failed
     /// to be, before the first request of this handle.
     first_contact: tokio::sync::OnceCell<()>,
+    /// Resources this handle lately found held or waited for: its next
+    /// waiting acquisition of one joins the line without a first round.
+    contended: contended::Contended,
 }
 
 /// Background work of a handle that a process about to exit waits for.
@@ -264,6 +268,7 @@ impl Redlock {
                 departures: Departures::default(),
                 identities,
                 first_contact: tokio::sync::OnceCell::new(),
+                contended: contended::Contended::default(),
             }),
         })
     }

@@ -77,6 +77,42 @@ async fn waiters_are_served_in_arrival_order_and_the_head_waits_on_the_lock() {
         .await;
 }
 
+/// A waiter that found the lock held joins the line at once the next
+/// times, for a second after: no first round refused on every server
+/// (under contention it costs ten messages a grant, and a semaphore's may
+/// take a permit ahead of its line). Past that second it asks first again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_found_the_lock_held_joins_the_line_at_once_for_a_second() {
+    let c = Cluster::start(5);
+    let (holder, waiter) = (c.redlock(relaxed()), c.redlock(relaxed()));
+    let ttl = Duration::from_secs(10);
+    let refused = || async {
+        let mut n = 0;
+        for s in &c.servers {
+            n += s.counter("acquire_refused_held").await;
+        }
+        n
+    };
+    let briefly = || Some(Instant::now() + Duration::from_millis(300));
+    let held = holder.lock("busy", ttl).await.expect("holder");
+    let before = refused().await;
+    let marked = Instant::now();
+    assert!(waiter.lock_until("busy", ttl, briefly()).await.is_err(), "held throughout the wait");
+    let after_first = refused().await;
+    assert_eq!(after_first - before, 5, "the first wait asks every server first, and is refused everywhere");
+    assert!(waiter.lock_until("busy", ttl, briefly()).await.is_err(), "held throughout the wait");
+    assert!(marked.elapsed() < Duration::from_secs(1), "the second wait ran within the second (a very slow machine)");
+    assert_eq!(refused().await, after_first, "the next wait went into the line at once: nothing refused");
+    // A skipped round does not extend the mark: a second after the round
+    // that found the lock held, the waiter asks first again.
+    tokio::time::sleep_until((marked + Duration::from_millis(1100)).into()).await;
+    assert!(waiter.lock_until("busy", ttl, briefly()).await.is_err(), "held throughout the wait");
+    assert_eq!(refused().await - after_first, 5, "past the second the wait asks first again");
+    holder.release(&held).await.expect("release");
+    let lock = waiter.lock_until("busy", ttl, Some(Instant::now() + Duration::from_secs(5))).await.expect("free: the line grants it");
+    waiter.release(&lock).await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_taken_without_a_deadline_has_no_place_in_line() {
     let c = Cluster::start(5);
