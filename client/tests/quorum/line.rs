@@ -93,16 +93,21 @@ async fn a_waiter_that_found_the_lock_held_joins_the_line_at_once_for_a_second()
         }
         n
     };
-    let briefly = || Some(Instant::now() + Duration::from_millis(300));
+    let briefly = || Some(Instant::now() + Duration::from_millis(150));
     let held = holder.lock("busy", ttl).await.expect("holder");
     let before = refused().await;
     let marked = Instant::now();
     assert!(waiter.lock_until("busy", ttl, briefly()).await.is_err(), "held throughout the wait");
     let after_first = refused().await;
     assert_eq!(after_first - before, 5, "the first wait asks every server first, and is refused everywhere");
+    // The mark was set after `marked`, by the first wait's round: a wait
+    // that starts within 0.9 s of it starts within the second. (A machine
+    // so slow that it does not cannot tell; the rest still runs.)
+    let in_time = marked.elapsed() < Duration::from_millis(900);
     assert!(waiter.lock_until("busy", ttl, briefly()).await.is_err(), "held throughout the wait");
-    assert!(marked.elapsed() < Duration::from_secs(1), "the second wait ran within the second (a very slow machine)");
-    assert_eq!(refused().await, after_first, "the next wait went into the line at once: nothing refused");
+    if in_time {
+        assert_eq!(refused().await, after_first, "the next wait went into the line at once: nothing refused");
+    }
     // A skipped round does not extend the mark: a second after the round
     // that found the lock held, the waiter asks first again.
     tokio::time::sleep_until((marked + Duration::from_millis(1100)).into()).await;
