@@ -187,10 +187,11 @@ def main():
                     print(f"round {r + 1}: {name:12} {impl:9} {rate:9.0f} cycles/s{note}", flush=True)
             # The Rust client in the same round, for Python/Rust side by side.
             for name, rate in rust_client(ports, args.seconds).items():
+                if not rate:
+                    continue
                 rust[name].append(rate)
-                ours_rate = results[(name, "redislock")][-1]
-                per_round[name].append(ours_rate / rate if rate else 0.0)
-                print(f"round {r + 1}: {name:12} {'Rust':9} {rate:9.0f} cycles/s (Python/Rust {ours_rate / rate:.2f})", flush=True)
+                per_round[name].append(results[(name, "redislock")][-1] / rate)
+                print(f"round {r + 1}: {name:12} {'Rust':9} {rate:9.0f} cycles/s (Python/Rust {per_round[name][-1]:.2f})", flush=True)
 
         print()
         print(f"lock/release cycles per second, median of {args.rounds} x {args.seconds:g} s, 5 servers on 127.0.0.1")
@@ -200,7 +201,7 @@ def main():
             b = statistics.median(results[(name, "pottery")])
             ratio = f"{a / b:.1f}x" if b else "-"
             rust_cells = f"{'-':>14}{'-':>13}"
-            if rust[name] and per_round[name]:
+            if rust[name]:
                 rust_cells = f"{statistics.median(rust[name]):14.0f}{statistics.median(per_round[name]):12.2f}x"
             print(f"{name:14}{a:12.0f}{b:12.0f}{ratio:>9}{rust_cells}")
         if per_round["1 thread"]:

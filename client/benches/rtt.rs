@@ -81,8 +81,9 @@
 //!                     lock's; `all`: every phase of a plain `redlock
 //!                     bench` runs first)
 //! Defaults: 4 delays × 3 counts × 3 phases (ours twice) × 3 rounds × 3 s = 5.4 min
-//! measured, about 4 min in all (plus the build: `make bench-rtt` took
-//! 7.7 min from a changed client, LTO included).
+//! measured, a little more in all with the calibration and each run's
+//! start (plus the build: `make bench-rtt` took 7.7 min from a changed
+//! client, LTO included).
 //!
 //! Output: a progress line per measurement on stderr; the calibration, a
 //! table per delay and the issue's targets as measured on stdout. Exit
@@ -974,10 +975,9 @@ fn run() -> Res<u64> {
         let permits: Vec<String> = route
             .pairs
             .iter()
-            .map(|(_, p)| med(&p.ours))
-            .zip(&route.pairs)
-            .filter(|(o, _)| o.permits_rate.is_finite())
-            .map(|(o, (n, _))| format!("{n}: {:.0} ({:.2}x)", o.permits_rate, ratio(o.permits_rate, o.rate)))
+            .map(|(n, p)| (n, med(&p.ours)))
+            .filter(|(_, o)| o.permits_rate.is_finite())
+            .map(|(n, o)| format!("{n}: {:.0} ({:.2}x)", o.permits_rate, ratio(o.permits_rate, o.rate)))
             .collect();
         if !permits.is_empty() {
             out += &format!("ours, a semaphore of 2 permits (grants/s, x its exclusive grants/s): {}\n", permits.join(", "));
@@ -999,53 +999,52 @@ fn run() -> Res<u64> {
     };
     let find = |one_way_ms: f64, n: usize| find_link(Link::Delay(Duration::from_secs_f64(one_way_ms / 1000.0)), n);
     let verdict = |ok: bool| if ok { "met" } else { "not met" };
+    // One target's line: what, the figure measured, whether it is met.
+    let target = |what: &str, value: f64, ok: bool| format!("  {what}: {value:.3} ({})\n", verdict(ok));
     out += "\ntargets of issue 32, as measured (medians of the rounds):\n";
     match find(0.25, 16) {
         Some((o, r, rtt_ms)) => {
             let g = ratio(o.rate, r.rate);
             let c = ratio(o.rate, ceiling(o.hold, rtt_ms));
             let p = ratio(o.p99, r.p99);
-            out += &format!("  0.25 ms, 16 contenders: grants/s ours/rslock >= 1.3: {g:.3} ({})\n", verdict(g >= 1.3));
-            out += &format!("  0.25 ms, 16 contenders: grants/s / ceiling >= 0.85: {c:.3} ({})\n", verdict(c >= 0.85));
-            out += &format!("  0.25 ms, 16 contenders: p99 wait ours/rslock <= 0.3: {p:.3} ({})\n", verdict(p <= 0.3));
+            out += &target("0.25 ms, 16 contenders: grants/s ours/rslock >= 1.3", g, g >= 1.3);
+            out += &target("0.25 ms, 16 contenders: grants/s / ceiling >= 0.85", c, c >= 0.85);
+            out += &target("0.25 ms, 16 contenders: p99 wait ours/rslock <= 0.3", p, p <= 0.3);
             out += &format!(
                 "  0.25 ms, 16 contenders: no wait over 1 s (longest of any round): {:.1} ms ({})\n",
                 o.max_all,
                 verdict(o.max_all <= 1000.0)
             );
-            out += &format!("  0.25 ms, 16 contenders: Jain's index >= 0.95: {:.3} ({})\n", o.jain, verdict(o.jain >= 0.95));
+            out += &target("0.25 ms, 16 contenders: Jain's index >= 0.95", o.jain, o.jain >= 0.95);
         }
         None => out += "  (0.25 ms one way, 16 contenders not measured: BENCH_DELAYS / BENCH_CONTENDERS)\n",
     }
     match find(0.25, 1) {
         Some((o, r, _)) => {
             let g = ratio(o.rate, r.rate);
-            out += &format!("  0.25 ms, 1 contender: grants/s ours/rslock >= 0.9: {g:.3} ({})\n", verdict(g >= 0.9));
+            out += &target("0.25 ms, 1 contender: grants/s ours/rslock >= 0.9", g, g >= 0.9);
         }
         None => out += "  (0.25 ms one way, 1 contender not measured)\n",
     }
     match find(0.0, 16) {
         Some((o, r, _)) => {
             let g = ratio(o.rate, r.rate);
-            out += &format!("  loopback (0 ms proxies), 16 contenders: grants/s ours/rslock >= 1.1: {g:.3} ({})\n", verdict(g >= 1.1));
+            out += &target("loopback (0 ms proxies), 16 contenders: grants/s ours/rslock >= 1.1", g, g >= 1.1);
         }
         None => out += "  (0 ms one way, 16 contenders not measured)\n",
     }
     if let Some((o, r, _)) = find_link(Link::Direct, 16) {
         let g = ratio(o.rate, r.rate);
-        out += &format!("  loopback (direct, no proxy), 16 contenders: grants/s ours/rslock >= 1.1: {g:.3} ({})\n", verdict(g >= 1.1));
+        out += &target("loopback (direct, no proxy), 16 contenders: grants/s ours/rslock >= 1.1", g, g >= 1.1);
     }
     out += "\ntargets of issue 44, as measured (medians of the rounds):\n";
     match find(0.25, 16) {
         Some((o, _, rtt_ms)) => {
             let c = ratio(o.rate, ceiling(o.hold, rtt_ms));
-            out += &format!("  0.25 ms, 16 contenders: grants/s / ceiling >= 0.9: {c:.3} ({})\n", verdict(c >= 0.9));
+            out += &target("0.25 ms, 16 contenders: grants/s / ceiling >= 0.9", c, c >= 0.9);
             if o.permits_rate.is_finite() {
                 let p = ratio(o.permits_rate, o.rate);
-                out += &format!(
-                    "  0.25 ms, 16 contenders: a semaphore of 2, grants/s / the exclusive lock's >= 1.6: {p:.3} ({})\n",
-                    verdict(p >= 1.6)
-                );
+                out += &target("0.25 ms, 16 contenders: a semaphore of 2, grants/s / the exclusive lock's >= 1.6", p, p >= 1.6);
             }
         }
         None => out += "  (0.25 ms one way, 16 contenders not measured)\n",
@@ -1053,7 +1052,7 @@ fn run() -> Res<u64> {
     match find(0.25, 1) {
         Some((o, r, _)) => {
             let g = ratio(o.rate, r.rate);
-            out += &format!("  0.25 ms, 1 contender: grants/s ours/rslock >= 1.0: {g:.3} ({})\n", verdict(g >= 1.0));
+            out += &target("0.25 ms, 1 contender: grants/s ours/rslock >= 1.0", g, g >= 1.0);
         }
         None => out += "  (0.25 ms one way, 1 contender not measured)\n",
     }

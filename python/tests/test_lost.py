@@ -116,3 +116,30 @@ def test_on_lost_exceptions_do_not_break_the_guard(servers, resource, monkeypatc
     with pytest.raises(LockLost):
         lock.release()
     thief.release()
+
+
+def test_an_on_lost_callback_may_lock_again(servers, resource):
+    # The callback runs on a thread of the runtime's blocking pool, inside
+    # the runtime's context, while the binding's own thread drives it: a
+    # blocking call from there must still be served.
+    took = []
+    done = threading.Event()
+    rl = Redlock(servers.urls)
+
+    def on_lost():
+        try:
+            again = rl.try_lock(resource + ":after", ttl=5.0)
+            took.append(again.token is not None)
+            again.release()
+        except BaseException as e:  # noqa: BLE001 -- reported by the assertion
+            took.append(e)
+        done.set()
+
+    lock = rl.guard(resource, ttl=1.0, on_lost=on_lost)
+    thief = steal(servers, resource, Redlock(servers.urls))
+    try:
+        assert done.wait(10)
+        assert took == [True]
+        assert lock.lost
+    finally:
+        thief.release()

@@ -22,9 +22,10 @@ const CONTENDED_MAX: usize = 1024;
 /// for a moment, ahead of the waiter its release is handing it to, so
 /// that neither has a quorum (a semaphore of 2 at 16 contenders through
 /// 0.25 ms one way made 1.61-1.62x the lock's grants/s with the round,
-/// 1.78-1.80x without; the lock's own rate did not move). When the contention ends, the acquisitions of at most that
-/// second pay one more round trip: a place, then the lock. One of them
-/// each second asks first again, and finds out.
+/// 1.78-1.80x without; the lock's own rate did not move). When the
+/// contention ends, the acquisitions of at most that second pay one more
+/// round trip: a place, then the lock. One of them each second asks first
+/// again, and finds out.
 #[derive(Default)]
 pub(crate) struct Contended(Mutex<HashMap<String, Instant>>);
 

@@ -224,7 +224,7 @@ impl Redlock {
         // Found held lately: straight into the line (`Contended`).
         let contended = &self.inner.contended;
         let skip_first = lined && deadline.is_some() && contended.lately(&named);
-        let mut first_round = |tried: FirstTry| -> Option<Lock> {
+        let mut after_first = |tried: FirstTry| -> Option<Lock> {
             match tried {
                 FirstTry::Lock(lock) => {
                     contended.found_free(&named);
@@ -248,7 +248,7 @@ impl Redlock {
                     true => FirstTry::Behind,
                     false => self.first_permit(&asked, &slots, ttl, first).await,
                 };
-                if let Some(lock) = first_round(tried) {
+                if let Some(lock) = after_first(tried) {
                     return Ok(lock);
                 }
                 semaphore = Some(asked);
@@ -259,7 +259,7 @@ impl Redlock {
                     true => FirstTry::Behind,
                     false => self.first_try(resource, kind, ttl, ask).await,
                 };
-                if let Some(lock) = first_round(tried) {
+                if let Some(lock) = after_first(tried) {
                     return Ok(lock);
                 }
                 (resource, kind, ask)

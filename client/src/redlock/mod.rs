@@ -117,8 +117,8 @@ pub(crate) struct Inner {
     /// Set once every server was contacted (and so identified) or failed
     /// to be, before the first request of this handle.
     first_contact: tokio::sync::OnceCell<()>,
-    /// Resources this handle lately found held or waited for: its next
-    /// waiting acquisition of one joins the line without a first round.
+    /// Resources this handle's waits lately found held: its next waits for
+    /// one join the line without a first round.
     contended: contended::Contended,
 }
 

@@ -260,7 +260,8 @@ async fn several_permits_are_taken_in_one_hold_and_wait_without_being_passed() {
     common::eventually(Duration::from_secs(5), "the request for both queued on the free permit on every server", || async {
         let mut queued = 0;
         for s in &c.servers {
-            // LOCK.INFO is nil for a key nobody holds: its line, then.
+            // Nobody holds the free permit (LOCK.INFO is nil): its queue,
+            // read with LOCK.WAITERS, holds the request for both.
             queued += usize::from(matches!(s.ok(redis::cmd("LOCK.WAITERS").arg(&free)).await, redis::Value::Array(w) if w.len() == 1));
         }
         queued == c.servers.len()
