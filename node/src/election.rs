@@ -94,7 +94,7 @@ impl NativeElection {
     pub fn campaign<'env>(&self, env: &'env Env, cancel: Option<&Cancel>) -> Result<Object<'env>> {
         let election = self.inner.clone();
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             // Dropped (cancelled), the campaign leaves the line and holds nothing.
             let campaigned = tokio::select! {
                 campaigned = election.campaign() => campaigned,
@@ -113,7 +113,7 @@ impl NativeElection {
     #[napi(ts_return_type = "Promise<NativeLeader | null | Failure>")]
     pub fn leader<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let election = self.inner.clone();
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             Ok(match election.leader().await {
                 Ok(leader) => Either::A(leader.map(NativeLeader::from)),
                 Err(e) => Either::B(failure(e)),
@@ -144,7 +144,7 @@ impl NativeObserver {
     #[napi(ts_return_type = "Promise<NativeLeader | null>")]
     pub fn next<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let (changes, closed) = (Arc::clone(&self.changes), self.closed.clone());
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             // Dropped when closed: a change being read is read again by
             // the next call, none is lost.
             Ok(tokio::select! {
@@ -201,7 +201,7 @@ impl NativeLeadership {
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn proclaim<'env>(&self, env: &'env Env, value: String) -> Result<Object<'env>> {
         let proclamation = self.shared.proclaim(value);
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             Ok(match proclamation {
                 Ok(work) => work.await.err().map(Failure::from),
                 Err(f) => Some(Failure::from(f)),
@@ -214,7 +214,7 @@ impl NativeLeadership {
     #[napi(ts_return_type = "Promise<Released | Failure>")]
     pub fn resign<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let resignation = self.shared.resign();
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             let done = match resignation {
                 Ok(work) => work.await,
                 Err(f) => Err(f),
@@ -231,6 +231,6 @@ impl NativeLeadership {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn when_lost<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let lost = self.shared.when_lost();
-        runtime::promise(env, async move { Ok(lost.await) })
+        runtime::promise(env, move || async move { Ok(lost.await) })
     }
 }

@@ -10,12 +10,12 @@
 //!   kept by a guard
 //! - `Cancel`: the native end of an `AbortSignal`
 //! - `election`: `NativeElection`, `NativeLeadership`, `NativeObserver`
-//! - `config`, `errors`, `runtime`
+//! - `config`, `errors`, `runtime`, `settle`
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, Either, Object};
-use napi::{Env, Result};
+use napi::bindgen_prelude::{BigInt, Either, Object, ToNapiValue};
+use napi::{sys, Env, Result};
 use napi_derive::napi;
 use redlock::hold::{self, Hold, Work};
 use redlock::Redlock;
@@ -25,6 +25,7 @@ mod config;
 mod election;
 mod errors;
 mod runtime;
+mod settle;
 
 use config::Options;
 use errors::{Failure, ServerOutcome};
@@ -120,17 +121,17 @@ impl NativeRedlock {
         let req = config::request(resource, ttl_ms, wait_ms, retry, shared, limit, permits)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let redlock = self.inner.clone();
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             let name = req.resources.to_string();
             // Dropping the acquisition (cancelled) gives its place in line
             // up and releases whatever a round in flight was granted.
             let acquired = tokio::select! {
                 acquired = hold::acquire(redlock, req, keep, background) => acquired,
-                () = cancel.cancelled() => return Ok(Either::B(Failure::from(hold::Failure::Aborted { resource: name }))),
+                () = cancel.cancelled() => return Ok(Acquisition::Failed(Failure::from(hold::Failure::Aborted { resource: name }))),
             };
             Ok(match acquired {
-                Ok(acquired) => Either::A(NativeLock { hold: Arc::new(acquired.hold()) }),
-                Err(e) => Either::B(Failure::from(hold::Failure::from(e))),
+                Ok(acquired) => Acquisition::Granted(acquired),
+                Err(e) => Acquisition::Failed(Failure::from(hold::Failure::from(e))),
             })
         })
     }
@@ -142,10 +143,31 @@ impl NativeRedlock {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn settle<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let redlock = self.inner.clone();
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             redlock.settle().await;
             Ok(())
         })
+    }
+}
+
+/// An acquisition's result on its way to JavaScript. The lock is handed
+/// to its caller when converted there, on the JavaScript thread: one whose
+/// Promise is gone (its worker thread ended meanwhile) is dropped before
+/// that, and so released at once (`hold::Acquired`), not left held for
+/// its whole lease.
+enum Acquisition {
+    Granted(hold::Acquired),
+    Failed(Failure),
+}
+
+impl ToNapiValue for Acquisition {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let value = match val {
+            Acquisition::Granted(acquired) => Either::A(NativeLock { hold: Arc::new(acquired.hold()) }),
+            Acquisition::Failed(failure) => Either::B(failure),
+        };
+        // SAFETY: called by napi on the environment's thread, as this is.
+        unsafe { Either::<NativeLock, Failure>::to_napi_value(env, value) }
     }
 }
 
@@ -234,7 +256,7 @@ impl NativeLock {
     pub fn extend<'env>(&self, env: &'env Env, ttl_ms: Option<f64>) -> Result<Object<'env>> {
         let ttl = ttl_ms.map(|ms| config::NAMES.ttl(ms)).transpose().map_err(errors::thrown)?;
         let extension = self.hold.extend(ttl);
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             Ok(match extension {
                 Ok(work) => work.await.err().map(Failure::from),
                 Err(f) => Some(Failure::from(f)),
@@ -247,7 +269,7 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<Released | Failure>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let release = self.hold.release();
-        runtime::promise(env, async move {
+        runtime::promise(env, move || async move {
             let done = match release {
                 Ok(work) => work.await,
                 Err(f) => Err(f),
@@ -282,6 +304,6 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn when_lost<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let lost = self.hold.when_lost();
-        runtime::promise(env, async move { Ok(lost.await) })
+        runtime::promise(env, move || async move { Ok(lost.await) })
     }
 }

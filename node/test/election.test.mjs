@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 
 import { ConfigError, Election, LockLostError, LockReleasedError, Redlock } from 'redislock';
 
-import { ROOMY, resourceName, startServers } from './support/servers.mjs';
+import { ROOMY, lineLength, resourceName, startServers } from './support/servers.mjs';
 
 // Far longer than a handover may take: a resignation that left the lock
 // to run out would keep the next candidate waiting for all of it.
@@ -26,15 +26,8 @@ after(async () => {
   await cluster?.stop();
 });
 
-/** Candidates waiting in the election's line (the head holds the line's place, the others wait in its queue). */
-async function lineLength(name) {
-  let longest = 0;
-  for (const server of cluster.servers) {
-    const info = await server.lockInfo(`redlock:line:redlock:election:${name}`);
-    if (info) longest = Math.max(longest, 1 + Number(info.waiters));
-  }
-  return longest;
-}
+/** Candidates waiting in the election's line. */
+const candidatesWaiting = (name) => lineLength(cluster, `redlock:election:${name}`);
 
 /** Until `condition` (of the servers' state) holds: polled, never assumed after a sleep (the test's timeout bounds it). */
 async function until(condition) {
@@ -80,7 +73,7 @@ test('three candidates: one leads, resign hands over at once, terms grow, the ob
     led.push({ i, lead, at: Date.now() });
     return lead;
   }));
-  await until(async () => (await lineLength(name)) >= 2);
+  await until(async () => (await candidatesWaiting(name)) >= 2);
   assert.equal(led.length, 0, 'a candidate led beside the leader');
 
   await first.proclaim('candidate-0 at :8080');
@@ -134,11 +127,11 @@ test('an AbortSignal ends a campaign: the promise rejects with its reason and th
   const leader = await new Election(redlock, name, 'a', { ttl: TTL }).campaign();
   const controller = new AbortController();
   const campaign = new Election(redlock, name, 'b', { ttl: TTL }).campaign({ signal: controller.signal });
-  await until(async () => (await lineLength(name)) === 1);
+  await until(async () => (await candidatesWaiting(name)) === 1);
   const reason = new Error('gave up');
   controller.abort(reason);
   await assert.rejects(campaign, (e) => e === reason);
-  await until(async () => (await lineLength(name)) === 0);
+  await until(async () => (await candidatesWaiting(name)) === 0);
   await leader.resign();
   // Nobody leads after it. The aborted campaign's waits on the servers may
   // still be granted at the resignation: each is released by the client at

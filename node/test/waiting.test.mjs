@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 
 import { NotAcquiredError, Redlock } from 'redislock';
 
-import { ROOMY, resourceName, startServers } from './support/servers.mjs';
+import { ROOMY, lineLength, resourceName, startServers } from './support/servers.mjs';
 
 let cluster;
 let redlock;
@@ -81,20 +81,9 @@ test('using waits in line for a held lock, and an abort ends that wait too', { t
 });
 
 /**
- * Until `n` waiters are in `resource`'s line (the line instance's queue,
- * LOCK.INFO's `waiters` of `redlock:line:<resource>`): the event the tests
- * act on, polled, never assumed after a sleep.
+ * Until `n` waiters are in `resource`'s line: the event the tests act on,
+ * polled, never assumed after a sleep.
  */
 async function waitUntilQueued(resource, n) {
-  const key = `redlock:line:${resource}`;
-  for (;;) {
-    let waiting = 0;
-    for (const server of cluster.servers) {
-      const info = await server.lockInfo(key);
-      // The head holds the place; the others wait in its queue.
-      if (info) waiting = Math.max(waiting, 1 + Number(info.waiters));
-    }
-    if (waiting >= n) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  while ((await lineLength(cluster, resource)) < n) await new Promise((resolve) => setTimeout(resolve, 10));
 }

@@ -341,6 +341,20 @@ export async function startServers(n = 5, { certs = null } = {}) {
  */
 export const ROOMY = { requestTimeout: 1_000, connectTimeout: 2_000 };
 
+/**
+ * Waiters in `resource`'s line on `cluster`'s servers, the longest found:
+ * the head holds the line's place (`redlock:line:<resource>`), the others
+ * wait in its queue (LOCK.INFO's `waiters`).
+ */
+export async function lineLength(cluster, resource) {
+  let longest = 0;
+  for (const server of cluster.servers) {
+    const info = await server.lockInfo(`redlock:line:${resource}`);
+    if (info) longest = Math.max(longest, 1 + Number(info.waiters));
+  }
+  return longest;
+}
+
 let counter = 0;
 /** A resource name no other test uses. */
 export function resourceName(what) {
