@@ -27,6 +27,10 @@ mod errors;
 mod runtime;
 mod settle;
 
+/// mimalloc, not the process's malloc: see node/Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use config::Options;
 use errors::{Failure, ServerOutcome};
 
