@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 
 import { NotAcquiredError, Redlock } from 'redislock';
 
-import { ROOMY, lineLength, resourceName, startServers } from './support/servers.mjs';
+import { ROOMY, resourceName, startServers, untilQueued } from './support/servers.mjs';
 
 let cluster;
 let redlock;
@@ -40,10 +40,10 @@ test('an abort ends the wait: the promise rejects with the reason, and the waite
   // First in line, with a long wait and lease: if it stayed in line it
   // would take the lock at the release and hold it for 30 s.
   const first = redlock.acquire(resource, 30_000, { wait: 30_000, signal: controller.signal });
-  await waitUntilQueued(resource, 1);
+  await untilQueued(cluster, resource, 1);
   // Second in line, behind it.
   const second = redlock.acquire(resource, 5_000, { wait: 8_000 });
-  await waitUntilQueued(resource, 2);
+  await untilQueued(cluster, resource, 2);
   const reason = new Error('gave up');
   controller.abort(reason);
   await assert.rejects(first, (e) => e === reason);
@@ -70,7 +70,7 @@ test('using waits in line for a held lock, and an abort ends that wait too', { t
   const waiting = redlock.using(resource, 1_000, { signal: controller.signal }, async () => {
     ran = true;
   });
-  await waitUntilQueued(resource, 1);
+  await untilQueued(cluster, resource, 1);
   controller.abort();
   await assert.rejects(waiting, { name: 'AbortError' });
   assert.equal(ran, false);
@@ -79,11 +79,3 @@ test('using waits in line for a held lock, and an abort ends that wait too', { t
   await holder.release();
   assert.equal(await redlock.using(resource, 1_000, async () => 'ran'), 'ran');
 });
-
-/**
- * Until `n` waiters are in `resource`'s line: the event the tests act on,
- * polled, never assumed after a sleep.
- */
-async function waitUntilQueued(resource, n) {
-  while ((await lineLength(cluster, resource)) < n) await new Promise((resolve) => setTimeout(resolve, 10));
-}

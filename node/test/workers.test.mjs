@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 
 import { Redlock } from 'redislock';
 
-import { ROOMY, lineLength, resourceName, startServers } from './support/servers.mjs';
+import { ROOMY, resourceName, startServers, untilQueued } from './support/servers.mjs';
 
 let cluster;
 
@@ -44,7 +44,7 @@ test('a thread ended while its wait is pending: the process lives on, and the gr
   const messages = [];
   waiter.on('message', (m) => messages.push(m));
   // Its wait is in the resource's line: polled, not assumed.
-  while ((await lineLength(cluster, resource)) < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+  await untilQueued(cluster, resource, 1);
   await waiter.terminate();
   // The wait goes on in the runtime, and is granted now: its Promise went
   // with the thread, so the grant (a 30 s lease) must be released, not

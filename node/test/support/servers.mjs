@@ -355,6 +355,14 @@ export async function lineLength(cluster, resource) {
   return longest;
 }
 
+/**
+ * Until `n` waiters are in `resource`'s line on `cluster`: the event the
+ * tests act on, polled, never assumed after a sleep.
+ */
+export async function untilQueued(cluster, resource, n) {
+  while ((await lineLength(cluster, resource)) < n) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
 let counter = 0;
 /** A resource name no other test uses. */
 export function resourceName(what) {

@@ -8,8 +8,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 
 import { Redlock } from 'redislock';
 
+import { ROOMY } from './servers.mjs';
+
 const { urls, resource, task, count } = workerData;
-const redlock = new Redlock(urls, { requestTimeout: 1_000, connectTimeout: 2_000 });
+const redlock = new Redlock(urls, ROOMY);
 if (task === 'wait') {
   parentPort.postMessage('asking');
   await redlock.acquire(resource, 30_000, { wait: 60_000 });
