@@ -19,7 +19,7 @@ after(async () => {
   await cluster?.stop();
 });
 
-const thread = (data) => new Worker(new URL('./support/thread.mjs', import.meta.url), { workerData: { urls: cluster.urls, ...data } });
+const thread = (data) => new Worker(new URL('./support/thread.mjs', import.meta.url), { workerData: { urls: cluster.urls, options: ROOMY, ...data } });
 
 test('threads lock at once, each settled on its own thread, and each ends by itself', { timeout: 60_000 }, async () => {
   const redlock = new Redlock(cluster.urls, ROOMY);

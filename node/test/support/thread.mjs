@@ -1,5 +1,5 @@
 // A worker thread of workers.test.mjs: the package in a Node environment
-// of its own. workerData: { urls, resource, task }; `task`:
+// of its own. workerData: { urls, options, resource, task, count }; `task`:
 // - 'wait': posts 'asking', then waits for the resource (held by the
 //   test, which ends this thread meanwhile)
 // - 'cycles': `count` acquire + release cycles of the resource, posts how
@@ -8,10 +8,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 
 import { Redlock } from 'redislock';
 
-import { ROOMY } from './servers.mjs';
-
-const { urls, resource, task, count } = workerData;
-const redlock = new Redlock(urls, ROOMY);
+// The options come from the test (its ROOMY): importing the servers'
+// support here would install its exit and signal handlers in every thread.
+const { urls, options, resource, task, count } = workerData;
+const redlock = new Redlock(urls, options);
 if (task === 'wait') {
   parentPort.postMessage('asking');
   await redlock.acquire(resource, 30_000, { wait: 60_000 });
