@@ -47,7 +47,9 @@
 //! each delay's proxies (the proxy's own overhead is the delay-0 RTT minus
 //! the direct one), and during every measurement the proxies count how
 //! late their couriers wrote (lateness: write time minus due time) and
-//! how many chunks they forwarded (per grant: the messages a grant costs).
+//! how many chunks they forwarded (per grant: the messages a grant costs;
+//! ours over the grants of every phase its process ran, the semaphore's
+//! too, since the proxies count them all).
 //! The proxies' threads run at nice -20 where allowed (root here), so the
 //! simulated network is delayed less by the clients' and servers' CPU
 //! load; BENCH_PROXY_PRIORITY=normal leaves them at the default. On 2
@@ -378,6 +380,9 @@ struct Sample {
     loaded_rtt_ms: f64,
     /// Ours: grants/s of the semaphore phase (limit 2), when it ran.
     permits_rate: Option<f64>,
+    /// The grants the proxies' chunks were counted over: ours, those of
+    /// every phase its process ran (the semaphore's too); rslock, `grants`.
+    grants_counted: u64,
 }
 
 /// Jain's index and the largest share of `counts`.
@@ -478,6 +483,7 @@ fn run_ours(bin: &Path, dir: &Path, urls: &[String], n: usize, cfg: &Config) -> 
             .as_array()
             .and_then(|phases| phases.iter().find(|p| p["name"] == OURS_PERMITS_PHASE))
             .and_then(|p| p["cycles_per_sec"].as_f64()),
+        grants_counted: report["phases"].as_array().map(|phases| phases.iter().filter_map(|p| p["cycles"].as_u64()).sum()).unwrap_or(0),
     };
     if per_worker.len() != n {
         return Err(format!("redlock bench: {} contenders in its JSON, not {n}", per_worker.len()));
@@ -552,6 +558,7 @@ async fn run_rslock(urls: &[String], n: usize, resource: String, cfg: &Config) -
         (s.p50_ms, s.p99_ms, s.max_ms) = (ms(hist.value_at_quantile(0.5)), ms(hist.value_at_quantile(0.99)), ms(hist.max()));
     }
     s.rate = s.grants as f64 / cfg.seconds;
+    s.grants_counted = s.grants;
     (s.jain, s.max_share) = fairness(&counts);
     if s.grants > 0 {
         s.hold_mean_ms = hold_sum.as_secs_f64() * 1000.0 / s.grants as f64;
@@ -659,7 +666,7 @@ fn med(samples: &[Sample]) -> Med {
         max_share: pick(|s| s.max_share),
         hold: pick(|s| s.hold_mean_ms),
         loaded_rtt: pick(|s| s.loaded_rtt_ms),
-        chunks_per_grant: pick(|s| if s.lateness.chunks > 0 { ratio(s.lateness.chunks as f64, s.grants as f64) } else { f64::NAN }),
+        chunks_per_grant: pick(|s| if s.lateness.chunks > 0 { ratio(s.lateness.chunks as f64, s.grants_counted as f64) } else { f64::NAN }),
         errors: samples.iter().map(|s| s.errors).sum(),
         gave_up: samples.iter().map(|s| s.gave_up).sum(),
         first_error: samples.iter().find_map(|s| s.first_error.clone()),
@@ -886,7 +893,7 @@ fn run() -> Res<u64> {
     );
     out += "wait: acquire call -> grant, ms. ceiling: 1 / (hold as measured + RTT); with 1 contender a cycle needs hold + 2 RTT.\n";
     out += "RTT: PING median through the proxies before each delay's measurements; RTT loaded: the same during the client's measurements (one PING every 5 ms).\n";
-    out += "chunks/grant: what the proxies' couriers forwarded (both directions, all 5 servers) per grant: the messages a grant costs (ours: with its process's start).\n";
+    out += "chunks/grant: what the proxies' couriers forwarded (both directions, all 5 servers) per grant: the messages a grant costs (ours: over every phase its process ran, with its start).\n";
     out += "Jain: fairness of grants per contender (1: equal). share: the busiest contender's share of the grants (fair: 1/N).\n\n";
     out += &calibration;
     out += &format!("  direct RTT during the rounds: {:.3} ms (median of the rounds' medians)\n", median(direct_rtts.clone()));
