@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use napi::bindgen_prelude::ToNapiValue;
-use napi::{sys, Error, Result, Status};
+use napi::{check_status, sys, Error, Result, Status};
 
 /// An environment's threadsafe function. The pointer is Node's; calling it
 /// from any thread is what it is for, and `Settler::function` guards its
@@ -71,14 +71,6 @@ thread_local! {
     static SETTLER: RefCell<Option<(usize, Arc<Settler>)>> = const { RefCell::new(None) };
 }
 
-fn check(status: sys::napi_status, what: &str) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(Error::new(Status::from(status), format!("redislock: {what} failed")))
-    }
-}
-
 impl Settler {
     /// The settler of the environment `env`, made at its first call.
     fn of(env: sys::napi_env) -> Result<Arc<Settler>> {
@@ -102,12 +94,15 @@ impl Settler {
         let settler = Arc::new(Settler { function: RwLock::new(None), pending: AtomicUsize::new(0) });
         let mut name = ptr::null_mut();
         // SAFETY: on the environment's thread, with a valid environment.
-        check(unsafe { sys::napi_create_string_utf8(env, c"redislock".as_ptr(), 9, &mut name) }, "naming the settle queue")?;
+        check_status!(
+            unsafe { sys::napi_create_string_utf8(env, c"redislock".as_ptr(), 9, &mut name) },
+            "redislock: naming the settle queue failed"
+        )?;
         // One reference, owned by the function: freed by `finalized`.
         let context = Arc::into_raw(Arc::clone(&settler)) as *mut c_void;
         let mut function = ptr::null_mut();
         // SAFETY: as above; `context` stays valid until `finalized` runs.
-        let made = check(
+        let made = check_status!(
             unsafe {
                 sys::napi_create_threadsafe_function(
                     env,
@@ -123,7 +118,7 @@ impl Settler {
                     &mut function,
                 )
             },
-            "making the settle queue",
+            "redislock: making the settle queue failed"
         );
         if let Err(e) = made {
             // SAFETY: the function was not made, so nothing else owns it.
@@ -139,7 +134,10 @@ impl Settler {
         // SAFETY: on the environment's thread. Cleanup hooks run in the
         // reverse order of their registration, and Node registered the
         // function's own teardown when it was made: `torn_down` runs first.
-        let hooked = check(unsafe { sys::napi_add_env_cleanup_hook(env, Some(torn_down), hook) }, "watching the environment's end");
+        let hooked = check_status!(
+            unsafe { sys::napi_add_env_cleanup_hook(env, Some(torn_down), hook) },
+            "redislock: watching the environment's end failed"
+        );
         if let Err(e) = hooked {
             // SAFETY: the hook was not registered; `torn_down` releases
             // the function, which then frees its own reference.
@@ -259,7 +257,7 @@ impl Settle {
         let mut deferred = ptr::null_mut();
         let mut promise = ptr::null_mut();
         // SAFETY: on the environment's thread.
-        check(unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) }, "making a Promise")?;
+        check_status!(unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) }, "redislock: making a Promise failed")?;
         settler.expect(env);
         Ok((Settle(Some((settler, Deferred(deferred)))), promise))
     }
