@@ -42,6 +42,9 @@ fn assert_no_assertion(srv: &Server) {
     assert!(!log.contains("ASSERTION FAILED") && !log.contains("crashed by signal"), "server log:\n{}", srv.log_tail(60));
 }
 
+/// How much earlier than asked a pause may end, as the server rounds it.
+const PAUSE_GRAIN_MS: u64 = 2;
+
 #[test]
 fn client_pause_write_and_all_hold_the_handoff_until_they_end() {
     for mode in ["WRITE", "ALL"] {
@@ -58,8 +61,12 @@ fn client_pause_write_and_all_hold_the_handoff_until_they_end() {
             Ok(Value::Int(t)) => t,
             other => panic!("{mode}: the waiter must get the lock after the pause, got {other:?}"),
         };
+        // The server keeps the pause's end in whole milliseconds of its
+        // cached clock, so the pause may end up to a millisecond short of
+        // `pause_ms` after our send (seen: 1.4997 s on Valkey 8.1). A
+        // handoff during the pause would come at the lease's end, 300 ms in.
         assert!(
-            waited >= Duration::from_millis(pause_ms),
+            waited >= Duration::from_millis(pause_ms - PAUSE_GRAIN_MS),
             "{mode}: granted {waited:?} after CLIENT PAUSE {pause_ms}: a handoff was written during the pause"
         );
         assert!(token > first, "{mode}: tokens increase ({first} then {token})");
