@@ -32,9 +32,10 @@ export interface RedlockOptions {
   /**
    * With `releaseOnDisconnect`: how long (ms) a server keeps the lock after
    * the connection closed. Default: the extension interval (`ttl ×
-   * extendFraction`) plus `requestTimeout` plus the clock drift, so a holder
-   * whose connection is reset learns it lost the lock before anyone else can
-   * be granted it. A shorter delay, 0 included, is taken as given: the next
+   * extendFraction`) plus `requestTimeout` plus the clock drift plus 200 ms,
+   * so a holder whose connection is reset or severed is told it lost the
+   * lock (by its own clock, 100 ms ahead) before anyone else can be granted
+   * it. A delay too short for that, 0 included, is taken as given: the next
    * holder may then be granted up to one extension interval before the old
    * one learns of it, and only the fencing token refuses its late writes.
    */

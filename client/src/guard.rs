@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::redlock::{Lock, Redlock, Released};
+use crate::settings::{Settings, SESSION_MARGIN};
 
 /// One hold of a lock that a background task keeps extending. Guards made
 /// by `reenter` share the lock, its extension and its lost signal; the
@@ -77,6 +78,45 @@ impl Keeping {
                 true
             }
             None => false,
+        }
+    }
+}
+
+/// The lost signal of a guard and the instant by which the work its lock
+/// protects must have stopped, for a supervisor (`redlock run` and `elect`
+/// stop their command by it). Cheap to clone; it is not a hold: the lock
+/// is released as if it were not there.
+#[derive(Clone)]
+pub struct Watch {
+    keeping: Arc<Keeping>,
+}
+
+impl Watch {
+    /// Cancelled the moment the lock is lost (`LockGuard::lost`).
+    pub fn lost_token(&self) -> CancellationToken {
+        self.keeping.lost.clone()
+    }
+
+    /// When the lock was lost, once it was (`LockGuard::lost_at`).
+    pub fn lost_at(&self) -> Option<Instant> {
+        if !self.keeping.is_lost() {
+            return None;
+        }
+        *self.keeping.lost_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The instant by which the work the lock protects must have stopped,
+    /// as of the latest round that confirmed the lock: the end of its
+    /// validity, which for a hold bound to its connections already keeps
+    /// `SESSION_MARGIN` before any server could free it; for any other
+    /// hold, that margin before the end of the validity (whose lease the
+    /// servers keep a clock drift longer).
+    pub fn stop_by(&self) -> Instant {
+        let lock = self.keeping.lock();
+        let end = far(lock.acquired_at, lock.validity);
+        match lock.session_window {
+            Some(_) => end,
+            None => end.checked_sub(SESSION_MARGIN).unwrap_or(lock.acquired_at),
         }
     }
 }
@@ -215,6 +255,12 @@ impl LockGuard {
         self.shared.keeping.lost.clone()
     }
 
+    /// What a supervisor of the work this lock protects watches (its lost
+    /// signal, and when the work must have stopped), for another task.
+    pub fn watch(&self) -> Watch {
+        Watch { keeping: Arc::clone(&self.shared.keeping) }
+    }
+
     /// Drops this hold; the last one stops extending and releases the lock
     /// on every instance.
     pub async fn release(mut self) -> Result<Released, Error> {
@@ -249,43 +295,97 @@ impl Drop for LockGuard {
     }
 }
 
-/// Extends every `ttl × extend_fraction` of the current ttl (an explicit
-/// `extend` may change it); fires `lost` when an extension fails or the
-/// validity runs out before one succeeds. Ends quietly once every hold was
-/// released (e.g. the last through `Redlock::release` of a `Lock`
-/// re-entered from the guard's).
+/// An instant `by` after `from`, or a year after it when `by` is too long
+/// to add (a ttl near `Duration::MAX` must not overflow an `Instant`).
+fn far(from: Instant, by: Duration) -> Instant {
+    from.checked_add(by).unwrap_or(from + Duration::from_secs(86_400 * 365))
+}
+
+/// When `lock`'s next extension is due: every `ttl × extend_fraction` of
+/// the current ttl (an explicit `extend` may change it), and for a hold
+/// bound to its connections early enough that a request and
+/// `SESSION_MARGIN` still fit before the end of its validity (after an
+/// `extend` to a longer ttl, the interval may outgrow the session window,
+/// which the grant's lock-delay fixed).
+fn extension_due(settings: &Settings, lock: &Lock) -> Instant {
+    let interval = far(lock.acquired_at, settings.extension_interval(lock.ttl));
+    match lock.session_window {
+        Some(_) => {
+            let margin = settings.request_timeout.saturating_add(SESSION_MARGIN);
+            let latest = far(lock.acquired_at, lock.validity.saturating_sub(margin));
+            interval.min(latest)
+        }
+        None => interval,
+    }
+}
+
+/// Extends the lock when due (`extension_due`); fires `lost` when an
+/// extension fails, and at the end of the validity by this process's own
+/// clock, whether or not an extension is still under way then (a server
+/// that stalls, a link that drops its packets): the holder is told before
+/// any server can give the lock to another, however late the extension's
+/// failure would come. Ends quietly once every hold was released (e.g. the
+/// last through `Redlock::release` of a `Lock` re-entered from the
+/// guard's).
 async fn keep(redlock: Redlock, keeping: Arc<Keeping>) {
-    // Checked: a ttl near Duration::MAX must not overflow an Instant.
-    let far = |from: Instant, by: Duration| from.checked_add(by).unwrap_or(from + Duration::from_secs(86_400 * 365));
     loop {
-        let current = keeping.lock();
-        let every = redlock.settings().extension_interval(current.ttl);
-        let valid_until = far(current.acquired_at, current.validity);
-        let next = far(current.acquired_at, every).min(valid_until);
+        let due = extension_due(redlock.settings(), &keeping.lock());
         tokio::select! {
-            () = tokio::time::sleep_until(next.into()) => {}
+            biased;
+            () = validity_runs_out(&keeping) => return,
             // Extended explicitly: plan from its ttl and validity.
             () = keeping.rescheduled.notified() => continue,
+            () = tokio::time::sleep_until(due.into()) => {}
         }
-        let _one = keeping.extending.lock().await;
-        // An explicit extension may have landed while this one waited.
-        let current = keeping.lock();
-        if current.holds() == 0 {
+        let go_on = tokio::select! {
+            biased;
+            () = validity_runs_out(&keeping) => return,
+            go_on = extend_when_due(&redlock, &keeping) => go_on,
+        };
+        if !go_on {
             return;
         }
+    }
+}
+
+/// Completes when the lock is lost: at once if it is, else at the end of
+/// its validity (the lost signal fired with that instant), following any
+/// extension that moved the end meanwhile.
+async fn validity_runs_out(keeping: &Keeping) {
+    loop {
         if keeping.is_lost() {
             return;
         }
-        if Instant::now() < far(current.acquired_at, every) {
-            continue;
+        let current = keeping.lock();
+        let end = far(current.acquired_at, current.validity);
+        tokio::select! {
+            () = tokio::time::sleep_until(end.into()) => {}
+            () = keeping.lost.cancelled() => return,
         }
-        match redlock.extend(&current, current.ttl).await {
-            Ok(extended) => keeping.set(extended),
-            Err(_) if current.holds() == 0 => return,
-            Err(_) => {
-                keeping.lose(Instant::now());
-                return;
-            }
+    }
+}
+
+/// One extension by the keeper, unless an explicit one landed while it
+/// waited its turn; `false` once there is nothing more to keep (released,
+/// or lost: the extension failed).
+async fn extend_when_due(redlock: &Redlock, keeping: &Keeping) -> bool {
+    let _one = keeping.extending.lock().await;
+    let current = keeping.lock();
+    if current.holds() == 0 || keeping.is_lost() {
+        return false;
+    }
+    if Instant::now() < extension_due(redlock.settings(), &current) {
+        return true;
+    }
+    match redlock.extend(&current, current.ttl).await {
+        Ok(extended) => {
+            keeping.set(extended);
+            true
+        }
+        Err(_) if current.holds() == 0 => false,
+        Err(_) => {
+            keeping.lose(Instant::now());
+            false
         }
     }
 }

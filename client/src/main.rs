@@ -8,6 +8,12 @@ use clap::error::ErrorKind;
 use clap::Parser;
 
 fn main() {
+    // The reaper of a supervised command's group (`cli::child`), started by
+    // `redlock run` or `redlock elect` as this very program.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == cli::child::REAPER_ARG) {
+        std::process::exit(cli::child::reaper_main(args.next()));
+    }
     let cli = match cli::args::Cli::try_parse() {
         Ok(cli) => cli.resolve(std::env::args_os()),
         Err(e) => {

@@ -23,6 +23,20 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
     ttl.checked_sub(elapsed)?.checked_sub(drift).filter(|v| !v.is_zero())
 }
 
+/// `validity` of a hold bound to its connections: never past `window`
+/// (`Settings::session_window`), counted from the round's start as the
+/// validity is, since a server may free the lock a lock-delay after the
+/// connection closes, and the connection was last known open when the
+/// round was sent. `None` when nothing is left of either.
+pub fn session_validity(lease: Option<Duration>, window: Option<Duration>, elapsed: Duration) -> Option<Duration> {
+    let lease = lease?;
+    match window {
+        None => Some(lease),
+        Some(window) if window > elapsed => Some(lease.min(window)),
+        Some(_) => None,
+    }
+}
+
 /// Fencing reconciliation. Given the tokens the granting instances issued,
 /// the token of the lock is their maximum; the instances that issued a
 /// smaller one must be raised to it (`LOCK.ACQUIRE ... FENCE max`).
@@ -163,6 +177,18 @@ mod tests {
     #[test]
     fn validity_subtracts_elapsed_and_drift() {
         assert_eq!(validity(MS(10_000), MS(30), MS(102)), Some(MS(9_868)));
+    }
+
+    #[test]
+    fn a_session_window_bounds_the_validity_from_the_rounds_start() {
+        // No window: the lease's.
+        assert_eq!(session_validity(Some(MS(9_000)), None, MS(30)), Some(MS(9_000)));
+        // The window ends first: it is the validity (from the same start).
+        assert_eq!(session_validity(Some(MS(9_000)), Some(MS(3_500)), MS(30)), Some(MS(3_500)));
+        assert_eq!(session_validity(Some(MS(1_000)), Some(MS(3_500)), MS(30)), Some(MS(1_000)));
+        // The round took the whole window (a late grant of a long wait).
+        assert_eq!(session_validity(Some(MS(9_000)), Some(MS(3_500)), MS(3_500)), None);
+        assert_eq!(session_validity(None, Some(MS(3_500)), MS(30)), None);
     }
 
     #[test]

@@ -10,6 +10,13 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+/// How much sooner than a server could free a session hold after its
+/// connection closed (its lock-delay, less the clock drift) the holder
+/// stops believing it holds it (`Settings::session_window`): time for the
+/// loss signal to reach the work the lock protects and stop it (a
+/// supervised command's SIGKILL, on a busy machine).
+pub const SESSION_MARGIN: Duration = Duration::from_millis(100);
+
 /// How the client talks to the servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -46,11 +53,12 @@ pub struct Settings {
     /// With `release_on_disconnect`: how long a server keeps the lock held
     /// after the connection closed (`DELAY`), for a holder cut off by the
     /// network that may still be running. `None` (the default): long enough
-    /// that the holder learns of the loss first, see `lock_delay_for`. A
-    /// shorter delay, 0 included, is taken as given: the lock may then be
-    /// granted to another while the old holder still believes it holds it
-    /// (until its next extension), and only the fencing token stops that
-    /// holder's late writes (docs/client.md, "Session holds").
+    /// that the holder is told of the loss first, see `lock_delay_for` and
+    /// `session_window`. A delay too short for that, 0 included, is taken
+    /// as given: the lock may then be granted to another while the old
+    /// holder still believes it holds it (until its next extension or its
+    /// lease's end), and only the fencing token stops that holder's late
+    /// writes (docs/client.md, "Session holds").
     pub lock_delay: Option<Duration>,
     /// TLS of the `rediss://` servers: the CA, a client certificate, or
     /// no checks at all. Default: the system's roots, no client
@@ -244,12 +252,14 @@ impl Settings {
 
     /// The lock-delay of a session hold of `ttl`: the one set, or by
     /// default the extension interval plus a request timeout plus the
-    /// clock drift of `ttl`. A holder whose connection closed learns it at
-    /// its next extension (refused on the new connection), at most one
-    /// interval and one request later; a server frees the lock no sooner
-    /// than this after the close, so the holder knows it lost the lock
-    /// before anyone else can be granted it. Never longer than `ttl`,
-    /// which bounds the hold anyway.
+    /// clock drift of `ttl` plus twice `SESSION_MARGIN`, never longer than
+    /// `ttl` (which bounds the hold anyway). A server frees the lock no
+    /// sooner than this after the connection closed, and the connection
+    /// was open when the server answered the holder's last confirmed
+    /// round: so the holder may believe it holds until that round's start
+    /// plus `session_window`, one margin short of the delay, and the next
+    /// extension has an interval plus a request timeout plus a margin to
+    /// be confirmed before that (see `session_window`).
     pub fn lock_delay_for(&self, ttl: Duration) -> Duration {
         match self.lock_delay {
             Some(delay) => delay,
@@ -257,17 +267,38 @@ impl Settings {
                 .extension_interval(ttl)
                 .saturating_add(self.request_timeout)
                 .saturating_add(crate::quorum::drift(ttl, self.drift_factor))
+                .saturating_add(SESSION_MARGIN.saturating_mul(2))
                 .min(ttl),
         }
     }
 
+    /// How long after the start of a round that confirmed a session hold
+    /// of `ttl` (its grant or an extension) its holder may still believe it
+    /// holds it, whatever becomes of its connections: the lock-delay less
+    /// its clock drift and `SESSION_MARGIN`. A hold's validity never
+    /// reaches past it, so its loss signal fires by then at the latest,
+    /// from the holder's own clock, before any server can free the lock.
+    /// `None` when holds are not bound to connections, and when the
+    /// lock-delay is too short for an extension (an interval plus a request
+    /// timeout) to confirm the hold inside the window: a delay set that
+    /// short is taken as given (see `lock_delay`), and the hold's validity
+    /// is its lease's.
+    pub fn session_window(&self, ttl: Duration) -> Option<Duration> {
+        if !self.release_on_disconnect || self.mode != Mode::Module {
+            return None;
+        }
+        let delay = self.lock_delay_for(ttl);
+        let window = delay.saturating_sub(crate::quorum::drift(delay, self.drift_factor)).saturating_sub(SESSION_MARGIN);
+        (window > self.extension_interval(ttl).saturating_add(self.request_timeout)).then_some(window)
+    }
+
     /// The lock-delay of an election's hold of `ttl` (see `election`), the
     /// one place its rule is kept: holds bound to the connection
-    /// (`release_on_disconnect`, module mode), and a lock-delay longer than
-    /// the extension interval plus a request timeout, so that a leader cut
-    /// off from a server learns of it at its next extension before that
-    /// server can grant the next term. Settings that break it are an
-    /// `Error::Config` naming what to change.
+    /// (`release_on_disconnect`, module mode), and a lock-delay that leaves
+    /// a session window (`session_window`): a leader cut off from a server
+    /// is told of it by its own clock, before that server can grant the
+    /// next term. Settings that break it are an `Error::Config` naming
+    /// what to change.
     pub fn election_lock_delay(&self, ttl: Duration, names: &Names) -> Result<Duration, Error> {
         let name = names.option;
         if self.mode != Mode::Module {
@@ -280,14 +311,19 @@ impl Settings {
             )));
         }
         let delay = self.lock_delay_for(ttl);
-        let needed = self.extension_interval(ttl).saturating_add(self.request_timeout);
-        if delay <= needed {
+        if self.session_window(ttl).is_none() {
+            let needed = self
+                .extension_interval(ttl)
+                .saturating_add(self.request_timeout)
+                .saturating_add(SESSION_MARGIN)
+                .saturating_add(crate::quorum::drift(delay, self.drift_factor));
             let unit = names.unit;
             return Err(Error::Config(format!(
-                "an election's lock-delay ({} {}) must be longer than the extension interval plus {} ({} {}): raise {} (or leave it unset), lower {}, or take a longer ttl",
+                "an election's lock-delay ({} {}) must be longer than the extension interval plus {} plus a margin of {} ms and the drift ({} {}): raise {} (or leave it unset), lower {}, or take a longer ttl",
                 unit.of(delay),
                 unit.symbol(),
                 name("request_timeout"),
+                SESSION_MARGIN.as_millis(),
                 unit.of(needed),
                 unit.symbol(),
                 name("lock_delay"),
@@ -310,31 +346,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_lock_delay_outlasts_an_extension_interval_and_a_request() {
+    fn the_default_lock_delay_outlasts_an_extension_interval_a_request_and_the_margin() {
         let s = Settings { release_on_disconnect: true, ..Settings::default() };
         let ttl = Duration::from_millis(1500);
-        // 500 ms interval + 50 ms request + 17 ms drift.
-        assert!(s.lock_delay_for(ttl) > s.extension_interval(ttl) + s.request_timeout);
-        assert_eq!(s.session_delay_ms(ttl), Some(567));
-        // Set explicitly, even to 0, it is taken as given.
+        // 500 ms interval + 50 ms request + 17 ms drift + 2 × 100 ms margin.
+        assert_eq!(s.session_delay_ms(ttl), Some(767));
+        // The holder believes one margin and the delay's drift short of it
+        // (767 - 9.67 - 100), past the next extension's interval and request.
+        let window = s.session_window(ttl).expect("a window");
+        assert_eq!(window.as_micros(), 657_330);
+        assert!(window > s.extension_interval(ttl) + s.request_timeout);
+        // Set explicitly, even to 0, it is taken as given, without a window.
         let zero = Settings { lock_delay: Some(Duration::ZERO), ..s.clone() };
         assert_eq!(zero.session_delay_ms(ttl), Some(0));
-        // Never past the lease; no session, no delay.
+        assert_eq!(zero.session_window(ttl), None);
+        let long = Settings { lock_delay: Some(Duration::from_secs(5)), ..s.clone() };
+        assert_eq!(long.session_window(ttl).map(|w| w.as_millis()), Some(4848));
+        // Never past the lease; no session, no delay and no window.
         assert_eq!(s.lock_delay_for(Duration::from_millis(40)), Duration::from_millis(40));
+        assert_eq!(s.session_window(Duration::from_millis(40)), None);
         assert_eq!(Settings::default().session_delay_ms(ttl), None);
+        assert_eq!(Settings::default().session_window(ttl), None);
         let odd = Settings { extend_fraction: f64::NAN, ..s };
         assert_eq!(odd.extension_interval(ttl), Duration::from_millis(500));
     }
 
     #[test]
-    fn an_election_needs_bound_holds_and_a_lock_delay_past_an_extension_and_a_request() {
+    fn an_election_needs_bound_holds_and_a_session_window() {
         let ttl = Duration::from_millis(1500);
         let bound = Settings { release_on_disconnect: true, ..Settings::default() };
-        assert_eq!(bound.election_lock_delay(ttl, &Names::RUST).ok(), Some(Duration::from_millis(567)));
+        assert_eq!(bound.election_lock_delay(ttl, &Names::RUST).ok(), Some(Duration::from_millis(767)));
         for (odd, says) in [
             (Settings::default(), "release_on_disconnect"),
             (Settings { mode: Mode::Script, ..Settings::default() }, "module mode"),
-            (Settings { lock_delay: Some(Duration::from_millis(550)), ..bound.clone() }, "lock_delay"),
+            // 650 ms less its drift and the margin leaves no room for an
+            // extension's interval and request (550 ms).
+            (Settings { lock_delay: Some(Duration::from_millis(650)), ..bound.clone() }, "lock_delay"),
             // 0.9 of the ttl plus a request passes the ttl, which caps the delay.
             (Settings { extend_fraction: 0.9, request_timeout: Duration::from_millis(200), ..bound.clone() }, "extend_fraction"),
         ] {
@@ -343,8 +390,8 @@ mod tests {
                 other => panic!("{odd:?} passed: {other:?}"),
             }
         }
-        let longer = Settings { lock_delay: Some(Duration::from_millis(551)), ..bound };
-        assert_eq!(longer.election_lock_delay(ttl, &Names::RUST).ok(), Some(Duration::from_millis(551)));
+        let longer = Settings { lock_delay: Some(Duration::from_millis(660)), ..bound };
+        assert_eq!(longer.election_lock_delay(ttl, &Names::RUST).ok(), Some(Duration::from_millis(660)));
     }
 
     #[test]

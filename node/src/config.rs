@@ -64,8 +64,9 @@ pub struct Options {
     /// Locks end with this process's connections (`SESSION`). Default false.
     pub release_on_disconnect: Option<bool>,
     /// With `releaseOnDisconnect`: the lock-delay (ms). Default: the
-    /// extension interval plus a request timeout and the drift
-    /// (`Settings::lock_delay_for`); a value, even 0, is taken as given.
+    /// extension interval plus a request timeout, the drift and twice
+    /// `SESSION_MARGIN` (`Settings::lock_delay_for`); a value, even 0, is
+    /// taken as given.
     pub lock_delay: Option<f64>,
     /// TLS of the `rediss://` servers (Node's `tls` options' shape).
     pub tls: Option<TlsOptions>,

@@ -1,35 +1,98 @@
 //! A command run on behalf of a hold, shared by `redlock run` and `redlock
-//! elect`: started so that it dies with this process, watched while it
-//! runs (SIGINT and SIGTERM passed on to it; SIGTERM, then SIGKILL after a
-//! grace, the moment the hold is lost), and its status read as a shell
-//! does.
+//! elect`: started in a process group of its own that dies with this
+//! process, watched while it runs (SIGINT and SIGTERM passed on to its
+//! group), stopped inside the hold when the hold is lost (SIGTERM, then
+//! SIGKILL after `--kill-after`, and never later than the hold's own
+//! deadline: see `supervise`), and its status read as a shell does.
+//!
+//! What is and is not covered (docs/client.md, "The command's contract"):
+//! every process of the command's group is stopped before the hold ends,
+//! and with the group if this process is killed (a reaper process kills the
+//! group when this one dies, SIGKILL included); a process that leaves the
+//! group (`setsid`, a daemon that detaches) is out of reach, and only the
+//! fencing token stops its writes.
 
-use std::io::ErrorKind;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt};
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use redlock::Watch;
 use tokio::process::{Child, Command};
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 
 use super::args::OnLost;
 use super::exit;
 use super::output::warn;
 
-/// How long a command gets between SIGTERM and SIGKILL once the hold is lost.
-pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// The hidden first argument that makes `redlock` a reaper (`reaper_main`).
+pub const REAPER_ARG: &str = "--reap-process-group-of-dead-supervisor";
 
-/// A command never outlives its supervisor: the hold ends with this
-/// process's connections (a session hold at once, any other when its
-/// lease runs out unextended), so a command left running after `redlock
-/// run` or `redlock elect` died, kill -9 included, would run without the
-/// lock (a second leader, for `elect`). The kernel
-/// sends it SIGKILL when the thread that spawned it ends (nothing is left
-/// to send SIGTERM and wait out a grace): that thread is the one
-/// `block_on` runs the command line on, which lives until the process
-/// exits. Only the command itself is covered; a command that starts its
-/// own children and exits without waiting leaves them to its own care.
-pub fn die_with_this_process(command: &mut Command) {
+/// How often the rest of a group is looked at while it is let stop.
+const GROUP_POLL: Duration = Duration::from_millis(10);
+
+/// How long processes sent SIGKILL get to be gone before a warning says
+/// that some are not (stuck in the kernel: nothing more can be done).
+const KILLED_GONE_WITHIN: Duration = Duration::from_secs(5);
+
+/// A command running under a hold, and its process group.
+pub struct Started {
+    pub child: Child,
+    /// `None` with `--foreground`: the command shares this process's group.
+    group: Option<Group>,
+}
+
+/// The command's own process group (its leader is the command itself).
+struct Group {
+    pgid: libc::pid_t,
+    /// Kills the group if this process dies first; `None` if it could not
+    /// be started (said in a warning).
+    reaper: Option<Reaper>,
+}
+
+/// A process of our own binary (`reaper_main`) that sends the command's
+/// group SIGKILL when this process dies, however it dies: its stdin is a
+/// pipe whose only writer is this process.
+struct Reaper {
+    process: std::process::Child,
+    pipe: std::process::ChildStdin,
+}
+
+/// Where the signals for the command go.
+#[derive(Clone, Copy)]
+enum Target {
+    Group(libc::pid_t),
+    Process(libc::pid_t),
+    Gone,
+}
+
+impl Target {
+    fn send(self, signal: libc::c_int) {
+        let to = match self {
+            Target::Group(pgid) => -pgid,
+            Target::Process(pid) => pid,
+            Target::Gone => return,
+        };
+        // SAFETY: kill(2) on our own child or its process group (the group
+        // keeps its id while any member lives); no memory involved.
+        unsafe {
+            libc::kill(to, signal);
+        }
+    }
+}
+
+/// Starts `command` so that it never outlives this process nor, unless
+/// `foreground`, do the processes it starts: in a process group of its
+/// own (signals go to the whole group) watched by a reaper.
+///
+/// The command itself gets SIGKILL from the kernel when the thread that
+/// spawned it ends (`PR_SET_PDEATHSIG`; that thread is the one `block_on`
+/// runs the command line on, which lives until the process exits), and
+/// its group gets it from the reaper. A hold ends with this process's
+/// connections (a session hold at once, any other when its lease runs out
+/// unextended), so a command left running after `redlock run` or `redlock
+/// elect` died, kill -9 included, would run without the lock.
+pub fn start(command: &mut Command, foreground: bool) -> std::io::Result<Started> {
     let supervisor = std::process::id();
     // SAFETY: the closure runs in the forked child before exec, and makes
     // only async-signal-safe calls (prctl, getppid); it allocates nothing.
@@ -46,38 +109,137 @@ pub fn die_with_this_process(command: &mut Command) {
             Ok(())
         });
     }
+    if !foreground {
+        command.process_group(0);
+        // Orphans of the command's group come to this process instead of
+        // init, so that it sees them end (`Group::running` reaps them).
+        // SAFETY: prctl on this process; no memory involved.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        }
+    }
+    let child = command.spawn()?;
+    let group = match (foreground, child.id().and_then(|p| libc::pid_t::try_from(p).ok())) {
+        (false, Some(pgid)) => Some(Group { pgid, reaper: spawn_reaper(pgid) }),
+        _ => None,
+    };
+    Ok(Started { child, group })
+}
+
+fn spawn_reaper(pgid: libc::pid_t) -> Option<Reaper> {
+    // /proc/self/exe: this very program, even if its file was replaced.
+    let mut reaper = std::process::Command::new("/proc/self/exe");
+    reaper
+        .arg(REAPER_ARG)
+        .arg(pgid.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        // Apart from the terminal's signals: a Ctrl-C is for redlock to
+        // pass on, and the reaper must outlive it.
+        .process_group(0);
+    match reaper.spawn() {
+        Ok(mut process) => match process.stdin.take() {
+            Some(pipe) => Some(Reaper { process, pipe }),
+            None => {
+                let _ = process.kill();
+                let _ = process.wait();
+                None
+            }
+        },
+        Err(e) => {
+            warn(&format!(
+                "cannot start the process that stops the command's group if redlock is killed ({e}): \
+                 if redlock dies, processes the command started may run on"
+            ));
+            None
+        }
+    }
+}
+
+/// The reaper (`spawn_reaper`): waits on stdin; a byte means the
+/// supervisor saw the group end, end of file that it died: the group
+/// `pgid` then gets SIGKILL. Returns the exit status.
+pub fn reaper_main(pgid: Option<std::ffi::OsString>) -> i32 {
+    let Some(pgid) = pgid.and_then(|p| p.to_str()?.parse::<libc::pid_t>().ok()).filter(|p| *p > 1) else {
+        return exit::USAGE;
+    };
+    let mut byte = [0u8; 1];
+    let mut stdin = std::io::stdin();
+    loop {
+        match stdin.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => return exit::OK,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    // SAFETY: kill(2) on the group the supervisor handed over; no memory.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    exit::OK
+}
+
+impl Group {
+    /// Whether a process of the group still runs. Orphans of the group
+    /// that came to this process (a child subreaper) are reaped first, so
+    /// that one that ended does not count. Only called once the command
+    /// itself was reaped (by `Child::wait`).
+    fn running(&self) -> bool {
+        loop {
+            // SAFETY: waitpid(2) on our own children of that group, no
+            // status kept (a null pointer is allowed).
+            let reaped = unsafe { libc::waitpid(-self.pgid, std::ptr::null_mut(), libc::WNOHANG) };
+            if reaped <= 0 {
+                break;
+            }
+        }
+        // SAFETY: signal 0 only checks that the group exists.
+        unsafe { libc::kill(-self.pgid, 0) == 0 }
+    }
+
+    /// The group is gone: the reaper is told so, and exits without a kill.
+    fn finish(self) {
+        if let Some(mut reaper) = self.reaper {
+            let _ = reaper.pipe.write_all(b"x");
+            drop(reaper.pipe);
+            let _ = reaper.process.wait();
+        }
+    }
 }
 
 /// What to do when the hold a command runs under is lost, and what to say.
 pub struct Loss {
-    /// Cancelled the moment the hold is lost (a guard's lost signal).
-    pub token: CancellationToken,
+    /// The hold's lost signal and when the command must have stopped.
+    pub watch: Watch,
     pub on_lost: OnLost,
-    /// The warning when the command is stopped (`OnLost::Kill`).
-    pub stopping: String,
-    /// The warning when it is let finish (`OnLost::Warn`).
-    pub letting: String,
-    /// The command's name, for the SIGKILL warning.
+    /// SIGTERM to SIGKILL, at most (`--kill-after`).
+    pub kill_after: Duration,
+    /// What was lost, e.g. `LOCK LOST: "orders" could not be extended on
+    /// a quorum while "make" runs`.
+    pub what: String,
+    /// The command's name, for the warnings.
     pub name: String,
 }
 
 impl Loss {
     /// `redlock run`'s: the lock on `resource` lost while `name` runs.
-    pub fn of_lock(token: CancellationToken, on_lost: OnLost, resource: &str, name: &str) -> Loss {
+    pub fn of_lock(watch: Watch, on_lost: OnLost, kill_after: Duration, resource: &str, name: &str) -> Loss {
         Loss {
-            token,
+            watch,
             on_lost,
-            stopping: format!(
-                "LOCK LOST: {resource:?} could not be extended on a quorum while {name:?} runs; \
-                 sending SIGTERM, SIGKILL in {} s",
-                KILL_GRACE.as_secs()
-            ),
-            letting: format!(
-                "LOCK LOST: {resource:?} could not be extended on a quorum while {name:?} runs; \
-                 letting it finish (--on-lost warn): it no longer holds the lock"
-            ),
+            kill_after,
+            what: format!("LOCK LOST: {resource:?} could not be kept on a quorum while {name:?} runs"),
             name: name.to_string(),
         }
+    }
+
+    /// When the command must be dead, after a loss at `now`: the grace
+    /// after SIGTERM, never past the hold's own end.
+    fn kill_at(&self, now: Instant) -> Instant {
+        let grace_ends = now.checked_add(self.kill_after).unwrap_or(now);
+        grace_ends.min(Instant::from_std(self.watch.stop_by()))
     }
 }
 
@@ -90,76 +252,150 @@ pub enum Supervised {
     WaitFailed(std::io::Error),
 }
 
-/// Watches `child` until it exits: SIGINT and SIGTERM received here are
-/// passed on to it (the last one passed on is returned beside the
-/// outcome), and the moment `loss.token` is cancelled it is stopped or let
-/// finish as `loss.on_lost` says.
+/// Watches the command until it and its group are gone: SIGINT and
+/// SIGTERM received here are passed on to the group (the last one passed
+/// on is returned beside the outcome). With `--on-lost kill`, the moment
+/// the hold is lost the group gets SIGTERM, and SIGKILL at the end of the
+/// grace or of the hold (`Watch::stop_by`, followed even when no loss was
+/// signalled: a keeper that is late must not make the command late),
+/// whichever is first; with `--on-lost warn` it is let finish. Processes of
+/// the group still running when the command exits are stopped the same way
+/// before this returns, since the hold ends then (`settle`).
 pub async fn supervise(
-    child: &mut Child,
+    started: Started,
     loss: &Loss,
     sigint: &mut tokio::signal::unix::Signal,
     sigterm: &mut tokio::signal::unix::Signal,
 ) -> (Supervised, Option<libc::c_int>) {
-    let on_lost = loss.on_lost;
+    let Started { mut child, group } = started;
+    let target = match (&group, child.id().and_then(|p| libc::pid_t::try_from(p).ok())) {
+        (Some(g), _) => Target::Group(g.pgid),
+        (None, Some(pid)) => Target::Process(pid),
+        (None, None) => Target::Gone,
+    };
+    let killing = loss.on_lost == OnLost::Kill;
     let mut forwarded = None;
-    // Known while the child is not reaped, which is until `wait` returns.
-    let pid = child.id().and_then(|p| libc::pid_t::try_from(p).ok());
     let mut lost = false;
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    loop {
-        let kill_timer = async {
-            match kill_at {
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
+    let lost_signal = loss.watch.lost_token();
+    let status = loop {
+        let hard = (killing && !killed).then(|| {
+            let stop_by = Instant::from_std(loss.watch.stop_by());
+            kill_at.map_or(stop_by, |k| k.min(stop_by))
+        });
+        let hard_timer = async {
+            match hard {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            status = child.wait() => {
-                let outcome = match status {
-                    Ok(status) if lost && on_lost == OnLost::Kill => Supervised::StoppedAfterLoss(status),
-                    Ok(status) => Supervised::Exited(status),
-                    Err(e) => {
-                        let _ = child.start_kill();
-                        Supervised::WaitFailed(e)
-                    }
-                };
-                return (outcome, forwarded);
-            }
-            () = loss.token.cancelled(), if !lost => {
+            biased;
+            status = child.wait() => break status,
+            () = lost_signal.cancelled(), if !lost => {
                 lost = true;
-                match on_lost {
-                    OnLost::Kill => {
-                        warn(&loss.stopping);
-                        send(pid, libc::SIGTERM);
-                        kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
-                    }
-                    OnLost::Warn => warn(&loss.letting),
+                if killing {
+                    let now = Instant::now();
+                    let at = loss.kill_at(now);
+                    warn(&format!(
+                        "{}; sending SIGTERM, SIGKILL in {:.1} s (the grace, or the hold's end if sooner)",
+                        loss.what,
+                        at.saturating_duration_since(now).as_secs_f64()
+                    ));
+                    target.send(libc::SIGTERM);
+                    kill_at = Some(at);
+                } else {
+                    warn(&format!("{}; letting it finish (--on-lost warn): it no longer holds the lock", loss.what));
                 }
             }
-            _ = kill_timer => {
-                kill_at = None;
-                warn(&format!("{:?} still running {} s after SIGTERM: SIGKILL", loss.name, KILL_GRACE.as_secs()));
-                let _ = child.start_kill();
+            () = hard_timer => {
+                // An extension may have moved the hold's end meanwhile.
+                if !lost && Instant::now() < Instant::from_std(loss.watch.stop_by()) {
+                    continue;
+                }
+                if !lost {
+                    lost = true;
+                    warn(&format!("{}: its validity ends now; SIGKILL", loss.what));
+                } else {
+                    warn(&format!("{:?} still running at the end of its grace or of the hold: SIGKILL", loss.name));
+                }
+                target.send(libc::SIGKILL);
+                killed = true;
             }
             Some(()) = sigint.recv() => {
-                send(pid, libc::SIGINT);
+                target.send(libc::SIGINT);
                 forwarded = Some(libc::SIGINT);
             }
             Some(()) = sigterm.recv() => {
-                send(pid, libc::SIGTERM);
+                target.send(libc::SIGTERM);
                 forwarded = Some(libc::SIGTERM);
             }
         }
+    };
+    let outcome = match status {
+        Ok(status) if lost && killing => Supervised::StoppedAfterLoss(status),
+        Ok(status) => Supervised::Exited(status),
+        Err(e) => {
+            let _ = child.start_kill();
+            Supervised::WaitFailed(e)
+        }
+    };
+    if let Some(group) = group {
+        let deadline = match (lost && killing, killed) {
+            (_, true) => Some(Instant::now()),
+            (true, false) => kill_at,
+            (false, false) => None,
+        };
+        settle(group, loss, deadline).await;
     }
+    (outcome, forwarded)
 }
 
-pub fn send(pid: Option<libc::pid_t>, signal: libc::c_int) {
-    if let Some(pid) = pid.filter(|p| *p > 0) {
-        // SAFETY: kill(2) on our own, not yet reaped child; no memory involved.
-        unsafe {
-            libc::kill(pid, signal);
+/// Stops what is left of the command's group once the command itself
+/// exited: the hold is about to end, and nothing of the command may run
+/// on without it. SIGTERM (unless it was sent at a loss: `deadline` is
+/// then when SIGKILL is due), SIGKILL at the end of the grace or of the
+/// hold, then waits until the group is gone.
+async fn settle(group: Group, loss: &Loss, deadline: Option<Instant>) {
+    if !group.running() {
+        group.finish();
+        return;
+    }
+    let target = Target::Group(group.pgid);
+    let stop_by = Instant::from_std(loss.watch.stop_by());
+    let deadline = match deadline {
+        Some(at) => at.min(stop_by),
+        None => {
+            let now = Instant::now();
+            let at = loss.kill_at(now);
+            warn(&format!(
+                "{:?} exited, leaving processes of its group running: SIGTERM, SIGKILL in {:.1} s unless they are gone",
+                loss.name,
+                at.saturating_duration_since(now).as_secs_f64()
+            ));
+            target.send(libc::SIGTERM);
+            at
+        }
+    };
+    while group.running() && Instant::now() < deadline {
+        tokio::time::sleep(GROUP_POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
+    }
+    if group.running() {
+        target.send(libc::SIGKILL);
+        let given_up = Instant::now() + KILLED_GONE_WITHIN;
+        while group.running() && Instant::now() < given_up {
+            tokio::time::sleep(GROUP_POLL).await;
+        }
+        if group.running() {
+            warn(&format!(
+                "processes of {:?}'s group are still there {} s after SIGKILL (stuck in the kernel?)",
+                loss.name,
+                KILLED_GONE_WITHIN.as_secs()
+            ));
         }
     }
+    group.finish();
 }
 
 /// The shell convention: the exit code, or 128 + the signal.
@@ -189,5 +425,13 @@ mod tests {
         assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(status_code(ExitStatus::from_raw(libc::SIGTERM)), 143);
         assert_eq!(status_code(ExitStatus::from_raw(libc::SIGKILL)), 137);
+    }
+
+    #[test]
+    fn a_reaper_without_a_group_refuses_to_start() {
+        assert_eq!(reaper_main(None), exit::USAGE);
+        assert_eq!(reaper_main(Some("1".into())), exit::USAGE);
+        assert_eq!(reaper_main(Some("-5".into())), exit::USAGE);
+        assert_eq!(reaper_main(Some("many".into())), exit::USAGE);
     }
 }

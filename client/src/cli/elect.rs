@@ -14,7 +14,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::args::{ElectArgs, LeaderArgs, OnLost};
-use super::child::{describe, die_with_this_process, status_code, supervise, Loss, Supervised, KILL_GRACE};
+use super::child::{self, describe, status_code, supervise, Loss, Supervised};
 use super::exit::{self, Failure};
 use super::explain;
 use super::output::{self, pairs, warn, Op};
@@ -22,7 +22,7 @@ use super::output::{self, pairs, warn, Op};
 /// The election `name` on `rl`'s servers, or the configuration error that
 /// refuses it (exit 2).
 fn election(rl: &Redlock, name: &str, value: &str, ttl: std::time::Duration) -> Result<Election, Failure> {
-    Election::new(rl.clone(), name, value).and_then(|e| e.with_ttl(ttl)).map_err(|e| explain::other(&e))
+    Election::named(rl.clone(), name, value, Some(ttl), &redlock::Names::RUST).map_err(|e| explain::other(&e))
 }
 
 fn signals() -> Result<(Signal, Signal), Failure> {
@@ -58,9 +58,8 @@ pub async fn elect(rl: &Redlock, args: &ElectArgs) -> Result<i32, Failure> {
             .env_remove("REDLOCK_OWNER")
             .env_remove("REDLOCK_PERMIT")
             .kill_on_drop(false);
-        die_with_this_process(&mut command);
-        let mut child = match command.spawn() {
-            Ok(child) => child,
+        let started = match child::start(&mut command, args.foreground) {
+            Ok(started) => started,
             Err(e) => {
                 resign(leading, &args.name).await;
                 let (code, kind) = if e.kind() == ErrorKind::NotFound {
@@ -72,19 +71,17 @@ pub async fn elect(rl: &Redlock, args: &ElectArgs) -> Result<i32, Failure> {
             }
         };
         let loss = Loss {
-            token: leading.lost_token(),
+            watch: leading.watch(),
             on_lost: OnLost::Kill,
-            stopping: format!(
-                "LEADERSHIP LOST: election {:?} (term {}) could not be kept on a quorum while {name:?} runs; \
-                 sending SIGTERM, SIGKILL in {} s",
+            kill_after: args.kill_after,
+            what: format!(
+                "LEADERSHIP LOST: election {:?} (term {}) could not be kept on a quorum while {name:?} runs",
                 args.name,
-                leading.term(),
-                KILL_GRACE.as_secs()
+                leading.term()
             ),
-            letting: String::new(),
             name: name.clone(),
         };
-        let (outcome, forwarded) = supervise(&mut child, &loss, &mut sigint, &mut sigterm).await;
+        let (outcome, forwarded) = supervise(started, &loss, &mut sigint, &mut sigterm).await;
         let exited_at = Instant::now();
         let lost_at = leading.lost_at();
         let term = leading.term();

@@ -41,6 +41,18 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     if matches!(command, Command::Elect(_) | Command::Leader(_)) {
         settings.release_on_disconnect = true;
     }
+    // A supervised command's grace between SIGTERM and SIGKILL fits in the
+    // default lock-delay where the ttl allows: a holder cut off by the
+    // network still gives its command that grace before a server frees
+    // the lock (the command is stopped within the hold either way).
+    let supervised = match &command {
+        Command::Run(args) => Some((args.ttl, args.kill_after)),
+        Command::Elect(args) => Some((args.ttl, args.kill_after)),
+        _ => None,
+    };
+    if let (Some((ttl, kill_after)), true, None) = (supervised, settings.release_on_disconnect, settings.lock_delay) {
+        settings.lock_delay = Some(settings.lock_delay_for(ttl).saturating_add(kill_after).min(ttl));
+    }
     let redlock = Redlock::new(&urls, settings).map_err(|e| explain::other(&e))?;
     // A server listed twice is refused before anything is asked of it.
     redlock.verify_servers().await.map_err(|e| explain::other(&e))?;

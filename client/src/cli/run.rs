@@ -13,7 +13,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::RunArgs;
-use super::child::{describe, die_with_this_process, status_code, supervise, Loss, Supervised};
+use super::child::{self, describe, status_code, supervise, Loss, Supervised};
 use super::commands::{deadline, request, Flags};
 use super::exit::{self, Failure};
 use super::explain;
@@ -68,9 +68,8 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         Some(_) => command.env("REDLOCK_PERMIT", &lock.resource),
         None => command.env_remove("REDLOCK_PERMIT"),
     };
-    die_with_this_process(&mut command);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let started = match child::start(&mut command, args.foreground) {
+        Ok(started) => started,
         Err(e) => {
             release(rl, guard, &resource, false).await;
             let (code, kind) = if e.kind() == ErrorKind::NotFound {
@@ -82,8 +81,8 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         }
     };
 
-    let loss = Loss::of_lock(guard.lost_token(), args.on_lost, &resource, &name);
-    let (outcome, _) = supervise(&mut child, &loss, &mut sigint, &mut sigterm).await;
+    let loss = Loss::of_lock(guard.watch(), args.on_lost, args.kill_after, &resource, &name);
+    let (outcome, _) = supervise(started, &loss, &mut sigint, &mut sigterm).await;
     let exited_at = Instant::now();
     // The validity is checked now too: the keeper may not have woken yet
     // (redlock itself paused past the lease while the command ran).

@@ -285,6 +285,12 @@ impl Leadership {
         self.guard.lost_token()
     }
 
+    /// Its lost signal and when the leader's work must have stopped, for a
+    /// supervisor (see `LockGuard::watch`).
+    pub fn watch(&self) -> crate::guard::Watch {
+        self.guard.watch()
+    }
+
     /// Advertises `value` instead (`LOCK.PROCLAIM` on every server, on the
     /// connection the hold is bound to there); term and lease stay. `Ok`
     /// only when a quorum stored it: then every `leader` reads it.

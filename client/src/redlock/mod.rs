@@ -39,7 +39,9 @@ pub struct Lock {
     pub owner: String,
     /// The fencing token (module mode): larger than every earlier holder's.
     pub token: Option<i64>,
-    /// How long the lock is safe to use, from `acquired_at`.
+    /// How long the lock is safe to use, from `acquired_at`: what is left
+    /// of the lease after the round and the clock drift, and for a hold
+    /// bound to its connections never past `session_window`.
     pub validity: Duration,
     pub acquired_at: Instant,
     pub ttl: Duration,
@@ -50,6 +52,12 @@ pub struct Lock {
     /// A shared hold (`LOCK.ACQUIRE ... SHARED`) of a read-write lock:
     /// other shared holders may hold it too, an exclusive one may not.
     pub shared: bool,
+    /// A hold bound to its connections (`Settings::session_window`): how
+    /// long after the start of a round that confirmed it (its grant, each
+    /// extension) the holder may still believe it holds it, however its
+    /// connections fare; fixed at the grant, whose lock-delay the servers
+    /// keep. `None` for other holds.
+    pub session_window: Option<Duration>,
     /// Holds of this acquisition, shared by its copies: 1 at the grant,
     /// one more per `reenter`, one less per release; the servers release
     /// the lock when it reaches 0.

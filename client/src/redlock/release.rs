@@ -35,7 +35,8 @@ impl Redlock {
         .await;
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
-        let validity = quorum::validity(ttl, started.elapsed(), drift);
+        let elapsed = started.elapsed();
+        let validity = quorum::session_validity(quorum::validity(ttl, elapsed, drift), lock.session_window, elapsed);
         if let Some(e) = repeated_server(&outcomes, self.insecure()) {
             return Err(e);
         }
@@ -159,6 +160,8 @@ impl Redlock {
             instances: Vec::new(),
             fenced: 0,
             shared: false,
+            // Taken elsewhere: its connections are not this client's.
+            session_window: None,
             holds: Arc::new(AtomicUsize::new(1)),
             ended: Arc::new(AtomicBool::new(false)),
         };

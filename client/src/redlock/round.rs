@@ -267,7 +267,9 @@ impl Redlock {
             },
         };
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
-        let Some(validity) = quorum::validity(ttl, started.elapsed(), drift) else {
+        let elapsed = started.elapsed();
+        let session_window = self.inner.settings.session_window(ttl);
+        let Some(validity) = quorum::session_validity(quorum::validity(ttl, elapsed, drift), session_window, elapsed) else {
             return give_up(outcomes).await;
         };
         if let Some(t) = token {
@@ -284,6 +286,7 @@ impl Redlock {
             instances: outcomes,
             fenced,
             shared,
+            session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended,
         })

@@ -8,5 +8,6 @@ mod common;
 mod cli;
 mod cli_errors;
 mod elect;
+mod group;
 mod input;
 mod sets;

@@ -32,6 +32,7 @@ pub struct Forwarder {
     pub port: u16,
     control: Arc<Control>,
     stalled: watch::Sender<bool>,
+    severed: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
@@ -51,6 +52,7 @@ impl Forwarder {
         let control = Arc::new(Control::default());
         control.upstream.store(upstream, Ordering::SeqCst);
         let (stalled, stall_rx) = watch::channel(false);
+        let (severed, sever_rx) = watch::channel(false);
         let ctl = Arc::clone(&control);
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
@@ -61,14 +63,15 @@ impl Forwarder {
                 }
                 ctl.accepted.fetch_add(1, Ordering::SeqCst);
                 let target = ctl.upstream.load(Ordering::SeqCst);
-                let conn = tokio::spawn(forward(client, target, Arc::clone(&ctl), stall_rx.clone()));
+                let links = Links { stalled: stall_rx.clone(), severed: sever_rx.clone() };
+                let conn = tokio::spawn(forward(client, target, Arc::clone(&ctl), links));
                 if let Ok(mut conns) = ctl.conns.lock() {
                     conns.retain(|c| !c.is_finished());
                     conns.push(conn);
                 }
             }
         });
-        Forwarder { port, control, stalled, task }
+        Forwarder { port, control, stalled, severed, task }
     }
 
     pub fn url(&self) -> String {
@@ -94,6 +97,16 @@ impl Forwarder {
         let _ = self.stalled.send(on);
     }
 
+    /// Closes every connection through it on the server's side only: the
+    /// server sees it end, while the client's side stays open and silent
+    /// (a half-open connection, as a NAT or a proxy that dropped its
+    /// state leaves one): the client learns nothing until its requests
+    /// time out. New connections are closed at once from now on.
+    pub fn sever(&self) {
+        self.refuse(true);
+        let _ = self.severed.send(true);
+    }
+
     /// New connections are closed at once while `on`.
     pub fn refuse(&self, on: bool) {
         self.control.refusing.store(on, Ordering::SeqCst);
@@ -117,14 +130,18 @@ async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     control: Arc<Control>,
-    mut stalled: watch::Receiver<bool>,
+    links: Links,
     replies: bool,
 ) {
+    let Links { mut stalled, mut severed } = links;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = severed.wait_for(|s| *s) => break,
         };
         if stalled.wait_for(|s| !*s).await.is_err() {
             break;
@@ -143,10 +160,25 @@ async fn pump(
             break;
         }
     }
+    if *severed.borrow() {
+        // The requests' direction ends the server's side; the replies'
+        // keeps the client's open, silent, until a reset or the end.
+        if !replies {
+            let _ = to.shutdown().await;
+        }
+        std::future::pending::<()>().await;
+    }
     let _ = to.shutdown().await;
 }
 
-async fn forward(client: TcpStream, upstream: u16, control: Arc<Control>, stalled: watch::Receiver<bool>) {
+/// What every connection through a forwarder watches.
+#[derive(Clone)]
+struct Links {
+    stalled: watch::Receiver<bool>,
+    severed: watch::Receiver<bool>,
+}
+
+async fn forward(client: TcpStream, upstream: u16, control: Arc<Control>, links: Links) {
     let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else { return };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -155,8 +187,8 @@ async fn forward(client: TcpStream, upstream: u16, control: Arc<Control>, stalle
     abortive(&server);
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let up = AbortOnDrop(tokio::spawn(pump(cr, sw, Arc::clone(&control), stalled.clone(), false)));
-    pump(sr, cw, control, stalled, true).await;
+    let up = AbortOnDrop(tokio::spawn(pump(cr, sw, Arc::clone(&control), links.clone(), false)));
+    pump(sr, cw, control, links, true).await;
     drop(up);
 }
 

@@ -32,10 +32,13 @@ fn elect(c: &Cluster, name: &str, value: &str, ttl: &str, extra: &[&str], script
     redlock_with(&c.urls().join(","), &["--request-timeout", "500ms"], &args)
 }
 
-/// The default lock-delay of a hold of `ttl` (docs/client.md): the
-/// extension interval, a request timeout and the clock drift.
+/// The default lock-delay of `redlock elect`'s hold of `ttl`
+/// (docs/client.md): the extension interval, a request timeout, the clock
+/// drift, twice the margin of 100 ms and the --kill-after grace of 5 s, at
+/// most the ttl.
 fn lock_delay(ttl: Duration) -> Duration {
-    ttl / 3 + REQUEST_TIMEOUT + Duration::from_secs_f64(ttl.as_secs_f64() * 0.01) + Duration::from_millis(2)
+    let drift = Duration::from_secs_f64(ttl.as_secs_f64() * 0.01) + Duration::from_millis(2);
+    (ttl / 3 + REQUEST_TIMEOUT + drift + Duration::from_millis(200) + Duration::from_secs(5)).min(ttl)
 }
 
 fn read_number(path: &Path) -> Option<i64> {

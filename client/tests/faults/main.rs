@@ -13,4 +13,5 @@ mod contention;
 mod election;
 mod faults;
 mod session;
+mod supervised;
 mod timing;

@@ -8,85 +8,15 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use redlock::transport::takes_more_hosts;
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
+mod help;
+use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP};
+
 /// The five local instances of `make redlock-up`.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,\
                                    redis://127.0.0.1:7004,redis://127.0.0.1:7005";
 
 /// The longest ttl accepted: the largest `redislock.max-ttl` (365 days).
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
-
-const EXIT_STATUS_HELP: &str = "\
-Exit status:
-  0    success
-  1    error (writing the output, or another error no retry can fix)
-  2    usage or configuration error (bad argument, duration, server URL or quorum, a server
-       listed twice, a TLS file unreadable or not PEM); or the servers refused the request
-       itself: a ttl over redislock.max-ttl, an owner over max-owner-len, WRONGTYPE,
-       authentication/NOPERM, a TLS certificate refused (tls_failed), READONLY, module missing
-  3    acquire: not acquired, held by another owner (or granted too late to be valid)
-  4    release: the servers answered, and fewer than a quorum released
-  5    extend: the servers answered, and fewer than a quorum extended (lock lost)
-  6    any command: no quorum reachable, fewer than a quorum of servers answered at all
-       (connection refused, DNS failure, timeout)
-  7    acquire: not acquired, the servers are in their restart quarantine (temporary)
-  run: the command's own status (128+N when killed by signal N), or
-  75   the lock was not taken (held, no quorum, quarantine), the command did not run
-       (a usage or configuration error is still 2)
-  76   the lock was lost while the command ran: an extension failed or its validity ran out
-       (also after a pause of redlock itself), whatever the command returned; with
-       --on-lost kill (the default) the command was stopped
-  126  the command could not be executed; 127: command not found
-  elect: as run, 76 when the leadership was lost while the command ran
-  leader: 3 when no quorum agrees on a leader (no_leader)
-
-With --json, every failure prints {\"error\": {\"kind\", \"message\", \"exit_code\", ...}} on stdout.
-Durations: 500ms, 10s, 2m, 1h 30m (humantime).";
-
-const RUN_HELP: &str = "\
-The command gets REDLOCK_RESOURCE (several resources: their names joined with \", \"),
-REDLOCK_RESOURCES (the names, one a line), REDLOCK_OWNER and REDLOCK_TOKEN (the
-fencing token; empty in script mode) in its environment. The lock is extended while it runs and
-released when it exits; SIGINT and SIGTERM sent to redlock are passed on to it.
-
-Exit status: the command's (128+N if killed by signal N); 75 if the lock was not
-taken (the command did not run); 76 if the lock was lost at any moment while the
-command ran (its lease ran out, an extension failed, or fewer than a quorum still
-held it at the release), whatever the command returned, stopped or not
-(--on-lost); 126/127 if the command could not be executed / was not found.
-
-Several resources are taken all or nothing, with one owner and one token, and
-need `--` before the command (`redlock run a b --ttl 30s -- cmd`); a command that
-has a `--` of its own then needs one before it (`redlock run a -- cmd -- x`).
-
-Example: redlock run nightly-report --ttl 30s --wait 5m -- ./report.sh full";
-
-const ELECT_HELP: &str = "\
-Campaigns in the election's fair line (no deadline) and runs COMMAND while this
-process leads, with REDLOCK_ELECTION (NAME), REDLOCK_VALUE (--value) and
-REDLOCK_TOKEN (the term: the leader's fencing token, larger than every earlier
-leader's) in its environment. The leadership is bound to this process's
-connections (as with --session): if redlock dies, kill -9 included, the command
-dies with it and the next candidate leads a lock-delay later. The moment the
-leadership is lost (an extension reached no quorum, or its validity ran out),
-the command gets SIGTERM, then SIGKILL 5 s later. With --again, redlock
-campaigns again once the command ended or was stopped (until SIGINT/SIGTERM).
-
-Exit status (without --again): the command's (128+N if killed by signal N);
-76 if the leadership was lost while the command ran; 126/127 if the command
-could not be executed / was not found; 128+N if interrupted while campaigning.
-
-Example: redlock elect nightly --value \"$(hostname)\" --ttl 10s -- ./cron-jobs.sh";
-
-const LEADER_HELP: &str = "\
-Reads LOCK.INFO of the election on every server: a leader only when a quorum
-of them agree on the same holder, term and value. Prints value and term (with
---json {\"value\": ..., \"term\": ...}); exit 3 (kind no_leader) when no
-quorum agrees on a leader, 6 when too few servers answered. With --watch, a
-line (or JSON object) per change until interrupted: each new term, each new
-value a leader proclaims, never a lower term after a higher one, however short
-the term: it hears each server's announcements of the election's changes, and
-subscribes again every --interval to a server it lost (reading the leader at
-that interval while fewer than a quorum can be heard).";
 
 /// Redlock across independent Redis servers running the redislock module.
 #[derive(Parser, Debug)]
@@ -147,12 +77,15 @@ pub struct Global {
     /// With --session: how long a server keeps the lock after the connection
     /// closed, for a holder cut off by the network that may still run
     /// [default: the extension interval (ttl/3) + the request timeout + the
-    /// clock drift: the holder learns of the loss before anyone else can be
-    /// granted the lock]. Shorter, 0 included, is taken as given: a holder
-    /// whose connection is reset may then overlap the next holder until its
-    /// next extension, at most ttl/3 + the request timeout later (measured
-    /// with 0 at a 1.5 s ttl: p50 150-340 ms, up to 500 ms); the fencing
-    /// token is what refuses its late writes.
+    /// clock drift + 200 ms, at most the ttl; run and elect add their grace
+    /// between SIGTERM and SIGKILL:
+    /// the holder is told of the loss by its own clock, and its command
+    /// stopped, before anyone else can be granted the lock]. One too short for
+    /// that (below ttl/3 + the request timeout + 100 ms + drift), 0 included,
+    /// is taken as given: a holder whose connection is reset may then overlap
+    /// the next holder until its next extension, at most ttl/3 + the request
+    /// timeout later (measured with 0 at a 1.5 s ttl: p50 150-340 ms, up to
+    /// 500 ms); the fencing token is what refuses its late writes.
     #[arg(long, value_parser = parse_any_duration, value_name = "DURATION", global = true, requires = "session",
           allow_hyphen_values = true)]
     pub lock_delay: Option<Duration>,
@@ -358,7 +291,8 @@ pub struct TopArgs {
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnLost {
-    /// SIGTERM the command, SIGKILL 5 s later, exit 76.
+    /// SIGTERM the command's group, SIGKILL after --kill-after (at the
+    /// latest when the hold's validity ends), exit 76.
     Kill,
     /// Print a warning and let the command finish.
     Warn,
@@ -394,6 +328,20 @@ pub struct RunArgs {
     /// holder's token).
     #[arg(long, conflicts_with = "limit")]
     pub shared: bool,
+    /// How long the command gets between SIGTERM and SIGKILL once the hold
+    /// is lost; never past the hold's own end (its validity), so that it
+    /// is dead before another client can be granted the lock. With
+    /// --session (always for elect) the default lock-delay grows by it,
+    /// so that a connection cut off still leaves the command this grace.
+    #[arg(long, value_parser = parse_any_duration, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true)]
+    pub kill_after: Duration,
+    /// Keep the command in redlock's own process group (for a command that
+    /// reads the terminal): signals then reach the command only, not the
+    /// processes it starts, which may then outlive the hold. By default the
+    /// command has a process group of its own, signalled whole and killed
+    /// with redlock.
+    #[arg(long)]
+    pub foreground: bool,
     /// The command and its arguments (after `--`, or after RESOURCE and the options).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]
@@ -449,12 +397,27 @@ pub struct ElectArgs {
     #[arg(long, value_name = "TEXT")]
     pub value: String,
     /// The leader's lease; it is extended every ttl/3, and a leader that dies
-    /// is followed after its lock-delay (ttl/3 + the request timeout + drift).
+    /// is followed after its lock-delay (ttl/3 + the request timeout + drift
+    /// + 200 ms + --kill-after, at most the ttl).
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION", default_value = "10s", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// Campaign again after the command ended or was stopped.
     #[arg(long)]
     pub again: bool,
+    /// How long the command gets between SIGTERM and SIGKILL once the hold
+    /// is lost; never past the hold's own end (its validity), so that it
+    /// is dead before another client can be granted the lock. With
+    /// --session (always for elect) the default lock-delay grows by it,
+    /// so that a connection cut off still leaves the command this grace.
+    #[arg(long, value_parser = parse_any_duration, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true)]
+    pub kill_after: Duration,
+    /// Keep the command in redlock's own process group (for a command that
+    /// reads the terminal): signals then reach the command only, not the
+    /// processes it starts, which may then outlive the hold. By default the
+    /// command has a process group of its own, signalled whole and killed
+    /// with redlock.
+    #[arg(long)]
+    pub foreground: bool,
     /// The command and its arguments (after `--`, or after NAME and the options).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]
