@@ -72,9 +72,7 @@ pub enum ArgError {
     ValueInSet,
 }
 
-/// The largest `SHARED LIMIT`: a semaphore's holders live in its value
-/// and LOCK.INFO lists them all.
-pub const MAX_LIMIT: u32 = 100_000;
+pub use crate::core::grant::MAX_LIMIT;
 
 impl ArgError {
     pub fn message(&self) -> Cow<'static, CStr> {

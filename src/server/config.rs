@@ -8,8 +8,9 @@ use redis_module::{Context, RedisString};
 
 use crate::api;
 
-/// A year: keeps `now + ttl` far from overflow and any lease sane.
-pub const DURATION_LIMIT: i64 = 31_536_000_000;
+/// A year, the longest lease (`lease::LONGEST_LEASE_MS`): the most any
+/// duration setting allows.
+pub const DURATION_LIMIT: i64 = crate::core::lease::LONGEST_LEASE_MS;
 
 pub const MAX_TTL_DEFAULT: i64 = 3_600_000;
 
@@ -38,8 +39,9 @@ pub fn max_token_lead() -> i64 {
 /// and in every replica and AOF after it.
 pub const MAX_OWNER_LEN_DEFAULT: i64 = 256;
 
-/// The longest `redislock.max-owner-len` may be set to.
-pub const MAX_OWNER_LEN_LIMIT: i64 = 1 << 20;
+/// The longest `redislock.max-owner-len` may be set to: the longest text
+/// a stored lock may hold (`stored::MAX_TEXT_LEN`).
+pub const MAX_OWNER_LEN_LIMIT: i64 = crate::core::stored::MAX_TEXT_LEN as i64;
 
 /// The longest owner LOCK.ACQUIRE stores, in bytes.
 pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(MAX_OWNER_LEN_DEFAULT);
