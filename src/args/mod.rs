@@ -56,6 +56,8 @@ pub enum ArgError {
     BadLimit,
     /// `numkeys` not a positive integer, or more than the arguments given.
     BadNumkeys,
+    /// `numkeys` above `redislock.max-set-keys` (carried).
+    TooManyKeys(i64),
     /// A key named twice in one set.
     KeyTwice(Vec<u8>),
     /// `LIMIT` in `LOCK.MACQUIRE`: a set's members are locks.
@@ -72,9 +74,7 @@ pub enum ArgError {
     ValueInSet,
 }
 
-/// The largest `SHARED LIMIT`: a semaphore's holders live in its value
-/// and LOCK.INFO lists them all.
-pub const MAX_LIMIT: u32 = 100_000;
+pub use crate::core::grant::MAX_LIMIT;
 
 impl ArgError {
     pub fn message(&self) -> Cow<'static, CStr> {
@@ -102,6 +102,7 @@ impl ArgError {
             ArgError::MissingValue(option) => owned(format!("ERR {option} needs {}", value_name(option))),
             ArgError::Repeated(option) => owned(format!("ERR {option} given more than once")),
             ArgError::BadNumkeys => Cow::Borrowed(c"ERR numkeys must be a positive integer, at most the number of keys given"),
+            ArgError::TooManyKeys(max) => owned(format!("ERR numkeys exceeds redislock.max-set-keys ({max} keys)")),
             ArgError::KeyTwice(key) => owned(format!("ERR key '{}' is named twice", printable(key))),
             ArgError::PermitsWithoutLimit => Cow::Borrowed(c"ERR syntax error: PERMITS needs SHARED LIMIT"),
             ArgError::BadPermits => Cow::Borrowed(c"ERR PERMITS must be between 1 and LIMIT"),
@@ -372,8 +373,9 @@ pub struct MAcquire<'a, A> {
     pub wait: Option<i64>,
 }
 
-pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<MAcquire<'_, A>, ArgError> {
-    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.macquire' command", |after| after >= 2)?;
+/// `max_keys` (`redislock.max-set-keys`) bounds every numkeys command.
+pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64, max_keys: i64) -> Result<MAcquire<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, max_keys, c"ERR wrong number of arguments for 'lock.macquire' command", |after| after >= 2)?;
     // What follows the keys is LOCK.ACQUIRE's `owner ttl-ms [options]`,
     // parsed by the same code over the arguments from the one before the
     // last key on: `[_, last key, owner, ttl-ms, options...]`.
@@ -395,8 +397,8 @@ pub struct MRelease<'a, A> {
     pub owner: &'a [u8],
 }
 
-pub fn parse_mrelease<A: ArgBytes>(args: &[A]) -> Result<MRelease<'_, A>, ArgError> {
-    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.mrelease' command", |after| after == 1)?;
+pub fn parse_mrelease<A: ArgBytes>(args: &[A], max_keys: i64) -> Result<MRelease<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, max_keys, c"ERR wrong number of arguments for 'lock.mrelease' command", |after| after == 1)?;
     let [owner] = tail else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mrelease' command"));
     };
@@ -411,8 +413,8 @@ pub struct MExtend<'a, A> {
     pub ttl_ms: i64,
 }
 
-pub fn parse_mextend<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<MExtend<'_, A>, ArgError> {
-    let (keys, tail) = split_keys(args, c"ERR wrong number of arguments for 'lock.mextend' command", |after| after == 2)?;
+pub fn parse_mextend<A: ArgBytes>(args: &[A], max_ttl: i64, max_keys: i64) -> Result<MExtend<'_, A>, ArgError> {
+    let (keys, tail) = split_keys(args, max_keys, c"ERR wrong number of arguments for 'lock.mextend' command", |after| after == 2)?;
     let [owner, ttl] = tail else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mextend' command"));
     };
@@ -420,18 +422,22 @@ pub fn parse_mextend<A: ArgBytes>(args: &[A], max_ttl: i64) -> Result<MExtend<'_
 }
 
 /// How many keys a numkeys command names from position 2 on, if its
-/// `numkeys` is valid: where Redis finds the keys (see `split_keys` for
-/// the command's own parsing).
-pub fn numkeys<A: ArgBytes>(args: &[A]) -> Option<usize> {
+/// `numkeys` is valid and within `max_keys`: where Redis finds the keys
+/// (see `split_keys` for the command's own parsing, which then answers
+/// the error).
+pub fn numkeys<A: ArgBytes>(args: &[A], max_keys: i64) -> Option<usize> {
     let [_, numkeys, rest @ ..] = args else { return None };
-    let n = usize::try_from(parse_i64(numkeys.bytes())?).ok()?;
+    let n = parse_i64(numkeys.bytes()).filter(|&n| n <= max_keys)?;
+    let n = usize::try_from(n).ok()?;
     (1..=rest.len()).contains(&n).then_some(n)
 }
 
 /// Splits `_ numkeys key [key ...] rest...` into the keys, each named
-/// once, and the rest, whose length `after_ok` accepts.
+/// once, and the rest, whose length `after_ok` accepts. A numkeys above
+/// `max_keys` is refused before anything else is looked at.
 fn split_keys<'a, A: ArgBytes>(
     args: &'a [A],
+    max_keys: i64,
     arity: &'static CStr,
     after_ok: impl Fn(usize) -> bool,
 ) -> Result<(&'a [A], &'a [A]), ArgError> {
@@ -439,7 +445,9 @@ fn split_keys<'a, A: ArgBytes>(
         return Err(ArgError::Arity(arity));
     };
     let n = match parse_int(numkeys.bytes()) {
+        Ok(n) if n > max_keys => return Err(ArgError::TooManyKeys(max_keys)),
         Ok(n) if n >= 1 => usize::try_from(n).map_err(|_| ArgError::BadNumkeys)?,
+        Err(IntError::TooLarge) => return Err(ArgError::TooManyKeys(max_keys)),
         _ => return Err(ArgError::BadNumkeys),
     };
     if n > rest.len() {

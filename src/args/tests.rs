@@ -4,6 +4,7 @@ use super::*;
 
 const MAX: i64 = 3_600_000;
 const OWNER: i64 = 256;
+const KEYS: i64 = 1024;
 
 fn argv<'a>(words: &[&'a str]) -> Vec<&'a [u8]> {
     words.iter().map(|w| w.as_bytes()).collect()
@@ -226,20 +227,20 @@ fn top_takes_an_optional_count() {
 #[test]
 fn macquire_takes_numkeys_keys_and_acquire_s_options() {
     let a = argv(&["LOCK.MACQUIRE", "2", "a", "b", "me", "1000", "shared", "FENCE", "7", "SESSION"]);
-    let req = parse_macquire(&a, MAX, OWNER).expect("valid");
+    let req = parse_macquire(&a, MAX, OWNER, KEYS).expect("valid");
     assert_eq!(req.keys.len(), 2);
     assert_eq!(req.keys[1], b"b".as_slice());
     assert_eq!(*req.owner, b"me".as_slice());
     assert_eq!(req.request.mode, Mode::Shared);
     assert_eq!((req.request.ttl_ms, req.request.fence, req.request.session, req.wait), (1000, 7, Some(0), None));
     let one = argv(&["LOCK.MACQUIRE", "1", "a", "me", "10", "WAIT", "5"]);
-    let req = parse_macquire(&one, MAX, OWNER).expect("one key");
+    let req = parse_macquire(&one, MAX, OWNER, KEYS).expect("one key");
     assert_eq!((req.keys.len(), req.wait), (1, Some(5)));
 }
 
 #[test]
 fn macquire_refuses_bad_numkeys_a_key_twice_and_limit() {
-    let err = |words: &[&str]| message(parse_macquire(&argv(words), MAX, OWNER).expect_err(&words.join(" ")));
+    let err = |words: &[&str]| message(parse_macquire(&argv(words), MAX, OWNER, KEYS).expect_err(&words.join(" ")));
     let numkeys = "ERR numkeys must be a positive integer, at most the number of keys given";
     assert_eq!(err(&["LOCK.MACQUIRE", "0", "a", "me", "10"]), numkeys);
     assert_eq!(err(&["LOCK.MACQUIRE", "-1", "a", "me", "10"]), numkeys);
@@ -257,18 +258,48 @@ fn macquire_refuses_bad_numkeys_a_key_twice_and_limit() {
     assert_eq!(err(&["LOCK.MACQUIRE", "1", "a", "", "10"]), "ERR owner must not be empty");
 }
 
+/// `redislock.max-set-keys` bounds every set command, before its keys are
+/// looked at (a key named twice beyond the bound is not searched for),
+/// and where Redis asks for the keys.
+#[test]
+fn numkeys_above_max_set_keys_is_refused_by_every_set_command() {
+    let over = "ERR numkeys exceeds redislock.max-set-keys (2 keys)";
+    let three = ["a", "b", "a"];
+    fn words<'a>(cmd: &'a str, n: &'a str, keys: &[&'a str], tail: &[&'a str]) -> Vec<&'a [u8]> {
+        let mut w = vec![cmd, n];
+        w.extend_from_slice(keys);
+        w.extend_from_slice(tail);
+        argv(&w)
+    }
+    let acquire = words("LOCK.MACQUIRE", "3", &three, &["me", "1000"]);
+    assert_eq!(message(parse_macquire(&acquire, MAX, OWNER, 2).expect_err("over")), over);
+    assert_eq!(message(parse_mrelease(&words("LOCK.MRELEASE", "3", &three, &["me"]), 2).expect_err("over")), over);
+    assert_eq!(message(parse_mextend(&words("LOCK.MEXTEND", "3", &three, &["me", "10"]), MAX, 2).expect_err("over")), over);
+    let huge = words("LOCK.MACQUIRE", "99999999999999999999", &three, &["me", "1000"]);
+    assert_eq!(message(parse_macquire(&huge, MAX, OWNER, 2).expect_err("beyond 64 bits")), over);
+    // At the bound: accepted.
+    let two = argv(&["LOCK.MACQUIRE", "2", "a", "b", "me", "1000"]);
+    assert_eq!(parse_macquire(&two, MAX, OWNER, 2).expect("at the bound").keys.len(), 2);
+    assert_eq!(numkeys(&two, 2), Some(2));
+    assert_eq!(numkeys(&two, 1), None, "no key reported beyond the bound");
+    assert_eq!(numkeys(&acquire, 2), None);
+}
+
 #[test]
 fn mrelease_and_mextend_take_exactly_their_arguments() {
     let words = argv(&["LOCK.MRELEASE", "2", "a", "b", "me"]);
-    let r = parse_mrelease(&words).expect("valid");
+    let r = parse_mrelease(&words, KEYS).expect("valid");
     assert_eq!((r.keys.len(), r.owner), (2, b"me".as_slice()));
     let words = argv(&["LOCK.MEXTEND", "1", "a", "me", "500"]);
-    let e = parse_mextend(&words, MAX).expect("valid");
+    let e = parse_mextend(&words, MAX, KEYS).expect("valid");
     assert_eq!((e.keys.len(), e.owner, e.ttl_ms), (1, b"me".as_slice(), 500));
     let arity = |e: ArgError| message(e).contains("wrong number of arguments");
-    assert!(arity(parse_mrelease(&argv(&["LOCK.MRELEASE", "1", "a", "me", "extra"])).expect_err("too many")));
-    assert!(arity(parse_mextend(&argv(&["LOCK.MEXTEND", "2", "a", "b", "me"]), MAX).expect_err("no ttl")));
-    assert_eq!(message(parse_mrelease(&argv(&["LOCK.MRELEASE", "2", "a", "a", "me"])).expect_err("twice")), "ERR key 'a' is named twice");
+    assert!(arity(parse_mrelease(&argv(&["LOCK.MRELEASE", "1", "a", "me", "extra"]), KEYS).expect_err("too many")));
+    assert!(arity(parse_mextend(&argv(&["LOCK.MEXTEND", "2", "a", "b", "me"]), MAX, KEYS).expect_err("no ttl")));
+    assert_eq!(
+        message(parse_mrelease(&argv(&["LOCK.MRELEASE", "2", "a", "a", "me"]), KEYS).expect_err("twice")),
+        "ERR key 'a' is named twice"
+    );
 }
 
 #[test]
@@ -294,7 +325,9 @@ fn permits_take_k_of_a_semaphore_s_limit() {
         "ERR PERMITS given more than once"
     );
     assert_eq!(
-        message(parse_macquire(&argv(&["LOCK.MACQUIRE", "1", "k", "me", "1000", "SHARED", "PERMITS", "2"]), MAX, OWNER).expect_err("set")),
+        message(
+            parse_macquire(&argv(&["LOCK.MACQUIRE", "1", "k", "me", "1000", "SHARED", "PERMITS", "2"]), MAX, OWNER, KEYS).expect_err("set")
+        ),
         "ERR syntax error: PERMITS needs SHARED LIMIT"
     );
 }
@@ -323,7 +356,7 @@ fn a_value_travels_with_an_exclusive_grant_and_is_bounded() {
     }
     let set = argv(&["LOCK.MACQUIRE", "2", "a", "b", "me", "10", "VALUE", "x"]);
     assert_eq!(
-        message(parse_macquire(&set, MAX, OWNER).expect_err("refused")),
+        message(parse_macquire(&set, MAX, OWNER, KEYS).expect_err("refused")),
         "ERR LOCK.MACQUIRE takes no VALUE: a value belongs to one lock (LOCK.ACQUIRE)"
     );
 }

@@ -18,7 +18,7 @@ use crate::{args, replication::writable, server::config, waiters};
 /// stands in every member's line at once.
 pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
-    let req = parse_or_reply!(ctx, args::parse_macquire(argv, config::max_ttl(), config::max_owner_len()));
+    let req = parse_or_reply!(ctx, args::parse_macquire(argv, config::max_ttl(), config::max_owner_len(), config::max_set_keys()));
     if let Some(refused) = super::refuse_grant(ctx, &req.request) {
         return refused;
     }
@@ -42,7 +42,7 @@ pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
 /// the same command.
 pub fn mrelease(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
-    let req = parse_or_reply!(ctx, args::parse_mrelease(argv));
+    let req = parse_or_reply!(ctx, args::parse_mrelease(argv, config::max_set_keys()));
     match multi::release_set(ctx, req.keys, req.owner) {
         Some(released) => ctx.reply_integer(released),
         None => ctx.reply_error(WRONGTYPE),
@@ -54,7 +54,7 @@ pub fn mrelease(ctx: Ctx, argv: &[Arg]) -> c_int {
 /// partly lost).
 pub fn mextend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
-    let req = parse_or_reply!(ctx, args::parse_mextend(argv, config::max_ttl()));
+    let req = parse_or_reply!(ctx, args::parse_mextend(argv, config::max_ttl(), config::max_set_keys()));
     match multi::extend_set(ctx, req.keys, req.owner, req.ttl_ms) {
         ExtendedSet::Done(extended) => ctx.reply_integer(extended),
         ExtendedSet::WrongType => ctx.reply_error(WRONGTYPE),

@@ -40,6 +40,10 @@ pub enum Kind {
     Semaphore { limit: u32 },
 }
 
+/// The largest `SHARED LIMIT`: a semaphore's holders live in its value
+/// and LOCK.INFO lists them all.
+pub const MAX_LIMIT: u32 = 100_000;
+
 impl Kind {
     /// The kind a request creates when the key is free.
     pub fn of(limit: Option<u32>) -> Kind {

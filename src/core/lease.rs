@@ -25,6 +25,11 @@
 /// is a step (NTP, a resumed VM, `date -s`), not drift.
 pub const STEP_MS: i64 = 20;
 
+/// The longest lease any command gives: a year, the most
+/// `redislock.max-ttl` allows (it keeps `now + ttl` far from overflow and
+/// any lease sane).
+pub const LONGEST_LEASE_MS: i64 = 31_536_000_000;
+
 /// No end: a persisted lock.
 pub const NO_END: i64 = i64::MAX;
 /// Not known yet: take it from the key's TTL at the next look (a lock

@@ -2,11 +2,11 @@
 //! extension and admission may do for each kind (`grant`), the order a
 //! key's line of waiters is served in (`line`), several keys granted at
 //! once and the lines a set waits in (`multi`), the lease on the monotonic
-//! clock and its wall-clock mirror (`lease`), and fencing tokens as
-//! numbers (`token`). Nothing here imports `redis_module`, uses
-//! `unsafe`, or imports from outside `src/core/`; the glue reads the
-//! clocks and the keys and calls these functions, and the property tests
-//! drive the same functions.
+//! clock and its wall-clock mirror (`lease`), fencing tokens as numbers
+//! (`token`), and the states a stored lock may be in (`stored`). Nothing
+//! here imports `redis_module`, uses `unsafe`, or imports from outside
+//! `src/core/`; the glue reads the clocks and the keys and calls these
+//! functions, and the property tests drive the same functions.
 #![forbid(unsafe_code)]
 
 pub mod grant;
@@ -16,4 +16,5 @@ pub mod line;
 // LOCK.MACQUIRE's WAIT lands in the glue.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod multi;
+pub mod stored;
 pub mod token;

@@ -5,6 +5,7 @@
 //! Redis hands them over as raw pointers, and the only place that does.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::fmt;
 use std::mem::size_of;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,11 +14,12 @@ use redis_module::{native_types::RedisType, raw};
 
 use crate::api::{self, rm, RedisModuleIO, RedisModuleString, ServerInfo};
 use crate::core::grant::Holder;
-use crate::core::lease::Lease;
+use crate::core::lease::{Lease, Now, NO_TTL};
+use crate::core::stored::{self, Origin, StoredHolder};
 use crate::keys::group::{self, Group};
 use crate::keys::value::Exclusive;
 use crate::server::fencing::COUNTER;
-use crate::{args, keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
+use crate::{keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 const TYPE_NAME: &str = "redislock";
@@ -26,10 +28,12 @@ const TYPE_NAME: &str = "redislock";
 /// (signed). Version 2: a shape (unsigned) first; 0 is an exclusive lock
 /// as in version 1, 1 a shared group: limit (0 for a read-write lock),
 /// holder count, then owner, token and wall-clock deadline (0: none) per
-/// holder; 2 a semaphore some holder of which takes several permits
-/// (`PERMITS k`), as 1 with each holder's permits after its deadline. A
-/// new shape rather than a new version: a module that knows only shapes
-/// 0 and 1 still loads every file in which nobody holds several permits.
+/// holder (the running ones, or the one whose lease ended last when none
+/// runs: earlier versions saved such a group without holders); 2 a
+/// semaphore some holder of which takes several permits (`PERMITS k`), as
+/// 1 with each holder's permits after its deadline. A new shape rather
+/// than a new version: a module that knows only shapes 0 and 1 still
+/// loads every file in which nobody holds several permits.
 /// 3: an exclusive lock with a value (`VALUE`, `LOCK.PROCLAIM`), as 0
 /// with the value after the token; a lock without one is still saved as
 /// 0, so a module that knows no values loads every file without them.
@@ -38,9 +42,6 @@ const SHAPE_EXCLUSIVE: u64 = 0;
 const SHAPE_SHARED: u64 = 1;
 const SHAPE_WEIGHTED: u64 = 2;
 const SHAPE_VALUED: u64 = 3;
-/// Holders one loaded group may bring: LOCK.ACQUIRE lets a read-write lock
-/// have any number, this only bounds what a corrupt payload can allocate.
-const MAX_LOADED_HOLDERS: u64 = 1 << 24;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
@@ -171,15 +172,15 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
         let now = clock::now();
-        let live: Vec<_> = group.live(now).collect();
-        let weighted = live.iter().any(|h| h.permits > 1);
+        let saved: Vec<_> = stored::holders_to_save(&group.holding.holders, now.mono).collect();
+        let weighted = saved.iter().any(|h| h.permits > 1);
         rm!(RedisModule_SaveUnsigned(rdb, if weighted { SHAPE_WEIGHTED } else { SHAPE_SHARED }) else ());
         rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
-        rm!(RedisModule_SaveUnsigned(rdb, live.len() as u64) else ());
-        for holder in live {
+        rm!(RedisModule_SaveUnsigned(rdb, saved.len() as u64) else ());
+        for holder in saved {
             rm!(RedisModule_SaveStringBuffer(rdb, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
             rm!(RedisModule_SaveSigned(rdb, holder.token) else ());
-            rm!(RedisModule_SaveSigned(rdb, group::wall_deadline(holder.end, now).max(0)) else ());
+            rm!(RedisModule_SaveSigned(rdb, saved_deadline(holder.end, now)) else ());
             if weighted {
                 rm!(RedisModule_SaveUnsigned(rdb, u64::from(holder.permits)) else ());
             }
@@ -196,42 +197,70 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     }
 }
 
-/// Loads a lock (RDB, DEBUG RELOAD, RESTORE, MIGRATE, full sync). Raises
-/// the counter to its token so this instance never issues that token
-/// again. A RESTORE from a client (not a load of this server's own files,
-/// nor its master's) may not bring a token beyond the lead bound.
+/// A holder's deadline as a save writes it (Unix ms): an ended lease's in
+/// the past but never 0, which says "no deadline" (for a holder without an
+/// end, which no command makes).
+fn saved_deadline(end: i64, now: Now) -> i64 {
+    match group::wall_deadline(end, now) {
+        NO_TTL => 0,
+        at => at.max(1),
+    }
+}
+
+/// Loads a lock (RDB, DEBUG RELOAD, RESTORE, MIGRATE, full sync) if it is
+/// one the commands make (`stored`; a load of this server's own data also
+/// takes what earlier versions saved), and logs why not otherwise: Redis
+/// then answers RESTORE `Bad data format`. Raises the counter to its token
+/// so this instance never issues that token again. A RESTORE from a
+/// client (not a load of this server's own files, nor its master's) may
+/// not bring a token beyond the lead bound.
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
+    let origin = if quarantine::loading() { Origin::OwnData } else { Origin::Client };
+    match load(rdb, encver, origin) {
+        Some(value) => value,
+        None => {
+            // A refusal for what the value says was logged where it was
+            // made; this is one the reads themselves could not complete.
+            if io_failed(rdb) {
+                refuse("a truncated or malformed value", origin);
+            }
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `rdb_load`'s work: the value, or `None` (logged, unless the reads
+/// failed).
+unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option<*mut c_void> {
     let shape = match encver {
         1 => SHAPE_EXCLUSIVE,
         ENCODING_VERSION => {
             let shape = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
             if io_failed(rdb) {
-                return ptr::null_mut();
+                return None;
             }
             shape
         }
-        _ => return ptr::null_mut(),
+        _ => return refused(format_args!("encoding version {encver}, which this module does not know"), origin),
     };
     if shape == SHAPE_SHARED || shape == SHAPE_WEIGHTED {
-        return load_group(rdb, shape == SHAPE_WEIGHTED).map_or(ptr::null_mut(), |group| Box::new(group).into_raw());
+        return load_group(rdb, shape == SHAPE_WEIGHTED, origin).map(|group| Box::new(group).into_raw());
     }
     if shape != SHAPE_EXCLUSIVE && shape != SHAPE_VALUED {
-        return ptr::null_mut();
+        return refused(format_args!("shape {shape}, which this module does not know"), origin);
     }
-    let Some(lock) = load_lock(rdb, shape == SHAPE_VALUED) else {
-        return ptr::null_mut();
-    };
+    let lock = load_lock(rdb, shape == SHAPE_VALUED, origin)?;
     if !quarantine::loading() {
         if let Err(ceiling) = fencing::check_lead(lock.token()) {
             if !restored_by_master(rdb) {
                 let reason = fencing::lead_error("RESTORE refused: the lock's token", ceiling);
                 api::log(None, c"warning", &reason);
-                return ptr::null_mut();
+                return None;
             }
         }
     }
     COUNTER.observe(lock.token());
-    lock.into_raw()
+    Some(lock.into_raw())
 }
 
 /// Whether a RESTORE outside loading came from this replica's master,
@@ -345,15 +374,34 @@ unsafe fn io_failed(rdb: *mut RedisModuleIO) -> bool {
     rm!(RedisModule_IsIOError(rdb) else 1) != 0
 }
 
+/// Logs why a value was refused: Redis then answers RESTORE `Bad data
+/// format` (or, loading its own files, stops).
+fn refuse(why: impl fmt::Display, origin: Origin) {
+    let how = match origin {
+        Origin::Client => "restored",
+        Origin::OwnData => "loaded",
+    };
+    api::log(None, c"warning", &format!("refused a {how} lock value: {why}"));
+}
+
+/// `refuse`, and `None` for the loader to return.
+fn refused<T>(why: impl fmt::Display, origin: Origin) -> Option<T> {
+    refuse(why, origin);
+    None
+}
+
 /// Reads owner and token, and the value when `valued`; `None` on an I/O
-/// error or invalid values.
-unsafe fn load_lock(rdb: *mut RedisModuleIO, valued: bool) -> Option<Exclusive> {
+/// error or a lock no command makes (`stored::check_exclusive`).
+unsafe fn load_lock(rdb: *mut RedisModuleIO, valued: bool, origin: Origin) -> Option<Exclusive> {
     let owner = load_buffer(rdb)?;
     let token = rm!(RedisModule_LoadSigned(rdb) else 0);
-    if io_failed(rdb) || owner.is_empty() || token < 0 {
+    if io_failed(rdb) {
         return None;
     }
     let text = if valued { load_buffer(rdb)? } else { Box::default() };
+    if let Err(why) = stored::check_exclusive(&owner, token, &text, origin) {
+        return refused(why, origin);
+    }
     // The lease is the key's TTL, which Redis loads beside the value.
     Exclusive::with_value(&owner, &text, token, Lease::UNKNOWN, clock::mono_ms())
 }
@@ -372,42 +420,33 @@ unsafe fn load_buffer(rdb: *mut RedisModuleIO) -> Option<Box<[u8]>> {
 
 /// Reads a group's holders (`weighted`: each with its permits), raising
 /// the counter to each token (as for an exclusive lock, with the same
-/// bound on a client's RESTORE); `None` on an I/O error or invalid values
-/// (more permits taken than the limit among them).
-unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool) -> Option<Group> {
+/// bound on a client's RESTORE); `None` on an I/O error or a group no
+/// command makes (`stored::check_group`). The holders are read as the
+/// count says until the payload ends, which bounds what they allocate.
+unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, origin: Origin) -> Option<Group> {
     let limit = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     let count = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
-    if io_failed(rdb) || limit > u64::from(args::MAX_LIMIT) || count > MAX_LOADED_HOLDERS {
+    if io_failed(rdb) {
         return None;
     }
-    let limit = u32::try_from(limit).ok()?;
-    if (limit != 0 && count > u64::from(limit)) || (weighted && limit == 0) {
-        return None;
-    }
-    let mut taken = 0u64;
-    let now = clock::now();
-    let mut holders = Vec::new();
+    let mut decoded = Vec::new();
     for _ in 0..count {
-        let mut len = 0usize;
-        let p = rm!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
-        if io_failed(rdb) || p.is_null() {
-            return None;
-        }
-        let owner: Box<[u8]> = std::slice::from_raw_parts(p.cast::<u8>(), len).into();
-        rm!(RedisModule_Free(p.cast()) else ());
+        let owner = load_buffer(rdb)?;
         let token = rm!(RedisModule_LoadSigned(rdb) else -1);
-        let deadline = rm!(RedisModule_LoadSigned(rdb) else -1);
+        let deadline_ms = rm!(RedisModule_LoadSigned(rdb) else -1);
         let permits = if weighted { rm!(RedisModule_LoadUnsigned(rdb) else 0) } else { 1 };
-        taken = taken.saturating_add(permits);
-        if io_failed(rdb) || owner.is_empty() || token < 0 || deadline < 0 || permits == 0 || (limit != 0 && taken > u64::from(limit)) {
+        if io_failed(rdb) {
             return None;
         }
-        let permits = u32::try_from(permits).ok()?;
-        let at = (deadline != 0).then_some(deadline);
-        holders.push(Holder { owner, token, end: Lease::until(at, now).end, since: now.mono, permits });
+        decoded.push(StoredHolder { owner, token, deadline_ms, permits });
     }
+    let now = clock::now();
+    let kind = match stored::check_group(limit, &decoded, now.wall, origin) {
+        Ok(kind) => kind,
+        Err(why) => return refused(why, origin),
+    };
     if !quarantine::loading() {
-        let highest = holders.iter().map(|h| h.token).max().unwrap_or(0);
+        let highest = decoded.iter().map(|h| h.token).max().unwrap_or(0);
         if let Err(ceiling) = fencing::check_lead(highest) {
             if !restored_by_master(rdb) {
                 let reason = fencing::lead_error("RESTORE refused: the lock's token", ceiling);
@@ -416,10 +455,15 @@ unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool) -> Option<Group> {
             }
         }
     }
-    for holder in &holders {
+    let mut holders = Vec::with_capacity(decoded.len());
+    for holder in decoded {
         COUNTER.observe(holder.token);
+        // `check_group` bounded the permits by the limit.
+        let permits = u32::try_from(holder.permits).ok()?;
+        let end = Lease::until(Some(holder.deadline_ms), now).end;
+        holders.push(Holder { owner: holder.owner, token: holder.token, end, since: now.mono, permits });
     }
-    Some(Group::loaded(Group::kind_of_limit(limit), holders))
+    Some(Group::loaded(kind, holders))
 }
 
 /// At load, after Redis registered `LOCK_TYPE`: hands the registered type

@@ -150,9 +150,10 @@ macro_rules! with_keys {
 }
 
 /// The keys of a numkeys command, from position 2 on; none when its
-/// numkeys is not valid (the command then answers the error itself).
+/// numkeys is not valid or above `redislock.max-set-keys` (the command
+/// then answers the error itself, having touched no key).
 fn report_keys(ctx: Ctx, argv: &[Arg], key_flags: u32) {
-    for pos in 2..args::numkeys(argv).map_or(0, |n| n + 2) {
+    for pos in 2..args::numkeys(argv, config::max_set_keys()).map_or(0, |n| n + 2) {
         ctx.key_at(c_int::try_from(pos).unwrap_or(c_int::MAX), key_flags);
     }
 }

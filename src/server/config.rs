@@ -8,8 +8,9 @@ use redis_module::{Context, RedisString};
 
 use crate::api;
 
-/// A year: keeps `now + ttl` far from overflow and any lease sane.
-pub const DURATION_LIMIT: i64 = 31_536_000_000;
+/// A year, the longest lease (`lease::LONGEST_LEASE_MS`): the most any
+/// duration setting allows.
+pub const DURATION_LIMIT: i64 = crate::core::lease::LONGEST_LEASE_MS;
 
 pub const MAX_TTL_DEFAULT: i64 = 3_600_000;
 
@@ -38,14 +39,31 @@ pub fn max_token_lead() -> i64 {
 /// and in every replica and AOF after it.
 pub const MAX_OWNER_LEN_DEFAULT: i64 = 256;
 
-/// The longest `redislock.max-owner-len` may be set to.
-pub const MAX_OWNER_LEN_LIMIT: i64 = 1 << 20;
+/// The longest `redislock.max-owner-len` may be set to: the longest text
+/// a stored lock may hold (`stored::MAX_TEXT_LEN`).
+pub const MAX_OWNER_LEN_LIMIT: i64 = crate::core::stored::MAX_TEXT_LEN as i64;
 
 /// The longest owner LOCK.ACQUIRE stores, in bytes.
 pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(MAX_OWNER_LEN_DEFAULT);
 
 pub fn max_owner_len() -> i64 {
     MAX_OWNER_LEN.load(Ordering::Relaxed)
+}
+
+/// The most keys one set command (LOCK.MACQUIRE, MRELEASE, MEXTEND) may
+/// name: a set's cost grows with its keys, in the server's one thread. A
+/// set of 1024 takes about 1.4 ms to acquire and 1.2 ms to release here
+/// (docs/operations.md); 100,000 blocked the server 0.4 s to 2 s.
+pub const MAX_SET_KEYS_DEFAULT: i64 = 1024;
+
+/// The highest `redislock.max-set-keys` may be set to.
+pub const MAX_SET_KEYS_LIMIT: i64 = 1_000_000;
+
+/// The most keys a set command names.
+pub static MAX_SET_KEYS: AtomicI64 = AtomicI64::new(MAX_SET_KEYS_DEFAULT);
+
+pub fn max_set_keys() -> i64 {
+    MAX_SET_KEYS.load(Ordering::Relaxed)
 }
 
 pub const QUARANTINE_DEFAULT: i64 = 0;
@@ -73,7 +91,7 @@ struct Setting {
 
 const MS: &str = "milliseconds";
 
-const SETTINGS: [Setting; 4] = [
+const SETTINGS: [Setting; 5] = [
     Setting { name: "max-ttl", value: &MAX_TTL, default: MAX_TTL_DEFAULT, min: 1, max: DURATION_LIMIT, unit: MS, immutable: false },
     // The quarantine is decided when the module loads.
     Setting {
@@ -101,6 +119,15 @@ const SETTINGS: [Setting; 4] = [
         min: 1,
         max: MAX_OWNER_LEN_LIMIT,
         unit: "bytes",
+        immutable: false,
+    },
+    Setting {
+        name: "max-set-keys",
+        value: &MAX_SET_KEYS,
+        default: MAX_SET_KEYS_DEFAULT,
+        min: 1,
+        max: MAX_SET_KEYS_LIMIT,
+        unit: "keys",
         immutable: false,
     },
 ];
@@ -162,7 +189,7 @@ mod tests {
 
     #[test]
     fn settings_are_range_checked() {
-        let [max_ttl, quarantine, _lead, owner] = &SETTINGS;
+        let [max_ttl, quarantine, _lead, owner, set_keys] = &SETTINGS;
         assert_eq!(parse_value(max_ttl, "60000"), Ok(60000));
         assert_eq!(parse_value(max_ttl, "31536000000"), Ok(DURATION_LIMIT));
         for bad in ["0", "-1", "31536000001", "banana", "", "1e3"] {
@@ -174,5 +201,9 @@ mod tests {
         assert_eq!(parse_value(owner, "1048576"), Ok(MAX_OWNER_LEN_LIMIT));
         assert_eq!(parse_value(owner, "1048577"), Err("max-owner-len must be an integer from 1 to 1048576 (bytes), got '1048577'".into()));
         assert!(parse_value(owner, "0").is_err());
+        assert_eq!((parse_value(set_keys, "1"), parse_value(set_keys, "1000000")), (Ok(1), Ok(MAX_SET_KEYS_LIMIT)));
+        for bad in ["0", "-1", "1000001", "many", ""] {
+            assert!(parse_value(set_keys, bad).is_err(), "max-set-keys {bad:?} must be refused");
+        }
     }
 }

@@ -9,6 +9,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cluster;
+pub mod dump;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,8 @@
 //! Tokens a client brings are bounded by the clock (RESTORE), a master's are
 //! not (replication),
 //! a restart without data never issues smaller tokens when the quarantine
-//! covers the allowed lead, and a converted plain-string lock's lease is
-//! capped by max-ttl.
+//! covers the allowed lead, a converted plain-string lock's lease is
+//! capped by max-ttl, and a set's keys by max-set-keys.
 
 use crate::common;
 
@@ -125,4 +125,93 @@ fn converting_a_plain_string_lock_caps_its_lease_at_max_ttl() {
     grant(&mut c, "j", "owner", 30_000);
     let left = pttl(&mut c, b"j");
     assert!(left > 3000 && left <= 5000, "{left}");
+}
+
+fn config_get(c: &mut redis::Connection, name: &str) -> String {
+    let v: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(c).expect("CONFIG GET");
+    assert_eq!(v.len(), 2, "CONFIG GET {name} returned {v:?}");
+    v[1].clone()
+}
+
+fn set_command(name: &str, keys: &[String], tail: &[&str]) -> redis::Cmd {
+    let mut c = cmd(name);
+    c.arg(keys.len()).arg(keys).arg(tail);
+    c
+}
+
+fn keys(n: usize, prefix: &str) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+/// One 100,000-key set blocked the server 0.5 to 2 s on acquire, handoff
+/// and release. `redislock.max-set-keys` (1024 unless set) bounds every
+/// set command, refused before any key is touched; at the bound a set is
+/// taken and released whole, and CONFIG SET moves the bound at once.
+#[test]
+fn a_set_beyond_max_set_keys_is_refused_before_any_work() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(config_get(&mut c, "redislock.max-set-keys"), "1024");
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_set_keys"), 1024);
+    let over = "ERR numkeys exceeds redislock.max-set-keys (1024 keys)";
+    let many = keys(1025, "k");
+    assert_eq!(expect_err(&mut c, &set_command("LOCK.MACQUIRE", &many, &["me", "60000"])), over);
+    assert_eq!(expect_err(&mut c, &set_command("LOCK.MACQUIRE", &many, &["me", "60000", "SHARED", "WAIT", "0"])), over);
+    assert_eq!(int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"), 0, "a refused set holds nothing");
+    // Held one by one, such keys are still refused as a set, and kept.
+    for key in &many[..3] {
+        grant(&mut c, key, "me", 60_000);
+    }
+    assert_eq!(expect_err(&mut c, &set_command("LOCK.MRELEASE", &many, &["me"])), over);
+    assert_eq!(expect_err(&mut c, &set_command("LOCK.MEXTEND", &many, &["me", "60000"])), over);
+    assert_eq!(int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"), 3, "a refused release frees nothing");
+    assert_eq!(int_of(&ok_cmd(&mut c, &set_command("LOCK.MRELEASE", &many[..3], &["me"])), "MRELEASE"), 3);
+
+    let at_bound = keys(1024, "b");
+    assert!(matches!(ok_cmd(&mut c, &set_command("LOCK.MACQUIRE", &at_bound, &["me", "60000"])), Value::Int(_)));
+    assert_eq!(int_of(&ok_cmd(&mut c, &cmd("DBSIZE")), "DBSIZE"), 1024);
+    assert_eq!(int_of(&ok_cmd(&mut c, &set_command("LOCK.MEXTEND", &at_bound, &["me", "60000"])), "MEXTEND"), 1024);
+    assert_eq!(int_of(&ok_cmd(&mut c, &set_command("LOCK.MRELEASE", &at_bound, &["me"])), "MRELEASE"), 1024);
+
+    // At run time the bound moves at once; a set taken under a higher
+    // bound is released in parts.
+    let twenty = keys(20, "t");
+    assert!(matches!(ok_cmd(&mut c, &set_command("LOCK.MACQUIRE", &twenty, &["me", "60000"])), Value::Int(_)));
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-set-keys").arg(10));
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_max_set_keys"), 10);
+    let over = "ERR numkeys exceeds redislock.max-set-keys (10 keys)";
+    assert_eq!(expect_err(&mut c, &set_command("LOCK.MRELEASE", &twenty, &["me"])), over);
+    assert_eq!(expect_err(&mut c, &set_command("LOCK.MACQUIRE", &keys(11, "n"), &["me", "60000"])), over);
+    for half in twenty.chunks(10) {
+        assert_eq!(int_of(&ok_cmd(&mut c, &set_command("LOCK.MRELEASE", half, &["me"])), "MRELEASE"), 10);
+    }
+    assert!(matches!(ok_cmd(&mut c, &set_command("LOCK.MACQUIRE", &keys(10, "n"), &["me", "60000"])), Value::Int(_)));
+
+    for bad in ["0", "-1", "1000001", "many", ""] {
+        assert!(try_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-set-keys").arg(bad)).is_err(), "{bad:?} must be refused");
+        assert_eq!(config_get(&mut c, "redislock.max-set-keys"), "10", "after refused {bad:?}");
+    }
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("redislock.max-set-keys").arg(1_000_000));
+    assert_eq!(config_get(&mut c, "redislock.max-set-keys"), "1000000");
+}
+
+/// The bound is set on the `loadmodule` line like the other settings; a
+/// bad value there keeps the module from loading.
+#[test]
+fn max_set_keys_from_the_module_line() {
+    let s = Server::start_full(&["max-set-keys", "3"], &[]);
+    let mut c = s.conn();
+    assert_eq!(config_get(&mut c, "redislock.max-set-keys"), "3");
+    let e = expect_err(&mut c, &set_command("LOCK.MACQUIRE", &keys(4, "k"), &["me", "1000"]));
+    assert_eq!(e, "ERR numkeys exceeds redislock.max-set-keys (3 keys)");
+    assert!(matches!(ok_cmd(&mut c, &set_command("LOCK.MACQUIRE", &keys(3, "k"), &["me", "1000"])), Value::Int(_)));
+    for bad in ["0", "1000001"] {
+        match Server::try_start_full(&["max-set-keys", bad], &[]) {
+            Err(e) => assert!(e.exited.is_some(), "{e}"),
+            Ok(s) => {
+                let text = format!("{:?}", ok_cmd(&mut s.conn(), cmd("MODULE").arg("LIST")));
+                assert!(!text.contains("redislock"), "module loaded with max-set-keys {bad}: {text}");
+            }
+        }
+    }
 }

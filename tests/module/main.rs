@@ -27,6 +27,7 @@ mod persistence;
 mod quarantine;
 mod replay;
 mod replication;
+mod restore;
 mod server_state;
 mod stats;
 mod values;
