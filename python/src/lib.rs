@@ -14,6 +14,7 @@
 //!   `client_methods!`, the constructor and acquisitions both clients share
 //! - `aio`: Rust futures as asyncio awaitables
 //! - `exit`: the atexit hook, after which no runtime thread touches Python
+//!   and no blocked call waits
 //! - `config`, `errors`, `runtime`
 
 use pyo3::prelude::*;

@@ -24,6 +24,7 @@ use tokio::runtime::{Builder, Runtime};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::exit;
 use crate::sync::locked;
 
 /// How often a blocked call looks for signals: Ctrl-C must interrupt a
@@ -199,14 +200,24 @@ impl Drop for Driving {
 /// A signal handler that raises (KeyboardInterrupt) ends the wait, not the
 /// work: it finishes on the runtime and its result is dropped there (an
 /// acquisition's result releases itself when dropped, see `hold::Fresh`).
+/// The interpreter's exit ends it the same way, with `SystemExit`
+/// (`exit`: a thread must not be inside a wait when the interpreter
+/// finalizes).
 pub fn block<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
     T: Send + 'static,
     F: Future<Output = T> + Send + 'static,
 {
     let rt = runtime()?;
+    // Refused before anything starts once the interpreter exits.
+    if exit::closed() {
+        return Err(exit::exiting_error());
+    }
     let mut work = Box::pin(work);
     loop {
+        let Ok(detached) = exit::detach() else {
+            return exited(rt, work);
+        };
         CALLS.fetch_add(1, Ordering::SeqCst);
         // Counted first: a call that stops driving meanwhile sees this one
         // and wakes the driving thread for it.
@@ -217,27 +228,46 @@ where
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
         let alone = !in_runtime && WAITERS.load(Ordering::SeqCst) == 1 && !overlapped_lately();
         let Some(driving) = alone.then(Driving::enter).flatten() else {
+            drop(detached);
             return hand_over(py, rt, work, waiting);
         };
         drop(waiting);
-        let done = py.detach(|| {
-            let _driving = driving;
-            rt.block_on(async {
+        let (done, returning) = py.detach(|| {
+            let driving = driving;
+            let done = rt.block_on(async {
                 tokio::select! {
                     biased;
                     value = &mut work => Some(value),
                     () = tokio::time::sleep(SIGNAL_POLL) => None,
+                    () = exit::exiting() => None,
                 }
-            })
+            });
+            drop(driving);
+            (done, detached.leave())
         });
+        drop(returning);
         if let Some(value) = done {
             return Ok(value);
+        }
+        if exit::closed() {
+            return exited(rt, work);
         }
         if let Err(e) = py.check_signals() {
             rt.spawn(work);
             return Err(e);
         }
     }
+}
+
+/// The end of a blocking call at the interpreter's exit: its work goes on
+/// on the runtime, as after a signal, while the process lasts.
+fn exited<T, F>(rt: &'static Runtime, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    rt.spawn(work);
+    Err(exit::exiting_error())
 }
 
 /// Leaves `work` to the thread driving the runtime and waits for its
@@ -250,7 +280,19 @@ where
     OVERLAPPED_AT.store(micros().max(1), Ordering::Relaxed);
     let (tx, rx) = mpsc::sync_channel(1);
     rt.spawn(async move {
-        let _ = tx.send(work.await);
+        let mut work = std::pin::pin!(work);
+        tokio::select! {
+            biased;
+            value = &mut work => {
+                let _ = tx.send(value);
+                return;
+            }
+            () = exit::exiting() => {}
+        }
+        // The interpreter exits: the waiting thread is told (the channel
+        // closes), the work goes on, as in `block`.
+        drop(tx);
+        work.await;
     });
     if !DRIVING.load(Ordering::SeqCst) {
         wake_driver();
@@ -258,9 +300,16 @@ where
     // The receiver is not Sync: a mutex lets the detached closure borrow it.
     let rx = Mutex::new(rx);
     loop {
-        match py.detach(|| locked(&rx).recv_timeout(SIGNAL_POLL)) {
+        let detached = exit::detach()?;
+        let (got, returning) = py.detach(|| {
+            let got = locked(&rx).recv_timeout(SIGNAL_POLL);
+            (got, detached.leave())
+        });
+        drop(returning);
+        match got {
             Ok(value) => return Ok(value),
             Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) if exit::closed() => return Err(exit::exiting_error()),
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(PyRuntimeError::new_err("redislock: the operation's task ended without a result"))
             }
