@@ -308,12 +308,16 @@ fn far(from: Instant, by: Duration) -> Instant {
 /// `extend` to a longer ttl, the interval may outgrow the session window,
 /// which the grant's lock-delay fixed).
 fn extension_due(settings: &Settings, lock: &Lock) -> Instant {
-    let interval = far(lock.acquired_at, settings.extension_interval(lock.ttl));
+    let every = settings.extension_interval(lock.ttl);
+    let interval = far(lock.acquired_at, every);
     match lock.session_window {
         Some(_) => {
             let margin = settings.request_timeout.saturating_add(SESSION_MARGIN);
             let latest = far(lock.acquired_at, lock.validity.saturating_sub(margin));
-            interval.min(latest)
+            // Never sooner than half an interval: a window barely past an
+            // interval and a request (a ttl of a few hundred ms) must not
+            // make the extensions follow one another back to back.
+            interval.min(latest).max(far(lock.acquired_at, every / 2))
         }
         None => interval,
     }

@@ -203,19 +203,24 @@ def cut_off_once(topo, variant, a, b):
     if not gb["token"] > ga["token"]:
         raise ScenarioFailed(f"{variant}: B's token {gb['token']} not above the cut-off holder's {ga['token']}")
     topo.wait_event(is_("wrote", b.name, f"B-{res}", accepted=True), 10, "B's write")
-    # The cut-off holder writes late, with its old token.
+    # The cut-off holder writes late, with its old token: the library's
+    # does (the fence refuses it); the command of `redlock run` and `elect`,
+    # a job that ignores SIGTERM and waits for the go file, cannot: it was
+    # killed when its hold's validity ended, before B was granted.
     if cli:
         open(go, "w").close()
     else:
         a.send("write", id="A", late=True)
-    late = topo.wait_event(is_("wrote", a.name, "A", late=True), 15, "the cut-off holder's late write")
-    if late["accepted"]:
-        raise ScenarioFailed(f"{variant}: the fence accepted the cut-off holder's late write")
+        late = topo.wait_event(is_("wrote", a.name, "A", late=True), 15, "the cut-off holder's late write")
+        if late["accepted"]:
+            raise ScenarioFailed(f"{variant}: the fence accepted the cut-off holder's late write")
     b.send("release", id=f"B-{res}")
     if cli:
         ex = topo.wait_event(is_("cli_exit", a.name, "A"), 20, f"{variant}'s exit")
         if ex["code"] != 76:
             raise ScenarioFailed(f"{variant} exited {ex['code']}, not 76 (lock lost): {ex['stderr']}")
+        if topo.find(is_("wrote", a.name, "A", late=True)):
+            raise ScenarioFailed(f"{variant}: the command wrote after B's grant: it outlived its hold")
     else:
         a.send("release", id="A")
     holds = [hold_of(topo, a, "A"), hold_of(topo, b, f"B-{res}")]
@@ -223,8 +228,9 @@ def cut_off_once(topo, variant, a, b):
     v = check(holds)
     assert_safe(f"cut off ({variant})", v, min_holds=2)
     st = fence_state(topo, key)
-    if st.get("token") != str(gb["token"]) or st.get("refused") != "1":
-        raise ScenarioFailed(f"{variant}: fence state {st}, expected B's token and one refused write")
+    refused = "0" if cli else "1"
+    if st.get("token") != str(gb["token"]) or st.get("refused", "0") != refused:
+        raise ScenarioFailed(f"{variant}: fence state {st}, expected B's token and {refused} refused write(s)")
     return row(f"1. holder cut off from all 5 mid-hold ({variant}, ttl 3 s)", v,
                lost_signal=lost["t"] - t_cut, next_grant=gb["t"] - t_cut, lease_end=lease[2] - t_cut,
                note=f"the lease ended on a quorum {lease[2] - t_cut:.3f} s after the cut, "
