@@ -26,7 +26,7 @@ const WAIT: Duration = Duration::from_secs(4);
 /// The most connections each flapping proxy of the chaos run may accept:
 /// its six workers reconnect at every flip to a live server (it reset
 /// their connections when it flipped to a dead one), and back off while it
-/// is dead. 145–235 measured; 1,100–8,000 before the backoff.
+/// is dead. 145–255 measured; 1,100–8,000 before the backoff.
 const MOST_FLAPPING: u64 = 500;
 
 /// Two proxies in front of servers 3 and 4 of `c`, whose servers are
