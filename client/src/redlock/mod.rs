@@ -26,7 +26,7 @@ use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::resources::Resources;
 use crate::settings::{Mode, Settings};
-use crate::transport::{Ask, Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Share};
+use crate::transport::{Ask, Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Recoveries, Share};
 
 /// A lock held on a quorum.
 #[derive(Clone, Debug)]
@@ -232,6 +232,7 @@ impl Redlock {
         }
         settings.validate(urls.len())?;
         let identities = Arc::new(Identities::default());
+        let recoveries = Arc::new(Recoveries::default());
         // The TLS settings' files are read here, once, for every rediss://
         // server; set without one, they would be silently unused.
         let tls = if urls.iter().any(|u| crate::transport::is_tls_url(u.as_ref())) {
@@ -258,7 +259,7 @@ impl Redlock {
                     )));
                 }
                 crate::transport::check_url(url).map_err(|e| Error::Config(format!("{url}: {e}")))?;
-                Instance::in_list(url, &settings, i, Arc::clone(&identities), tls.as_ref())
+                Instance::in_list(url, &settings, i, Arc::clone(&identities), Arc::clone(&recoveries), tls.as_ref())
                     .map_err(|e| Error::Config(format!("{url}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;

@@ -77,29 +77,33 @@ impl Instance {
         }
         let (sender, pushes) = unbounded_channel();
         let connecting = async {
-            let mut link = match &self.client {
-                Client::Single(_) | Client::Sentinel(_) => {
-                    let client = self.server_client().await.map_err(|e| self.failure(e))?;
-                    let info = client.get_connection_info().clone();
-                    let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
-                    let client = redis::Client::open(info.set_redis_settings(settings)).map_err(|e| self.failure(e))?;
-                    let config = redis::AsyncConnectionConfig::new()
-                        .set_connection_timeout(Some(self.connect_timeout))
-                        .set_response_timeout(Some(self.request_timeout))
-                        .set_push_sender(sender);
-                    Link::Single(client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?)
-                }
-                Client::Cluster(seeds, tls) => {
-                    let client = self
-                        .cluster_builder(seeds, tls.as_deref(), self.request_timeout)
-                        .use_protocol(ProtocolVersion::RESP3)
-                        .push_sender(sender)
-                        .build()
-                        .map_err(|e| self.failure(e))?;
-                    Link::Cluster(client.get_async_connection().await.map_err(|e| self.failure(e))?)
-                }
+            let made = async {
+                let link = match &self.client {
+                    Client::Single(_) | Client::Sentinel(_) => {
+                        let client = self.server_client().await.map_err(|e| self.failure(e))?;
+                        let info = client.get_connection_info().clone();
+                        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+                        let client = redis::Client::open(info.set_redis_settings(settings)).map_err(|e| self.failure(e))?;
+                        let config = redis::AsyncConnectionConfig::new()
+                            .set_connection_timeout(Some(self.connect_timeout))
+                            .set_response_timeout(Some(self.request_timeout))
+                            .set_push_sender(sender);
+                        Link::Single(client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?)
+                    }
+                    Client::Cluster(seeds, tls) => {
+                        let client = self
+                            .cluster_builder(seeds, tls.as_deref(), self.request_timeout)
+                            .use_protocol(ProtocolVersion::RESP3)
+                            .push_sender(sender)
+                            .build()
+                            .map_err(|e| self.failure(e))?;
+                        Link::Cluster(client.get_async_connection().await.map_err(|e| self.failure(e))?)
+                    }
+                };
+                self.identified(link.clone()).await?;
+                Ok::<_, Outcome>(link)
             };
-            self.identified(link.clone()).await?;
+            let mut link = self.paced(made).await?;
             let channel = changes_channel(link.get_db(), key);
             let subscribed = match &mut link {
                 Link::Single(conn) => conn.subscribe(&channel).await,

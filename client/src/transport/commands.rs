@@ -378,9 +378,15 @@ impl Instance {
                         let config = redis::AsyncConnectionConfig::new()
                             .set_connection_timeout(Some(self.connect_timeout))
                             .set_response_timeout(None);
-                        let client = self.server_client().await.map_err(|e| self.failure(e))?;
-                        let mut conn = client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
-                        self.identified(Link::Single(conn.clone())).await?;
+                        let mut conn = self
+                            .paced(async {
+                                let client = self.server_client().await.map_err(|e| self.failure(e))?;
+                                let conn =
+                                    client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| self.failure(e))?;
+                                self.identified(Link::Single(conn.clone())).await?;
+                                Ok(conn)
+                            })
+                            .await?;
                         // Its id, for ending its waits (`abandon_waits`).
                         let id = waits::client_ref(&mut conn, self.request_timeout).await;
                         Ok::<_, CallError>((conn, id))
@@ -435,11 +441,11 @@ impl Instance {
                 // moved while waiting) is retried at the key's new master.
                 Client::Cluster(seeds, tls) => {
                     let mut conn = self
-                        .cluster_client(seeds, tls.as_deref(), budget)
-                        .map_err(|e| self.failure(e))?
-                        .get_async_connection()
-                        .await
-                        .map_err(|e| self.failure(e))?;
+                        .paced(async {
+                            let client = self.cluster_client(seeds, tls.as_deref(), budget).map_err(|e| self.failure(e))?;
+                            client.get_async_connection().await.map_err(|e| self.failure(e))
+                        })
+                        .await?;
                     cmd.query_async::<Option<i64>>(&mut conn).await.map(|r| (r, None)).map_err(|e| self.noted(classify(e)))
                 }
             }

@@ -126,8 +126,13 @@ pub(super) fn classify(e: RedisError) -> Outcome {
 
 impl Instance {
     /// A failed connection attempt, classified, with what this instance
-    /// adds (see `closed_at_once`).
+    /// adds (see `closed_at_once`). The client library's own connect
+    /// timeout says what ours says: its words alone ("timed out") name no
+    /// cause, and a request backing off after it repeats them.
     pub(super) fn failure(&self, e: RedisError) -> Outcome {
+        if e.is_timeout() {
+            return self.noted(connect_timeout(self.connect_timeout, self.tls));
+        }
         let closed = e.is_connection_dropped();
         let outcome = classify_connect(e);
         if closed {

@@ -17,12 +17,14 @@
 //! of every connection and the same timeouts as plain ones.
 //!
 //! Its jobs, each in a file: this one, the connections (made, identified,
-//! retired, and every request's timeout); `commands` (each lock command
+//! retired, and every request's timeout); `backoff` (new connections to a
+//! server that does not answer, spaced out); `commands` (each lock command
 //! and its outcome); `replies` (what status replies say, as data);
 //! `failures` (a failed request classified); `urls` (the server list's
 //! entries checked and taken apart); `waits` (the waits running on their
 //! own connections, and ending those of an acquisition given up).
 
+mod backoff;
 mod changes;
 mod commands;
 mod failures;
@@ -30,6 +32,7 @@ mod replies;
 mod urls;
 mod waits;
 
+pub use backoff::Recoveries;
 pub use changes::{changes_channel, Changes};
 pub use commands::{Ask, Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status};
@@ -127,6 +130,9 @@ pub struct Instance {
     waiting_conns: std::sync::Mutex<Vec<(MultiplexedConnection, Option<waits::ClientRef>)>>,
     /// The waits running on those connections, by owner (`abandon_waits`).
     waits: waits::Waits,
+    /// New connections of every kind to this entry, spaced out while they
+    /// fail (see `backoff`).
+    backoff: backoff::Backoff,
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
@@ -236,17 +242,19 @@ impl Instance {
     /// An instance on its own (a list of one); a `rediss://` one reads
     /// `settings.tls` itself.
     pub fn new(url: &str, settings: &Settings) -> Result<Instance, RedisError> {
-        Instance::in_list(url, settings, 0, std::sync::Arc::new(Identities::default()), None)
+        Instance::in_list(url, settings, 0, std::sync::Arc::new(Identities::default()), std::sync::Arc::default(), None)
     }
 
     /// Entry `index` of a server list whose servers are told apart by
-    /// `identities`; `tls`: the list's TLS settings, read once for every
-    /// `rediss://` entry (`None`: read here if this entry needs them).
+    /// `identities`, and whose entries back off together (`recoveries`,
+    /// see `Recoveries`); `tls`: the list's TLS settings, read once for
+    /// every `rediss://` entry (`None`: read here if this entry needs them).
     pub fn in_list(
         url: &str,
         settings: &Settings,
         index: usize,
         identities: std::sync::Arc<Identities>,
+        recoveries: std::sync::Arc<Recoveries>,
         tls: Option<&Tls>,
     ) -> Result<Instance, RedisError> {
         let config_error = |what: &'static str, e: String| RedisError::from((redis::ErrorKind::InvalidClientConfig, what, e));
@@ -298,6 +306,7 @@ impl Instance {
             connections_made: std::sync::atomic::AtomicU64::new(0),
             waiting_conns: std::sync::Mutex::new(Vec::new()),
             waits: waits::Waits::default(),
+            backoff: backoff::Backoff::new(recoveries),
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
@@ -316,35 +325,70 @@ impl Instance {
     /// (see `Identities`), so an address that now leads to another listed
     /// server (a moved VIP or DNS name, a forwarder retargeted) never
     /// counts twice, and one whose identity cannot be read in time counts
-    /// as not answering.
-    async fn connection(&self) -> Result<(u64, Link), CallError> {
+    /// as not answering. `by`: the deadline of the request that needs it.
+    async fn connection(&self, by: Option<tokio::time::Instant>) -> Result<(u64, Link), CallError> {
         let mut slot = self.conn.lock().await;
         if let Some(conn) = slot.as_ref() {
             return Ok(conn.clone());
         }
-        let connecting = async {
-            match &self.client {
-                Client::Single(_) | Client::Sentinel(_) => {
-                    // No response timeout inside: `request` bounds each one.
-                    let config =
-                        redis::AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout)).set_response_timeout(None);
-                    self.server_client().await?.get_multiplexed_async_connection_with_config(&config).await.map(Link::Single)
-                }
-                Client::Cluster(seeds, tls) => {
-                    let client = self.cluster_client(seeds, tls.as_deref(), self.request_timeout)?;
-                    client.get_async_connection().await.map(Link::Cluster)
-                }
-            }
-        };
-        let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(self.failure(e)),
-            Err(_) => return Err(self.noted(connect_timeout(self.connect_timeout, self.tls))),
-        };
-        self.identified(conn.clone()).await?;
+        let conn = self.paced(self.connect_by(by)).await?;
         let number = self.connections_made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *slot = Some((number, conn.clone()));
         Ok((number, conn))
+    }
+
+    /// A new shared connection, made and identified within the connect and
+    /// request timeouts, and by `by`: one that the request's deadline cuts
+    /// short fails (a connect timeout) rather than being dropped, so that
+    /// it counts as the failed attempt it is (see `backoff`).
+    async fn connect_by(&self, by: Option<tokio::time::Instant>) -> Result<Link, CallError> {
+        let attempt = async {
+            let connecting = async {
+                match &self.client {
+                    Client::Single(_) | Client::Sentinel(_) => {
+                        // No response timeout inside: `request` bounds each one.
+                        let config = redis::AsyncConnectionConfig::new()
+                            .set_connection_timeout(Some(self.connect_timeout))
+                            .set_response_timeout(None);
+                        self.server_client().await?.get_multiplexed_async_connection_with_config(&config).await.map(Link::Single)
+                    }
+                    Client::Cluster(seeds, tls) => {
+                        let client = self.cluster_client(seeds, tls.as_deref(), self.request_timeout)?;
+                        client.get_async_connection().await.map(Link::Cluster)
+                    }
+                }
+            };
+            let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
+                Ok(Ok(conn)) => conn,
+                Ok(Err(e)) => return Err(self.failure(e)),
+                Err(_) => return Err(self.noted(connect_timeout(self.connect_timeout, self.tls))),
+            };
+            self.identified(conn.clone()).await?;
+            Ok(conn)
+        };
+        match by {
+            None => attempt.await,
+            Some(by) => tokio::time::timeout_at(by, attempt)
+                .await
+                .unwrap_or_else(|_| Err(self.noted(connect_timeout(self.request_timeout.min(self.connect_timeout), self.tls)))),
+        }
+    }
+
+    /// `attempt` (a new connection of any kind to this entry, made and
+    /// identified) now, or its failure at once while the entry backs off
+    /// (see `backoff`); how it ended is recorded there. Behind a trait
+    /// object, as `server_client`'s: every request's future would carry
+    /// the connection's deep type.
+    fn paced<'a, T: Send + 'a>(
+        &'a self,
+        attempt: impl std::future::Future<Output = Result<T, CallError>> + Send + 'a,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, CallError>> + Send + 'a>> {
+        Box::pin(async move {
+            let admitted = self.backoff.admit()?;
+            let result = attempt.await;
+            self.backoff.ended(admitted, result.as_ref().map(|_| ()));
+            result
+        })
     }
 
     /// A client for the server this entry leads to now: the one its URL
@@ -390,7 +434,7 @@ impl Instance {
 
     /// Connects (and so identifies the server) unless connected already.
     pub async fn contact(&self) -> Result<(), Outcome> {
-        self.connection().await.map(|_| ())
+        self.connection(None).await.map(|_| ())
     }
 
     /// A cluster client whose commands give up after `response_timeout`;
@@ -429,8 +473,9 @@ impl Instance {
         let deadline = now.checked_add(self.request_timeout).unwrap_or(now + Duration::from_secs(86_400));
         let mut retried = false;
         loop {
-            let (number, conn) = match tokio::time::timeout_at(deadline, self.connection()).await {
-                // Still connecting when the request's time ran out.
+            let (number, conn) = match tokio::time::timeout_at(deadline, self.connection(Some(deadline))).await {
+                // Still waiting for another request's connection when the
+                // request's time ran out.
                 Err(_) => return Err(self.noted(connect_timeout(self.request_timeout.min(self.connect_timeout), self.tls))),
                 Ok(conn) => conn?,
             };

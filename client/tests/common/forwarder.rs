@@ -2,7 +2,8 @@
 //! production networks do to a client's connections, on demand. It can
 //! reset every connection through it (as an idle timeout or a restarted
 //! proxy does), stall them (bytes held both ways, as a frozen link: the
-//! kernel still acknowledges), refuse new ones, delay replies, and be
+//! kernel still acknowledges), refuse new ones, accept new ones and close
+//! them at once (a proxy whose server is down), delay replies, and be
 //! retargeted to another server (a VIP or DNS name that moved): new
 //! connections then go there. Stops when dropped, closing every connection.
 
@@ -19,6 +20,8 @@ use tokio::task::JoinHandle;
 struct Control {
     upstream: AtomicU16,
     refusing: AtomicBool,
+    /// New connections are accepted (and counted), then closed at once.
+    dead_backend: AtomicBool,
     /// Each reply chunk is held a random time in this range (ms) before it
     /// is passed on, in order.
     reply_delay_lo_ms: AtomicU64,
@@ -62,6 +65,13 @@ impl Forwarder {
                     continue;
                 }
                 ctl.accepted.fetch_add(1, Ordering::SeqCst);
+                if ctl.dead_backend.load(Ordering::SeqCst) {
+                    // An orderly close (FIN), as HAProxy, Envoy or a cloud
+                    // load balancer close a client whose server they
+                    // cannot reach.
+                    drop(client);
+                    continue;
+                }
                 let target = ctl.upstream.load(Ordering::SeqCst);
                 let links = Links { stalled: stall_rx.clone(), severed: sever_rx.clone() };
                 let conn = tokio::spawn(forward(client, target, Arc::clone(&ctl), links));
@@ -112,13 +122,21 @@ impl Forwarder {
         self.control.refusing.store(on, Ordering::SeqCst);
     }
 
+    /// While `on`, new connections are accepted, counted and closed at
+    /// once, before a byte is read: a proxy whose server is down. Those
+    /// made before stay as they are.
+    pub fn dead_backend(&self, on: bool) {
+        self.control.dead_backend.store(on, Ordering::SeqCst);
+    }
+
     /// Holds each reply chunk a random time in `ms` before passing it on.
     pub fn delay_replies(&self, ms: std::ops::RangeInclusive<u64>) {
         self.control.reply_delay_lo_ms.store(*ms.start(), Ordering::SeqCst);
         self.control.reply_delay_hi_ms.store(*ms.end().max(ms.start()), Ordering::SeqCst);
     }
 
-    /// Connections made through it so far.
+    /// Connections accepted so far: made through it, or closed at once
+    /// (`dead_backend`); refused ones not counted.
     pub fn accepted(&self) -> u64 {
         self.control.accepted.load(Ordering::SeqCst)
     }

@@ -15,6 +15,7 @@ mod fairness;
 mod fence_write_back;
 mod line;
 mod quorum;
+mod reconnects;
 mod redis_cluster;
 mod semaphore;
 mod sets;

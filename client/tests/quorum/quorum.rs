@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{now_unix_us, relaxed, Cluster, Info};
+use common::{eventually, now_unix_us, relaxed, Cluster, Info};
 use redlock::{quorum, Error, Mode, NotGranted, Outcome, Settings, UnreachableCause};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -429,6 +429,9 @@ async fn connection_comes_back_after_a_server_restart() {
     rl.release(&down).await.unwrap();
 
     c.servers[4].restart();
+    // The client backs off from a server whose connections failed (at
+    // most a second): it is used again once a connection to it answers.
+    eventually(Duration::from_millis(1_500), "the restarted server answering", || async { rl.status("rc").await[4].reachable }).await;
     let back = rl.lock("rc", Duration::from_secs(10)).await.expect("lock after restart");
     let token = back.token.unwrap();
     for o in &back.instances {
