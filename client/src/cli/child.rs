@@ -235,6 +235,16 @@ impl Loss {
         }
     }
 
+    /// Sends `target` SIGTERM, saying `{before} SIGTERM, SIGKILL in N
+    /// s{after}`; returns when SIGKILL is due (`kill_at`).
+    fn terminate(&self, target: Target, before: &str, after: &str) -> Instant {
+        let now = Instant::now();
+        let at = self.kill_at(now);
+        warn(&format!("{before} SIGTERM, SIGKILL in {:.1} s{after}", at.saturating_duration_since(now).as_secs_f64()));
+        target.send(libc::SIGTERM);
+        at
+    }
+
     /// When the command must be dead, after a loss at `now`: the grace
     /// after SIGTERM, never past the hold's own end.
     fn kill_at(&self, now: Instant) -> Instant {
@@ -296,15 +306,7 @@ pub async fn supervise(
             () = lost_signal.cancelled(), if !lost => {
                 lost = true;
                 if killing {
-                    let now = Instant::now();
-                    let at = loss.kill_at(now);
-                    warn(&format!(
-                        "{}; sending SIGTERM, SIGKILL in {:.1} s (the grace, or the hold's end if sooner)",
-                        loss.what,
-                        at.saturating_duration_since(now).as_secs_f64()
-                    ));
-                    target.send(libc::SIGTERM);
-                    kill_at = Some(at);
+                    kill_at = Some(loss.terminate(target, &format!("{}; sending", loss.what), " (the grace, or the hold's end if sooner)"));
                 } else {
                     warn(&format!("{}; letting it finish (--on-lost warn): it no longer holds the lock", loss.what));
                 }
@@ -367,15 +369,7 @@ async fn settle(group: Group, loss: &Loss, deadline: Option<Instant>) {
     let deadline = match deadline {
         Some(at) => at.min(stop_by),
         None => {
-            let now = Instant::now();
-            let at = loss.kill_at(now);
-            warn(&format!(
-                "{:?} exited, leaving processes of its group running: SIGTERM, SIGKILL in {:.1} s unless they are gone",
-                loss.name,
-                at.saturating_duration_since(now).as_secs_f64()
-            ));
-            target.send(libc::SIGTERM);
-            at
+            loss.terminate(target, &format!("{:?} exited, leaving processes of its group running:", loss.name), " unless they are gone")
         }
     };
     while group.running() && Instant::now() < deadline {
