@@ -155,4 +155,15 @@ for i in "${!names[@]}"; do
   printf 'redislock:   %-11s %s\n' "${names[$i]}" "${results[$i]}"
 done
 echo "total: $passed_total passed, $failed_total failed"
+# What failed, from each failed suite's log, after the summary: CI keeps
+# only the end of what a run prints, and a suite's log stays on the
+# machine that ran it.
+for i in "${!names[@]}"; do
+  case ${results[$i]} in FAILED*) ;; *) continue ;; esac
+  log=$logs/${names[$i]}.log
+  [ -f "$log" ] || continue
+  echo "redislock: what failed in ${names[$i]}:"
+  grep -E -- 'panicked at|^---- |^failures:|FAILED|FAIL|[Ff]ailed:|ScenarioFailed|^not ok|Error:|error\[|assert' "$log" \
+    | grep -Ev ' 0 failed|^test result: ok' | tail -n 40 | cut -c1-400 | sed 's/^/    /'
+done
 exit "$any_failed"

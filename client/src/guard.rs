@@ -302,25 +302,22 @@ fn far(from: Instant, by: Duration) -> Instant {
 }
 
 /// When `lock`'s next extension is due: every `ttl × extend_fraction` of
-/// the current ttl (an explicit `extend` may change it), and for a hold
-/// bound to its connections early enough that a request and
-/// `SESSION_MARGIN` still fit before the end of its validity (after an
-/// `extend` to a longer ttl, the interval may outgrow the session window,
-/// which the grant's lock-delay fixed).
+/// the current ttl (an explicit `extend` may change it), and early enough
+/// that a request and `SESSION_MARGIN` still fit before the end of its
+/// validity: a hold bound to its connections has a validity no longer than
+/// its session window (after an `extend` to a longer ttl, the interval may
+/// outgrow it), and any hold may have been granted with little validity
+/// left (a slow round, a grant that came late in a wait), which must not
+/// run out an interval before its first extension is even tried.
 fn extension_due(settings: &Settings, lock: &Lock) -> Instant {
     let every = settings.extension_interval(lock.ttl);
     let interval = far(lock.acquired_at, every);
-    match lock.session_window {
-        Some(_) => {
-            let margin = settings.request_timeout.saturating_add(SESSION_MARGIN);
-            let latest = far(lock.acquired_at, lock.validity.saturating_sub(margin));
-            // Never sooner than half an interval: a window barely past an
-            // interval and a request (a ttl of a few hundred ms) must not
-            // make the extensions follow one another back to back.
-            interval.min(latest).max(far(lock.acquired_at, every / 2))
-        }
-        None => interval,
-    }
+    let margin = settings.request_timeout.saturating_add(SESSION_MARGIN);
+    let latest = far(lock.acquired_at, lock.validity.saturating_sub(margin));
+    // Never sooner than half an interval: a validity barely past an
+    // interval and a request (a ttl of a few hundred ms) must not make the
+    // extensions follow one another back to back.
+    interval.min(latest).max(far(lock.acquired_at, every / 2))
 }
 
 /// Extends the lock when due (`extension_due`); fires `lost` when an
@@ -391,5 +388,56 @@ async fn extend_when_due(redlock: &Redlock, keeping: &Keeping) -> bool {
             keeping.lose(Instant::now());
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Resources;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+    fn lock(ttl_ms: u64, validity_ms: u64, session_window: Option<Duration>) -> Lock {
+        Lock {
+            resource: "r".to_string(),
+            resources: Resources::one("r"),
+            owner: "o".to_string(),
+            token: Some(1),
+            validity: Duration::from_millis(validity_ms),
+            acquired_at: Instant::now(),
+            ttl: Duration::from_millis(ttl_ms),
+            instances: Vec::new(),
+            fenced: 0,
+            shared: false,
+            session_window,
+            holds: Arc::new(AtomicUsize::new(1)),
+            ended: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn due_after(settings: &Settings, lock: &Lock) -> Duration {
+        extension_due(settings, lock).duration_since(lock.acquired_at)
+    }
+
+    #[test]
+    fn an_extension_is_due_every_interval_while_the_validity_allows() {
+        let settings = Settings { request_timeout: Duration::from_millis(50), ..Settings::default() };
+        let interval = settings.extension_interval(Duration::from_secs(3));
+        assert_eq!(due_after(&settings, &lock(3_000, 2_900, None)), interval);
+    }
+
+    #[test]
+    fn a_hold_granted_with_little_validity_is_extended_before_it_runs_out() {
+        let settings = Settings { request_timeout: Duration::from_millis(50), ..Settings::default() };
+        let interval = settings.extension_interval(Duration::from_secs(3));
+        // 700 ms of validity, an interval of 1 s: the request and the margin
+        // still fit before the end (700 - 50 - 100), with or without a session.
+        for window in [None, Some(Duration::from_millis(700))] {
+            let due = due_after(&settings, &lock(3_000, 700, window));
+            assert_eq!(due, Duration::from_millis(550), "window {window:?}");
+            assert!(due < interval);
+        }
+        // Never sooner than half an interval.
+        assert_eq!(due_after(&settings, &lock(3_000, 300, None)), interval / 2);
     }
 }

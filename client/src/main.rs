@@ -10,9 +10,8 @@ use clap::Parser;
 fn main() {
     // The reaper of a supervised command's group (`cli::child`), started by
     // `redlock run` or `redlock elect` as this very program.
-    let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|a| a == cli::child::REAPER_ARG) {
-        std::process::exit(cli::child::reaper_main(args.next()));
+    if std::env::args_os().nth(1).is_some_and(|a| a == cli::child::REAPER_ARG) {
+        std::process::exit(cli::child::reaper_main());
     }
     let cli = match cli::args::Cli::try_parse() {
         Ok(cli) => cli.resolve(std::env::args_os()),

@@ -14,7 +14,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::args::{ElectArgs, LeaderArgs, OnLost};
-use super::child::{self, describe, status_code, supervise, Loss, Supervised};
+use super::child::{self, describe, status_code, supervise, Loss, NotStarted, Supervised};
 use super::exit::{self, Failure};
 use super::explain;
 use super::output::{self, pairs, warn, Op};
@@ -58,9 +58,26 @@ pub async fn elect(rl: &Redlock, args: &ElectArgs) -> Result<i32, Failure> {
             .env_remove("REDLOCK_OWNER")
             .env_remove("REDLOCK_PERMIT")
             .kill_on_drop(false);
-        let started = match child::start(&mut command, args.foreground) {
+        // Started only with time left in the term (see `child::START_MARGIN`):
+        // a leadership won too late to start the command inside it waits
+        // for its next extension, or is given up and campaigned for again.
+        let watch = leading.watch();
+        let started = match child::time_to_start(&watch).await {
+            true => child::start(&mut command, args.foreground, &watch),
+            false => Err(NotStarted::TooLate),
+        };
+        let started = match started {
             Ok(started) => started,
-            Err(e) => {
+            Err(NotStarted::TooLate) => {
+                warn(&format!(
+                    "the leadership of election {:?} (term {}) was won too late to start {name:?} inside it; campaigning again",
+                    args.name,
+                    leading.term()
+                ));
+                resign(leading, &args.name).await;
+                continue;
+            }
+            Err(NotStarted::Spawn(e)) => {
                 resign(leading, &args.name).await;
                 let (code, kind) = if e.kind() == ErrorKind::NotFound {
                     (exit::NOT_FOUND, "command_not_found")

@@ -4,16 +4,17 @@
 //! command dies with it (the command's handling is `child`'s, shared with
 //! `redlock elect`).
 
+use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::time::Instant;
 
-use redlock::hold;
-use redlock::{LockGuard, Redlock};
+use redlock::hold::{self, Request};
+use redlock::{Lock, LockGuard, Redlock};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::RunArgs;
-use super::child::{self, describe, status_code, supervise, Loss, Supervised};
+use super::child::{self, describe, status_code, supervise, Loss, NotStarted, Supervised};
 use super::commands::{deadline, request, Flags};
 use super::exit::{self, Failure};
 use super::explain;
@@ -35,49 +36,56 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let req = request(&args.resources(), args.ttl, args.wait, flags)?;
     // The names joined with ", ": what messages and REDLOCK_RESOURCE show.
     let resource = req.resources.to_string();
-    let waiting = Waiting::start(&resource, rl.servers().len(), deadline);
-    let taken = tokio::select! {
-        taken = hold::take(rl, &req, waiting.observer()) => taken,
-        _ = sigint.recv() => {
-            waiting.finish();
-            return Err(interrupted(libc::SIGINT, &resource));
-        }
-        _ = sigterm.recv() => {
-            waiting.finish();
-            return Err(interrupted(libc::SIGTERM, &resource));
-        }
-    };
-    waiting.finish();
-    let lock = taken.map_err(|e| explain::for_run(explain::not_acquired(&e, rl.quorum()), &name))?;
-    explain::warn_misconfigured(&lock.instances, rl.quorum());
-    let guard = rl.keep(lock);
-
-    let lock = guard.lock();
-    let mut command = Command::new(program);
-    command
-        .args(program_args)
-        .env("REDLOCK_RESOURCE", &resource)
-        .env("REDLOCK_RESOURCES", req.resources.names().join("\n"))
-        .env("REDLOCK_OWNER", &lock.owner)
-        // Empty in script mode, which has no fencing tokens.
-        .env("REDLOCK_TOKEN", lock.token.map(|t| t.to_string()).unwrap_or_default())
-        .kill_on_drop(false);
-    // With --limit only: the permit held, `RESOURCE:permit:I`. A variable
-    // inherited from an outer `redlock run --limit` must not pass for ours.
-    match args.limit {
-        Some(_) => command.env("REDLOCK_PERMIT", &lock.resource),
-        None => command.env_remove("REDLOCK_PERMIT"),
-    };
-    let started = match child::start(&mut command, args.foreground) {
-        Ok(started) => started,
-        Err(e) => {
-            release(rl, guard, &resource, false).await;
-            let (code, kind) = if e.kind() == ErrorKind::NotFound {
-                (exit::NOT_FOUND, "command_not_found")
-            } else {
-                (exit::CANNOT_EXECUTE, "cannot_execute")
-            };
-            return Err(Failure::new(code, kind, format!("cannot run {name:?}: {e}")));
+    let (guard, started) = loop {
+        let waiting = Waiting::start(&resource, rl.servers().len(), deadline);
+        let taken = tokio::select! {
+            taken = hold::take(rl, &req, waiting.observer()) => taken,
+            _ = sigint.recv() => {
+                waiting.finish();
+                return Err(interrupted(libc::SIGINT, &resource));
+            }
+            _ = sigterm.recv() => {
+                waiting.finish();
+                return Err(interrupted(libc::SIGTERM, &resource));
+            }
+        };
+        waiting.finish();
+        let lock = taken.map_err(|e| explain::for_run(explain::not_acquired(&e, rl.quorum()), &name))?;
+        explain::warn_misconfigured(&lock.instances, rl.quorum());
+        let guard = rl.keep(lock);
+        let watch = guard.watch();
+        let mut command = command_for(program, program_args, &resource, &req, &guard.lock(), args.limit.is_some());
+        // Started only with time left in the hold (see `child::START_MARGIN`).
+        let started = match child::time_to_start(&watch).await {
+            true => child::start(&mut command, args.foreground, &watch),
+            false => Err(NotStarted::TooLate),
+        };
+        match started {
+            Ok(started) => break (guard, started),
+            Err(NotStarted::TooLate) => {
+                release(rl, guard, &resource, true).await;
+                if deadline.is_some_and(|d| Instant::now() < d) {
+                    warn(&format!("the lock on {resource:?} was granted too late to start {name:?} inside it; taking it again"));
+                    continue;
+                }
+                return Err(Failure::new(
+                    exit::RUN_NOT_LOCKED,
+                    "granted_too_late",
+                    format!(
+                        "the lock on {resource:?} was granted with too little of its validity left to start {name:?} \
+                         inside it (a slow round or a busy machine); command not run"
+                    ),
+                ));
+            }
+            Err(NotStarted::Spawn(e)) => {
+                release(rl, guard, &resource, false).await;
+                let (code, kind) = if e.kind() == ErrorKind::NotFound {
+                    (exit::NOT_FOUND, "command_not_found")
+                } else {
+                    (exit::CANNOT_EXECUTE, "cannot_execute")
+                };
+                return Err(Failure::new(code, kind, format!("cannot run {name:?}: {e}")));
+            }
         }
     };
 
@@ -98,6 +106,28 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         }
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
     }
+}
+
+/// The command, with the hold's variables: `REDLOCK_RESOURCE(S)`,
+/// `REDLOCK_OWNER`, `REDLOCK_TOKEN`, and with `--limit` the permit held
+/// (`REDLOCK_PERMIT`, `RESOURCE:permit:I`).
+fn command_for(program: &OsString, args: &[OsString], resource: &str, req: &Request, lock: &Lock, permit: bool) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env("REDLOCK_RESOURCE", resource)
+        .env("REDLOCK_RESOURCES", req.resources.names().join("\n"))
+        .env("REDLOCK_OWNER", &lock.owner)
+        // Empty in script mode, which has no fencing tokens.
+        .env("REDLOCK_TOKEN", lock.token.map(|t| t.to_string()).unwrap_or_default())
+        .kill_on_drop(false);
+    // A variable inherited from an outer `redlock run --limit` must not
+    // pass for ours.
+    match permit {
+        true => command.env("REDLOCK_PERMIT", &lock.resource),
+        false => command.env_remove("REDLOCK_PERMIT"),
+    };
+    command
 }
 
 /// Exit 76: the command ran (part of the time) without the lock. `lost_at`:

@@ -61,11 +61,11 @@ pub struct Lock {
     /// Holds of this acquisition, shared by its copies: 1 at the grant,
     /// one more per `reenter`, one less per release; the servers release
     /// the lock when it reaches 0.
-    holds: Arc<AtomicUsize>,
+    pub(crate) holds: Arc<AtomicUsize>,
     /// Set once the lock is released (or its acquisition given up): a
     /// waiting request of the head of the line that is granted after that
     /// is released at once (see `attempt_at_head`).
-    ended: Arc<AtomicBool>,
+    pub(crate) ended: Arc<AtomicBool>,
 }
 
 impl Lock {

@@ -262,3 +262,45 @@ async fn the_loss_signal_comes_before_the_next_grant_when_links_are_cut_after_an
         SESSION_MARGIN / 2
     );
 }
+
+/// A hold granted with too little of its validity left to start the
+/// command inside it (every reply delayed so that the round that wins the
+/// lock ends ~150 ms before its validity does): `redlock run` never starts
+/// the command, gives the lock back and exits 75 (the command did not
+/// run), where it used to start the command past the instant it had to
+/// have stopped, and exit 76.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_does_not_start_its_command_with_the_hold_about_to_end() {
+    let _one = serial();
+    let c = Cluster::start(5);
+    // The servers' token counters brought in step by one grant, so that a
+    // grant through the delayed links takes one round, not a second to
+    // raise the tokens.
+    let primed = c.redlock(relaxed());
+    let lock = primed.lock("too-late", Duration::from_secs(5)).await.expect("a grant to prime the counters");
+    primed.release(&lock).await.expect("release");
+    let mut links = Vec::new();
+    for s in &c.servers {
+        links.push(Forwarder::start(s.port).await);
+    }
+    // ttl 2 s, drift 22 ms: a round of one delayed reply leaves ~125 ms of
+    // validity, ~25 ms before the command must have stopped.
+    for f in &links {
+        f.delay_replies(1850..=1850);
+    }
+    let through: Vec<String> = links.iter().map(Forwarder::url).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let options = ["--connect-timeout", "10s", "--request-timeout", "3s"];
+    // Without --wait: one command per server in the round (a waiting
+    // acquisition's first round also looks at the line, a second reply).
+    let args = ["run", "too-late", "--ttl", "2s", "--", "sh", "-c", &script];
+    let started = Instant::now();
+    let run = redlock_with(&through.join(","), &options, &args).spawn().expect("spawn redlock run");
+    let ran = finish(run, started, Duration::from_secs(60), "redlock run").await;
+    println!("redlock run: exit {:?} in {:?}: {}", ran.code, ran.took, ran.stderr);
+    assert!(!marker.exists(), "the command ran with its hold about to end: {}", ran.stderr);
+    assert_eq!(ran.code, Some(75), "not run, so exit 75: {}", ran.stderr);
+    assert!(ran.stderr.contains("too little of its validity left"), "granted, then given back: {}", ran.stderr);
+}

@@ -35,8 +35,10 @@ REDLOCK_RESOURCES (the names, one a line), REDLOCK_OWNER and REDLOCK_TOKEN (the
 fencing token; empty in script mode) in its environment. The lock is extended while it runs and
 released when it exits; SIGINT and SIGTERM sent to redlock are passed on to it.
 
-The command's contract: it runs in a process group of its own (unless --foreground).
-When the lock is lost (an extension fails, or its validity ends by redlock's own
+The command's contract: it runs in a process group of its own (unless --foreground),
+and starts only while the lock has at least 100 ms left before it must have stopped
+(a lock granted later than that is released and taken again within --wait, else
+exit 75). When the lock is lost (an extension fails, or its validity ends by redlock's own
 clock, whatever the servers answer) the group gets SIGTERM, then SIGKILL after
 --kill-after or when the validity ends, whichever is first: it is dead before
 another client can be granted the lock. Processes of the group still running when
@@ -66,7 +68,9 @@ dies with it and the next candidate leads a lock-delay later. The moment the
 leadership is lost (an extension reached no quorum, or its validity ran out by
 redlock's own clock), the command's process group gets SIGTERM, then SIGKILL
 after --kill-after or when the validity ends, whichever is first: it is dead
-before another candidate can lead. The lock-delay (how long the servers keep a
+before another candidate can lead. A leadership won with less than 100 ms left
+before that instant starts no command: it waits for its next extension, or is
+given up and campaigned for again. The lock-delay (how long the servers keep a
 leader cut off by the network) is by default ttl/3 + the request timeout + the
 drift + 200 ms + --kill-after, at most the ttl, so that a graceful stop gets its
 grace where the ttl allows. With --again, redlock campaigns again once the
