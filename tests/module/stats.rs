@@ -219,6 +219,52 @@ fn idle_waiting_costs_the_server_nothing() {
     assert!(matches!(recv_reply(&mut waiters[0], "w0").expect("granted"), Value::Int(_)));
 }
 
+/// What one waiter adds to its connection's memory, against a client
+/// blocked in BLPOP, measured on one server over the same number of open
+/// connections (docs/operations.md, "What a waiter costs"). The server
+/// itself allocates two internal clients for every client a module blocks
+/// (a reply client and a thread-safe context's client, 16 KB of reply
+/// buffer each: ~35 KB on Redis 7.0 and Valkey 8.1); what the module keeps
+/// per waiter must stay under 5 KB beyond those (it is under 1 KB), and a
+/// BLPOP client adds next to nothing.
+#[test]
+fn a_waiter_costs_the_servers_two_internal_clients_and_little_more() {
+    const WAITERS: usize = 500;
+    const SERVERS_OWN: f64 = 2.0 * (16_384.0 + 3_072.0);
+    let server = Server::start();
+    let mut c = server.conn();
+    grant(&mut c, "waited", "holder", 3_600_000);
+    let used = |c: &mut Connection| info_field_i64(c, "memory", "used_memory");
+    let per_client = |c: &mut Connection, block: &dyn Fn(usize) -> redis::Cmd| {
+        let mut conns: Vec<Connection> = (0..WAITERS).map(|_| server.conn()).collect();
+        for w in &mut conns {
+            ok_cmd(w, &cmd("PING"));
+        }
+        let before = used(c);
+        for (i, w) in conns.iter_mut().enumerate() {
+            send_cmd(w, &block(i));
+        }
+        wait_until(Duration::from_secs(30), "every client blocked", || blocked_clients(c) == WAITERS as i64);
+        let per = (used(c) - before) as f64 / WAITERS as f64;
+        drop(conns);
+        wait_until(Duration::from_secs(30), "the clients gone", || blocked_clients(c) == 0);
+        per
+    };
+    let blpop = per_client(&mut c, &|_| {
+        let mut b = cmd("BLPOP");
+        b.arg("list").arg(0);
+        b
+    });
+    let waiter = per_client(&mut c, &|i| {
+        let mut w = cmd("LOCK.ACQUIRE");
+        w.arg("waited").arg(format!("w{i}")).arg(60_000).arg("WAIT").arg(0);
+        w
+    });
+    eprintln!("a blocked client adds: BLPOP {blpop:.0} bytes, LOCK.ACQUIRE WAIT {waiter:.0} bytes");
+    assert!(blpop < 2_048.0, "a BLPOP client added {blpop:.0} bytes");
+    assert!(waiter < SERVERS_OWN + 5_120.0, "a waiter added {waiter:.0} bytes, beyond the server's own ~{SERVERS_OWN:.0}");
+}
+
 /// Memory one key adds to `used_memory`, averaged over `n` keys made by
 /// `make(i)` (pipelined).
 fn used_per_key(c: &mut Connection, n: usize, make: impl Fn(usize) -> redis::Cmd) -> f64 {
