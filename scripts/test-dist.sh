@@ -211,6 +211,7 @@ one_server() {
   shift
   mkdir -p "$dir"
   port=$(free_ports | cut -d' ' -f1)
+  echo "$port" >"$dir/port"
   (cd "$dir" && redis-server "$@" --port "$port" --bind 127.0.0.1 --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log") || return 1
   for _ in $(seq 100); do
@@ -230,6 +231,31 @@ sample_conf() {
   one_server "$tmp/sample" "$tmp/sample/redis.conf"
 }
 check "the sample redis.conf (loadmodule pointed at the unpacked module) starts a server with the module" sample_conf
+
+# INSTALL's check lines (the indented `redis-cli`/`redlock` lines after
+# "Check:"), run in order as a reader types them, against that server
+# (port 6379 replaced by its port; a trailing "(what it prints)" dropped):
+# each must exit 0, and `redis-cli` must not print an error.
+install_check_lines() {
+  local port line out n=0
+  local status
+  port=$(cat "$tmp/sample/port" 2>/dev/null)
+  [ -n "$port" ] || { echo "the sample server's port is unknown"; return 1; }
+  while IFS= read -r line; do
+    line=$(sed -E 's/[[:space:]]{2,}\(.*\)$//; s/^[[:space:]]+//' <<<"$line")
+    line=${line//127.0.0.1:6379/127.0.0.1:$port}
+    case $line in redis-cli*) line="redis-cli -p $port${line#redis-cli}" ;; esac
+    n=$((n + 1))
+    echo "\$ $line"
+    out=$(cd "$rel" && PATH="$rel:$PATH" bash -c "$line" 2>&1)
+    status=$?
+    [ "$status" -eq 0 ] || { echo "$out"; echo "exited $status"; return 1; }
+    echo "$out"
+    case $out in *ERR*|*WRONGTYPE*|*"(error)"*) echo "an error"; return 1 ;; esac
+  done < <(awk '/Check:$/ { f = 1; next } f && /^[^[:space:]]/ && n { exit } f && /^[[:space:]]+(redis-cli|redlock) / { print; n++ }' "$rel/INSTALL")
+  [ "$n" -ge 3 ] || { echo "INSTALL has $n check lines"; return 1; }
+}
+check "INSTALL's check lines pass when run in order" install_check_lines
 stop_pidfile "$tmp/sample/redis.pid"
 
 # The .deb, when make dist made one (where dpkg-deb is): unpacked, not

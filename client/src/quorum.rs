@@ -17,10 +17,17 @@ pub fn drift(ttl: Duration, factor: f64) -> Duration {
     Duration::try_from_secs_f64(scaled).unwrap_or(Duration::MAX).saturating_add(Duration::from_millis(2))
 }
 
-/// What is left of a lease of `ttl` after `elapsed` and `drift`, or `None`
-/// when nothing is (never a wrapped-around "huge" validity).
+/// The validity of a lease of `ttl` granted by a round sent `elapsed` ago,
+/// counted from the round's start: `ttl` less the `drift`, since no server
+/// can have started the lease before the round was sent; `None` when the
+/// round ended after that (never a wrapped-around "huge" validity).
+/// Redlock's "validity left", `ttl - elapsed - drift` from the end of the
+/// round, is the same instant; counted from the start, it would take the
+/// round off twice (a lock granted after 3 s of a waiting round had 4 s of
+/// a 10 s ttl, not 7).
 pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
-    ttl.checked_sub(elapsed)?.checked_sub(drift).filter(|v| !v.is_zero())
+    let validity = ttl.checked_sub(drift).filter(|v| !v.is_zero())?;
+    (elapsed < validity).then_some(validity)
 }
 
 /// `validity` of a hold bound to its connections: never past `window`
@@ -175,8 +182,11 @@ mod tests {
     }
 
     #[test]
-    fn validity_subtracts_elapsed_and_drift() {
-        assert_eq!(validity(MS(10_000), MS(30), MS(102)), Some(MS(9_868)));
+    fn validity_counts_from_the_rounds_start_less_the_drift() {
+        // From the round's start: the round's 30 ms are not taken off
+        // (they are already behind `acquired_at`).
+        assert_eq!(validity(MS(10_000), MS(30), MS(102)), Some(MS(9_898)));
+        assert_eq!(validity(MS(10_000), MS(3_000), MS(102)), Some(MS(9_898)));
     }
 
     #[test]
@@ -196,7 +206,8 @@ mod tests {
         assert_eq!(validity(MS(10), MS(8), MS(2)), None);
         assert_eq!(validity(MS(10), MS(9), MS(2)), None);
         assert_eq!(validity(MS(10), MS(50), MS(2)), None);
-        assert_eq!(validity(MS(10), MS(7), MS(2)), Some(MS(1)));
+        assert_eq!(validity(MS(10), MS(7), MS(2)), Some(MS(8)));
+        assert_eq!(validity(MS(2), MS(0), MS(2)), None);
     }
 
     fn round(outcomes: &[Outcome]) -> Vec<InstanceOutcome> {

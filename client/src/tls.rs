@@ -61,7 +61,10 @@ impl Tls {
                     .map_err(|e| format!("TLS: {e}"))?
                     .with_root_certificates(rustls::RootCertStore::empty())
                     .with_client_auth_cert(chain, private_key)
-                    .map_err(|e| format!("{cert_source} and {key_source} are not a certificate and its key: {e}"))?;
+                    .map_err(|e| match e.to_string().contains(V1_WORDS) {
+                        true => format!("{cert_source} is an X.509 v1 certificate, which rustls does not accept ({e}): {V1_HINT}"),
+                        false => format!("{cert_source} and {key_source} are not a certificate and its key: {e}"),
+                    })?;
                 Some(ClientTlsConfig { client_cert: cert_bytes, client_key: key_bytes })
             }
         };
@@ -137,8 +140,18 @@ enum Cause {
     HandshakeRefused,
     ClientCertificateRefused,
     NotTls,
+    /// The server's certificate is X.509 v1 (webpki takes v3 only).
+    Version1,
     Other,
 }
+
+/// What rustls (webpki) says of an X.509 v1 certificate, which it never
+/// accepts: `openssl x509 -req` makes one unless given extensions.
+const V1_WORDS: &str = "UnsupportedCertVersion";
+
+/// How to make a v3 certificate instead, for the messages.
+const V1_HINT: &str = "make it a v3 certificate: openssl x509 -req ... -extfile FILE, FILE holding e.g. \
+                       'basicConstraints=CA:FALSE' and 'subjectAltName=IP:127.0.0.1' (docs/client.md, TLS)";
 
 fn cause_of(err: &rustls::Error) -> Cause {
     use rustls::{AlertDescription as Alert, CertificateError as Cert, Error as E};
@@ -147,6 +160,7 @@ fn cause_of(err: &rustls::Error) -> Cause {
         E::InvalidCertificate(Cert::NotValidForName | Cert::NotValidForNameContext { .. }) => Cause::WrongName,
         E::InvalidCertificate(Cert::Expired | Cert::ExpiredContext { .. }) => Cause::Expired,
         E::InvalidCertificate(Cert::NotValidYet | Cert::NotValidYetContext { .. }) => Cause::NotYetValid,
+        E::InvalidCertificate(cert) if format!("{cert:?}").contains(V1_WORDS) => Cause::Version1,
         E::InvalidCertificate(_) => Cause::CertificateRefused,
         E::AlertReceived(Alert::CertificateRequired) => Cause::ClientCertificateRequired,
         E::AlertReceived(Alert::HandshakeFailure) => Cause::HandshakeRefused,
@@ -171,6 +185,8 @@ fn cause_in_text(text: &str) -> Option<Cause> {
         Cause::Expired
     } else if has(&["invalid peer certificate: certificate not valid yet", "invalid peer certificate: NotValidYet"]) {
         Cause::NotYetValid
+    } else if has(&["invalid peer certificate"]) && has(&[V1_WORDS]) {
+        Cause::Version1
     } else if has(&["invalid peer certificate"]) {
         Cause::CertificateRefused
     } else if has(&["received fatal alert: CertificateRequired"]) {
@@ -225,6 +241,9 @@ pub fn failure(e: &redis::RedisError) -> Option<String> {
             format!("the server refused this client's certificate ({err}): is it signed by a CA the server trusts (tls-ca-cert-file)?")
         }
         Cause::NotTls => format!("the server does not speak TLS there ({err}): is it a plain port? use redis:// for it"),
+        Cause::Version1 => {
+            format!("the server's certificate is X.509 v1, which this client's TLS library (rustls) does not accept ({err}): {V1_HINT}")
+        }
         Cause::Other => err,
     })
 }
@@ -253,6 +272,34 @@ mod tests {
         // Nothing set: the system's roots, no client certificate.
         let plain = Tls::load(&TlsSettings::default()).expect("defaults");
         assert!(plain.certificates.root_cert.is_none() && plain.certificates.client_tls.is_none() && !plain.insecure);
+    }
+
+    /// A v1 certificate and its key, as `openssl x509 -req` without an
+    /// extension file makes them; `None` where openssl is missing.
+    fn v1_pair(dir: &std::path::Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+        let (key, csr, cert) = (dir.join("v1.key"), dir.join("v1.csr"), dir.join("v1.crt"));
+        let openssl = |args: &[&str]| std::process::Command::new("openssl").args(args).output().is_ok_and(|o| o.status.success());
+        let (k, c, r) = (key.to_str()?, csr.to_str()?, cert.to_str()?);
+        let made = openssl(&["genrsa", "-out", k, "2048"])
+            && openssl(&["req", "-new", "-key", k, "-subj", "/CN=client", "-out", c])
+            && openssl(&["x509", "-req", "-in", c, "-signkey", k, "-days", "2", "-out", r]);
+        made.then_some((cert, key))
+    }
+
+    #[test]
+    fn a_version_1_certificate_is_named_with_how_to_make_a_v3_one() {
+        let dir = std::env::temp_dir().join(format!("redlock-tls-v1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let Some((cert, key)) = v1_pair(&dir) else {
+            let _ = std::fs::remove_dir_all(&dir);
+            panic!("openssl could not make a v1 certificate (scripts/install-deps.sh installs openssl)");
+        };
+        let settings = TlsSettings { client_cert: Some(Pem::File(cert)), client_key: Some(Pem::File(key)), ..TlsSettings::default() };
+        let err = Tls::load(&settings).expect_err("a v1 certificate");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.contains("X.509 v1") && err.contains("-extfile"), "{err}");
+        let server = "Io: invalid peer certificate: Other(OtherError(UnsupportedCertVersion))";
+        assert!(matches!(cause_in_text(server), Some(Cause::Version1)));
     }
 
     #[test]

@@ -43,16 +43,44 @@ impl Cluster {
     pub fn start(masters: usize, replicas: usize) -> Cluster {
         let total = masters * (replicas + 1);
         let mut rng = seed();
-        let nodes: Vec<Server> = (0..total).map(|_| start_node(&mut rng)).collect();
-        let mut create = Command::new("redis-cli");
-        create.arg("--cluster").arg("create");
-        for n in &nodes {
-            create.arg(format!("127.0.0.1:{}", n.port));
-        }
-        create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
-        let out = create.output().expect("run redis-cli --cluster create (package redis-tools)");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success() && text.contains("All 16384 slots covered"), "redis-cli --cluster create failed:\n{text}");
+        // `redis-cli --cluster create` waits for ever for a node that never
+        // joins: it is given CREATE_WITHIN, then the nodes are stopped and
+        // new ones, on other ports, tried, up to CREATE_ATTEMPTS times.
+        const CREATE_WITHIN: Duration = Duration::from_secs(60);
+        const CREATE_ATTEMPTS: usize = 3;
+        let mut failures = Vec::new();
+        let nodes = loop {
+            let nodes: Vec<Server> = (0..total).map(|_| start_node(&mut rng)).collect();
+            let mut create = Command::new("redis-cli");
+            create.arg("--cluster").arg("create");
+            for n in &nodes {
+                create.arg(format!("127.0.0.1:{}", n.port));
+            }
+            create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+            create.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            let mut child = create.spawn().expect("run redis-cli --cluster create (package redis-tools)");
+            let started = std::time::Instant::now();
+            let done = loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break true,
+                    Ok(None) if started.elapsed() < CREATE_WITHIN => std::thread::sleep(Duration::from_millis(50)),
+                    _ => break false,
+                }
+            };
+            if !done {
+                let _ = child.kill();
+                let _ = child.wait();
+                failures.push(format!("no cluster within {CREATE_WITHIN:?}"));
+            } else {
+                let out = child.wait_with_output().expect("redis-cli's output");
+                let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+                if out.status.success() && text.contains("All 16384 slots covered") {
+                    break nodes;
+                }
+                failures.push(format!("failed:\n{text}"));
+            }
+            assert!(failures.len() < CREATE_ATTEMPTS, "redis-cli --cluster create, {CREATE_ATTEMPTS} times: {failures:?}");
+        };
         let cluster = Cluster { nodes };
         cluster.wait_healthy(total);
         cluster

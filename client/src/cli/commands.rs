@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use redlock::hold::{self, Kind, Patience, Request};
-use redlock::{Redlock, Resources};
+use redlock::{Lock, Redlock, Resources};
 use serde::Serialize;
 
 use super::args::{AcquireArgs, ExtendArgs, ReleaseArgs};
@@ -95,6 +95,7 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     waiting.finish();
     let lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
     explain::warn_misconfigured(&lock.instances, rl.quorum());
+    let lock = renewed(rl, lock).await;
     // Validity left now, after the round trips, not at the acquisition.
     let validity_ms = millis(lock.remaining());
     if json {
@@ -119,6 +120,30 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     }
     Ok(exit::OK)
 }
+
+/// A lock granted at the end of a wait counts its validity from the
+/// round that waited for it (no server can have started the lease before
+/// it was sent), up to a third of the ttl before the grant: one extension
+/// then gives it the whole ttl from now, which is what a script that
+/// asked for `--ttl` plans with. Kept as it is when the extension fails
+/// (it is held, with what it had left).
+async fn renewed(rl: &Redlock, lock: Lock) -> Lock {
+    if lock.remaining() >= lock.ttl.mul_f64(RENEW_BELOW) {
+        return lock;
+    }
+    match rl.extend(&lock, lock.ttl).await {
+        // What each server answered to the acquisition is what is shown.
+        Ok(mut extended) => {
+            extended.instances = lock.instances;
+            extended
+        }
+        Err(_) => lock,
+    }
+}
+
+/// `acquire` renews a lock whose validity left is below this share of
+/// its ttl (the drift alone takes 1 %).
+const RENEW_BELOW: f64 = 0.9;
 
 #[derive(Serialize)]
 struct ReleaseJson<'a> {

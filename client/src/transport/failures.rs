@@ -35,7 +35,11 @@ pub(super) fn failing_over(e: &RedisError) -> Outcome {
 pub(super) fn connect_timeout(after: Duration, tls: bool) -> Outcome {
     // A plain server may never answer a TLS handshake.
     let detail = if tls {
-        format!("no TLS connection within {} (a plain port may never answer the handshake: use redis:// for it)", ms_text(after))
+        format!(
+            "no TLS connection within {} (the connection, the TLS handshake and the server's identity must fit in it: \
+             a busy machine may need a longer connect timeout; a plain port never answers the handshake: use redis:// for it)",
+            ms_text(after)
+        )
     } else {
         format!("no connection within {}", ms_text(after))
     };

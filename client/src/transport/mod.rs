@@ -470,15 +470,35 @@ impl Instance {
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let now = tokio::time::Instant::now();
-        let deadline = now.checked_add(self.request_timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let far = now + Duration::from_secs(86_400);
+        let mut deadline = now.checked_add(self.request_timeout).unwrap_or(far);
+        // The first contact of an entry (a TLS handshake, a Sentinel
+        // look-up, the identity) gets the whole connect timeout, whatever
+        // request needs it, and the request its own time after it: on a
+        // busy machine they outlast a request timeout, and an entry that
+        // never connected would never start. Later reconnects fit in the
+        // request's time.
+        let first_contact = self.connections_made.load(std::sync::atomic::Ordering::Relaxed) == 0;
+        let connected_by = match first_contact {
+            true => now.checked_add(self.connect_timeout.saturating_add(self.request_timeout)).unwrap_or(far),
+            false => deadline,
+        };
         let mut retried = false;
         loop {
-            let (number, conn) = match tokio::time::timeout_at(deadline, self.connection(Some(deadline))).await {
-                // Still waiting for another request's connection when the
-                // request's time ran out.
-                Err(_) => return Err(self.noted(connect_timeout(self.request_timeout.min(self.connect_timeout), self.tls))),
-                Ok(conn) => conn?,
-            };
+            let (number, conn) =
+                match tokio::time::timeout_at(connected_by.max(deadline), self.connection(Some(connected_by.max(deadline)))).await {
+                    // Still waiting for another request's connection when the
+                    // request's time ran out.
+                    Err(_) => {
+                        let within = if first_contact { self.connect_timeout } else { self.request_timeout.min(self.connect_timeout) };
+                        return Err(self.noted(connect_timeout(within, self.tls)));
+                    }
+                    Ok(conn) => conn?,
+                };
+            if first_contact {
+                let now = tokio::time::Instant::now();
+                deadline = deadline.max(now.checked_add(self.request_timeout).unwrap_or(far));
+            }
             match tokio::time::timeout_at(deadline, send(conn)).await {
                 Err(_) => return Err(CallError::Timeout),
                 Ok(Ok(v)) => return Ok(v),

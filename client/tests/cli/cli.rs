@@ -340,6 +340,31 @@ async fn acquire_with_wait_leaves_no_place_in_line_behind() {
     }
 }
 
+/// `acquire --ttl 10s --wait ...` granted after a 2.5 s wait prints the
+/// ttl it asked for, less the drift and a round trip, not what was left
+/// of the round that waited (it printed 1.4–4.0 s: the waiting round was
+/// counted twice, and a grant late in it kept its lease from before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_after_a_wait_prints_the_validity_of_its_ttl() {
+    let c = Cluster::start(5);
+    let lib = c.redlock(relaxed());
+    let held = lib.lock("waited-for", Duration::from_secs(30)).await.expect("lock");
+    let waiting = redlock(&c, &["--json", "acquire", "waited-for", "--ttl", "10s", "--wait", "30s"]).spawn().expect("spawn");
+    eventually(Duration::from_secs(10), "the acquisition in line", || async {
+        c.infos("redlock:line:waited-for").await.iter().any(Option::is_some)
+    })
+    .await;
+    // Inside the head of the line's first wait (a third of the ttl): the
+    // grant comes 2.5 s into the round that waited for it.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    lib.release(&held).await.expect("release");
+    let ran = finish(waiting, "acquire --wait").await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let out: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
+    let validity = out["validity_ms"].as_u64().expect("validity_ms");
+    assert!((9_000..=10_000).contains(&validity), "validity_ms {validity} after the wait: {}", ran.stdout);
+}
+
 /// `redlock status RESOURCE` shows each server's holders (how long each has
 /// held the lock, whether it is bound to its connection) and its line in
 /// order, as text and as JSON.

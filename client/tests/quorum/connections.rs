@@ -767,3 +767,29 @@ async fn a_stalled_holder_learns_of_the_loss_before_the_next_grant() {
         }
     }
 }
+
+/// An entry's first contact (its handshake, here a link that holds the
+/// first bytes for 150 ms, as a loaded machine's TLS handshake can) gets
+/// the whole connect timeout, whatever request needs it: a `status`, which
+/// needs no verified servers first, reaches every server with a 50 ms
+/// request timeout. Before, the first contact had only the request's 50
+/// ms, and a default TLS run failed now and then with exit 6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_contact_gets_the_connect_timeout_whatever_the_request() {
+    let c = Cluster::start(3);
+    let links: Vec<Forwarder> = futures::future::join_all(c.servers.iter().map(|s| Forwarder::start(s.port))).await;
+    for l in &links {
+        l.stall(true);
+    }
+    let settings = Settings { request_timeout: Duration::from_millis(50), connect_timeout: Duration::from_secs(2), ..relaxed() };
+    let fresh = Redlock::new(&links.iter().map(Forwarder::url).collect::<Vec<_>>(), settings).expect("client");
+    let unstall = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        for l in &links {
+            l.stall(false);
+        }
+    };
+    let (status, ()) = tokio::join!(fresh.status("first-contact"), unstall);
+    let reached: Vec<bool> = status.iter().map(|s| s.reachable).collect();
+    assert!(reached.iter().all(|r| *r), "servers reached at the first contact: {reached:?}: {status:?}");
+}

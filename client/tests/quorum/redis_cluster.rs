@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -51,16 +50,31 @@ impl RedisCluster {
     }
 
     /// Three nodes as `opts` say; `cli`: redis-cli's options to reach them.
+    /// `redis-cli --cluster create` waits for ever for a node that never
+    /// joins (seen once: a node that learned of no other): it is given
+    /// `CREATE_WITHIN`, then the nodes are stopped and three new ones, on
+    /// other ports, tried, up to `CREATE_ATTEMPTS` times.
     async fn start_with(opts: Opts, cli: &[String]) -> RedisCluster {
-        let nodes: Vec<Server> = (0..3).map(|_| Server::start_opts(Opts { cluster_node: true, ..opts.clone() })).collect();
-        let out = Command::new("redis-cli")
-            .args(cli)
-            .args(["--cluster", "create"])
-            .args(nodes.iter().map(Server::addr))
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("run redis-cli --cluster create (package redis-tools)");
-        assert!(out.status.success(), "redis-cli --cluster create failed:\n{}", String::from_utf8_lossy(&out.stdout));
+        const CREATE_WITHIN: Duration = Duration::from_secs(60);
+        const CREATE_ATTEMPTS: usize = 3;
+        let mut failures = Vec::new();
+        let nodes = loop {
+            let nodes: Vec<Server> = (0..3).map(|_| Server::start_opts(Opts { cluster_node: true, ..opts.clone() })).collect();
+            let create = tokio::process::Command::new("redis-cli")
+                .args(cli)
+                .args(["--cluster", "create"])
+                .args(nodes.iter().map(Server::addr))
+                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .kill_on_drop(true)
+                .output();
+            match tokio::time::timeout(CREATE_WITHIN, create).await {
+                Ok(Ok(out)) if out.status.success() => break nodes,
+                Ok(Ok(out)) => failures.push(format!("failed:\n{}", String::from_utf8_lossy(&out.stdout))),
+                Ok(Err(e)) => panic!("run redis-cli --cluster create (package redis-tools): {e}"),
+                Err(_) => failures.push(format!("no cluster within {CREATE_WITHIN:?}")),
+            }
+            assert!(failures.len() < CREATE_ATTEMPTS, "redis-cli --cluster create, {CREATE_ATTEMPTS} times: {failures:?}");
+        };
         let cluster = RedisCluster { nodes };
         for node in &cluster.nodes {
             eventually(Duration::from_secs(30), "cluster_state:ok on every node", || async {
