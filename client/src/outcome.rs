@@ -215,7 +215,9 @@ pub fn seconds_left(ms: u64) -> String {
 /// The rejection an error reply is, `None` for a temporary one.
 fn rejection_of(reply: &str) -> Option<Rejection> {
     let code = reply.split_whitespace().next().unwrap_or("");
-    let temporary = ["LOADING", "TRYAGAIN", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "MOVED", "ASK"];
+    // NOREPLICAS: `min-replicas-to-write` unmet, or a write fewer replicas
+    // acknowledged than a member waits for (`wait_replicas`).
+    let temporary = ["LOADING", "TRYAGAIN", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "MOVED", "ASK", "NOREPLICAS"];
     if temporary.contains(&code) || reply.contains("queue busy") || reply.contains("max-token-lead") {
         return None;
     }
