@@ -252,3 +252,18 @@ impl fmt::Display for InstanceOutcome {
         write!(f, "{} {}", self.server, self.outcome)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noreplicas_is_a_temporary_failure_not_a_rejection() {
+        // The server's own (`min-replicas-to-write`) and a write fewer
+        // replicas acknowledged than a member waits for: a retry may pass.
+        for text in ["NOREPLICAS Not enough good replicas to write.", "NOREPLICAS granted here, but 0 of 1 replica(s) acknowledged it"] {
+            assert_eq!(Outcome::Failed(text.into()).rejection(), None, "{text}");
+        }
+        assert_eq!(Outcome::Failed("READONLY You can't write against a read only replica.".into()).rejection(), Some(Rejection::ReadOnly));
+    }
+}

@@ -550,4 +550,3 @@ impl Instance {
         session.is_some() && matches!(self.client, Client::Single(_) | Client::Sentinel(_))
     }
 }
-
