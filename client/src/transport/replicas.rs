@@ -6,9 +6,9 @@
 //! it within the request's time (as Redisson's replica sync does).
 //!
 //! Why: after `SENTINEL FAILOVER` the promoted replica answers as master
-//! at once, but the old master goes on answering as one (and the
-//! sentinels on naming it) for seconds, until they reconfigure it. A
-//! grant it makes then reaches no replica (the promoted one left it) and
+//! at once, but the old master goes on answering as one for seconds,
+//! until the sentinels reconfigure it, and a connection made to it before
+//! the switch keeps reaching it. A grant it makes then reaches no replica (the promoted one left it) and
 //! is gone when it is demoted, while its holder believes it for its
 //! ttl; the new master's promotion quarantine started before that grant
 //! and does not cover it. Such a master has no replica to acknowledge,
