@@ -215,7 +215,9 @@ pub fn seconds_left(ms: u64) -> String {
 /// The rejection an error reply is, `None` for a temporary one.
 fn rejection_of(reply: &str) -> Option<Rejection> {
     let code = reply.split_whitespace().next().unwrap_or("");
-    let temporary = ["LOADING", "TRYAGAIN", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "MOVED", "ASK"];
+    // NOREPLICAS: `min-replicas-to-write` unmet, or a write fewer replicas
+    // acknowledged than a member waits for (`wait_replicas`).
+    let temporary = ["LOADING", "TRYAGAIN", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "MOVED", "ASK", "NOREPLICAS"];
     if temporary.contains(&code) || reply.contains("queue busy") || reply.contains("max-token-lead") {
         return None;
     }
@@ -248,5 +250,20 @@ pub struct InstanceOutcome {
 impl fmt::Display for InstanceOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.server, self.outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noreplicas_is_a_temporary_failure_not_a_rejection() {
+        // The server's own (`min-replicas-to-write`) and a write fewer
+        // replicas acknowledged than a member waits for: a retry may pass.
+        for text in ["NOREPLICAS Not enough good replicas to write.", "NOREPLICAS granted here, but 0 of 1 replica(s) acknowledged it"] {
+            assert_eq!(Outcome::Failed(text.into()).rejection(), None, "{text}");
+        }
+        assert_eq!(Outcome::Failed("READONLY You can't write against a read only replica.".into()).rejection(), Some(Rejection::ReadOnly));
     }
 }

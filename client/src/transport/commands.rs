@@ -84,11 +84,10 @@ impl Keys<'_> {
 
     /// A count of members released or extended: done when it is every
     /// member (a set partly lost is not extended, and counts as not held).
-    fn all_or_none(self, reply: Result<i64, CallError>) -> Outcome {
-        match reply {
-            Ok(n) if usize::try_from(n).is_ok_and(|n| n == self.count()) => Outcome::Done,
-            Ok(_) => Outcome::Refused,
-            Err(e) => e,
+    fn all_or_none(self, reply: i64) -> Outcome {
+        match usize::try_from(reply) {
+            Ok(n) if n == self.count() => Outcome::Done,
+            _ => Outcome::Refused,
         }
     }
 }
@@ -194,6 +193,15 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl Instance {
+    /// A release's, an extension's or a proclamation's count of `keys`
+    /// (see `Keys::all_or_none`), as it counts once its replicas said.
+    fn counted(&self, keys: Keys<'_>, sent: Result<Sent<i64>, CallError>, write: Write) -> Outcome {
+        match sent {
+            Ok(Sent { reply, replicas, .. }) => self.confirmed(keys.all_or_none(reply), &replicas, write),
+            Err(e) => e,
+        }
+    }
+
     /// `LOCK.ACQUIRE key owner ttl [SHARED [LIMIT n [PERMITS k]]] [FENCE
     /// min] [SESSION DELAY d] [VALUE text]` as `ask` says, or in script
     /// mode `SET key owner NX PX ttl` (exclusive only, never bound, no
@@ -216,19 +224,16 @@ impl Instance {
                 }
                 session_args(&mut cmd, session);
                 value_args(&mut cmd, value);
-                if self.binds_connection(session) {
-                    let (outcome, connection) = match self.query_on_connection::<Option<i64>>(&cmd).await {
-                        Ok((id, Some(token))) => (Outcome::Granted { token: Some(token) }, Some(id)),
-                        Ok((_, None)) => (Outcome::Refused, None),
-                        Err(e) => (e, None),
-                    };
-                    return InstanceOutcome { connection, ..self.outcome(started, outcome) };
-                }
-                match self.query::<Option<i64>>(&cmd).await {
-                    Ok(Some(token)) => Outcome::Granted { token: Some(token) },
-                    Ok(None) => Outcome::Refused,
-                    Err(e) => e,
-                }
+                let (outcome, connection) = match self.lock_query::<Option<i64>>(&cmd, self.binds_connection(session)).await {
+                    Ok(Sent { reply: Some(token), connection, replicas }) => {
+                        (self.confirmed(Outcome::Granted { token: Some(token) }, &replicas, Write::Grant), connection)
+                    }
+                    Ok(Sent { reply: None, .. }) => (Outcome::Refused, None),
+                    Err(e) => (e, None),
+                };
+                // Only a grant that counts is kept bound to its connection.
+                let connection = connection.filter(|_| matches!(outcome, Outcome::Granted { .. }));
+                return InstanceOutcome { connection, ..self.outcome(started, outcome) };
             }
             Mode::Script if share != Share::Exclusive => {
                 Outcome::Failed("shared locks need the redislock module (script mode has none)".into())
@@ -238,14 +243,16 @@ impl Instance {
                 Keys::One(key) => {
                     let mut cmd = redis::cmd("SET");
                     cmd.arg(key).arg(owner).arg("NX").arg("PX").arg(ttl_ms);
-                    match self.query::<Value>(&cmd).await {
-                        Ok(Value::Okay) | Ok(Value::SimpleString(_)) => Outcome::Granted { token: None },
+                    match self.lock_query::<Value>(&cmd, false).await {
+                        Ok(Sent { reply: Value::Okay | Value::SimpleString(_), replicas, .. }) => {
+                            self.confirmed(Outcome::Granted { token: None }, &replicas, Write::Grant)
+                        }
                         Ok(_) => Outcome::Refused,
                         Err(e) => e,
                     }
                 }
-                Keys::Set(set) => match self.script::<i64, _>(&Script::new(ACQUIRE_SET_SCRIPT), set, &[owner, &ttl_ms.to_string()]).await {
-                    Ok(1) => Outcome::Granted { token: None },
+                Keys::Set(set) => match self.lock_script::<i64, _>(ACQUIRE_SET_SCRIPT, set, &[owner, &ttl_ms.to_string()]).await {
+                    Ok(Sent { reply: 1, replicas, .. }) => self.confirmed(Outcome::Granted { token: None }, &replicas, Write::Grant),
                     Ok(_) => Outcome::Refused,
                     Err(e) => e,
                 },
@@ -273,12 +280,12 @@ impl Instance {
     pub async fn release(&self, keys: impl Into<Keys<'_>>, owner: &str) -> InstanceOutcome {
         let keys = keys.into();
         let started = Instant::now();
-        let reply = match (self.mode, keys) {
-            (Mode::Module, _) => self.query::<i64>(keys.command("LOCK.RELEASE", "LOCK.MRELEASE").arg(owner)).await,
-            (Mode::Script, Keys::One(key)) => self.script::<i64, _>(&Script::new(RELEASE_SCRIPT), &[key], &[owner]).await,
-            (Mode::Script, Keys::Set(set)) => self.script::<i64, _>(&Script::new(RELEASE_SET_SCRIPT), set, &[owner]).await,
+        let sent = match (self.mode, keys) {
+            (Mode::Module, _) => self.lock_query::<i64>(keys.command("LOCK.RELEASE", "LOCK.MRELEASE").arg(owner), false).await,
+            (Mode::Script, Keys::One(key)) => self.lock_script::<i64, _>(RELEASE_SCRIPT, &[key], &[owner]).await,
+            (Mode::Script, Keys::Set(set)) => self.lock_script::<i64, _>(RELEASE_SET_SCRIPT, set, &[owner]).await,
         };
-        self.outcome(started, keys.all_or_none(reply))
+        self.outcome(started, self.counted(keys, sent, Write::Release))
     }
 
     /// `extend` of a hold bound to connection `connection` (see
@@ -296,10 +303,9 @@ impl Instance {
         let started = Instant::now();
         let mut cmd = keys.command("LOCK.EXTEND", "LOCK.MEXTEND");
         cmd.arg(owner).arg(millis(ttl));
-        let outcome = match self.query_on_connection::<i64>(&cmd).await {
-            Ok((id, _)) if id != bound => Outcome::Refused,
-            Ok((_, reply)) => keys.all_or_none(Ok(reply)),
-            Err(e) => e,
+        let outcome = match self.lock_query::<i64>(&cmd, true).await {
+            Ok(Sent { connection: Some(id), .. }) if id != bound => Outcome::Refused,
+            sent => self.counted(keys, sent, Write::Extension),
         };
         InstanceOutcome { connection, ..self.outcome(started, outcome) }
     }
@@ -314,13 +320,10 @@ impl Instance {
         }
         let mut cmd = redis::cmd("LOCK.PROCLAIM");
         cmd.arg(key).arg(owner).arg(value);
-        let outcome = match connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_))) {
-            Some(bound) => match self.query_on_connection::<i64>(&cmd).await {
-                Ok((id, _)) if id != bound => Outcome::Refused,
-                Ok((_, reply)) => Keys::One(key).all_or_none(Ok(reply)),
-                Err(e) => e,
-            },
-            None => Keys::One(key).all_or_none(self.query::<i64>(&cmd).await),
+        let bound = connection.filter(|_| matches!(self.client, Client::Single(_) | Client::Sentinel(_)));
+        let outcome = match self.lock_query::<i64>(&cmd, bound.is_some()).await {
+            Ok(Sent { connection: Some(id), .. }) if Some(id) != bound => Outcome::Refused,
+            sent => self.counted(Keys::One(key), sent, Write::Proclamation),
         };
         InstanceOutcome { connection, ..self.outcome(started, outcome) }
     }
@@ -341,12 +344,12 @@ impl Instance {
         let keys = keys.into();
         let started = Instant::now();
         let ttl_ms = millis(ttl).to_string();
-        let reply = match (self.mode, keys) {
-            (Mode::Module, _) => self.query::<i64>(keys.command("LOCK.EXTEND", "LOCK.MEXTEND").arg(owner).arg(&ttl_ms)).await,
-            (Mode::Script, Keys::One(key)) => self.script::<i64, _>(&Script::new(EXTEND_SCRIPT), &[key], &[owner, &ttl_ms]).await,
-            (Mode::Script, Keys::Set(set)) => self.script::<i64, _>(&Script::new(EXTEND_SET_SCRIPT), set, &[owner, &ttl_ms]).await,
+        let sent = match (self.mode, keys) {
+            (Mode::Module, _) => self.lock_query::<i64>(keys.command("LOCK.EXTEND", "LOCK.MEXTEND").arg(owner).arg(&ttl_ms), false).await,
+            (Mode::Script, Keys::One(key)) => self.lock_script::<i64, _>(EXTEND_SCRIPT, &[key], &[owner, &ttl_ms]).await,
+            (Mode::Script, Keys::Set(set)) => self.lock_script::<i64, _>(EXTEND_SET_SCRIPT, set, &[owner, &ttl_ms]).await,
         };
-        self.outcome(started, keys.all_or_none(reply))
+        self.outcome(started, self.counted(keys, sent, Write::Extension))
     }
 
     /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... WAIT`,
@@ -369,6 +372,12 @@ impl Instance {
         cmd.arg("WAIT").arg(millis(wait).max(1));
         session_args(&mut cmd, session);
         value_args(&mut cmd, value);
+        // A grant made while waiting is confirmed by a `WAIT` behind it on
+        // the same connection, which runs once the wait ends; not one bound
+        // to its connection, which is granted again on the shared one (and
+        // confirmed there) below.
+        let confirm = session.is_none();
+        let replicated = wait_timeout(self.request_timeout);
         let waited = async {
             match &self.client {
                 Client::Single(_) | Client::Sentinel(_) => {
@@ -408,9 +417,9 @@ impl Instance {
                     // An owner that already gave up sends nothing.
                     let Some(entry) = self.waits.enter(owner, id.clone(), self.forget_left_after()) else {
                         keep(conn, id);
-                        return Ok((None, None));
+                        return Ok((Sent { connection: None, reply: None, replicas: Replicas::NotAsked }, None));
                     };
-                    let mut reply = cmd.query_async::<Option<i64>>(&mut conn).await;
+                    let mut reply = self.lock_on::<Option<i64>>(&mut conn, &cmd, confirm, replicated).await;
                     // An idle connection may have died with a server restart
                     // since its last wait, or its server been demoted by a
                     // failover; that says nothing of the server now. Asking
@@ -423,9 +432,9 @@ impl Instance {
                         (conn, id) = fresh().await?;
                         if !entry.moved_to(id.clone()) {
                             keep(conn, id);
-                            return Ok((None, None));
+                            return Ok((Sent { connection: None, reply: None, replicas: Replicas::NotAsked }, None));
                         }
-                        reply = cmd.query_async::<Option<i64>>(&mut conn).await;
+                        reply = self.lock_on::<Option<i64>>(&mut conn, &cmd, confirm, replicated).await;
                     }
                     // A connection whose wait was abandoned may be killed:
                     // never kept.
@@ -446,14 +455,17 @@ impl Instance {
                             client.get_async_connection().await.map_err(|e| self.failure(e))
                         })
                         .await?;
-                    cmd.query_async::<Option<i64>>(&mut conn).await.map(|r| (r, None)).map_err(|e| self.noted(classify(e)))
+                    let sent = self.lock_on::<Option<i64>>(&mut conn, &cmd, confirm, replicated).await;
+                    sent.map(|r| (r, None)).map_err(|e| self.noted(classify(e)))
                 }
             }
         };
         let (outcome, entry) = match tokio::time::timeout(budget.saturating_add(self.connect_timeout), waited).await {
             Err(_) => (Outcome::Timeout, None),
-            Ok(Ok((Some(token), entry))) => (Outcome::Granted { token: Some(token) }, entry),
-            Ok(Ok((None, _))) => (Outcome::Refused, None),
+            Ok(Ok((Sent { reply: Some(token), replicas, .. }, entry))) => {
+                (self.confirmed(Outcome::Granted { token: Some(token) }, &replicas, Write::Grant), entry)
+            }
+            Ok(Ok((Sent { reply: None, .. }, _))) => (Outcome::Refused, None),
             Ok(Err(e)) => (e, None),
         };
         // A hold bound to the waiting connection would end whenever that
@@ -502,7 +514,7 @@ impl Instance {
         let mut cmd = redis::cmd("LOCK.TOP");
         cmd.arg("COUNT").arg(count);
         let reply = self
-            .request(|conn| {
+            .request(|conn, _| {
                 let cmd = cmd.clone();
                 async move {
                     match conn {

@@ -89,7 +89,7 @@ fn auth_failure(e: &RedisError) -> Option<Outcome> {
 
 /// `CODE detail`, as the server sent it, for error replies; the client
 /// library's text otherwise.
-fn reply_text(e: &RedisError) -> String {
+pub(super) fn reply_text(e: &RedisError) -> String {
     match (e.code(), e.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_string(),

@@ -20,14 +20,16 @@
 //! retired, and every request's timeout); `backoff` (new connections to a
 //! server that does not answer, spaced out); `commands` (each lock command
 //! and its outcome); `replies` (what status replies say, as data);
-//! `failures` (a failed request classified); `urls` (the server list's
-//! entries checked and taken apart); `waits` (the waits running on their
-//! own connections, and ending those of an acquisition given up).
+//! `failures` (a failed request classified); `replicas` (a lock command
+//! counted only once replicas acknowledged it, `WAIT`); `urls` (the server
+//! list's entries checked and taken apart); `waits` (the waits running on
+//! their own connections, and ending those of an acquisition given up).
 
 mod backoff;
 mod changes;
 mod commands;
 mod failures;
+mod replicas;
 mod replies;
 mod urls;
 mod waits;
@@ -35,11 +37,12 @@ mod waits;
 pub use backoff::Recoveries;
 pub use changes::{changes_channel, Changes};
 pub use commands::{Ask, Keys, Share};
-use failures::{classify, connect_timeout, failing_over, for_status};
+use failures::{classify, connect_timeout, failing_over, for_status, reply_text};
+use replicas::{wait_timeout, Replicas, Sent, Write};
 use replies::{contended_locks, fill_status, holding_of, info_texts, quarantine_left, summarize, waiter_states};
 pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
 pub use urls::{check_url, is_cluster_url, is_tls_url, takes_more_hosts, CLUSTER_SCHEME, SENTINEL_SCHEME, TLS_CLUSTER_SCHEME};
-use urls::{cluster_seeds, sentinel_client, sentinel_spec};
+use urls::{cluster_seeds, sentinel_client, sentinel_spec, without_wait_replicas};
 
 use std::time::{Duration, Instant};
 
@@ -136,6 +139,9 @@ pub struct Instance {
     request_timeout: Duration,
     connect_timeout: Duration,
     mode: Mode,
+    /// How many replicas must acknowledge a grant, extension or release
+    /// here before it counts (`wait_replicas`; 0: none, see `replicas`).
+    wait_replicas: u32,
     /// Its connections speak TLS (`rediss://`, `rediss+cluster://`).
     tls: bool,
     /// ... and check no certificate (`TlsSettings::insecure`, or
@@ -264,14 +270,15 @@ impl Instance {
             (true, Some(tls)) => Some(tls.clone()),
             (true, None) => Some(Tls::load(&settings.tls).map_err(|e| config_error("bad TLS settings", e))?),
         };
-        let (client, name, addresses, insecure) = if url.starts_with(SENTINEL_SCHEME) {
+        let (client, name, addresses, insecure, wait_replicas) = if url.starts_with(SENTINEL_SCHEME) {
             let spec = sentinel_spec(url).map_err(|e| config_error("bad sentinel URL", e))?;
             let client = sentinel_client(&spec, tcp_settings(settings.request_timeout))?;
             let hosts: Vec<String> = spec.sentinels.iter().map(|(h, p)| format!("{h}:{p}")).collect();
             // Two entries naming one master of the same sentinels are one;
             // another master of the same sentinels is another member.
             let addresses = hosts.iter().map(|h| format!("{h}/{}", spec.master).to_ascii_lowercase()).collect();
-            (Client::Sentinel(Box::new(Mutex::new(client))), format!("sentinel:{}/{}", hosts.join(","), spec.master), addresses, false)
+            let name = format!("sentinel:{}/{}", hosts.join(","), spec.master);
+            (Client::Sentinel(Box::new(Mutex::new(client))), name, addresses, false, spec.wait_replicas)
         } else if is_cluster_url(url) {
             let seeds = cluster_seeds(url).map_err(|e| config_error("bad cluster URL", e))?;
             let mut names = Vec::with_capacity(seeds.len());
@@ -280,8 +287,9 @@ impl Instance {
             }
             let addresses = names.iter().map(|n| n.to_ascii_lowercase()).collect();
             let insecure = tls.as_ref().is_some_and(|t| t.insecure);
-            (Client::Cluster(seeds, tls.map(Box::new)), format!("cluster:{}", names.join(",")), addresses, insecure)
+            (Client::Cluster(seeds, tls.map(Box::new)), format!("cluster:{}", names.join(",")), addresses, insecure, 0)
         } else {
+            let (url, wait_replicas) = without_wait_replicas(url).map_err(|e| config_error("bad server URL", e))?;
             let info = redis::Client::open(url)?.get_connection_info().clone().set_tcp_settings(tcp_settings(settings.request_timeout));
             let (client, insecure) = match (info.addr().clone(), &tls) {
                 (ConnectionAddr::TcpTls { host, port, insecure, .. }, Some(tls)) => {
@@ -294,7 +302,7 @@ impl Instance {
             };
             let name = client.get_connection_info().addr().to_string();
             let addresses = vec![name.to_ascii_lowercase()];
-            (Client::Single(Box::new(client)), name, addresses, insecure)
+            (Client::Single(Box::new(client)), name, addresses, insecure, wait_replicas.unwrap_or(0))
         };
         Ok(Instance {
             name,
@@ -310,6 +318,7 @@ impl Instance {
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             mode: settings.mode,
+            wait_replicas,
             tls: is_tls_url(url),
             insecure,
         })
@@ -464,9 +473,11 @@ impl Instance {
     /// only timed out leaves its connection in place: what it sent may
     /// still run, and whatever follows it (a release after an acquire)
     /// must run after it.
+    /// `send` is given the request's deadline too (a `WAIT` it sends must
+    /// end before it).
     async fn request<T, F, Fut>(&self, send: F) -> Result<T, CallError>
     where
-        F: Fn(Link) -> Fut,
+        F: Fn(Link, tokio::time::Instant) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let now = tokio::time::Instant::now();
@@ -499,7 +510,7 @@ impl Instance {
                 let now = tokio::time::Instant::now();
                 deadline = deadline.max(now.checked_add(self.request_timeout).unwrap_or(far));
             }
-            match tokio::time::timeout_at(deadline, send(conn)).await {
+            match tokio::time::timeout_at(deadline, send(conn, deadline)).await {
                 Err(_) => return Err(CallError::Timeout),
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(e)) if e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error() => {
@@ -525,11 +536,11 @@ impl Instance {
     }
 
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, CallError> {
-        self.request(|mut conn| async move { cmd.query_async::<T>(&mut conn).await }).await
+        self.request(|mut conn, _| async move { cmd.query_async::<T>(&mut conn).await }).await
     }
 
     async fn script<T: FromRedisValue, K: ToRedisArgs + Sync>(&self, script: &Script, keys: &[K], args: &[&str]) -> Result<T, CallError> {
-        self.request(|mut conn| async move {
+        self.request(|mut conn, _| async move {
             let mut invocation = script.prepare_invoke();
             for key in keys {
                 invocation.key(key);
@@ -557,16 +568,5 @@ impl Instance {
     /// alone checks the binding).
     fn binds_connection(&self, session: Option<u64>) -> bool {
         session.is_some() && matches!(self.client, Client::Single(_) | Client::Sentinel(_))
-    }
-
-    /// `cmd` on the shared connection, preceded by `CLIENT ID` in one
-    /// pipeline: its reply and the id of the connection that ran it.
-    async fn query_on_connection<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<(u64, T), CallError> {
-        self.request(|mut conn| async move {
-            let mut pipe = redis::pipe();
-            pipe.cmd("CLIENT").arg("ID").add_command(cmd.clone());
-            pipe.query_async::<(u64, T)>(&mut conn).await
-        })
-        .await
     }
 }

@@ -33,14 +33,79 @@ pub fn takes_more_hosts(entry: &str) -> bool {
 /// The sentinels' port when a `redis+sentinel://` host names none.
 const SENTINEL_PORT: u16 = 26379;
 
+/// The option of any member URL but a cluster's: how many replicas must
+/// acknowledge each grant, extension and release there (`WAIT`) before it
+/// counts (0: none, the default but for a Sentinel member's).
+pub(super) const WAIT_REPLICAS: &str = "wait_replicas";
+
+/// A Sentinel member's `wait_replicas` unless its URL says otherwise: its
+/// master may be demoted with a grant no replica has (see `replicas`).
+pub(super) const SENTINEL_WAIT_REPLICAS: u32 = 1;
+
+/// `wait_replicas=value` of `url`, checked.
+fn wait_replicas_value(url: &str, value: &str) -> Result<u32, String> {
+    let number = if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) { None } else { value.parse::<u32>().ok() };
+    number.ok_or_else(|| {
+        format!(
+            "{url:?}: {WAIT_REPLICAS}={value:?}: expected how many replicas must acknowledge each lock command, \
+             a whole number from 0 (no wait) to {}, e.g. {WAIT_REPLICAS}=1",
+            u32::MAX
+        )
+    })
+}
+
+/// A query key that means `wait_replicas` but is spelled otherwise
+/// (`wait-replicas`, `WAIT_REPLICAS`): refused rather than passed on to the
+/// server's URL, where it would be ignored and nothing waited for.
+fn misspells_wait_replicas(key: &str) -> bool {
+    key != WAIT_REPLICAS && key.to_ascii_lowercase().replace('-', "_") == WAIT_REPLICAS
+}
+
+/// `url` (a `redis://`, `rediss://` or `unix://` member) without its
+/// `wait_replicas` option, for the client library (which would ignore it),
+/// and the option's value if given.
+pub(super) fn without_wait_replicas(url: &str) -> Result<(String, Option<u32>), String> {
+    let (before_fragment, fragment) = match url.split_once('#') {
+        Some((before, fragment)) => (before, Some(fragment)),
+        None => (url, None),
+    };
+    let Some((base, query)) = before_fragment.split_once('?') else { return Ok((url.to_string(), None)) };
+    let mut kept = Vec::new();
+    let mut wait_replicas = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if misspells_wait_replicas(key) {
+            return Err(format!("{url:?}: unknown option {key:?}: did you mean {WAIT_REPLICAS}?"));
+        }
+        if key != WAIT_REPLICAS {
+            kept.push(pair);
+        } else if wait_replicas.replace(wait_replicas_value(url, value)?).is_some() {
+            return Err(format!("{url:?}: {WAIT_REPLICAS} given twice"));
+        }
+    }
+    let mut stripped = base.to_string();
+    if !kept.is_empty() {
+        stripped.push('?');
+        stripped.push_str(&kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        stripped.push('#');
+        stripped.push_str(fragment);
+    }
+    Ok((stripped, wait_replicas))
+}
+
 /// A `redis+sentinel://[user:pass@]host[:port],.../MASTER_NAME[?options]`
 /// member: the credentials are the master's (where LOCK.* runs); the
 /// sentinels' own, if any, are `sentinel_username` and
-/// `sentinel_password`; `role=master` is the only role a lock can use.
+/// `sentinel_password`; `role=master` is the only role a lock can use;
+/// `wait_replicas` (default 1) how many of the master's replicas must
+/// acknowledge a lock command before it counts.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct SentinelSpec {
     pub(super) sentinels: Vec<(String, u16)>,
     pub(super) master: String,
+    pub(super) wait_replicas: u32,
     username: Option<String>,
     password: Option<String>,
     sentinel_username: Option<String>,
@@ -77,8 +142,16 @@ pub(super) fn sentinel_spec(url: &str) -> Result<SentinelSpec, String> {
         };
         sentinels.push((name.trim_start_matches('[').trim_end_matches(']').to_string(), port));
     }
-    let mut spec =
-        SentinelSpec { sentinels, master: master.to_string(), username, password, sentinel_username: None, sentinel_password: None };
+    let mut spec = SentinelSpec {
+        sentinels,
+        master: master.to_string(),
+        wait_replicas: SENTINEL_WAIT_REPLICAS,
+        username,
+        password,
+        sentinel_username: None,
+        sentinel_password: None,
+    };
+    let mut wait_replicas_given = false;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
@@ -86,7 +159,17 @@ pub(super) fn sentinel_spec(url: &str) -> Result<SentinelSpec, String> {
             "role" => return Err(format!("{url:?}: role={value}: a lock is taken on the master only (role=master)")),
             "sentinel_username" => spec.sentinel_username = Some(value.to_string()),
             "sentinel_password" => spec.sentinel_password = Some(value.to_string()),
-            other => return Err(format!("{url:?}: unknown option {other:?} (role, sentinel_username, sentinel_password)")),
+            WAIT_REPLICAS if wait_replicas_given => return Err(format!("{url:?}: {WAIT_REPLICAS} given twice")),
+            WAIT_REPLICAS => {
+                spec.wait_replicas = wait_replicas_value(url, value)?;
+                wait_replicas_given = true;
+            }
+            other if misspells_wait_replicas(other) => {
+                return Err(format!("{url:?}: unknown option {other:?}: did you mean {WAIT_REPLICAS}?"))
+            }
+            other => {
+                return Err(format!("{url:?}: unknown option {other:?} (role, sentinel_username, sentinel_password, {WAIT_REPLICAS})"))
+            }
         }
     }
     Ok(spec)
@@ -141,8 +224,14 @@ pub fn check_url(url: &str) -> Result<(), String> {
         return Err(format!("{url:?} has no scheme; use redis://host:port or redis+cluster://host:port,..."));
     };
     match scheme {
-        "redis" | "rediss" => check_host_port(rest),
+        "redis" | "rediss" => without_wait_replicas(url).and_then(|_| check_host_port(rest)),
         "redis+cluster" | "rediss+cluster" => {
+            if without_wait_replicas(url)?.1.is_some() {
+                return Err(format!(
+                    "{url:?}: {WAIT_REPLICAS} is not taken by a cluster member (its commands go to each key's master; \
+                     list the masters' Sentinel groups or servers instead)"
+                ));
+            }
             let hosts = rest.trim_end_matches('/').rsplit_once('@').map_or(rest, |(_, h)| h);
             for seed in hosts.split(',') {
                 check_host_port(seed.trim())?;
@@ -154,7 +243,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
             if rest.is_empty() {
                 Err(format!("{url:?}: missing socket path"))
             } else {
-                Ok(())
+                without_wait_replicas(url).map(|_| ())
             }
         }
         "" => Err(format!(
@@ -223,6 +312,42 @@ mod tests {
             let e = sentinel_spec(bad).expect_err(bad);
             assert!(e.contains(says), "{bad}: {e}");
             assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wait_replicas_is_a_whole_number_given_once_and_never_on_a_cluster() {
+        // A Sentinel member waits for one replica unless told otherwise.
+        let wait_of = |url: &str| sentinel_spec(url).map(|spec| spec.wait_replicas);
+        assert_eq!(wait_of("redis+sentinel://h:26379/m"), Ok(1));
+        assert_eq!(wait_of("redis+sentinel://h:26379/m?wait_replicas=0"), Ok(0));
+        assert_eq!(wait_of("redis+sentinel://h/m?role=master&wait_replicas=2&sentinel_password=p"), Ok(2));
+        // Any other member: taken out of the URL the client library reads,
+        // the rest kept in place.
+        let stripped = |url: &str, rest: &str, wait| assert_eq!(without_wait_replicas(url), Ok((rest.to_string(), wait)), "{url}");
+        stripped("redis://h:6379/2?wait_replicas=1&protocol=resp3#insecure", "redis://h:6379/2?protocol=resp3#insecure", Some(1));
+        stripped("rediss://u:p@h:6379?wait_replicas=0", "rediss://u:p@h:6379", Some(0));
+        stripped("unix:///run/redis.sock?db=1&wait_replicas=3", "unix:///run/redis.sock?db=1", Some(3));
+        stripped("redis://h:6379", "redis://h:6379", None);
+        for (bad, says) in [
+            ("redis://h:6379?wait_replicas=", "a whole number from 0 (no wait)"),
+            ("redis://h:6379?wait_replicas", "a whole number from 0 (no wait)"),
+            ("redis://h:6379?wait_replicas=-1", "a whole number from 0 (no wait)"),
+            ("redis://h:6379?wait_replicas=+1", "a whole number from 0 (no wait)"),
+            ("redis://h:6379?wait_replicas=one", "a whole number from 0 (no wait)"),
+            ("redis://h:6379?wait_replicas=1.5", "a whole number from 0 (no wait)"),
+            ("redis://h:6379?wait_replicas=4294967296", "a whole number from 0 (no wait) to 4294967295"),
+            ("redis://h:6379?wait_replicas=1&wait_replicas=1", "wait_replicas given twice"),
+            ("redis://h:6379?wait-replicas=1", "did you mean wait_replicas?"),
+            ("unix:///run/redis.sock?WAIT_REPLICAS=1", "did you mean wait_replicas?"),
+            ("redis+sentinel://h/m?wait_replicas=x", "a whole number from 0 (no wait)"),
+            ("redis+sentinel://h/m?wait-replicas=0", "did you mean wait_replicas?"),
+            ("redis+sentinel://h/m?wait_replicas=0&wait_replicas=1", "wait_replicas given twice"),
+            ("redis+cluster://h:7000,h:7001?wait_replicas=1", "not taken by a cluster member"),
+            ("rediss+cluster://h:7000?wait-replicas=1", "did you mean wait_replicas?"),
+        ] {
+            let e = check_url(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 }

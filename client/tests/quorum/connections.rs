@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use common::forwarder::Forwarder;
 use common::tls::Certs;
 use common::{eventually, relaxed, Cluster, Server};
+use redlock::transport::Ask;
 use redlock::{Error, Pem, Redlock, Rejection, Settings, TlsSettings};
 
 /// `LOCK.ACQUIRE key owner ttl` straight on one server: a holder the
@@ -491,7 +492,10 @@ async fn info_field(s: &common::Server, section: &str, field: &str) -> Option<St
 async fn a_sentinel_member_follows_failovers_without_two_holders() {
     let mut group = SentinelGroup::start().await;
     let fence = common::fence::Fence::start();
-    let rl = Redlock::new(&[group.url()], relaxed()).expect("a Sentinel member");
+    // Without the wait for a replica (`wait_replicas=0`): after the kill
+    // the group has no replica, and a member that waits for one would
+    // never count again (see the tests below).
+    let rl = Redlock::new(&[format!("{}?wait_replicas=0", group.url())], relaxed()).expect("a Sentinel member");
     let ttl = Duration::from_secs(2);
     let a = rl.lock_until("sentineled", ttl, Some(Instant::now() + Duration::from_secs(10))).await.expect("A");
     let token_a = a.token.expect("token");
@@ -523,6 +527,184 @@ async fn a_sentinel_member_follows_failovers_without_two_holders() {
     assert!(fence.write(token_c, "C").await, "C's write");
     assert_eq!(fence.state().await.refused, 0, "no write refused: the holders never overlapped");
     rl.release(&c).await.expect("release");
+}
+
+/// The outcome of the Sentinel member among a lock's (or a round's).
+fn sentinel_outcome(instances: &[redlock::InstanceOutcome]) -> &redlock::Outcome {
+    &instances.iter().find(|o| o.server.starts_with("sentinel:")).expect("the Sentinel member's outcome").outcome
+}
+
+/// Whether `node` is a replica in sync with its master (after a failover:
+/// the old master, demoted, its data now the new master's).
+async fn follows(node: &common::Server) -> bool {
+    info_field(node, "replication", "role").await.as_deref() == Some("slave")
+        && info_field(node, "replication", "master_link_status").await.as_deref() == Some("up")
+}
+
+/// After `SENTINEL FAILOVER` the promoted replica answers as master at
+/// once, but the old master goes on answering as one (and the sentinels on
+/// naming it) for seconds, until they reconfigure it: a grant it makes
+/// then reaches no replica and is gone when it is demoted. Locks taken
+/// again and again through a quorum of the Sentinel member and two
+/// servers, from the failover until the old master follows the new one:
+/// every grant counted for the member is on the node that is master
+/// afterwards (a grant no replica acknowledged does not count, `WAIT`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_right_after_a_sentinel_failover_counts_only_once_a_replica_has_it() {
+    let group = SentinelGroup::start().await;
+    let c = Cluster::start(2);
+    let mut urls = vec![group.url()];
+    urls.extend(c.urls());
+    let rl = Redlock::new(&urls, relaxed()).expect("client");
+    let ttl = Duration::from_secs(60);
+    // Connected to the master before the failover, as a client in use is.
+    let first = rl.try_lock("before", ttl).await.expect("before the failover");
+    assert!(matches!(sentinel_outcome(&first.instances), redlock::Outcome::Granted { .. }), "{:?}", first.instances);
+
+    group.sentinels[0].ok(redis::cmd("SENTINEL").arg("FAILOVER").arg("mymaster")).await;
+    let mut counted = Vec::new();
+    let mut not_counted: Vec<String> = Vec::new();
+    let mut attempt = 0;
+    while !follows(&group.nodes[0]).await {
+        attempt += 1;
+        let key = format!("window-{attempt}");
+        if let Ok(lock) = rl.try_lock(&key, ttl).await {
+            match sentinel_outcome(&lock.instances) {
+                redlock::Outcome::Granted { .. } => counted.push(key),
+                other => not_counted.push(other.to_string()),
+            }
+        }
+    }
+    let in_window = counted.len();
+    // And once the old master follows, the member counts again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "no grant counted for the Sentinel member after the failover");
+        attempt += 1;
+        let key = format!("after-{attempt}");
+        if let Ok(lock) = rl.try_lock(&key, ttl).await {
+            if matches!(sentinel_outcome(&lock.instances), redlock::Outcome::Granted { .. }) {
+                counted.push(key);
+                break;
+            }
+        }
+    }
+    eventually(Duration::from_secs(30), "the sentinels to name the replica", || async { group.master().await == 1 }).await;
+    println!(
+        "{attempt} attempts, {in_window} counted for the member before the old master followed, {} not counted, e.g. {:?}",
+        not_counted.len(),
+        not_counted.first()
+    );
+    for key in &counted {
+        let exists = group.nodes[1].ok(redis::cmd("EXISTS").arg(key)).await;
+        assert_eq!(exists, redis::Value::Int(1), "{key} counted for the Sentinel member but not on the master after the failover");
+    }
+}
+
+/// `wait_replicas=1` on a server without replicas: its grants, extensions
+/// and releases never count, each saying why; the list of it alone never
+/// grants. The other members count as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_waiting_for_a_replica_it_lacks_never_counts() {
+    let c = Cluster::start(3);
+    let mut urls = c.urls();
+    urls[0] = format!("{}?wait_replicas=1", urls[0]);
+    let rl = Redlock::new(&urls, relaxed()).expect("client");
+    let unconfirmed = |o: &redlock::InstanceOutcome, done: &str| {
+        let text = o.outcome.to_string();
+        assert!(matches!(o.outcome, redlock::Outcome::Failed(_)), "{done}: {o:?}");
+        assert!(text.contains(&format!("NOREPLICAS {done} here, but 0 of 1 replica(s) acknowledged it")), "{text}");
+    };
+    let granted =
+        |instances: &[redlock::InstanceOutcome]| instances.iter().filter(|o| matches!(o.outcome, redlock::Outcome::Granted { .. })).count();
+    let lock = rl.try_lock("unreplicated", Duration::from_secs(10)).await.expect("granted by the two others");
+    assert_eq!(granted(&lock.instances), 2, "{:?}", lock.instances);
+    unconfirmed(&lock.instances[0], "granted");
+    let lock = rl.extend(&lock, Duration::from_secs(10)).await.expect("extended by the two others");
+    unconfirmed(&lock.instances[0], "extended");
+    let released = rl.release(&lock).await.expect("release");
+    assert_eq!(released.released, 2, "{:?}", released.instances);
+    unconfirmed(&released.instances[0], "released");
+    assert!(released.instances[0].outcome.to_string().contains("until its lease ends"), "{}", released.instances[0]);
+    assert!(c.servers[0].info("unreplicated").await.is_none(), "released on the server all the same");
+
+    let alone = Redlock::new(&urls[..1], relaxed()).expect("client");
+    match alone.try_lock("unreplicated", Duration::from_secs(10)).await {
+        Err(Error::NotAcquired { outcomes, .. }) => unconfirmed(&outcomes[0], "granted"),
+        other => panic!("a member no replica confirms granted alone: {other:?}"),
+    }
+
+    // A grant made while waiting in the server's queue (`LOCK.ACQUIRE ...
+    // WAIT`, the line's and the head of the line's waits) does not count
+    // either.
+    let member = redlock::transport::Instance::new(&urls[0], &relaxed()).expect("the member alone");
+    hold_directly(&c, &[0], "waited", "the-other-holder").await;
+    let waiting = member.wait_for("waited", "the-waiter", Duration::from_secs(10), Duration::from_secs(10), Ask::exclusive());
+    let handing_over = async {
+        eventually(Duration::from_secs(10), "the waiter in the queue", || async {
+            c.servers[0].info("waited").await.is_some_and(|i| i.waiters == 1)
+        })
+        .await;
+        c.servers[0].ok(redis::cmd("LOCK.RELEASE").arg("waited").arg("the-other-holder")).await;
+    };
+    let (waited, ()) = tokio::join!(waiting, handing_over);
+    unconfirmed(&waited, "granted");
+    assert_eq!(c.servers[0].info("waited").await.map(|i| i.owner).as_deref(), Some("the-waiter"), "granted on the server all the same");
+}
+
+/// A Sentinel member waits for one replica by default: with its replica
+/// frozen its grants do not count; `wait_replicas=0` turns that off. And
+/// what the wait costs: the median acquire+release round through a quorum
+/// with a Sentinel member, with and without it (printed, not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_member_waits_for_a_replica_unless_told_not_to() {
+    let mut group = SentinelGroup::start().await;
+    let c = Cluster::start(2);
+    let with = |sentinel: String| {
+        let mut urls = vec![sentinel];
+        urls.extend(c.urls());
+        Redlock::new(&urls, relaxed()).expect("client")
+    };
+    let waiting = with(group.url());
+    let not_waiting = with(format!("{}?wait_replicas=0", group.url()));
+
+    let mut rounds: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..200 {
+        for (rl, times) in [&waiting, &not_waiting].into_iter().zip(rounds.iter_mut()) {
+            let started = Instant::now();
+            let lock = rl.try_lock(&format!("cost-{i}"), Duration::from_secs(10)).await.expect("lock");
+            assert!(matches!(sentinel_outcome(&lock.instances), redlock::Outcome::Granted { .. }), "{:?}", lock.instances);
+            rl.release(&lock).await.expect("release");
+            times.push(started.elapsed());
+        }
+    }
+    let median = |times: &mut Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2]
+    };
+    let (with_wait, without) = (median(&mut rounds[0]), median(&mut rounds[1]));
+    println!("acquire+release through a quorum with a Sentinel member, median of 200: WAIT 1: {with_wait:?}, no WAIT: {without:?}");
+
+    group.nodes[1].freeze();
+    let lock = waiting.try_lock("frozen", Duration::from_secs(10)).await.expect("granted by the two others");
+    let text = sentinel_outcome(&lock.instances).to_string();
+    assert!(text.contains("NOREPLICAS granted here, but 0 of 1 replica(s) acknowledged it"), "{text}");
+    waiting.release(&lock).await.expect("release");
+    let lock = not_waiting.try_lock("frozen", Duration::from_secs(10)).await.expect("lock");
+    assert!(matches!(sentinel_outcome(&lock.instances), redlock::Outcome::Granted { .. }), "{:?}", lock.instances);
+    not_waiting.release(&lock).await.expect("release");
+    group.nodes[1].thaw();
+}
+
+/// A grant bound to its connection is asked for behind `CLIENT ID`, in one
+/// pipeline: a server's error there is told apart as a lone command's is
+/// (a restart quarantine, not an error reply named by its code alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_bound_grant_in_quarantine_is_reported_as_a_quarantine() {
+    let s = Server::start_opts(common::Opts::quarantine(60_000));
+    let member = redlock::transport::Instance::new(&s.url(), &relaxed()).expect("instance");
+    let asked = member.acquire_as("quarantined", "me", Duration::from_secs(5), Ask::exclusive().session(Some(0))).await;
+    assert!(matches!(asked.outcome, redlock::Outcome::Quarantine { ms_left } if ms_left > 1_000), "{asked}");
 }
 
 /// Members on Unix sockets count as servers like TCP ones: a quorum of
