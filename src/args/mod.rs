@@ -123,16 +123,10 @@ impl ArgError {
             ArgError::LimitInSet => {
                 Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED")
             }
-            ArgError::SemaphoreOutsideSet => {
-                Cow::Borrowed(c"ERR SEMAPHORE belongs to LOCK.MACQUIRE; one key's semaphore is SHARED LIMIT n")
-            }
-            ArgError::SemaphoreAlone => {
-                Cow::Borrowed(c"ERR SEMAPHORE needs at least two keys: the locks of the set, then the semaphore whose permit it takes")
-            }
+            ArgError::SemaphoreOutsideSet => Cow::Borrowed(c"ERR SEMAPHORE belongs to LOCK.MACQUIRE (one key's semaphore: SHARED LIMIT n)"),
+            ArgError::SemaphoreAlone => Cow::Borrowed(c"ERR SEMAPHORE needs two keys at least: the set's locks, then the semaphore"),
             ArgError::BadSemaphoreLimit => Cow::Borrowed(c"ERR SEMAPHORE must be an integer from 1 to 100000"),
-            ArgError::SemaphoreWithShared => {
-                Cow::Borrowed(c"ERR SEMAPHORE takes no SHARED: the set holds its locks exclusively beside the semaphore's permit")
-            }
+            ArgError::SemaphoreWithShared => Cow::Borrowed(c"ERR SEMAPHORE takes no SHARED: the set's locks are exclusive"),
         }
     }
 }

@@ -279,16 +279,16 @@ fn macquire_takes_a_semaphore_as_its_last_key() {
     );
     assert_eq!(
         err(&["LOCK.MACQUIRE", "1", "r", "me", "10", "SEMAPHORE", "2"]),
-        "ERR SEMAPHORE needs at least two keys: the locks of the set, then the semaphore whose permit it takes"
+        "ERR SEMAPHORE needs two keys at least: the set's locks, then the semaphore"
     );
     assert_eq!(
         err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SHARED", "SEMAPHORE", "2"]),
-        "ERR SEMAPHORE takes no SHARED: the set holds its locks exclusively beside the semaphore's permit"
+        "ERR SEMAPHORE takes no SHARED: the set's locks are exclusive"
     );
     let one = |words: &[&str]| message(parse_acquire(&argv(words), MAX, OWNER).expect_err(&words.join(" ")));
     assert_eq!(
         one(&["LOCK.ACQUIRE", "a", "me", "10", "SEMAPHORE", "2"]),
-        "ERR SEMAPHORE belongs to LOCK.MACQUIRE; one key's semaphore is SHARED LIMIT n"
+        "ERR SEMAPHORE belongs to LOCK.MACQUIRE (one key's semaphore: SHARED LIMIT n)"
     );
 }
 

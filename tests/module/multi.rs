@@ -383,9 +383,12 @@ fn weighted_permits_reach_a_replica_and_survive_reload_rdb_and_aof() {
     assert_three_of_five_taken(&mut c, "pool", "after an RDB restart");
 }
 
+/// A semaphore's limit and its holders' owners and tokens.
+type Permits = (i64, Vec<(Vec<u8>, i64)>);
+
 /// The semaphore member of a set (`SEMAPHORE n`, its last key) as
-/// LOCK.INFO shows it: its limit, and each holder's owner and token.
-fn semaphore_holders(con: &mut Connection, key: &str) -> Option<(i64, Vec<(Vec<u8>, i64)>)> {
+/// LOCK.INFO shows it.
+fn semaphore_holders(con: &mut Connection, key: &str) -> Option<Permits> {
     let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key)))?;
     assert_eq!(fields[4].1, Value::BulkString(b"shared".to_vec()), "{fields:?}");
     let limit = int_of(&fields[5].1, "limit");
