@@ -354,6 +354,9 @@ async fn mixed_limits_through_the_quorum() {
                 tokio::time::sleep(MS(15)).await;
                 holding.lock().unwrap_or_else(|p| p.into_inner())[mine] -= 1;
                 let _ = rl.release(&permit).await;
+                // A pause between holds, so that the holds of one limit
+                // now and then all end and the other limit gets its turn.
+                tokio::time::sleep(MS(5)).await;
             }
             (limit, grants, refusals)
         }));
