@@ -15,6 +15,19 @@
 //! A permit is an ordinary [`Lock`] whose resource is its slot key:
 //! extend, release, guards and reentrancy work on it unchanged, and its
 //! fencing token orders it among that permit's holders.
+//!
+//! One limit per semaphore: in module mode every hold also takes, in the
+//! same all-or-nothing grant on each server, a permit of the semaphore's
+//! limit record `<resource>:permits`, a module semaphore of `limit`
+//! (`LOCK.MACQUIRE ... SEMAPHORE limit`). A server where a hold of limit
+//! L runs refuses a request of limit M != L as one server's semaphore
+//! does (`ERR wrong lock kind`), so two holds of different limits never
+//! both hold a majority: the majorities share a server, which refuses one.
+//! The record never holds back a hold of its own limit: each hold takes at
+//! least one of the `limit` slots alone, so at most `limit` hold it. The
+//! record travels with the hold's keys (extended and released with them)
+//! but is no line to wait in. Script mode has no record, and so no check
+//! of the limit.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +40,7 @@ use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::redlock::{Lock, Redlock, Released};
 use crate::resources::Resources;
+use crate::settings::Mode;
 use crate::transport::{Ask, Share};
 
 /// The most permits one semaphore may have: each is a key on every
@@ -38,12 +52,43 @@ pub fn permit_key(resource: &str, slot: u32) -> String {
     format!("{resource}:permit:{slot}")
 }
 
+/// The key of semaphore `resource`'s limit record (see the module's doc).
+pub fn limit_key(resource: &str) -> String {
+    format!("{resource}:permits")
+}
+
 /// The `count` consecutive permits of `resource` from permit `first` on
-/// (wrapping at `limit`), the keys one hold of them locks.
+/// (wrapping at `limit`), the keys whose lines a hold of them waits in.
 pub(crate) fn permit_set(resource: &str, limit: u32, count: u32, first: u32) -> Result<Resources, String> {
     let limit = limit.max(1);
     let slots: Vec<String> = (0..count).map(|k| permit_key(resource, first.wrapping_add(k) % limit)).collect();
     Resources::of(&slots)
+}
+
+/// What one hold of permits takes: its slots (`slots`, see `permit_set`)
+/// and, in module mode, the semaphore's limit record, the last key (see
+/// the module's doc); and how it asks for them.
+pub(crate) struct PermitHold {
+    pub keys: Resources,
+    pub ask: Ask<'static>,
+}
+
+impl PermitHold {
+    pub(crate) fn of(slots: &Resources, resource: &str, limit: u32, mode: Mode) -> Result<PermitHold, String> {
+        if mode == Mode::Script {
+            return Ok(PermitHold { keys: slots.clone(), ask: Ask::exclusive() });
+        }
+        let mut keys = slots.names().to_vec();
+        keys.push(limit_key(resource));
+        Ok(PermitHold { keys: Resources::of(&keys)?, ask: Ask::new(Share::Slots(limit)) })
+    }
+}
+
+/// A permit hold's lock, named after its slots (`REDLOCK_PERMIT`, what the
+/// CLI prints), not its limit record.
+pub(crate) fn named_after(mut lock: Lock, slots: &Resources) -> Lock {
+    lock.resource = slots.to_string();
+    lock
 }
 
 impl Redlock {
@@ -82,9 +127,10 @@ impl Redlock {
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         let mut last = Vec::new();
         for i in 0..limit {
-            let Ok(set) = permit_set(resource, limit, count, first.wrapping_add(i)) else { break };
-            match self.attempt(&set, ttl, Ask::exclusive()).await {
-                Ok(lock) => return Ok(lock),
+            let Ok(slots) = permit_set(resource, limit, count, first.wrapping_add(i)) else { break };
+            let Ok(hold) = PermitHold::of(&slots, resource, limit, self.inner.settings.mode) else { break };
+            match self.attempt(&hold.keys, ttl, hold.ask).await {
+                Ok(lock) => return Ok(named_after(lock, &slots)),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
                     last = outcomes;
@@ -153,12 +199,19 @@ impl Redlock {
     /// those of one acquisition (one, or `count` of `try_permits`);
     /// releasing on every permit at once costs one round trip, and a
     /// permit `owner` does not hold is left as it is (the servers check the
-    /// owner). Returns the keys of the permits any server held (joined with
+    /// owner). The hold's permit of the limit record goes with them (module
+    /// mode). Returns the keys of the permits any server held (joined with
     /// `", "`), with every server's outcome at the first of them.
     pub async fn release_permit(&self, resource: &str, limit: u32, owner: &str) -> Result<(Option<String>, Released), Error> {
         Self::check_limit(limit, 1)?;
         let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
-        let all = join_all(keys.iter().map(|key| self.release_owner(key, owner))).await;
+        let record = async {
+            if self.inner.settings.mode == Mode::Module {
+                // Its outcome says nothing the slots' do not.
+                let _ = self.release_owner(&limit_key(resource), owner).await;
+            }
+        };
+        let (all, ()) = futures::join!(join_all(keys.iter().map(|key| self.release_owner(key, owner))), record);
         let (mut held, mut first, mut last) = (Vec::new(), None, None);
         for (key, released) in keys.into_iter().zip(all) {
             let released = released?;
@@ -176,14 +229,20 @@ impl Redlock {
     }
 
     /// Extends whichever permits of `resource` `owner` holds to `ttl` from
-    /// now on a quorum (see `release_permit`); the lock returned is the
-    /// first one's, named after every permit extended. When none is
-    /// extended, the error is that of the permit extended on the most
-    /// servers.
+    /// now on a quorum (see `release_permit`), with its permit of the limit
+    /// record (module mode); the lock returned is the first one's, named
+    /// after every permit extended. When none is extended, the error is
+    /// that of the permit extended on the most servers.
     pub async fn extend_permit(&self, resource: &str, limit: u32, owner: &str, ttl: Duration) -> Result<Lock, Error> {
         Self::check_limit(limit, 1)?;
         let keys: Vec<String> = (0..limit).map(|slot| permit_key(resource, slot)).collect();
-        let all = join_all(keys.iter().map(|key| self.extend_owner(key, owner, ttl))).await;
+        let record = async {
+            if self.inner.settings.mode == Mode::Module {
+                // The slots' outcomes tell whether the hold was kept.
+                let _ = self.extend_owner(&limit_key(resource), owner, ttl).await;
+            }
+        };
+        let (all, ()) = futures::join!(join_all(keys.iter().map(|key| self.extend_owner(key, owner, ttl))), record);
         let mut best: Option<(usize, Error)> = None;
         let mut extended: Vec<Lock> = Vec::new();
         for result in all {

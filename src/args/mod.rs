@@ -8,6 +8,7 @@ use std::ffi::{CStr, CString};
 
 use crate::api::Arg;
 use crate::core::grant::{Mode, Request};
+use crate::core::multi::SetRequest;
 use crate::core::token::Token;
 
 /// Anything that exposes an argument's bytes.
@@ -72,6 +73,14 @@ pub enum ArgError {
     ValueWithShared,
     /// `VALUE` in `LOCK.MACQUIRE`.
     ValueInSet,
+    /// `SEMAPHORE` outside `LOCK.MACQUIRE`.
+    SemaphoreOutsideSet,
+    /// `SEMAPHORE` in a set of one key: no lock beside the semaphore.
+    SemaphoreAlone,
+    /// `SEMAPHORE` with `SHARED`: a permit hold takes its locks alone.
+    SemaphoreWithShared,
+    /// `SEMAPHORE` not an integer from 1 to `MAX_LIMIT`.
+    BadSemaphoreLimit,
 }
 
 pub use crate::core::grant::MAX_LIMIT;
@@ -114,6 +123,10 @@ impl ArgError {
             ArgError::LimitInSet => {
                 Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED")
             }
+            ArgError::SemaphoreOutsideSet => Cow::Borrowed(c"ERR SEMAPHORE belongs to LOCK.MACQUIRE (one key's semaphore: SHARED LIMIT n)"),
+            ArgError::SemaphoreAlone => Cow::Borrowed(c"ERR SEMAPHORE needs two keys at least: the set's locks, then the semaphore"),
+            ArgError::BadSemaphoreLimit => Cow::Borrowed(c"ERR SEMAPHORE must be an integer from 1 to 100000"),
+            ArgError::SemaphoreWithShared => Cow::Borrowed(c"ERR SEMAPHORE takes no SHARED: the set's locks are exclusive"),
         }
     }
 }
@@ -126,6 +139,7 @@ fn value_name(option: &str) -> &'static str {
         "DELAY" => "milliseconds",
         "PERMITS" => "a number of permits",
         "VALUE" => "a text",
+        "SEMAPHORE" => "a limit",
         _ => "a value",
     }
 }
@@ -260,6 +274,14 @@ fn check_value(value: &[u8], max_len: i64) -> Result<(), ArgError> {
 /// and replay take any length, so a lock stored before a lower limit still
 /// works.
 pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<Acquire<'_, A>, ArgError> {
+    match parse_one(args, max_ttl, max_owner_len)? {
+        (one, None) => Ok(one),
+        (_, Some(_)) => Err(ArgError::SemaphoreOutsideSet),
+    }
+}
+
+/// `parse_acquire`, with `SEMAPHORE n` (LOCK.MACQUIRE's) taken too.
+fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<(Acquire<'_, A>, Option<i64>), ArgError> {
     let [_, key, owner_arg, ttl, options @ ..] = args else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.acquire' command"));
     };
@@ -268,7 +290,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         return Err(ArgError::OwnerTooLong(max_owner_len));
     }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
-    let (mut fence, mut wait, mut limit, mut delay, mut permits) = (None, None, None, None, None);
+    let (mut fence, mut wait, mut limit, mut delay, mut permits, mut semaphore) = (None, None, None, None, None, None);
     let (mut shared, mut session) = (false, false);
     let mut value = None;
     let mut rest = options;
@@ -311,6 +333,8 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
             ("DELAY", &mut delay, parse_timeout)
         } else if name.eq_ignore_ascii_case(b"PERMITS") {
             ("PERMITS", &mut permits, parse_permits)
+        } else if name.eq_ignore_ascii_case(b"SEMAPHORE") {
+            ("SEMAPHORE", &mut semaphore, parse_limit)
         } else {
             return Err(ArgError::UnknownOption(name.to_vec()));
         };
@@ -323,6 +347,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
         *slot = Some(match (option, parse(value.bytes())) {
             ("DELAY", Ok(ms)) if ms <= max_ttl => ms,
             ("DELAY", _) => return Err(ArgError::BadDelay(max_ttl)),
+            ("SEMAPHORE", Err(_)) => return Err(ArgError::BadSemaphoreLimit),
             (_, parsed) => parsed?,
         });
         rest = tail;
@@ -345,7 +370,7 @@ pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) 
     };
     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
     let request = Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), permits, session };
-    Ok(Acquire { key, owner: owner_arg, request, wait, value })
+    Ok((Acquire { key, owner: owner_arg, request, wait, value }, semaphore))
 }
 
 fn parse_permits(bytes: &[u8]) -> Result<i64, ArgError> {
@@ -362,14 +387,15 @@ fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
     }
 }
 
-/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`:
-/// several keys, all or nothing, with LOCK.ACQUIRE's options but LIMIT.
+/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]] [SEMAPHORE limit]`:
+/// several keys, all or nothing, with LOCK.ACQUIRE's options but LIMIT;
+/// `SEMAPHORE n` makes the last key one permit of a semaphore of n.
 #[derive(Debug)]
 pub struct MAcquire<'a, A> {
-    /// Each named once.
+    /// Each named once (the semaphore last).
     pub keys: &'a [A],
     pub owner: &'a A,
-    pub request: Request,
+    pub set: SetRequest,
     pub wait: Option<i64>,
 }
 
@@ -380,14 +406,25 @@ pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64,
     // parsed by the same code over the arguments from the one before the
     // last key on: `[_, last key, owner, ttl-ms, options...]`.
     let from = args.len() - tail.len() - 2;
-    let one = parse_acquire(&args[from..], max_ttl, max_owner_len)?;
+    let (one, semaphore) = parse_one(&args[from..], max_ttl, max_owner_len)?;
     if one.request.limit.is_some() {
         return Err(ArgError::LimitInSet);
     }
     if one.value.is_some() {
         return Err(ArgError::ValueInSet);
     }
-    Ok(MAcquire { keys, owner: one.owner, request: one.request, wait: one.wait })
+    let semaphore = match semaphore.map(u32::try_from) {
+        None => None,
+        Some(Ok(limit)) => Some(limit),
+        Some(Err(_)) => return Err(ArgError::BadSemaphoreLimit),
+    };
+    if semaphore.is_some() && keys.len() < 2 {
+        return Err(ArgError::SemaphoreAlone);
+    }
+    if semaphore.is_some() && one.request.mode == Mode::Shared {
+        return Err(ArgError::SemaphoreWithShared);
+    }
+    Ok(MAcquire { keys, owner: one.owner, set: SetRequest { request: one.request, semaphore }, wait: one.wait })
 }
 
 /// `LOCK.MRELEASE numkeys key [key ...] owner`

@@ -231,8 +231,8 @@ fn macquire_takes_numkeys_keys_and_acquire_s_options() {
     assert_eq!(req.keys.len(), 2);
     assert_eq!(req.keys[1], b"b".as_slice());
     assert_eq!(*req.owner, b"me".as_slice());
-    assert_eq!(req.request.mode, Mode::Shared);
-    assert_eq!((req.request.ttl_ms, req.request.fence, req.request.session, req.wait), (1000, 7, Some(0), None));
+    assert_eq!((req.set.request.mode, req.set.semaphore), (Mode::Shared, None));
+    assert_eq!((req.set.request.ttl_ms, req.set.request.fence, req.set.request.session, req.wait), (1000, 7, Some(0), None));
     let one = argv(&["LOCK.MACQUIRE", "1", "a", "me", "10", "WAIT", "5"]);
     let req = parse_macquire(&one, MAX, OWNER, KEYS).expect("one key");
     assert_eq!((req.keys.len(), req.wait), (1, Some(5)));
@@ -256,6 +256,40 @@ fn macquire_refuses_bad_numkeys_a_key_twice_and_limit() {
     );
     assert_eq!(err(&["LOCK.MACQUIRE", "1", "a", "me", "0"]), "ERR ttl must be a positive integer (milliseconds)");
     assert_eq!(err(&["LOCK.MACQUIRE", "1", "a", "", "10"]), "ERR owner must not be empty");
+}
+
+#[test]
+fn macquire_takes_a_semaphore_as_its_last_key() {
+    let a = argv(&["LOCK.MACQUIRE", "3", "s0", "s1", "rec", "me", "1000", "semaphore", "4", "WAIT", "5"]);
+    let req = parse_macquire(&a, MAX, OWNER, KEYS).expect("valid");
+    assert_eq!((req.keys.len(), req.set.semaphore, req.wait), (3, Some(4), Some(5)));
+    assert_eq!(req.set.request.mode, Mode::Exclusive);
+    let permit = req.set.member(2, 3);
+    assert_eq!((permit.mode, permit.limit, permit.permits, permit.ttl_ms), (Mode::Shared, Some(4), 1, 1000));
+    assert_eq!(req.set.member(1, 3), req.set.request, "the others are the set's locks");
+    let err = |words: &[&str]| message(parse_macquire(&argv(words), MAX, OWNER, KEYS).expect_err(&words.join(" ")));
+    let bad = "ERR SEMAPHORE must be an integer from 1 to 100000";
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "0"]), bad);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "100001"]), bad);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "x"]), bad);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE"]), "ERR SEMAPHORE needs a limit");
+    assert_eq!(
+        err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "2", "SEMAPHORE", "2"]),
+        "ERR SEMAPHORE given more than once"
+    );
+    assert_eq!(
+        err(&["LOCK.MACQUIRE", "1", "r", "me", "10", "SEMAPHORE", "2"]),
+        "ERR SEMAPHORE needs two keys at least: the set's locks, then the semaphore"
+    );
+    assert_eq!(
+        err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SHARED", "SEMAPHORE", "2"]),
+        "ERR SEMAPHORE takes no SHARED: the set's locks are exclusive"
+    );
+    let one = |words: &[&str]| message(parse_acquire(&argv(words), MAX, OWNER).expect_err(&words.join(" ")));
+    assert_eq!(
+        one(&["LOCK.ACQUIRE", "a", "me", "10", "SEMAPHORE", "2"]),
+        "ERR SEMAPHORE belongs to LOCK.MACQUIRE (one key's semaphore: SHARED LIMIT n)"
+    );
 }
 
 /// `redislock.max-set-keys` bounds every set command, before its keys are

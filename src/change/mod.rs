@@ -37,7 +37,7 @@ pub use disconnect::end_closed;
 pub use extend::{extend, Extended};
 pub use grant::{Ask, Attempt};
 pub use proclaim::{proclaim, Proclaimed};
-pub use release::{release, release_member, Released};
+pub use release::{release, release_member, release_member_unserved, serve_released, Released};
 
 use std::ffi::c_int;
 

@@ -11,6 +11,15 @@
 //! through the same grant (`set::grant_set`) once it is first in all of
 //! them (see `docs/design-multi.md`).
 //!
+//! A set's semaphore member (`SEMAPHORE n`: the last key, one permit of a
+//! semaphore of n) is a limit record, not a lock waited for: its kind
+//! refuses a set of another limit, but it stands in no set's line and
+//! waiting for it holds no set back. Every set that takes it also holds
+//! at least one of its locks exclusively, so its permits run out only when
+//! a member was released alone; a set held back by that waits in its
+//! locks' lines (and is looked at again when one of them moves) or until
+//! its WAIT ends.
+//!
 //! Keys are opened here, one member at a time where a member's line may be
 //! served: serving one member's line may grant a waiting set, which writes
 //! its other members through handles of its own, and a handle opened
@@ -19,18 +28,20 @@
 use super::grant::Attempt;
 use super::rescued::restore_rescued;
 use super::set::grant_set;
-use super::{extend, release_member, Extended, Released};
+use super::{extend, release_member_unserved, serve_released, Extended, Released};
 use crate::api::{Arg, Ctx, Key, KeyMode};
-use crate::core::grant::{Grant, Request};
+use crate::core::grant::Grant;
+use crate::core::multi::SetRequest;
 use crate::keys::grants::{slot, Look, Slot};
 use crate::server::stats::{self, Cause};
 use crate::waiters;
 
-/// A set's grant to `owner` over the keys named `names`: every member or
-/// none. Whoever waits in a member's line is served first (a lease that
-/// just ran out goes to them), and a member anyone waits for holds the set
-/// back. `Attempt::Held` leaves the set to the caller.
-pub fn acquire_set(ctx: Ctx, names: &[Arg], owner: &Arg, req: &Request) -> Attempt {
+/// A set's grant to `owner` over the keys named `names` (the last one a
+/// semaphore's permit when `set` says `SEMAPHORE`): every member or none.
+/// Whoever waits in a member's line is served first (a lease that just ran
+/// out goes to them), and a lock anyone waits for holds the set back.
+/// `Attempt::Held` leaves the set to the caller.
+pub fn acquire_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: &SetRequest) -> Attempt {
     for name in names {
         let key = ctx.open_key(name, KeyMode::Write);
         restore_rescued(ctx, &key, name);
@@ -41,7 +52,7 @@ pub fn acquire_set(ctx: Ctx, names: &[Arg], owner: &Arg, req: &Request) -> Attem
     let keys = open_all(ctx, names);
     let members: Vec<(&Key, &Arg)> = keys.iter().zip(names).collect();
     let waiting_ahead = |name: &Arg| waiters::count_in(ctx, name.bytes()) > 0;
-    let attempt = grant_set(ctx, &members, owner, req, waiting_ahead, req.session.map(|_| ctx.client_id()));
+    let attempt = grant_set(ctx, &members, owner, set, waiting_ahead, set.request.session.map(|_| ctx.client_id()));
     if let Attempt::Granted(granted) = &attempt {
         for (key, name) in &members {
             waiters::lease_changed(ctx, key, name);
@@ -72,8 +83,23 @@ pub fn release_set(ctx: Ctx, names: &[Arg], owner: &[u8]) -> Option<i64> {
     if any_wrong_type(ctx, names) {
         return None;
     }
-    let released =
-        names.iter().filter(|name| release_member(ctx, &ctx.open_key(name, KeyMode::Write), name, owner) == Released::Done).count();
+    // Every member first, then their lines: a set waiting for one of them
+    // finds all this one frees free (a semaphore member's permit with its
+    // locks).
+    let mut released = 0usize;
+    let mut freed = Vec::new();
+    for name in names {
+        let (done, queued) = release_member_unserved(ctx, &ctx.open_key(name, KeyMode::Write), name, owner);
+        if done == Released::Done {
+            released = released.saturating_add(1);
+        }
+        if let Some(db) = queued {
+            freed.push((name, db));
+        }
+    }
+    for (name, db) in freed {
+        serve_released(ctx, name, db);
+    }
     Some(i64::try_from(released).unwrap_or(i64::MAX))
 }
 

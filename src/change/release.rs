@@ -5,7 +5,9 @@
 use super::binding::unbind;
 use super::rescued::restore_rescued;
 use super::{delete, line_of, replays, serve_freed};
-use crate::api::{Arg, Ctx, Key};
+use std::ffi::c_int;
+
+use crate::api::{Arg, Ctx, Key, KeyMode};
 use crate::core::grant;
 use crate::core::lease::Now;
 use crate::keys::grants::{one_holder, slot, Look, Slot};
@@ -26,14 +28,32 @@ pub enum Released {
 /// Ends `owner`'s hold at `key` (open for writing, named `key_name`), by
 /// the LOCK.RELEASE being executed (it travels verbatim).
 pub fn release(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
-    release_by(ctx, key, key_name, owner, By::Command)
+    let (released, queued) = release_by(ctx, key, key_name, owner, By::Command);
+    serve_freed(ctx, key, key_name, queued);
+    released
 }
 
 /// `release` of one member of a set (`LOCK.MRELEASE`): it travels as the
 /// `LOCK.RELEASE key owner` of that member, all of them in the command's
 /// one MULTI/EXEC.
 pub fn release_member(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
+    let (released, queued) = release_by(ctx, key, key_name, owner, By::Member);
+    serve_freed(ctx, key, key_name, queued);
+    released
+}
+
+/// `release_member` whose line, when someone waits in it, is left to the
+/// caller to serve (`serve_released`, once every member of the set is
+/// released): a waiting set must find every member this one frees free,
+/// a semaphore member (`SEMAPHORE`) with the locks it is taken with.
+pub fn release_member_unserved(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> (Released, Option<c_int>) {
     release_by(ctx, key, key_name, owner, By::Member)
+}
+
+/// Serves the line of `key_name` (in database `queued`, as
+/// `release_member_unserved` left it), through a handle opened now.
+pub fn serve_released(ctx: Ctx, key_name: &Arg, queued: c_int) {
+    serve_freed(ctx, &ctx.open_key(key_name, KeyMode::Write), key_name, Some(queued));
 }
 
 /// Who releases: the command being executed, or one member of a set.
@@ -51,7 +71,9 @@ fn propagate_release(ctx: Ctx, key_name: &Arg, owner: &[u8], by: By) {
     }
 }
 
-fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Released {
+/// The release, and the database of the line it freed (to serve), if
+/// anyone waits there.
+fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> (Released, Option<c_int>) {
     let now = crate::server::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
     if look != Look::AsStored {
@@ -66,10 +88,10 @@ fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Rele
         _ => None,
     };
     match one_holder(&held, owner).map(grant::release_exclusive) {
-        None => return Released::WrongType,
+        None => return (Released::WrongType, None),
         Some(false) => {
             stats::RELEASE_REFUSED.bump();
-            return Released::NotHeld;
+            return (Released::NotHeld, None);
         }
         Some(true) => {}
     }
@@ -83,8 +105,7 @@ fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Rele
     let queued = line_of(ctx, key_name);
     delete(ctx, key, queued);
     propagate_release(ctx, key_name, owner, by);
-    serve_freed(ctx, key, key_name, queued);
-    Released::Done
+    (Released::Done, queued)
 }
 
 /// Ends one shared holder's hold (`Holding::release`, or `remove` as
@@ -92,7 +113,16 @@ fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Rele
 /// holders whose lease ended here may still be stored on a replica, which
 /// must drop the key all the same.
 #[allow(clippy::too_many_arguments)]
-fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look, by: By) -> Released {
+fn release_shared(
+    ctx: Ctx,
+    key: &Key,
+    key_name: &Arg,
+    owner: &[u8],
+    group: &mut Group,
+    now: Now,
+    look: Look,
+    by: By,
+) -> (Released, Option<c_int>) {
     let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
     let released = match look {
         Look::AsStored => group.holding.remove(owner),
@@ -100,7 +130,7 @@ fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut
     };
     if !released {
         stats::RELEASE_REFUSED.bump();
-        return Released::NotHeld;
+        return (Released::NotHeld, None);
     }
     stats::RELEASE_DONE.bump();
     if let Some(since) = since.filter(|_| look != Look::AsStored) {
@@ -114,6 +144,5 @@ fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut
     } else {
         propagate_release(ctx, key_name, owner, by);
     }
-    serve_freed(ctx, key, key_name, queued);
-    Released::Done
+    (Released::Done, queued)
 }

@@ -12,27 +12,31 @@ use super::release_member;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{Holder, Holding, Kind, Mode, Outcome, Request};
 use crate::core::lease::Now;
-use crate::core::multi::{self, Member};
+use crate::core::multi::{self, Member, SetRequest};
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::group;
 use crate::server::fencing::COUNTER;
 
 /// A set's grant to `owner`: every member (open for writing, with its
-/// name) or none. `waiting_ahead`: whether others wait before this request
-/// in a member's line (a set first in all its lines answers false).
-/// `client`: the connection a SESSION hold is bound to.
+/// name) or none, each asked what `set` asks of it (the last one a
+/// semaphore's permit with `SEMAPHORE`). `waiting_ahead`: whether others
+/// wait before this request in a member's line (a set first in all its
+/// lines answers false); the semaphore member is in no set's line and
+/// holds none back (see `multi`). `client`: the connection a SESSION hold
+/// is bound to.
 pub fn grant_set(
     ctx: Ctx,
     members: &[(&Key, &Arg)],
     owner: &Arg,
-    req: &Request,
+    set: &SetRequest,
     waiting_ahead: impl Fn(&Arg) -> bool,
     client: Option<u64>,
 ) -> Attempt {
     let now = crate::server::clock::now();
-    let mut views = Vec::with_capacity(members.len());
-    for (key, _) in members {
-        match view(key, owner.bytes(), req, now) {
+    let n = members.len();
+    let mut views = Vec::with_capacity(n);
+    for (i, (key, _)) in members.iter().enumerate() {
+        match view(key, owner.bytes(), &set.member(i, n), now) {
             Ok(view) => views.push(view),
             Err(attempt) => return attempt,
         }
@@ -40,19 +44,24 @@ pub fn grant_set(
     // Which members the owner holds already (a failure gives back only
     // the others).
     let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some_and(|h| h.end > now.mono)).collect();
-    let mut asked: Vec<Member<'_, group::Owner>> =
-        views.iter_mut().zip(members).map(|(holding, (_, key_name))| Member { holding, waiting_ahead: waiting_ahead(key_name) }).collect();
+    let lined = |i: usize| set.semaphore.is_none() || i.saturating_add(1) < n;
+    let mut asked: Vec<Member<'_, group::Owner>> = views
+        .iter_mut()
+        .zip(members)
+        .enumerate()
+        .map(|(i, (holding, (_, key_name)))| Member { holding, req: set.member(i, n), waiting_ahead: lined(i) && waiting_ahead(key_name) })
+        .collect();
     let owner_box: group::Owner = owner.bytes().into();
-    let (token, how) = match multi::acquire_set(&mut asked, &owner_box, req, now.mono, |min| COUNTER.issue(min)) {
+    let (token, how) = match multi::acquire_set(&mut asked, &owner_box, now.mono, |min| COUNTER.issue(min)) {
         Outcome::Granted(token, how) => (token, how),
         Outcome::Held => return Attempt::Held,
         Outcome::Refused(refusal) => return refused(refusal),
     };
     // Decided: each member is now an ordinary grant of the set's token
     // (FENCE at the token, so a member the owner held takes it too).
-    let member_req = Request { fence: token, ..*req };
     let mut end = now.mono;
     for (i, (key, key_name)) in members.iter().enumerate() {
+        let member_req = Request { fence: token, ..set.member(i, n) };
         let failed = match try_acquire(ctx, key, key_name, owner, Ask::new(&member_req), false, By::Set(token)) {
             Attempt::Granted(granted) if granted.token == token => {
                 end = granted.end;
@@ -72,8 +81,8 @@ pub fn grant_set(
             }
             return failed;
         }
-        if binds(req) {
-            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), req, client);
+        if binds(&member_req) {
+            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), &member_req, client);
         }
     }
     Attempt::Granted(Granted { token, how, end })

@@ -12,23 +12,24 @@ use crate::change::Attempt;
 use crate::server::stats;
 use crate::{args, replication::writable, server::config, waiters};
 
-/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]]`
+/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]] [SEMAPHORE limit]`
 /// → one token for the whole set, or nil (a member held incompatibly, or
 /// waited for by others; with WAIT, the wait timed out). A set that waits
-/// stands in every member's line at once.
+/// stands in every member's line at once (but a semaphore member's).
+/// `SEMAPHORE n`: the last key is one permit of a semaphore of n.
 pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_macquire(argv, config::max_ttl(), config::max_owner_len(), config::max_set_keys()));
-    if let Some(refused) = super::refuse_grant(ctx, &req.request) {
+    if let Some(refused) = super::refuse_grant(ctx, &req.set.request) {
         return refused;
     }
-    match multi::acquire_set(ctx, req.keys, req.owner, &req.request) {
+    match multi::acquire_set(ctx, req.keys, req.owner, &req.set) {
         Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
         Attempt::Refused(msg) => ctx.reply_error(&msg),
         Attempt::Held => match req.wait {
-            Some(timeout) if may_block(ctx) => waiters::enqueue_set(ctx, req.keys, req.owner, req.request, timeout),
+            Some(timeout) if may_block(ctx) => waiters::enqueue_set(ctx, req.keys, req.owner, req.set, timeout),
             _ => {
                 stats::ACQUIRE_REFUSED.bump();
                 ctx.reply_null()

@@ -24,34 +24,62 @@ use super::grant::{Grant, Holder, Holding, Mode, Outcome, Refusal, Request};
 use super::line::Line;
 use super::token::Token;
 
-/// One key of a set request: its holders, and whether others wait in its
-/// line before the request (a newcomer finding anyone there; the head of
-/// all its lines asks with `false`).
+/// What a set asks of its members: `request` of each, but of the last
+/// one when `semaphore` gives a limit n: one permit of a semaphore of n
+/// (`SHARED LIMIT n PERMITS 1`, `LOCK.MACQUIRE ... SEMAPHORE n`), whose
+/// kind then refuses a set of another limit as it refuses a single
+/// request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetRequest {
+    pub request: Request,
+    pub semaphore: Option<u32>,
+}
+
+impl SetRequest {
+    /// What the semaphore member asks: a permit with the set's lease,
+    /// fence and session.
+    pub fn permit(&self) -> Option<Request> {
+        self.semaphore.map(|limit| Request { mode: Mode::Shared, limit: Some(limit), permits: 1, ..self.request })
+    }
+
+    /// What member `i` of `n` asks.
+    pub fn member(&self, i: usize, n: usize) -> Request {
+        match self.permit() {
+            Some(permit) if i.saturating_add(1) == n => permit,
+            _ => self.request,
+        }
+    }
+}
+
+/// One key of a set request: its holders, what the set asks of it, and
+/// whether others wait in its line before the request (a newcomer finding
+/// anyone there; the head of all its lines asks with `false`).
 pub struct Member<'a, O> {
     pub holding: &'a mut Holding<O>,
+    pub req: Request,
     pub waiting_ahead: bool,
 }
 
-/// Grants `req` to `owner` on every member at `now`, all or nothing. The
-/// refusals of a single key (a member of another kind, an upgrade beside
+/// Grants each member what it asks (`Member::req`, a set's lease and
+/// fence alike) to `owner` at `now`, all or nothing. The refusals of a
+/// single key (a member of another kind or limit, an upgrade beside
 /// others, another size of hold) refuse the whole set; a member held by
-/// others, or waited for ahead of this request, holds the whole set back.
-/// The owner's own holds are re-granted: when it holds every member in the
-/// mode asked with one token `t` and FENCE asks no more, the set keeps `t`
-/// (a retry whose reply was lost); otherwise one fresh token from
-/// `issue(min)`, larger than every earlier token of each member, goes to
-/// every member, those it held included. `members` has at least one key,
-/// each once.
+/// others (a semaphore member without a permit free), or waited for ahead
+/// of this request, holds the whole set back. The owner's own holds are
+/// re-granted: when it holds every member in the mode asked with one
+/// token `t` and FENCE asks no more, the set keeps `t` (a retry whose
+/// reply was lost); otherwise one fresh token from `issue(min)`, larger
+/// than every earlier token of each member, goes to every member, those it
+/// held included. `members` has at least one key, each once.
 pub fn acquire_set<O: PartialEq + Clone>(
     members: &mut [Member<'_, O>],
     owner: &O,
-    req: &Request,
     now: i64,
     issue: impl FnOnce(Token) -> Option<Token>,
 ) -> Outcome {
     // Refusals first, as for one key, before anything may hold the set back.
     for member in members.iter_mut() {
-        let holding = &mut *member.holding;
+        let (holding, req) = (&mut *member.holding, &member.req);
         holding.expire(now);
         if let Err(refusal) = holding.fits(req) {
             return Outcome::Refused(refusal);
@@ -65,23 +93,24 @@ pub fn acquire_set<O: PartialEq + Clone>(
             }
         }
     }
-    let held_back = members.iter().any(|m| m.holding.holder(owner).is_none() && (m.waiting_ahead || !m.holding.admits(req)));
+    let held_back = members.iter().any(|m| m.holding.holder(owner).is_none() && (m.waiting_ahead || !m.holding.admits(&m.req)));
     if held_back {
         return Outcome::Held;
     }
-    let mut kept = members.iter().map(|m| m.holding.holder(owner).filter(|_| m.holding.mode == req.mode).map(|h| h.token));
+    let fence = members.iter().map(|m| m.req.fence).max().unwrap_or(0);
+    let mut kept = members.iter().map(|m| m.holding.holder(owner).filter(|_| m.holding.mode == m.req.mode).map(|h| h.token));
     let first = kept.next().flatten();
-    let kept = first.filter(|t| req.fence <= *t && kept.all(|other| other == Some(*t)));
+    let kept = first.filter(|t| fence <= *t && kept.all(|other| other == Some(*t)));
     let token = match kept {
         Some(token) => token,
-        None => match issue(req.fence) {
+        None => match issue(fence) {
             Some(token) => token,
             None => return Outcome::Refused(Refusal::TokensExhausted),
         },
     };
-    let end = now.saturating_add(req.ttl_ms);
     for member in members.iter_mut() {
-        let holding = &mut *member.holding;
+        let (holding, req) = (&mut *member.holding, &member.req);
+        let end = now.saturating_add(req.ttl_ms);
         if holding.is_free() {
             *holding = Holding::free_for(req);
         }
@@ -252,8 +281,19 @@ mod tests {
     }
 
     fn ask(keys: &mut [Holding<&'static str>], owner: &'static str, mode: Mode, issue: &mut impl FnMut(Token) -> Option<Token>) -> Outcome {
-        let mut members: Vec<Member<'_, &str>> = keys.iter_mut().map(|holding| Member { holding, waiting_ahead: false }).collect();
-        acquire_set(&mut members, &owner, &request(mode), 0, issue)
+        ask_set(keys, owner, &SetRequest { request: request(mode), semaphore: None }, issue)
+    }
+
+    fn ask_set(
+        keys: &mut [Holding<&'static str>],
+        owner: &'static str,
+        set: &SetRequest,
+        issue: &mut impl FnMut(Token) -> Option<Token>,
+    ) -> Outcome {
+        let n = keys.len();
+        let mut members: Vec<Member<'_, &str>> =
+            keys.iter_mut().enumerate().map(|(i, holding)| Member { holding, req: set.member(i, n), waiting_ahead: false }).collect();
+        acquire_set(&mut members, &owner, 0, issue)
     }
 
     #[test]
@@ -271,9 +311,10 @@ mod tests {
         }
         // The same set again keeps its token; FENCE above it takes a new one.
         assert_eq!(ask(&mut keys, "a", Mode::Exclusive, &mut issue), Outcome::Granted(2, Grant::Regrant));
-        let mut members: Vec<Member<'_, &str>> = keys.iter_mut().map(|holding| Member { holding, waiting_ahead: false }).collect();
         let fenced = Request { fence: 9, ..request(Mode::Exclusive) };
-        assert_eq!(acquire_set(&mut members, &"a", &fenced, 0, &mut issue), Outcome::Granted(9, Grant::New));
+        let mut members: Vec<Member<'_, &str>> =
+            keys.iter_mut().map(|holding| Member { holding, req: fenced, waiting_ahead: false }).collect();
+        assert_eq!(acquire_set(&mut members, &"a", 0, &mut issue), Outcome::Granted(9, Grant::New));
     }
 
     #[test]
@@ -289,9 +330,9 @@ mod tests {
     fn a_member_of_another_kind_refuses_the_set() {
         let mut issue = counter();
         let mut keys = [free(), free()];
-        let mut members = vec![Member { holding: &mut keys[1], waiting_ahead: false }];
         let permit = Request { limit: Some(2), ..request(Mode::Shared) };
-        assert!(matches!(acquire_set(&mut members, &"b", &permit, 0, &mut issue), Outcome::Granted(..)));
+        let mut members = vec![Member { holding: &mut keys[1], req: permit, waiting_ahead: false }];
+        assert!(matches!(acquire_set(&mut members, &"b", 0, &mut issue), Outcome::Granted(..)));
         assert_eq!(ask(&mut keys, "a", Mode::Shared, &mut issue), Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 })));
         assert!(keys[0].is_free());
     }
@@ -300,8 +341,59 @@ mod tests {
     fn anyone_waiting_ahead_on_one_member_holds_the_set_back() {
         let mut keys = [free(), free()];
         let [first, second] = &mut keys;
-        let mut members = [Member { holding: first, waiting_ahead: false }, Member { holding: second, waiting_ahead: true }];
-        assert_eq!(acquire_set(&mut members, &"a", &request(Mode::Exclusive), 0, counter()), Outcome::Held);
+        let req = request(Mode::Exclusive);
+        let mut members = [Member { holding: first, req, waiting_ahead: false }, Member { holding: second, req, waiting_ahead: true }];
+        assert_eq!(acquire_set(&mut members, &"a", 0, counter()), Outcome::Held);
+    }
+
+    #[test]
+    fn a_semaphore_member_takes_one_permit_and_refuses_another_limit() {
+        let mut issue = counter();
+        let two = SetRequest { request: request(Mode::Exclusive), semaphore: Some(2) };
+        let four = SetRequest { semaphore: Some(4), ..two };
+        // Slots 0 and 1, and the semaphore last.
+        let mut keys = [free(), free(), free()];
+        {
+            let [slot0, _, record] = &mut keys;
+            let mut members = [
+                Member { holding: slot0, req: two.member(0, 2), waiting_ahead: false },
+                Member { holding: record, req: two.member(1, 2), waiting_ahead: false },
+            ];
+            assert_eq!(acquire_set(&mut members, &"a", 0, &mut issue), Outcome::Granted(1, Grant::New));
+        }
+        assert_eq!(keys[2].kind, Kind::Semaphore { limit: 2 });
+        assert_eq!(keys[2].holder(&"a").map(|h| (h.token, h.permits)), Some((1, 1)));
+        assert_eq!(keys[0].mode, Mode::Exclusive);
+        // Another limit is refused outright, taking nothing; the same limit
+        // shares the semaphore on another slot.
+        let [_, slot1, record] = &mut keys;
+        let before = (slot1.clone(), record.clone());
+        let mut members = [
+            Member { holding: slot1, req: four.member(0, 2), waiting_ahead: false },
+            Member { holding: record, req: four.member(1, 2), waiting_ahead: false },
+        ];
+        assert_eq!(acquire_set(&mut members, &"b", 0, &mut issue), Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 })));
+        assert_eq!((members[0].holding.clone(), members[1].holding.clone()), before);
+        members[0].req = two.member(0, 2);
+        members[1].req = two.member(1, 2);
+        assert_eq!(acquire_set(&mut members, &"b", 0, &mut issue), Outcome::Granted(2, Grant::New));
+        // Full: a third holder is held back, whatever its slot.
+        let mut slot = free();
+        let mut members = [
+            Member { holding: &mut slot, req: two.member(0, 2), waiting_ahead: false },
+            Member { holding: record, req: two.member(1, 2), waiting_ahead: false },
+        ];
+        assert_eq!(acquire_set(&mut members, &"c", 0, &mut issue), Outcome::Held);
+        assert!(slot.is_free());
+        // A read-write lock as the semaphore member refuses the set.
+        let mut lock = free();
+        assert!(matches!(ask(std::slice::from_mut(&mut lock), "d", Mode::Exclusive, &mut issue), Outcome::Granted(..)));
+        let mut slot = free();
+        let mut members = [
+            Member { holding: &mut slot, req: two.member(0, 2), waiting_ahead: false },
+            Member { holding: &mut lock, req: two.member(1, 2), waiting_ahead: false },
+        ];
+        assert_eq!(acquire_set(&mut members, &"e", 0, &mut issue), Outcome::Refused(Refusal::WrongKind(Kind::ReadWrite)));
     }
 
     #[test]
@@ -343,7 +435,10 @@ mod tests {
 /// Sets and single keys over a few keys, as the module would drive them:
 /// random asks (waiting or not), releases, departures and passing time,
 /// the lines served after every change, checked against the holds the
-/// harness itself granted.
+/// harness itself granted. Some sets also take a permit of a semaphore
+/// member (`SetRequest::semaphore`), of limit 2 or 4, as the quorum
+/// client's permit holds do: slots among the first `limit` keys, and the
+/// semaphore in no line.
 #[cfg(test)]
 mod properties {
     use proptest::prelude::*;
@@ -353,6 +448,9 @@ mod properties {
 
     const KEYS: u8 = 4;
     const CLIENTS: u8 = 6;
+    /// The semaphore member: the limit record of every permit hold.
+    const RECORD: u8 = KEYS;
+    const LIMITS: [Option<u32>; 3] = [None, Some(2), Some(4)];
 
     #[derive(Clone, Debug)]
     enum Op {
@@ -363,6 +461,8 @@ mod properties {
             shared: bool,
             wait: bool,
             ttl: i64,
+            /// Which of `LIMITS`.
+            limit: usize,
         },
         Release(u8),
         Leave(u8),
@@ -371,8 +471,8 @@ mod properties {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0..CLIENTS, 1u8..(1 << KEYS), any::<bool>(), prop::bool::weighted(0.8), 1i64..1_000)
-                .prop_map(|(client, keys, shared, wait, ttl)| Op::Ask { client, keys, shared, wait, ttl }),
+            4 => (0..CLIENTS, 1u8..(1 << KEYS), any::<bool>(), prop::bool::weighted(0.8), 1i64..1_000, 0..LIMITS.len())
+                .prop_map(|(client, keys, shared, wait, ttl, limit)| Op::Ask { client, keys, shared, wait, ttl, limit }),
             2 => (0..CLIENTS).prop_map(Op::Release),
             1 => (0..CLIENTS).prop_map(Op::Leave),
             1 => (0i64..600).prop_map(Op::Advance),
@@ -384,15 +484,35 @@ mod properties {
         client: u8,
         mode: Mode,
         ttl: i64,
+        semaphore: Option<u32>,
     }
 
-    /// A hold as the harness granted it.
+    impl Ask {
+        fn set(&self) -> SetRequest {
+            let request = Request { mode: self.mode, limit: None, ttl_ms: self.ttl, fence: 0, permits: 1, session: None };
+            SetRequest { request, semaphore: self.semaphore }
+        }
+    }
+
+    /// A hold as the harness granted it: `keys` its slots (the lines it
+    /// stood in), and the semaphore's permit when `semaphore`.
     #[derive(Clone, Debug)]
     struct Hold {
         keys: Vec<u8>,
         mode: Mode,
         token: Token,
         end: i64,
+        semaphore: Option<u32>,
+    }
+
+    impl Hold {
+        fn on(&self, key: u8) -> bool {
+            if key == RECORD {
+                self.semaphore.is_some()
+            } else {
+                self.keys.contains(&key)
+            }
+        }
     }
 
     struct Run {
@@ -405,22 +525,47 @@ mod properties {
         served: Vec<(Id, Vec<u8>)>,
     }
 
-    fn members<'a>(holdings: &'a mut BTreeMap<u8, Holding<u8>>, keys: &[u8], lines: Option<&Lines<u8, Ask>>) -> Vec<Member<'a, u8>> {
+    /// The members of `ask` over `keys`, in key order: the semaphore,
+    /// the largest key, last.
+    fn members<'a>(
+        holdings: &'a mut BTreeMap<u8, Holding<u8>>,
+        keys: &[u8],
+        ask: &Ask,
+        lines: Option<&Lines<u8, Ask>>,
+    ) -> Vec<Member<'a, u8>> {
+        let set = ask.set();
+        let n = keys.len() + usize::from(ask.semaphore.is_some());
         holdings
             .iter_mut()
-            .filter(|(key, _)| keys.contains(key))
-            .map(|(key, holding)| Member { holding, waiting_ahead: lines.is_some_and(|l| l.is_waited_for(key)) })
+            .filter(|(key, _)| keys.contains(key) || (**key == RECORD && ask.semaphore.is_some()))
+            .enumerate()
+            .map(|(i, (key, holding))| Member {
+                holding,
+                req: set.member(i, n),
+                waiting_ahead: *key != RECORD && lines.is_some_and(|l| l.is_waited_for(key)),
+            })
             .collect()
     }
 
     impl Run {
         fn new() -> Run {
-            let holdings = (0..KEYS).map(|k| (k, Holding { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() })).collect();
+            let holdings =
+                (0..=RECORD).map(|k| (k, Holding { kind: Kind::ReadWrite, mode: Mode::Exclusive, holders: Vec::new() })).collect();
             Run { holdings, lines: Lines::default(), holds: BTreeMap::new(), now: 0, counter: 0, served: Vec::new() }
         }
 
-        fn request(ask: &Ask) -> Request {
-            Request { mode: ask.mode, limit: None, ttl_ms: ask.ttl, fence: 0, permits: 1, session: None }
+        /// The only refusal here: a semaphore member held with another
+        /// limit than the one asked.
+        fn refusal_expected(&self, ask: &Ask, refusal: Refusal) {
+            let record = self.holdings.get(&RECORD).filter(|h| h.holders.iter().any(|h| h.end > self.now));
+            let held_with = record.map(|h| h.kind);
+            match (refusal, ask.semaphore, held_with) {
+                (Refusal::WrongKind(Kind::Semaphore { limit }), Some(asked), Some(Kind::Semaphore { limit: held })) => {
+                    assert_eq!(limit, held);
+                    assert_ne!(limit, asked, "the semaphore's own limit was refused");
+                }
+                other => panic!("{other:?}: only another limit is refused"),
+            }
         }
 
         /// `waiters::serve` across keys in miniature.
@@ -428,21 +573,34 @@ mod properties {
             let Run { holdings, lines, now, counter, .. } = self;
             let now = *now;
             let mut granted = Vec::new();
+            let mut refused = Vec::new();
             lines.serve(keys, |id, keys, ask| {
-                let mut members = members(holdings, keys, None);
+                let before = holdings.clone();
+                let mut members = members(holdings, keys, ask, None);
                 let issue = |min: Token| {
                     *counter = (*counter + 1).max(min);
                     Some(*counter)
                 };
-                match acquire_set(&mut members, &ask.client, &Run::request(ask), now, issue) {
+                match acquire_set(&mut members, &ask.client, now, issue) {
                     Outcome::Granted(token, _) => {
-                        granted.push((id, ask.client, Hold { keys: keys.to_vec(), mode: ask.mode, token, end: now + ask.ttl }));
+                        let hold = Hold { keys: keys.to_vec(), mode: ask.mode, token, end: now + ask.ttl, semaphore: ask.semaphore };
+                        granted.push((id, ask.client, hold));
                         Served::Left
                     }
                     Outcome::Held => Served::Waits,
-                    Outcome::Refused(refusal) => panic!("{refusal:?}: nothing here is refused"),
+                    Outcome::Refused(refusal) => {
+                        drop(members);
+                        refused.push((*ask, refusal, before));
+                        Served::Left
+                    }
                 }
             });
+            for (ask, refusal, before) in refused {
+                // Judged on what the keys held when it was refused.
+                let now_holdings = std::mem::replace(&mut self.holdings, before);
+                self.refusal_expected(&ask, refusal);
+                self.holdings = now_holdings;
+            }
             for (id, client, hold) in granted {
                 self.served.push((id, hold.keys.clone()));
                 self.holds.insert(client, hold);
@@ -455,36 +613,50 @@ mod properties {
 
         fn apply(&mut self, op: &Op) {
             match *op {
-                Op::Ask { client, keys, shared, wait, ttl } => {
+                Op::Ask { client, keys, shared, wait, ttl, limit } => {
                     if self.holds.contains_key(&client) || self.waits(client).is_some() {
                         return;
                     }
+                    let semaphore = LIMITS.get(limit).copied().flatten();
+                    // A permit hold takes its slots exclusively among the
+                    // first `limit` keys, as the client's do.
+                    let (keys, shared) = match semaphore {
+                        Some(limit) => match keys & ((1 << limit) - 1) {
+                            0 => (1, false),
+                            some => (some, false),
+                        },
+                        None => (keys, shared),
+                    };
                     let keys: Vec<u8> = (0..KEYS).filter(|k| keys & (1 << k) != 0).collect();
-                    let ask = Ask { client, mode: if shared { Mode::Shared } else { Mode::Exclusive }, ttl };
+                    let ask = Ask { client, mode: if shared { Mode::Shared } else { Mode::Exclusive }, ttl, semaphore };
                     let waited_for = keys.iter().any(|k| self.lines.is_waited_for(k));
+                    let before = self.holdings.clone();
                     let Run { holdings, lines, counter, now, .. } = self;
-                    let mut members = members(holdings, &keys, Some(lines));
+                    let mut members = members(holdings, &keys, &ask, Some(lines));
                     let issue = |min: Token| {
                         *counter = (*counter + 1).max(min);
                         Some(*counter)
                     };
-                    match acquire_set(&mut members, &client, &Run::request(&ask), *now, issue) {
+                    match acquire_set(&mut members, &client, *now, issue) {
                         Outcome::Granted(token, _) => {
                             assert!(!waited_for, "client {client} was granted {keys:?} past their waiters");
                             assert_eq!(token, self.counter, "a new set takes one fresh token");
-                            self.holds.insert(client, Hold { keys, mode: ask.mode, token, end: self.now + ttl });
+                            self.holds.insert(client, Hold { keys, mode: ask.mode, token, end: self.now + ttl, semaphore });
                         }
                         Outcome::Held if wait => {
                             self.lines.join(&keys, ask);
                         }
                         Outcome::Held => {}
-                        Outcome::Refused(refusal) => panic!("{refusal:?}: nothing here is refused"),
+                        Outcome::Refused(refusal) => {
+                            assert_eq!(self.holdings, before, "a refused set takes nothing");
+                            self.refusal_expected(&ask, refusal);
+                        }
                     }
                 }
                 Op::Release(client) => {
                     if let Some(hold) = self.holds.remove(&client) {
-                        for key in &hold.keys {
-                            if let Some(holding) = self.holdings.get_mut(key) {
+                        for key in (0..=RECORD).filter(|k| hold.on(*k)) {
+                            if let Some(holding) = self.holdings.get_mut(&key) {
                                 holding.release(&client, self.now);
                             }
                         }
@@ -514,12 +686,21 @@ mod properties {
             for (key, holding) in &self.holdings {
                 let mut core: Vec<(u8, Token)> = holding.holders.iter().filter(|h| h.end > self.now).map(|h| (h.owner, h.token)).collect();
                 core.sort_unstable();
-                let granted: Vec<(u8, &Hold)> = self.holds.iter().filter(|(_, h)| h.keys.contains(key)).map(|(c, h)| (*c, h)).collect();
+                let granted: Vec<(u8, &Hold)> = self.holds.iter().filter(|(_, h)| h.on(*key)).map(|(c, h)| (*c, h)).collect();
                 let expected: Vec<(u8, Token)> = granted.iter().map(|(c, h)| (*c, h.token)).collect();
                 assert_eq!(core, expected, "key {key}: {holding:?}");
-                if granted.iter().any(|(_, h)| h.mode == Mode::Exclusive) {
+                if *key != RECORD && granted.iter().any(|(_, h)| h.mode == Mode::Exclusive) {
                     assert_eq!(granted.len(), 1, "key {key} held exclusively beside others: {granted:?}");
                 }
+            }
+            // One limit at a time: every permit hold running has the
+            // semaphore's own limit, and there are at most that many.
+            let limits: BTreeSet<u32> = self.holds.values().filter_map(|h| h.semaphore).collect();
+            assert!(limits.len() <= 1, "permit holds of several limits at once: {limits:?}");
+            if let (Some(&limit), Some(record)) = (limits.first(), self.holdings.get(&RECORD)) {
+                assert_eq!(record.kind, Kind::Semaphore { limit });
+                let holders = self.holds.values().filter(|h| h.semaphore.is_some()).count();
+                assert!(u32::try_from(holders).is_ok_and(|n| n <= limit), "{holders} holders of a semaphore of {limit}");
             }
             // Arrival order across keys: waiters sharing a key are served in
             // the order they came, and nobody served waits behind an earlier
@@ -539,15 +720,16 @@ mod properties {
                 if self.lines.first_in_all(id) {
                     let mut holdings = self.holdings.clone();
                     let Some((keys, ask)) = self.lines.waiter(id) else { continue };
-                    let mut members = members(&mut holdings, keys, None);
-                    let outcome = acquire_set(&mut members, &ask.client, &Run::request(ask), self.now, |m| Some(m.max(1)));
-                    assert_eq!(outcome, Outcome::Held, "{id} is first in all its lines and would be granted, yet waits");
+                    let mut members = members(&mut holdings, keys, ask, None);
+                    let outcome = acquire_set(&mut members, &ask.client, self.now, |m| Some(m.max(1)));
+                    assert!(!matches!(outcome, Outcome::Granted(..)), "{id} is first in all its lines and would be granted, yet waits");
                 }
             }
         }
 
         /// Holders keep releasing and nobody new comes: every round
-        /// grants someone, so every waiter is granted.
+        /// grants someone (or turns away a set of another limit), so every
+        /// waiter leaves.
         fn drain(&mut self) {
             while !self.lines.is_empty() {
                 let before = self.lines.len();

@@ -99,7 +99,7 @@ const PROCLAIM_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
 const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
 const TOP_ARGS: [ArgDoc; 1] = [option(c"COUNT", c"count", INTEGER)];
-const MACQUIRE_ARGS: [ArgDoc; 9] = [
+const MACQUIRE_ARGS: [ArgDoc; 10] = [
     arg(c"numkeys", INTEGER),
     many(c"key", KEY),
     arg(c"owner", STRING),
@@ -109,6 +109,7 @@ const MACQUIRE_ARGS: [ArgDoc; 9] = [
     option(c"WAIT", c"timeout-ms", INTEGER),
     flag(c"SESSION", c"session"),
     option(c"DELAY", c"lock-delay-ms", INTEGER),
+    option(c"SEMAPHORE", c"limit", INTEGER),
 ];
 const MRELEASE_ARGS: [ArgDoc; 3] = [arg(c"numkeys", INTEGER), many(c"key", KEY), arg(c"owner", STRING)];
 const MEXTEND_ARGS: [ArgDoc; 4] = [arg(c"numkeys", INTEGER), many(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];

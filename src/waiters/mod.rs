@@ -56,6 +56,7 @@ use crate::change::grant::{self as change, Ask, Attempt};
 use crate::core::grant::Request;
 use crate::core::lease::Left;
 use crate::core::line::{self, Line, Offer};
+use crate::core::multi::SetRequest;
 use crate::core::token::Token;
 use crate::keys::grants;
 use crate::replication::writable;
@@ -118,8 +119,19 @@ impl Place {
 struct SetWaiter {
     waiter: Waiter,
     db: c_int,
-    /// Its members, each once, in the order given.
+    /// Its members that it waits in line for, each once, in the order
+    /// given.
     keys: Vec<HeldString>,
+    /// `SEMAPHORE n`: its last member, one permit of a semaphore of n,
+    /// in no line (see `change::multi`).
+    semaphore: Option<(HeldString, u32)>,
+}
+
+impl SetWaiter {
+    /// What it asks of its members.
+    fn set_request(&self) -> SetRequest {
+        SetRequest { request: self.waiter.request, semaphore: self.semaphore.as_ref().map(|(_, limit)| *limit) }
+    }
 }
 
 /// The waiter at a place.

@@ -43,28 +43,60 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ask: Ask<'_, Arg>, 
 /// this database): its one place joins the tail of every member's line at
 /// once, so it waits behind exactly those who came before it on each
 /// member. It is handed the set once it heads them all (`serve`); its
-/// timeout and disconnect take it out of every line, as `enqueue`'s.
-pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, request: Request, timeout_ms: i64) -> c_int {
+/// timeout and disconnect take it out of every line, as `enqueue`'s. A
+/// semaphore member (`set.semaphore`, the last name) has no line: while
+/// it holds the set back, the set's first line is looked at again when its
+/// lease ends.
+pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: SetRequest, timeout_ms: i64) -> c_int {
     let db = ctx.selected_db();
-    let keep = || {
-        let keys: Vec<HeldString> = names.iter().map(Arg::hold).collect();
-        keys.iter().all(HeldString::is_valid).then_some(keys)
+    let (lined, semaphore) = match (set.semaphore, names.split_last()) {
+        (Some(limit), Some((record, locks))) => (locks, Some((record, limit))),
+        _ => (names, None),
     };
-    let joined = block_in_line(ctx, owner, Ask::new(&request), timeout_ms, keep, |r, waiter, keys| {
+    let keep = || {
+        let keys: Vec<HeldString> = lined.iter().map(Arg::hold).collect();
+        let semaphore = semaphore.map(|(record, limit)| (record.hold(), limit));
+        let valid = keys.iter().all(HeldString::is_valid) && semaphore.as_ref().is_none_or(|(record, _)| record.is_valid());
+        valid.then_some((keys, semaphore))
+    };
+    let joined = block_in_line(ctx, owner, Ask::new(&set.request), timeout_ms, keep, |r, waiter, (keys, semaphore)| {
         let id = waiter.client as usize;
-        for name in names {
+        for name in lined {
             let queue = r.queues.entry(db).or_default().entry(name.bytes().into()).or_insert_with(|| Queue::new(name.hold()));
             queue.waiters.join(Place::Set(id));
         }
-        r.sets.insert(id, SetWaiter { waiter, db, keys });
+        r.sets.insert(id, SetWaiter { waiter, db, keys, semaphore });
     });
     if let Err(answered) = joined {
         return answered;
     }
-    for name in names {
+    for name in lined {
         arm_held(&ctx.open_key(name, KeyMode::Write), db, name.bytes());
     }
+    if let (Some((record, _)), Some(first)) = (semaphore, lined.first()) {
+        arm_for_semaphore(&ctx.open_key(record, KeyMode::Write), owner.bytes(), set.permit(), db, first.bytes());
+    }
     crate::api::OK
+}
+
+/// How soon a set held back by its semaphore member is looked at again
+/// at the latest. Its permits run out only for a moment (a connection's
+/// holds ended one key after the other, its lock's line served before its
+/// permit is given back) or when a member was released alone: the
+/// semaphore has no line whose move would serve the set.
+const SEMAPHORE_RECHECK_MS: i64 = 20;
+
+/// When the semaphore member `record` has no permit free for `owner`'s
+/// set (asking `permit` of it), looks at the set's line named `first`
+/// again when one may be: when the first lease there ends, and within
+/// `SEMAPHORE_RECHECK_MS`.
+fn arm_for_semaphore(record: &Key, owner: &[u8], permit: Option<Request>, db: c_int, first: &[u8]) {
+    let Some(permit) = permit else { return };
+    let now = crate::server::clock::now();
+    if !grants::may_grant(record, owner, &permit) && !matches!(grants::lease_left(record, now), Left::Ended) {
+        let soon = now.mono.saturating_add(SEMAPHORE_RECHECK_MS);
+        arm(db, first, next_check(record).map_or(soon, |due| due.min(soon)));
+    }
 }
 
 /// What every wait shares: blocks the calling client, keeps what it asks
@@ -229,7 +261,10 @@ fn granted_after_wait(head: &Waiter, cause: Cause) {
 /// its lease ends.
 fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cause: Cause) -> Offer<Taken> {
     // The user's rights to every member, now (see `acl`).
-    let refused = set.waiter.user.as_ref().and_then(|user| set.keys.iter().find_map(|k| crate::waiters::acl::refusal(user, Arg::of(k))));
+    let refused = set.waiter.user.as_ref().and_then(|user| {
+        let record = set.semaphore.as_ref().map(|(record, _)| record);
+        set.keys.iter().chain(record).find_map(|k| crate::waiters::acl::refusal(user, Arg::of(k)))
+    });
     if let Some(msg) = refused {
         let keys = others(&set, key_name);
         cancel(set.waiter, Outcome::Refused(msg));
@@ -239,16 +274,20 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
     // This member through the handle the caller holds; the others opened
     // here (a second handle to the same key would miss what the first
     // writes).
+    // The semaphore member, last, is never the line served.
+    let record = set.semaphore.as_ref().map(|(record, _)| record);
+    let named: Vec<&HeldString> = set.keys.iter().chain(record).collect();
     let opened: Vec<Option<Key>> =
-        set.keys.iter().map(|k| (k.bytes() != key_name.bytes()).then(|| ctx.open_key(Arg::of(k), KeyMode::Write))).collect();
-    let members: Vec<(&Key, &Arg)> = set.keys.iter().zip(&opened).map(|(k, o)| (o.as_ref().unwrap_or(key), Arg::of(k))).collect();
+        named.iter().map(|k| (k.bytes() != key_name.bytes()).then(|| ctx.open_key(Arg::of(k), KeyMode::Write))).collect();
+    let members: Vec<(&Key, &Arg)> = named.iter().zip(&opened).map(|(k, o)| (o.as_ref().unwrap_or(key), Arg::of(k))).collect();
     for (member, name) in &members {
         if name.bytes() != key_name.bytes() {
             crate::change::rescued::restore_rescued(ctx, member, name);
         }
     }
     let waiter = &set.waiter;
-    let attempt = crate::change::set::grant_set(ctx, &members, Arg::of(&waiter.owner), &waiter.request, |_| false, waiter.session_client);
+    let attempt =
+        crate::change::set::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client);
     let outcome = match attempt {
         Attempt::Granted(granted) => {
             for (member, name) in &members {
@@ -258,8 +297,11 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
             Outcome::Token(granted.token)
         }
         Attempt::Held => {
-            for (member, name) in &members {
+            for (member, name) in &members[..set.keys.len().min(members.len())] {
                 arm_held(member, db, name.bytes());
+            }
+            if let (Some((record, _)), Some(first)) = (members.get(set.keys.len()), set.keys.first()) {
+                arm_for_semaphore(record, waiter.owner.bytes(), set.set_request().permit(), db, first.bytes());
             }
             drop(members);
             return Offer::Waits(Taken::Set(set));

@@ -382,3 +382,141 @@ fn weighted_permits_reach_a_replica_and_survive_reload_rdb_and_aof() {
     let mut c = s.conn();
     assert_three_of_five_taken(&mut c, "pool", "after an RDB restart");
 }
+
+/// A semaphore's limit and its holders' owners and tokens.
+type Permits = (i64, Vec<(Vec<u8>, i64)>);
+
+/// The semaphore member of a set (`SEMAPHORE n`, its last key) as
+/// LOCK.INFO shows it.
+fn semaphore_holders(con: &mut Connection, key: &str) -> Option<Permits> {
+    let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key)))?;
+    assert_eq!(fields[4].1, Value::BulkString(b"shared".to_vec()), "{fields:?}");
+    let limit = int_of(&fields[5].1, "limit");
+    let Value::Array(rows) = &fields[6].1 else { panic!("holders: {fields:?}") };
+    let holders = rows
+        .iter()
+        .map(|row| match row {
+            Value::Array(items) => {
+                assert_eq!(items[5], Value::Int(1), "a set takes one permit: {row:?}");
+                let Value::BulkString(owner) = &items[0] else { panic!("holder owner {row:?}") };
+                (owner.clone(), int_of(&items[1], "holder token"))
+            }
+            other => panic!("holder row {other:?}"),
+        })
+        .collect();
+    Some((limit, holders))
+}
+
+/// `LOCK.MACQUIRE numkeys slots... record owner 60000 SEMAPHORE limit`.
+fn permit_set(slots: &[&str], record: &str, owner: &str, limit: u32) -> redis::Cmd {
+    let mut c = cmd("LOCK.MACQUIRE");
+    c.arg(slots.len() + 1).arg(slots).arg(record).arg(owner).arg(60_000).arg("SEMAPHORE").arg(limit);
+    c
+}
+
+#[test]
+fn a_semaphore_member_takes_a_permit_with_the_set_and_refuses_another_limit() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let t1 = macquire(&mut c, &["s0", "rec"], "one", 60_000, &["SEMAPHORE", "2"]).expect("free");
+    assert_eq!(holders(&mut c, &["s0"]), [Some((b"one".to_vec(), t1))], "the locks are exclusive");
+    assert_eq!(semaphore_holders(&mut c, "rec"), Some((2, vec![(b"one".to_vec(), t1)])));
+    let t2 = macquire(&mut c, &["s1", "rec"], "two", 60_000, &["SEMAPHORE", "2"]).expect("a second permit of 2");
+    assert_eq!(semaphore_holders(&mut c, "rec").map(|(_, h)| h.len()), Some(2));
+
+    // Another limit is refused as one key's LOCK.ACQUIRE is, taking nothing.
+    let err = expect_err(&mut c, &permit_set(&["s2"], "rec", "four", 4));
+    assert_eq!(err, "ERR wrong lock kind: the key is a semaphore (SHARED LIMIT 2)");
+    assert!(!exists(&mut c, b"s2"), "a refused set takes nothing");
+    let err = expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("rec").arg("four").arg(1000).arg("SHARED").arg("LIMIT").arg(4));
+    assert_eq!(err, "ERR wrong lock kind: the key is a semaphore (SHARED LIMIT 2)");
+    // Its own limit, full: held back (nil), taking nothing.
+    assert_eq!(macquire(&mut c, &["s2", "rec"], "three", 60_000, &["SEMAPHORE", "2"]), None);
+    assert!(!exists(&mut c, b"s2"));
+    // A read-write lock as the semaphore member refuses the set too.
+    grant(&mut c, "plain", "x", 60_000);
+    let err = expect_err(&mut c, &permit_set(&["s3"], "plain", "y", 2));
+    assert!(err.starts_with("ERR wrong lock kind: the key is a lock"), "{err}");
+    assert!(!exists(&mut c, b"s3"));
+
+    // MEXTEND and MRELEASE reach the semaphore member as any other.
+    assert_eq!(mextend(&mut c, &["s0", "rec"], "one", 600_000), 2);
+    assert!(pttl(&mut c, b"s0") > 500_000 && pttl(&mut c, b"rec") > 500_000);
+    assert_eq!(mrelease(&mut c, &["s0", "rec"], "one"), 2);
+    assert_eq!(semaphore_holders(&mut c, "rec"), Some((2, vec![(b"two".to_vec(), t2)])));
+    assert_eq!(mrelease(&mut c, &["s1", "rec"], "two"), 2);
+    assert!(!exists(&mut c, b"rec"), "the last permit's release frees the semaphore");
+    // Free, it takes the next limit asked.
+    assert!(macquire(&mut c, &["s2", "rec"], "four", 60_000, &["SEMAPHORE", "4"]).is_some());
+    assert_eq!(semaphore_holders(&mut c, "rec").map(|(limit, _)| limit), Some(4));
+}
+
+#[test]
+fn a_set_waits_in_its_locks_lines_only_and_gets_the_permit_with_them() {
+    let server = Server::start();
+    let mut c = server.conn();
+    macquire(&mut c, &["w0", "wrec"], "holder", 60_000, &["SEMAPHORE", "2"]).expect("free");
+    let mut waiter = server.conn();
+    waiter.set_read_timeout(Some(Duration::from_secs(20))).expect("read timeout");
+    send_cmd(&mut waiter, permit_set(&["w0"], "wrec", "waiter", 2).arg("WAIT").arg(30_000));
+    wait_waiters(&mut c, b"w0", 1);
+    // The semaphore has no line: a set for another of its locks is not
+    // held back by the waiter, and a waiter of another limit is refused.
+    assert_eq!(waiters(&mut c, b"wrec"), 0, "nobody stands in the semaphore's line");
+    let t = macquire(&mut c, &["w1", "wrec"], "newcomer", 60_000, &["SEMAPHORE", "2"]);
+    assert!(t.is_some(), "a free lock and a free permit are granted past a waiter for another lock");
+    let mut other = server.conn();
+    send_cmd(&mut other, permit_set(&["w0"], "wrec", "four", 4).arg("WAIT").arg(30_000));
+    let err = recv_reply(&mut other, "a waiter of another limit").expect_err("refused");
+    assert!(err.to_string().contains("wrong lock kind"), "{err}");
+    // The holder leaves: its lock and its permit go to the waiter together.
+    assert_eq!(mrelease(&mut c, &["w0", "wrec"], "holder"), 2);
+    let token = int_of(&recv_reply(&mut waiter, "the waiting set").expect("granted"), "the set's token");
+    assert_eq!(holders(&mut c, &["w0"]), [Some((b"waiter".to_vec(), token))]);
+    let (limit, held) = semaphore_holders(&mut c, "wrec").expect("held");
+    assert_eq!(limit, 2);
+    assert!(held.contains(&(b"waiter".to_vec(), token)), "{held:?}");
+    assert_eq!(held.len(), 2, "the newcomer and the waiter: {held:?}");
+}
+
+#[test]
+fn a_replica_holds_the_semaphore_member_with_its_limit() {
+    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica = Server::start();
+    attach_replica(&master, &replica);
+    let mut m = master.conn();
+    let t = macquire(&mut m, &["ra", "rrec"], "me", 600_000, &["SEMAPHORE", "3"]).expect("free");
+    wait1(&mut m);
+    let mut r = replica.conn();
+    assert_eq!(semaphore_holders(&mut r, "rrec"), Some((3, vec![(b"me".to_vec(), t)])));
+    assert_eq!(holders(&mut r, &["ra"]), [Some((b"me".to_vec(), t))]);
+    assert_eq!(pexpiretime(&mut r, b"rrec"), pexpiretime(&mut m, b"rrec"));
+    // Promoted, it refuses another limit as its master did.
+    ok_cmd(&mut r, cmd("REPLICAOF").arg("NO").arg("ONE"));
+    let err = expect_err(&mut r, &permit_set(&["rb"], "rrec", "you", 5));
+    assert_eq!(err, "ERR wrong lock kind: the key is a semaphore (SHARED LIMIT 3)");
+    assert!(macquire(&mut r, &["rb", "rrec"], "you", 60_000, &["SEMAPHORE", "3"]).is_some());
+}
+
+#[test]
+fn a_set_held_back_by_a_full_semaphore_is_served_once_a_permit_is_given_back() {
+    let server = Server::start();
+    let mut c = server.conn();
+    macquire(&mut c, &["fa", "frec"], "holder", 600_000, &["SEMAPHORE", "1"]).expect("free");
+    // Its lock free, its semaphore full: the set waits in its lock's line.
+    let mut waiter = server.conn();
+    waiter.set_read_timeout(Some(Duration::from_secs(20))).expect("read timeout");
+    send_cmd(&mut waiter, permit_set(&["fb"], "frec", "waiter", 1).arg("WAIT").arg(60_000));
+    wait_until(
+        Duration::from_secs(10),
+        "the set to stand in fb's line",
+        || matches!(ok_cmd(&mut c, cmd("LOCK.WAITERS").arg("fb")), Value::Array(line) if line.len() == 1),
+    );
+    // The permit alone given back (no line of the semaphore to serve): the
+    // set is looked at again soon, not at the end of its wait.
+    assert_eq!(release(&mut c, b"frec", b"holder"), 1);
+    let started = std::time::Instant::now();
+    let token = int_of(&recv_reply(&mut waiter, "the set held back by its semaphore").expect("granted"), "token");
+    assert!(started.elapsed() < Duration::from_secs(10), "served after {:?}", started.elapsed());
+    assert_eq!(semaphore_holders(&mut c, "frec"), Some((1, vec![(b"waiter".to_vec(), token)])));
+}

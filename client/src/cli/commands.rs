@@ -62,7 +62,7 @@ pub fn deadline(wait: Option<Duration>) -> Result<Option<Instant>, Failure> {
 struct AcquireJson<'a> {
     /// The names joined with ", " (one name: the name).
     resource: &'a str,
-    resources: &'a [String],
+    resources: Vec<&'a str>,
     owner: &'a str,
     token: Option<i64>,
     validity_ms: u64,
@@ -99,9 +99,12 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
     // Validity left now, after the round trips, not at the acquisition.
     let validity_ms = millis(lock.remaining());
     if json {
+        // A permit hold's keys but the semaphore's limit record: its permits.
+        let record = args.limit.map(|_| redlock::semaphore::limit_key(&named));
+        let resources = lock.resources.names().iter().map(String::as_str).filter(|n| Some(*n) != record.as_deref()).collect();
         output::json(&AcquireJson {
             resource: &lock.resource,
-            resources: lock.resources.names(),
+            resources,
             owner: &lock.owner,
             token: lock.token,
             validity_ms,

@@ -3,7 +3,7 @@
 //! the grant; the waiting acquisition built on it (`acquire_until`).
 
 use super::*;
-use crate::semaphore::permit_set;
+use crate::semaphore::{named_after, permit_set, PermitHold};
 
 /// What asking for a place in line came to.
 enum Joined {
@@ -220,6 +220,10 @@ impl Redlock {
         // `limit` handoffs run side by side. While it waits there, it asks
         // every permit now and then (`LOOK_AROUND`).
         let slots: Resources;
+        // What the rounds take: the resource, or a permit hold's slots and
+        // limit record (`PermitHold`), named after its slots.
+        let hold: PermitHold;
+        let mut held: Option<&Resources> = None;
         let mut semaphore = None;
         // Found held lately: straight into the line (`Contended`).
         let contended = &self.inner.contended;
@@ -243,6 +247,7 @@ impl Redlock {
             (true, Some(_), Kind::Permit { limit, count }) => {
                 let first = rand::rng().random_range(0..limit.max(1));
                 slots = permit_set(&named, limit, count, first).map_err(Error::Config)?;
+                hold = PermitHold::of(&slots, &named, limit, self.inner.settings.mode).map_err(Error::Config)?;
                 let asked = Semaphore { name: named.clone(), limit, count };
                 let tried = match skip_first {
                     true => FirstTry::Behind,
@@ -252,7 +257,8 @@ impl Redlock {
                     return Ok(lock);
                 }
                 semaphore = Some(asked);
-                (&slots, Kind::Exclusive, Ask::exclusive())
+                held = Some(&hold.keys);
+                (&slots, Kind::Exclusive, hold.ask)
             }
             (true, Some(_), _) => {
                 let tried = match skip_first {
@@ -303,11 +309,11 @@ impl Redlock {
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
                         let floor =
                             ask_floor.then(|| place.token().max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
-                        let head = self.attempt_at_head(resource, ttl, window, ask.fence(floor));
+                        let head = self.attempt_at_head(held.unwrap_or(resource), ttl, window, ask.fence(floor));
                         (self.looking_around(head, semaphore.as_ref(), ttl).await, Some(window))
                     }
                     (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl).await, None),
-                    _ => (self.attempt(resource, ttl, ask).await, None),
+                    _ => (self.attempt(held.unwrap_or(resource), ttl, ask).await, None),
                 }
             };
             let (renewed, (taken, window)) = futures::join!(renewal, round);
@@ -322,6 +328,11 @@ impl Redlock {
                 None => {}
             }
             let outcomes = match taken {
+                // A permit hold's lock is named after its slots.
+                Ok(lock) if held.is_some_and(|keys| lock.resources == *keys) => {
+                    place.drop_tickets();
+                    return Ok(named_after(lock, resource));
+                }
                 Ok(lock) => {
                     place.drop_tickets();
                     return Ok(lock);
@@ -598,7 +609,9 @@ impl Redlock {
         let (in_line, taken) = futures::join!(join_all(look), attempt);
         let someone_in_line = in_line.contains(&Some(true));
         match (someone_in_line, taken) {
-            (true, Ok(lock)) if lock.resources == *resource => {
+            // By name: a permit hold's lock is named after its slots, and
+            // holds its limit record too.
+            (true, Ok(lock)) if lock.resource == resource.to_string() => {
                 // Nothing to report: the release reaches every instance
                 // or runs out with the ttl.
                 let _ = self.release_on_servers(&lock).await;

@@ -197,7 +197,9 @@ impl Kind {
     /// The kind of hold `share` asks for.
     fn of_share(share: Share) -> Kind {
         match share {
-            Share::Exclusive => Kind::Exclusive,
+            // A set of slots and a limit record is a permit hold's round,
+            // never what an acquisition asks for.
+            Share::Exclusive | Share::Slots(_) => Kind::Exclusive,
             Share::Shared => Kind::Shared,
             Share::Permits(limit, count) => Kind::Permit { limit, count },
         }

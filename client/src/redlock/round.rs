@@ -146,8 +146,7 @@ impl Redlock {
         let started = Instant::now();
         let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
         let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, ask))).await;
-        let shared = ask.share == Share::Shared;
-        self.conclude(resource, owner, ttl, shared, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
+        self.conclude(resource, owner, ttl, ask.share, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
     }
 
     /// One round of the head of the line: `LOCK.ACQUIRE resource owner ttl
@@ -180,7 +179,6 @@ impl Redlock {
             return self.attempt(resource, ttl, ask.fence(None)).await;
         };
         let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
-        let shared = ask.share == Share::Shared;
         let owner = new_owner();
         let sent = Instant::now();
         let n = self.inner.instances.len();
@@ -208,7 +206,7 @@ impl Redlock {
         // while the tokens are reconciled): nothing may stay granted.
         let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
         let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
-        let concluded = self.conclude(resource, owner, ttl, shared, sent, outcomes, Arc::clone(&round.ended), true).await;
+        let concluded = self.conclude(resource, owner, ttl, ask.share, sent, outcomes, Arc::clone(&round.ended), true).await;
         abandon.armed = false;
         concluded
     }
@@ -218,14 +216,15 @@ impl Redlock {
     /// validity left, the lock; otherwise `ended` set first (see
     /// `attempt_at_head`) and every grant released: everywhere when
     /// `late_grants` (waits still running may be granted), else wherever
-    /// the answer was not a plain refusal.
+    /// the answer was not a plain refusal. `share`: how the round asked,
+    /// which the write-back of its tokens asks again.
     #[allow(clippy::too_many_arguments)]
     async fn conclude(
         &self,
         resource: &Resources,
         owner: String,
         ttl: Duration,
-        shared: bool,
+        share: Share,
         started: Instant,
         mut outcomes: Vec<InstanceOutcome>,
         ended: Arc<AtomicBool>,
@@ -261,7 +260,7 @@ impl Redlock {
         }
         let (token, fenced) = match self.inner.settings.mode {
             Mode::Script => (None, 0),
-            Mode::Module => match self.reconcile(resource, &owner, ttl, shared, &granted, &mut outcomes).await {
+            Mode::Module => match self.reconcile(resource, &owner, ttl, share, &granted, &mut outcomes).await {
                 Some((token, fenced)) => (Some(token), fenced),
                 None => return give_up(outcomes).await,
             },
@@ -285,7 +284,7 @@ impl Redlock {
             ttl,
             instances: outcomes,
             fenced,
-            shared,
+            shared: share == Share::Shared,
             session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended,
@@ -316,7 +315,7 @@ impl Redlock {
         resource: &Resources,
         owner: &str,
         ttl: Duration,
-        shared: bool,
+        share: Share,
         granted: &[(usize, Option<i64>)],
         outcomes: &mut [InstanceOutcome],
     ) -> Option<(i64, usize)> {
@@ -329,8 +328,10 @@ impl Redlock {
             let raised = join_all(behind.iter().filter_map(|&i| {
                 let instance = self.inner.instances.get(i)?;
                 // The write-back is a re-grant in the same mode: a shared
-                // holder asking without SHARED would be asking to upgrade.
-                let ask = Ask::new(Share::of(shared)).fence(Some(plan.token)).session(self.inner.settings.session_delay_ms(ttl));
+                // holder asking without SHARED would be asking to upgrade,
+                // a permit hold without SEMAPHORE for its limit record's
+                // lock.
+                let ask = Ask::new(share).fence(Some(plan.token)).session(self.inner.settings.session_delay_ms(ttl));
                 Some(async move { (i, instance.acquire_as(resource, owner, ttl, ask).await) })
             }))
             .await;

@@ -94,12 +94,15 @@ impl Keys<'_> {
 
 /// How a request holds a key: alone, shared, or as a holder of `k` of a
 /// semaphore's `n` permits (`LOCK.ACQUIRE ... [SHARED [LIMIT n [PERMITS
-/// k]]]`).
+/// k]]]`); or, for a set, its keys alone but the last, of which it takes
+/// one permit of `n` (`LOCK.MACQUIRE ... SEMAPHORE n`: a quorum
+/// semaphore's permit slots and its limit record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Share {
     Exclusive,
     Shared,
     Permits(u32, u32),
+    Slots(u32),
 }
 
 impl Share {
@@ -124,6 +127,9 @@ impl Share {
                 if k != 1 {
                     cmd.arg("PERMITS").arg(k);
                 }
+            }
+            Share::Slots(n) => {
+                cmd.arg("SEMAPHORE").arg(n);
             }
         }
     }
@@ -214,6 +220,9 @@ impl Instance {
         let outcome = match self.mode {
             Mode::Module if matches!((keys, share), (Keys::Set(_), Share::Permits(..))) => {
                 Outcome::Failed("a set of several resources takes no semaphore limit".into())
+            }
+            Mode::Module if matches!((keys, share), (Keys::One(_), Share::Slots(..))) => {
+                Outcome::Failed("a semaphore's slots come with its limit record: two keys at least".into())
             }
             Mode::Module => {
                 let mut cmd = keys.command("LOCK.ACQUIRE", "LOCK.MACQUIRE");

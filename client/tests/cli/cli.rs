@@ -268,10 +268,22 @@ async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
 
     let refused = run(&c, &["run", "pool", "--limit", "2", "--", "sh", "-c", "echo ran"], "run --limit 2, all taken").await;
     assert_eq!(refused.code, Some(RUN_NOT_LOCKED), "stderr: {}", refused.stderr);
-    let ran = run(&c, &["run", "pool", "--limit", "3", "--", "sh", "-c", "echo $REDLOCK_RESOURCE $REDLOCK_PERMIT"], "run --limit 3").await;
+    // Another limit beside holds of 2 is refused by the servers, as one
+    // server refuses it (issue 55); the command does not run.
+    let other = run(&c, &["run", "pool", "--limit", "3", "--", "sh", "-c", "echo ran"], "run --limit 3 beside holds of 2").await;
+    assert_eq!(other.code, Some(2), "stdout {} stderr {}", other.stdout, other.stderr);
+    assert!(other.stderr.contains("wrong lock kind"), "the servers' refusal: {}", other.stderr);
+    assert!(!other.stdout.contains("ran"), "{}", other.stdout);
+    assert_eq!(c.infos("pool:permit:2").await, vec![None; 5], "nothing taken");
+    let other = run(&c, &["acquire", "pool", "--ttl", "30s", "--limit", "4"], "acquire --limit 4 beside holds of 2").await;
+    assert_eq!(other.code, Some(2), "stdout {} stderr {}", other.stdout, other.stderr);
+    let ran = run(&c, &["run", "pool1", "--limit", "1", "--", "sh", "-c", "echo $REDLOCK_RESOURCE $REDLOCK_PERMIT"], "run --limit 1").await;
     assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
-    assert_eq!(ran.stdout.trim(), "pool pool:permit:2");
-    assert_eq!(c.infos("pool:permit:2").await, vec![None; 5], "released when the command exited");
+    assert_eq!(ran.stdout.trim(), "pool1 pool1:permit:0", "the permit is named, not the limit record");
+    assert_eq!(c.infos("pool1:permit:0").await, vec![None; 5], "released when the command exited");
+    for s in &c.servers {
+        assert_eq!(s.ok(redis::cmd("EXISTS").arg("pool1:permits")).await, redis::Value::Int(0), "the limit record released too");
+    }
     let bad = run(&c, &["acquire", "pool", "--ttl", "1s", "--limit", "0"], "--limit 0").await;
     assert_eq!(bad.code, Some(2), "stderr: {}", bad.stderr);
     // status --limit: one line per permit; permits 0 and 1 are held (by

@@ -277,3 +277,102 @@ async fn a_released_permit_is_handed_over_on_the_servers() {
     let other = 1 - slot;
     holders[other].release(&held[other]).await.expect("release");
 }
+
+/// The refusal a request of another limit than the semaphore's gets: the
+/// servers' own, as on one server.
+fn assert_other_limit_refused<T: std::fmt::Debug>(result: Result<T, Error>, what: &str) {
+    match result {
+        Err(Error::Rejected { rejection, outcomes, .. }) => {
+            assert_eq!(rejection, redlock::Rejection::WrongType, "{what}");
+            let refusal = outcomes.iter().find_map(|o| match &o.outcome {
+                redlock::Outcome::Failed(msg) => Some(msg.clone()),
+                _ => None,
+            });
+            assert!(refusal.as_deref().is_some_and(|m| m.contains("wrong lock kind")), "{what}: {outcomes:?}");
+        }
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+/// Mixed limits through the quorum (issue 55): two handles ask for limit 2
+/// and two for limit 4 of one semaphore. The quorum enforces one limit:
+/// while holds of one limit run, the other is refused with the one-server
+/// error (wrong lock kind), by trying and by waiting; and under contention
+/// the holders of the two limits never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_limits_through_the_quorum() {
+    let _serial = serial();
+    let c = Cluster::start(5);
+    let handles: Vec<(Redlock, u32)> = [2, 2, 4, 4].into_iter().map(|limit| (c.redlock(settings()), limit)).collect();
+    let ttl = Duration::from_secs(30);
+    let a = handles[0].0.try_permit("mixed", 2, ttl).await.expect("the first holder sets the limit, 2");
+    let b = handles[1].0.try_permit("mixed", 2, ttl).await.expect("a second permit of 2");
+    assert_other_limit_refused(handles[2].0.try_permit("mixed", 4, ttl).await, "limit 4 beside holds of 2");
+    assert_other_limit_refused(
+        handles[3].0.permit_until("mixed", 4, ttl, Some(Instant::now() + Duration::from_secs(5))).await,
+        "limit 4 waiting beside holds of 2",
+    );
+    handles[0].0.release(&a).await.expect("A releases");
+    assert_other_limit_refused(handles[2].0.try_permit("mixed", 4, ttl).await, "limit 4 beside one hold of 2");
+    handles[1].0.release(&b).await.expect("B releases");
+    // Free again, the next holder's limit is the semaphore's.
+    let d = handles[3].0.try_permit("mixed", 4, ttl).await.expect("limit 4 once the holds of 2 are gone");
+    assert_other_limit_refused(handles[0].0.try_permit("mixed", 2, ttl).await, "limit 2 beside a hold of 4");
+    handles[3].0.release(&d).await.expect("D releases");
+
+    // Contention: each handle takes its limit's permits for 3 s; the
+    // holders of 2 and of 4 are never both running.
+    let holding: Arc<Mutex<[u32; 2]>> = Arc::default();
+    let overlaps: Arc<Mutex<Vec<String>>> = Arc::default();
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut tasks = Vec::new();
+    for (i, (rl, limit)) in handles.into_iter().enumerate() {
+        let (holding, overlaps) = (holding.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mine, other) = if limit == 2 { (0, 1) } else { (1, 0) };
+            let (mut grants, mut refusals) = (0u32, 0u32);
+            while Instant::now() < end {
+                let permit = match rl.permit_until("contended", limit, Duration::from_secs(2), Some(Instant::now() + MS(300))).await {
+                    Ok(p) => p,
+                    Err(Error::NotAcquired { .. }) => continue,
+                    Err(e @ Error::Rejected { .. }) => {
+                        assert_other_limit_refused::<()>(Err(e), &format!("handle {i}, limit {limit}"));
+                        refusals += 1;
+                        tokio::time::sleep(MS(5)).await;
+                        continue;
+                    }
+                    Err(e) => panic!("handle {i}: {e}"),
+                };
+                {
+                    let mut now = holding.lock().unwrap_or_else(|p| p.into_inner());
+                    if now[other] > 0 {
+                        overlaps.lock().unwrap_or_else(|p| p.into_inner()).push(format!("limit {limit} granted beside {now:?}"));
+                    }
+                    now[mine] += 1;
+                }
+                grants += 1;
+                tokio::time::sleep(MS(15)).await;
+                holding.lock().unwrap_or_else(|p| p.into_inner())[mine] -= 1;
+                let _ = rl.release(&permit).await;
+                // A pause between holds, so that the holds of one limit
+                // now and then all end and the other limit gets its turn.
+                tokio::time::sleep(MS(5)).await;
+            }
+            (limit, grants, refusals)
+        }));
+    }
+    let mut by_limit = HashMap::new();
+    for t in tasks {
+        let (limit, grants, refusals) =
+            tokio::time::timeout(Duration::from_secs(30), t).await.expect("client stuck").expect("client panicked");
+        let entry = by_limit.entry(limit).or_insert((0, 0));
+        entry.0 += grants;
+        entry.1 += refusals;
+    }
+    println!("MIXED LIMITS | 2 handles of limit 2, 2 of limit 4, 3 s | (grants, refusals) by limit: {by_limit:?}");
+    let overlaps = overlaps.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(overlaps.is_empty(), "holders of both limits at once: {overlaps:?}");
+    let refused: u32 = by_limit.values().map(|&(_, r)| r).sum();
+    assert!(refused > 0, "no request met a hold of the other limit: the test proved nothing");
+    assert!(by_limit.values().all(|&(g, _)| g > 0), "a limit was never granted: {by_limit:?}");
+}

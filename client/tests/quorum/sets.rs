@@ -232,7 +232,11 @@ async fn several_permits_are_taken_in_one_hold_and_wait_without_being_passed() {
     let rl = c.redlock(relaxed());
     let ttl = Duration::from_secs(10);
     let three = rl.try_permits("pool", 5, 3, ttl).await.expect("3 of 5 free");
-    assert_eq!(three.resources.len(), 3, "three permit slots in one hold: {}", three.resource);
+    // Three permit slots in one hold, with the semaphore's limit record;
+    // named after its slots.
+    assert_eq!(three.resources.len(), 4, "three permit slots and the limit record in one hold: {:?}", three.resources);
+    assert_eq!(three.resources.names().last().map(String::as_str), Some("pool:permits"));
+    assert_eq!(three.resource.split(", ").filter(|k| k.starts_with("pool:permit:")).count(), 3, "{}", three.resource);
     assert!(rl.try_permits("pool", 5, 3, ttl).await.is_err(), "3 + 3 of 5 is refused");
     let two = rl.try_permits("pool", 5, 2, ttl).await.expect("3 + 2 of 5 fits");
     assert!(rl.try_permit("pool", 5, ttl).await.is_err(), "all five taken");
