@@ -147,6 +147,20 @@ def check_summary(path):
     return problems
 
 
+def check_readme_lists_the_book(readme, summary):
+    """The chapters of docs/SUMMARY.md that README.md's documentation
+    list does not link to (a reader of the README would never find them)."""
+    try:
+        with open(readme, encoding="utf-8") as f:
+            linked = {os.path.normpath(unquote(t.partition("#")[0])) for _, t in links_of(f.read())}
+        with open(summary, encoding="utf-8") as f:
+            chapters = [t.partition("#")[0] for _, t in links_of(f.read()) if not re.match(r"^[a-z]+:", t, re.I)]
+    except OSError as e:
+        return [f"{e.filename}: {e.strerror}"]
+    return [f"docs/{c} is a chapter of docs/SUMMARY.md that README.md does not link to"
+            for c in chapters if os.path.normpath(os.path.join("docs", unquote(c))) not in linked]
+
+
 def check_doctests(files):
     """Which of README.md and the chapters client/src/doctests.rs leaves out."""
     path = os.path.join(ROOT, "client", "src", "doctests.rs")
@@ -175,6 +189,7 @@ def main():
                     [] if count <= README_MAX_LINES else [f"{count - README_MAX_LINES} lines too many"]))
     summary = os.path.join(ROOT, "docs", "SUMMARY.md")
     results.append(("docs/SUMMARY.md chapters", check_summary(summary)))
+    results.append(("README.md links to every chapter of docs/SUMMARY.md", check_readme_lists_the_book(files[0], summary)))
     book = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
     results.append(("README.md and the book are doc tests (client/src/doctests.rs)", check_doctests(book)))
 
