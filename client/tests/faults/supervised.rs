@@ -283,10 +283,12 @@ async fn run_does_not_start_its_command_with_the_hold_about_to_end() {
     for s in &c.servers {
         links.push(Forwarder::start(s.port).await);
     }
-    // ttl 2 s, drift 22 ms: a round of one delayed reply leaves ~125 ms of
-    // validity, ~25 ms before the command must have stopped.
+    // ttl 2 s, drift 22 ms: a round of one delayed reply leaves at most
+    // 188 ms of validity, 88 ms before the command must have stopped (under
+    // the 100 ms a start needs), and a busy machine up to 188 ms more
+    // before the round would have no validity at all.
     for f in &links {
-        f.delay_replies(1850..=1850);
+        f.delay_replies(1790..=1790);
     }
     let through: Vec<String> = links.iter().map(Forwarder::url).collect();
     let dir = tempfile::tempdir().expect("temp dir");
