@@ -66,6 +66,9 @@ struct Ticket {
     owner: String,
     /// The line instance's token for the ticket, a floor for the lock's.
     token: Option<i64>,
+    /// The place's lease as asked: how long a release that cannot reach
+    /// the line instance is sent again (`leave_line`).
+    ttl: Duration,
     /// Bound to the shared connection (`PLACE_SESSION`). A place granted
     /// by a wait in the queue is not: the wait's connection goes back to a
     /// pool. It is bound by a renewal in the first round, beside the head's
@@ -131,7 +134,8 @@ impl Drop for AbandonPlace<'_> {
             let me = self.redlock.clone();
             self.redlock.depart(async move {
                 if let Some(instance) = me.inner.instances.get(t.instance) {
-                    instance.abandon_waits(t.keys.as_slice(), &t.owner).await;
+                    let sent = instance.abandon_waits(t.keys.as_slice(), &t.owner).await.outcome;
+                    me.release_later(&t.keys, &t.owner, t.ttl, vec![(t.instance, sent)]);
                 }
             });
         }
@@ -487,7 +491,7 @@ impl Redlock {
     ) -> Result<Ticket, Joined> {
         let Some(instance) = self.inner.instances.get(index) else { return Err(Joined::Without) };
         let owner = new_owner();
-        let ticket = |token, bound| Ticket { instance: index, keys: keys.clone(), share, owner: owner.clone(), token, bound };
+        let ticket = |token, bound| Ticket { instance: index, keys: keys.clone(), share, owner: owner.clone(), token, ttl, bound };
         // Without `ask_first` the caller just found others in line: straight
         // to the queue (which grants at once if the line emptied since).
         if ask_first {
@@ -530,9 +534,10 @@ impl Redlock {
                     Ok(ticket(token, false))
                 }
                 _ => {
-                    // A grant that raced the timeout must not block the line.
-                    instance.release(keys.as_slice(), &owner).await;
+                    // A grant that raced the timeout (or a reset) must not
+                    // block the line.
                     abandoned.ticket = None;
+                    self.leave_line(ticket(None, false)).await;
                     Err(Joined::Without)
                 }
             },
@@ -666,9 +671,13 @@ impl Redlock {
         }
     }
 
+    /// Gives a place up; a release that did not reach the line instance
+    /// (a reset, a link down) is sent again while the place could stand:
+    /// otherwise the next in line would wait for its whole ttl.
     async fn leave_line(&self, t: Ticket) {
         if let Some(instance) = self.inner.instances.get(t.instance) {
-            instance.release(t.keys.as_slice(), &t.owner).await;
+            let sent = instance.release(t.keys.as_slice(), &t.owner).await.outcome;
+            self.release_later(&t.keys, &t.owner, t.ttl, vec![(t.instance, sent)]);
         }
     }
 }

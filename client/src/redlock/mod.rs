@@ -128,6 +128,8 @@ pub(crate) struct Inner {
     /// Resources this handle's waits lately found held: its next waits for
     /// one join the line without a first round.
     contended: contended::Contended,
+    /// Its entries' recoveries from failed connections (see `Recoveries`).
+    recoveries: Arc<Recoveries>,
 }
 
 /// Background work of a handle that a process about to exit waits for.
@@ -280,6 +282,7 @@ impl Redlock {
                 identities,
                 first_contact: tokio::sync::OnceCell::new(),
                 contended: contended::Contended::default(),
+                recoveries,
             }),
         })
     }

@@ -70,7 +70,7 @@ impl Redlock {
         self.release_owner_within(&lock.resources, &lock.owner, Some(lock.ttl)).await
     }
 
-    /// Sends the release of `owner`'s hold of `resource` again, in the
+    /// Sends the release of `owner`'s hold of `keys` again, in the
     /// background, to every instance of `sent` (index, outcome of the
     /// release) that it did not reach (timed out, unreachable: a reset or
     /// a link that went down), until it lands there or the lease it may
@@ -79,14 +79,14 @@ impl Redlock {
     /// and every waiter waits that long. Owner-checked and never taking
     /// anything, a late release can only end this very hold: each lock has
     /// an owner of its own. Outside a runtime, the lease ends it.
-    pub(super) fn release_later(&self, resource: &Resources, owner: &str, ttl: Duration, sent: Vec<(usize, Outcome)>) {
+    pub(super) fn release_later(&self, keys: &[String], owner: &str, ttl: Duration, sent: Vec<(usize, Outcome)>) {
         let mut pending: Vec<usize> =
             sent.into_iter().filter(|(_, o)| matches!(o, Outcome::Timeout | Outcome::Unreachable { .. })).map(|(i, _)| i).collect();
         if pending.is_empty() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let (me, resource, owner) = (self.clone(), resource.clone(), owner.to_string());
+        let (me, keys, owner) = (self.clone(), keys.to_vec(), owner.to_string());
         let until = Instant::now() + ttl;
         runtime.spawn(async move {
             let mut pause = RELEASE_RETRY_FIRST;
@@ -95,10 +95,21 @@ impl Redlock {
                 if left.is_zero() {
                     return;
                 }
-                tokio::time::sleep(pause.min(left)).await;
+                // An entry backing off from failed connections takes the
+                // release as its next attempt, the moment it may (the pause
+                // spaces out the connections, not this wait); any entry of
+                // the list found back wakes it sooner.
+                let backing_off = pending.iter().filter_map(|&i| me.inner.instances.get(i)?.paused_for()).min();
+                let wait = backing_off.map_or(pause, |p| p.min(pause)).max(Duration::from_millis(1)).min(left);
+                let recovered = me.inner.recoveries.next();
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = recovered => {}
+                }
                 pause = pause.saturating_mul(2).min(RELEASE_RETRY_LAST);
                 let sent =
-                    join_all(pending.iter().filter_map(|&i| me.inner.instances.get(i).map(|inst| inst.release(&resource, &owner)))).await;
+                    join_all(pending.iter().filter_map(|&i| me.inner.instances.get(i).map(|inst| inst.release(keys.as_slice(), &owner))))
+                        .await;
                 pending = pending.into_iter().zip(sent).filter(|(_, o)| !o.outcome.answered()).map(|(i, _)| i).collect();
                 if pending.is_empty() {
                     return;
@@ -133,7 +144,7 @@ impl Redlock {
         let verified = self.verify_servers().await;
         let instances = self.release_everywhere(resource, owner).await;
         if let Some(ttl) = ttl {
-            self.release_later(resource, owner, ttl, instances.iter().map(|o| o.outcome.clone()).enumerate().collect());
+            self.release_later(resource.names(), owner, ttl, instances.iter().map(|o| o.outcome.clone()).enumerate().collect());
         }
         verified?;
         let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();

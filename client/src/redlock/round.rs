@@ -251,7 +251,7 @@ impl Redlock {
                 .filter(|&(i, _)| late_grants || outcomes.get(i).is_none_or(|o| o.outcome != Outcome::Refused));
             let owner = owner.as_str();
             let undone = join_all(undo.map(|(i, instance)| async move { (i, instance.release(resource, owner).await.outcome) })).await;
-            self.release_later(resource, owner, ttl, undone);
+            self.release_later(resource.names(), owner, ttl, undone);
             Err(outcomes)
         };
         // A server found listed twice: its entries make the count wrong.

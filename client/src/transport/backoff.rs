@@ -56,11 +56,22 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 /// A server that stays down costs one more attempt per recovery of
 /// another.
 #[derive(Default)]
-pub struct Recoveries(AtomicU64);
+pub struct Recoveries {
+    count: AtomicU64,
+    /// Woken at each recovery: work waiting for the link (a release sent
+    /// again) goes at once, not at its next turn.
+    recovered: tokio::sync::Notify,
+}
 
 impl Recoveries {
     fn now(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Resolves at the next recovery of an entry of the list (made before
+    /// the wait it bounds begins, so that none is missed).
+    pub fn next(&self) -> tokio::sync::futures::Notified<'_> {
+        self.recovered.notified()
     }
 }
 
@@ -126,10 +137,24 @@ impl Backoff {
     pub(super) fn ended(&self, mut admitted: Admitted<'_>, result: Result<(), &Outcome>) {
         admitted.ended = true;
         let mut state = self.state();
-        if result.is_ok() && state.failures > 0 {
-            self.list.0.fetch_add(1, Ordering::SeqCst);
+        let recovered = result.is_ok() && state.failures > 0;
+        if recovered {
+            self.list.count.fetch_add(1, Ordering::SeqCst);
         }
         state.ended(Instant::now(), admitted.probe, result, self.list.now());
+        drop(state);
+        if recovered {
+            self.list.recovered.notify_waiters();
+        }
+    }
+
+    /// How long until the next connection attempt may go: `None` when the
+    /// entry is not failing, or while an attempt probes it (its end is not
+    /// a time); zero when one may go now.
+    pub(super) fn paused_for(&self) -> Option<Duration> {
+        let state = self.state();
+        (state.failures > 0 && !state.probing)
+            .then(|| state.until.map_or(Duration::ZERO, |until| until.saturating_duration_since(Instant::now())))
     }
 }
 

@@ -324,6 +324,12 @@ impl Instance {
         })
     }
 
+    /// How long until a new connection to this entry may be tried, while
+    /// its connections fail (see `backoff`); `None` while they do not.
+    pub fn paused_for(&self) -> Option<Duration> {
+        self.backoff.paused_for()
+    }
+
     /// Whether this instance's certificates go unchecked (insecure TLS).
     pub fn insecure(&self) -> bool {
         self.insecure

@@ -807,53 +807,73 @@ async fn contend_until(rl: Redlock, name: &'static str, resource: String, histor
 }
 
 /// A client whose link to every server flaps (down and up every 100–500
-/// ms) contends for one resource with a client on a good link, after the
-/// good one contended as long with another good one. No two holds ever
-/// overlap, whatever the flaps do to the connections. The flapping client
-/// is still served. What the good client keeps depends on how the link
-/// fails:
+/// ms) contends for one resource with a client on a good link, in windows
+/// alternating with windows where the good client contends with another
+/// good one (adjacent windows: a machine whose load changes over the run
+/// weighs on both sides alike). No two holds ever overlap, whatever the
+/// flaps do to the connections. The flapping client is still served. What
+/// the good client keeps beside it, against beside a good one, depends on
+/// how the link fails:
+/// - reset (connections dropped, new ones refused while down): a release
+///   lost in a reset, the flapping client's own or its place in line's,
+///   is sent again the moment the link is back (the first connection that
+///   may be tried), so the lock stays idle about as long as the link is
+///   down: 0.93–1.16 of the good client's holds measured (0.84 over a
+///   minute when a place in line's release was not sent again and a lost
+///   release waited its next turn; 0.51–0.95 when none was sent again).
+///   Held to 0.6 here (a release lost twice costs a lease of 1 s, a ninth
+///   of the good client's windows);
 /// - stalled (frames held, then passed on): the line stays fair, so the
 ///   good client gets as many turns as the flapping one, and each of the
 ///   flapping client's turns lasts as long as its link stalls (a lock
 ///   handed over to it waits until its reply gets through; nothing can tell
 ///   a stalled link from a slow one sooner): about half of what it got
-///   beside a good client (0.46–0.65 measured);
-/// - reset (connections dropped, new ones refused while down): a release
-///   lost in a reset is sent again once the link is back, so the good
-///   client does not wait out the lost release's whole ttl (0.85–1.3 of
-///   its holds beside a good client; 0.51–0.95 when lost releases were
-///   not sent again).
+///   beside a good client (0.46–0.65 measured). Held to a third here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 // The serial guard is held through the test on purpose: its ratios compare
-// two phases, so nothing else may contend beside either (each test has its
-// own runtime: a test waiting for the guard blocks only itself).
+// two kinds of window, so nothing else may contend beside either (each
+// test has its own runtime: a test waiting for the guard blocks only
+// itself).
 #[allow(clippy::await_holding_lock)]
 async fn a_flapping_link_neither_starves_nor_drags_down_a_good_one() {
     let _serial = common::serial();
     let c = Cluster::start(5);
     let settings = Settings { request_timeout: Duration::from_millis(100), ..relaxed() };
-    for how in [Flap::Stall, Flap::Reset] {
+    let window = Duration::from_secs(3);
+    for (how, least) in [(Flap::Reset, 0.6), (Flap::Stall, 1.0 / 3.0)] {
         let history = common::history::History::new();
-        let phase = Duration::from_secs(8);
         let resource = format!("flap-{how:?}");
         let good = c.redlock(settings.clone());
         let other = c.redlock(settings.clone());
-        let until = Instant::now() + phase;
-        let ((beside_good, _), _) = tokio::join!(
-            contend_until(good.clone(), "good", resource.clone(), history.clone(), until),
-            contend_until(other, "other", resource.clone(), history.clone(), until)
-        );
         let links: Vec<Forwarder> = futures::future::join_all(c.servers.iter().map(|s| Forwarder::start(s.port))).await;
         let flapping = Redlock::new(&links.iter().map(Forwarder::url).collect::<Vec<_>>(), settings.clone()).expect("client");
-        let until = Instant::now() + phase;
-        let ((good_held, _), (flapping_held, flapping_failed), toggles) = tokio::join!(
-            contend_until(good, "good", resource.clone(), history.clone(), until),
-            contend_until(flapping, "flapping", resource.clone(), history.clone(), until),
-            flap(&links, how, until)
-        );
+        let (mut beside_good, mut good_held, mut flapping_held, mut flapping_failed, mut toggles) = (0, 0, 0, 0, 0);
+        for _ in 0..3 {
+            // What the flapping window left (a release still on its way)
+            // is not the good pair's to wait for.
+            eventually(Duration::from_secs(2), "the lock free before the good pair's window", || async {
+                good.status(&resource).await.iter().all(|s| s.owner.is_none())
+            })
+            .await;
+            let until = Instant::now() + window;
+            let ((held, _), _) = tokio::join!(
+                contend_until(good.clone(), "good", resource.clone(), history.clone(), until),
+                contend_until(other.clone(), "other", resource.clone(), history.clone(), until)
+            );
+            beside_good += held;
+            let until = Instant::now() + window;
+            let ((held, _), (f_held, f_failed), t) = tokio::join!(
+                contend_until(good.clone(), "good", resource.clone(), history.clone(), until),
+                contend_until(flapping.clone(), "flapping", resource.clone(), history.clone(), until),
+                flap(&links, how, until)
+            );
+            (good_held, flapping_held, flapping_failed, toggles) =
+                (good_held + held, flapping_held + f_held, flapping_failed + f_failed, toggles + t);
+        }
+        let ratio = f64::from(good_held) / f64::from(beside_good.max(1));
         println!(
             "{how:?}: the good client held {beside_good} times beside a good one, {good_held} beside the flapping one \
-             ({toggles} toggles), which held {flapping_held} times ({flapping_failed} waits failed)"
+             ({ratio:.2}; {toggles} toggles), which held {flapping_held} times ({flapping_failed} waits failed)"
         );
         history.check().assert_exclusive(&format!("{how:?}"));
         assert!(
@@ -861,7 +881,7 @@ async fn a_flapping_link_neither_starves_nor_drags_down_a_good_one() {
             "{how:?}: the flapping client starves: {flapping_held} holds against {good_held}"
         );
         assert!(good_held + 2 >= flapping_held, "{how:?}: the flapping client overtook the good one: {flapping_held} against {good_held}");
-        assert!(good_held * 3 >= beside_good, "{how:?}: the good client held {good_held} times, {beside_good} beside a good one");
+        assert!(ratio >= least, "{how:?}: the good client held {good_held} times beside the flapping one, {beside_good} beside a good one");
     }
 }
 
