@@ -173,7 +173,7 @@ class Redlock {
    *   retryCount (3), retryDelay (150), retryJitter (50), driftFactor
    *   (0.01), extendFraction (1/3), mode ('module' | 'script'),
    *   releaseOnDisconnect (false), lockDelay (default: ttl × extendFraction +
-   *   requestTimeout + drift), tls ({ ca, cert, key, rejectUnauthorized }
+   *   requestTimeout + drift + 200 ms), tls ({ ca, cert, key, rejectUnauthorized }
    *   for rediss:// servers: PEM strings or Buffers)
    */
   constructor(urls, options) {

@@ -2,14 +2,17 @@
 // string ('10s', '500ms': the CLI's, parsed by the Rust crate) says its
 // own; a bare number too small to be meant in milliseconds is a
 // RangeError (ERR_OUT_OF_RANGE) naming the unit and the fix; host:port is
-// redis://host:port, as for the CLI and Python.
+// redis://host:port, as for the CLI and Python; each error code is the one
+// docs/node.md gives, and the lockDelay default the one it states.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import { ConfigError, Election, Redlock } from 'redislock';
 
 import { ROOMY, resourceName, startServers } from './support/servers.mjs';
 
+const docs = readFileSync(new URL('../../docs/node.md', import.meta.url), 'utf8');
 let cluster;
 let redlock;
 
@@ -93,4 +96,32 @@ test('host:port without a scheme is redis://host:port', async () => {
     const words = urlError.message.split(`${entry}: `).at(-1);
     assert.ok(words.includes('port') && bareError.message.endsWith(`${entry}: ${words}`), `${bareError.message} | ${urlError.message}`);
   }
+});
+
+test('each error code is the one docs/node.md gives', async () => {
+  const r = resourceName('codes');
+  // The case each documented code is thrown in.
+  const cases = {
+    ERR_INVALID_ARG_TYPE: [TypeError, () => redlock.acquire(r, [1_000])],
+    ERR_INVALID_ARG_VALUE: [TypeError, () => redlock.acquire(r, 1_000, { tries: 3 })],
+    ERR_OUT_OF_RANGE: [RangeError, () => redlock.acquire(r, 10)],
+    ERR_REDLOCK_CONFIG: [ConfigError, () => redlock.acquire(r, -1)],
+  };
+  const rows = [...docs.matchAll(/^\| `(\w+)`[^|]*\| `(ERR_[A-Z_]+)` \|/gm)].map((m) => [m[1], m[2]]);
+  for (const [code, [cls, call]] of Object.entries(cases)) {
+    const row = rows.find(([, c]) => c === code);
+    assert.ok(row, `docs/node.md has no row for ${code}`);
+    assert.equal(row[0], cls.name, `docs/node.md: ${code} is a ${row[0]}`);
+    await assert.rejects(call(), (e) => e instanceof cls && e.code === code, code);
+  }
+  assert.throws(() => new Redlock(cluster.urls, { retryDelayMs: 3 }), (e) => e instanceof TypeError && e.code === 'ERR_INVALID_ARG_VALUE');
+  assert.deepEqual(await cluster.holders(r), []);
+});
+
+test('the lockDelay default is the one docs/node.md states', () => {
+  const stated = docs.replace(/\s+/g, ' ').match(/\(([\d,]+) ms for a 30 s ttl with the default options\)/);
+  assert.ok(stated, 'docs/node.md states no lockDelay for a 30 s ttl');
+  const election = new Election(new Redlock(cluster.urls, { releaseOnDisconnect: true }), 'delay', 'v', { ttl: 30_000 });
+  assert.equal(Math.round(election.lockDelay), Number(stated[1].replaceAll(',', '')));
+  assert.ok(election.lockDelay > 10_000, 'not 0: the safe default');
 });
