@@ -2,20 +2,30 @@
 // Type declarations of the `redislock` package (index.js, index.mjs).
 // Times are milliseconds; fencing tokens are bigints.
 
+/**
+ * A duration: a number of milliseconds, or a string with its unit
+ * (`'500ms'`, `'10s'`, `'2m'`, `'1h 30m'`: the `redlock` command's). A bare
+ * number below an argument's floor (a ttl under 100, a timeout under 10,
+ * a wait or lockDelay from 1 to 9: most likely meant in seconds) throws a
+ * RangeError (`ERR_OUT_OF_RANGE`) naming the unit; a string is taken as
+ * written.
+ */
+export type Duration = number | string;
+
 /** Options of `new Redlock(urls, options)`: the Rust client's `Settings`. */
 export interface RedlockOptions {
   /** Servers that must agree. Default: a majority, N/2 + 1. */
   quorum?: number;
   /** Per-request timeout (ms), much smaller than any ttl. Default 50. */
-  requestTimeout?: number;
+  requestTimeout?: Duration;
   /** Timeout to (re)connect to a server (ms). Default 200. */
-  connectTimeout?: number;
+  connectTimeout?: Duration;
   /** Attempts after the first one with `acquire(..., { retry: true })`. Default 3. */
   retryCount?: number;
   /** Pause between attempts that poll (ms): `retryDelay ± retryJitter`. Default 150. */
-  retryDelay?: number;
+  retryDelay?: Duration;
   /** Default 50: pauses of 100 to 200 ms. */
-  retryJitter?: number;
+  retryJitter?: Duration;
   /** Clock drift allowed for: ttl × driftFactor + 2 ms. Default 0.01. */
   driftFactor?: number;
   /** A kept lock is extended after this fraction of its ttl. Default 1/3. */
@@ -39,7 +49,7 @@ export interface RedlockOptions {
    * holder may then be granted up to one extension interval before the old
    * one learns of it, and only the fencing token refuses its late writes.
    */
-  lockDelay?: number;
+  lockDelay?: Duration;
   /**
    * TLS of the `rediss://` servers (TLS is chosen per server by its URL; given
    * while no URL is `rediss://`, it is refused). `ca`: the CA certificate(s)
@@ -64,7 +74,7 @@ export interface TlsOptions {
 /** What to acquire, and how long to try. */
 export interface AcquireOptions {
   /** Wait up to this long (ms, or `Infinity`) in the resource's FIFO line. Without it (and without `retry`): one attempt. */
-  wait?: number;
+  wait?: Duration;
   /** Without `wait`: retry `retryCount` times, `retryDelay ± retryJitter` ms apart. */
   retry?: boolean;
   /** A shared hold of a read-write lock: readers together, never beside a writer. */
@@ -81,7 +91,7 @@ export interface AcquireOptions {
 
 /** Options of `Redlock.using`: it always waits in line (`wait` defaults to `Infinity`) and keeps the lock. */
 export interface UsingOptions {
-  wait?: number;
+  wait?: Duration;
   shared?: boolean;
   limit?: number;
   permits?: number;
@@ -134,7 +144,7 @@ export class Lock implements AsyncDisposable {
   /** Each server's answer to the acquisition or latest extension. */
   readonly outcomes: ServerOutcome[];
   /** The lease becomes `ttl` (default: the lock's) from now on a quorum; a kept lock keeps extending to it. */
-  extend(ttl?: number): Promise<this>;
+  extend(ttl?: Duration): Promise<this>;
   /** Releases this hold; the last hold releases the lock on every server. Rejects with LockLostError (after releasing) if it had been lost. */
   release(): Promise<Released>;
   /** Another `Lock` of the same acquisition, at once, without asking the servers; each is released once, the last release releases the lock. Throws LockReleasedError or LockLostError when this hold is no longer held. */
@@ -156,14 +166,14 @@ export class Redlock {
    * (one token, extended and released together). Rejects with NotAcquiredError
    * (QuorumUnreachableError when too few servers answered).
    */
-  acquire(resource: string | readonly string[], ttl: number, options?: AcquireOptions): Promise<Lock>;
+  acquire(resource: string | readonly string[], ttl: Duration, options?: AcquireOptions): Promise<Lock>;
   /**
    * Acquires (waiting in line), keeps the lease extended while `routine` runs, aborts the
    * routine's `signal` with a LockLostError the moment the lock is lost, and releases it at the
    * end, also when the routine throws. Resolves to the routine's value.
    */
-  using<T>(resource: string | readonly string[], ttl: number, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
-  using<T>(resource: string | readonly string[], ttl: number, options: UsingOptions, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  using<T>(resource: string | readonly string[], ttl: Duration, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
+  using<T>(resource: string | readonly string[], ttl: Duration, options: UsingOptions, routine: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
   /** Resolves once the places in line given up in the background are given up (await before exiting right after an acquisition). */
   settle(): Promise<void>;
 }
@@ -171,9 +181,9 @@ export class Redlock {
 /** Options of `new Election(redlock, name, value, options)`. */
 export interface ElectionOptions {
   /** The leader's lease (ms), extended every third of it. Default 10000. */
-  ttl?: number;
+  ttl?: Duration;
   /** How often `observe()` subscribes again to a server it lost (and reads the leader while fewer than a quorum can be heard), ms. Default 200. */
-  observeInterval?: number;
+  observeInterval?: Duration;
 }
 
 /** Options of `Election.campaign`. */

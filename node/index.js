@@ -59,6 +59,8 @@ const REDLOCK_OPTIONS = [
   'lockDelay',
   'tls',
 ];
+// Options of time: a number of milliseconds, or a string with its unit.
+const DURATION_OPTIONS = ['requestTimeout', 'connectTimeout', 'retryDelay', 'retryJitter', 'lockDelay'];
 const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'permits', 'signal', 'keep'];
 const USING_OPTIONS = ['wait', 'shared', 'limit', 'permits', 'signal'];
 const ELECTION_OPTIONS = ['ttl', 'observeInterval'];
@@ -111,7 +113,7 @@ class Lock {
    * rejects with LockLostError when no quorum extended it.
    */
   async extend(ttl) {
-    args.optionalNumber('ttl', ttl);
+    args.optionalDuration('ttl', ttl);
     const failure = await callNative(() => this.#native.extend(ttl));
     if (isFailure(failure)) throw fromFailure(failure);
     return this;
@@ -171,7 +173,7 @@ class Redlock {
    *   retryCount (3), retryDelay (150), retryJitter (50), driftFactor
    *   (0.01), extendFraction (1/3), mode ('module' | 'script'),
    *   releaseOnDisconnect (false), lockDelay (default: ttl × extendFraction +
-   *   requestTimeout + drift), tls ({ ca, cert, key, rejectUnauthorized }
+   *   requestTimeout + drift + 200 ms), tls ({ ca, cert, key, rejectUnauthorized }
    *   for rediss:// servers: PEM strings or Buffers)
    */
   constructor(urls, options) {
@@ -184,6 +186,8 @@ class Redlock {
         if (opts[key] !== undefined && typeof opts[key] !== 'boolean') throw args.typeError('options.releaseOnDisconnect', 'a boolean', opts[key]);
       } else if (key === 'tls') {
         // Checked and turned into text below.
+      } else if (DURATION_OPTIONS.includes(key)) {
+        args.optionalDuration(`options.${key}`, opts[key]);
       } else {
         args.optionalNumber(`options.${key}`, opts[key]);
       }
@@ -219,9 +223,9 @@ class Redlock {
    */
   async acquire(resource, ttl, options) {
     const names = args.resources('resource', resource);
-    args.number('ttl', ttl);
+    args.duration('ttl', ttl);
     const opts = args.options('options', options, ACQUIRE_OPTIONS);
-    const wait = args.optionalNumber('options.wait', opts.wait);
+    const wait = args.optionalDuration('options.wait', opts.wait);
     const limit = args.optionalNumber('options.limit', opts.limit);
     const permits = args.optionalNumber('options.permits', opts.permits);
     const retry = args.optionalBoolean('options.retry', opts.retry);
@@ -418,8 +422,8 @@ class Election {
     args.string('name', name);
     args.string('value', value);
     const opts = args.options('options', options, ELECTION_OPTIONS);
-    const ttl = args.optionalNumber('options.ttl', opts.ttl);
-    const every = args.optionalNumber('options.observeInterval', opts.observeInterval);
+    const ttl = args.optionalDuration('options.ttl', opts.ttl);
+    const every = args.optionalDuration('options.observeInterval', opts.observeInterval);
     this.#native = callNative(() => new native.NativeElection(Redlock[kNative](redlock), name, value, ttl, every));
   }
 

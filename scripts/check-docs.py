@@ -13,7 +13,14 @@ of python/README.md and examples/, without building anything.
 - README.md has at most 250 lines;
 - README.md and every chapter in docs/ (SUMMARY.md aside) is included by
   client/src/doctests.rs, so that their Rust examples are compiled as the
-  client crate's doc tests.
+  client crate's doc tests;
+- the Node options' defaults docs/node.md states are the Rust client's
+  (`Settings::default()` in client/src/settings.rs), and so is its
+  `lockDelay` figure (the safe default's rule, which node/index.d.ts
+  states too; node/test/units.test.mjs checks the figure against a real
+  election's); each code of its table of argument errors is one the
+  package throws (node/lib, node/src), and its test is
+  node/test/units.test.mjs.
 
 Links to http(s) and mailto addresses are not followed, and links inside
 fenced code blocks and inline code are not links. Prints one line per
@@ -174,6 +181,78 @@ def check_doctests(files):
             if name != os.path.join("docs", "SUMMARY.md") and name not in included]
 
 
+def rust_defaults():
+    """`Settings::default()` and `SESSION_MARGIN` of client/src/settings.rs:
+    times in ms, the rest as numbers."""
+    with open(os.path.join(ROOT, "client", "src", "settings.rs"), encoding="utf-8") as f:
+        text = f.read()
+    body = text[text.index("impl Default for Settings"):]
+    ms = lambda field: int(re.search(rf"{field}: Duration::from_millis\((\d+)\)", body).group(1))
+    lo, hi = (int(n) for n in re.search(r"retry_delay: \(Duration::from_millis\((\d+)\), Duration::from_millis\((\d+)\)\)", body).groups())
+    return {
+        "request_timeout": ms("request_timeout"),
+        "connect_timeout": ms("connect_timeout"),
+        "retry_count": int(re.search(r"retry_count: (\d+)", body).group(1)),
+        "retry_delay": (lo, hi),
+        "drift_factor": float(re.search(r"drift_factor: ([\d.]+)", body).group(1)),
+        "extend_fraction": eval(re.search(r"extend_fraction: ([\d. /]+),", body).group(1)),
+        "session_margin": int(re.search(r"SESSION_MARGIN: Duration = Duration::from_millis\((\d+)\)", text).group(1)),
+    }
+
+
+def check_node_defaults():
+    """The defaults docs/node.md states that are not the Rust client's."""
+    try:
+        d = rust_defaults()
+        with open(os.path.join(ROOT, "docs", "node.md"), encoding="utf-8") as f:
+            docs = " ".join(f.read().split())
+        with open(os.path.join(ROOT, "node", "index.d.ts"), encoding="utf-8") as f:
+            dts = " ".join(f.read().split())
+    except (OSError, AttributeError, ValueError) as e:
+        return [f"reading the defaults: {e}"]
+    problems = []
+    lo, hi = d["retry_delay"]
+    for option, value in [("requestTimeout", d["request_timeout"]), ("connectTimeout", d["connect_timeout"]),
+                          ("retryCount", d["retry_count"]), ("retryDelay", (lo + hi) // 2), ("retryJitter", (hi - lo) // 2),
+                          ("driftFactor", d["drift_factor"])]:
+        m = re.search(rf"`{option}` ([\d.]+)", docs)
+        if not m or float(m.group(1)) != value:
+            problems.append(f"docs/node.md: `{option}` {m.group(1) if m else '(not stated)'}, the Rust default is {value}")
+    # The safe lock-delay (Settings::lock_delay_for) of a 30 s ttl.
+    ttl = 30_000
+    delay = round(min(ttl, ttl * d["extend_fraction"] + d["request_timeout"] + ttl * d["drift_factor"] + 2 + 2 * d["session_margin"]))
+    m = re.search(r"\(([\d,]+) ms for a 30 s ttl with the default options\)", docs)
+    if not m:
+        problems.append("docs/node.md states no lockDelay default for a 30 s ttl ('(N ms for a 30 s ttl with the default options)')")
+    elif int(m.group(1).replace(",", "")) != delay:
+        problems.append(f"docs/node.md: the lockDelay default of a 30 s ttl is {delay} ms by the Rust defaults, not {m.group(1)}")
+    rule = f"plus {2 * d['session_margin']} ms"
+    for name, text in [("docs/node.md", docs), ("node/index.d.ts", dts)]:
+        if "extension interval" not in text or rule not in text:
+            problems.append(f"{name}: the lockDelay default's rule (the extension interval ... {rule}) is not stated")
+    return problems
+
+
+def check_node_error_codes():
+    """Rows of docs/node.md's error tables whose code the package never
+    sets, and argument-error codes the package sets that no row gives."""
+    try:
+        with open(os.path.join(ROOT, "docs", "node.md"), encoding="utf-8") as f:
+            rows = re.findall(r"^\| `(\w+)`[^|]*\| `(ERR_[A-Z_]+)` \|", f.read(), re.M)
+        sources = ""
+        for path in glob.glob(os.path.join(ROOT, "node", "lib", "*.js")) + glob.glob(os.path.join(ROOT, "node", "src", "*.rs")):
+            with open(path, encoding="utf-8") as f:
+                sources += f.read()
+    except OSError as e:
+        return [f"{e.filename}: {e.strerror}"]
+    documented = {code for _, code in rows}
+    problems = [f"docs/node.md: {code} ({cls}) is a code the package never sets"
+                for cls, code in rows if code.startswith("ERR_") and not code.startswith("ERR_REDLOCK") and f"'{code}'" not in sources and f'"{code}"' not in sources]
+    thrown = set(re.findall(r"['\"](ERR_(?:INVALID_ARG|OUT_OF)_[A-Z_]+)['\"]", sources))
+    problems += [f"the package throws {code}, which docs/node.md's table does not give" for code in sorted(thrown - documented)]
+    return problems
+
+
 def main():
     results = []  # (name, [problems])
     files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -192,6 +271,8 @@ def main():
     results.append(("README.md links to every chapter of docs/SUMMARY.md", check_readme_lists_the_book(files[0], summary)))
     book = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
     results.append(("README.md and the book are doc tests (client/src/doctests.rs)", check_doctests(book)))
+    results.append(("docs/node.md states the Rust client's defaults and lockDelay rule", check_node_defaults()))
+    results.append(("docs/node.md gives each code of the package's argument errors", check_node_error_codes()))
 
     passed = failed = 0
     for name, problems in results:

@@ -134,6 +134,21 @@ impl Default for Settings {
     }
 }
 
+/// A duration written with its unit, as the CLI's options and the
+/// bindings' duration strings take it: `500ms`, `10s`, `2m`, `1h 30m`
+/// (zero allowed: a caller that needs more says so). The one parser of
+/// such text: the CLI and both bindings call it.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty duration; examples: 500ms, 10s, 2m".into());
+    }
+    if t.starts_with('-') {
+        return Err(format!("{t:?} is negative: durations must be positive, e.g. 500ms, 10s, 2m"));
+    }
+    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e}); examples: 500ms, 10s, 2m"))
+}
+
 /// How a front end names the settings and measures time, so that one
 /// check (`Settings::validate_named`, the checks of `crate::hold::input`)
 /// says what is wrong in the words its caller used.

@@ -1,8 +1,11 @@
 'use strict';
-// Type checks of the public API's arguments: a wrong type is a TypeError
-// naming the argument (code ERR_INVALID_ARG_TYPE, as Node's own). Values
-// (ranges, URLs, ...) are checked by the native layer, which throws
-// ConfigError.
+// Type checks of the public API's arguments, with Node's own codes: a
+// wrong type is a TypeError naming the argument (ERR_INVALID_ARG_TYPE), an
+// unknown option a TypeError naming it (ERR_INVALID_ARG_VALUE: the object
+// is of the right type, one of its keys is not). Values (ranges, URLs,
+// durations, ...) are checked by the native layer, which throws
+// ConfigError, or a RangeError (ERR_OUT_OF_RANGE) for a bare number of
+// milliseconds too small to be meant (a ttl of 10).
 
 function describe(value) {
   if (value === null) return 'null';
@@ -46,6 +49,21 @@ function number(name, value) {
 
 function optionalNumber(name, value) {
   return value === undefined ? undefined : number(name, value);
+}
+
+/**
+ * A duration: a number of milliseconds, or a string with its unit ('10s',
+ * '500ms', '2m': the CLI's, parsed by the native layer).
+ */
+function duration(name, value) {
+  if (typeof value !== 'number' && typeof value !== 'string') {
+    throw typeError(name, "a number of milliseconds or a duration string such as '10s' or '500ms'", value);
+  }
+  return value;
+}
+
+function optionalDuration(name, value) {
+  return value === undefined ? undefined : duration(name, value);
 }
 
 function optionalBoolean(name, value) {
@@ -110,4 +128,4 @@ function tls(name, value) {
   return picked;
 }
 
-module.exports = { typeError, string, resources, number, optionalNumber, optionalBoolean, options, urls, signal, tls };
+module.exports = { typeError, string, resources, number, optionalNumber, duration, optionalDuration, optionalBoolean, options, urls, signal, tls };

@@ -4,15 +4,14 @@
 //! throws a `ConfigError` naming the argument, never panics. Types are
 //! checked first by the package's JavaScript, which throws `TypeError`s.
 
-use std::time::Duration;
-
 use napi::bindgen_prelude::Either;
+use napi::Env;
 use napi::Result;
 use napi_derive::napi;
-use redlock::hold::{self, Patience, Request};
+use redlock::hold::{self, Patience, Request, Span};
 use redlock::{Names, Pem, Redlock, Settings, TlsSettings, Unit};
 
-use crate::errors::{config_error, thrown};
+use crate::errors::{config_error, thrown, thrown_in};
 
 /// An option as JavaScript callers write it: `options.` and camelCase
 /// (`retry_count` is `options.retryCount`); the lease is the `ttl` argument.
@@ -37,6 +36,19 @@ fn option(name: &str) -> String {
 
 pub const NAMES: Names = Names { option, unit: Unit::Milliseconds, servers: "urls", list: "an array" };
 
+/// A duration as JavaScript passes one: a number of milliseconds, or a
+/// string with its unit (`'10s'`, `'500ms'`, the CLI's), both checked by
+/// the crate (`Names::span`; the package's JavaScript checked the type).
+pub type Duration = Either<f64, String>;
+
+/// `value` as the crate's `Span`.
+pub fn span(value: Duration) -> Span {
+    match value {
+        Either::A(ms) => Span::Number(ms),
+        Either::B(text) => Span::Text(text),
+    }
+}
+
 /// `new Redlock(urls, options)`'s options; each left out is the Rust
 /// client's default (`Settings::default()`, docs/node.md).
 #[napi(object)]
@@ -44,17 +56,18 @@ pub const NAMES: Names = Names { option, unit: Unit::Milliseconds, servers: "url
 pub struct Options {
     /// Servers that must agree; default a majority (N/2 + 1).
     pub quorum: Option<f64>,
-    /// Per-request timeout (ms), much smaller than any ttl.
-    pub request_timeout: Option<f64>,
+    /// Per-request timeout (ms, or a string such as `'50ms'`), much
+    /// smaller than any ttl.
+    pub request_timeout: Option<Duration>,
     /// Timeout to (re)connect to a server (ms).
-    pub connect_timeout: Option<f64>,
+    pub connect_timeout: Option<Duration>,
     /// Attempts after the first one of `acquire(..., { retry: true })`.
     pub retry_count: Option<f64>,
     /// Pause between attempts (ms), `retryDelay ± retryJitter`: by
     /// default the middle of the Rust client's range.
-    pub retry_delay: Option<f64>,
+    pub retry_delay: Option<Duration>,
     /// By default half the Rust client's range.
-    pub retry_jitter: Option<f64>,
+    pub retry_jitter: Option<Duration>,
     /// Clock drift: ttl × driftFactor + 2 ms.
     pub drift_factor: Option<f64>,
     /// A kept lock is extended after this fraction of its ttl.
@@ -67,7 +80,7 @@ pub struct Options {
     /// extension interval plus a request timeout, the drift and twice
     /// `SESSION_MARGIN` (`Settings::lock_delay_for`); a value, even 0, is
     /// taken as given.
-    pub lock_delay: Option<f64>,
+    pub lock_delay: Option<Duration>,
     /// TLS of the `rediss://` servers (Node's `tls` options' shape).
     pub tls: Option<TlsOptions>,
 }
@@ -113,48 +126,50 @@ pub fn server_list(urls: Either<String, Vec<String>>) -> Result<Vec<String>> {
 
 /// `retryDelay ± retryJitter` as the range of pauses, each left out taken
 /// from the Rust client's default range.
-fn retry_delay(delay: Option<f64>, jitter: Option<f64>) -> Result<Option<(Duration, Duration)>> {
+fn retry_delay(env: &Env, delay: Option<Duration>, jitter: Option<Duration>) -> Result<Option<(std::time::Duration, std::time::Duration)>> {
     if delay.is_none() && jitter.is_none() {
         return Ok(None);
     }
     let (lo, hi) = Settings::default().retry_delay;
     let delay = match delay {
-        Some(d) => NAMES.duration("retry_delay", d).map_err(config_error)?,
+        Some(d) => NAMES.span("retry_delay", span(d)).map_err(|f| thrown_in(env, f))?,
         None => (lo + hi) / 2,
     };
     let jitter = match jitter {
-        Some(j) => NAMES.duration("retry_jitter", j).map_err(config_error)?,
+        Some(j) => NAMES.span("retry_jitter", span(j)).map_err(|f| thrown_in(env, f))?,
         None => (hi - lo) / 2,
     };
     Ok(Some((delay.saturating_sub(jitter), delay.saturating_add(jitter))))
 }
 
-pub fn new_redlock(urls: Vec<String>, options: Options) -> Result<Redlock> {
+pub fn new_redlock(env: &Env, urls: Vec<String>, options: Options) -> Result<Redlock> {
     let options = hold::Options {
         quorum: options.quorum,
-        request_timeout: options.request_timeout,
-        connect_timeout: options.connect_timeout,
+        request_timeout: options.request_timeout.map(span),
+        connect_timeout: options.connect_timeout.map(span),
         retry_count: options.retry_count,
-        retry_delay: retry_delay(options.retry_delay, options.retry_jitter)?,
+        retry_delay: retry_delay(env, options.retry_delay, options.retry_jitter)?,
         drift_factor: options.drift_factor,
         extend_fraction: options.extend_fraction,
         mode: options.mode,
         release_on_disconnect: options.release_on_disconnect,
-        lock_delay: options.lock_delay,
+        lock_delay: options.lock_delay.map(span),
         tls: tls(&urls, options.tls)?,
     };
-    let settings = NAMES.settings(options, urls.len()).map_err(thrown)?;
+    let settings = NAMES.settings(options, urls.len()).map_err(|f| thrown_in(env, f))?;
     Redlock::new(&urls, settings).map_err(|e| config_error(e.to_string()))
 }
 
 /// `acquire`'s arguments: `resource`, one name or an array of names
-/// locked all or nothing; `wait_ms` in the resource's line (`Infinity`:
+/// locked all or nothing; `ttl`; `wait` in the resource's line (`Infinity`:
 /// no limit), else `retry` for the configured retries, else one round;
 /// `permits` of a semaphore of `limit`.
+#[allow(clippy::too_many_arguments)]
 pub fn request(
+    env: &Env,
     resource: Either<String, Vec<String>>,
-    ttl_ms: f64,
-    wait_ms: Option<f64>,
+    ttl: Duration,
+    wait: Option<Duration>,
     retry: bool,
     shared: bool,
     limit: Option<f64>,
@@ -164,6 +179,6 @@ pub fn request(
         Either::A(one) => vec![one],
         Either::B(several) => several,
     };
-    let patience: Patience = NAMES.patience(wait_ms, retry).map_err(thrown)?;
-    NAMES.request(&resources, ttl_ms, shared, limit, permits, patience).map_err(thrown)
+    let patience: Patience = NAMES.patience(wait.map(span), retry).map_err(|f| thrown_in(env, f))?;
+    NAMES.request(&resources, span(ttl), shared, limit, permits, patience).map_err(|f| thrown_in(env, f))
 }

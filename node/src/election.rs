@@ -16,7 +16,7 @@ use redlock::election::{resource_of, Election, Leader, SharedLeadership};
 use redlock::hold;
 use tokio_util::sync::CancellationToken;
 
-use crate::errors::{thrown, Failure};
+use crate::errors::{thrown, thrown_in, Failure};
 use crate::{config, runtime, Cancel, NativeRedlock, Released};
 
 /// A leader as a quorum of servers agree on it.
@@ -50,17 +50,18 @@ impl NativeElection {
     /// interval plus a request.
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         redlock: &NativeRedlock,
         name: String,
         value: String,
-        ttl_ms: Option<f64>,
-        observe_interval_ms: Option<f64>,
+        ttl: Option<config::Duration>,
+        observe_interval: Option<config::Duration>,
     ) -> Result<NativeElection> {
-        let ttl = ttl_ms.map(|ms| config::NAMES.ttl(ms)).transpose().map_err(thrown)?;
+        let ttl = ttl.map(|t| config::NAMES.ttl(config::span(t))).transpose().map_err(|f| thrown_in(&env, f))?;
         let mut inner =
             Election::named(redlock.inner.clone(), &name, &value, ttl, &config::NAMES).map_err(|e| thrown(hold::Failure::from(e)))?;
-        if let Some(ms) = observe_interval_ms {
-            let every = config::NAMES.duration("observe_interval", ms).map_err(crate::errors::config_error)?;
+        if let Some(every) = observe_interval {
+            let every = config::NAMES.span("observe_interval", config::span(every)).map_err(|f| thrown_in(&env, f))?;
             inner = inner.with_observe_interval(every);
         }
         Ok(NativeElection { inner })

@@ -4,9 +4,10 @@
 //! rather than rejecting it: the object carries the stable `code` and
 //! each server's outcome, which an `Error` made by napi could not. Bad
 //! arguments throw at once, as `InvalidArg` errors (`config_error`), which
-//! the package throws as `ConfigError`.
+//! the package throws as `ConfigError`; a bare number of time implausible
+//! in milliseconds as a RangeError (`thrown_in`).
 
-use napi::{Error, Status};
+use napi::{Env, Error, Status};
 use napi_derive::napi;
 use redlock::hold;
 use redlock::InstanceOutcome;
@@ -73,5 +74,20 @@ pub fn thrown(f: hold::Failure) -> Error {
     match f {
         hold::Failure::Redlock(redlock::Error::Config(message)) => config_error(message),
         other => config_error(other.to_string()),
+    }
+}
+
+/// `thrown`, but a bare number implausible in milliseconds (a ttl of 10:
+/// `Failure::WrongUnit`) is a RangeError with code `ERR_OUT_OF_RANGE`,
+/// Node's own for a number outside its range, thrown in `env` (the
+/// package passes it on as it is).
+pub fn thrown_in(env: &Env, f: hold::Failure) -> Error {
+    match f {
+        hold::Failure::WrongUnit(message) => match env.throw_range_error(&message, Some("ERR_OUT_OF_RANGE")) {
+            // Pending: napi-rs leaves the thrown RangeError as it is.
+            Ok(()) => Error::new(Status::PendingException, message),
+            Err(e) => e,
+        },
+        other => thrown(other),
     }
 }

@@ -84,9 +84,9 @@ impl NativeRedlock {
     /// `urls`: `redis://host:port` (or `redis+cluster://...`) per server,
     /// or one URL as a string.
     #[napi(constructor)]
-    pub fn new(urls: Either<String, Vec<String>>, options: Option<Options>) -> Result<NativeRedlock> {
+    pub fn new(env: Env, urls: Either<String, Vec<String>>, options: Option<Options>) -> Result<NativeRedlock> {
         // The crate's transport makes its clients here, with no I/O.
-        let inner = config::new_redlock(config::server_list(urls)?, options.unwrap_or_default())?;
+        let inner = config::new_redlock(&env, config::server_list(urls)?, options.unwrap_or_default())?;
         Ok(NativeRedlock { inner })
     }
 
@@ -104,7 +104,7 @@ impl NativeRedlock {
 
     /// A Promise of a `NativeLock`, or of a `Failure`. Arguments are
     /// checked now (a `ConfigError` thrown at once); `resource`: one name
-    /// or an array locked all or nothing; `wait_ms` (or `retry`) as in
+    /// or an array locked all or nothing; `ttl`; `wait` (or `retry`) as in
     /// `config::request`; `permits` of a semaphore of `limit`; `keep`:
     /// kept by a guard that extends it; `cancel` stops the wait.
     #[napi(ts_return_type = "Promise<NativeLock | Failure>")]
@@ -113,8 +113,8 @@ impl NativeRedlock {
         &self,
         env: &'env Env,
         resource: Either<String, Vec<String>>,
-        ttl_ms: f64,
-        wait_ms: Option<f64>,
+        ttl: config::Duration,
+        wait: Option<config::Duration>,
         retry: bool,
         shared: bool,
         limit: Option<f64>,
@@ -122,7 +122,7 @@ impl NativeRedlock {
         keep: bool,
         cancel: Option<&Cancel>,
     ) -> Result<Object<'env>> {
-        let req = config::request(resource, ttl_ms, wait_ms, retry, shared, limit, permits)?;
+        let req = config::request(env, resource, ttl, wait, retry, shared, limit, permits)?;
         let cancel = cancel.map(|c| c.token.clone()).unwrap_or_default();
         let redlock = self.inner.clone();
         runtime::promise(env, move || async move {
@@ -254,11 +254,11 @@ impl NativeLock {
         errors::outcomes(&self.hold.lock().instances)
     }
 
-    /// A Promise of `null`, or of a `Failure`. `ttl_ms`: the new lease
+    /// A Promise of `null`, or of a `Failure`. `ttl`: the new lease
     /// (default the lock's); a kept lock keeps extending to it.
     #[napi(ts_return_type = "Promise<Failure | null>")]
-    pub fn extend<'env>(&self, env: &'env Env, ttl_ms: Option<f64>) -> Result<Object<'env>> {
-        let ttl = ttl_ms.map(|ms| config::NAMES.ttl(ms)).transpose().map_err(errors::thrown)?;
+    pub fn extend<'env>(&self, env: &'env Env, ttl: Option<config::Duration>) -> Result<Object<'env>> {
+        let ttl = ttl.map(|t| config::NAMES.ttl(config::span(t))).transpose().map_err(|f| errors::thrown_in(env, f))?;
         let extension = self.hold.extend(ttl);
         runtime::promise(env, move || async move {
             Ok(match extension {

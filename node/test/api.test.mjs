@@ -281,12 +281,14 @@ test('bad arguments throw TypeError or ConfigError naming them; the process goes
   };
   const r = resourceName('bad-args');
   await rejectsWith(redlock.acquire(42, 1000), TypeError, 'resource');
-  await rejectsWith(redlock.acquire(r, '1000'), TypeError, 'ttl');
+  await rejectsWith(redlock.acquire(r, [1000]), TypeError, 'ttl');
+  await rejectsWith(redlock.acquire(r, '1000'), ConfigError, 'ttl');
   await rejectsWith(redlock.acquire(r), TypeError, 'ttl');
   for (const ttl of [-1, 0, 0.5, NaN, Infinity, -Infinity, 1e300]) await rejectsWith(redlock.acquire(r, ttl), ConfigError, 'ttl');
   await rejectsWith(redlock.acquire(r, 1000, { wait: -5 }), ConfigError, 'options.wait');
   await rejectsWith(redlock.acquire(r, 1000, { wait: NaN }), ConfigError, 'options.wait');
-  await rejectsWith(redlock.acquire(r, 1000, { wait: '5' }), TypeError, 'options.wait');
+  await rejectsWith(redlock.acquire(r, 1000, { wait: {} }), TypeError, 'options.wait');
+  await rejectsWith(redlock.acquire(r, 1000, { wait: '5' }), ConfigError, 'options.wait');
   for (const limit of [0, -1, 1.5, 1025, NaN]) await rejectsWith(redlock.acquire(r, 1000, { limit }), ConfigError, 'options.limit');
   await rejectsWith(redlock.acquire(r, 1000, { shared: true, limit: 2 }), ConfigError, 'options.shared');
   await rejectsWith(redlock.acquire(r, 1000, { shared: 'yes' }), TypeError, 'options.shared');
@@ -301,7 +303,7 @@ test('bad arguments throw TypeError or ConfigError naming them; the process goes
 
   const lock = await redlock.acquire(r, 5_000);
   await rejectsWith(lock.extend(-1), ConfigError, 'ttl');
-  await rejectsWith(lock.extend('1000'), TypeError, 'ttl');
+  await rejectsWith(lock.extend([1000]), TypeError, 'ttl');
   // None of that took anything, and the process is fine.
   await lock.release();
   assert.deepEqual(await cluster.holders(r), []);

@@ -1,6 +1,7 @@
 """Type stubs of the native module; the docstrings are on the objects (help())."""
 
 import os
+from datetime import timedelta
 from types import TracebackType
 from typing import AsyncIterator, Awaitable, Callable, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
 
@@ -9,6 +10,11 @@ __version__: str
 # One resource, or several locked all or nothing (each named once); a
 # name of the stubs only.
 _Resource = Union[str, List[str], Tuple[str, ...]]
+
+# A duration: a number of seconds, a timedelta, or a string with its unit
+# ("500ms", "10s", "2m"); a bare number above the argument's ceiling
+# (docs/python.md, Durations) raises ValueError naming the unit.
+_Duration = Union[float, timedelta, str]
 
 # The base class of Lock and AsyncLock, with their properties; not made directly.
 class _LockState:
@@ -48,15 +54,15 @@ class _Client:
         servers: Union[str, Sequence[str]],
         *,
         quorum: Optional[int] = None,
-        request_timeout: float = 0.05,
-        connect_timeout: float = 0.2,
+        request_timeout: _Duration = 0.05,
+        connect_timeout: _Duration = 0.2,
         retry_count: int = 3,
-        retry_delay: Tuple[float, float] = (0.1, 0.2),
+        retry_delay: Tuple[_Duration, _Duration] = (0.1, 0.2),
         drift_factor: float = 0.01,
         extend_fraction: float = 1 / 3,
         mode: Literal["module", "script"] = "module",
         release_on_disconnect: bool = False,
-        lock_delay: Optional[float] = None,
+        lock_delay: Optional[_Duration] = None,
         ssl_ca_certs: Optional[Union[str, os.PathLike[str]]] = None,
         ssl_certfile: Optional[Union[str, os.PathLike[str]]] = None,
         ssl_keyfile: Optional[Union[str, os.PathLike[str]]] = None,
@@ -70,13 +76,13 @@ class _Client:
 class Redlock(_Client):
     def asyncio(self) -> AsyncRedlock: ...
     def try_lock(
-        self, resource: _Resource, ttl: float, *, shared: bool = False, limit: Optional[int] = None, permits: Optional[int] = None
+        self, resource: _Resource, ttl: _Duration, *, shared: bool = False, limit: Optional[int] = None, permits: Optional[int] = None
     ) -> Lock: ...
     def lock(
         self,
         resource: _Resource,
-        ttl: float,
-        wait: Optional[float] = None,
+        ttl: _Duration,
+        wait: Optional[_Duration] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
@@ -86,8 +92,8 @@ class Redlock(_Client):
     def guard(
         self,
         resource: _Resource,
-        ttl: float,
-        wait: Optional[float] = None,
+        ttl: _Duration,
+        wait: Optional[_Duration] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
@@ -96,7 +102,7 @@ class Redlock(_Client):
     ) -> Lock: ...
 
 class Lock(_LockState):
-    def extend(self, ttl: Optional[float] = None) -> None: ...
+    def extend(self, ttl: Optional[_Duration] = None) -> None: ...
     def release(self) -> None: ...
     def reenter(self) -> Lock: ...
     def __enter__(self) -> Lock: ...
@@ -118,13 +124,13 @@ class LockRequest:
 
 class AsyncRedlock(_Client):
     def try_lock(
-        self, resource: _Resource, ttl: float, *, shared: bool = False, limit: Optional[int] = None, permits: Optional[int] = None
+        self, resource: _Resource, ttl: _Duration, *, shared: bool = False, limit: Optional[int] = None, permits: Optional[int] = None
     ) -> Awaitable[AsyncLock]: ...
     def lock(
         self,
         resource: _Resource,
-        ttl: float,
-        wait: Optional[float] = None,
+        ttl: _Duration,
+        wait: Optional[_Duration] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
@@ -134,8 +140,8 @@ class AsyncRedlock(_Client):
     def guard(
         self,
         resource: _Resource,
-        ttl: float,
-        wait: Optional[float] = None,
+        ttl: _Duration,
+        wait: Optional[_Duration] = None,
         *,
         shared: bool = False,
         limit: Optional[int] = None,
@@ -144,7 +150,7 @@ class AsyncRedlock(_Client):
     ) -> Awaitable[AsyncLock]: ...
 
 class AsyncLock(_LockState):
-    def extend(self, ttl: Optional[float] = None) -> Awaitable[None]: ...
+    def extend(self, ttl: Optional[_Duration] = None) -> Awaitable[None]: ...
     def release(self) -> Awaitable[None]: ...
     def reenter(self) -> AsyncLock: ...
     def __aenter__(self) -> Awaitable[AsyncLock]: ...
@@ -184,17 +190,17 @@ class _ElectionState:
 
 class Election(_ElectionState):
     def __init__(
-        self, redlock: Redlock, name: str, value: str, ttl: Optional[float] = None, observe_interval: Optional[float] = None
+        self, redlock: Redlock, name: str, value: str, ttl: Optional[_Duration] = None, observe_interval: Optional[_Duration] = None
     ) -> None: ...
-    def campaign(self, timeout: Optional[float] = None, *, on_lost: Optional[Callable[[], object]] = None) -> Leadership: ...
+    def campaign(self, timeout: Optional[_Duration] = None, *, on_lost: Optional[Callable[[], object]] = None) -> Leadership: ...
     def leader(self) -> Optional[Leader]: ...
     def observe(self) -> Observer: ...
 
 class AsyncElection(_ElectionState):
     def __init__(
-        self, redlock: AsyncRedlock, name: str, value: str, ttl: Optional[float] = None, observe_interval: Optional[float] = None
+        self, redlock: AsyncRedlock, name: str, value: str, ttl: Optional[_Duration] = None, observe_interval: Optional[_Duration] = None
     ) -> None: ...
-    def campaign(self, timeout: Optional[float] = None, *, on_lost: Optional[Callable[[], object]] = None) -> AsyncCampaign: ...
+    def campaign(self, timeout: Optional[_Duration] = None, *, on_lost: Optional[Callable[[], object]] = None) -> AsyncCampaign: ...
     def leader(self) -> Awaitable[Optional[Leader]]: ...
     def observe(self) -> AsyncObserver: ...
 

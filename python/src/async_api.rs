@@ -103,8 +103,8 @@ pub struct PyAsyncLock;
 impl PyAsyncLock {
     /// Awaitable: extends the lease, as `Lock.extend`.
     #[pyo3(signature = (ttl=None))]
-    fn extend<'py>(slf: &Bound<'py, Self>, ttl: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
-        let ttl = ttl.map(config::ttl).transpose()?;
+    fn extend<'py>(slf: &Bound<'py, Self>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let ttl = ttl.filter(|t| !t.is_none()).map(|t| config::ttl("extend", t)).transpose()?;
         let work = PyLockState::hold(slf).extend(ttl).map_err(py)?;
         aio::future(slf.py(), async move { work.await.map_err(py) })
     }

@@ -58,21 +58,21 @@ macro_rules! client_methods {
 
             $(#[$try_doc])*
             #[pyo3(signature = (resource, ttl, **options))]
-            fn try_lock<'py>(slf: &Bound<'py, Self>, resource: &Bound<'py, PyAny>, ttl: f64, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
+            fn try_lock<'py>(slf: &Bound<'py, Self>, resource: &Bound<'py, PyAny>, ttl: &Bound<'py, PyAny>, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
                 let (req, on_lost) = $crate::config::request("try_lock", resource, ttl, None, options)?;
                 $acquire(slf.py(), $crate::hold::acquire(PyClient::inner(slf).clone(), req, false, on_lost) $(, $more)*)
             }
 
             $(#[$lock_doc])*
             #[pyo3(signature = (resource, ttl, wait=None, **options))]
-            fn lock(slf: &Bound<'_, Self>, resource: &Bound<'_, PyAny>, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, '_>>) -> PyResult<$request> {
+            fn lock(slf: &Bound<'_, Self>, resource: &Bound<'_, PyAny>, ttl: &Bound<'_, PyAny>, wait: Option<&Bound<'_, PyAny>>, options: Option<Kwargs<'_, '_>>) -> PyResult<$request> {
                 let (req, on_lost) = $crate::config::request("lock", resource, ttl, wait, options)?;
                 Ok($request { pending: $crate::hold::Pending::new(PyClient::inner(slf).clone(), req, on_lost), entered: $entered })
             }
 
             $(#[$guard_doc])*
             #[pyo3(signature = (resource, ttl, wait=None, **options))]
-            fn guard<'py>(slf: &Bound<'py, Self>, resource: &Bound<'py, PyAny>, ttl: f64, wait: Option<f64>, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
+            fn guard<'py>(slf: &Bound<'py, Self>, resource: &Bound<'py, PyAny>, ttl: &Bound<'py, PyAny>, wait: Option<&Bound<'py, PyAny>>, options: Option<Kwargs<'_, 'py>>) -> PyResult<Bound<'py, $lock>> {
                 let (req, on_lost) = $crate::config::request("guard", resource, ttl, wait, options)?;
                 $acquire(slf.py(), $crate::hold::acquire(PyClient::inner(slf).clone(), req, true, on_lost) $(, $more)*)
             }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
-use redlock::hold::{Options, Patience, Request};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use redlock::hold::{Options, Patience, Request, Span};
 use redlock::{Mode, Pem, Redlock, Settings, TlsSettings};
 
 use crate::errors::py;
@@ -16,6 +16,55 @@ use crate::hold::NAMES;
 
 /// The keyword arguments (`**options`) a call was given.
 pub type Kwargs<'a, 'py> = &'a Bound<'py, PyDict>;
+
+/// A duration argument as Python writes one: a number of seconds (`int`
+/// or `float`, not `bool`), a `datetime.timedelta`, or a duration string
+/// such as `"10s"` or `"500ms"` (the CLI's, parsed by the crate); checked
+/// by the crate (`Names::span`, `Names::ttl`). Anything else is a
+/// TypeError naming `argument` (as the caller wrote it: `ttl`,
+/// `lock() argument 'wait'`).
+pub fn span(argument: &str, value: &Bound<'_, PyAny>) -> PyResult<Span> {
+    if !value.is_instance_of::<PyBool>() {
+        if let Ok(number) = value.extract::<f64>() {
+            return Ok(Span::Number(number));
+        }
+        if value.is_instance_of::<PyString>() {
+            return Ok(Span::Text(value.extract()?));
+        }
+        let timedelta = value.py().import("datetime")?.getattr("timedelta")?;
+        if value.is_instance(&timedelta)? {
+            return exact(argument, value).map(Span::Exact);
+        }
+    }
+    let shown = value.repr().map(|r| r.to_string()).unwrap_or_else(|_| "that".into());
+    let class = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into());
+    Err(PyTypeError::new_err(format!(
+        "{argument} must be a number of seconds, a datetime.timedelta or a duration string such as '10s' or '500ms', \
+         not {class} {shown}"
+    )))
+}
+
+/// A `timedelta` as a Duration, to the microsecond; a negative one is a
+/// ValueError naming `argument`.
+fn exact(argument: &str, delta: &Bound<'_, PyAny>) -> PyResult<std::time::Duration> {
+    let part = |name: &str| delta.getattr(name).and_then(|v| v.extract::<i64>());
+    let (days, seconds, micros) = (part("days")?, part("seconds")?, part("microseconds")?);
+    // timedelta keeps 0 <= seconds < 86400 and 0 <= microseconds < 10**6;
+    // only days carries the sign.
+    let whole = days.checked_mul(86_400).and_then(|d| d.checked_add(seconds)).and_then(|s| u64::try_from(s).ok());
+    let (Some(whole), Ok(micros)) = (whole, u32::try_from(micros)) else {
+        return Err(PyValueError::new_err(format!(
+            "{argument} must not be negative, not {}",
+            delta.repr().map(|r| r.to_string()).unwrap_or_default()
+        )));
+    };
+    Ok(std::time::Duration::new(whole, micros.saturating_mul(1000)))
+}
+
+/// `span` of an optional argument: None is left out.
+pub fn optional_span(argument: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Span>> {
+    value.filter(|v| !v.is_none()).map(|v| span(argument, v)).transpose()
+}
 
 /// The server list: a list of URLs, or one URL as a string (one server).
 /// One string naming several servers (`"redis://a:1,redis://b:2"`) is a
@@ -86,21 +135,25 @@ pub fn new_redlock(class: &str, servers: &Bound<'_, PyAny>, options: Option<Kwar
         }
         let number = || value.extract::<f64>().map_err(typed);
         let whole = || value.extract::<i64>().map(|n| n as f64).map_err(typed);
+        let time = || span(&format!("{class}() argument '{key}'"), &value);
         match key.as_str() {
             "quorum" => o.quorum = Some(whole()?),
-            "request_timeout" => o.request_timeout = Some(number()?),
-            "connect_timeout" => o.connect_timeout = Some(number()?),
+            "request_timeout" => o.request_timeout = Some(time()?),
+            "connect_timeout" => o.connect_timeout = Some(time()?),
             "retry_count" => o.retry_count = Some(whole()?),
             "retry_delay" => {
-                let (lo, hi): (f64, f64) = value.extract().map_err(typed)?;
-                let seconds = |v| NAMES.duration("retry_delay", v).map_err(PyValueError::new_err);
-                o.retry_delay = Some((seconds(lo)?, seconds(hi)?));
+                let (lo, hi): (Bound<'_, PyAny>, Bound<'_, PyAny>) = value.extract().map_err(typed)?;
+                let bound = |v: &Bound<'_, PyAny>| {
+                    let v = span(&format!("{class}() argument 'retry_delay'"), v)?;
+                    NAMES.span("retry_delay", v).map_err(py)
+                };
+                o.retry_delay = Some((bound(&lo)?, bound(&hi)?));
             }
             "drift_factor" => o.drift_factor = Some(number()?),
             "extend_fraction" => o.extend_fraction = Some(number()?),
             "mode" => o.mode = Some(value.extract().map_err(typed)?),
             "release_on_disconnect" => o.release_on_disconnect = Some(value.extract().map_err(typed)?),
-            "lock_delay" => o.lock_delay = Some(number()?),
+            "lock_delay" => o.lock_delay = Some(time()?),
             "ssl_ca_certs" => files[0] = Some(value.extract().map_err(typed)?),
             "ssl_certfile" => files[1] = Some(value.extract().map_err(typed)?),
             "ssl_keyfile" => files[2] = Some(value.extract().map_err(typed)?),
@@ -144,12 +197,14 @@ fn resources(method: &str, resource: &Bound<'_, PyAny>) -> PyResult<Vec<String>>
 pub fn request(
     method: &str,
     resource: &Bound<'_, PyAny>,
-    ttl: f64,
-    wait: Option<f64>,
+    ttl: &Bound<'_, PyAny>,
+    wait: Option<&Bound<'_, PyAny>>,
     options: Option<Kwargs>,
 ) -> PyResult<(Request, Option<Py<PyAny>>)> {
     let once = method == "try_lock";
     let resources = resources(method, resource)?;
+    let ttl = span(&format!("{method}() argument 'ttl'"), ttl)?;
+    let wait = optional_span(&format!("{method}() argument 'wait'"), wait)?;
     let (mut shared, mut limit, mut permits, mut on_lost) = (false, None, None, None);
     for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
         let key: String = key.extract()?;
@@ -166,9 +221,9 @@ pub fn request(
     Ok((NAMES.request(&resources, ttl, shared, limit, permits, patience.map_err(py)?).map_err(py)?, on_lost))
 }
 
-/// An extension's ttl.
-pub fn ttl(value: f64) -> PyResult<std::time::Duration> {
-    NAMES.ttl(value).map_err(py)
+/// A ttl argument of `method` (an extension's, an election's).
+pub fn ttl(method: &str, value: &Bound<'_, PyAny>) -> PyResult<std::time::Duration> {
+    NAMES.ttl(span(&format!("{method}() argument 'ttl'"), value)?).map_err(py)
 }
 
 /// `_redislock._DEFAULTS`: `Settings::default()` in Python's terms, for

@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
-use pyo3::exceptions::{PyRuntimeError, PyStopAsyncIteration, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyStopAsyncIteration};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::PyClass;
 use redlock::election::{Election, Leader, SharedLeadership};
-use redlock::hold::Failure;
+use redlock::hold::{Failure, Span};
 use redlock::Released;
 
 use crate::aio;
@@ -35,18 +35,13 @@ fn failed(e: redlock::Error) -> PyErr {
     py(e.into())
 }
 
-/// Seconds as a Duration, named `option` in a ValueError.
-fn seconds(option: &str, value: f64) -> PyResult<Duration> {
-    NAMES.duration(option, value).map_err(PyValueError::new_err)
-}
-
-/// A campaign's deadline: `timeout` seconds from now; none for `None` or
-/// `math.inf`.
-fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
-    match timeout {
+/// A campaign's deadline: `timeout` (seconds, a timedelta or a duration
+/// string) from now; none for `None` or `math.inf`.
+fn deadline(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>> {
+    match config::optional_span("campaign() argument 'timeout'", timeout)? {
         None => Ok(None),
-        Some(t) if t == f64::INFINITY => Ok(None),
-        Some(t) => Ok(Instant::now().checked_add(seconds("timeout", t)?)),
+        Some(Span::Number(t)) if t == f64::INFINITY => Ok(None),
+        Some(t) => Ok(Instant::now().checked_add(NAMES.span("timeout", t).map_err(py)?)),
     }
 }
 
@@ -106,14 +101,14 @@ impl PyElectionState {
         client: &redlock::Redlock,
         name: &str,
         value: &str,
-        ttl: Option<f64>,
-        observe_interval: Option<f64>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        observe_interval: Option<&Bound<'_, PyAny>>,
         class: T,
     ) -> PyResult<PyClassInitializer<T>> {
-        let ttl = ttl.map(config::ttl).transpose()?;
+        let ttl = ttl.filter(|t| !t.is_none()).map(|t| config::ttl("Election", t)).transpose()?;
         let mut inner = Election::named(client.clone(), name, value, ttl, &NAMES).map_err(failed)?;
-        if let Some(every) = observe_interval {
-            inner = inner.with_observe_interval(seconds("observe_interval", every)?);
+        if let Some(every) = config::optional_span("Election() argument 'observe_interval'", observe_interval)? {
+            inner = inner.with_observe_interval(NAMES.span("observe_interval", every).map_err(py)?);
         }
         Ok(PyClassInitializer::from(PyElectionState { inner }).add_subclass(class))
     }
@@ -191,8 +186,8 @@ impl PyElection {
         redlock: &Bound<'_, PyRedlock>,
         name: &str,
         value: &str,
-        ttl: Option<f64>,
-        observe_interval: Option<f64>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        observe_interval: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
         PyElectionState::init(PyClient::inner(redlock), name, value, ttl, observe_interval, PyElection)
     }
@@ -207,7 +202,11 @@ impl PyElection {
     ///     with election.campaign() as lead:
     ///         serve(term=lead.term)
     #[pyo3(signature = (timeout=None, *, on_lost=None))]
-    fn campaign<'py>(slf: &Bound<'py, Self>, timeout: Option<f64>, on_lost: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyLeadership>> {
+    fn campaign<'py>(
+        slf: &Bound<'py, Self>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyLeadership>> {
         let py = slf.py();
         let (election, deadline) = (PyElectionState::inner(slf).clone(), deadline(timeout)?);
         let shared =
@@ -250,8 +249,8 @@ impl PyAsyncElection {
         redlock: &Bound<'_, PyAsyncRedlock>,
         name: &str,
         value: &str,
-        ttl: Option<f64>,
-        observe_interval: Option<f64>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        observe_interval: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
         PyElectionState::init(PyClient::inner(redlock), name, value, ttl, observe_interval, PyAsyncElection)
     }
@@ -263,10 +262,11 @@ impl PyAsyncElection {
     ///     async with election.campaign() as lead:
     ///         await serve(term=lead.term)
     #[pyo3(signature = (timeout=None, *, on_lost=None))]
-    fn campaign(slf: &Bound<'_, Self>, timeout: Option<f64>, on_lost: Option<Py<PyAny>>) -> PyResult<AsyncCampaign> {
-        let timeout = match timeout {
-            Some(t) if t != f64::INFINITY => Some(seconds("timeout", t)?),
-            _ => None,
+    fn campaign(slf: &Bound<'_, Self>, timeout: Option<&Bound<'_, PyAny>>, on_lost: Option<Py<PyAny>>) -> PyResult<AsyncCampaign> {
+        let timeout = match config::optional_span("campaign() argument 'timeout'", timeout)? {
+            None => None,
+            Some(Span::Number(t)) if t == f64::INFINITY => None,
+            Some(t) => Some(NAMES.span("timeout", t).map_err(py)?),
         };
         let on_lost = on_lost.filter(|c| !c.is_none(slf.py()));
         Ok(AsyncCampaign {

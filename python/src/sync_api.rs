@@ -91,8 +91,8 @@ impl PyLock {
     /// release. On a kept lock `ttl` becomes the guard's: it goes on
     /// extending to it, longer or shorter.
     #[pyo3(signature = (ttl=None))]
-    fn extend(slf: &Bound<'_, Self>, ttl: Option<f64>) -> PyResult<()> {
-        let ttl = ttl.map(config::ttl).transpose()?;
+    fn extend(slf: &Bound<'_, Self>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let ttl = ttl.filter(|t| !t.is_none()).map(|t| config::ttl("extend", t)).transpose()?;
         let work = PyLockState::hold(slf).extend(ttl).map_err(py)?;
         runtime::block(slf.py(), work)?.map_err(py)
     }

@@ -260,7 +260,9 @@ def test_bad_wait_and_extend_arguments(servers, resource):
         for ttl in (-1.0, 0.0, float("nan")):
             with pytest.raises(ValueError):
                 lock.extend(ttl)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="argument 'ttl'"):
+        rl.try_lock(resource, ttl=["10"])
+    with pytest.raises(ValueError, match="time unit needed"):
         rl.try_lock(resource, ttl="10")
 
 
@@ -268,7 +270,7 @@ def test_bad_wait_and_extend_arguments(servers, resource):
     "servers_arg, kwargs",
     [
         ([], {}),
-        (["127.0.0.1:7001"], {}),
+        (["127.0.0.1:port"], {}),
         (["http://127.0.0.1:7001"], {}),
         (["redis://127.0.0.1:99999"], {}),
         ([f"redis://127.0.0.1:{p}" for p in (7001, 7002, 7003)], {"quorum": 4}),

@@ -22,6 +22,11 @@ pub enum Failure {
     Aborted { resource: String },
     /// A bad argument (a negative ttl, shared with a limit, ...).
     Invalid(String),
+    /// A bare number of time implausible in the caller's unit (a ttl of
+    /// 10 from Node, 10 ms; a request timeout of 50 from Python, 50 s):
+    /// most likely meant in another unit (`Names::span`). A bad argument
+    /// too, which a binding may raise as its own kind (Node: a RangeError).
+    WrongUnit(String),
 }
 
 /// The one category of a failure.
@@ -77,7 +82,7 @@ impl fmt::Display for Failure {
             Failure::Lost { resource, why } => write!(f, "lock {resource:?} lost: {why}"),
             Failure::Released { resource } => write!(f, "this hold of lock {resource:?} was released already"),
             Failure::Aborted { resource } => write!(f, "the wait for lock {resource:?} was aborted"),
-            Failure::Invalid(message) => f.write_str(message),
+            Failure::Invalid(message) | Failure::WrongUnit(message) => f.write_str(message),
         }
     }
 }
@@ -93,7 +98,7 @@ impl Failure {
             Failure::Redlock(Error::Rejected { .. } | Error::Server { .. } | Error::NoQuorum { .. }) => Category::Other,
             Failure::Released { .. } => Category::Released,
             Failure::Aborted { .. } => Category::Aborted,
-            Failure::Invalid(_) => Category::Invalid,
+            Failure::Invalid(_) | Failure::WrongUnit(_) => Category::Invalid,
         }
     }
 
@@ -110,7 +115,7 @@ impl Failure {
             | Failure::Lost { resource, .. }
             | Failure::Released { resource }
             | Failure::Aborted { resource } => Some(resource),
-            Failure::Redlock(Error::Config(_) | Error::Server { .. }) | Failure::Invalid(_) => None,
+            Failure::Redlock(Error::Config(_) | Error::Server { .. }) | Failure::Invalid(_) | Failure::WrongUnit(_) => None,
         }
     }
 

@@ -26,7 +26,7 @@ pub mod state;
 
 pub use crate::redlock::Kind;
 pub use failure::{Category, Failure};
-pub use input::Options;
+pub use input::{Options, Span};
 pub use state::Hold;
 
 /// Stands in for "no time limit" in a deadline-driven wait (`wait=math.inf`,

@@ -41,7 +41,7 @@ use failures::{classify, connect_timeout, failing_over, for_status, reply_text};
 use replicas::{wait_timeout, Replicas, Sent, Write};
 use replies::{contended_locks, fill_status, holding_of, info_texts, quarantine_left, summarize, waiter_states};
 pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
-pub use urls::{check_url, is_cluster_url, is_tls_url, takes_more_hosts, CLUSTER_SCHEME, SENTINEL_SCHEME, TLS_CLUSTER_SCHEME};
+pub use urls::{check_url, is_cluster_url, is_tls_url, takes_more_hosts, with_scheme, CLUSTER_SCHEME, SENTINEL_SCHEME, TLS_CLUSTER_SCHEME};
 use urls::{cluster_seeds, sentinel_client, sentinel_spec, without_wait_replicas};
 
 use std::time::{Duration, Instant};
@@ -265,6 +265,8 @@ impl Instance {
     ) -> Result<Instance, RedisError> {
         let config_error = |what: &'static str, e: String| RedisError::from((redis::ErrorKind::InvalidClientConfig, what, e));
         check_url(url).map_err(|e| config_error("bad server URL", e))?;
+        // `host:port` is `redis://host:port`.
+        let url = &*with_scheme(url);
         let tls = match (is_tls_url(url), tls) {
             (false, _) => None,
             (true, Some(tls)) => Some(tls.clone()),

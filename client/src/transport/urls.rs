@@ -217,12 +217,26 @@ pub(super) fn cluster_seeds(url: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// A server-list entry with its scheme: `host:port` (no scheme, no path)
+/// is `redis://host:port`, for the CLI, the Rust API and both bindings
+/// alike; anything else is as given (and checked by `check_url`).
+pub fn with_scheme(entry: &str) -> std::borrow::Cow<'_, str> {
+    if entry.contains("://") || entry.contains('/') || entry.is_empty() {
+        std::borrow::Cow::Borrowed(entry)
+    } else {
+        std::borrow::Cow::Owned(format!("redis://{entry}"))
+    }
+}
+
 /// Checks a server URL for what the client library's parser reports only
-/// as "did not parse": the scheme, the host, the port.
+/// as "did not parse": the scheme, the host, the port. A `host:port`
+/// entry is checked as `redis://host:port` (`with_scheme`).
 pub fn check_url(url: &str) -> Result<(), String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(format!("{url:?} has no scheme; use redis://host:port or redis+cluster://host:port,..."));
+    let entry = with_scheme(url);
+    let Some((scheme, rest)) = entry.split_once("://") else {
+        return Err(format!("{url:?} has no scheme; use redis://host:port (or host:port) or redis+cluster://host:port,..."));
     };
+    let url = entry.as_ref();
     match scheme {
         "redis" | "rediss" => without_wait_replicas(url).and_then(|_| check_host_port(rest)),
         "redis+cluster" | "rediss+cluster" => {
@@ -290,6 +304,22 @@ fn check_host_port(authority_and_path: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_port_without_a_scheme_is_a_redis_url() {
+        assert_eq!(with_scheme("127.0.0.1:7001"), "redis://127.0.0.1:7001");
+        assert_eq!(with_scheme("[::1]:7001"), "redis://[::1]:7001");
+        assert_eq!(with_scheme("rediss://h:1"), "rediss://h:1");
+        for ok in ["127.0.0.1:7001", "cache-1.internal:6380", "[::1]:7001", "localhost"] {
+            assert_eq!(check_url(ok), Ok(()), "{ok}");
+        }
+        // Refused with the same words as the same entry with its scheme.
+        for (bad, words) in [("127.0.0.1:99999", "port 99999 out of range 1-65535"), ("h:port", "port \"port\" is not a number")] {
+            assert_eq!(check_url(bad).err().as_deref(), Some(words), "{bad}");
+            assert_eq!(check_url(&format!("redis://{bad}")).err().as_deref(), Some(words), "{bad}");
+        }
+        assert!(check_url("redis:/h:1").is_err_and(|e| e.contains("no scheme")));
+    }
 
     #[test]
     fn a_sentinel_member_names_its_sentinels_its_master_and_both_credentials() {

@@ -73,7 +73,7 @@ export async function all(): Promise<void> {
   await redlock.settle();
 
   try {
-    await redlock.acquire('x', 1);
+    await redlock.acquire('x', '1s');
   } catch (e) {
     if (e instanceof QuorumUnreachableError) {
       const code: 'ERR_REDLOCK_QUORUM_UNREACHABLE' = e.code;
@@ -114,8 +114,10 @@ export async function all(): Promise<void> {
   // @ts-expect-error: no such campaign option
   await election.campaign({ wait: 1000 });
 
-  // @ts-expect-error: a ttl is a number of milliseconds
-  await redlock.acquire('x', '10s');
+  // A duration is a number of milliseconds or a string with its unit.
+  await redlock.acquire('x', '10s', { wait: '5s' });
+  // @ts-expect-error: a ttl is a number of milliseconds or a duration string
+  await redlock.acquire('x', [10_000]);
   // @ts-expect-error: no such option
   await redlock.acquire('x', 1000, { tries: 3 });
   // @ts-expect-error: mode is 'module' or 'script'

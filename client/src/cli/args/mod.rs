@@ -539,15 +539,9 @@ pub fn parse_delay_range(s: &str) -> Result<DelayRange, String> {
     Ok(DelayRange(lo, hi))
 }
 
+/// Any duration, zero too: the library's parser, the bindings' too.
 fn parse_any_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty duration; examples: 500ms, 10s, 2m".into());
-    }
-    if t.starts_with('-') {
-        return Err(format!("{t:?} is negative: durations must be positive, e.g. 500ms, 10s, 2m"));
-    }
-    humantime::parse_duration(t).map_err(|e| format!("{t:?} is not a duration ({e}); examples: 500ms, 10s, 2m"))
+    redlock::settings::parse_duration(s)
 }
 
 fn non_empty(what: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone + Send + Sync + 'static {
@@ -565,7 +559,8 @@ fn separators(entry: &str) -> &'static str {
 }
 
 impl Global {
-    /// The server URLs, trimmed; `host:port` gets `redis://`.
+    /// The server URLs, trimmed (`host:port` stays: the library reads it as
+    /// `redis://host:port`, `redlock::transport::with_scheme`).
     pub fn urls(&self) -> Result<Vec<String>, String> {
         let mut urls = Vec::with_capacity(self.servers.len());
         for raw in &self.servers {
@@ -605,7 +600,9 @@ impl Global {
                     continue;
                 }
             }
-            urls.push(if s.contains("://") { s.to_string() } else { format!("redis://{s}") });
+            // As given: `host:port` is the library's to read (`with_scheme`),
+            // as it is for the bindings, and its errors name it as written.
+            urls.push(s.to_string());
         }
         if urls.is_empty() {
             return Err("no servers given".into());
