@@ -85,14 +85,6 @@ fn fill(c: &mut Connection, volatile: bool, mut done: impl FnMut(&mut Connection
 /// B's WAIT: long enough for the fill to evict the lock first (checked).
 const WAIT_MS: u64 = 3_000;
 
-/// LOCK.INFO's `value` of `key` (nil: `None`).
-fn value_of(c: &mut Connection, key: &str) -> Option<Vec<u8>> {
-    match info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key)))?.swap_remove(8).1 {
-        Value::BulkString(b) => Some(b),
-        _ => None,
-    }
-}
-
 /// A holds `k` for 600 s (with a value) and B waits for it; memory fills
 /// under `policy` until the lock is evicted (or, for noeviction, writes are
 /// refused).
@@ -227,20 +219,7 @@ fn an_evicted_lease_hands_over_at_its_end() {
 
 /// The holders of a key held shared, as `(owner, token)`, from LOCK.INFO.
 fn shared_holders(c: &mut Connection, key: &str) -> Vec<(Vec<u8>, i64)> {
-    let Some(fields) = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key))) else { return Vec::new() };
-    match &fields[6].1 {
-        Value::Array(holders) => holders
-            .iter()
-            .map(|h| match h {
-                Value::Array(h) => match (&h[0], &h[1]) {
-                    (Value::BulkString(o), Value::Int(t)) => (o.clone(), *t),
-                    other => panic!("holder {other:?}"),
-                },
-                other => panic!("holder {other:?}"),
-            })
-            .collect(),
-        other => panic!("holders {other:?}"),
-    }
+    holder_rows(c, key).into_iter().map(|h| (h.owner, h.token.expect("a module lock's holder has a token"))).collect()
 }
 
 fn permit(c: &mut Connection, key: &str, owner: &str) -> Option<i64> {
