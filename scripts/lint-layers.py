@@ -182,7 +182,7 @@ def named_paths(f, library):
     in a binary, paths into its library (`library::...`)."""
     code, paths = f.code, []
     for m in re.finditer(r"\buse\s+([^;]+);", code):
-        for path in expand_tree(re.sub(r"\s+", "", m.group(1))):
+        for path in expand_tree(m.group(1)):
             if path and path[0]:
                 paths.append((m.start(), path))
     heads = {"crate", "super", "self"} | f.children
@@ -198,7 +198,7 @@ def named_paths(f, library):
 
 def expand_tree(tree):
     """`a::{b,c::{d,e}}` -> [[a,b],[a,c,d],[a,c,e]]; renames (`as x`) dropped."""
-    tree = re.sub(r"as\w+(?=[,}]|$)", "", tree.replace(" as ", "as"))
+    tree = re.sub(r"\s+", "", re.sub(r"\s+as\s+(?:r#)?\w+", "", tree))
     if "{" not in tree:
         return [tree.split("::")]
     open_at = tree.index("{")
@@ -513,16 +513,17 @@ FIXTURES = {
     # strings are not imports.
     "clean": (
         {
-            "lib.rs": "pub mod guard;\npub mod redlock;\npub mod semaphore;\npub use redlock::Lock;\n",
+            "lib.rs": "pub mod aliases;\npub mod guard;\npub mod redlock;\npub mod semaphore;\npub use redlock::Lock;\n",
             "main.rs": "mod cli;\nfn main() { cli::run() }\n",
             "cli/mod.rs": "use redlock::guard::Guard;\npub fn run() { crate::cli::output() }\npub fn output() {}\n",
-            "guard.rs": "use crate::redlock::Lock;\n// crate::semaphore::permit_set\npub struct Guard(Lock);\n",
+            "aliases.rs": "pub struct Alias;\n",
+            "guard.rs": "use crate::redlock::Lock;\nuse crate::aliases;\n// crate::semaphore::permit_set\npub struct Guard(Lock);\n",
             "redlock/mod.rs": "mod line;\nmod permits;\nuse line::by_name;\npub struct Lock;\n",
             "redlock/line.rs": "use super::*;\nuse super::permits::permit_set;\n"
             "const WHY: &str = \"crate::semaphore::x\";\npub fn by_name() {}\n"
             "#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::Lock;\n}\n",
             "redlock/permits.rs": "pub fn permit_set() {}\n",
-            "semaphore.rs": "use crate::guard::Guard;\nuse crate::redlock::Lock;\n",
+            "semaphore.rs": "use crate::guard::Guard;\nuse crate::redlock::{Lock as Held};\n",
         },
         [],
         [],
@@ -534,7 +535,8 @@ CLEAN_EDGES = {
     "lib.rs": {"redlock/mod.rs"},
     "main.rs": {"cli/mod.rs"},
     "cli/mod.rs": {"guard.rs"},
-    "guard.rs": {"redlock/mod.rs"},
+    "aliases.rs": set(),
+    "guard.rs": {"redlock/mod.rs", "aliases.rs"},
     "redlock/mod.rs": {"redlock/line.rs"},
     "redlock/line.rs": {"redlock/mod.rs", "redlock/permits.rs"},
     "redlock/permits.rs": set(),
