@@ -102,11 +102,10 @@ tests_started=$(date +%s)
 run_suite lint scripts/lint.sh
 run_suite docs python3 scripts/check-docs.py
 
-# Compile every test program first, so the suites' times are test times
-# (doc tests are compiled as they run, in redis-7.0; lint's clippy checks
-# the workspace on its own). cargo's JSON messages name each test program
-# it built (kept for the servers' suites below); its diagnostics go to
-# the log as usual.
+# Then every test program is compiled before the other suites run, so that
+# their times are test times (doc tests are compiled as they run, in
+# redis-7.0). cargo's JSON messages name each test program it built (kept
+# for the servers' suites below); its diagnostics go to the log as usual.
 build_started=$(date +%s)
 if ! cargo test --profile tests --workspace --no-run --message-format=json-render-diagnostics \
   >"$logs/build.json" 2>"$logs/build.log"; then
