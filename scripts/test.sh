@@ -4,7 +4,11 @@
 #
 #   scripts/test.sh SERVER...      (e.g. valkey-8.1; Redis 7.0 always runs)
 #
-# Suites:
+# Suites (lint and docs first, before the test programs are built):
+#   lint         rustfmt and clippy -D warnings on the workspace
+#                (scripts/lint.sh)
+#   docs         README.md and the book in docs/: links and anchors
+#                resolve, README stays short (scripts/check-docs.py)
 #   redis-7.0    module and client suites (cargo test) on Debian's redis-server,
 #                and the client's doc tests (README's and the book's Rust
 #                examples, client/src/doctests.rs)
@@ -21,10 +25,6 @@
 #                (scripts/test-node.sh)
 #   examples     examples/ (redis-py, redis-cli, ioredis) on one server
 #                (scripts/test-examples.sh; a missing toolchain is skipped)
-#   lint         rustfmt and clippy -D warnings on the workspace
-#                (scripts/lint.sh)
-#   docs         README.md and the book in docs/: links and anchors
-#                resolve, README stays short (scripts/check-docs.py)
 #   dist         dist/ (make dist) installed and used without Rust
 #                (scripts/test-dist.sh); skipped unless dist/ was built
 #                from the sources as they are: `make test-dist` (which
@@ -45,37 +45,6 @@ export REDISLOCK_VALKEY=$root/.servers/valkey-8.1/redis-server
 
 if [ ! -f "$module" ]; then
   echo "redislock: $module is missing: run 'make build' first" >&2
-  exit 1
-fi
-
-# Compile every test program first, so the suites' times are test times
-# (doc tests are compiled as they run, in redis-7.0; lint's clippy checks
-# the workspace on its own). cargo's JSON messages name each test program
-# it built (kept for the servers' suites below); its diagnostics go to
-# the log as usual.
-build_started=$(date +%s)
-if ! cargo test --profile tests --workspace --no-run --message-format=json-render-diagnostics \
-  >"$logs/build.json" 2>"$logs/build.log"; then
-  cat "$logs/build.log"
-  echo "redislock: building the tests failed (log: $logs/build.log)" >&2
-  exit 1
-fi
-build_secs=$(( $(date +%s) - build_started ))
-
-# The module's test programs (its unit tests and tests/*/main.rs), as that
-# build made them. The servers' suites run these files: `cargo test -p
-# redislock` would resolve the workspace's shared dependencies (redis,
-# syn, ...) with fewer features than `--workspace` does, and so compile
-# them and every module test program a second time.
-mapfile -t module_tests < <(python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"] \
-            and m["manifest_path"] == sys.argv[1] + "/Cargo.toml":
-        print(m["executable"])' "$root" <"$logs/build.json")
-if [ "${#module_tests[@]}" -eq 0 ]; then
-  echo "redislock: the build named no test program of the module (log: $logs/build.json)" >&2
   exit 1
 fi
 
@@ -126,7 +95,43 @@ run_suite() {
   results+=("$verdict: $passed passed, $failed failed in $(( $(date +%s) - started )) s (log: ${log#"$root"/})")
 }
 
+# lint and docs first: they need no test program (clippy checks the
+# workspace on its own), so a formatting, layering or link mistake shows
+# in a minute, not after the suites; the suites still all run.
 tests_started=$(date +%s)
+run_suite lint scripts/lint.sh
+run_suite docs python3 scripts/check-docs.py
+
+# Then every test program is compiled before the other suites run, so that
+# their times are test times (doc tests are compiled as they run, in
+# redis-7.0). cargo's JSON messages name each test program it built (kept
+# for the servers' suites below); its diagnostics go to the log as usual.
+build_started=$(date +%s)
+if ! cargo test --profile tests --workspace --no-run --message-format=json-render-diagnostics \
+  >"$logs/build.json" 2>"$logs/build.log"; then
+  cat "$logs/build.log"
+  echo "redislock: building the tests failed (log: $logs/build.log)" >&2
+  exit 1
+fi
+build_secs=$(( $(date +%s) - build_started ))
+
+# The module's test programs (its unit tests and tests/*/main.rs), as that
+# build made them. The servers' suites run these files: `cargo test -p
+# redislock` would resolve the workspace's shared dependencies (redis,
+# syn, ...) with fewer features than `--workspace` does, and so compile
+# them and every module test program a second time.
+mapfile -t module_tests < <(python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"] \
+            and m["manifest_path"] == sys.argv[1] + "/Cargo.toml":
+        print(m["executable"])' "$root" <"$logs/build.json")
+if [ "${#module_tests[@]}" -eq 0 ]; then
+  echo "redislock: the build named no test program of the module (log: $logs/build.json)" >&2
+  exit 1
+fi
+
 run_suite redis-7.0 cargo test --profile tests --workspace --no-fail-fast
 for server in "$@"; do
   binary=$root/.servers/$server/redis-server
@@ -144,10 +149,8 @@ run_suite quickstart python3 scripts/quickstart.py
 run_suite python scripts/test-python.sh
 run_suite partitions scripts/test-partitions.sh
 run_suite examples scripts/test-examples.sh
-run_suite lint scripts/lint.sh
-run_suite docs python3 scripts/check-docs.py
 run_suite dist scripts/test-dist.sh --current
-tests_secs=$(( $(date +%s) - tests_started ))
+tests_secs=$(( $(date +%s) - tests_started - build_secs ))
 
 echo
 echo "redislock: test summary (building the tests took $build_secs s, running them $tests_secs s)"

@@ -431,6 +431,64 @@ pub fn parse_info(v: Value) -> Option<LockInfo> {
     })
 }
 
+/// One row of LOCK.INFO's `holders`: `[owner, token, pttl, held-ms,
+/// session, permits]`, strictly (a plain string's token and held-ms are
+/// nil).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HolderRow {
+    pub owner: Vec<u8>,
+    pub token: Option<i64>,
+    pub pttl: i64,
+    pub held_ms: Option<i64>,
+    pub session: bool,
+    pub permits: i64,
+}
+
+/// The `holders` field of a LOCK.INFO reply's fields (`info_fields`), in
+/// the order the server lists them.
+pub fn holder_rows_of(fields: &[(Vec<u8>, Value)]) -> Vec<HolderRow> {
+    let Value::Array(rows) = &fields[6].1 else { panic!("LOCK.INFO holders must be an array: {fields:?}") };
+    rows.iter()
+        .map(|row| match row {
+            Value::Array(h) if h.len() == 6 => {
+                let held_ms = match &h[3] {
+                    Value::Nil => None,
+                    held => Some(int_of(held, "LOCK.INFO holder held-ms")),
+                };
+                let session = match &h[4] {
+                    Value::Int(0) => false,
+                    Value::Int(1) => true,
+                    other => panic!("LOCK.INFO holder session flag must be 0 or 1, got {other:?}"),
+                };
+                HolderRow {
+                    owner: bulk(&h[0], "LOCK.INFO holder owner"),
+                    token: token_of(&h[1]),
+                    pttl: int_of(&h[2], "LOCK.INFO holder pttl"),
+                    held_ms,
+                    session,
+                    permits: int_of(&h[5], "LOCK.INFO holder permits"),
+                }
+            }
+            other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits], got {other:?}"),
+        })
+        .collect()
+}
+
+/// The holders LOCK.INFO lists for `key`; none when the key is free.
+pub fn holder_rows(con: &mut Connection, key: &str) -> Vec<HolderRow> {
+    info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key))).map(|fields| holder_rows_of(&fields)).unwrap_or_default()
+}
+
+/// LOCK.INFO's `value` of `key`: `None` when nil or when nothing holds it.
+pub fn value_of(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
+    let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key)))?;
+    match &fields[8].1 {
+        Value::Nil => None,
+        Value::BulkString(b) => Some(b.clone()),
+        other => panic!("LOCK.INFO value must be a bulk string or nil, got {other:?}"),
+    }
+}
+
 /// LOCK.INFO of any lock (plain-string locks included).
 pub fn info_any(con: &mut Connection, key: &[u8]) -> Option<AnyLockInfo> {
     parse_info_any(ok_cmd(con, cmd("LOCK.INFO").arg(key)))
@@ -456,6 +514,39 @@ pub fn wait_waiters(con: &mut Connection, key: &[u8], n: i64) {
             panic!("timed out waiting for LOCK.INFO {} waiters == {n} (last seen {last})", String::from_utf8_lossy(key));
         }
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// LOCK.MRELEASE of `keys` by `owner`: how many of them it released.
+pub fn mrelease(con: &mut Connection, keys: &[&str], owner: &str) -> i64 {
+    int_of(&ok_cmd(con, cmd("LOCK.MRELEASE").arg(keys.len()).arg(keys).arg(owner)), "LOCK.MRELEASE")
+}
+
+/// How many EXECs the server ran (`calls` of `cmdstat_exec` in INFO
+/// commandstats; 0 before the first).
+pub fn exec_calls(con: &mut Connection) -> i64 {
+    let text: String = cmd("INFO").arg("commandstats").query(con).expect("INFO commandstats");
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_exec:calls="))
+        .map_or(0, |rest| rest.split(',').next().and_then(|n| n.parse().ok()).expect("calls is an integer"))
+}
+
+/// A connection for one waiter, whose reply is read later
+/// (`recv_token`), with a read timeout that bounds the test.
+pub fn waiter(s: &Server, read_timeout: Duration) -> Connection {
+    let c = s.conn();
+    c.set_read_timeout(Some(read_timeout)).expect("set waiter read timeout");
+    c
+}
+
+/// An ACQUIRE or MACQUIRE reply (`recv_reply`): Some(token), None for nil;
+/// panics on errors.
+pub fn recv_token(con: &mut Connection, what: &str) -> Option<i64> {
+    match recv_reply(con, what) {
+        Ok(Value::Int(t)) => Some(t),
+        Ok(Value::Nil) => None,
+        Ok(other) => panic!("{what}: replied neither integer nor nil: {other:?}"),
+        Err(e) => panic!("{what}: replied an error: {e}"),
     }
 }
 

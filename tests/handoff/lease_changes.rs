@@ -22,11 +22,11 @@ const WAIT_MS: u64 = 6_000;
 /// B's ttl: its lease starts at its grant, so PEXPIRETIME less this is
 /// when it was granted, by the server's clock.
 const B_TTL: i64 = 10_000;
-/// A handoff later than this after the lease's end, by the server's clock,
-/// counts as missed. What it is made of: the module's timer firing late in
-/// the event loop (1 ms idle) plus redis-server waiting for a CPU on a
-/// loaded 2-core machine (tens of ms); the test's own scheduling is not in
-/// it. Redis's own expiry, sampling 300,000 volatile keys, finds the lock
+/// A median handoff (of `TRIALS`) later than this after the lease's end,
+/// by the server's clock, counts as missed. What a handoff's delay is made
+/// of: the module's timer firing late in the event loop (1 ms idle) plus
+/// redis-server waiting for a CPU on a loaded 2-core machine (tens of ms);
+/// the test's own scheduling is not in it. Redis's own expiry, sampling 300,000 volatile keys, finds the lock
 /// hundreds of ms late or later; a change the module missed leaves B to
 /// its WAIT (nil after 6 s).
 const LATE_MS: i64 = 250;
@@ -82,19 +82,34 @@ fn try_handoff_after(server: &Server, key: &str, shorten: impl FnOnce(&mut Conne
     Ok(pexpiretime(&mut a, key.as_bytes()) - B_TTL - lease_end)
 }
 
-fn handoff_after(server: &Server, key: &str, shorten: impl FnOnce(&mut Connection) -> i64) -> i64 {
-    try_handoff_after(server, key, shorten).unwrap_or_else(|e| panic!("{key}: {e}"))
+/// Handoffs measured per way of cutting a lease: their median is what is
+/// asserted, so one handoff held up by a busy machine does not decide.
+const TRIALS: usize = 5;
+
+/// `TRIALS` handoffs, of keys `{prefix}-0`, `{prefix}-1`..., each lease cut
+/// by `shorten` (given the key): how many ms after each cut lease's end
+/// its waiter was granted (server clock), or the first that went wrong.
+fn handoffs(server: &Server, prefix: &str, shorten: &dyn Fn(&mut Connection, &str) -> i64) -> Result<Vec<i64>, String> {
+    (0..TRIALS)
+        .map(|trial| {
+            let key = format!("{prefix}-{trial}");
+            try_handoff_after(server, &key, |a| shorten(a, &key)).map_err(|e| format!("{key}: {e}"))
+        })
+        .collect()
 }
 
-/// Not before the lease's end (that would be a handoff of a lease still
-/// running), and within LATE_MS of it.
-fn in_time(late: i64) -> bool {
-    (0..=LATE_MS).contains(&late)
-}
-
-fn assert_prompt(what: &str, late: i64) {
-    eprintln!("{what}: handed over {late} ms after the cut lease ended (server clock)");
-    assert!(in_time(late), "{what}: handed over {late} ms after the lease ended (bound 0..={LATE_MS})");
+/// Order, every time: no handoff before the lease's end (that would be a
+/// handoff of a lease still running). Promptness, as a median: within
+/// LATE_MS of it.
+fn prompt(lates: &[i64]) -> Result<i64, String> {
+    if let Some(early) = lates.iter().find(|late| **late < 0) {
+        return Err(format!("handed over {early} ms after the lease ended, before its end: {lates:?}"));
+    }
+    let median = median_i64(lates);
+    if median > LATE_MS {
+        return Err(format!("median handoff {median} ms after the lease ended (bound {LATE_MS}): {lates:?}"));
+    }
+    Ok(median)
 }
 
 #[test]
@@ -107,33 +122,33 @@ fn every_way_of_cutting_a_waited_lease_hands_over_when_it_ends() {
         .query(&mut fcall)
         .expect("FUNCTION LOAD");
     let short = SHORT_MS as i64;
-    type Shorten = Box<dyn FnOnce(&mut Connection) -> i64>;
+    type Shorten = Box<dyn Fn(&mut Connection, &str) -> i64>;
     let cases: Vec<(&str, Shorten)> = vec![
         (
             "LOCK.EXTEND",
-            Box::new(move |a| {
-                let (reply, end) = cut_and_end(a, cmd("LOCK.EXTEND").arg("k1").arg("A").arg(short), "k1");
+            Box::new(move |a, key| {
+                let (reply, end) = cut_and_end(a, cmd("LOCK.EXTEND").arg(key).arg("A").arg(short), key);
                 assert_eq!(reply, Value::Int(1));
                 end
             }),
         ),
         (
             "same-owner LOCK.ACQUIRE",
-            Box::new(move |a| {
-                let (reply, end) = cut_and_end(a, cmd("LOCK.ACQUIRE").arg("k2").arg("A").arg(short), "k2");
+            Box::new(move |a, key| {
+                let (reply, end) = cut_and_end(a, cmd("LOCK.ACQUIRE").arg(key).arg("A").arg(short), key);
                 assert!(matches!(reply, Value::Int(_)), "{reply:?}");
                 end
             }),
         ),
         (
             "PEXPIREAT in MULTI/EXEC",
-            Box::new(move |a| {
+            Box::new(|a, key| {
                 // Separate round trips: the command is queued well before EXEC.
                 ok_cmd(a, &cmd("MULTI"));
                 // A second ahead: still ahead when EXEC runs, however
                 // slowly this test runs (a past time would delete at once).
                 let at = now_unix_ms() + 1_000;
-                ok_cmd(a, cmd("PEXPIREAT").arg("k3").arg(at));
+                ok_cmd(a, cmd("PEXPIREAT").arg(key).arg(at));
                 std::thread::sleep(Duration::from_millis(50));
                 let v: Vec<i64> = cmd("EXEC").query(a).expect("EXEC");
                 assert_eq!(v, vec![1]);
@@ -142,37 +157,37 @@ fn every_way_of_cutting_a_waited_lease_hands_over_when_it_ends() {
         ),
         (
             "renamed PEXPIRE",
-            Box::new(move |a| {
-                let (reply, end) = cut_and_end(a, cmd("CUT-LEASE").arg("k4").arg(short), "k4");
+            Box::new(move |a, key| {
+                let (reply, end) = cut_and_end(a, cmd("CUT-LEASE").arg(key).arg(short), key);
                 assert_eq!(reply, Value::Int(1));
                 end
             }),
         ),
         (
             "EXPIREAT in MULTI/EXEC",
-            Box::new(move |a| {
+            Box::new(|a, key| {
                 // EXPIREAT takes seconds: cut to a whole second, at least
                 // one ahead.
                 let at = now_unix_ms() / 1000 + 2;
-                let v: Vec<i64> = redis::pipe().atomic().cmd("EXPIREAT").arg("k5").arg(at).query(a).expect("MULTI/EXEC");
+                let v: Vec<i64> = redis::pipe().atomic().cmd("EXPIREAT").arg(key).arg(at).query(a).expect("MULTI/EXEC");
                 assert_eq!(v, vec![1]);
                 at * 1000
             }),
         ),
         (
             "EVAL PEXPIRE",
-            Box::new(move |a| {
+            Box::new(move |a, key| {
                 let (reply, end) =
-                    cut_and_end(a, cmd("EVAL").arg("return redis.call('CUT-LEASE', KEYS[1], ARGV[1])").arg(1).arg("k6").arg(short), "k6");
+                    cut_and_end(a, cmd("EVAL").arg("return redis.call('CUT-LEASE', KEYS[1], ARGV[1])").arg(1).arg(key).arg(short), key);
                 assert_eq!(reply, Value::Int(1));
                 end
             }),
         ),
         (
             "FCALL PEXPIREAT",
-            Box::new(move |a| {
+            Box::new(|a, key| {
                 let at = now_unix_ms() + 1_000;
-                let v: i64 = cmd("FCALL").arg("cut").arg(1).arg("k7").arg(at).query(a).expect("FCALL");
+                let v: i64 = cmd("FCALL").arg("cut").arg(1).arg(key).arg(at).query(a).expect("FCALL");
                 assert_eq!(v, 1);
                 at
             }),
@@ -180,14 +195,8 @@ fn every_way_of_cutting_a_waited_lease_hands_over_when_it_ends() {
     ];
     let mut failures = Vec::new();
     for (i, (what, shorten)) in cases.into_iter().enumerate() {
-        let key = format!("k{}", i + 1);
-        match try_handoff_after(&server, &key, shorten) {
-            Ok(late) => {
-                eprintln!("{what}: handed over {late} ms after the cut lease ended (server clock)");
-                if !in_time(late) {
-                    failures.push(format!("{what}: {late} ms"));
-                }
-            }
+        match handoffs(&server, &format!("k{}", i + 1), &*shorten).and_then(|lates| prompt(&lates).map(|median| (median, lates))) {
+            Ok((median, lates)) => eprintln!("{what}: handed over {lates:?} ms after the cut leases ended (median {median}; server clock)"),
             Err(e) => {
                 eprintln!("{what}: {e}");
                 failures.push(format!("{what}: {e}"));
@@ -215,10 +224,12 @@ fn a_lengthened_lease_keeps_its_waiter_waiting() {
 #[test]
 fn a_plain_pexpire_still_hands_over_promptly() {
     let server = padded_server(&[]);
-    let late = handoff_after(&server, "k", |a| {
-        let (reply, end) = cut_and_end(a, cmd("PEXPIRE").arg("k").arg(SHORT_MS), "k");
+    let lates = handoffs(&server, "k", &|a, key| {
+        let (reply, end) = cut_and_end(a, cmd("PEXPIRE").arg(key).arg(SHORT_MS), key);
         assert_eq!(reply, Value::Int(1));
         end
-    });
-    assert_prompt("PEXPIRE", late);
+    })
+    .unwrap_or_else(|e| panic!("PEXPIRE: {e}"));
+    eprintln!("PEXPIRE: handed over {lates:?} ms after the cut leases ended (server clock)");
+    prompt(&lates).unwrap_or_else(|e| panic!("PEXPIRE: {e}"));
 }

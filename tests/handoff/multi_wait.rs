@@ -23,26 +23,8 @@ fn mwait(keys: &[&str], owner: &str, ttl: i64, wait: i64) -> redis::Cmd {
     c
 }
 
-fn mrelease(con: &mut Connection, keys: &[&str], owner: &str) -> i64 {
-    int_of(&ok_cmd(con, cmd("LOCK.MRELEASE").arg(keys.len()).arg(keys).arg(owner)), "LOCK.MRELEASE")
-}
-
-/// A connection for one waiter, with a read timeout that bounds the test.
-fn waiter(s: &Server) -> Connection {
-    let c = s.conn();
-    c.set_read_timeout(Some(Duration::from_secs(20))).expect("set waiter read timeout");
-    c
-}
-
-/// An ACQUIRE or MACQUIRE reply: Some(token), None for nil; panics on errors.
-fn recv_token(con: &mut Connection, what: &str) -> Option<i64> {
-    match recv_reply(con, what) {
-        Ok(Value::Int(t)) => Some(t),
-        Ok(Value::Nil) => None,
-        Ok(other) => panic!("{what}: replied neither integer nor nil: {other:?}"),
-        Err(e) => panic!("{what}: replied an error: {e}"),
-    }
-}
+/// How long a waiter's reply may take before the test fails.
+const WAITER_READ: Duration = Duration::from_secs(20);
 
 /// The owners in `key`'s line, first first (LOCK.WAITERS, which answers
 /// for a free key too).
@@ -89,7 +71,7 @@ fn a_set_is_granted_the_moment_its_last_member_frees() {
     let mut o = srv.conn();
     let ta = grant(&mut h, "a", "ha", 60_000);
     let tb = grant(&mut h, "b", "hb", 60_000);
-    let mut s = waiter(&srv);
+    let mut s = waiter(&srv, WAITER_READ);
     send_cmd(&mut s, &mwait(&["a", "b"], "S", 60_000, 10_000));
     wait_waiters(&mut o, b"a", 1);
     assert_eq!(waiters(&mut o, b"b"), 1, "the set stands in b's line too");
@@ -121,11 +103,11 @@ fn a_later_single_key_waiter_never_overtakes_a_waiting_set() {
     let mut o = srv.conn();
     grant(&mut h, "b", "hb", 60_000);
     // The set waits for b; a is free, but the set stands in its line.
-    let mut s = waiter(&srv);
+    let mut s = waiter(&srv, WAITER_READ);
     send_cmd(&mut s, &mwait(&["a", "b"], "S", 60_000, 10_000));
     wait_line(&mut o, "a", &["S"]);
     assert_eq!(acquire(&mut o, b"a", b"newcomer", 60_000), None, "a free member waited for by a set is not granted past it");
-    let mut x = waiter(&srv);
+    let mut x = waiter(&srv, WAITER_READ);
     send_cmd(&mut x, &cmd("LOCK.ACQUIRE").arg("a").arg("X").arg(60_000).arg("WAIT").arg(10_000).clone());
     wait_line(&mut o, "a", &["S", "X"]);
     assert_eq!(owner_of(&mut o, "a"), None, "X waits behind the set although a is free");
@@ -149,13 +131,13 @@ fn overlapping_sets_are_granted_in_arrival_order() {
     let mut h = srv.conn();
     let mut o = srv.conn();
     grant(&mut h, "b", "hb", 60_000);
-    let mut p = waiter(&srv);
+    let mut p = waiter(&srv, WAITER_READ);
     send_cmd(&mut p, &mwait(&["a", "b"], "P", 60_000, 10_000));
     wait_line(&mut o, "b", &["P"]);
-    let mut q = waiter(&srv);
+    let mut q = waiter(&srv, WAITER_READ);
     send_cmd(&mut q, &mwait(&["b", "c"], "Q", 60_000, 10_000));
     wait_line(&mut o, "b", &["P", "Q"]);
-    let mut r = waiter(&srv);
+    let mut r = waiter(&srv, WAITER_READ);
     send_cmd(&mut r, &cmd("LOCK.ACQUIRE").arg("c").arg("R").arg(60_000).arg("WAIT").arg(10_000).clone());
     wait_line(&mut o, "c", &["Q", "R"]);
     assert_eq!((owner_of(&mut o, "a"), owner_of(&mut o, "c")), (None, None), "nobody is granted while b is held");
@@ -184,10 +166,10 @@ fn a_set_s_wait_times_out_with_nil_and_leaves_no_place() {
     grant(&mut h, "a", "ha", 60_000);
     grant(&mut h, "b", "hb", 60_000);
     // d is free: the set stands first in its line, and X behind it.
-    let mut s = waiter(&srv);
+    let mut s = waiter(&srv, WAITER_READ);
     send_cmd(&mut s, &mwait(&["a", "b", "d"], "S", 60_000, 300));
     wait_line(&mut o, "d", &["S"]);
-    let mut x = waiter(&srv);
+    let mut x = waiter(&srv, WAITER_READ);
     send_cmd(&mut x, &cmd("LOCK.ACQUIRE").arg("d").arg("X").arg(60_000).arg("WAIT").arg(10_000).clone());
     wait_line(&mut o, "d", &["S", "X"]);
 
@@ -209,10 +191,10 @@ fn a_set_whose_client_leaves_leaves_every_line() {
     let mut h = srv.conn();
     let mut o = srv.conn();
     grant(&mut h, "a", "ha", 60_000);
-    let mut s = waiter(&srv);
+    let mut s = waiter(&srv, WAITER_READ);
     send_cmd(&mut s, &mwait(&["a", "d"], "S", 60_000, 0));
     wait_line(&mut o, "d", &["S"]);
-    let mut x = waiter(&srv);
+    let mut x = waiter(&srv, WAITER_READ);
     send_cmd(&mut x, &cmd("LOCK.ACQUIRE").arg("d").arg("X").arg(60_000).arg("WAIT").arg(10_000).clone());
     wait_line(&mut o, "d", &["S", "X"]);
 
@@ -234,7 +216,7 @@ fn a_set_is_granted_when_its_last_member_s_lease_runs_out() {
     let mut o = srv.conn();
     grant(&mut h, "a", "ha", 60_000);
     grant(&mut h, "b", "hb", 300);
-    let mut s = waiter(&srv);
+    let mut s = waiter(&srv, WAITER_READ);
     send_cmd(&mut s, &mwait(&["a", "b"], "S", 60_000, 10_000));
     wait_line(&mut o, "b", &["S"]);
     assert_eq!(release(&mut h, b"a", b"ha"), 1);
@@ -256,13 +238,13 @@ fn consecutive_shared_sets_are_granted_together() {
         c.arg("SHARED");
         c
     };
-    let mut r1 = waiter(&srv);
+    let mut r1 = waiter(&srv, WAITER_READ);
     send_cmd(&mut r1, &shared("R1"));
     wait_line(&mut o, "b", &["R1"]);
-    let mut r2 = waiter(&srv);
+    let mut r2 = waiter(&srv, WAITER_READ);
     send_cmd(&mut r2, &shared("R2"));
     wait_line(&mut o, "a", &["R1", "R2"]);
-    let mut w = waiter(&srv);
+    let mut w = waiter(&srv, WAITER_READ);
     send_cmd(&mut w, &mwait(&["a"], "W", 60_000, 10_000));
     wait_line(&mut o, "a", &["R1", "R2", "W"]);
 
@@ -369,14 +351,6 @@ fn dining_philosophers_share_the_forks_fairly_and_never_twice_at_once() {
     assert!(least * 4 >= most, "the least fed ate {least} times, the most fed {most}: {counts:?}");
 }
 
-/// `calls` of EXEC in INFO commandstats.
-fn exec_calls(c: &mut Connection) -> i64 {
-    let text: String = cmd("INFO").arg("commandstats").query(c).expect("INFO commandstats");
-    text.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_exec:calls="))
-        .map_or(0, |rest| rest.split(',').next().and_then(|n| n.parse().ok()).expect("calls is an integer"))
-}
-
 #[test]
 fn a_set_handed_over_at_a_lease_end_reaches_a_replica_whole() {
     let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
@@ -385,7 +359,7 @@ fn a_set_handed_over_at_a_lease_end_reaches_a_replica_whole() {
     let mut m = master.conn();
     let mut r = replica.conn();
     grant(&mut m, "b", "hb", 300);
-    let mut s = waiter(&master);
+    let mut s = waiter(&master, WAITER_READ);
     send_cmd(&mut s, &mwait(&["a", "b", "c"], "S", 60_000, 10_000));
     wait_line(&mut m, "b", &["S"]);
     wait1(&mut m);
@@ -405,7 +379,7 @@ fn a_master_demoted_while_a_set_waits_unblocks_it_and_grants_nothing() {
     let other = Server::start_with(&["--repl-ping-replica-period", "3600", "--repl-diskless-sync-delay", "0"]);
     let mut m = master.conn();
     grant(&mut m, "k", "h", 300);
-    let mut s = waiter(&master);
+    let mut s = waiter(&master, WAITER_READ);
     send_cmd(&mut s, &mwait(&["k", "d"], "S", 60_000, 0));
     wait_line(&mut m, "d", &["S"]);
     ok_cmd(&mut m, cmd("REPLICAOF").arg("127.0.0.1").arg(other.port));

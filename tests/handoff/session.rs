@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use redis::{Connection, Value};
+use redis::Connection;
 
 /// `LOCK.ACQUIRE key owner ttl [extra...]`.
 fn acq(key: &str, owner: &str, ttl: i64, extra: &[&str]) -> redis::Cmd {
@@ -96,21 +96,6 @@ fn granted_after(waiter: &mut Connection, since: Instant) -> (i64, Duration) {
     (int_of(&reply, "waiter token"), since.elapsed())
 }
 
-/// One holder row of LOCK.INFO: owner, held-ms, session flag.
-fn holder_rows(c: &mut Connection, key: &str) -> Vec<(String, i64, i64)> {
-    let fields = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key))).unwrap_or_default();
-    let Some((_, Value::Array(rows))) = fields.into_iter().nth(6) else { return Vec::new() };
-    rows.into_iter()
-        .map(|row| match row {
-            Value::Array(r) if r.len() == 6 => match &r[0] {
-                Value::BulkString(o) => (String::from_utf8_lossy(o).into_owned(), int_of(&r[3], "held-ms"), int_of(&r[4], "session")),
-                other => panic!("owner {other:?}"),
-            },
-            other => panic!("holder row {other:?}"),
-        })
-        .collect()
-}
-
 /// Trials per timing below: their median is what is asserted, so a few
 /// trials slowed by a busy machine do not decide.
 const TRIALS: usize = 7;
@@ -134,7 +119,7 @@ fn kill_to_grant(s: &Server, c: &mut Connection, key: &str, delay_ms: i64) -> i6
     let extra = if delay_ms > 0 { format!("SESSION DELAY {delay_ms}") } else { "SESSION".to_string() };
     let (mut holder, token) = Cli::acquire(s, key, "a", 30_000, &extra);
     let rows = holder_rows(c, key);
-    assert_eq!(rows.iter().map(|(o, _, session)| (o.as_str(), *session)).collect::<Vec<_>>(), [("a", 1)], "bound to its connection");
+    assert_eq!(rows.iter().map(|h| (h.owner.as_slice(), h.session)).collect::<Vec<_>>(), [(&b"a"[..], true)], "bound to its connection");
     let mut w = wait_for(s, key, "b", WAITER_TTL, 20_000);
     wait_waiters(c, key.as_bytes(), 1);
     let killed = now_unix_ms();
@@ -240,7 +225,7 @@ fn a_regrant_elsewhere_moves_the_binding_and_a_release_ends_it() {
     assert_eq!(int_of(&ok_cmd(&mut second, &acq("moved", "a", 30_000, &["SESSION"])), "re-grant"), t, "a re-grant keeps its token");
     int_of(&ok_cmd(&mut first, &acq("unbound", "a", 30_000, &["SESSION"])), "token");
     int_of(&ok_cmd(&mut second, &acq("unbound", "a", 30_000, &[])), "re-grant without SESSION");
-    assert_eq!(holder_rows(&mut c, "unbound")[0].2, 0, "a re-grant without SESSION is bound to nothing");
+    assert!(!holder_rows(&mut c, "unbound")[0].session, "a re-grant without SESSION is bound to nothing");
     int_of(&ok_cmd(&mut first, &acq("released", "a", 30_000, &["SESSION"])), "token");
     assert_eq!(release(&mut c, b"released", b"a"), 1, "a release by owner from another connection");
     int_of(&ok_cmd(&mut first, &acq("released", "b", 30_000, &[])), "another owner takes it");
@@ -252,7 +237,7 @@ fn a_regrant_elsewhere_moves_the_binding_and_a_release_ends_it() {
     kill_client(&mut c, watch_id);
     wait_until(Duration::from_secs(5), "the sentinel's release", || !exists(&mut c, b"sentinel"));
     assert!(exists(&mut c, b"moved"), "the hold moved to the second connection");
-    assert_eq!(holder_rows(&mut c, "moved")[0].2, 1);
+    assert!(holder_rows(&mut c, "moved")[0].session);
     assert!(exists(&mut c, b"unbound"), "a hold bound to nothing stays");
     assert_eq!(info(&mut c, b"released").expect("held").owner, b"b", "another owner's lock is left alone");
 
@@ -277,7 +262,7 @@ fn shared_and_permit_holds_end_with_their_connection() {
     let id = client_id(&mut r1);
     kill_client(&mut c, id);
     wait_until(Duration::from_secs(5), "r1's release", || counter(&mut c, "session_releases") == 1);
-    let owners: Vec<String> = holder_rows(&mut c, "rw").into_iter().map(|(o, _, _)| o).collect();
+    let owners: Vec<String> = holder_rows(&mut c, "rw").into_iter().map(|h| String::from_utf8_lossy(&h.owner).into_owned()).collect();
     assert_eq!(owners, ["r2"], "r2 still holds; the writer still waits");
     assert_eq!(waiters(&mut c, b"rw"), 1);
     assert_eq!(release(&mut r2, b"rw", b"r2"), 1);
@@ -295,7 +280,7 @@ fn shared_and_permit_holds_end_with_their_connection() {
     drop(p1);
     let (_, after) = granted_after(&mut p3, dropped);
     assert!(after >= Duration::from_millis(295), "p3 had p1's permit {after:?} after the disconnect, inside the delay");
-    let owners: Vec<String> = holder_rows(&mut c, "sem").into_iter().map(|(o, _, _)| o).collect();
+    let owners: Vec<String> = holder_rows(&mut c, "sem").into_iter().map(|h| String::from_utf8_lossy(&h.owner).into_owned()).collect();
     assert_eq!(owners.len(), 2, "never over the limit: {owners:?}");
     assert!(owners.contains(&"p2".to_string()) && owners.contains(&"p3".to_string()), "{owners:?}");
 }
@@ -320,7 +305,7 @@ fn a_session_release_replicates() {
     wait_until(Duration::from_secs(5), "the release on the replica", || !exists(&mut r, b"job"));
     // The cut lease reached the replica too: a's hold ends there within the delay.
     wait_until(Duration::from_secs(5), "a's shared hold ended on the replica", || {
-        holder_rows(&mut r, "rw").iter().all(|(o, _, _)| o != "a")
+        holder_rows(&mut r, "rw").iter().all(|h| h.owner != b"a")
     });
     assert_eq!(holder_rows(&mut r, "rw").len(), 1, "b keeps its hold on the replica");
 }
@@ -460,7 +445,7 @@ fn only_its_own_connection_extends_a_bound_hold() {
     for (key, _) in holds {
         assert_eq!(extend(&mut own, key.as_bytes(), b"a", 20_000), 1, "{key}: EXTEND from its own connection");
         assert!(pttl(&mut c, key.as_bytes()) > 10_000, "{key}: extended");
-        assert_eq!(holder_rows(&mut c, key)[0].2, 1, "{key}: still bound");
+        assert!(holder_rows(&mut c, key)[0].session, "{key}: still bound");
     }
     // Bound to nothing: from anywhere.
     int_of(&ok_cmd(&mut own, &acq("x", "a", 10_000, &[])), "a re-grant without SESSION");
@@ -524,7 +509,7 @@ fn a_regrant_after_the_cut_binds_the_hold_to_the_new_connection() {
     let again = int_of(&ok_cmd(&mut reconnected, &acq("job", "a", 10_000, &["SESSION", "DELAY", "3000"])), "re-grant");
     assert_eq!(again, token, "a re-grant keeps the token");
     assert!(pttl(&mut c, b"job") > 3_000, "a full lease again");
-    assert_eq!(holder_rows(&mut c, "job")[0].2, 1, "bound again");
+    assert!(holder_rows(&mut c, "job")[0].session, "bound again");
     assert_eq!(extend(&mut reconnected, b"job", b"a", 10_000), 1, "from the connection it is bound to now");
     assert_eq!(extend(&mut c, b"job", b"a", 10_000), 0, "from another");
     let id = client_id(&mut reconnected);
@@ -547,7 +532,7 @@ fn bindings_end_with_their_leases_while_the_connection_stays_open() {
     assert_eq!(counter(&mut c, "session_holds"), 1_001);
     assert_eq!(extend(&mut holder, b"kept", b"a", 60_000), 1);
     wait_until(Duration::from_secs(10), "the ended holds' bindings forgotten", || counter(&mut c, "session_holds") == 1);
-    assert_eq!(holder_rows(&mut c, "kept")[0].2, 1, "the extended hold is still bound");
+    assert!(holder_rows(&mut c, "kept")[0].session, "the extended hold is still bound");
     let mut sentinel_conn = sentinel(&s, "sentinel");
     let (holder_id, sentinel_id) = (client_id(&mut holder), client_id(&mut sentinel_conn));
     kill_client(&mut c, holder_id);

@@ -23,23 +23,6 @@ fn acq_wait(key: &str, owner: &str, ttl: i64, wait: i64) -> redis::Cmd {
     c
 }
 
-/// A connection for one waiter, with a read timeout that bounds the test.
-fn waiter(s: &Server, read_timeout: Duration) -> Connection {
-    let c = s.conn();
-    c.set_read_timeout(Some(read_timeout)).expect("set waiter read timeout");
-    c
-}
-
-/// Read an ACQUIRE reply: Some(token), None for nil; panics on errors.
-fn recv_token(con: &mut Connection, what: &str) -> Option<i64> {
-    match recv_reply(con, what) {
-        Ok(Value::Int(t)) => Some(t),
-        Ok(Value::Nil) => None,
-        Ok(other) => panic!("{what}: ACQUIRE replied neither integer nor nil: {other:?}"),
-        Err(e) => panic!("{what}: ACQUIRE replied an error: {e}"),
-    }
-}
-
 fn owner_of(con: &mut Connection, key: &[u8]) -> Option<Vec<u8>> {
     info_any(con, key).map(|i| i.owner)
 }

@@ -159,11 +159,9 @@ fn request(con: &mut Connection, c: &redis::Cmd) -> Result<Value, Fail> {
 // LOCK.INFO: 9 fields, RESP2 or RESP3
 // ---------------------------------------------------------------------------
 
-const INFO_FIELDS: [&str; 9] = ["owner", "token", "pttl", "waiters", "mode", "limit", "holders", "taken", "value"];
-
 /// One holder as LOCK.INFO lists it: owner, token (nil for a plain-string
 /// lock), pttl.
-type HolderRow = (String, Option<i64>, i64);
+type Holder = (String, Option<i64>, i64);
 
 /// A key's mode, limit and holders (owner, token), leases left out.
 type Shape = (String, Option<i64>, Vec<(String, Option<i64>)>);
@@ -176,7 +174,7 @@ struct Info {
     waiters: i64,
     mode: String,
     limit: Option<i64>,
-    holders: Vec<HolderRow>,
+    holders: Vec<Holder>,
     /// A semaphore's permits taken (nil otherwise).
     taken: Option<i64>,
 }
@@ -193,7 +191,7 @@ impl Info {
         (self.mode.clone(), self.limit, self.who())
     }
 
-    fn holder(&self, owner: &str) -> &HolderRow {
+    fn holder(&self, owner: &str) -> &Holder {
         self.holders.iter().find(|(o, _, _)| o == owner).unwrap_or_else(|| panic!("{owner} is not among the holders: {self:?}"))
     }
 
@@ -223,51 +221,12 @@ fn opt_int(v: &Value, what: &str) -> Option<i64> {
     }
 }
 
-fn holder_row(v: &Value) -> HolderRow {
-    match v {
-        Value::Array(items) if items.len() == 6 => {
-            let owner = match &items[0] {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                other => panic!("LOCK.INFO holder owner must be a bulk string, got {other:?}"),
-            };
-            let token = opt_int(&items[1], "LOCK.INFO holder token");
-            // Held-for is known for every module lock, never for a plain string.
-            let held = opt_int(&items[3], "LOCK.INFO holder held-ms");
-            assert_eq!(held.is_some(), token.is_some(), "held-ms of {owner}: {items:?}");
-            assert!(held.is_none_or(|ms| ms >= 0), "held-ms of {owner}: {items:?}");
-            let session = int_of(&items[4], "LOCK.INFO holder session");
-            assert!(session == 0 || session == 1, "session of {owner}: {items:?}");
-            // Nothing here asks PERMITS: one permit per hold.
-            assert_eq!(int_of(&items[5], "LOCK.INFO holder permits"), 1, "permits of {owner}: {items:?}");
-            (owner, token, int_of(&items[2], "LOCK.INFO holder pttl"))
-        }
-        other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits], got {other:?}"),
-    }
-}
-
-/// Parse a LOCK.INFO reply strictly: nil, or the 9 fields in the contract's
-/// order as a flat RESP2 array of 18 items or a RESP3 map of 9 entries.
-/// Also checks that the fields agree with each other (see `check_info`).
+/// Parse a LOCK.INFO reply strictly (the harness's `info_fields`: nil, or
+/// the 9 fields in the contract's order as a flat RESP2 array of 18 items
+/// or a RESP3 map of 9 entries). Also checks that the fields agree with
+/// each other (see `check_info`).
 fn parse_info(v: Value) -> Option<Info> {
-    let pairs: Vec<(Value, Value)> = match v {
-        Value::Nil => return None,
-        Value::Array(items) => {
-            assert_eq!(items.len(), 18, "LOCK.INFO RESP2 reply must be 9 field/value pairs: {items:?}");
-            let mut it = items.into_iter();
-            let mut pairs = Vec::new();
-            while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                pairs.push((k, v));
-            }
-            pairs
-        }
-        Value::Map(pairs) => {
-            assert_eq!(pairs.len(), 9, "LOCK.INFO RESP3 map must have 9 fields: {pairs:?}");
-            pairs
-        }
-        other => panic!("LOCK.INFO: unexpected reply {other:?}"),
-    };
-    let names: Vec<String> = pairs.iter().map(|(k, _)| text_of(k, "LOCK.INFO field name")).collect();
-    assert_eq!(names, INFO_FIELDS, "LOCK.INFO fields and their order");
+    let pairs = info_fields(v)?;
     let owner = match &pairs[0].1 {
         Value::Nil => None,
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
@@ -275,10 +234,18 @@ fn parse_info(v: Value) -> Option<Info> {
     };
     let mode = text_of(&pairs[4].1, "LOCK.INFO mode");
     assert!(mode == "exclusive" || mode == "shared", "LOCK.INFO mode {mode:?}");
-    let holders = match &pairs[6].1 {
-        Value::Array(rows) => rows.iter().map(holder_row).collect(),
-        other => panic!("LOCK.INFO holders must be an array, got {other:?}"),
-    };
+    let holders = holder_rows_of(&pairs)
+        .into_iter()
+        .map(|h| {
+            let owner = String::from_utf8_lossy(&h.owner).into_owned();
+            // Held-for is known for every module lock, never for a plain string.
+            assert_eq!(h.held_ms.is_some(), h.token.is_some(), "held-ms of {owner}: {h:?}");
+            assert!(h.held_ms.is_none_or(|ms| ms >= 0), "held-ms of {owner}: {h:?}");
+            // Nothing here asks PERMITS: one permit per hold.
+            assert_eq!(h.permits, 1, "permits of {owner}: {h:?}");
+            (owner, h.token, h.pttl)
+        })
+        .collect();
     let info = Info {
         owner,
         token: opt_int(&pairs[1].1, "LOCK.INFO token"),
@@ -312,7 +279,7 @@ fn check_info(i: &Info) {
             assert!((1..=100_000).contains(&n), "limit {n}: {i:?}");
             assert!(i.holders.len() as i64 <= n, "more holders than the limit: {i:?}");
         }
-        // One permit per hold here (see `holder_row`).
+        // One permit per hold here (see `parse_info`).
         let taken = i.limit.map(|_| i.holders.len() as i64);
         assert_eq!(i.taken, taken, "a semaphore's permits taken are its holders' ({taken:?}): {i:?}");
         let longest =

@@ -22,10 +22,6 @@ fn macquire(con: &mut Connection, keys: &[&str], owner: &str, ttl: i64, options:
     }
 }
 
-fn mrelease(con: &mut Connection, keys: &[&str], owner: &str) -> i64 {
-    int_of(&ok_cmd(con, cmd("LOCK.MRELEASE").arg(keys.len()).arg(keys).arg(owner)), "LOCK.MRELEASE")
-}
-
 fn mextend(con: &mut Connection, keys: &[&str], owner: &str, ttl: i64) -> i64 {
     int_of(&ok_cmd(con, cmd("LOCK.MEXTEND").arg(keys.len()).arg(keys).arg(owner).arg(ttl)), "LOCK.MEXTEND")
 }
@@ -143,14 +139,6 @@ fn refusals_take_nothing() {
     assert_eq!(keys, Value::Array(vec![Value::BulkString(b"k1".to_vec()), Value::BulkString(b"k2".to_vec())]));
     let keys = ok_cmd(&mut c, cmd("COMMAND").arg("GETKEYS").arg("LOCK.MRELEASE").arg(1).arg("k3").arg("me"));
     assert_eq!(keys, Value::Array(vec![Value::BulkString(b"k3".to_vec())]));
-}
-
-/// How many EXECs the server ran (its commandstats).
-fn exec_calls(c: &mut Connection) -> i64 {
-    let text: String = cmd("INFO").arg("commandstats").query(c).expect("INFO commandstats");
-    text.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_exec:calls="))
-        .map_or(0, |rest| rest.split(',').next().and_then(|n| n.parse().ok()).expect("calls is an integer"))
 }
 
 #[test]
@@ -298,15 +286,8 @@ fn weighted_permits_take_k_of_n_and_a_waiter_for_k_holds_back_smaller_requests()
     let fields = info_fields(ok_cmd(&mut c, cmd("LOCK.INFO").arg("pool"))).expect("held");
     assert_eq!(fields[5].1, Value::Int(5), "limit");
     assert_eq!(fields[7].1, Value::Int(5), "taken: 3 + 2");
-    let Value::Array(rows) = &fields[6].1 else { panic!("holders: {fields:?}") };
-    let taken: Vec<&Value> = rows
-        .iter()
-        .map(|row| match row {
-            Value::Array(items) => &items[5],
-            other => panic!("holder row {other:?}"),
-        })
-        .collect();
-    assert_eq!(taken, [&Value::Int(3), &Value::Int(2)]);
+    let taken: Vec<i64> = holder_rows_of(&fields).iter().map(|h| h.permits).collect();
+    assert_eq!(taken, [3, 2]);
     // One hold, one size.
     let err =
         expect_err(&mut c, cmd("LOCK.ACQUIRE").arg("pool").arg("a").arg(1000).arg("SHARED").arg("LIMIT").arg(5).arg("PERMITS").arg(2));
@@ -392,16 +373,11 @@ fn semaphore_holders(con: &mut Connection, key: &str) -> Option<Permits> {
     let fields = info_fields(ok_cmd(con, cmd("LOCK.INFO").arg(key)))?;
     assert_eq!(fields[4].1, Value::BulkString(b"shared".to_vec()), "{fields:?}");
     let limit = int_of(&fields[5].1, "limit");
-    let Value::Array(rows) = &fields[6].1 else { panic!("holders: {fields:?}") };
-    let holders = rows
-        .iter()
-        .map(|row| match row {
-            Value::Array(items) => {
-                assert_eq!(items[5], Value::Int(1), "a set takes one permit: {row:?}");
-                let Value::BulkString(owner) = &items[0] else { panic!("holder owner {row:?}") };
-                (owner.clone(), int_of(&items[1], "holder token"))
-            }
-            other => panic!("holder row {other:?}"),
+    let holders = holder_rows_of(&fields)
+        .into_iter()
+        .map(|h| {
+            assert_eq!(h.permits, 1, "a set takes one permit: {h:?}");
+            (h.owner, h.token.expect("a module lock's holder has a token"))
         })
         .collect();
     Some((limit, holders))

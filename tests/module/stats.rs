@@ -56,7 +56,8 @@ fn step(c: &mut Connection, what: &str, moved: &[(&str, i64)], f: impl FnOnce(&m
     assert_moved(&before, &after, moved, what);
 }
 
-fn waiter(server: &Server, key: &str, owner: &str, wait_ms: i64) -> Connection {
+/// A connection whose LOCK.ACQUIRE of `key` waits (its reply unread).
+fn waiting_acquire(server: &Server, key: &str, owner: &str, wait_ms: i64) -> Connection {
     let mut w = server.conn();
     send_cmd(&mut w, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(60_000).arg("WAIT").arg(wait_ms));
     w
@@ -88,7 +89,7 @@ fn each_counter_moves_with_what_it_counts() {
     // A wait that ends in a handoff on release.
     let mut w = None;
     step(&mut c, "wait started", &[("wait_started", 1)], |c| {
-        w = Some(waiter(&server, "k", "w", 10_000));
+        w = Some(waiting_acquire(&server, "k", "w", 10_000));
         wait_waiters(c, b"k", 1);
     });
     assert_eq!((stat(&mut c, "clients_waiting"), stat(&mut c, "keys_waited")), (1, 1));
@@ -104,25 +105,25 @@ fn each_counter_moves_with_what_it_counts() {
     grant(&mut c, "short", "a", 300);
     let moved = [("wait_started", 1), ("wait_granted", 1), ("acquire_granted_handoff", 1), ("handoff_expiry", 1)];
     step(&mut c, "handoff on expiry", &moved, |c| {
-        let mut w = waiter(&server, "short", "w", 10_000);
+        let mut w = waiting_acquire(&server, "short", "w", 10_000);
         assert!(matches!(recv_reply(&mut w, "w").expect("granted"), Value::Int(_)));
         let _ = c;
     });
     grant(&mut c, "deleted", "a", 60_000);
     let moved = [("wait_started", 1), ("wait_granted", 1), ("acquire_granted_handoff", 1), ("handoff_delete", 1)];
     step(&mut c, "handoff on DEL", &moved, |c| {
-        let mut w = waiter(&server, "deleted", "w", 10_000);
+        let mut w = waiting_acquire(&server, "deleted", "w", 10_000);
         wait_waiters(c, b"deleted", 1);
         ok_cmd(c, cmd("DEL").arg("deleted"));
         assert!(matches!(recv_reply(&mut w, "w").expect("granted"), Value::Int(_)));
     });
     grant(&mut c, "held", "a", 60_000);
     step(&mut c, "timeout", &[("wait_started", 1), ("wait_timed_out", 1)], |_| {
-        let mut w = waiter(&server, "held", "w", 100);
+        let mut w = waiting_acquire(&server, "held", "w", 100);
         assert_eq!(recv_reply(&mut w, "w").expect("nil"), Value::Nil);
     });
     step(&mut c, "disconnect", &[("wait_started", 1), ("wait_cancelled", 1)], |c| {
-        let w = waiter(&server, "held", "w", 10_000);
+        let w = waiting_acquire(&server, "held", "w", 10_000);
         wait_waiters(c, b"held", 1);
         drop(w);
         wait_until(Duration::from_secs(10), "the waiter's disconnect seen", || stat(c, "clients_waiting") == 0);
@@ -198,7 +199,7 @@ fn idle_waiting_costs_the_server_nothing() {
     for i in 0..KEYS {
         let key = format!("idle:{i}");
         grant(&mut c, &key, "holder", 3_600_000);
-        waiters.push(waiter(&server, &key, "w", 600_000));
+        waiters.push(waiting_acquire(&server, &key, "w", 600_000));
         let mut p = lists.conn();
         send_cmd(&mut p, cmd("BLPOP").arg(&key).arg(600));
         poppers.push(p);
@@ -377,7 +378,7 @@ fn wait_and_hold_distributions_follow_a_schedule() {
     held(&mut c, "sem", &["SHARED", "LIMIT", "2"], 0);
     // One wait of about 300 ms.
     grant(&mut c, "line", "holder", 60_000);
-    let mut w = waiter(&server, "line", "w", 10_000);
+    let mut w = waiting_acquire(&server, "line", "w", 10_000);
     wait_waiters(&mut c, b"line", 1);
     std::thread::sleep(Duration::from_millis(300));
     assert!(stat(&mut c, "oldest_wait_ms") >= 290, "the waiter has waited 300 ms");
@@ -421,20 +422,16 @@ fn the_longest_hold_is_the_oldest_running_one() {
     std::thread::sleep(Duration::from_millis(300));
     let reader_from = Instant::now();
     int_of(&ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("rw").arg("r").arg(60_000).arg("SHARED")), "reader");
-    let held = |c: &mut Connection, key: &[u8]| {
-        let fields = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key))).expect("held");
-        let Some((_, Value::Array(rows))) = fields.into_iter().nth(6) else { panic!("holders") };
-        match &rows[0] {
-            Value::Array(r) => int_of(&r[3], "held-ms"),
-            other => panic!("{other:?}"),
-        }
+    let held = |c: &mut Connection, key: &str| {
+        let rows = holder_rows(c, key);
+        rows.first().and_then(|h| h.held_ms).unwrap_or_else(|| panic!("held-ms of {key:?}'s first holder: {rows:?}"))
     };
     wait_until(Duration::from_secs(10), "the walk to see the old hold", || stat(&mut c, "longest_hold_ms") >= 1_000);
     // LOCK.INFO's held-ms just before and just after: INFO, between them,
     // must see the same hold's age between the two (a few ms for the whole
     // milliseconds either counts in), however long this test is held up
     // between the commands.
-    let (before, longest, after) = (held(&mut c, b"old"), stat(&mut c, "longest_hold_ms"), held(&mut c, b"old"));
+    let (before, longest, after) = (held(&mut c, "old"), stat(&mut c, "longest_hold_ms"), held(&mut c, "old"));
     assert!(
         (before - 2..=after + 2).contains(&longest),
         "longest {longest} ms; LOCK.INFO says the old hold is {before} ms before it and {after} ms after"
@@ -445,7 +442,7 @@ fn the_longest_hold_is_the_oldest_running_one() {
     wait_until(Duration::from_secs(10), "the walk to drop the released hold", || {
         stat(&mut c, "longest_hold_ms") <= reader_from.elapsed().as_millis() as i64 + 5
     });
-    let (before, longest, after) = (held(&mut c, b"rw"), stat(&mut c, "longest_hold_ms"), held(&mut c, b"rw"));
+    let (before, longest, after) = (held(&mut c, "rw"), stat(&mut c, "longest_hold_ms"), held(&mut c, "rw"));
     assert!(
         (before - 2..=after + 2).contains(&longest),
         "longest {longest} ms; the reader has held {before} ms before it and {after} ms after"

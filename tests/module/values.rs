@@ -8,16 +8,6 @@ use crate::common;
 use common::*;
 use redis::{Connection, Value};
 
-/// LOCK.INFO's `value` field (the last one): `None` when nil or no lock.
-fn value_of(c: &mut Connection, key: &str) -> Option<Vec<u8>> {
-    let fields = info_fields(ok_cmd(c, cmd("LOCK.INFO").arg(key)))?;
-    match &fields[8].1 {
-        Value::Nil => None,
-        Value::BulkString(b) => Some(b.clone()),
-        other => panic!("LOCK.INFO value must be a bulk string or nil, got {other:?}"),
-    }
-}
-
 fn acquire_valued(c: &mut Connection, key: &str, owner: &str, ttl: i64, value: &[u8]) -> Option<i64> {
     match ok_cmd(c, cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(ttl).arg("VALUE").arg(value)) {
         Value::Int(t) => Some(t),

@@ -2,8 +2,8 @@
 //! designated instance, kept while its owner waits at the head, given up at
 //! the grant; the waiting acquisition built on it (`acquire_until`).
 
+use super::permits::{named_after, permit_set, PermitHold};
 use super::*;
-use crate::semaphore::{named_after, permit_set, PermitHold};
 
 /// What asking for a place in line came to.
 enum Joined {

@@ -2,11 +2,12 @@
 //! lock, and the acquisitions callers make. Its jobs, each in a file:
 //! `round` (one quorum round), `line` (the waiting line and the waiting
 //! acquisition), `release` (extend and release), `entries` (the server
-//! list).
+//! list), `permits` (a semaphore's permit keys, which the line waits on).
 
 mod contended;
 mod entries;
 mod line;
+pub(crate) mod permits;
 mod release;
 mod round;
 

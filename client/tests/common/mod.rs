@@ -488,6 +488,15 @@ pub fn relaxed() -> Settings {
     }
 }
 
+/// The median of `times` (the upper one of an even count): what a timing
+/// under load asserts, so that one sample held up by a busy machine does
+/// not decide.
+pub fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
 /// Polls `f` every 5 ms until it is true; panics naming `what` after `timeout`.
 pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut f: F)
 where

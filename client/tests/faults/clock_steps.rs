@@ -189,12 +189,29 @@ async fn a_forward_step_on_a_majority_does_not_hand_a_held_lock_to_another() {
     assert!(b.token.expect("token") > a_token);
 }
 
+/// Handoffs (and waits) timed per test across steps, each on a quorum of
+/// its own: their median is what is asserted, so one held up by a busy
+/// machine does not decide.
+const TRIALS: usize = 5;
+
+/// `TRIALS` handoffs across a step of `offset` (`handoff_across_a_step`):
+/// B is served soon after a quorum of A's leases ended, as a median.
+async fn handoffs_across_a_step(offset: &str) {
+    let mut lates = Vec::new();
+    for _ in 0..TRIALS {
+        lates.push(handoff_across_a_step(offset).await);
+    }
+    let late = median(&lates);
+    eprintln!("wall clocks {offset} on 3 of 5: B granted {lates:?} after the latest end of A's lease on a quorum");
+    assert!(late <= HANDOFF_LATE, "{offset}: B granted late, {late:?} (median) after A's lease ended on a quorum: {lates:?}");
+}
+
 /// A holds `r` for 3 s, B waits (the client's line and its polling of the
 /// quorum); three of five wall clocks step by `offset` half a second in.
 /// On each server, nothing is granted before A's lease there ends (read
 /// from the servers' token counters shortly before, and from the start
-/// of B's lease after); B is served soon after a quorum of them ended.
-/// Returns the handoff delay.
+/// of B's lease after). Returns how long after the latest estimate of the
+/// end of A's lease on a quorum B was served.
 async fn handoff_across_a_step(offset: &str) -> Duration {
     let q = SteppedQuorum::start();
     let mut cons = q.connections().await;
@@ -282,20 +299,19 @@ async fn handoff_across_a_step(offset: &str) -> Duration {
         "wall clocks {offset} on 3 of 5: B granted {delay:?} after A's lease ended on a quorum ({checked} servers' token counters read {:?} before the end)",
         MS(100)
     );
-    assert!(granted <= quorum_end_latest + HANDOFF_LATE, "{offset}: B granted late, {delay:?} after A's lease ended on a quorum");
-    delay
+    granted.saturating_duration_since(quorum_end_latest)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waited_lock_hands_over_at_the_lease_end_across_a_forward_step() {
     let _serial = serial();
-    handoff_across_a_step("+60").await;
+    handoffs_across_a_step("+60").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waited_lock_hands_over_at_the_lease_end_across_a_backward_step() {
     let _serial = serial();
-    handoff_across_a_step("-60").await;
+    handoffs_across_a_step("-60").await;
 }
 
 /// How the clients of `contend` use the lock.
@@ -424,15 +440,28 @@ async fn contention_on_one_shared_handle_across_steps_of_a_majority_of_clocks() 
     assert_contention("4 tasks on one handle holding 20-50 ms of 2 s, 3 of 5 wall clocks stepped +60/-60/+60 s 0.4 s apart", &history, 40);
 }
 
+/// `TRIALS` waits with a deadline across a step of `offset`
+/// (`wait_deadline_across_a_step`): late by no more than 150 ms as a
+/// median (a busy machine can hold up any one wait).
+async fn wait_deadlines_across_a_step(offset: &str) {
+    let wait = Duration::from_secs(2);
+    let mut took = Vec::new();
+    for _ in 0..TRIALS {
+        took.push(wait_deadline_across_a_step(offset, wait).await);
+    }
+    eprintln!("wall clocks {offset} on 3 of 5: {wait:?} waits ended after {took:?}");
+    let late = median(&took);
+    assert!(late <= wait + MS(150), "{offset}: the waits ended late, after {late:?} (median): {took:?}");
+}
+
 /// A wait with a deadline ends at its deadline across a step of `offset`
 /// on three of five servers (the servers' WAIT timeouts run on their
-/// monotonic clocks, the client's deadline on its own): neither early
-/// nor late by more than 50 ms (plus scheduling on a loaded machine).
-async fn wait_deadline_across_a_step(offset: &str) {
+/// monotonic clocks, the client's deadline on its own): never early (a
+/// busy machine only makes a wait later). Returns how long it took.
+async fn wait_deadline_across_a_step(offset: &str, wait: Duration) -> Duration {
     let q = SteppedQuorum::start();
     let (rl_a, rl_b) = (q.cluster.redlock(settings()), q.cluster.redlock(settings()));
     let _a = rl_a.try_lock("r", Duration::from_secs(30)).await.expect("A acquires");
-    let wait = Duration::from_secs(2);
     let started = Instant::now();
     let waiter = tokio::spawn(async move { rl_b.lock_until("r", Duration::from_secs(30), Some(Instant::now() + wait)).await });
     tokio::time::sleep(MS(500)).await;
@@ -443,17 +472,17 @@ async fn wait_deadline_across_a_step(offset: &str) {
     eprintln!("wall clocks {offset} on 3 of 5: a {wait:?} wait ended after {took:?}");
     // The client may give up an attempt that could not end by its deadline.
     assert!(took >= wait - MS(50), "{offset}: the wait ended early, after {took:?}");
-    assert!(took <= wait + MS(150), "{offset}: the wait ended late, after {took:?}");
+    took
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_ends_at_its_deadline_across_a_forward_step() {
     let _serial = serial();
-    wait_deadline_across_a_step("+60").await;
+    wait_deadlines_across_a_step("+60").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_ends_at_its_deadline_across_a_backward_step() {
     let _serial = serial();
-    wait_deadline_across_a_step("-60").await;
+    wait_deadlines_across_a_step("-60").await;
 }
