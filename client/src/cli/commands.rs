@@ -93,7 +93,10 @@ pub async fn acquire(rl: &Redlock, args: &AcquireArgs, json: bool) -> Result<i32
         }
     };
     waiting.finish();
-    let lock = taken.map_err(|e| explain::not_acquired(&e, rl.quorum()))?;
+    let lock = match taken {
+        Ok(lock) => lock,
+        Err(e) => return Err(super::status::with_holders(rl, &e, &req, explain::not_acquired(&e, rl.quorum())).await),
+    };
     explain::warn_misconfigured(&lock.instances, rl.quorum());
     let lock = renewed(rl, lock).await;
     // Validity left now, after the round trips, not at the acquisition.

@@ -50,7 +50,13 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
             }
         };
         waiting.finish();
-        let lock = taken.map_err(|e| explain::for_run(explain::not_acquired(&e, rl.quorum()), &name))?;
+        let lock = match taken {
+            Ok(lock) => lock,
+            Err(e) => {
+                let failure = super::status::with_holders(rl, &e, &req, explain::not_acquired(&e, rl.quorum())).await;
+                return Err(explain::for_run(failure, &name));
+            }
+        };
         explain::warn_misconfigured(&lock.instances, rl.quorum());
         let guard = rl.keep(lock);
         let watch = guard.watch();

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use redlock::{InstanceOutcome, InstanceStatus, InstanceSummary, Outcome, Redlock};
+use futures::StreamExt;
+use redlock::hold::{Kind, Request};
+use redlock::{Error, InstanceOutcome, InstanceStatus, InstanceSummary, NotGranted, Outcome, Redlock};
 use serde::Serialize;
 
 use super::args::StatusArgs;
@@ -223,6 +225,47 @@ async fn permits_status(rl: &Redlock, resource: &str, limit: u32, json: bool) ->
         output::stdout(&text)?;
     }
     Ok(exit::OK)
+}
+
+/// A refusal (`acquire`, `run`: held by another owner) told with what
+/// the servers say now, read right after it: who holds which member of a
+/// set, or how many of a semaphore's permits are free of how many (text
+/// and JSON: `held`, or `permits_free` and `permits`). "Now": a holder
+/// may have let go since the refusal.
+pub async fn with_holders(rl: &Redlock, e: &Error, req: &Request, failure: Failure) -> Failure {
+    if !matches!(e, Error::NotAcquired { why: NotGranted::Held, .. }) {
+        return failure;
+    }
+    let quorum = rl.quorum();
+    let Some(name) = req.resources.names().first() else { return failure };
+    if let Kind::Permit { limit, count } = req.kind {
+        // A few at a time: a semaphore has up to MAX_PERMITS permits.
+        let held = futures::stream::iter(0..limit)
+            .map(|slot| async move { rl.status(&redlock::semaphore::permit_key(name, slot)).await })
+            .buffer_unordered(16)
+            .filter(|statuses| std::future::ready(matches!(verdict(statuses, quorum), Verdict::Held { .. })))
+            .count()
+            .await;
+        let free = usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(held);
+        let mut failure = failure.with("permits_free", free).with("permits", limit);
+        failure.message = format!("{}; now {free} of {limit} permits free ({count} asked)", failure.message);
+        return failure;
+    }
+    let n = rl.servers().len();
+    let mut held = Vec::new();
+    for member in req.resources.names() {
+        let statuses = rl.status(member).await;
+        let verdict = verdict(&statuses, quorum);
+        if !matches!(verdict, Verdict::Free { .. }) {
+            held.push(verdict.text(member, n, quorum));
+        }
+    }
+    if held.is_empty() {
+        return failure;
+    }
+    let mut failure = failure.with("held", &held);
+    failure.message = format!("{}; now {}", failure.message, held.join("; "));
+    failure
 }
 
 fn answered(s: &InstanceStatus) -> bool {

@@ -228,7 +228,7 @@ fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
 }
 
 /// `acquire --limit 2`: two permits, each a lock of its own, a third
-/// refused (exit 3); a released permit is taken again; `run --limit`
+/// refused (exit 3, saying none of the 2 is free); a released permit is taken again; `run --limit`
 /// tells the command which permit it holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
@@ -245,6 +245,8 @@ async fn acquire_and_run_with_a_limit_take_permits_of_a_semaphore() {
     }
     let third = take().await;
     assert_eq!(third.code, Some(3), "a third permit of two: stderr {}", third.stderr);
+    // The refusal says how many permits are free of how many.
+    assert!(third.stderr.contains("now 0 of 2 permits free (1 asked)"), "stderr {}", third.stderr);
     // extend and release by the semaphore's name find the owner's permit.
     let first_owner = field(&first.stdout, "owner");
     let extended = run(&c, &["extend", "pool", first_owner, "--ttl", "60s", "--limit", "2"], "extend --limit 2").await;

@@ -93,7 +93,7 @@ async fn acquire_holds_a_set_with_one_owner_and_token_and_release_extend_take_it
 }
 
 /// A set with one member held elsewhere is not acquired (exit 3, 75 for
-/// `run`) and takes nothing; with `--wait` it waits, holding no member,
+/// `run`, naming the member held and its owner) and takes nothing; with `--wait` it waits, holding no member,
 /// and is granted once that member is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_with_a_member_held_elsewhere_takes_nothing_and_waits_for_it() {
@@ -104,10 +104,14 @@ async fn a_set_with_a_member_held_elsewhere_takes_nothing_and_waits_for_it() {
     let refused = run(&c, &["acquire", "busy:a", "busy:b", "--ttl", "30s", "--json"], "acquire a b, b held").await;
     assert_eq!(refused.code, Some(NOT_ACQUIRED), "stdout {} stderr {}", refused.stdout, refused.stderr);
     assert_eq!(json(&refused)["error"]["kind"], "held", "{}", refused.stdout);
+    // The refusal names the member held and by whom, and only that one.
+    let held = format!("\"busy:b\" is held by {} on 5 of 5 servers", other.owner);
+    assert_eq!(json(&refused)["error"]["held"], serde_json::json!([format!("{held} (quorum 3)")]), "{}", refused.stdout);
     assert_eq!(c.infos("busy:a").await, vec![None; 5], "a refused set takes no member");
     let ran = run(&c, &["run", "busy:a", "busy:b", "--", "sh", "-c", "echo ran"], "run a b, b held").await;
     assert_eq!(ran.code, Some(RUN_NOT_LOCKED), "stderr: {}", ran.stderr);
     assert!(!ran.stdout.contains("ran"), "the command must not run: {}", ran.stdout);
+    assert!(ran.stderr.contains(&held), "stderr: {}", ran.stderr);
     assert_eq!(c.infos("busy:a").await, vec![None; 5], "a refused set takes no member");
 
     let started = Instant::now();

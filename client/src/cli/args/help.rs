@@ -87,8 +87,9 @@ Reads LOCK.INFO of the election on every server: a leader only when a quorum
 of them agree on the same holder, term and value. Prints value and term (with
 --json {\"value\": ..., \"term\": ...}); exit 3 (kind no_leader) when no
 quorum agrees on a leader, 6 when too few servers answered. With --watch, a
-line (or JSON object) per change until interrupted: each new term, each new
-value a leader proclaims, never a lower term after a higher one, however short
+line (or JSON object) per change until interrupted: each new term (a leader
+that lost its hold and won again too: its new term is its new fence), each new
+value a leader proclaims, never the same term and value twice, never a lower term after a higher one, however short
 the term: it hears each server's announcements of the election's changes, and
 subscribes again every --interval to a server it lost (reading the leader at
 that interval while fewer than a quorum can be heard).";
