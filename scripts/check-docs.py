@@ -30,6 +30,7 @@ check and `docs: N passed, M failed` last; exits 1 if any check failed.
 import glob
 import os
 import re
+import subprocess
 import sys
 from urllib.parse import unquote
 
@@ -253,6 +254,30 @@ def check_node_error_codes():
     return problems
 
 
+def check_named_things_exist(files):
+    """Each test, INFO field or other code name the docs cite (a
+    `snake_case` name of three or more underscores, in backticks) is in
+    the tracked sources: a figure whose test was renamed or dropped, or a
+    field that is gone, is drift."""
+    try:
+        tracked = subprocess.run(["git", "ls-files", "*.rs", "*.py", "*.mjs", "*.js", "*.sh", "*.ts"],
+                                 cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+        sources = ""
+        for rel in tracked:
+            with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+                sources += f.read()
+    except (OSError, subprocess.CalledProcessError) as e:
+        return [f"reading the sources: {e}"]
+    problems = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for name in sorted(set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+){3,})`", text))):
+            if not re.search(rf"\b{name}\b", sources):
+                problems.append(f"{os.path.relpath(path, ROOT)}: `{name}` is named nowhere in the sources")
+    return problems
+
+
 def main():
     results = []  # (name, [problems])
     files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -271,6 +296,7 @@ def main():
     results.append(("README.md links to every chapter of docs/SUMMARY.md", check_readme_lists_the_book(files[0], summary)))
     book = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
     results.append(("README.md and the book are doc tests (client/src/doctests.rs)", check_doctests(book)))
+    results.append(("every test and field the docs name is in the sources", check_named_things_exist(book)))
     results.append(("docs/node.md states the Rust client's defaults and lockDelay rule", check_node_defaults()))
     results.append(("docs/node.md gives each code of the package's argument errors", check_node_error_codes()))
 

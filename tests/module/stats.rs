@@ -224,8 +224,8 @@ fn idle_waiting_costs_the_server_nothing() {
 /// blocked in BLPOP, measured on one server over the same number of open
 /// connections (docs/operations.md, "What a waiter costs"). The server
 /// itself allocates two internal clients for every client a module blocks
-/// (a reply client and a thread-safe context's client, 16 KB of reply
-/// buffer each: ~35 KB on Redis 7.0 and Valkey 8.1); what the module keeps
+/// (`reply_client` and `thread_safe_ctx_client` in its `RedisModuleBlockedClient`,
+/// 16 KB of reply buffer each: ~35 KB on Redis 7.0 and Valkey 8.1); what the module keeps
 /// per waiter must stay under 5 KB beyond those (it is under 1 KB), and a
 /// BLPOP client adds next to nothing.
 #[test]
