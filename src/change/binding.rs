@@ -5,13 +5,13 @@ use std::ffi::c_int;
 
 use crate::api::{Arg, Ctx};
 use crate::core::grant::Request;
-use crate::{server::clock, session};
+use crate::server::{bindings, clock};
 
 /// Whether a grant of `req` binds its hold, or replaces a binding: one
 /// load on the hot path, before anything `bind` needs is read.
 #[inline]
 pub(super) fn binds(req: &Request) -> bool {
-    req.session.is_some() || session::any()
+    req.session.is_some() || bindings::any()
 }
 
 /// Binds a hold just granted to `owner` to connection `client` when it
@@ -21,12 +21,12 @@ pub(super) fn binds(req: &Request) -> bool {
 pub(super) fn bind(db: c_int, key_name: &[u8], owner: &[u8], req: &Request, client: Option<u64>) {
     let binding = req.session.zip(client).map(|(delay, client)| (client, delay));
     let end = clock::mono_ms().saturating_add(req.ttl_ms);
-    session::granted(db, key_name, owner, binding, end);
+    bindings::granted(db, key_name, owner, binding, end);
 }
 
 /// A released hold is bound to no connection any more.
 pub(super) fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
-    if session::any() {
-        session::released(ctx.selected_db(), key_name.bytes(), owner);
+    if bindings::any() {
+        bindings::released(ctx.selected_db(), key_name.bytes(), owner);
     }
 }

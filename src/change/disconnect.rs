@@ -1,46 +1,37 @@
-//! Ending the hold of a connection that closed (see `session` and the
-//! timer of `crate::session::disconnect`), as a client's command could: only a hold
-//! still held by its owner. Without a lock-delay it is released,
-//! replicated as LOCK.RELEASE, and its line served at once; with one its
-//! lease is cut to the disconnect plus the delay, replicated like any
-//! lease change, and the line is served when it ends.
+//! Ending the hold of a connection that closed (see `server::bindings`
+//! and the timer of `crate::session::disconnect`), as a client's command
+//! could: only a hold still held by its owner. Without a lock-delay it is
+//! released, replicated as LOCK.RELEASE, and its line is to be served at
+//! once; with one its lease is cut to the disconnect plus the delay,
+//! replicated like any lease change, and the line is served when it ends.
 
-use super::rescued::restore_rescued;
-use super::{delete, line_of};
+use super::Line;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::lease::Now;
 use crate::keys::grants::{slot, Look, Slot};
+use crate::keys::{group, value};
 use crate::replication::propagate::{self, SharedTerms};
-use crate::server::stats::{self, Cause, HoldKind};
-use crate::session;
-use crate::{keys::group, waiters};
+use crate::server::bindings;
+use crate::server::stats::{self, HoldKind};
 
 /// Ends the closed connection's hold `ending` at `key` (open for writing,
-/// named `key_name`), and tells `session` how that went.
-pub fn end_closed(ctx: Ctx, key: &Key, key_name: &Arg, ending: &session::Ending, now: Now) {
-    restore_rescued(ctx, key, key_name);
+/// named `key_name`, a lock Redis removed put back by the caller), tells
+/// `bindings` how that went, and answers what that asks of the key's
+/// line, which the caller serves.
+pub fn end_closed(ctx: Ctx, key: &Key, key_name: &Arg, ending: &bindings::Ending, now: Now) -> Line {
     let owner = &ending.hold.2;
-    let queued = line_of(ctx, key_name);
-    let ended = end_hold(ctx, key, key_name, owner, ending.end, now, queued);
+    let ended = end_hold(ctx, key, key_name, owner, ending.end, now);
     // Told before the line is served: the next holder may be this owner
     // on a new connection, whose binding must stand.
     let left = match ended {
-        Ended::Released | Ended::NotHeld => session::Ended::Gone,
-        Ended::CutShort | Ended::Kept => session::Ended::Cut,
+        Ended::Released | Ended::NotHeld => bindings::Ended::Gone,
+        Ended::CutShort | Ended::Kept => bindings::Ended::Cut,
     };
-    session::closed_hold_ended(ending, left);
+    bindings::closed_hold_ended(ending, left);
     match ended {
-        Ended::Released => {
-            stats::SESSION_RELEASES.bump();
-            if let Some(db) = queued {
-                waiters::serve(ctx, key, db, key_name, Cause::Release);
-            }
-        }
-        Ended::CutShort => {
-            stats::SESSION_DELAYS.bump();
-            waiters::lease_changed(ctx, key, key_name);
-        }
-        Ended::NotHeld | Ended::Kept => {}
+        Ended::Released => Line::Freed,
+        Ended::CutShort => Line::LeaseChanged,
+        Ended::NotHeld | Ended::Kept => Line::Untouched,
     }
 }
 
@@ -55,15 +46,14 @@ enum Ended {
 }
 
 /// Ends `owner`'s hold at `key` at `end` (monotonic): now, or by cutting
-/// its lease short. `queued`: the key's line, served right after a
-/// release.
-fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: Now, queued: Option<std::ffi::c_int>) -> Ended {
+/// its lease short.
+fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: Now) -> Ended {
     let release_now = end <= now.mono;
     match slot(key, now, Look::Held) {
         Slot::Held(mut lock) if lock.is_held_by(owner) => {
             if release_now {
                 stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(lock.since()));
-                delete(ctx, key, queued);
+                value::delete(key);
                 propagate::released_by_server(ctx, key_name, owner);
                 return Ended::Released;
             }
@@ -87,7 +77,7 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             // of it: holders whose lease ended here may still be stored on a
             // replica.
             if g.holding.is_free() {
-                delete(ctx, key, queued);
+                value::delete(key);
                 propagate::released_last(ctx, key_name);
             } else {
                 propagate::released_by_server(ctx, key_name, owner);

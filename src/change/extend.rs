@@ -3,16 +3,15 @@
 
 use std::ffi::CStr;
 
-use super::replays;
 use super::rescued::restore_rescued;
+use super::{replays, Line};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::{Lease, Now};
 use crate::keys::grants::{one_holder, slot, Look, Slot};
 use crate::keys::group::Group;
 use crate::replication::propagate::{self, SharedTerms};
-use crate::server::stats;
-use crate::{session, waiters};
+use crate::server::{bindings, stats};
 
 /// What an extension came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +26,17 @@ pub enum Extended {
     WrongType,
     /// The key's TTL could not be set.
     Failed(&'static CStr),
+}
+
+impl Extended {
+    /// What the extension asks of the key's line: its waiters are served
+    /// when the new lease ends.
+    pub fn line(self) -> Line {
+        match self {
+            Extended::Done { .. } => Line::LeaseChanged,
+            Extended::Refused | Extended::WrongType | Extended::Failed(_) => Line::Untouched,
+        }
+    }
 }
 
 const NO_LEASE: &CStr = c"ERR could not set the lease";
@@ -47,7 +57,7 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
             stats::EXTEND_REFUSED.bump();
             return Extended::Refused;
         }
-        _ if session::any() && !may_extend_here(ctx, key_name, owner, lease.end) => {
+        _ if bindings::any() && !may_extend_here(ctx, key_name, owner, lease.end) => {
             stats::EXTEND_REFUSED.bump();
             return Extended::Refused;
         }
@@ -65,7 +75,6 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
         }
     }
     propagate::extended(ctx, key_name, lease.mirror);
-    waiters::lease_changed(ctx, key, key_name);
     stats::EXTEND_DONE.bump();
     Extended::Done { end: lease.end }
 }
@@ -74,13 +83,13 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
 /// (monotonic): a hold bound to a connection only from there, and one
 /// whose connection closed from nowhere until its lease ends, so that a
 /// reconnected holder cannot revive a lease cut to its lock-delay (see
-/// `session`); a bound hold's binding then lasts as long as its new lease.
+/// `server::bindings`); a bound hold's binding then lasts as long as its new lease.
 /// The master's stream and the AOF replay what was decided. Out of line:
 /// EXTEND's hot path only tests whether any hold is bound.
 #[cold]
 #[inline(never)]
 fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
-    replays(ctx) || session::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
+    replays(ctx) || bindings::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
 }
 
 /// One shared holder's new lease (`Holding::extend`). The key's TTL grows
@@ -88,7 +97,7 @@ fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
 /// holder's grant.
 fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> Extended {
     let end = now.mono.saturating_add(ttl_ms);
-    if session::any() && !may_extend_here(ctx, key_name, owner, end) {
+    if bindings::any() && !may_extend_here(ctx, key_name, owner, end) {
         stats::EXTEND_REFUSED.bump();
         return Extended::Refused;
     }
@@ -104,7 +113,6 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     group.mirrored(deadline);
     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits };
     propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), terms);
-    waiters::lease_changed(ctx, key, key_name);
     stats::EXTEND_DONE.bump();
     Extended::Done { end }
 }

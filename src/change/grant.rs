@@ -9,6 +9,7 @@
 use std::ffi::{c_int, CStr, CString};
 
 use super::binding::{bind, binds};
+use super::Line;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{self, Grant, Holder, Kind, Mode, OneHolder, Outcome, Refusal, Request};
 use crate::core::lease::{self, Lease, Now};
@@ -74,6 +75,17 @@ pub struct Granted {
     pub token: Token,
     pub how: Grant,
     pub end: i64,
+}
+
+impl Granted {
+    /// What the grant asks of the key's line: the lease changed, and a
+    /// downgrade also lets in the readers waiting behind the writer.
+    pub fn line(&self) -> Line {
+        match self.how {
+            Grant::Downgrade => Line::Freed,
+            Grant::New | Grant::Regrant | Grant::Upgrade => Line::LeaseChanged,
+        }
+    }
 }
 
 /// The result of trying to give a lock to an owner.
@@ -187,7 +199,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
 /// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, the
 /// handoff to a waiter (in another command's context, or a timer's), or a
 /// member of a set `LOCK.MACQUIRE` was granted, with the set's token
-/// (`change::multi`: every member's grant leaves as its own LOCK.APPLY).
+/// (`set`: every member's grant leaves as its own LOCK.APPLY).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum By {
     Command,

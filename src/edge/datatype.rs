@@ -19,7 +19,7 @@ use crate::core::stored::{self, Origin, StoredHolder};
 use crate::keys::group::{self, Group};
 use crate::keys::value::Exclusive;
 use crate::server::fencing::COUNTER;
-use crate::{keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
+use crate::{change, keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 const TYPE_NAME: &str = "redislock";
@@ -87,10 +87,15 @@ unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c
     if db >= 0 && !key.is_null() {
         // SAFETY: Redis hands a live key name for the callback's duration.
         let name = unsafe { api::string_bytes(key.cast_mut()) };
-        if let Some(lock) = Exclusive::borrow(value.cast_mut()) {
-            rescue::lock_removed(db, name, &lock);
+        let stepped = if let Some(lock) = Exclusive::borrow(value.cast_mut()) {
+            rescue::lock_removed(db, name, &lock)
         } else if let Some(group) = Group::borrow(value.cast_mut()) {
-            rescue::group_removed(db, name, group);
+            rescue::group_removed(db, name, group)
+        } else {
+            false
+        };
+        if stepped {
+            change::restore_stepped();
         }
         waiters::key_unlinked(db, name);
     }

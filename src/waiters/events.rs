@@ -27,12 +27,18 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
 /// Set while a release deletes a key whose line it serves next.
 static HANDOFF_FOLLOWS: AtomicBool = AtomicBool::new(false);
 
-/// Runs `delete`, a release's deletion of a lock key whose line the same
-/// command serves right after (`serve`): the unlink callback then arms no
-/// timer to serve it, which would only find the lock handed off already.
-pub fn deleting_before_handoff<R>(delete: impl FnOnce() -> R) -> R {
+/// Runs `change`, a change that may delete a lock key whose line
+/// (`queued`: someone waits there) the same command serves right after
+/// (`serve`): the unlink callback then arms no timer to serve it, which
+/// would only find the lock handed off already. (Under OOM the line is
+/// deferred, and nobody is served on a replica: the timer stays as it
+/// was.)
+pub fn deleting_before_handoff<R>(ctx: Ctx, queued: Option<c_int>, change: impl FnOnce() -> R) -> R {
+    if !super::changes::served_inline(ctx, queued) {
+        return change();
+    }
     HANDOFF_FOLLOWS.store(true, Ordering::Relaxed);
-    let done = delete();
+    let done = change();
     HANDOFF_FOLLOWS.store(false, Ordering::Relaxed);
     done
 }

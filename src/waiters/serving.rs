@@ -162,7 +162,7 @@ fn arm_held(key: &Key, db: c_int, name: &[u8]) {
 pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
     // A lock Redis removed while its lease runs is still held.
-    crate::change::rescued::restore_rescued(ctx, key, key_name);
+    crate::change::restore_rescued(ctx, key, key_name);
     // In the line's order (`core::line::serve`), each head taken out of the
     // registry while Redis is called (replication and notifications may
     // re-enter this module). The head is first in line: nobody waits ahead
@@ -282,12 +282,11 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
     let members: Vec<(&Key, &Arg)> = named.iter().zip(&opened).map(|(k, o)| (o.as_ref().unwrap_or(key), Arg::of(k))).collect();
     for (member, name) in &members {
         if name.bytes() != key_name.bytes() {
-            crate::change::rescued::restore_rescued(ctx, member, name);
+            crate::change::restore_rescued(ctx, member, name);
         }
     }
     let waiter = &set.waiter;
-    let attempt =
-        crate::change::set::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client);
+    let attempt = super::multi::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client);
     let outcome = match attempt {
         Attempt::Granted(granted) => {
             for (member, name) in &members {
