@@ -19,7 +19,7 @@ pub fn acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner: &Arg, ask: Ask<'_>, w
     if let Attempt::Granted(granted) = &attempt {
         let req = ask.request;
         if binds(req) {
-            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), req, req.session.map(|_| ctx.client_id()));
+            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), req, req.session.map(|_| ctx.client_id()), granted.end);
         }
         match granted.how {
             Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),

@@ -27,8 +27,10 @@ use crate::server::fencing::COUNTER;
 /// to.
 pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, ask: Ask<'_>, client: Option<u64>) -> Attempt {
     let attempt = try_acquire(ctx, key, key_name, owner, ask, false, By::Handoff);
-    if matches!(attempt, Attempt::Granted(_)) && binds(ask.request) {
-        bind(db, key_name.bytes(), owner.bytes(), ask.request, client);
+    if let Attempt::Granted(granted) = &attempt {
+        if binds(ask.request) {
+            bind(db, key_name.bytes(), owner.bytes(), ask.request, client, granted.end);
+        }
     }
     attempt
 }
@@ -68,13 +70,17 @@ impl<V: ?Sized> Clone for Ask<'_, V> {
 
 impl<V: ?Sized> Copy for Ask<'_, V> {}
 
-/// A grant made: its token, what it was, and when the new lease ends
-/// (monotonic ms).
+/// A grant made: its token, what it was, when the new lease ends
+/// (monotonic ms), and when the first lease at the key ends now (the new
+/// one for an exclusive hold, the earliest holder's for a group): when its
+/// line may move next, known here so that nobody reads the key again for
+/// it. `None` for a set, whose members each have their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Granted {
     pub token: Token,
     pub how: Grant,
     pub end: i64,
+    pub first_end: Option<i64>,
 }
 
 impl Granted {
@@ -176,7 +182,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
                 _ => lock,
             };
             propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, lock.value());
-            return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end });
+            return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end, first_end: Some(lease.end) });
         }
         Outcome::Granted(token, _) => token,
     };
@@ -193,7 +199,7 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
         By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror, text),
         By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text),
     }
-    Attempt::Granted(Granted { token, how: Grant::New, end: lease.end })
+    Attempt::Granted(Granted { token, how: Grant::New, end: lease.end, first_end: Some(lease.end) })
 }
 
 /// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, the
@@ -294,7 +300,8 @@ fn try_shared(
             let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
             propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
-            Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
+            let end = now.mono.saturating_add(req.ttl_ms);
+            Attempt::Granted(Granted { token, how, end, first_end: Some(end) })
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
@@ -314,7 +321,7 @@ fn try_shared(
                         return Attempt::Failed(c"ERR could not set the lease");
                     }
                     propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text);
-                    Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end })
+                    Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end, first_end: Some(lease.end) })
                 }
                 Outcome::Granted(token, how) => {
                     let deadline = group.key_deadline(now);
@@ -328,7 +335,8 @@ fn try_shared(
                     let holder_deadline = now.wall.saturating_add(req.ttl_ms);
                     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
                     propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
-                    Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
+                    let end = now.mono.saturating_add(req.ttl_ms);
+                    Attempt::Granted(Granted { token, how, end, first_end: Some(group.earliest_end(now).unwrap_or(end)) })
                 }
             }
         }

@@ -92,10 +92,10 @@ pub fn grant_set(
             return SetAttempt { attempt: failed, give_back };
         }
         if binds(&member_req) {
-            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), &member_req, client);
+            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), &member_req, client, end);
         }
     }
-    Attempt::Granted(Granted { token, how, end }).into()
+    Attempt::Granted(Granted { token, how, end, first_end: None }).into()
 }
 
 /// What `key` holds, as the core's rules see it for a set: an exclusive

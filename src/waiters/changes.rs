@@ -23,7 +23,10 @@ pub fn acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner: &Arg, ask: Ask<'_>) -
     let attempt = change::acquire(ctx, key, key_name, owner, ask, waiting_ahead);
     if let Attempt::Granted(granted) = &attempt {
         // Its waiters, if any, are served when the new lease ends.
-        lease_changed(ctx, key, key_name);
+        match granted.first_end {
+            Some(first_end) => lease_changed_to(ctx, key_name, first_end),
+            None => lease_changed(ctx, key, key_name),
+        }
         // A downgrade: readers waiting behind the writer may join it now.
         if granted.line() == Line::Freed {
             if let Some(db) = queued_in(ctx, key_name.bytes()) {

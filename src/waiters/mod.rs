@@ -47,7 +47,7 @@ pub use events::{
 };
 pub use multi::{acquire_set, extend_set, release_set, ExtendedSet};
 use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
-pub use serving::{enqueue, enqueue_set, lease_changed, serve};
+pub use serving::{enqueue, enqueue_set, lease_changed, lease_changed_to, serve};
 pub use timers::defer;
 use timers::{arm, arm_lease, left_lines, on_wait_timeout};
 pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};

@@ -3,6 +3,7 @@
 //! (`Wait`, whose functions `api`'s blocked-client trampolines call).
 
 use super::*;
+use crate::core::lease::{Lease, Now, NO_TTL};
 
 /// A command changed the lease of the lock at `key` (open, named
 /// `key_name`): its waiters, if any, are served when the new lease ends,
@@ -10,6 +11,15 @@ use super::*;
 pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
     if let Some(db) = queued_in(ctx, key_name.bytes()) {
         arm_lease(db, key_name.bytes(), next_check(key));
+    }
+}
+
+/// `lease_changed` by a change that knows when the first lease at the key
+/// now ends (`first_end`, monotonic ms: a grant's `Granted::first_end`),
+/// so the key is not read again for it.
+pub fn lease_changed_to(ctx: Ctx, key_name: &Arg, first_end: i64) {
+    if let Some(db) = queued_in(ctx, key_name.bytes()) {
+        arm_lease(db, key_name.bytes(), check_at(first_end, crate::server::clock::now()));
     }
 }
 
@@ -366,15 +376,25 @@ const PLAIN_STRING_POLL_MS: i64 = 50;
 fn next_check(key: &Key) -> Option<i64> {
     let now = crate::server::clock::now();
     if key.kind() != KeyKind::String {
-        return match grants::lease_left(key, now) {
-            Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),
-            Left::Forever => None,
-            Left::Ended => Some(now.mono),
-        };
+        return check_due(grants::lease_left(key, now), now);
     }
     let poll = now.mono.saturating_add(PLAIN_STRING_POLL_MS);
     let deadline = key.deadline_ms().map(|d| now.mono.saturating_add(d.saturating_sub(now.wall)).saturating_add(1));
     Some(deadline.map_or(poll, |d| d.min(poll)))
+}
+
+/// When to look at a line whose first lease (of a lock of this module's
+/// type) ends at `end`: just past it.
+fn check_at(end: i64, now: Now) -> Option<i64> {
+    check_due(Lease { end, mirror: NO_TTL }.left(now), now)
+}
+
+fn check_due(left: Left, now: Now) -> Option<i64> {
+    match left {
+        Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),
+        Left::Forever => None,
+        Left::Ended => Some(now.mono),
+    }
 }
 
 /// Ends a wait without a grant or a timeout.
