@@ -161,7 +161,7 @@ fn end_one(ctx: Ctx, ending: &bindings::Ending, now: Now) {
     let key = ctx.open_key(key_name, KeyMode::Write);
     change::restore_rescued(ctx, &key, key_name);
     let queued = waiters::queued_in(ctx, key_name.bytes());
-    let line = waiters::deleting_before_handoff(ctx, queued, || change::end_closed(ctx, &key, key_name, ending, now));
+    let line = waiters::deleting_before_handoff(ctx, key_name, queued, || change::end_closed(ctx, &key, key_name, ending, now));
     match line {
         Line::Freed => {
             stats::SESSION_RELEASES.bump();

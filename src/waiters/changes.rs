@@ -61,7 +61,7 @@ pub(super) fn release_unserved(
         change::restore_rescued(ctx, key, key_name);
     }
     let queued = queued_in(ctx, key_name.bytes());
-    let released = deleting_before_handoff(ctx, queued, || release(ctx, key, key_name, owner));
+    let released = deleting_before_handoff(ctx, key_name, queued, || release(ctx, key, key_name, owner));
     (released, queued.filter(|_| released.line() == Line::Freed))
 }
 

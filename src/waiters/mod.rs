@@ -54,7 +54,7 @@ pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
 
 use std::collections::HashMap;
 use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
@@ -179,11 +179,15 @@ struct Queue {
     /// A command named the key since the last EXEC (it may be queued in a
     /// MULTI and change the lease only then).
     touched: bool,
+    /// A change is deleting the key, and the same command serves this
+    /// line right after it (`deleting_before_handoff`): the unlink
+    /// arms no timer for it.
+    handoff_follows: bool,
 }
 
 impl Queue {
     fn new(key: HeldString) -> Queue {
-        Queue { key, waiters: Line::default(), timer: None, freed_by: None, lease_due_ms: None, touched: false }
+        Queue { key, waiters: Line::default(), timer: None, freed_by: None, lease_due_ms: None, touched: false, handoff_follows: false }
     }
 }
 
