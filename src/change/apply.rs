@@ -16,8 +16,7 @@ use crate::replication::propagate::{self, SharedTerms};
 use crate::server::fencing::COUNTER;
 use crate::server::stats;
 
-const NOT_STORED: &CStr = c"ERR could not store the lock";
-const NO_LEASE: &CStr = c"ERR could not set the lease";
+use super::{NOT_STORED, NO_LEASE};
 
 /// Sets `key` (open for writing) to exactly the lock `req` carries, as
 /// its master granted it, and passes it on. The lock is stored whatever

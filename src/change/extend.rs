@@ -4,7 +4,7 @@
 use std::ffi::CStr;
 
 use super::rescued::restore_rescued;
-use super::{replays, Line};
+use super::{replays, Line, NO_LEASE};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::{Lease, Now};
@@ -38,8 +38,6 @@ impl Extended {
         }
     }
 }
-
-const NO_LEASE: &CStr = c"ERR could not set the lease";
 
 /// Gives `owner`'s hold at `key` (open for writing, named `key_name`) a
 /// lease of `ttl_ms` from now.

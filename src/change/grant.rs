@@ -9,7 +9,7 @@
 use std::ffi::{c_int, CStr, CString};
 
 use super::binding::{bind, binds};
-use super::Line;
+use super::{Line, NOT_STORED, NO_LEASE};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{self, Grant, Holder, Kind, Mode, OneHolder, Outcome, Refusal, Request};
 use crate::core::lease::{self, Lease, Now};
@@ -149,19 +149,19 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     let ahead = waiting_ahead && converted.is_none();
     let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| by.issue(min)) {
         Outcome::Held => return Attempt::Held,
-        Outcome::Refused(_) => return Attempt::Failed(c"ERR fencing token space exhausted"),
+        Outcome::Refused(_) => return Attempt::Failed(TOKENS_EXHAUSTED),
         Outcome::Granted(token, Grant::Regrant) => {
             // Re-grant to the same owner: a retry after a lost reply, with
             // a new token only when FENCE asked for more.
             let Some(mut lock) = held_lock else {
-                return Attempt::Failed(c"ERR could not store the lock");
+                return Attempt::Failed(NOT_STORED);
             };
             if token != lock.token() {
                 lock.set_token(token);
             }
             let lease = Lease::starting(now, req.ttl_ms);
             if !key.expire_at(lease.mirror) {
-                return Attempt::Failed(c"ERR could not set the lease");
+                return Attempt::Failed(NO_LEASE);
             }
             lock.set_lease(lease);
             // A new value replaces the old in a new allocation (the key and
@@ -169,14 +169,14 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
             let lock = match value {
                 Some(text) if text != lock.value() => {
                     let Some(revalued) = lock.revalued(text) else {
-                        return Attempt::Failed(c"ERR could not store the lock");
+                        return Attempt::Failed(NOT_STORED);
                     };
                     if !value::replace(key, revalued) {
-                        return Attempt::Failed(c"ERR could not store the lock");
+                        return Attempt::Failed(NOT_STORED);
                     }
                     match value::at(key) {
                         Some(lock) => lock,
-                        None => return Attempt::Failed(c"ERR could not store the lock"),
+                        None => return Attempt::Failed(NOT_STORED),
                     }
                 }
                 _ => lock,
@@ -189,11 +189,11 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     let lease = converted.unwrap_or_else(|| Lease::starting(now, req.ttl_ms));
     let text = value.unwrap_or_default();
     if !Exclusive::with_value(owner, text, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
-        return Attempt::Failed(c"ERR could not store the lock");
+        return Attempt::Failed(NOT_STORED);
     }
     if !key.expire_at(lease.mirror) {
         value::delete(key);
-        return Attempt::Failed(c"ERR could not set the lease");
+        return Attempt::Failed(NO_LEASE);
     }
     match by {
         By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror, text),
@@ -289,11 +289,11 @@ fn try_shared(
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
-                return Attempt::Failed(c"ERR could not store the lock");
+                return Attempt::Failed(NOT_STORED);
             }
             if deadline != lease::NO_TTL && !key.expire_at(deadline) {
                 value::delete(key);
-                return Attempt::Failed(c"ERR could not set the lease");
+                return Attempt::Failed(NO_LEASE);
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
             let holder_deadline = now.wall.saturating_add(req.ttl_ms);
@@ -314,11 +314,11 @@ fn try_shared(
                     let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
                     let text = ask.value.unwrap_or_default();
                     if !Exclusive::with_value(owner, text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
-                        return Attempt::Failed(c"ERR could not store the lock");
+                        return Attempt::Failed(NOT_STORED);
                     }
                     if !key.expire_at(lease.mirror) {
                         value::delete(key);
-                        return Attempt::Failed(c"ERR could not set the lease");
+                        return Attempt::Failed(NO_LEASE);
                     }
                     propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text);
                     Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end, first_end: Some(lease.end) })
@@ -329,7 +329,7 @@ fn try_shared(
                         if how == Grant::New {
                             group.holding.remove(owner);
                         }
-                        return Attempt::Failed(c"ERR could not set the lease");
+                        return Attempt::Failed(NO_LEASE);
                     }
                     group.mirrored(deadline);
                     let holder_deadline = now.wall.saturating_add(req.ttl_ms);

@@ -40,6 +40,8 @@ pub use proclaim::{proclaim, Proclaimed};
 pub use release::{release, release_member, Released};
 pub use rescued::{restore_rescued, restore_stepped};
 
+use std::ffi::CStr;
+
 use crate::api::{ctx_flags, Ctx};
 
 /// What a change asks of its key's line, which it never serves itself:
@@ -55,6 +57,12 @@ pub enum Line {
     /// A hold ended (or was downgraded): whoever waits may go ahead now.
     Freed,
 }
+
+/// A change's value could not be written to its key (out of memory
+/// inside Redis's allocator, or a key Redis refused to open for it).
+pub const NOT_STORED: &CStr = c"ERR could not store the lock";
+/// A change's key could not take its TTL (the lease's mirror).
+pub const NO_LEASE: &CStr = c"ERR could not set the lease";
 
 /// Whether the command replays the master's stream or the AOF.
 pub fn replays(ctx: Ctx) -> bool {

@@ -152,7 +152,7 @@ fn block_in_line<T>(
         if let Some(id) = deadline {
             id.stop();
         }
-        unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
+        unblock(client, Outcome::Error(QUEUE_BUSY));
         return Err(crate::api::OK);
     }
     Ok(())
@@ -228,7 +228,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
                     }
                 });
                 if let Some(set) = unplaced {
-                    cancel(set.waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                    cancel(set.waiter, Outcome::Error(QUEUE_BUSY));
                 }
             }
             Taken::One(head) => {
@@ -241,7 +241,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
                     }
                 });
                 if let Some(waiter) = unplaced {
-                    cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                    cancel(waiter, Outcome::Error(QUEUE_BUSY));
                 }
             }
         }
@@ -396,6 +396,10 @@ fn check_due(left: Left, now: Now) -> Option<i64> {
         Left::Ended => Some(now.mono),
     }
 }
+
+/// A waiter that could not be put back in its line (its registry in use
+/// further up the stack) is answered this rather than left blocked.
+const QUEUE_BUSY: &CStr = c"ERR lock queue busy, retry";
 
 /// Ends a wait without a grant or a timeout.
 pub(super) fn cancel(waiter: Waiter, outcome: Outcome) {
