@@ -5,6 +5,7 @@
 //! once; with one its lease is cut to the disconnect plus the delay,
 //! replicated like any lease change, and the line is served when it ends.
 
+use super::release::{end_of, Ending};
 use super::Line;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::lease::Now;
@@ -12,7 +13,6 @@ use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::{group, value};
 use crate::replication::propagate::{self, SharedTerms};
 use crate::server::bindings;
-use crate::server::stats::{self, HoldKind};
 
 /// Ends the closed connection's hold `ending` at `key` (open for writing,
 /// named `key_name`, a lock Redis removed put back by the caller), tells
@@ -48,15 +48,31 @@ enum Ended {
 /// Ends `owner`'s hold at `key` at `end` (monotonic): now, or by cutting
 /// its lease short.
 fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: Now) -> Ended {
-    let release_now = end <= now.mono;
-    match slot(key, now, Look::Held) {
-        Slot::Held(mut lock) if lock.is_held_by(owner) => {
-            if release_now {
-                stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(lock.since()));
+    if end <= now.mono {
+        // Released as its owner's release would be (the same decision),
+        // but only a hold of this module's type: a plain-string lock is
+        // never a connection's hold.
+        let ending = end_of(key, owner, now, Look::Held);
+        ending.record(now);
+        match ending {
+            Ending::Exclusive { .. } => {
                 value::delete(key);
                 propagate::released_by_server(ctx, key_name, owner);
-                return Ended::Released;
             }
+            // The key goes with the last holder as DEL, as a command's
+            // release of it: holders whose lease ended here may still be
+            // stored on a replica.
+            Ending::Shared { last: true, .. } => {
+                value::delete(key);
+                propagate::released_last(ctx, key_name);
+            }
+            Ending::Shared { last: false, .. } => propagate::released_by_server(ctx, key_name, owner),
+            Ending::PlainString | Ending::NotHeld | Ending::WrongType => return Ended::NotHeld,
+        }
+        return Ended::Released;
+    }
+    match slot(key, now, Look::Held) {
+        Slot::Held(mut lock) if lock.is_held_by(owner) => {
             let Some(lease) = lock.lease().cut_to(end, now) else { return Ended::Kept };
             if !key.expire_at(lease.mirror) {
                 return Ended::Kept;
@@ -64,25 +80,6 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             lock.set_lease(lease);
             propagate::cut_short(ctx, key_name, lease.mirror);
             Ended::CutShort
-        }
-        Slot::Shared(g) if release_now => {
-            let since = g.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
-            if !g.holding.release(owner, now.mono) {
-                return Ended::NotHeld;
-            }
-            if let Some(since) = since {
-                stats::holds(HoldKind::of_group(g.holding.kind)).record(now.mono.saturating_sub(since));
-            }
-            // The key goes with the last holder as DEL, as a command's release
-            // of it: holders whose lease ended here may still be stored on a
-            // replica.
-            if g.holding.is_free() {
-                value::delete(key);
-                propagate::released_last(ctx, key_name);
-            } else {
-                propagate::released_by_server(ctx, key_name, owner);
-            }
-            Ended::Released
         }
         Slot::Shared(g) => {
             let Some(token) = g.holding.cut_short(owner, end, now.mono) else {

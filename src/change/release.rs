@@ -8,7 +8,6 @@ use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::Now;
 use crate::keys::grants::{one_holder, slot, Look, Slot};
-use crate::keys::group::Group;
 use crate::keys::value;
 use crate::replication::propagate;
 use crate::server::stats::{self, HoldKind};
@@ -69,59 +68,98 @@ fn propagate_release(ctx: Ctx, key_name: &Arg, owner: &[u8], by: By) {
 fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Released {
     let now = crate::server::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
-    if let Slot::Shared(group) = slot(key, now, look) {
-        return release_shared(ctx, key, key_name, owner, group, now, look, by);
-    }
-    let held = slot(key, now, look);
-    let since = match &held {
-        Slot::Held(lock) => Some(lock.since()),
-        _ => None,
-    };
-    match one_holder(&held, owner).map(grant::release_exclusive) {
-        None => return Released::WrongType,
-        Some(false) => {
+    let ending = end_of(key, owner, now, look);
+    match ending {
+        Ending::WrongType => return Released::WrongType,
+        Ending::NotHeld => {
             stats::RELEASE_REFUSED.bump();
             return Released::NotHeld;
         }
-        Some(true) => {}
+        Ending::Exclusive { .. } | Ending::PlainString | Ending::Shared { .. } => {}
     }
     stats::RELEASE_DONE.bump();
     // How long it was held (a replica replaying its master's release saw
     // the hold start only when it applied it).
-    if let Some(since) = since.filter(|_| look != Look::AsStored) {
-        stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since));
+    if look != Look::AsStored {
+        ending.record(now);
     }
     unbind(ctx, key_name, owner);
-    value::delete(key);
-    propagate_release(ctx, key_name, owner, by);
+    match ending {
+        // The key goes with the last holder, and that travels as DEL:
+        // holders whose lease ended here may still be stored on a
+        // replica, which must drop the key all the same.
+        Ending::Shared { last: true, .. } => {
+            value::delete(key);
+            propagate::released_last(ctx, key_name);
+        }
+        Ending::Shared { last: false, .. } => propagate_release(ctx, key_name, owner, by),
+        _ => {
+            value::delete(key);
+            propagate_release(ctx, key_name, owner, by);
+        }
+    }
     Released::Done
 }
 
-/// Ends one shared holder's hold (`Holding::release`, or `remove` as
-/// stored). The key goes with the last holder, and that travels as DEL:
-/// holders whose lease ended here may still be stored on a replica, which
-/// must drop the key all the same.
-#[allow(clippy::too_many_arguments)]
-fn release_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], group: &mut Group, now: Now, look: Look, by: By) -> Released {
-    let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
-    let released = match look {
-        Look::AsStored => group.holding.remove(owner),
-        _ => group.holding.release(owner, now.mono),
-    };
-    if !released {
-        stats::RELEASE_REFUSED.bump();
-        return Released::NotHeld;
+/// What ending `owner`'s hold at a key decided: the one release decision
+/// (`end_of`), for a release by its owner and for a closed connection's
+/// hold (`disconnect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ending {
+    WrongType,
+    /// `owner` holds nothing running there (another owner does, or nobody).
+    NotHeld,
+    /// Its exclusive hold, held since `since` (monotonic), ends: the key
+    /// goes.
+    Exclusive {
+        since: i64,
+    },
+    /// A plain-string lock whose value is `owner` ends: the key goes. (Its
+    /// owner's release ends it; a closed connection's hold never is one.)
+    PlainString,
+    /// One holder of a group left, held since `since` if its lease still
+    /// ran; `last`: nobody holds the group now, the key goes.
+    Shared {
+        since: Option<i64>,
+        kind: HoldKind,
+        last: bool,
+    },
+}
+
+impl Ending {
+    /// Records how long the hold that ended was held (what INFO shows).
+    pub(super) fn record(self, now: Now) {
+        match self {
+            Ending::Exclusive { since } => stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since)),
+            Ending::Shared { since: Some(since), kind, .. } => stats::holds(kind).record(now.mono.saturating_sub(since)),
+            _ => {}
+        }
     }
-    stats::RELEASE_DONE.bump();
-    if let Some(since) = since.filter(|_| look != Look::AsStored) {
-        stats::holds(HoldKind::of_group(group.holding.kind)).record(now.mono.saturating_sub(since));
+}
+
+/// Whether `owner`'s hold at `key` ends now, and ends it in a group: the
+/// one decision of a release, by the core's rules (`grant::release_exclusive`
+/// over the one-holder view; `Holding::release`, or `remove` as stored,
+/// for a group). `look`: leases as a command judges them, or as stored
+/// (the master's stream and the AOF replay what the master decided).
+pub(super) fn end_of(key: &Key, owner: &[u8], now: Now, look: Look) -> Ending {
+    match slot(key, now, look) {
+        Slot::Shared(group) => {
+            let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
+            let released = match look {
+                Look::AsStored => group.holding.remove(owner),
+                _ => group.holding.release(owner, now.mono),
+            };
+            if !released {
+                return Ending::NotHeld;
+            }
+            Ending::Shared { since, kind: HoldKind::of_group(group.holding.kind), last: group.holding.is_free() }
+        }
+        held => match (one_holder(&held, owner).map(grant::release_exclusive), &held) {
+            (None, _) => Ending::WrongType,
+            (Some(false), _) => Ending::NotHeld,
+            (Some(true), Slot::Held(lock)) => Ending::Exclusive { since: lock.since() },
+            (Some(true), _) => Ending::PlainString,
+        },
     }
-    unbind(ctx, key_name, owner);
-    if group.holding.holders.is_empty() {
-        value::delete(key);
-        propagate::released_last(ctx, key_name);
-    } else {
-        propagate_release(ctx, key_name, owner, by);
-    }
-    Released::Done
 }
