@@ -10,7 +10,7 @@ use super::Line;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::lease::Now;
 use crate::keys::grants::{slot, Look, Slot};
-use crate::keys::{group, value};
+use crate::keys::value;
 use crate::replication::propagate::{self, SharedTerms};
 use crate::server::bindings;
 
@@ -87,7 +87,7 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
                 return if held { Ended::Kept } else { Ended::NotHeld };
             };
             // The key's TTL never shrinks for one holder (see `group`).
-            let deadline = group::wall_deadline(end, now);
+            let deadline = crate::core::lease::wall_deadline(end, now);
             let permits = g.holding.holder(owner).map_or(1, |h| h.permits);
             let terms = SharedTerms { limit: g.limit(), key_deadline_ms: g.key_mirror(), permits };
             propagate::shared_granted(ctx, key_name, owner, token, deadline, terms);

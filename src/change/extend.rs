@@ -94,7 +94,9 @@ fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
 /// with it, never shrinks (see `group`); the extension travels as that
 /// holder's grant.
 fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> Extended {
-    let end = now.mono.saturating_add(ttl_ms);
+    // The holder's lease as `Holding::extend` sets it.
+    let lease = Lease::starting(now, ttl_ms);
+    let end = lease.end;
     if bindings::any() && !may_extend_here(ctx, key_name, owner, end) {
         stats::EXTEND_REFUSED.bump();
         return Extended::Refused;
@@ -110,7 +112,7 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     }
     group.mirrored(deadline);
     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits };
-    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), terms);
+    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
     stats::EXTEND_DONE.bump();
     Extended::Done { end }
 }

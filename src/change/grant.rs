@@ -278,14 +278,9 @@ fn try_shared(
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
+            let lease = Lease::starting(now, req.ttl_ms);
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder {
-                owner: owner.into(),
-                token,
-                end: now.mono.saturating_add(req.ttl_ms),
-                since,
-                permits: req.permits,
-            });
+            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: lease.end, since, permits: req.permits });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
@@ -296,12 +291,10 @@ fn try_shared(
                 return Attempt::Failed(NO_LEASE);
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
-            let holder_deadline = now.wall.saturating_add(req.ttl_ms);
             let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
-            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
+            propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
-            let end = now.mono.saturating_add(req.ttl_ms);
-            Attempt::Granted(Granted { token, how, end, first_end: Some(end) })
+            Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(lease.end) })
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
@@ -332,11 +325,12 @@ fn try_shared(
                         return Attempt::Failed(NO_LEASE);
                     }
                     group.mirrored(deadline);
-                    let holder_deadline = now.wall.saturating_add(req.ttl_ms);
+                    // The holder's lease as `Holding::acquire` set it.
+                    let lease = Lease::starting(now, req.ttl_ms);
                     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
-                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
-                    let end = now.mono.saturating_add(req.ttl_ms);
-                    Attempt::Granted(Granted { token, how, end, first_end: Some(group.earliest_end(now).unwrap_or(end)) })
+                    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
+                    let first_end = group.earliest_end(now).unwrap_or(lease.end);
+                    Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(first_end) })
                 }
             }
         }

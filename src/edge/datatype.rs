@@ -16,7 +16,7 @@ use crate::api::{self, rm, RedisModuleIO, RedisModuleString, ServerInfo};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Now, NO_TTL};
 use crate::core::stored::{self, Origin, StoredHolder};
-use crate::keys::group::{self, Group};
+use crate::keys::group::Group;
 use crate::keys::value::Exclusive;
 use crate::server::fencing::COUNTER;
 use crate::{change, keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
@@ -206,7 +206,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
 /// the past but never 0, which says "no deadline" (for a holder without an
 /// end, which no command makes).
 fn saved_deadline(end: i64, now: Now) -> i64 {
-    match group::wall_deadline(end, now) {
+    match crate::core::lease::wall_deadline(end, now) {
         NO_TTL => 0,
         at => at.max(1),
     }
@@ -303,7 +303,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
                     holder.owner.as_ptr().cast::<c_char>(),
                     holder.owner.len(),
                     holder.token,
-                    group::wall_deadline(holder.end, now).max(0),
+                    crate::core::lease::wall_deadline(holder.end, now).max(0),
                     c"SHARED".as_ptr(),
                     i64::from(group.limit()),
                     key_deadline,
@@ -320,7 +320,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
                 holder.owner.as_ptr().cast::<c_char>(),
                 holder.owner.len(),
                 holder.token,
-                group::wall_deadline(holder.end, now).max(0),
+                crate::core::lease::wall_deadline(holder.end, now).max(0),
                 c"SHARED".as_ptr(),
                 i64::from(group.limit()),
                 key_deadline,
