@@ -16,9 +16,14 @@ use crate::server::{bindings, stats};
 /// What an extension came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extended {
-    /// The lease now ends at `end` (monotonic ms).
+    /// The lease now ends at `end` (monotonic ms); the first lease at the
+    /// key ends at `first_end` (the holder's own for an exclusive lock, the
+    /// earliest holder's for a group): when its line may move next, known
+    /// here so that nobody reads the key again for it. `None` for a
+    /// plain-string lock, whose lease is its TTL.
     Done {
         end: i64,
+        first_end: Option<i64>,
     },
     /// Not the holder; or a session-bound hold, from another connection
     /// than its own.
@@ -49,7 +54,7 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
     let Some(view) = one_holder(&slot, owner) else {
         return Extended::WrongType;
     };
-    match slot {
+    let first_end = match slot {
         Slot::Shared(group) => return extend_shared(ctx, key, key_name, owner, ttl_ms, group, now),
         _ if !grant::extend_exclusive(view) => {
             stats::EXTEND_REFUSED.bump();
@@ -64,17 +69,19 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
                 return Extended::Failed(NO_LEASE);
             }
             lock.set_lease(lease);
+            Some(lease.end)
         }
         // A plain-string lock's lease is its TTL alone.
         _ => {
             if !key.expire_at(lease.mirror) {
                 return Extended::Failed(NO_LEASE);
             }
+            None
         }
-    }
+    };
     propagate::extended(ctx, key_name, lease.mirror);
     stats::EXTEND_DONE.bump();
-    Extended::Done { end: lease.end }
+    Extended::Done { end: lease.end, first_end }
 }
 
 /// Whether this connection may extend `owner`'s hold to `end`
@@ -114,5 +121,5 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits };
     propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
     stats::EXTEND_DONE.bump();
-    Extended::Done { end }
+    Extended::Done { end, first_end: Some(group.earliest_end(now).unwrap_or(end)) }
 }

@@ -69,8 +69,10 @@ pub(super) fn release_unserved(
 /// are served when the new lease ends.
 pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) -> Extended {
     let extended = change::extend(ctx, key, key_name, owner, ttl_ms);
-    if extended.line() == Line::LeaseChanged {
-        lease_changed(ctx, key, key_name);
+    match extended {
+        Extended::Done { first_end: Some(first_end), .. } => lease_changed_to(ctx, key_name, first_end),
+        _ if extended.line() == Line::LeaseChanged => lease_changed(ctx, key, key_name),
+        _ => {}
     }
     extended
 }
