@@ -6,54 +6,48 @@
 //! replication. Every grant carries a fencing token from a per-instance
 //! monotonic counter.
 //!
-//! The layers, each importing only from those below it
-//! (`scripts/lint-layers.py` checks that no two files import each other,
-//! round about or directly, and that the FFI stays in `edge` and `api`):
-//! - `edge`: what Redis calls into: the command table and the module's
-//!   load (`edge`), the data type and its callbacks (`edge::datatype`),
-//!   every server event (`edge::events`).
-//! - the glue, in folders by flow, highest first:
-//!   - `commands/`: a client's command: parse, the change, reply
-//!     (LOCK.ACQUIRE, RELEASE, EXTEND, INFO, WAITERS, TOP and LOCK.APPLY
-//!     from the master), `info` (INFO redislock), `census` (the longest
-//!     current hold, from a walk of the keyspace);
-//!   - `session/`: holds bound to the connection that was granted them
-//!     (`session`), and ending a closed connection's holds a slice at a
-//!     time (`session::disconnect`);
-//!   - `change/`: the only code that changes a hold, one executor per
-//!     change (`acquire`, `release`, `extend`, `apply`, `disconnect`): the
-//!     core's decision, the value stored, the session bound or unbound
-//!     (`change::binding`), the propagation, the counters. The grant itself
-//!     and the handoff to a waiter (`change::grant`) and the replayed or
-//!     put-back lock (`change::apply`) sit below the line; the executors
-//!     that free a lock serve its line, above it;
-//!   - `waiters/`: fair server-side waiting and the handoff (registry,
-//!     serving, timers, events, views), `waiters::acl` (a waiter's rights,
-//!     checked again when served);
-//!   - `keys/`: what a key holds and keeping it whatever Redis does to
-//!     keys: `value` (an exclusive lock, reading and storing values),
-//!     `group` (a lock held shared), `grants` (a key read as the core sees
-//!     it), `rescue` (locks Redis evicted or a clock step expired, put
-//!     back through `change::apply`), `realign` (TTLs after a clock step);
-//!   - `replication/`: leaving a command: `propagate` (replication and the
-//!     AOF through one LOCK.APPLY builder, WATCH, keyspace events),
-//!     `audience` (whether anything receives it), `writable` (whether the
-//!     module may write outside a client's command);
-//!   - `server/`: the server's state: `quarantine` (the restart
-//!     quarantine), `fencing` (the token counter), `config`, `clock` (the
-//!     monotonic clock), `stats` and `histogram` (what INFO shows),
-//!     `reentry`;
-//!   - `args/`: command syntax, parsed into the core's requests.
-//! - `api`: the thin, allocation-free boundary to the Redis Module API
-//!   that the glue calls, and the only other place with `extern "C"`
-//!   functions: the trampolines of timers (`api::after`), keyspace scans
-//!   (`api::scan_keys`), blocked clients (`api::Blocking`) and the INFO
-//!   section, which call the glue's plain Rust functions. The glue calls
-//!   no `RedisModule_*` function itself.
-//! - `core`: the rules, free of Redis: grant, release, extension and
-//!   admission of every kind (`core::grant`), the wait line
-//!   (`core::line`), the lease (`core::lease`), tokens (`core::token`);
+//! The order is checked by `scripts/lint-layers.py` (no two files import
+//! each other, round about or directly; the FFI stays in `edge` and `api`)
+//! and described the same way in docs/architecture.md.
+//!
+//! The layers, highest first, each importing only from those below it:
+//! - `edge/`: what Redis calls into: the module's load and the command
+//!   table, the data type and its callbacks, every server event.
+//! - `commands/` and `session/`, side by side (neither imports the other):
+//!   a client's command parsed, run and answered; and a closed connection's
+//!   session-bound holds ended from a timer, a slice at a time.
+//! - `waiters/`: fair server-side waiting and the handoff, and every change
+//!   a command asks for run with the serving of its key's line
+//!   (`waiters::changes`, `waiters::multi`): a lease that ran out goes to
+//!   whoever waits before a newcomer, a release hands the lock to the head
+//!   of the line in the same command.
+//! - `change/`: the only code that changes a hold, one executor per change;
+//!   it answers with what changed (the token, the lease end, and what that
+//!   asks of the key's line: `change::Line`) and serves no line: the layers
+//!   above serve it. It also puts back locks `keys::rescue` keeps.
+//! - `keys/`: what a key holds and keeping it whatever Redis does to keys
+//!   (values, groups, a key read as the core sees it, TTLs realigned after a
+//!   clock step, locks Redis removed kept until their lease ends).
+//! - `replication/`: leaving a command: LOCK.APPLY and the other effects
+//!   propagated, whether anything receives them, whether the module may write.
+//! - `server/`: the server's state: the holds bound to a connection
+//!   (`server::bindings`), the monotonic clock, the configuration, the token
+//!   counter, the restart quarantine, what INFO shows.
+//! - `args/`: command syntax, parsed into the core's requests.
+//! - `api/`: the thin, allocation-free boundary to the Redis Module API, and
+//!   the only other place with `extern "C"` functions (the trampolines of
+//!   timers, keyspace scans, blocked clients and the INFO section).
+//! - `core/`: the rules, free of Redis: grant, release, extension and
+//!   admission of every kind, the wait line, the lease, tokens;
 //!   property-tested, and what the glue runs.
+//!
+//! Why this order: a line is served by whoever knows the change is done:
+//! the command, the disconnect timer or the handoff, one layer above the
+//! executors, so the executors never call back up into the waiters. The
+//! bindings are state the executors consult and keep inside a change
+//! (`SESSION` holds), so they sit below them with the server's other state,
+//! while ending a closed connection's holds is a flow above them. Keeping a
+//! removed lock is the keys' business; putting it back is a change.
 
 // Under `cargo test` the module entry point is not compiled (the unit tests
 // use the system allocator, not Redis's), so its helpers look unused.

@@ -6,7 +6,7 @@ use std::ptr;
 
 use redis_module::raw;
 
-use super::{rm, Arg, Ctx, RedisModuleCtx, RedisModuleString, ERR};
+use super::{log, rm, Arg, Ctx, RedisModuleCtx, RedisModuleIO, RedisModuleString, ERR};
 
 impl Ctx {
     /// Marks a key as changed: WATCH and client-side caching see it.
@@ -37,106 +37,15 @@ impl Ctx {
         rm!(RedisModule_ReplicateVerbatim(self.0) else ERR);
     }
 
-    /// Propagates `cmd key owner token deadline`. Key and owner are the
-    /// caller's argument strings, shared rather than copied.
-    pub fn replicate_grant(self, cmd: &CStr, key: &Arg, owner: &Arg, token: i64, deadline_ms: i64) {
-        let (token_s, deadline_s) = (self.integer_string(token), self.integer_string(deadline_ms));
-        if token_s.0.is_null() || deadline_s.0.is_null() {
-            rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"ssll".as_ptr(), key.raw(), owner.raw(), token, deadline_ms) else ERR);
-            return;
-        }
-        rm!(RedisModule_Replicate(
-            self.0,
-            cmd.as_ptr(),
-            c"ssss".as_ptr(),
-            key.raw(),
-            owner.raw(),
-            token_s.0,
-            deadline_s.0,
-        ) else ERR);
-    }
-
-    /// Propagates `cmd key owner token deadline` for an owner this module
-    /// keeps as bytes (not on the hot path).
-    pub fn replicate_grant_bytes(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64) {
-        rm!(RedisModule_Replicate(
-            self.0,
-            cmd.as_ptr(),
-            c"sbll".as_ptr(),
-            key.raw(),
-            owner.as_ptr().cast::<c_char>(),
-            owner.len(),
-            token as std::ffi::c_longlong,
-            deadline_ms as std::ffi::c_longlong,
-        ) else ERR);
-    }
-
-    /// Propagates `cmd key owner token deadline VALUE value`: an exclusive
-    /// lock with a value (not on the hot path: a lock without a value
-    /// travels without the option).
-    pub fn replicate_valued_grant(self, cmd: &CStr, key: &Arg, owner: &[u8], token: i64, deadline_ms: i64, value: &[u8]) {
-        rm!(RedisModule_Replicate(
-            self.0,
-            cmd.as_ptr(),
-            c"sbllcb".as_ptr(),
-            key.raw(),
-            owner.as_ptr().cast::<c_char>(),
-            owner.len(),
-            token as std::ffi::c_longlong,
-            deadline_ms as std::ffi::c_longlong,
-            c"VALUE".as_ptr(),
-            value.as_ptr().cast::<c_char>(),
-            value.len(),
-        ) else ERR);
-    }
-
-    /// Propagates `cmd key owner token deadline SHARED limit key-deadline
-    /// [PERMITS k]`: one shared holder (not on the hot path of the
-    /// exclusive lock), its permits only when above 1 (a stream without
-    /// weighted holds reads as before).
-    #[allow(clippy::too_many_arguments)]
-    pub fn replicate_shared_grant(
-        self,
-        cmd: &CStr,
-        key: &Arg,
-        owner: &[u8],
-        token: i64,
-        deadline_ms: i64,
-        limit: u32,
-        key_deadline_ms: i64,
-        permits: u32,
-    ) {
-        if permits > 1 {
-            rm!(RedisModule_Replicate(
-                self.0,
-                cmd.as_ptr(),
-                c"sbllcllcl".as_ptr(),
-                key.raw(),
-                owner.as_ptr().cast::<c_char>(),
-                owner.len(),
-                token as std::ffi::c_longlong,
-                deadline_ms as std::ffi::c_longlong,
-                c"SHARED".as_ptr(),
-                std::ffi::c_longlong::from(limit),
-                key_deadline_ms as std::ffi::c_longlong,
-                c"PERMITS".as_ptr(),
-                std::ffi::c_longlong::from(permits),
-            ) else ERR);
-            return;
-        }
-        rm!(RedisModule_Replicate(
-            self.0,
-            cmd.as_ptr(),
-            c"sbllcll".as_ptr(),
-            key.raw(),
-            owner.as_ptr().cast::<c_char>(),
-            owner.len(),
-            token as std::ffi::c_longlong,
-            deadline_ms as std::ffi::c_longlong,
-            c"SHARED".as_ptr(),
-            std::ffi::c_longlong::from(limit),
-            key_deadline_ms as std::ffi::c_longlong,
-        ) else ERR);
+    /// Propagates `cmd key pieces...` (`LOCK.APPLY` as `args::encode_apply`
+    /// lays it out). The key and a caller's argument are shared rather than
+    /// copied; integers are made as Redis strings, which is cheaper than the
+    /// `l` format (a fresh sds shrunk per number).
+    pub fn replicate_pieces(self, cmd: &CStr, key: &Arg, pieces: &[Piece<'_>]) {
+        let Some(argv) = Argv::new(self.0, pieces) else {
+            return log(Some(self), c"warning", "could not build a replicated command's arguments");
+        };
+        rm!(RedisModule_Replicate(self.0, cmd.as_ptr(), c"sv".as_ptr(), key.raw(), argv.ptrs.as_ptr(), argv.len) else ERR);
     }
 
     /// Propagates `cmd key bytes`, e.g. `LOCK.RELEASE key owner` for a
@@ -165,6 +74,74 @@ impl Ctx {
     fn integer_string(self, n: i64) -> OwnedString {
         OwnedString(rm!(RedisModule_CreateStringFromLongLong(self.0, n) else ptr::null_mut()), self.0)
     }
+}
+
+/// One argument after the key of a command this module propagates or
+/// writes into the AOF: a caller's argument (shared, not copied), bytes,
+/// an integer or a keyword.
+#[derive(Clone, Copy)]
+pub enum Piece<'a> {
+    Arg(&'a Arg),
+    Bytes(&'a [u8]),
+    Int(i64),
+    Word(&'static CStr),
+}
+
+/// The most pieces a command takes after its key.
+pub const MAX_PIECES: usize = 8;
+
+/// A command's pieces as Redis strings, for the `v` format (the key goes
+/// before them as `s`: the AOF rewrite's key is a static object Redis
+/// copies for `s` but may not take a reference to in a `v` vector). The
+/// strings made here are freed on drop, after Redis took its own
+/// references.
+struct Argv {
+    ptrs: [*mut RedisModuleString; MAX_PIECES],
+    len: usize,
+    _made: [Option<OwnedString>; MAX_PIECES],
+}
+
+impl Argv {
+    /// `None` when there are too many pieces or a string could not be made.
+    fn new(ctx: *mut RedisModuleCtx, pieces: &[Piece<'_>]) -> Option<Argv> {
+        let mut argv = Argv { ptrs: [ptr::null_mut(); MAX_PIECES], len: 0, _made: Default::default() };
+        for (i, piece) in pieces.iter().enumerate() {
+            let made = match *piece {
+                Piece::Arg(_) => None,
+                Piece::Bytes(bytes) => Some(create(ctx, bytes)),
+                Piece::Int(n) => Some(OwnedString(rm!(RedisModule_CreateStringFromLongLong(ctx, n) else ptr::null_mut()), ctx)),
+                Piece::Word(word) => Some(create(ctx, word.to_bytes())),
+            };
+            let raw = match (&made, piece) {
+                (None, Piece::Arg(arg)) => arg.raw(),
+                (made, _) => made.as_ref().map_or(ptr::null_mut(), |m| m.0),
+            };
+            *argv._made.get_mut(i)? = made;
+            if raw.is_null() {
+                return None;
+            }
+            *argv.ptrs.get_mut(i)? = raw;
+            argv.len = i + 1;
+        }
+        Some(argv)
+    }
+}
+
+fn create(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> OwnedString {
+    OwnedString(rm!(RedisModule_CreateString(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) else ptr::null_mut()), ctx)
+}
+
+/// Writes `cmd key pieces...` into the AOF being rewritten (`LOCK.APPLY`
+/// as `args::encode_apply` lays it out).
+///
+/// # Safety
+/// `aof` and `key` are the handles of Redis's `aof_rewrite` callback.
+pub unsafe fn emit_aof(aof: *mut RedisModuleIO, cmd: &CStr, key: *mut RedisModuleString, pieces: &[Piece<'_>]) {
+    // No context here: the strings are made and freed without one.
+    let Some(argv) = Argv::new(ptr::null_mut(), pieces) else {
+        return log(None, c"warning", "could not build a rewritten command's arguments");
+    };
+    rm!(RedisModule_EmitAOF(aof, cmd.as_ptr(), c"sv".as_ptr(), key, argv.ptrs.as_ptr(), argv.len) else ());
 }
 
 /// A string this module created, freed on drop.

@@ -591,7 +591,7 @@ pub fn parse_top<A: ArgBytes>(args: &[A]) -> Result<usize, ArgError> {
 pub const TOP_DEFAULT_COUNT: usize = 10;
 
 mod apply;
-pub use apply::{parse_apply, Apply, ApplyShared};
+pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
 
 #[cfg(test)]
 mod tests;

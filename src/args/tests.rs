@@ -421,3 +421,60 @@ fn apply_carries_a_value() {
     assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "7", "1000"])).expect("valid").value, b"");
     assert!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "7", "1000", "VALUE"])).is_err());
 }
+
+/// The words of a LOCK.APPLY as its encoder lays them out (what a replica
+/// or an AOF load receives), after the command and the key.
+fn rendered(pieces: &[crate::api::Piece<'_>]) -> Vec<Vec<u8>> {
+    use crate::api::Piece;
+    let mut words = vec![APPLY.to_bytes().to_vec(), b"k".to_vec()];
+    for piece in pieces {
+        words.push(match *piece {
+            Piece::Bytes(bytes) => bytes.to_vec(),
+            Piece::Int(n) => n.to_string().into_bytes(),
+            Piece::Word(word) => word.to_bytes().to_vec(),
+            Piece::Arg(_) => panic!("no command argument here"),
+        });
+    }
+    words
+}
+
+fn shared_terms() -> impl proptest::strategy::Strategy<Value = Option<ApplyShared>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(None),
+        (0i64..=i64::MAX).prop_map(|key_deadline_ms| Some(ApplyShared { limit: 0, key_deadline_ms, permits: 1 })),
+        (1u32..=1000, 0i64..=i64::MAX, any::<prop::sample::Index>()).prop_map(|(limit, key_deadline_ms, k)| {
+            let permits = u32::try_from(k.index(usize::try_from(limit).unwrap_or(1))).unwrap_or(0) + 1;
+            Some(ApplyShared { limit, key_deadline_ms, permits })
+        }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..proptest::prelude::ProptestConfig::default() })]
+
+    /// What the one encoder of LOCK.APPLY lays out, its parser reads back
+    /// as it was: owner, token, deadline, a shared holder's terms (its
+    /// permits above 1 only), an exclusive lock's value.
+    #[test]
+    fn the_apply_encoder_and_parser_agree(
+        owner in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..24),
+        token in 0i64..=i64::MAX,
+        deadline_ms in 0i64..=i64::MAX,
+        shared in shared_terms(),
+        value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+    ) {
+        let encoded = encode_apply(crate::api::Piece::Bytes(&owner), token, deadline_ms, shared, &value);
+        let words = rendered(encoded.pieces());
+        let argv: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let apply = parse_apply(&argv).expect("what the encoder writes parses");
+        proptest::prop_assert_eq!(apply.owner, &owner[..]);
+        proptest::prop_assert_eq!(apply.token, token);
+        proptest::prop_assert_eq!(apply.deadline_ms, deadline_ms);
+        proptest::prop_assert_eq!(apply.shared, shared);
+        let stored_value: &[u8] = if shared.is_some() { b"" } else { &value };
+        proptest::prop_assert_eq!(apply.value, stored_value);
+        let weighted = shared.is_some_and(|terms| terms.permits > 1);
+        proptest::prop_assert_eq!(argv.len(), 5 + if shared.is_some() { 3 + if weighted { 2 } else { 0 } } else if value.is_empty() { 0 } else { 2 });
+    }
+}

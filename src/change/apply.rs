@@ -10,14 +10,13 @@ use crate::api::{self, unix_millis, Arg, Ctx, Key};
 use crate::args;
 use crate::core::grant::Holder;
 use crate::core::lease::{self, Lease, Now, NO_TTL};
-use crate::keys::group::{self, Group};
+use crate::keys::group::Group;
 use crate::keys::value::{self, Exclusive};
 use crate::replication::propagate::{self, SharedTerms};
 use crate::server::fencing::COUNTER;
 use crate::server::stats;
 
-const NOT_STORED: &CStr = c"ERR could not store the lock";
-const NO_LEASE: &CStr = c"ERR could not set the lease";
+use super::{NOT_STORED, NO_LEASE};
 
 /// Sets `key` (open for writing) to exactly the lock `req` carries, as
 /// its master granted it, and passes it on. The lock is stored whatever
@@ -118,7 +117,7 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>
             None => (mirror, None),
             Some(limit) => {
                 let terms = SharedTerms { limit, key_deadline_ms: mirror, permits: holder.permits };
-                (group::wall_deadline(holder.end, now), Some(terms))
+                (lease::wall_deadline(holder.end, now), Some(terms))
             }
         };
         propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms, text);

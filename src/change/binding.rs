@@ -5,28 +5,28 @@ use std::ffi::c_int;
 
 use crate::api::{Arg, Ctx};
 use crate::core::grant::Request;
-use crate::{server::clock, session};
+use crate::server::bindings;
 
 /// Whether a grant of `req` binds its hold, or replaces a binding: one
 /// load on the hot path, before anything `bind` needs is read.
 #[inline]
 pub(super) fn binds(req: &Request) -> bool {
-    req.session.is_some() || session::any()
+    req.session.is_some() || bindings::any()
 }
 
 /// Binds a hold just granted to `owner` to connection `client` when it
 /// asked for SESSION (and replaces any binding its owner's earlier hold
-/// had): the one place a hold is bound, whoever granted it. Called when
-/// `binds`.
-pub(super) fn bind(db: c_int, key_name: &[u8], owner: &[u8], req: &Request, client: Option<u64>) {
+/// had): the one place a hold is bound, whoever granted it. `end`: when
+/// the grant's lease ends, as the grant computed it from its one clock
+/// read. Called when `binds`.
+pub(super) fn bind(db: c_int, key_name: &[u8], owner: &[u8], req: &Request, client: Option<u64>, end: i64) {
     let binding = req.session.zip(client).map(|(delay, client)| (client, delay));
-    let end = clock::mono_ms().saturating_add(req.ttl_ms);
-    session::granted(db, key_name, owner, binding, end);
+    bindings::granted(db, key_name, owner, binding, end);
 }
 
 /// A released hold is bound to no connection any more.
 pub(super) fn unbind(ctx: Ctx, key_name: &Arg, owner: &[u8]) {
-    if session::any() {
-        session::released(ctx.selected_db(), key_name.bytes(), owner);
+    if bindings::any() {
+        bindings::released(ctx.selected_db(), key_name.bytes(), owner);
     }
 }

@@ -3,23 +3,27 @@
 
 use std::ffi::CStr;
 
-use super::replays;
 use super::rescued::restore_rescued;
+use super::{replays, Line, NO_LEASE};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::{Lease, Now};
 use crate::keys::grants::{one_holder, slot, Look, Slot};
 use crate::keys::group::Group;
 use crate::replication::propagate::{self, SharedTerms};
-use crate::server::stats;
-use crate::{session, waiters};
+use crate::server::{bindings, stats};
 
 /// What an extension came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extended {
-    /// The lease now ends at `end` (monotonic ms).
+    /// The lease now ends at `end` (monotonic ms); the first lease at the
+    /// key ends at `first_end` (the holder's own for an exclusive lock, the
+    /// earliest holder's for a group): when its line may move next, known
+    /// here so that nobody reads the key again for it. `None` for a
+    /// plain-string lock, whose lease is its TTL.
     Done {
         end: i64,
+        first_end: Option<i64>,
     },
     /// Not the holder; or a session-bound hold, from another connection
     /// than its own.
@@ -29,7 +33,16 @@ pub enum Extended {
     Failed(&'static CStr),
 }
 
-const NO_LEASE: &CStr = c"ERR could not set the lease";
+impl Extended {
+    /// What the extension asks of the key's line: its waiters are served
+    /// when the new lease ends.
+    pub fn line(self) -> Line {
+        match self {
+            Extended::Done { .. } => Line::LeaseChanged,
+            Extended::Refused | Extended::WrongType | Extended::Failed(_) => Line::Untouched,
+        }
+    }
+}
 
 /// Gives `owner`'s hold at `key` (open for writing, named `key_name`) a
 /// lease of `ttl_ms` from now.
@@ -41,13 +54,13 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
     let Some(view) = one_holder(&slot, owner) else {
         return Extended::WrongType;
     };
-    match slot {
+    let first_end = match slot {
         Slot::Shared(group) => return extend_shared(ctx, key, key_name, owner, ttl_ms, group, now),
         _ if !grant::extend_exclusive(view) => {
             stats::EXTEND_REFUSED.bump();
             return Extended::Refused;
         }
-        _ if session::any() && !may_extend_here(ctx, key_name, owner, lease.end) => {
+        _ if bindings::any() && !may_extend_here(ctx, key_name, owner, lease.end) => {
             stats::EXTEND_REFUSED.bump();
             return Extended::Refused;
         }
@@ -56,39 +69,42 @@ pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) ->
                 return Extended::Failed(NO_LEASE);
             }
             lock.set_lease(lease);
+            Some(lease.end)
         }
         // A plain-string lock's lease is its TTL alone.
         _ => {
             if !key.expire_at(lease.mirror) {
                 return Extended::Failed(NO_LEASE);
             }
+            None
         }
-    }
+    };
     propagate::extended(ctx, key_name, lease.mirror);
-    waiters::lease_changed(ctx, key, key_name);
     stats::EXTEND_DONE.bump();
-    Extended::Done { end: lease.end }
+    Extended::Done { end: lease.end, first_end }
 }
 
 /// Whether this connection may extend `owner`'s hold to `end`
 /// (monotonic): a hold bound to a connection only from there, and one
 /// whose connection closed from nowhere until its lease ends, so that a
 /// reconnected holder cannot revive a lease cut to its lock-delay (see
-/// `session`); a bound hold's binding then lasts as long as its new lease.
+/// `server::bindings`); a bound hold's binding then lasts as long as its new lease.
 /// The master's stream and the AOF replay what was decided. Out of line:
 /// EXTEND's hot path only tests whether any hold is bound.
 #[cold]
 #[inline(never)]
 fn may_extend_here(ctx: Ctx, key_name: &Arg, owner: &[u8], end: i64) -> bool {
-    replays(ctx) || session::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
+    replays(ctx) || bindings::extending(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id(), end)
 }
 
 /// One shared holder's new lease (`Holding::extend`). The key's TTL grows
 /// with it, never shrinks (see `group`); the extension travels as that
 /// holder's grant.
 fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64, group: &mut Group, now: Now) -> Extended {
-    let end = now.mono.saturating_add(ttl_ms);
-    if session::any() && !may_extend_here(ctx, key_name, owner, end) {
+    // The holder's lease as `Holding::extend` sets it.
+    let lease = Lease::starting(now, ttl_ms);
+    let end = lease.end;
+    if bindings::any() && !may_extend_here(ctx, key_name, owner, end) {
         stats::EXTEND_REFUSED.bump();
         return Extended::Refused;
     }
@@ -103,8 +119,7 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     }
     group.mirrored(deadline);
     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits };
-    propagate::shared_granted(ctx, key_name, owner, token, now.wall.saturating_add(ttl_ms), terms);
-    waiters::lease_changed(ctx, key, key_name);
+    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
     stats::EXTEND_DONE.bump();
-    Extended::Done { end }
+    Extended::Done { end, first_end: Some(group.earliest_end(now).unwrap_or(end)) }
 }

@@ -9,6 +9,7 @@
 use std::ffi::{c_int, CStr, CString};
 
 use super::binding::{bind, binds};
+use super::{Line, NOT_STORED, NO_LEASE};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{self, Grant, Holder, Kind, Mode, OneHolder, Outcome, Refusal, Request};
 use crate::core::lease::{self, Lease, Now};
@@ -26,8 +27,10 @@ use crate::server::fencing::COUNTER;
 /// to.
 pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, ask: Ask<'_>, client: Option<u64>) -> Attempt {
     let attempt = try_acquire(ctx, key, key_name, owner, ask, false, By::Handoff);
-    if matches!(attempt, Attempt::Granted(_)) && binds(ask.request) {
-        bind(db, key_name.bytes(), owner.bytes(), ask.request, client);
+    if let Attempt::Granted(granted) = &attempt {
+        if binds(ask.request) {
+            bind(db, key_name.bytes(), owner.bytes(), ask.request, client, granted.end);
+        }
     }
     attempt
 }
@@ -67,13 +70,28 @@ impl<V: ?Sized> Clone for Ask<'_, V> {
 
 impl<V: ?Sized> Copy for Ask<'_, V> {}
 
-/// A grant made: its token, what it was, and when the new lease ends
-/// (monotonic ms).
+/// A grant made: its token, what it was, when the new lease ends
+/// (monotonic ms), and when the first lease at the key ends now (the new
+/// one for an exclusive hold, the earliest holder's for a group): when its
+/// line may move next, known here so that nobody reads the key again for
+/// it. `None` for a set, whose members each have their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Granted {
     pub token: Token,
     pub how: Grant,
     pub end: i64,
+    pub first_end: Option<i64>,
+}
+
+impl Granted {
+    /// What the grant asks of the key's line: the lease changed, and a
+    /// downgrade also lets in the readers waiting behind the writer.
+    pub fn line(&self) -> Line {
+        match self.how {
+            Grant::Downgrade => Line::Freed,
+            Grant::New | Grant::Regrant | Grant::Upgrade => Line::LeaseChanged,
+        }
+    }
 }
 
 /// The result of trying to give a lock to an owner.
@@ -131,19 +149,19 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
     let ahead = waiting_ahead && converted.is_none();
     let token = match grant::acquire_exclusive(held, req.fence, ahead, |min| by.issue(min)) {
         Outcome::Held => return Attempt::Held,
-        Outcome::Refused(_) => return Attempt::Failed(c"ERR fencing token space exhausted"),
+        Outcome::Refused(_) => return Attempt::Failed(TOKENS_EXHAUSTED),
         Outcome::Granted(token, Grant::Regrant) => {
             // Re-grant to the same owner: a retry after a lost reply, with
             // a new token only when FENCE asked for more.
             let Some(mut lock) = held_lock else {
-                return Attempt::Failed(c"ERR could not store the lock");
+                return Attempt::Failed(NOT_STORED);
             };
             if token != lock.token() {
                 lock.set_token(token);
             }
             let lease = Lease::starting(now, req.ttl_ms);
             if !key.expire_at(lease.mirror) {
-                return Attempt::Failed(c"ERR could not set the lease");
+                return Attempt::Failed(NO_LEASE);
             }
             lock.set_lease(lease);
             // A new value replaces the old in a new allocation (the key and
@@ -151,43 +169,43 @@ pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, 
             let lock = match value {
                 Some(text) if text != lock.value() => {
                     let Some(revalued) = lock.revalued(text) else {
-                        return Attempt::Failed(c"ERR could not store the lock");
+                        return Attempt::Failed(NOT_STORED);
                     };
                     if !value::replace(key, revalued) {
-                        return Attempt::Failed(c"ERR could not store the lock");
+                        return Attempt::Failed(NOT_STORED);
                     }
                     match value::at(key) {
                         Some(lock) => lock,
-                        None => return Attempt::Failed(c"ERR could not store the lock"),
+                        None => return Attempt::Failed(NOT_STORED),
                     }
                 }
                 _ => lock,
             };
             propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, lock.value());
-            return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end });
+            return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end, first_end: Some(lease.end) });
         }
         Outcome::Granted(token, _) => token,
     };
     let lease = converted.unwrap_or_else(|| Lease::starting(now, req.ttl_ms));
     let text = value.unwrap_or_default();
     if !Exclusive::with_value(owner, text, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
-        return Attempt::Failed(c"ERR could not store the lock");
+        return Attempt::Failed(NOT_STORED);
     }
     if !key.expire_at(lease.mirror) {
         value::delete(key);
-        return Attempt::Failed(c"ERR could not set the lease");
+        return Attempt::Failed(NO_LEASE);
     }
     match by {
         By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror, text),
         By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text),
     }
-    Attempt::Granted(Granted { token, how: Grant::New, end: lease.end })
+    Attempt::Granted(Granted { token, how: Grant::New, end: lease.end, first_end: Some(lease.end) })
 }
 
 /// Who asks `try_acquire`: the `LOCK.ACQUIRE` being executed, the
 /// handoff to a waiter (in another command's context, or a timer's), or a
 /// member of a set `LOCK.MACQUIRE` was granted, with the set's token
-/// (`change::multi`: every member's grant leaves as its own LOCK.APPLY).
+/// (`set`: every member's grant leaves as its own LOCK.APPLY).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum By {
     Command,
@@ -260,29 +278,23 @@ fn try_shared(
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
+            let lease = Lease::starting(now, req.ttl_ms);
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder {
-                owner: owner.into(),
-                token,
-                end: now.mono.saturating_add(req.ttl_ms),
-                since,
-                permits: req.permits,
-            });
+            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: lease.end, since, permits: req.permits });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
-                return Attempt::Failed(c"ERR could not store the lock");
+                return Attempt::Failed(NOT_STORED);
             }
             if deadline != lease::NO_TTL && !key.expire_at(deadline) {
                 value::delete(key);
-                return Attempt::Failed(c"ERR could not set the lease");
+                return Attempt::Failed(NO_LEASE);
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
-            let holder_deadline = now.wall.saturating_add(req.ttl_ms);
             let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
-            propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
+            propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
-            Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
+            Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(lease.end) })
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
@@ -295,14 +307,14 @@ fn try_shared(
                     let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
                     let text = ask.value.unwrap_or_default();
                     if !Exclusive::with_value(owner, text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
-                        return Attempt::Failed(c"ERR could not store the lock");
+                        return Attempt::Failed(NOT_STORED);
                     }
                     if !key.expire_at(lease.mirror) {
                         value::delete(key);
-                        return Attempt::Failed(c"ERR could not set the lease");
+                        return Attempt::Failed(NO_LEASE);
                     }
                     propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text);
-                    Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end })
+                    Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end, first_end: Some(lease.end) })
                 }
                 Outcome::Granted(token, how) => {
                     let deadline = group.key_deadline(now);
@@ -310,13 +322,15 @@ fn try_shared(
                         if how == Grant::New {
                             group.holding.remove(owner);
                         }
-                        return Attempt::Failed(c"ERR could not set the lease");
+                        return Attempt::Failed(NO_LEASE);
                     }
                     group.mirrored(deadline);
-                    let holder_deadline = now.wall.saturating_add(req.ttl_ms);
+                    // The holder's lease as `Holding::acquire` set it.
+                    let lease = Lease::starting(now, req.ttl_ms);
                     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
-                    propagate::shared_granted(ctx, key_name, owner, token, holder_deadline, terms);
-                    Attempt::Granted(Granted { token, how, end: now.mono.saturating_add(req.ttl_ms) })
+                    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
+                    let first_end = group.earliest_end(now).unwrap_or(lease.end);
+                    Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(first_end) })
                 }
             }
         }

@@ -9,7 +9,7 @@ use crate::core::grant;
 use crate::keys::grants::{one_holder, slot, Look, Slot};
 use crate::keys::value;
 use crate::replication::propagate;
-use crate::session;
+use crate::server::bindings;
 
 /// What a proclamation came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub fn proclaim(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], text: &[u8]) 
         // value: ACQUIRE converts it first.
         _ => return Proclaimed::Refused,
     };
-    if session::any() && !replays(ctx) && !session::may_act(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id()) {
+    if bindings::any() && !replays(ctx) && !bindings::may_act(ctx.selected_db(), key_name.bytes(), owner, ctx.client_id()) {
         return Proclaimed::Refused;
     }
     if lock.value() == text {

@@ -1,17 +1,14 @@
 //! A release by its owner (`LOCK.RELEASE`, also as the master's stream or
 //! the AOF replays it): the hold ends, the key goes with its last holder,
-//! and the oldest waiters get the lock in the same command.
+//! and the caller serves the oldest waiters in the same command.
 
 use super::binding::unbind;
-use super::rescued::restore_rescued;
-use super::{delete, line_of, replays, serve_freed};
-use std::ffi::c_int;
-
-use crate::api::{Arg, Ctx, Key, KeyMode};
+use super::{replays, Line};
+use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::Now;
 use crate::keys::grants::{one_holder, slot, Look, Slot};
-use crate::keys::group::Group;
+use crate::keys::value;
 use crate::replication::propagate;
 use crate::server::stats::{self, HoldKind};
 
@@ -25,35 +22,31 @@ pub enum Released {
     WrongType,
 }
 
+impl Released {
+    /// What the release asks of the key's line: a hold that ended lets
+    /// whoever waits go ahead.
+    pub fn line(self) -> Line {
+        match self {
+            Released::Done => Line::Freed,
+            Released::NotHeld | Released::WrongType => Line::Untouched,
+        }
+    }
+}
+
 /// Ends `owner`'s hold at `key` (open for writing, named `key_name`), by
-/// the LOCK.RELEASE being executed (it travels verbatim).
+/// the LOCK.RELEASE being executed (it travels verbatim). A lock Redis
+/// removed while its lease ran is put back first by the caller
+/// (`restore_rescued`), and `Released::Done` asks it to serve the key's
+/// line (`Released::line`).
 pub fn release(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
-    let (released, queued) = release_by(ctx, key, key_name, owner, By::Command);
-    serve_freed(ctx, key, key_name, queued);
-    released
+    release_by(ctx, key, key_name, owner, By::Command)
 }
 
-/// `release` of one member of a set (`LOCK.MRELEASE`): it travels as the
-/// `LOCK.RELEASE key owner` of that member, all of them in the command's
-/// one MULTI/EXEC.
+/// `release` of one member of a set (`LOCK.MRELEASE`, or a set's grant
+/// given back): it travels as the `LOCK.RELEASE key owner` of that
+/// member, all of them in the command's one MULTI/EXEC.
 pub fn release_member(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> Released {
-    let (released, queued) = release_by(ctx, key, key_name, owner, By::Member);
-    serve_freed(ctx, key, key_name, queued);
-    released
-}
-
-/// `release_member` whose line, when someone waits in it, is left to the
-/// caller to serve (`serve_released`, once every member of the set is
-/// released): a waiting set must find every member this one frees free,
-/// a semaphore member (`SEMAPHORE`) with the locks it is taken with.
-pub fn release_member_unserved(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8]) -> (Released, Option<c_int>) {
     release_by(ctx, key, key_name, owner, By::Member)
-}
-
-/// Serves the line of `key_name` (in database `queued`, as
-/// `release_member_unserved` left it), through a handle opened now.
-pub fn serve_released(ctx: Ctx, key_name: &Arg, queued: c_int) {
-    serve_freed(ctx, &ctx.open_key(key_name, KeyMode::Write), key_name, Some(queued));
 }
 
 /// Who releases: the command being executed, or one member of a set.
@@ -71,78 +64,102 @@ fn propagate_release(ctx: Ctx, key_name: &Arg, owner: &[u8], by: By) {
     }
 }
 
-/// The release, and the database of the line it freed (to serve), if
-/// anyone waits there.
-fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> (Released, Option<c_int>) {
+/// The release.
+fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Released {
     let now = crate::server::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
-    if look != Look::AsStored {
-        restore_rescued(ctx, key, key_name);
-    }
-    if let Slot::Shared(group) = slot(key, now, look) {
-        return release_shared(ctx, key, key_name, owner, group, now, look, by);
-    }
-    let held = slot(key, now, look);
-    let since = match &held {
-        Slot::Held(lock) => Some(lock.since()),
-        _ => None,
-    };
-    match one_holder(&held, owner).map(grant::release_exclusive) {
-        None => return (Released::WrongType, None),
-        Some(false) => {
+    let ending = end_of(key, owner, now, look);
+    match ending {
+        Ending::WrongType => return Released::WrongType,
+        Ending::NotHeld => {
             stats::RELEASE_REFUSED.bump();
-            return (Released::NotHeld, None);
+            return Released::NotHeld;
         }
-        Some(true) => {}
+        Ending::Exclusive { .. } | Ending::PlainString | Ending::Shared { .. } => {}
     }
     stats::RELEASE_DONE.bump();
     // How long it was held (a replica replaying its master's release saw
     // the hold start only when it applied it).
-    if let Some(since) = since.filter(|_| look != Look::AsStored) {
-        stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since));
+    if look != Look::AsStored {
+        ending.record(now);
     }
     unbind(ctx, key_name, owner);
-    let queued = line_of(ctx, key_name);
-    delete(ctx, key, queued);
-    propagate_release(ctx, key_name, owner, by);
-    (Released::Done, queued)
+    match ending {
+        // The key goes with the last holder, and that travels as DEL:
+        // holders whose lease ended here may still be stored on a
+        // replica, which must drop the key all the same.
+        Ending::Shared { last: true, .. } => {
+            value::delete(key);
+            propagate::released_last(ctx, key_name);
+        }
+        Ending::Shared { last: false, .. } => propagate_release(ctx, key_name, owner, by),
+        _ => {
+            value::delete(key);
+            propagate_release(ctx, key_name, owner, by);
+        }
+    }
+    Released::Done
 }
 
-/// Ends one shared holder's hold (`Holding::release`, or `remove` as
-/// stored). The key goes with the last holder, and that travels as DEL:
-/// holders whose lease ended here may still be stored on a replica, which
-/// must drop the key all the same.
-#[allow(clippy::too_many_arguments)]
-fn release_shared(
-    ctx: Ctx,
-    key: &Key,
-    key_name: &Arg,
-    owner: &[u8],
-    group: &mut Group,
-    now: Now,
-    look: Look,
-    by: By,
-) -> (Released, Option<c_int>) {
-    let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
-    let released = match look {
-        Look::AsStored => group.holding.remove(owner),
-        _ => group.holding.release(owner, now.mono),
-    };
-    if !released {
-        stats::RELEASE_REFUSED.bump();
-        return (Released::NotHeld, None);
+/// What ending `owner`'s hold at a key decided: the one release decision
+/// (`end_of`), for a release by its owner and for a closed connection's
+/// hold (`disconnect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ending {
+    WrongType,
+    /// `owner` holds nothing running there (another owner does, or nobody).
+    NotHeld,
+    /// Its exclusive hold, held since `since` (monotonic), ends: the key
+    /// goes.
+    Exclusive {
+        since: i64,
+    },
+    /// A plain-string lock whose value is `owner` ends: the key goes. (Its
+    /// owner's release ends it; a closed connection's hold never is one.)
+    PlainString,
+    /// One holder of a group left, held since `since` if its lease still
+    /// ran; `last`: nobody holds the group now, the key goes.
+    Shared {
+        since: Option<i64>,
+        kind: HoldKind,
+        last: bool,
+    },
+}
+
+impl Ending {
+    /// Records how long the hold that ended was held (what INFO shows).
+    pub(super) fn record(self, now: Now) {
+        match self {
+            Ending::Exclusive { since } => stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since)),
+            Ending::Shared { since: Some(since), kind, .. } => stats::holds(kind).record(now.mono.saturating_sub(since)),
+            _ => {}
+        }
     }
-    stats::RELEASE_DONE.bump();
-    if let Some(since) = since.filter(|_| look != Look::AsStored) {
-        stats::holds(HoldKind::of_group(group.holding.kind)).record(now.mono.saturating_sub(since));
+}
+
+/// Whether `owner`'s hold at `key` ends now, and ends it in a group: the
+/// one decision of a release, by the core's rules (`grant::release_exclusive`
+/// over the one-holder view; `Holding::release`, or `remove` as stored,
+/// for a group). `look`: leases as a command judges them, or as stored
+/// (the master's stream and the AOF replay what the master decided).
+pub(super) fn end_of(key: &Key, owner: &[u8], now: Now, look: Look) -> Ending {
+    match slot(key, now, look) {
+        Slot::Shared(group) => {
+            let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
+            let released = match look {
+                Look::AsStored => group.holding.remove(owner),
+                _ => group.holding.release(owner, now.mono),
+            };
+            if !released {
+                return Ending::NotHeld;
+            }
+            Ending::Shared { since, kind: HoldKind::of_group(group.holding.kind), last: group.holding.is_free() }
+        }
+        held => match (one_holder(&held, owner).map(grant::release_exclusive), &held) {
+            (None, _) => Ending::WrongType,
+            (Some(false), _) => Ending::NotHeld,
+            (Some(true), Slot::Held(lock)) => Ending::Exclusive { since: lock.since() },
+            (Some(true), _) => Ending::PlainString,
+        },
     }
-    unbind(ctx, key_name, owner);
-    let queued = line_of(ctx, key_name);
-    if group.holding.holders.is_empty() {
-        delete(ctx, key, queued);
-        propagate::released_last(ctx, key_name);
-    } else {
-        propagate_release(ctx, key_name, owner, by);
-    }
-    (Released::Done, queued)
 }

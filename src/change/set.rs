@@ -3,12 +3,11 @@
 //! set first in all its lines (`waiters`). The core decides the set all or
 //! nothing (`core::multi::acquire_set`, over what each member holds), then
 //! every member is granted as an ordinary lock with the set's one token
-//! (`grant::try_acquire`, `By::Set`). It serves no line and arms no timer:
-//! its callers do.
+//! (`grant::try_acquire`, `By::Set`). It serves no line and arms no timer,
+//! nor gives back what a failed set took: its callers do (`SetAttempt`).
 
 use super::binding::{bind, binds};
 use super::grant::{refused, try_acquire, Ask, Attempt, By, Granted};
-use super::release_member;
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant::{Holder, Holding, Kind, Mode, Outcome, Request};
 use crate::core::lease::Now;
@@ -16,6 +15,21 @@ use crate::core::multi::{self, Member, SetRequest};
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::group;
 use crate::server::fencing::COUNTER;
+
+/// What a set's grant came to, and the members it took before one
+/// failed (by their place in the set), which the caller gives back
+/// (`release_member`) and whose lines it serves: all or nothing. Those the
+/// owner held before keep the set's token.
+pub struct SetAttempt {
+    pub attempt: Attempt,
+    pub give_back: Vec<usize>,
+}
+
+impl From<Attempt> for SetAttempt {
+    fn from(attempt: Attempt) -> Self {
+        SetAttempt { attempt, give_back: Vec::new() }
+    }
+}
 
 /// A set's grant to `owner`: every member (open for writing, with its
 /// name) or none, each asked what `set` asks of it (the last one a
@@ -31,14 +45,14 @@ pub fn grant_set(
     set: &SetRequest,
     waiting_ahead: impl Fn(&Arg) -> bool,
     client: Option<u64>,
-) -> Attempt {
+) -> SetAttempt {
     let now = crate::server::clock::now();
     let n = members.len();
     let mut views = Vec::with_capacity(n);
     for (i, (key, _)) in members.iter().enumerate() {
         match view(key, owner.bytes(), &set.member(i, n), now) {
             Ok(view) => views.push(view),
-            Err(attempt) => return attempt,
+            Err(attempt) => return attempt.into(),
         }
     }
     // Which members the owner holds already (a failure gives back only
@@ -54,8 +68,8 @@ pub fn grant_set(
     let owner_box: group::Owner = owner.bytes().into();
     let (token, how) = match multi::acquire_set(&mut asked, &owner_box, now.mono, |min| COUNTER.issue(min)) {
         Outcome::Granted(token, how) => (token, how),
-        Outcome::Held => return Attempt::Held,
-        Outcome::Refused(refusal) => return refused(refusal),
+        Outcome::Held => return Attempt::Held.into(),
+        Outcome::Refused(refusal) => return refused(refusal).into(),
     };
     // Decided: each member is now an ordinary grant of the set's token
     // (FENCE at the token, so a member the owner held takes it too).
@@ -74,18 +88,14 @@ pub fn grant_set(
         if let Some(failed) = failed {
             // All or nothing: the members this set took are given back
             // (those the owner held before keep the set's token).
-            for ((key, key_name), held) in members[..i].iter().zip(&held_before) {
-                if !held {
-                    release_member(ctx, key, key_name, owner.bytes());
-                }
-            }
-            return failed;
+            let give_back = held_before.iter().take(i).enumerate().filter(|(_, held)| !**held).map(|(j, _)| j).collect();
+            return SetAttempt { attempt: failed, give_back };
         }
         if binds(&member_req) {
-            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), &member_req, client);
+            bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), &member_req, client, end);
         }
     }
-    Attempt::Granted(Granted { token, how, end })
+    Attempt::Granted(Granted { token, how, end, first_end: None }).into()
 }
 
 /// What `key` holds, as the core's rules see it for a set: an exclusive

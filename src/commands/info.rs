@@ -53,7 +53,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     field(ctx, c"locks_evictable", i64::from(locks_evictable()));
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
-    field(ctx, c"session_holds", crate::session::bound());
+    field(ctx, c"session_holds", crate::server::bindings::bound());
     field(ctx, c"quarantine_ms_left", quarantine::remaining_ms().unwrap_or(0));
     field(ctx, c"highest_token", COUNTER.current());
     field(ctx, c"max_ttl_ms", config::max_ttl());

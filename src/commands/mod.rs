@@ -3,7 +3,9 @@
 //!
 //! Each parses, opens its key and replies; a change (ACQUIRE, RELEASE,
 //! EXTEND) is made by its executor in `change`, which writes and
-//! propagates only when something changes. A key holding a plain string is
+//! propagates only when something changes, through `waiters`, which serves
+//! the key's line around it (PROCLAIM and LOCK.APPLY ask nothing of the
+//! line: `change` directly). A key holding a plain string is
 //! a lock held by the owner equal to its value (the `SET key owner NX PX`
 //! pattern), so services can move to these commands one at a time.
 
@@ -17,8 +19,9 @@ use crate::change::{self, Ask, Attempt, Extended, Proclaimed, Released};
 use crate::core::grant;
 use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot, WRONGTYPE};
+use crate::server::bindings;
 use crate::server::stats;
-use crate::{args, keys::rescue, replication::writable, server::config, server::fencing, server::quarantine, session, waiters};
+use crate::{args, keys::rescue, replication::writable, server::config, server::fencing, server::quarantine, waiters};
 
 /// A replica answers a client's lock write as the server answers writes
 /// on a read-only replica (see `writable::refuses_client_write`).
@@ -54,7 +57,7 @@ pub fn acquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     }
     let key = ctx.open_key(req.key, KeyMode::Write);
     let ask = Ask { request: &req.request, value: req.value };
-    match change::acquire(ctx, &key, req.key, req.owner, ask.bytes()) {
+    match waiters::acquire(ctx, &key, req.key, req.owner, ask.bytes()) {
         Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
@@ -106,7 +109,7 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_release(argv));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match change::release(ctx, &key, req.key, req.owner) {
+    match waiters::release(ctx, &key, req.key, req.owner) {
         Released::Done => ctx.reply_integer(1),
         Released::NotHeld => ctx.reply_integer(0),
         Released::WrongType => ctx.reply_error(WRONGTYPE),
@@ -120,7 +123,7 @@ pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
-    match change::extend(ctx, &key, req.key, req.owner, req.ttl_ms) {
+    match waiters::extend(ctx, &key, req.key, req.owner, req.ttl_ms) {
         Extended::Done { .. } => ctx.reply_integer(1),
         Extended::Refused => ctx.reply_integer(0),
         Extended::WrongType => ctx.reply_error(WRONGTYPE),
@@ -256,7 +259,7 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
     let waiting = || waiters::count_in(ctx, key_name.bytes());
     let now = crate::server::clock::now();
     let db = ctx.selected_db();
-    let bound = |owner: &[u8]| session::is_bound(db, key_name.bytes(), owner);
+    let bound = |owner: &[u8]| bindings::is_bound(db, key_name.bytes(), owner);
     match slot(&key, now, Look::Exact) {
         Slot::WrongType => ctx.reply_error(WRONGTYPE),
         Slot::Free => {

@@ -7,9 +7,9 @@ use std::ffi::c_int;
 
 use super::{may_block, WRONGTYPE};
 use crate::api::{Arg, Ctx};
-use crate::change::multi::{self, ExtendedSet};
 use crate::change::Attempt;
 use crate::server::stats;
+use crate::waiters::ExtendedSet;
 use crate::{args, replication::writable, server::config, waiters};
 
 /// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]] [SEMAPHORE limit]`
@@ -23,7 +23,7 @@ pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
     if let Some(refused) = super::refuse_grant(ctx, &req.set.request) {
         return refused;
     }
-    match multi::acquire_set(ctx, req.keys, req.owner, &req.set) {
+    match waiters::acquire_set(ctx, req.keys, req.owner, &req.set) {
         Attempt::Granted(granted) => ctx.reply_integer(granted.token),
         Attempt::WrongType => ctx.reply_error(WRONGTYPE),
         Attempt::Failed(msg) => ctx.reply_error(msg),
@@ -44,7 +44,7 @@ pub fn macquire(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn mrelease(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_mrelease(argv, config::max_set_keys()));
-    match multi::release_set(ctx, req.keys, req.owner) {
+    match waiters::release_set(ctx, req.keys, req.owner) {
         Some(released) => ctx.reply_integer(released),
         None => ctx.reply_error(WRONGTYPE),
     }
@@ -56,7 +56,7 @@ pub fn mrelease(ctx: Ctx, argv: &[Arg]) -> c_int {
 pub fn mextend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_mextend(argv, config::max_ttl(), config::max_set_keys()));
-    match multi::extend_set(ctx, req.keys, req.owner, req.ttl_ms) {
+    match waiters::extend_set(ctx, req.keys, req.owner, req.ttl_ms) {
         ExtendedSet::Done(extended) => ctx.reply_integer(extended),
         ExtendedSet::WrongType => ctx.reply_error(WRONGTYPE),
         ExtendedSet::Failed(msg) => ctx.reply_error(msg),

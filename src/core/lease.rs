@@ -158,9 +158,20 @@ pub fn removed_by_step(lease: Lease, now: Now) -> bool {
     lease.mirror != NO_TTL && now.wall >= lease.mirror && matches!(lease.left(now), Left::Ms(ms) if ms > STEP_MS)
 }
 
+/// The wall-clock deadline of a lease ending at `end` (monotonic), read
+/// at `now`: how a shared holder's lease and a group key's TTL are
+/// mirrored, replicated and rewritten; `NO_TTL` without an end.
+pub fn wall_deadline(end: i64, now: Now) -> i64 {
+    if end == NO_END {
+        return NO_TTL;
+    }
+    now.wall.saturating_add(end.saturating_sub(now.mono))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const T0: Now = Now { wall: 1_700_000_000_000, mono: 5_000 };
 
@@ -225,6 +236,47 @@ mod tests {
         assert_eq!(lease.cut_to(T0.mono + 30_000, T0), None);
         assert_eq!(lease.cut_to(T0.mono + 40_000, T0), None);
         assert_eq!(Lease { end: NO_END, mirror: NO_TTL }.cut_to(T0.mono, T0).map(|l| l.end), Some(T0.mono));
+    }
+
+    #[test]
+    fn a_wall_deadline_is_the_lease_mirrored_at_now() {
+        let lease = Lease::starting(T0, 30_000);
+        assert_eq!(wall_deadline(lease.end, T0), lease.mirror);
+        // Read after a step: the deadline moves with the wall clock, the
+        // end does not.
+        let stepped = at(T0, 10_000, 60_000);
+        assert_eq!(wall_deadline(lease.end, stepped), lease.mirror + 60_000);
+        assert_eq!(wall_deadline(lease.end, stepped), lease.remirrored(stepped).mirror);
+        assert_eq!(wall_deadline(NO_END, T0), NO_TTL, "no end, no TTL");
+        // An end already passed is a deadline already passed.
+        assert_eq!(wall_deadline(T0.mono - 5, T0), T0.wall - 5);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// A shared holder's lease as a grant or an extension makes it
+        /// (`Lease::starting`) and as the key, the stream and the AOF
+        /// rewrite mirror it (`wall_deadline`) agree, and nothing
+        /// overflows whatever the clocks read.
+        #[test]
+        fn a_lease_and_its_wall_deadline_agree(
+            wall in any::<i64>(),
+            mono in any::<i64>(),
+            ttl in 1..=LONGEST_LEASE_MS,
+            later in 0i64..=LONGEST_LEASE_MS,
+            step in -LONGEST_LEASE_MS..=LONGEST_LEASE_MS,
+        ) {
+            let now = Now { wall, mono };
+            let lease = Lease::starting(now, ttl);
+            let exact = wall.checked_add(ttl).is_some() && mono.checked_add(ttl).is_some();
+            if exact {
+                prop_assert_eq!(wall_deadline(lease.end, now), lease.mirror);
+            }
+            let then = Now { wall: wall.saturating_add(later).saturating_add(step), mono: mono.saturating_add(later) };
+            let deadline = wall_deadline(lease.end, then);
+            prop_assert_eq!(deadline, lease.remirrored(then).mirror);
+        }
     }
 
     #[test]

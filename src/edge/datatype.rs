@@ -12,14 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{native_types::RedisType, raw};
 
-use crate::api::{self, rm, RedisModuleIO, RedisModuleString, ServerInfo};
+use crate::api::{self, rm, Piece, RedisModuleIO, RedisModuleString, ServerInfo};
+use crate::args::{self, ApplyShared};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Now, NO_TTL};
 use crate::core::stored::{self, Origin, StoredHolder};
-use crate::keys::group::{self, Group};
+use crate::keys::group::Group;
 use crate::keys::value::Exclusive;
 use crate::server::fencing::COUNTER;
-use crate::{keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
+use crate::{change, keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 const TYPE_NAME: &str = "redislock";
@@ -87,10 +88,15 @@ unsafe extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c
     if db >= 0 && !key.is_null() {
         // SAFETY: Redis hands a live key name for the callback's duration.
         let name = unsafe { api::string_bytes(key.cast_mut()) };
-        if let Some(lock) = Exclusive::borrow(value.cast_mut()) {
-            rescue::lock_removed(db, name, &lock);
+        let stepped = if let Some(lock) = Exclusive::borrow(value.cast_mut()) {
+            rescue::lock_removed(db, name, &lock)
         } else if let Some(group) = Group::borrow(value.cast_mut()) {
-            rescue::group_removed(db, name, group);
+            rescue::group_removed(db, name, group)
+        } else {
+            false
+        };
+        if stepped {
+            change::restore_stepped();
         }
         waiters::key_unlinked(db, name);
     }
@@ -201,7 +207,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
 /// the past but never 0, which says "no deadline" (for a holder without an
 /// end, which no command makes).
 fn saved_deadline(end: i64, now: Now) -> i64 {
-    match group::wall_deadline(end, now) {
+    match crate::core::lease::wall_deadline(end, now) {
         NO_TTL => 0,
         at => at.max(1),
     }
@@ -287,70 +293,22 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
         // Each holder with its own deadline; Redis's PEXPIREAT for the key
         // that follows is the group's own TTL, which caps nobody.
         let now = clock::now();
-        let key_deadline = group.key_deadline(now).max(0);
+        let key_deadline_ms = group.key_deadline(now).max(0);
         for holder in group.live(now) {
-            if holder.permits > 1 {
-                rm!(RedisModule_EmitAOF(
-                    aof,
-                    crate::replication::propagate::APPLY.as_ptr(),
-                    c"sbllcllcl".as_ptr(),
-                    key,
-                    holder.owner.as_ptr().cast::<c_char>(),
-                    holder.owner.len(),
-                    holder.token,
-                    group::wall_deadline(holder.end, now).max(0),
-                    c"SHARED".as_ptr(),
-                    i64::from(group.limit()),
-                    key_deadline,
-                    c"PERMITS".as_ptr(),
-                    i64::from(holder.permits),
-                ) else ());
-                continue;
-            }
-            rm!(RedisModule_EmitAOF(
-                aof,
-                crate::replication::propagate::APPLY.as_ptr(),
-                c"sbllcll".as_ptr(),
-                key,
-                holder.owner.as_ptr().cast::<c_char>(),
-                holder.owner.len(),
-                holder.token,
-                group::wall_deadline(holder.end, now).max(0),
-                c"SHARED".as_ptr(),
-                i64::from(group.limit()),
-                key_deadline,
-            ) else ());
+            let deadline = crate::core::lease::wall_deadline(holder.end, now).max(0);
+            let terms = ApplyShared { limit: group.limit(), key_deadline_ms, permits: holder.permits };
+            let encoded = args::encode_apply(Piece::Bytes(&holder.owner), holder.token, deadline, Some(terms), b"");
+            // SAFETY: the handles of this callback.
+            unsafe { api::emit_aof(aof, args::APPLY, key, encoded.pieces()) };
         }
     } else if let Some(lock) = Exclusive::borrow(value) {
         let (owner, text) = (lock.owner(), lock.value());
-        if !text.is_empty() {
-            rm!(RedisModule_EmitAOF(
-                aof,
-                crate::replication::propagate::APPLY.as_ptr(),
-                c"sbllcb".as_ptr(),
-                key,
-                owner.as_ptr().cast::<c_char>(),
-                owner.len(),
-                lock.token(),
-                0i64,
-                c"VALUE".as_ptr(),
-                text.as_ptr().cast::<c_char>(),
-                text.len(),
-            ) else ());
-            return;
-        }
-        rm!(RedisModule_EmitAOF(
-            aof,
-            crate::replication::propagate::APPLY.as_ptr(),
-            c"sbll".as_ptr(),
-            key,
-            owner.as_ptr().cast::<c_char>(),
-            owner.len(),
-            lock.token(),
-            0i64,
-        ) else ());
+        let encoded = args::encode_apply(Piece::Bytes(&owner), lock.token(), 0, None, text);
+        // SAFETY: the handles of this callback.
+        unsafe { api::emit_aof(aof, args::APPLY, key, encoded.pieces()) };
     }
 }
+
 unsafe extern "C" fn aux_save(rdb: *mut RedisModuleIO, when: c_int) {
     if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
         rm!(RedisModule_SaveSigned(rdb, COUNTER.current()) else ());

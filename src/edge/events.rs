@@ -15,8 +15,8 @@ use crate::server::clock::{self, StepDetector};
 use crate::server::fencing::COUNTER;
 use crate::server::quarantine::Load;
 use crate::{
-    keys::realign, keys::rescue, keys::value, replication::audience, replication::writable, server::quarantine, server::reentry, session,
-    session::disconnect, waiters,
+    keys::realign, keys::rescue, keys::value, replication::audience, replication::writable, server::bindings, server::quarantine,
+    server::reentry, session::disconnect, waiters,
 };
 
 type Callback = unsafe extern "C" fn(*mut RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
@@ -67,7 +67,7 @@ unsafe extern "C" fn on_role_changed(_ctx: *mut RedisModuleCtx, _event: raw::Red
     } else if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
         writable::set_replica(true);
         waiters::demoted();
-        session::forget_all();
+        bindings::forget_all();
     }
 }
 
@@ -116,7 +116,7 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, event: raw::Red
 /// A client connected or disconnected: a disconnect ends the holds bound
 /// to its connection (`SESSION`).
 unsafe extern "C" fn on_client_change(_ctx: *mut RedisModuleCtx, _event: raw::RedisModuleEvent, sub: u64, data: *mut c_void) {
-    if sub != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED || session::bound() == 0 {
+    if sub != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED || bindings::bound() == 0 {
         return;
     }
     if let Some(client) = data.cast::<raw::RedisModuleClientInfo>().as_ref() {

@@ -24,7 +24,7 @@ use std::ffi::c_void;
 use std::mem::size_of;
 
 use crate::core::grant::{self, Holder, Kind, Mode};
-use crate::core::lease::{Lease, Now, NO_END, NO_TTL};
+use crate::core::lease::{self, Lease, Now, NO_TTL};
 
 /// The key's TTL is not known yet (a load): the first look adopts it.
 const UNKNOWN_MIRROR: i64 = i64::MIN;
@@ -129,7 +129,7 @@ impl Group {
     pub fn key_deadline(&self, now: Now) -> i64 {
         let mut deadline = if self.key_mirror > 0 { self.key_mirror } else { 0 };
         for holder in self.live(now) {
-            match wall_deadline(holder.end, now) {
+            match lease::wall_deadline(holder.end, now) {
                 NO_TTL => return NO_TTL,
                 at => deadline = deadline.max(at),
             }
@@ -189,15 +189,6 @@ impl Drop for Group {
     fn drop(&mut self) {
         crate::server::stats::LOCKS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-/// The wall-clock deadline of a lease ending at `end` (monotonic), read
-/// at `now`; `NO_TTL` without an end.
-pub fn wall_deadline(end: i64, now: Now) -> i64 {
-    if end == NO_END {
-        return NO_TTL;
-    }
-    now.wall.saturating_add(end.saturating_sub(now.mono))
 }
 
 #[cfg(test)]

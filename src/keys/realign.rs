@@ -180,7 +180,7 @@ fn realign_group(ctx: Ctx, key: &Key, key_name: &Arg, group: &mut crate::keys::g
         }
         return;
     };
-    let deadline = crate::keys::group::wall_deadline(latest, now);
+    let deadline = crate::core::lease::wall_deadline(latest, now);
     let mirror = group.key_mirror();
     if deadline != lease::NO_TTL
         && deadline.saturating_sub(mirror).saturating_abs() > crate::server::clock::STEP_MS

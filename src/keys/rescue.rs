@@ -25,7 +25,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use crate::api::{Arg, Ctx, Key, KeyKind, KeyMode};
+use crate::api::{Key, KeyKind};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
 use crate::keys::group::Group;
@@ -40,13 +40,14 @@ enum Why {
     Evicted,
 }
 
-struct Kept {
+/// A lock kept here: what `change::restore_rescued` puts back.
+pub struct Kept {
     /// One for an exclusive lock, every holder of a shared one.
-    holders: Vec<Holder<Box<[u8]>>>,
+    pub holders: Vec<Holder<Box<[u8]>>>,
     /// `None`: an exclusive lock; a group's limit (0: a read-write lock).
-    shared: Option<u32>,
+    pub shared: Option<u32>,
     /// An exclusive lock's value (`VALUE`, `LOCK.PROCLAIM`); empty: none.
-    value: Box<[u8]>,
+    pub value: Box<[u8]>,
     why: Why,
 }
 
@@ -57,7 +58,8 @@ impl Kept {
     }
 }
 
-type Name = (c_int, Box<[u8]>);
+/// A kept lock's database and key.
+pub type Name = (c_int, Box<[u8]>);
 
 #[derive(Default)]
 struct State {
@@ -83,24 +85,29 @@ fn recount(state: &State) {
     KEPT.store(state.kept.len(), Ordering::Relaxed);
 }
 
-/// The unlink callback saw a lock leave the keyspace.
-pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) {
+/// The unlink callback saw a lock leave the keyspace. True when a clock
+/// step removed it and the timer that puts such locks back is to be armed
+/// (`change::restore_stepped`, above this).
+#[must_use]
+pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) -> bool {
     if !may_keep() {
-        return;
+        return false;
     }
     let holder = Holder { owner: (*lock.owner()).into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
-    removed(db, key, lock.lease(), vec![holder], None, lock.value().into());
+    removed(db, key, lock.lease(), vec![holder], None, lock.value().into())
 }
 
-/// The unlink callback saw a lock held shared leave the keyspace.
-pub fn group_removed(db: c_int, key: &[u8], group: &Group) {
+/// The unlink callback saw a lock held shared leave the keyspace. True as
+/// for `lock_removed`.
+#[must_use]
+pub fn group_removed(db: c_int, key: &[u8], group: &Group) -> bool {
     if !may_keep() {
-        return;
+        return false;
     }
     let now = crate::server::clock::now();
     let holders: Vec<_> = group.live(now).cloned().collect();
-    let Some(end) = holders.iter().map(|h| h.end).max() else { return };
-    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()), Box::default());
+    let Some(end) = holders.iter().map(|h| h.end).max() else { return false };
+    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()), Box::default())
 }
 
 /// Whether a removal now may lose a lock: not this module's decision, nor
@@ -110,7 +117,8 @@ fn may_keep() -> bool {
 }
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
-fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>, value: Box<[u8]>) {
+/// True when the restore timer is to be armed.
+fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>, value: Box<[u8]>) -> bool {
     let now = crate::server::clock::now();
     let running = match lease.left(now) {
         Left::Ms(ms) => ms > crate::server::clock::STEP_MS,
@@ -118,7 +126,7 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
         Left::Ended => false,
     };
     if !running {
-        return;
+        return false;
     }
     let kept = |why| Kept { holders, shared, value, why };
     if crate::core::lease::removed_by_step(lease, now) {
@@ -128,11 +136,10 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
             !std::mem::replace(&mut s.restore_armed, true)
         });
         stats::KEPT_AFTER_CLOCK_STEP.bump();
-        if arm == Some(true) {
-            arm_restore(0);
-        }
+        arm == Some(true)
     } else {
         with_state(|s| s.unexplained = Some(((db, key.into()), kept(Why::Evicted))));
+        false
     }
 }
 
@@ -158,28 +165,26 @@ pub fn any() -> bool {
     KEPT.load(Ordering::Relaxed) > 0
 }
 
-/// Puts back the lock kept for `key` (open for writing, in database `db`)
-/// if its lease still runs and the key is empty, as the grant it was
-/// (`change::apply::restore`); a lease that ended, or a key someone wrote
-/// meanwhile, ends the keeping.
-pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
-    let Some(Some(kept)) = with_state(|s| {
-        let kept = s.kept.remove(&(db, key_name.bytes().into()));
+/// Takes the lock kept for `key` (open for writing, named `key_name`, in
+/// database `db`) to put it back (`change::restore_rescued`) if its lease
+/// still runs and the key is empty; a lease that ended, or a key someone
+/// wrote meanwhile, ends the keeping.
+pub fn take(key: &Key, key_name: &[u8], db: c_int, now: Now) -> Option<Kept> {
+    let kept = with_state(|s| {
+        let kept = s.kept.remove(&(db, key_name.into()));
         recount(s);
         kept
-    }) else {
-        return;
-    };
-    if kept.end() <= now.mono || key.kind() != KeyKind::Empty {
-        return;
-    }
-    if !crate::change::apply::restore(ctx, key, key_name, &kept.holders, kept.shared, &kept.value, now) {
-        // The key could not be written: the lock stays kept here, held.
-        with_state(|s| {
-            s.kept.insert((db, key_name.bytes().into()), kept);
-            recount(s);
-        });
-    }
+    })??;
+    (kept.end() > now.mono && key.kind() == KeyKind::Empty).then_some(kept)
+}
+
+/// Keeps again a lock `take` gave that could not be put back (the key
+/// could not be written): it stays kept here, held.
+pub fn keep_again(db: c_int, key_name: &[u8], kept: Kept) {
+    with_state(|s| {
+        s.kept.insert((db, key_name.into()), kept);
+        recount(s);
+    });
 }
 
 /// What LOCK.INFO shows of a kept lock.
@@ -219,42 +224,28 @@ pub fn evicted_kept() -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn arm_restore(ms: i64) {
-    crate::api::after(ms, on_restore);
+/// The restore timer will not run again until a clock step arms it (this
+/// node is a replica: its master puts the locks back).
+pub fn restore_disarmed() {
+    with_state(|s| s.restore_armed = false);
 }
 
-/// Puts back the locks a clock step removed, as soon as the server lets
-/// this module write.
-fn on_restore(ctx: Ctx) {
-    if let Some(refusal) = writable::refusal(ctx) {
-        if refusal == writable::Refusal::Replica {
-            with_state(|s| s.restore_armed = false);
-        } else {
-            arm_restore(refusal.retry_ms());
-        }
-        return;
-    }
-    let names: Vec<Name> = with_state(|s| {
+/// The locks a clock step removed, for the restore timer to put back
+/// (`change::restore_stepped`); it is disarmed.
+pub fn stepped() -> Vec<Name> {
+    with_state(|s| {
         s.restore_armed = false;
         s.kept.iter().filter(|(_, k)| k.why == Why::ClockStep).map(|(n, _)| n.clone()).collect()
     })
-    .unwrap_or_default();
-    let now = crate::server::clock::now();
-    for (db, key) in names {
-        let name = crate::api::HeldString::from_bytes(&key);
-        if !name.is_valid() || !ctx.select_db(db) {
-            continue;
-        }
-        if writable::placement(ctx, Arg::of(&name)) == writable::Placement::Elsewhere {
-            with_state(|s| {
-                s.kept.remove(&(db, key.clone()));
-                recount(s);
-            });
-            continue;
-        }
-        let open = ctx.open_key(Arg::of(&name), KeyMode::Write);
-        restore(ctx, &open, Arg::of(&name), db, now);
-    }
+    .unwrap_or_default()
+}
+
+/// Forgets a kept lock whose slot another node serves now.
+pub fn forget(name: &Name) {
+    with_state(|s| {
+        s.kept.remove(name);
+        recount(s);
+    });
 }
 
 /// FLUSHDB/FLUSHALL (`db` -1: all) take kept locks with the keys.

@@ -6,7 +6,7 @@
 //! trace, as a failed `SET NX` does not.
 //!
 //! A grant travels as `LOCK.APPLY key owner token deadline` with the
-//! absolute deadline (built in one place, `replicate_apply`, whoever made
+//! absolute deadline (laid out in one place, `args::encode_apply`, whoever made
 //! the grant: a command, a handoff, a lock put back; with `VALUE value`
 //! when the lock has one, which is also how a LOCK.PROCLAIM travels):
 //! replaying a relative ttl would restart the lease on the replica or at
@@ -16,10 +16,9 @@
 //! the master see keys their lease has passed, and at AOF load nothing
 //! expires), and it avoids RM_Replicate's per-call command lookup.
 
-use crate::api::{Arg, Ctx};
+use crate::api::{Arg, Ctx, Piece};
+use crate::args::{encode_apply, ApplyShared, APPLY};
 use crate::server::fencing::Token;
-
-pub const APPLY: &std::ffi::CStr = c"LOCK.APPLY";
 
 /// What every change tells watchers: WATCH and client-side caching
 /// (`signal_modified`) and a keyspace notification `event`.
@@ -60,16 +59,6 @@ fn changes_channel(out: &mut Vec<u8>, db: std::ffi::c_int, key: &[u8]) {
     out.extend_from_slice(key);
 }
 
-/// The owner a replicated grant names.
-#[derive(Clone, Copy)]
-enum Owner<'a> {
-    /// The command's own argument, shared with Redis rather than copied
-    /// (the hot path).
-    Arg(&'a Arg),
-    /// An owner this module keeps.
-    Bytes(&'a [u8]),
-}
-
 /// What a shared holder's grant carries beside its own deadline.
 #[derive(Clone, Copy)]
 pub struct SharedTerms {
@@ -81,44 +70,26 @@ pub struct SharedTerms {
     pub permits: u32,
 }
 
-/// The one builder of `LOCK.APPLY key owner token deadline [SHARED limit
+/// Propagates `LOCK.APPLY key owner token deadline [SHARED limit
 /// key-deadline [PERMITS k] | VALUE value]`, the replicated form of every
-/// grant. `value`: an exclusive lock's (empty: none, and no option).
-fn replicate_apply(ctx: Ctx, key: &Arg, owner: Owner<'_>, token: Token, deadline_ms: i64, shared: Option<SharedTerms>, value: &[u8]) {
-    match (owner, shared) {
-        (owner, None) if !value.is_empty() => {
-            let owner = match owner {
-                Owner::Arg(arg) => arg.bytes(),
-                Owner::Bytes(bytes) => bytes,
-            };
-            ctx.replicate_valued_grant(APPLY, key, owner, token, deadline_ms, value);
+/// grant, as its one encoder lays it out (`args::encode_apply`, beside its
+/// parser). `value`: an exclusive lock's (empty: none, and no option).
+fn replicate_apply(ctx: Ctx, key: &Arg, owner: Piece<'_>, token: Token, deadline_ms: i64, shared: Option<SharedTerms>, value: &[u8]) {
+    let (deadline_ms, shared) = match shared {
+        None => (deadline_ms, None),
+        Some(terms) => {
+            let terms = ApplyShared { limit: terms.limit, key_deadline_ms: terms.key_deadline_ms.max(0), permits: terms.permits };
+            (deadline_ms.max(0), Some(terms))
         }
-        (Owner::Arg(owner), None) => ctx.replicate_grant(APPLY, key, owner, token, deadline_ms),
-        (Owner::Bytes(owner), None) => ctx.replicate_grant_bytes(APPLY, key, owner, token, deadline_ms),
-        (owner, Some(terms)) => {
-            let owner = match owner {
-                Owner::Arg(arg) => arg.bytes(),
-                Owner::Bytes(bytes) => bytes,
-            };
-            ctx.replicate_shared_grant(
-                APPLY,
-                key,
-                owner,
-                token,
-                deadline_ms.max(0),
-                terms.limit,
-                terms.key_deadline_ms.max(0),
-                terms.permits,
-            );
-        }
-    }
+    };
+    ctx.replicate_pieces(APPLY, key, encode_apply(owner, token, deadline_ms, shared, value).pieces());
 }
 
 /// A lock was granted or re-granted to `owner` with `token` and `value`
 /// (empty: none), its key set to expire at `deadline_ms` (the lease's
 /// wall-clock mirror).
 pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
-    replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None, value);
+    replicate_apply(ctx, key, Piece::Arg(owner), token, deadline_ms, None, value);
     signal(ctx, key, c"lock.acquire");
     if !value.is_empty() {
         announce(ctx, key, b"grant", owner.bytes(), token, value);
@@ -129,11 +100,7 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64,
 /// it travels as the whole grant, with the deadline the key has, so a
 /// replica or the AOF sets exactly this lock whatever its own clock says.
 pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, value: &[u8]) {
-    if value.is_empty() {
-        ctx.replicate_grant_bytes(APPLY, key, owner, token, deadline_ms);
-    } else {
-        ctx.replicate_valued_grant(APPLY, key, owner, token, deadline_ms, value);
-    }
+    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, None, value);
     signal(ctx, key, c"lock.proclaim");
     announce(ctx, key, b"proclaim", owner, token, value);
 }
@@ -143,7 +110,7 @@ pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: 
 /// command goes verbatim, which Redis drops at no cost and counts for the
 /// `save` rules (see `audience`).
 pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
-    exactly_if_heard(ctx, || replicate_apply(ctx, key, Owner::Arg(owner), token, deadline_ms, None, value));
+    exactly_if_heard(ctx, || replicate_apply(ctx, key, Piece::Arg(owner), token, deadline_ms, None, value));
     signal(ctx, key, c"lock.acquire");
     if !value.is_empty() {
         announce(ctx, key, b"grant", owner.bytes(), token, value);
@@ -165,7 +132,7 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 /// deadline, the group's limit (0: a read-write lock), the key's TTL and
 /// the holder's permits.
 pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, terms: SharedTerms) {
-    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms, Some(terms), b"");
+    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, Some(terms), b"");
     signal(ctx, key, c"lock.acquire");
 }
 
@@ -186,7 +153,7 @@ pub fn extended(ctx: Ctx, key: &Arg, deadline_ms: i64) {
 /// holder travels as the grant it was (`shared`: a group's terms; `value`:
 /// an exclusive lock's), then `restored` tells watchers.
 pub fn holder_restored(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, shared: Option<SharedTerms>, value: &[u8]) {
-    replicate_apply(ctx, key, Owner::Bytes(owner), token, deadline_ms.max(0), shared, value);
+    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms.max(0), shared, value);
 }
 
 pub fn restored(ctx: Ctx, key: &Arg) {

@@ -1,9 +1,11 @@
-//! The server's state, below every flow: the monotonic clock (`clock`),
+//! The server's state, below every flow: the holds bound to a connection
+//! (`bindings`), the monotonic clock (`clock`),
 //! the module's configuration (`config`), the token counter (`fencing`),
 //! the restart quarantine (`quarantine`), what INFO shows (`stats`,
 //! `histogram`) and whether the module is inside its own call
 //! (`reentry`).
 
+pub mod bindings;
 pub mod clock;
 pub mod config;
 pub mod fencing;

@@ -8,12 +8,12 @@ use super::*;
 /// out; before it, a delete. A release that serves the line itself right
 /// after its deletion (`deleting_before_handoff`) needs no timer.
 pub fn key_unlinked(db: c_int, key: &[u8]) {
-    if WAITING.load(Ordering::Relaxed) == 0 || HANDOFF_FOLLOWS.load(Ordering::Relaxed) {
+    if WAITING.load(Ordering::Relaxed) == 0 {
         return;
     }
     let now = clock::mono_ms();
     let waited = with_registry(|r| {
-        let queue = r.queue_mut(db, key).filter(|q| !q.waiters.is_empty())?;
+        let queue = r.queue_mut(db, key).filter(|q| !q.waiters.is_empty() && !q.handoff_follows)?;
         let lease_over = queue.lease_due_ms.is_some_and(|due| due <= now.saturating_add(LEASE_END_MARGIN_MS));
         queue.freed_by = Some(if lease_over { Cause::Expiry } else { Cause::Delete });
         Some(())
@@ -24,16 +24,28 @@ pub fn key_unlinked(db: c_int, key: &[u8]) {
     }
 }
 
-/// Set while a release deletes a key whose line it serves next.
-static HANDOFF_FOLLOWS: AtomicBool = AtomicBool::new(false);
-
-/// Runs `delete`, a release's deletion of a lock key whose line the same
-/// command serves right after (`serve`): the unlink callback then arms no
-/// timer to serve it, which would only find the lock handed off already.
-pub fn deleting_before_handoff<R>(delete: impl FnOnce() -> R) -> R {
-    HANDOFF_FOLLOWS.store(true, Ordering::Relaxed);
-    let done = delete();
-    HANDOFF_FOLLOWS.store(false, Ordering::Relaxed);
+/// Runs `change`, a change that may delete the lock key `key_name` whose
+/// line (`queued`: someone waits there) the same command serves right
+/// after (`serve`): the unlink callback then arms no timer to serve it,
+/// which would only find the lock handed off already. The line itself is
+/// marked for as long as the change runs (`Queue::handoff_follows`), by
+/// the caller that knows the handoff follows. (Under OOM the line is
+/// deferred, and nobody is served on a replica: the timer stays as it
+/// was.)
+pub fn deleting_before_handoff<R>(ctx: Ctx, key_name: &Arg, queued: Option<c_int>, change: impl FnOnce() -> R) -> R {
+    let Some(db) = queued.filter(|_| super::changes::served_inline(ctx, queued)) else {
+        return change();
+    };
+    let mark = |follows: bool| {
+        with_registry(|r| {
+            if let Some(queue) = r.queue_mut(db, key_name.bytes()) {
+                queue.handoff_follows = follows;
+            }
+        })
+    };
+    mark(true);
+    let done = change();
+    mark(false);
     done
 }
 

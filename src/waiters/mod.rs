@@ -26,33 +26,39 @@
 //! length anyway. An explicit queue keeps every handoff in one place.
 //!
 //! Its jobs, each in a file: this one, the registry of queues and timers;
+//! `changes` and `multi` (a client's change, `change`, and the serving of
+//! the line it asks for: the changes sit below and serve no line);
 //! `serving` (queueing, the handoff, ending a wait); `timers` (timeouts,
 //! lease ends, deferred retries); `events` (what server events mean for
 //! waiters); `views` (what LOCK.WAITERS, LOCK.TOP, LOCK.INFO and INFO
 //! show).
 
 pub mod acl;
+mod changes;
 mod events;
+mod multi;
 mod serving;
 mod timers;
 mod views;
 
+pub use changes::{acquire, extend, release};
 pub use events::{
     anyone_waits, clock_stepped, command_names, dataset_changed, deleting_before_handoff, demoted, exec_starting, key_unlinked,
 };
+pub use multi::{acquire_set, extend_set, release_set, ExtendedSet};
 use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
-pub use serving::{enqueue, enqueue_set, lease_changed, serve};
+pub use serving::{enqueue, enqueue_set, lease_changed, lease_changed_to, serve};
 pub use timers::defer;
 use timers::{arm, arm_lease, left_lines, on_wait_timeout};
 pub use views::{busiest, count_in, gauges, list, oldest_wait_ms, queued_in};
 
 use std::collections::HashMap;
 use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use crate::api::{self as api, Arg, Ctx, HeldString, Key, KeyKind, KeyMode, RedisModuleBlockedClient};
-use crate::change::grant::{self as change, Ask, Attempt};
+use crate::change::{self, Ask, Attempt};
 use crate::core::grant::Request;
 use crate::core::lease::Left;
 use crate::core::line::{self, Line, Offer};
@@ -123,7 +129,7 @@ struct SetWaiter {
     /// given.
     keys: Vec<HeldString>,
     /// `SEMAPHORE n`: its last member, one permit of a semaphore of n,
-    /// in no line (see `change::multi`).
+    /// in no line (see `multi`).
     semaphore: Option<(HeldString, u32)>,
 }
 
@@ -173,11 +179,15 @@ struct Queue {
     /// A command named the key since the last EXEC (it may be queued in a
     /// MULTI and change the lease only then).
     touched: bool,
+    /// A change is deleting the key, and the same command serves this
+    /// line right after it (`deleting_before_handoff`): the unlink
+    /// arms no timer for it.
+    handoff_follows: bool,
 }
 
 impl Queue {
     fn new(key: HeldString) -> Queue {
-        Queue { key, waiters: Line::default(), timer: None, freed_by: None, lease_due_ms: None, touched: false }
+        Queue { key, waiters: Line::default(), timer: None, freed_by: None, lease_due_ms: None, touched: false, handoff_follows: false }
     }
 }
 

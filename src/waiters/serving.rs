@@ -3,6 +3,7 @@
 //! (`Wait`, whose functions `api`'s blocked-client trampolines call).
 
 use super::*;
+use crate::core::lease::{Lease, Now, NO_TTL};
 
 /// A command changed the lease of the lock at `key` (open, named
 /// `key_name`): its waiters, if any, are served when the new lease ends,
@@ -10,6 +11,15 @@ use super::*;
 pub fn lease_changed(ctx: Ctx, key: &Key, key_name: &Arg) {
     if let Some(db) = queued_in(ctx, key_name.bytes()) {
         arm_lease(db, key_name.bytes(), next_check(key));
+    }
+}
+
+/// `lease_changed` by a change that knows when the first lease at the key
+/// now ends (`first_end`, monotonic ms: a grant's `Granted::first_end`),
+/// so the key is not read again for it.
+pub fn lease_changed_to(ctx: Ctx, key_name: &Arg, first_end: i64) {
+    if let Some(db) = queued_in(ctx, key_name.bytes()) {
+        arm_lease(db, key_name.bytes(), check_at(first_end, crate::server::clock::now()));
     }
 }
 
@@ -142,7 +152,7 @@ fn block_in_line<T>(
         if let Some(id) = deadline {
             id.stop();
         }
-        unblock(client, Outcome::Error(c"ERR lock queue busy, retry"));
+        unblock(client, Outcome::Error(QUEUE_BUSY));
         return Err(crate::api::OK);
     }
     Ok(())
@@ -162,7 +172,7 @@ fn arm_held(key: &Key, db: c_int, name: &[u8]) {
 pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
     let name = key_name.bytes();
     // A lock Redis removed while its lease runs is still held.
-    crate::change::rescued::restore_rescued(ctx, key, key_name);
+    crate::change::restore_rescued(ctx, key, key_name);
     // In the line's order (`core::line::serve`), each head taken out of the
     // registry while Redis is called (replication and notifications may
     // re-enter this module). The head is first in line: nobody waits ahead
@@ -218,7 +228,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
                     }
                 });
                 if let Some(set) = unplaced {
-                    cancel(set.waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                    cancel(set.waiter, Outcome::Error(QUEUE_BUSY));
                 }
             }
             Taken::One(head) => {
@@ -231,7 +241,7 @@ pub fn serve(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, cause: Cause) {
                     }
                 });
                 if let Some(waiter) = unplaced {
-                    cancel(waiter, Outcome::Error(c"ERR lock queue busy, retry"));
+                    cancel(waiter, Outcome::Error(QUEUE_BUSY));
                 }
             }
         }
@@ -282,12 +292,11 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
     let members: Vec<(&Key, &Arg)> = named.iter().zip(&opened).map(|(k, o)| (o.as_ref().unwrap_or(key), Arg::of(k))).collect();
     for (member, name) in &members {
         if name.bytes() != key_name.bytes() {
-            crate::change::rescued::restore_rescued(ctx, member, name);
+            crate::change::restore_rescued(ctx, member, name);
         }
     }
     let waiter = &set.waiter;
-    let attempt =
-        crate::change::set::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client);
+    let attempt = super::multi::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client);
     let outcome = match attempt {
         Attempt::Granted(granted) => {
             for (member, name) in &members {
@@ -367,16 +376,30 @@ const PLAIN_STRING_POLL_MS: i64 = 50;
 fn next_check(key: &Key) -> Option<i64> {
     let now = crate::server::clock::now();
     if key.kind() != KeyKind::String {
-        return match grants::lease_left(key, now) {
-            Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),
-            Left::Forever => None,
-            Left::Ended => Some(now.mono),
-        };
+        return check_due(grants::lease_left(key, now), now);
     }
     let poll = now.mono.saturating_add(PLAIN_STRING_POLL_MS);
     let deadline = key.deadline_ms().map(|d| now.mono.saturating_add(d.saturating_sub(now.wall)).saturating_add(1));
     Some(deadline.map_or(poll, |d| d.min(poll)))
 }
+
+/// When to look at a line whose first lease (of a lock of this module's
+/// type) ends at `end`: just past it.
+fn check_at(end: i64, now: Now) -> Option<i64> {
+    check_due(Lease { end, mirror: NO_TTL }.left(now), now)
+}
+
+fn check_due(left: Left, now: Now) -> Option<i64> {
+    match left {
+        Left::Ms(ms) => Some(now.mono.saturating_add(ms).saturating_add(LEASE_END_MARGIN_MS)),
+        Left::Forever => None,
+        Left::Ended => Some(now.mono),
+    }
+}
+
+/// A waiter that could not be put back in its line (its registry in use
+/// further up the stack) is answered this rather than left blocked.
+const QUEUE_BUSY: &CStr = c"ERR lock queue busy, retry";
 
 /// Ends a wait without a grant or a timeout.
 pub(super) fn cancel(waiter: Waiter, outcome: Outcome) {

@@ -1,15 +1,16 @@
-//! Several keys at once (`LOCK.MACQUIRE`, `MRELEASE`, `MEXTEND`): the
-//! core decides the set all or nothing (`core::multi::acquire_set`, over
-//! what each member holds), then every member is granted as an ordinary
-//! lock with the set's one token (`grant::try_acquire`, `By::Set`), each
+//! Several keys at once (`LOCK.MACQUIRE`, `MRELEASE`, `MEXTEND`), with
+//! what each asks of its members' lines: the core decides the set all or
+//! nothing (`core::multi::acquire_set`, over what each member holds), then
+//! every member is granted as an ordinary lock with the set's one token
+//! (`change::set::grant_set`), each
 //! leaving as its own LOCK.APPLY: Redis wraps what one command propagates
 //! in MULTI/EXEC, so a replica and the AOF see the set whole. A released
 //! or extended member is an ordinary release or extension.
 //!
 //! Waiting (`WAIT`): a set held back takes its place in every member's
-//! line at once (`waiters::enqueue_set`); the waiters hand it the set
-//! through the same grant (`set::grant_set`) once it is first in all of
-//! them (see `docs/design-multi.md`).
+//! line at once (`enqueue_set`); the waiters hand it the set through the
+//! same grant (`grant_set`) once it is first in all of them (see
+//! `docs/design-multi.md`).
 //!
 //! A set's semaphore member (`SEMAPHORE n`: the last key, one permit of a
 //! semaphore of n) is a limit record, not a lock waited for: its kind
@@ -25,16 +26,12 @@
 //! its other members through handles of its own, and a handle opened
 //! earlier would still point at the value it replaced.
 
-use super::grant::Attempt;
-use super::rescued::restore_rescued;
-use super::set::grant_set;
-use super::{extend, release_member_unserved, serve_released, Extended, Released};
-use crate::api::{Arg, Ctx, Key, KeyMode};
+use super::changes::{extend, release_unserved, serve_freed};
+use super::*;
+use crate::change::set::SetAttempt;
+use crate::change::{self, Extended, Released};
 use crate::core::grant::Grant;
-use crate::core::multi::SetRequest;
 use crate::keys::grants::{slot, Look, Slot};
-use crate::server::stats::{self, Cause};
-use crate::waiters;
 
 /// A set's grant to `owner` over the keys named `names` (the last one a
 /// semaphore's permit when `set` says `SEMAPHORE`): every member or none.
@@ -44,18 +41,18 @@ use crate::waiters;
 pub fn acquire_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: &SetRequest) -> Attempt {
     for name in names {
         let key = ctx.open_key(name, KeyMode::Write);
-        restore_rescued(ctx, &key, name);
-        if let Some(db) = waiters::queued_in(ctx, name.bytes()) {
-            waiters::serve(ctx, &key, db, name, Cause::Expiry);
+        change::restore_rescued(ctx, &key, name);
+        if let Some(db) = queued_in(ctx, name.bytes()) {
+            serve(ctx, &key, db, name, Cause::Expiry);
         }
     }
     let keys = open_all(ctx, names);
     let members: Vec<(&Key, &Arg)> = keys.iter().zip(names).collect();
-    let waiting_ahead = |name: &Arg| waiters::count_in(ctx, name.bytes()) > 0;
+    let waiting_ahead = |name: &Arg| count_in(ctx, name.bytes()) > 0;
     let attempt = grant_set(ctx, &members, owner, set, waiting_ahead, set.request.session.map(|_| ctx.client_id()));
     if let Attempt::Granted(granted) = &attempt {
         for (key, name) in &members {
-            waiters::lease_changed(ctx, key, name);
+            lease_changed(ctx, key, name);
         }
         match granted.how {
             Grant::Regrant => stats::ACQUIRE_REGRANT.bump(),
@@ -89,7 +86,7 @@ pub fn release_set(ctx: Ctx, names: &[Arg], owner: &[u8]) -> Option<i64> {
     let mut released = 0usize;
     let mut freed = Vec::new();
     for name in names {
-        let (done, queued) = release_member_unserved(ctx, &ctx.open_key(name, KeyMode::Write), name, owner);
+        let (done, queued) = release_unserved(ctx, &ctx.open_key(name, KeyMode::Write), name, owner, change::release_member);
         if done == Released::Done {
             released = released.saturating_add(1);
         }
@@ -98,7 +95,9 @@ pub fn release_set(ctx: Ctx, names: &[Arg], owner: &[u8]) -> Option<i64> {
         }
     }
     for (name, db) in freed {
-        serve_released(ctx, name, db);
+        // Through a handle opened now: serving an earlier member's line
+        // may have granted a set that wrote this one.
+        serve_freed(ctx, &ctx.open_key(name, KeyMode::Write), name, Some(db));
     }
     Some(i64::try_from(released).unwrap_or(i64::MAX))
 }
@@ -126,4 +125,23 @@ pub fn extend_set(ctx: Ctx, names: &[Arg], owner: &[u8], ttl_ms: i64) -> Extende
         }
     }
     ExtendedSet::Done(extended)
+}
+
+/// A set's grant (`change::set::grant_set`, which see), all or nothing:
+/// the members taken before one failed are given back here, each an
+/// ordinary release whose line is served at once.
+pub(super) fn grant_set(
+    ctx: Ctx,
+    members: &[(&Key, &Arg)],
+    owner: &Arg,
+    set: &SetRequest,
+    waiting_ahead: impl Fn(&Arg) -> bool,
+    client: Option<u64>,
+) -> Attempt {
+    let SetAttempt { attempt, give_back } = change::set::grant_set(ctx, members, owner, set, waiting_ahead, client);
+    for (key, key_name) in give_back.into_iter().filter_map(|i| members.get(i)) {
+        let (_, queued) = release_unserved(ctx, key, key_name, owner.bytes(), change::release_member);
+        serve_freed(ctx, key, key_name, queued);
+    }
+    attempt
 }
