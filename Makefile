@@ -31,7 +31,7 @@ build: deps
 
 # A wheel of the Python package in target/wheels (pip fetches maturin).
 wheel: build
-	@echo "redislock: compiling the Python extension (maturin, quiet): about 10 minutes on 2 cores the first time"
+	@echo "redislock: compiling the Python extension (maturin, quiet): about 3 minutes on 2 cores the first time, several times that beside other builds"
 	python3 -m pip wheel --no-deps --wheel-dir target/wheels ./python
 
 # What would be published, into dist/: the manylinux wheel, the npm
@@ -81,9 +81,9 @@ test: build
 # dist/ brought up to date, then the dist suite: installed and used where
 # no Rust toolchain is (scripts/test-dist.sh; `make test` runs it only when
 # dist/ was built from the sources as they are). .ci/run runs it after
-# `make test`: from a clean clone it adds about 11 minutes of building on
-# 2 busy cores (measured: 651 s, plus 30 s for its tools from PyPI), and
-# 10 s of tests.
+# `make test`: from a clean clone it adds about 6 minutes of building on
+# 2 cores (measured on 2026-11-29: 336 s, with 9 s for its tools from
+# PyPI; 651 s on busier cores), and 10 s of tests.
 test-dist: dist
 	@scripts/test-dist.sh
 

@@ -21,7 +21,7 @@ hash=$({ find python/src python/redislock client/src -type f -print0 | sort -z |
          sha256sum python/Cargo.toml python/pyproject.toml client/Cargo.toml Cargo.toml Cargo.lock
        } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ] || ! "$venv/bin/python" -c "import redislock._redislock" 2>/dev/null; then
-  echo "redislock: building and installing python/ into $venv (maturin, cargo profile 'tests'; pip is quiet meanwhile: about 10 minutes on 2 cores the first time)"
+  echo "redislock: building and installing python/ into $venv (maturin, cargo profile 'tests'; pip is quiet meanwhile: about 3 minutes on 2 cores the first time)"
   started=$(date +%s)
   rm -f "$stamp"
   "$venv/bin/pip" install -q --force-reinstall --no-deps ./python || exit 1

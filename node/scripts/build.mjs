@@ -47,7 +47,7 @@ const from = path.join(outDir, name);
 const fresh = !existsSync(from);
 console.log(
   `redislock: compiling the Rust addon (cargo ${args[0]}, profile ${profile})` +
-    (fresh ? ': about 4 minutes on 2 cores the first time' : ': seconds when nothing changed'),
+    (fresh ? ': about 3 minutes on 2 cores the first time' : ': seconds when nothing changed'),
 );
 const started = Date.now();
 const built = spawnSync(cargo, [...args, '--manifest-path', path.join(here, 'Cargo.toml')], {
