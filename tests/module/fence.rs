@@ -280,3 +280,61 @@ fn fence_guard_runs_scripts_and_functions() {
     assert!(shut.is_err(), "SHUTDOWN from a guarded script: {shut:?}");
     assert_eq!(ok_cmd(&mut c, &cmd("PING")), Value::SimpleString("PONG".into()));
 }
+
+/// Registered like the other LOCK.* commands, on Redis 7.0 and Valkey
+/// 8.1: flags, the lock key (COMMAND GETKEYS), ACL categories where the
+/// server has them; and on Valkey too the guard runs as the caller.
+#[test]
+fn fence_commands_are_declared_and_categorised() {
+    let valkey = valkey_binary().expect("Valkey 8.1 not found: run `make deps` or set REDISLOCK_VALKEY");
+    for (name, bin) in [("default", server_binary()), ("valkey-8.1", valkey)] {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        let info = format!("{:?}", ok_cmd(&mut admin, cmd("COMMAND").arg("INFO").arg("lock.check").arg("lock.guard")));
+        let (check_info, guard_info) = info.split_at(info.find("lock.guard").expect("lock.guard in COMMAND INFO"));
+        for f in ["readonly", "fast"] {
+            assert!(check_info.contains(f), "{name}: lock.check lacks {f}: {check_info}");
+        }
+        assert!(!check_info.contains("\"write\""), "{name}: lock.check must not write: {check_info}");
+        assert!(guard_info.contains("write"), "{name}: lock.guard is a write: {guard_info}");
+        assert!(!guard_info.contains("denyoom") && !guard_info.contains("readonly"), "{name}: {guard_info}");
+        let keys: Vec<String> = redis::cmd("COMMAND")
+            .arg("GETKEYS")
+            .arg("LOCK.GUARD")
+            .arg("k")
+            .arg("o")
+            .arg(1)
+            .arg("SET")
+            .arg("data")
+            .arg("v")
+            .query(&mut admin)
+            .expect("GETKEYS");
+        assert_eq!(keys, vec!["k"], "{name}: the lock's key");
+        let t = grant(&mut admin, "k", "a", 60_000);
+        let login = |user: &str, rules: &[&str]| {
+            let mut setuser = cmd("ACL");
+            setuser.arg("SETUSER").arg(user).arg("reset").arg("on").arg(">pw");
+            for rule in rules {
+                setuser.arg(*rule);
+            }
+            ok_cmd(&mut srv.conn(), &setuser);
+            let mut c = srv.conn();
+            ok_cmd(&mut c, cmd("AUTH").arg(user).arg("pw"));
+            c
+        };
+        let mut keys_only = login("keysonly", &["~k", "+@all"]);
+        assert_refused(guard(&mut keys_only, "k", "a", t, &["SET", "data", "x"]), "NOPERM", name);
+        assert_eq!(get(&mut admin, "data"), None, "{name}: nothing written");
+        assert_eq!(guard(&mut admin, "k", "a", t, &["EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "data"]), Ok(Value::Okay));
+        if format!("{:?}", ok_cmd(&mut admin, cmd("COMMAND").arg("INFO").arg("lock.info"))).contains("@read") {
+            let mut read_only = login("readonly", &["~*", "+@read"]);
+            assert_eq!(check(&mut read_only, "k", "a", t), Ok(Value::Int(1)), "{name}: +@read runs LOCK.CHECK");
+            assert_refused(guard(&mut read_only, "k", "a", t, &["GET", "data"]), "NOPERM", "+@read runs no LOCK.GUARD");
+            let mut no_write = login("nowrite", &["~*", "+@all", "-@write"]);
+            assert_eq!(check(&mut no_write, "k", "a", t), Ok(Value::Int(1)), "{name}: -@write runs LOCK.CHECK");
+            assert_refused(guard(&mut no_write, "k", "a", t, &["GET", "data"]), "NOPERM", "-@write runs no LOCK.GUARD");
+        } else {
+            assert_eq!(name, "default", "Valkey 8.1 categorises module commands");
+        }
+    }
+}
