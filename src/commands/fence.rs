@@ -9,7 +9,7 @@
 
 use std::ffi::c_int;
 
-use crate::api::{errno, Arg, Ctx, KeyMode};
+use crate::api::{ctx_flags, errno, Arg, Ctx, KeyMode};
 use crate::args::{self, Check, Unguardable};
 use crate::core::check::{self, Held, Stale};
 use crate::core::lease::{Lease, Left, NO_END};
@@ -129,12 +129,19 @@ pub fn guard(ctx: Ctx, argv: &[Arg]) -> c_int {
             Unguardable::LockCommand => c"ERR LOCK.GUARD cannot run LOCK.* commands: change a lock with its own commands",
         });
     }
+    let script = args::runs_script(req.command.bytes());
+    // The server runs one script at a time: a script started from inside
+    // another (a script or function calling LOCK.GUARD ... EVAL) fails
+    // its assertion and takes the server down.
+    if script && ctx.has_flags(ctx_flags::LUA) {
+        return ctx.reply_error(c"ERR LOCK.GUARD cannot run a script or function from inside a script or function");
+    }
     match judge(ctx, &req.hold) {
         Verdict::Current => {}
         Verdict::Stale(stale) => return refuse(ctx, stale, req.hold.token),
         Verdict::WrongType => return ctx.reply_error(WRONGTYPE),
     }
-    match ctx.call_for_client(req.command, req.command_args, args::runs_script(req.command.bytes())) {
+    match ctx.call_for_client(req.command, req.command_args, script) {
         Ok(called) => {
             if called.is_acl_refusal() {
                 // Redis 7.0 words an ACL refusal of a module's call as

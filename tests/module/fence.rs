@@ -178,9 +178,17 @@ fn fence_guarded_effects_reach_the_replica_and_the_aof_once() {
     assert_eq!(guard(&mut m, "k", "a", t, &["INCR", "n"]), Ok(Value::Int(1)));
     assert_eq!(guard(&mut m, "k", "a", t, &["SET", "data", "v"]), Ok(Value::Okay));
     assert_refused(guard(&mut m, "k", "b", t, &["INCR", "n"]), "FENCED", "another owner");
+    // A script under the guard, the guard inside a script and in MULTI.
+    assert_eq!(guard(&mut m, "k", "a", t, &["EVAL", "return redis.call('INCR', KEYS[1])", "1", "n"]), Ok(Value::Int(2)));
+    let inside = "return redis.call('LOCK.GUARD', KEYS[1], ARGV[1], ARGV[2], 'INCR', KEYS[2])";
+    assert_eq!(ok_cmd(&mut m, cmd("EVAL").arg(inside).arg(2).arg("k").arg("n").arg("a").arg(t)), Value::Int(3));
+    ok_cmd(&mut m, &cmd("MULTI"));
+    ok_cmd(&mut m, cmd("LOCK.GUARD").arg("k").arg("a").arg(t).arg("INCR").arg("n"));
+    ok_cmd(&mut m, cmd("LOCK.GUARD").arg("k").arg("a").arg(t).arg("EVAL").arg("return redis.call('INCR', KEYS[1])").arg(1).arg("n"));
+    ok_cmd(&mut m, &cmd("EXEC"));
     wait_replica_synced(&master, &replica);
     let mut r = replica.conn();
-    assert_eq!(get(&mut r, "n").as_deref(), Some("1"), "INCR applied once on the replica");
+    assert_eq!(get(&mut r, "n").as_deref(), Some("5"), "each guarded INCR applied once on the replica");
     assert_eq!(get(&mut r, "data").as_deref(), Some("v"));
     // A replica takes no guarded write from a client.
     assert_refused(guard(&mut r, "k", "a", t, &["SET", "data", "x"]), "READONLY", "on the replica");
@@ -193,7 +201,7 @@ fn fence_guarded_effects_reach_the_replica_and_the_aof_once() {
     drop(r);
     master.restart();
     let mut m = master.conn();
-    assert_eq!(get(&mut m, "n").as_deref(), Some("1"), "INCR replayed once from the AOF");
+    assert_eq!(get(&mut m, "n").as_deref(), Some("5"), "each guarded INCR replayed once from the AOF");
     assert_eq!(get(&mut m, "data").as_deref(), Some("v"));
 }
 
@@ -275,6 +283,18 @@ fn fence_guard_runs_scripts_and_functions() {
     ok_cmd(&mut c, cmd("FUNCTION").arg("LOAD").arg(lib));
     assert_eq!(guard(&mut c, "k", "a", t, &["FCALL", "setboth", "2", "f1", "f2", "v"]), Ok(Value::Okay));
     assert_eq!((get(&mut c, "f1").as_deref(), get(&mut c, "f2").as_deref()), (Some("v"), Some("v")));
+    // The guard inside a script works as any write; a script under a
+    // guard inside a script is refused (the server runs one script at a
+    // time: it would abort).
+    let inside = "return redis.call('LOCK.GUARD', KEYS[1], ARGV[1], ARGV[2], 'INCR', KEYS[2])";
+    assert_eq!(ok_cmd(&mut c, cmd("EVAL").arg(inside).arg(2).arg("k").arg("n").arg("a").arg(t)), Value::Int(3));
+    let nested = "return redis.call('LOCK.GUARD', KEYS[1], ARGV[1], ARGV[2], 'EVAL', 'return 1', 0)";
+    let e = expect_err(&mut c, cmd("EVAL").arg(nested).arg(1).arg("k").arg("a").arg(t));
+    assert!(e.contains("LOCK.GUARD cannot run a script or function from inside a script"), "{e}");
+    let nested_fcall = "return redis.call('LOCK.GUARD', KEYS[1], ARGV[1], ARGV[2], 'FCALL', 'setboth', 2, 'f1', 'f2', 'w')";
+    let e = expect_err(&mut c, cmd("EVAL").arg(nested_fcall).arg(1).arg("k").arg("a").arg(t));
+    assert!(e.contains("LOCK.GUARD cannot run a script or function from inside a script"), "{e}");
+    assert_eq!(get(&mut c, "f1").as_deref(), Some("v"));
     // A script's own calls keep the script rules.
     let shut = guard(&mut c, "k", "a", t, &["EVAL", "return redis.call('SHUTDOWN')", "0"]);
     assert!(shut.is_err(), "SHUTDOWN from a guarded script: {shut:?}");
