@@ -192,6 +192,39 @@ impl Ctx {
         rm!(RedisModule_ReplyWithCallReply(self.0, called.0 .0) else ERR) == OK
     }
 
+    /// The keys of a command line `argv` (its name first), as the server
+    /// finds them: `f(position in argv, REDISMODULE_CMD_KEY_* flags)` for
+    /// each; `default_flags` where the server cannot say (before Redis
+    /// 7.2). Nothing for an unknown command or a wrong argument count.
+    pub fn command_keys(self, argv: &[Arg], default_flags: u32, mut f: impl FnMut(c_int, u32)) {
+        let Ok(argc) = c_int::try_from(argv.len()) else {
+            return;
+        };
+        // `Arg` is a transparent wrapper of the `argv` pointers; the
+        // server only reads them.
+        let argvp = argv.as_ptr().cast_mut().cast::<*mut raw::RedisModuleString>();
+        let mut n: c_int = 0;
+        let mut flags: *mut c_int = ptr::null_mut();
+        let keys = if super::has!(RedisModule_GetCommandKeysWithFlags) {
+            rm!(RedisModule_GetCommandKeysWithFlags(self.0, argvp, argc, &mut n, &mut flags) else ptr::null_mut())
+        } else {
+            rm!(RedisModule_GetCommandKeys(self.0, argvp, argc, &mut n) else ptr::null_mut())
+        };
+        if !keys.is_null() {
+            for i in 0..usize::try_from(n).unwrap_or(0) {
+                // SAFETY: the server returned `n` positions (and as many
+                // flags, when it returned flags), ours until freed below.
+                let pos = unsafe { *keys.add(i) };
+                let key_flags = if flags.is_null() { default_flags } else { (unsafe { *flags.add(i) }) as u32 };
+                f(pos, key_flags);
+            }
+            rm!(RedisModule_Free(keys.cast()) else ());
+        }
+        if !flags.is_null() {
+            rm!(RedisModule_Free(flags.cast()) else ());
+        }
+    }
+
     /// Logs a warning line in the server log, prefixed `redislock:`.
     pub fn log_warning(self, message: &str) {
         log(Some(self), c"warning", message);

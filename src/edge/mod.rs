@@ -167,6 +167,32 @@ fn report_keys(ctx: Ctx, argv: &[Arg], key_flags: u32) {
     }
 }
 
+/// LOCK.GUARD's keys for Redis's request (`getkeys-api`): the lock's,
+/// then the guarded command's as the server finds them, so that a Cluster
+/// routes the whole command by all of them and answers CROSSSLOT for keys
+/// of several slots. (ACL key patterns go by the key spec, the lock's key:
+/// the guarded command's keys are checked as it runs, as the caller's.)
+/// A command the guard refuses reports no keys of its own (nor does a
+/// LOCK.* one: no nested request).
+fn report_guard_keys(ctx: Ctx, argv: &[Arg]) {
+    ctx.key_at(1, READ);
+    // None, or an empty line, when Redis asks with too few arguments:
+    // the server is not asked about a command line without a name.
+    let Some(guarded) = argv.get(GUARDED_AT as usize..).filter(|g| !g.is_empty()) else {
+        return;
+    };
+    if let Some(name) = guarded.first() {
+        if args::unguardable(name.bytes(), guarded.get(1..).unwrap_or_default()).is_some() {
+            return;
+        }
+    }
+    ctx.command_keys(guarded, RW, |pos, flags| ctx.key_at(pos.saturating_add(GUARDED_AT), flags));
+}
+
+const READ: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+/// Where LOCK.GUARD's guarded command begins (`key owner token command`).
+const GUARDED_AT: c_int = 4;
+
 fn command_table() -> [Command; 13] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
@@ -202,11 +228,17 @@ fn command_table() -> [Command; 13] {
         // write as a script is, whatever it runs (refused on a read-only
         // replica; inside MULTI and scripts it works as any write). Not
         // `deny-oom`: the guarded command's own flags decide (RM_Call's
-        // script mode). The key declared is the lock's; the guarded
-        // command's keys are checked by the server as it runs it (ACL; in
-        // a Cluster, whether this node serves them).
-        command!(c"lock.guard", commands::guard, c"write",
-            arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"write slow",
+        // script mode). The key spec is the lock's key; the guarded
+        // command's keys are added for Cluster routing (`getkeys-api`,
+        // `report_guard_keys`) and checked for ACL as it runs.
+        command!(c"lock.guard", |ctx: Ctx, argv: &[Arg]| -> c_int {
+                if ctx.is_keys_position_request() {
+                    report_guard_keys(ctx, argv);
+                    return api::OK;
+                }
+                commands::guard(ctx, argv)
+            }, c"write getkeys-api",
+            arity: -5, key_flags: READ, numkeys: false, acl: c"write slow",
             summary: c"Runs a command atomically only while owner holds the lock under token; otherwise runs nothing and answers a FENCED error saying why",
             complexity: c"O(1) plus the guarded command's", args: &GUARD_ARGS),
         command!(c"lock.waiters", commands::waiters_of, c"readonly",

@@ -9,6 +9,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::cluster::{key_in_slot, key_slot, Cluster};
 use common::*;
 use redis::{Connection, Value};
 
@@ -357,4 +358,46 @@ fn fence_commands_are_declared_and_categorised() {
             assert_eq!(name, "default", "Valkey 8.1 categorises module commands");
         }
     }
+}
+
+/// In a Cluster the guard is routed by the lock's key and the guarded
+/// command's together: keys of another slot, on this node or another, get
+/// CROSSSLOT and nothing runs; a node that serves none of them redirects.
+#[test]
+fn fence_guard_in_a_cluster_keeps_the_lock_and_its_data_in_one_slot() {
+    let _serial = crate::cluster::one_cluster_at_a_time();
+    let cluster = Cluster::start(3, 0);
+    let lock = "{order:42}:lock";
+    let slot = key_slot(lock.as_bytes());
+    let node = cluster.owner_of(0, slot);
+    let mut c = cluster.nodes[node].conn();
+    let t = grant(&mut c, lock, "a", 60_000);
+    assert_eq!(guard(&mut c, lock, "a", t, &["SET", "{order:42}:data", "v"]), Ok(Value::Okay));
+    let body = "return redis.call('INCR', KEYS[1])";
+    assert_eq!(guard(&mut c, lock, "a", t, &["EVAL", body, "1", "{order:42}:n"]), Ok(Value::Int(1)));
+
+    let first = cluster.first_slot(node);
+    let here = key_in_slot("here", if first == slot { first + 1 } else { first });
+    assert_eq!(cluster.owner_of(0, key_slot(here.as_bytes())), node, "{here} is served by the lock's node");
+    let there = key_in_slot("there", cluster.first_slot(cluster.other_master(node)));
+    for (what, command) in [
+        ("another slot on this node", vec!["SET", here.as_str(), "x"]),
+        ("another node's slot", vec!["SET", there.as_str(), "x"]),
+        ("one key of several", vec!["MSET", "{order:42}:data", "x", here.as_str(), "x"]),
+        ("a script's key", vec!["EVAL", body, "1", here.as_str()]),
+    ] {
+        assert_refused(guard(&mut c, lock, "a", t, &command), "CROSSSLOT", what);
+    }
+    assert!(!exists(&mut c, here.as_bytes()), "nothing written here");
+    assert_eq!(get(&mut c, "{order:42}:data").as_deref(), Some("v"), "nothing written by the refused MSET");
+    let mut elsewhere = cluster.nodes[cluster.other_master(node)].conn();
+    let e = guard(&mut elsewhere, lock, "a", t, &["SET", "{order:42}:data", "w"]).expect_err("redirected");
+    assert_eq!(e, format!("MOVED {slot} 127.0.0.1:{}", cluster.nodes[node].port));
+    // A cluster client routes it like any command.
+    let client = redis::cluster::ClusterClient::new(cluster.urls()).expect("cluster client");
+    let mut routed = client.get_connection().expect("cluster connection");
+    let v: String =
+        cmd("LOCK.GUARD").arg(lock).arg("a").arg(t).arg("SET").arg("{order:42}:data").arg("routed").query(&mut routed).expect("routed");
+    assert_eq!(v, "OK");
+    assert_eq!(get(&mut c, "{order:42}:data").as_deref(), Some("routed"));
 }
