@@ -55,9 +55,12 @@ pub fn current<'a>(holders: impl IntoIterator<Item = Held<'a>>, owner: &[u8], to
     let mut mine: Option<Held<'a>> = None;
     for h in holders {
         if h.owner == owner {
+            if h.token == token && running(h.end, now) {
+                return Ok(());
+            }
             // An owner holds a key once; should a value list it twice,
-            // the hold under the given token is the one asked about.
-            if mine.is_none() || h.token == token {
+            // the hold under the given token is the one to explain.
+            if mine.is_none_or(|m| m.token != token) {
                 mine = Some(h);
             }
         } else if running(h.end, now) {
@@ -65,7 +68,6 @@ pub fn current<'a>(holders: impl IntoIterator<Item = Held<'a>>, owner: &[u8], to
         }
     }
     match mine {
-        Some(h) if h.token == token && running(h.end, now) => Ok(()),
         Some(h) if h.token == token => {
             let ago = if h.end == UNKNOWN { 0 } else { now.saturating_sub(h.end) };
             Err(Stale::LeaseEnded { ended_ms_ago: ago.max(0) })
