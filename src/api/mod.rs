@@ -35,7 +35,7 @@ use std::ptr;
 use redis_module::raw;
 
 pub use blocked::{block, unblock, Blocking};
-pub use calls::{log, ServerInfo};
+pub use calls::{errno, log, ServerInfo};
 pub use info::{register_info, InfoCtx};
 pub use keys::{Key, KeyKind, KeyMode};
 pub use raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
@@ -145,6 +145,7 @@ required_functions!(
     RedisModule_Call,
     RedisModule_FreeCallReply,
     RedisModule_CallReplyType,
+    RedisModule_ReplyWithCallReply,
     RedisModule_CallReplyStringPtr,
     RedisModule_CallReplyArrayElement,
     RedisModule_GetServerInfo,

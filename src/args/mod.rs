@@ -591,7 +591,9 @@ pub fn parse_top<A: ArgBytes>(args: &[A]) -> Result<usize, ArgError> {
 pub const TOP_DEFAULT_COUNT: usize = 10;
 
 mod apply;
+mod fence;
 pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
+pub use fence::{parse_check, parse_guard, runs_script, unguardable, Check, Unguardable};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
 //! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.PROCLAIM, LOCK.INFO,
-//! LOCK.WAITERS and LOCK.TOP.
+//! LOCK.WAITERS and LOCK.TOP; LOCK.CHECK and LOCK.GUARD (`fence`).
 //!
 //! Each parses, opens its key and replies; a change (ACQUIRE, RELEASE,
 //! EXTEND) is made by its executor in `change`, which writes and
@@ -43,7 +43,9 @@ macro_rules! parse_or_reply {
 }
 
 // After the macros, which it uses.
+mod fence;
 mod multi;
+pub use fence::{check, guard};
 pub use multi::{macquire, mextend, mrelease};
 
 /// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`

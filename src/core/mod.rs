@@ -1,5 +1,6 @@
 //! The rules of every lock kind, free of Redis: what a grant, a release, an
-//! extension and admission may do for each kind (`grant`), the order a
+//! extension and admission may do for each kind (`grant`), whether a hold
+//! is current for an owner and token (`check`, the fence), the order a
 //! key's line of waiters is served in (`line`), several keys granted at
 //! once and the lines a set waits in (`multi`), the lease on the monotonic
 //! clock and its wall-clock mirror (`lease`), fencing tokens as numbers
@@ -9,6 +10,7 @@
 //! functions, and the property tests drive the same functions.
 #![forbid(unsafe_code)]
 
+pub mod check;
 pub mod grant;
 pub mod lease;
 pub mod line;

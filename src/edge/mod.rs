@@ -64,6 +64,11 @@ const fn many(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgD
     ArgDoc { name, kind, token: None, optional: false, multiple: true }
 }
 
+/// Any number of an argument (`[arg ...]`).
+const fn optional_many(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: None, optional: true, multiple: true }
+}
+
 /// An optional `TOKEN value` pair; LOCK.ACQUIRE takes its options in any order.
 const fn option(token: &'static CStr, name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
     ArgDoc { name, kind, token: Some(token), optional: true, multiple: false }
@@ -97,6 +102,9 @@ const RELEASE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"owner", STRING)];
 const EXTEND_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
 const PROCLAIM_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"value", STRING)];
 const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
+const CHECK_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER)];
+const GUARD_ARGS: [ArgDoc; 5] =
+    [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"command", STRING), optional_many(c"arg", STRING)];
 const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
 const TOP_ARGS: [ArgDoc; 1] = [option(c"COUNT", c"count", INTEGER)];
 const MACQUIRE_ARGS: [ArgDoc; 10] = [
@@ -159,7 +167,33 @@ fn report_keys(ctx: Ctx, argv: &[Arg], key_flags: u32) {
     }
 }
 
-fn command_table() -> [Command; 11] {
+/// LOCK.GUARD's keys for Redis's request (`getkeys-api`): the lock's,
+/// then the guarded command's as the server finds them, so that a Cluster
+/// routes the whole command by all of them and answers CROSSSLOT for keys
+/// of several slots. (ACL key patterns go by the key spec, the lock's key:
+/// the guarded command's keys are checked as it runs, as the caller's.)
+/// A command the guard refuses reports no keys of its own (nor does a
+/// LOCK.* one: no nested request).
+fn report_guard_keys(ctx: Ctx, argv: &[Arg]) {
+    ctx.key_at(1, READ);
+    // None, or an empty line, when Redis asks with too few arguments:
+    // the server is not asked about a command line without a name.
+    let Some(guarded) = argv.get(GUARDED_AT as usize..).filter(|g| !g.is_empty()) else {
+        return;
+    };
+    if let Some(name) = guarded.first() {
+        if args::unguardable(name.bytes(), guarded.get(1..).unwrap_or_default()).is_some() {
+            return;
+        }
+    }
+    ctx.command_keys(guarded, RW, |pos, flags| ctx.key_at(pos.saturating_add(GUARDED_AT), flags));
+}
+
+const READ: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+/// Where LOCK.GUARD's guarded command begins (`key owner token command`).
+const GUARDED_AT: c_int = 4;
+
+fn command_table() -> [Command; 13] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -185,6 +219,28 @@ fn command_table() -> [Command; 11] {
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
             summary: c"Mode, holders (owner, fencing token, remaining lease), limit, waiters and value of a lock",
             complexity: c"O(1)", args: &INFO_ARGS),
+        // The fence: whether a hold is current (a GET-class read) ...
+        command!(c"lock.check", commands::check, c"readonly fast",
+            arity: 4, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
+            summary: c"Whether owner holds the lock under token with its lease running: 1, or a FENCED error saying why not",
+            complexity: c"O(1) for an exclusive lock, O(N) for N shared holders", args: &CHECK_ARGS),
+        // ... and a command run only while it is. `write`: the guard is a
+        // write as a script is, whatever it runs (refused on a read-only
+        // replica; inside MULTI and scripts it works as any write). Not
+        // `deny-oom`: the guarded command's own flags decide (RM_Call's
+        // script mode). The key spec is the lock's key; the guarded
+        // command's keys are added for Cluster routing (`getkeys-api`,
+        // `report_guard_keys`) and checked for ACL as it runs.
+        command!(c"lock.guard", |ctx: Ctx, argv: &[Arg]| -> c_int {
+                if ctx.is_keys_position_request() {
+                    report_guard_keys(ctx, argv);
+                    return api::OK;
+                }
+                commands::guard(ctx, argv)
+            }, c"write getkeys-api",
+            arity: -5, key_flags: READ, numkeys: false, acl: c"write slow",
+            summary: c"Runs a command atomically only while owner holds the lock under token; otherwise runs nothing and answers a FENCED error saying why",
+            complexity: c"O(1) plus the guarded command's", args: &GUARD_ARGS),
         command!(c"lock.waiters", commands::waiters_of, c"readonly",
             arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read",
             summary: c"The line of clients waiting for a lock, oldest first: owner, mode, how long each has waited and has left",

@@ -18,6 +18,7 @@ mod bounds;
 mod cluster;
 mod commands;
 mod eviction;
+mod fence;
 mod hammer;
 mod interop;
 mod lock_family;

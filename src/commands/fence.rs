@@ -1,0 +1,169 @@
+//! LOCK.CHECK and LOCK.GUARD: the fence enforced where the data lives.
+//! Both ask one question of a key, whether `owner` holds it under `token`
+//! now (`core::check`); LOCK.GUARD then runs the caller's command with
+//! nothing in between, or nothing at all.
+//!
+//! A refusal is an error with its own prefix, `FENCED`, then the reason:
+//! `not held`, `held by another owner`, `newer token`, `other token`,
+//! `lease ended` (docs/commands.md).
+
+use std::ffi::c_int;
+
+use crate::api::{ctx_flags, errno, Arg, Ctx, KeyMode};
+use crate::args::{self, Check, Unguardable};
+use crate::core::check::{self, Held, Stale};
+use crate::core::lease::{Lease, Left, NO_END};
+use crate::keys::grants::{slot, Look, Slot, WRONGTYPE};
+use crate::keys::{rescue, value};
+use crate::server::clock;
+
+/// What the key says of the hold.
+enum Verdict {
+    Current,
+    Stale(Stale),
+    WrongType,
+}
+
+/// Whether `hold.owner` holds `hold.key` under `hold.token` now. The key
+/// is open only inside this function: a guarded command may change it.
+fn judge(ctx: Ctx, hold: &Check<'_, Arg>) -> Verdict {
+    let key = ctx.open_key(hold.key, KeyMode::Read);
+    let now = clock::now();
+    let verdict = |r: Result<(), Stale>| r.map_or_else(Verdict::Stale, |()| Verdict::Current);
+    let (owner, token) = (hold.owner, hold.token);
+    match slot(&key, now, Look::Exact) {
+        Slot::WrongType => Verdict::WrongType,
+        Slot::Held(lock) => {
+            let (holder, end) = (lock.owner(), lock.lease().end);
+            verdict(check::current([Held { owner: &holder, token: lock.token(), end }], owner, token, now.mono))
+        }
+        Slot::Shared(group) => {
+            let holders = group.holding.holders.iter().map(|h| Held { owner: &h.owner, token: h.token, end: h.end });
+            verdict(check::current(holders, owner, token, now.mono))
+        }
+        // A `SET key owner NX PX` lock: its one holder, under token 0.
+        Slot::PlainString(holder) => {
+            let end = Lease::until(key.deadline_ms(), now).end;
+            verdict(check::current([Held { owner: holder, token: 0, end }], owner, token, now.mono))
+        }
+        Slot::Free => {
+            // A lock whose lease ended while its key stays (Redis has not
+            // expired it yet): its holders, to tell an ended lease apart.
+            if let Some(lock) = value::at(&key) {
+                let (holder, end) = (lock.owner(), lock.lease().end);
+                return verdict(check::current([Held { owner: &holder, token: lock.token(), end }], owner, token, now.mono));
+            }
+            if let Some(group) = value::group_at(&key) {
+                let holders = group.holding.holders.iter().map(|h| Held { owner: &h.owner, token: h.token, end: h.end });
+                return verdict(check::current(holders, owner, token, now.mono));
+            }
+            // A lock Redis removed that the module keeps until its lease
+            // ends is held, as LOCK.INFO shows it.
+            let kept = rescue::any().then(|| {
+                rescue::peek(ctx.selected_db(), hold.key.bytes(), now, |peek| {
+                    let holders = peek.holders.iter().map(|(o, t, left, _, _)| Held { owner: o, token: *t, end: end_of(*left, now.mono) });
+                    verdict(check::current(holders, owner, token, now.mono))
+                })
+            });
+            kept.flatten().unwrap_or(Verdict::Stale(Stale::NotHeld))
+        }
+    }
+}
+
+fn end_of(left: Left, now: i64) -> i64 {
+    match left {
+        Left::Ms(ms) => now.saturating_add(ms),
+        Left::Forever => NO_END,
+        Left::Ended => now,
+    }
+}
+
+const NOPERM: &std::ffi::CStr = c"NOPERM this user has no permissions to run the guarded command or to access one of its keys or channels";
+
+/// The error a stale hold is answered with.
+fn refuse(ctx: Ctx, stale: Stale, token: i64) -> c_int {
+    match stale {
+        Stale::NotHeld => ctx.reply_error(c"FENCED not held: nobody holds the lock"),
+        Stale::OtherOwner => ctx.reply_error(c"FENCED held by another owner"),
+        Stale::NewerToken { held } => {
+            ctx.reply_error_text(&format!("FENCED newer token: the owner holds the lock under token {held}, not {token}"))
+        }
+        Stale::OtherToken { held } => {
+            ctx.reply_error_text(&format!("FENCED other token: the owner holds the lock under token {held}, not {token}"))
+        }
+        Stale::LeaseEnded { ended_ms_ago } => {
+            ctx.reply_error_text(&format!("FENCED lease ended: the hold under token {token} ended {ended_ms_ago} ms ago"))
+        }
+    }
+}
+
+/// `LOCK.CHECK key owner token` → 1 when `owner` holds `key` under
+/// `token` with its lease running (exclusive, shared, a permit, a member
+/// of a set); otherwise a `FENCED` error saying why.
+pub fn check(ctx: Ctx, argv: &[Arg]) -> c_int {
+    let hold = parse_or_reply!(ctx, args::parse_check(argv));
+    match judge(ctx, &hold) {
+        Verdict::Current => ctx.reply_integer(1),
+        Verdict::Stale(stale) => refuse(ctx, stale, hold.token),
+        Verdict::WrongType => ctx.reply_error(WRONGTYPE),
+    }
+}
+
+/// `LOCK.GUARD key owner token command [arg ...]` → the command's own
+/// reply, when `owner` holds `key` under `token` now; otherwise nothing
+/// runs and a `FENCED` error says why. The command runs as the caller
+/// would run it (its ACL user, script rules) and its effects are
+/// propagated as its own; LOCK.GUARD itself is never propagated, so a
+/// replica or the AOF never checks the hold again.
+pub fn guard(ctx: Ctx, argv: &[Arg]) -> c_int {
+    let req = parse_or_reply!(ctx, args::parse_guard(argv));
+    if let Some(why) = args::unguardable(req.command.bytes(), req.command_args) {
+        return ctx.reply_error(match why {
+            Unguardable::Transaction => {
+                c"ERR LOCK.GUARD cannot run MULTI, EXEC, DISCARD, WATCH or UNWATCH: put LOCK.GUARD inside the transaction instead"
+            }
+            Unguardable::Subscription => c"ERR LOCK.GUARD cannot run a subscription command",
+            Unguardable::Blocking => {
+                c"ERR LOCK.GUARD cannot run a blocking command (BLPOP, WAIT, XREAD BLOCK ...): it cannot wait under the guard"
+            }
+            Unguardable::LockCommand => c"ERR LOCK.GUARD cannot run LOCK.* commands: change a lock with its own commands",
+        });
+    }
+    let script = args::runs_script(req.command.bytes());
+    // The server runs one script at a time: a script started from inside
+    // another (a script or function calling LOCK.GUARD ... EVAL) fails
+    // its assertion and takes the server down.
+    if script && ctx.has_flags(ctx_flags::LUA) {
+        return ctx.reply_error(c"ERR LOCK.GUARD cannot run a script or function from inside a script or function");
+    }
+    match judge(ctx, &req.hold) {
+        Verdict::Current => {}
+        Verdict::Stale(stale) => return refuse(ctx, stale, req.hold.token),
+        Verdict::WrongType => return ctx.reply_error(WRONGTYPE),
+    }
+    match ctx.call_for_client(req.command, req.command_args, script) {
+        Ok(called) => {
+            if called.is_acl_refusal() {
+                // Redis 7.0 words an ACL refusal of a module's call as
+                // `ERR acl verification failed`: answered as the server
+                // answers the client's own command.
+                ctx.reply_error(NOPERM)
+            } else if ctx.reply_with_call(&called) {
+                crate::api::OK
+            } else {
+                ctx.reply_error(c"ERR LOCK.GUARD could not pass the command's reply on (a RESP3 reply to a RESP2 client)")
+            }
+        }
+        Err(e) => ctx.reply_error(match e {
+            errno::EACCES => NOPERM,
+            errno::ENOENT => c"ERR LOCK.GUARD: unknown command",
+            errno::EINVAL => c"ERR LOCK.GUARD: wrong number of arguments for the guarded command",
+            errno::ESPIPE => c"ERR LOCK.GUARD: this command is not allowed under the guard (as in a script)",
+            errno::ENOSPC => c"OOM command not allowed when used memory > 'maxmemory'",
+            errno::EPERM => c"ERR LOCK.GUARD: a key of the guarded command is not served by this node",
+            errno::ENETDOWN => c"CLUSTERDOWN the cluster is down",
+            errno::EROFS => c"READONLY LOCK.GUARD: the guarded command writes and this server does not take writes now",
+            _ => c"ERR LOCK.GUARD: the server refused to run the guarded command",
+        }),
+    }
+}
