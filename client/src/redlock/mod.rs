@@ -392,6 +392,32 @@ impl Redlock {
         self.acquire_until(&Resources::one(resource), ttl, deadline, Ask::new(Share::Shared), |_| {}).await
     }
 
+    /// `resources` held by `owner`, the name the caller gives its hold (as
+    /// the module's `LOCK.ACQUIRE key owner`), exclusive or `shared`: with
+    /// a deadline waited for in line until then (see `lock_until`), else
+    /// one round, with a token of at least `fence` when given. The same
+    /// owner asking again is the module's idempotent re-grant on each
+    /// server; a round that fails undoes its grants by owner, so a holder
+    /// that asks again and loses its quorum loses its hold.
+    pub async fn lock_as(
+        &self,
+        resources: &Resources,
+        owner: &str,
+        ttl: Duration,
+        shared: bool,
+        fence: Option<i64>,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        let ask = Ask::new(Share::of(shared)).owner(Some(owner));
+        match deadline {
+            Some(_) => self.acquire_until(resources, ttl, deadline, ask, |_| {}).await,
+            None => {
+                self.verify_servers().await?;
+                self.attempt(resources, ttl, ask.fence(fence)).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+            }
+        }
+    }
+
     /// Takes `resource`, retrying until it is granted, the retries are used
     /// up, or (with `deadline`) the deadline passes, whichever comes first.
     /// With a deadline the retry count does not limit the attempts.
