@@ -23,11 +23,15 @@ struct Endpoint {
 }
 
 async fn endpoint(c: &Cluster, env: &[(&str, &str)]) -> Endpoint {
-    let mut cmd = redlock_with(
-        &c.urls().join(","),
-        &["--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"],
-        &["serve", "--listen", "127.0.0.1:0"],
-    );
+    endpoint_with(c, env, &[]).await
+}
+
+/// `endpoint` with more of `serve`'s options.
+async fn endpoint_with(c: &Cluster, env: &[(&str, &str)], options: &[&str]) -> Endpoint {
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(options);
+    let mut cmd =
+        redlock_with(&c.urls().join(","), &["--request-timeout", "1s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"], &args);
     cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().expect("spawn redlock serve");
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
@@ -273,4 +277,22 @@ async fn serve_requires_its_password_and_cuts_off_only_a_broken_client() {
     assert!(garbage.closed().await, "the broken client's connection is closed");
     assert_eq!(raw.call(&["PING"]).await, "+PONG\r\n");
     assert!(token_of(&resp3.call(&["LOCK.ACQUIRE", "k", "o", "1000"]).await) > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_listens_on_a_unix_socket_with_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("redlock.sock");
+    let socket = path.to_str().expect("a UTF-8 path");
+    let _e = endpoint_with(&c, &[], &["--unixsocket", socket, "--unixsocketperm", "700"]).await;
+    let mode = std::fs::metadata(&path).expect("the socket exists").permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "the socket's permissions: {mode:o}");
+    let mut stream = tokio::net::UnixStream::connect(&path).await.expect("connect to the socket");
+    stream.write_all(b"*4\r\n$12\r\nLOCK.ACQUIRE\r\n$1\r\nu\r\n$1\r\no\r\n$4\r\n5000\r\n").await.expect("write");
+    let mut line = String::new();
+    tokio::time::timeout(REPLY, BufReader::new(&mut stream).read_line(&mut line)).await.expect("a reply in time").expect("read");
+    let token = token_of(&line);
+    assert!(c.infos("u").await.iter().all(|i| i.as_ref().and_then(|i| i.token) == Some(token)), "held on every server with {token}");
 }
