@@ -277,6 +277,11 @@ async fn serve_requires_its_password_and_cuts_off_only_a_broken_client() {
     assert!(garbage.closed().await, "the broken client's connection is closed");
     assert_eq!(raw.call(&["PING"]).await, "+PONG\r\n");
     assert!(token_of(&resp3.call(&["LOCK.ACQUIRE", "k", "o", "1000"]).await) > 0);
+    // RESET logs out and goes back to RESP2; QUIT answers, then closes.
+    assert_eq!(resp3.call(&["RESET"]).await, "+RESET\r\n");
+    assert_eq!(resp3.call(&["LOCK.INFO", "k"]).await, "-NOAUTH Authentication required.\r\n");
+    assert_eq!(resp3.call(&["QUIT"]).await, "+OK\r\n");
+    assert!(resp3.closed().await, "QUIT closes the connection");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
