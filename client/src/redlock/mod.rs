@@ -395,10 +395,18 @@ impl Redlock {
     /// `resources` held by `owner`, the name the caller gives its hold (as
     /// the module's `LOCK.ACQUIRE key owner`), exclusive or `shared`: with
     /// a deadline waited for in line until then (see `lock_until`), else
-    /// one round, with a token of at least `fence` when given. The same
-    /// owner asking again is the module's idempotent re-grant on each
-    /// server; a round that fails undoes its grants by owner, so a holder
-    /// that asks again and loses its quorum loses its hold.
+    /// one round, with a token of at least `fence` when given.
+    ///
+    /// `owner` must be new to this acquisition, as the random owner of
+    /// `lock` is: a round that fails undoes its grants by owner, and a
+    /// release that did not land is sent again while the lease could
+    /// stand (`release_later`). An owner that already holds `resources`
+    /// is re-granted its hold by each server, so its failed round would
+    /// release that earlier hold on the servers that re-granted it, and
+    /// a late release of a failed round would end a later grant to the
+    /// same owner: both break mutual exclusion. (`redlock serve` adds 16
+    /// random hex digits to its clients' owners, and extends a hold a
+    /// client asks for again.)
     pub async fn lock_as(
         &self,
         resources: &Resources,

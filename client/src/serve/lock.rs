@@ -1,10 +1,22 @@
 //! The module's lock commands, with the module's syntax and reply shapes,
 //! each run through the quorum: `LOCK.ACQUIRE` (exclusive or `SHARED`,
 //! `FENCE`, `WAIT`), `LOCK.RELEASE`, `LOCK.EXTEND`, `LOCK.INFO`.
+//!
+//! Each acquisition is held on the servers under an owner of its own: the
+//! client's, then `:` and 16 random hex digits (`round_owner`). A round
+//! that fails undoes its grants by owner, and a release that did not land
+//! is sent again for a while: under the client's owner alone, a holder's
+//! refresh (`LOCK.ACQUIRE` again) whose round failed would release the
+//! hold it already had on the servers that re-granted it, and another
+//! client could then be granted while it still works. So a client's
+//! holds are found on the servers by its owner (`lookup`): asking again
+//! while one may stand on a quorum extends it (which never releases),
+//! and release and extend act on it; the endpoint keeps no state.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use rand::Rng;
 use redlock::transport::HolderState;
 use redlock::{Error, InstanceStatus, Resources};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -93,9 +105,7 @@ async fn acquire<R: AsyncRead + Unpin>(shared: &Shared, args: &[Vec<u8>], reader
         Ok(ask) => ask,
         Err(e) => return (Some(e), Next::Serve),
     };
-    let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
-    let resources = Resources::one(&ask.key);
-    let acquisition = shared.redlock.lock_as(&resources, &ask.owner, ask.ttl, ask.shared, ask.fence, deadline);
+    let acquisition = take_or_refresh(shared, &ask);
     tokio::pin!(acquisition);
     let waits = usize::from(ask.wait.is_some());
     shared.waiting.fetch_add(waits, Ordering::Relaxed);
@@ -121,18 +131,134 @@ async fn acquire<R: AsyncRead + Unpin>(shared: &Shared, args: &[Vec<u8>], reader
     let reply = match result {
         Err(Next::Close) => return (Some(Reply::error("ERR Protocol error: request too large")), Next::Close),
         Err(next) => return (None, next),
-        Ok(Ok(lock)) => {
-            shared.granted.fetch_add(1, Ordering::Relaxed);
-            // Script mode has no tokens: OK, as SET NX answers.
-            lock.token.map_or_else(Reply::ok, Reply::Int)
-        }
-        Ok(Err(Error::NotAcquired { .. })) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            Reply::Nil
-        }
-        Ok(Err(e)) => failed(&e),
+        Ok(reply) => reply,
     };
+    let counter = match reply {
+        Reply::Int(_) | Reply::Status(_) => &shared.granted,
+        Reply::Nil => &shared.refused,
+        _ => return (Some(reply), Next::Serve),
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
     (Some(reply), Next::Serve)
+}
+
+/// `ask` served: a hold of the client's owner that may stand on a quorum
+/// extended (the module's re-grant: its token kept, nil when no quorum
+/// extended it, and nothing released either way); otherwise a new
+/// acquisition under an owner of its own, whose failed round can undo
+/// only its own grants.
+async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> Reply {
+    let redlock = &shared.redlock;
+    let found = lookup(shared, &ask.key, &ask.owner).await;
+    if let Some(hold) = found.holds.first().filter(|h| h.servers + found.unanswered >= redlock.quorum()) {
+        if hold.exclusive == ask.shared {
+            let (held, asked) = if hold.exclusive { ("exclusive", "shared") } else { ("shared", "exclusive") };
+            return Reply::error(format!(
+                "ERR {} holds {} {held}: release it before asking for it {asked}",
+                printable(ask.owner.as_bytes()),
+                printable(ask.key.as_bytes())
+            ));
+        }
+        if let (Some(min), Some(token)) = (ask.fence, hold.token) {
+            if token < min {
+                return Reply::error(format!(
+                    "ERR {} holds {} with token {token}, below FENCE {min}: release it first",
+                    printable(ask.owner.as_bytes()),
+                    printable(ask.key.as_bytes())
+                ));
+            }
+        }
+        return match redlock.extend_owner(&ask.key, &hold.stored, ask.ttl).await {
+            // Script mode has no tokens: OK, as SET NX answers.
+            Ok(_) => hold.token.map_or_else(Reply::ok, Reply::Int),
+            Err(e) if not_held(&e) => Reply::Nil,
+            Err(e) => failed(&e),
+        };
+    }
+    let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
+    let owner = round_owner(&ask.owner);
+    match redlock.lock_as(&Resources::one(&ask.key), &owner, ask.ttl, ask.shared, ask.fence, deadline).await {
+        Ok(lock) => lock.token.map_or_else(Reply::ok, Reply::Int),
+        Err(Error::NotAcquired { .. }) => Reply::Nil,
+        Err(e) => failed(&e),
+    }
+}
+
+/// Whether `e` says the lock is not (or no longer) held on a quorum.
+fn not_held(e: &Error) -> bool {
+    matches!(e, Error::QuorumLost { .. } | Error::Expired { .. } | Error::NoQuorum { .. } | Error::NotAcquired { .. })
+}
+
+/// The owner one acquisition of the client's `owner` holds the lock under
+/// on the servers: `owner`, `:`, 16 random hex digits.
+fn round_owner(owner: &str) -> String {
+    format!("{owner}:{:016x}", rand::rng().random::<u64>())
+}
+
+/// The client's owner of an owner the servers list, when it is a
+/// `round_owner`'s; `None` for any other.
+fn client_owner(stored: &str) -> Option<&str> {
+    let (owner, suffix) = stored.rsplit_once(':')?;
+    let random = suffix.len() == 16 && suffix.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    random.then_some(owner)
+}
+
+/// The owner to show for `stored`: the client's when it is a `round_owner`.
+fn shown(stored: &str) -> &str {
+    client_owner(stored).unwrap_or(stored)
+}
+
+/// One of a client's holds of a key, as the servers that answered list it.
+struct Found {
+    /// The owner it is held under there (a `round_owner`).
+    stored: String,
+    /// Servers that list it.
+    servers: usize,
+    /// The lowest token they give it.
+    token: Option<i64>,
+    exclusive: bool,
+}
+
+/// A client's holds of a key, most listed first, and the servers that did
+/// not answer (any of which may hold one too).
+struct Holds {
+    holds: Vec<Found>,
+    unanswered: usize,
+}
+
+/// `owner`'s holds of `key` (every `round_owner` of `owner` the servers
+/// list).
+async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
+    let statuses = shared.redlock.status(key).await;
+    let mut holds: Vec<Found> = Vec::new();
+    let mut unanswered = 0usize;
+    for status in &statuses {
+        if !status.reachable || status.error.is_some() {
+            unanswered += 1;
+            continue;
+        }
+        // Script mode lists no holders: its one owner is the key's value.
+        let script_owner = status.holders.is_empty().then_some(status.owner.as_ref()).flatten().map(|o| (o.as_str(), status.token));
+        let listed = status.holders.iter().map(|h| (h.owner.as_str(), h.token)).chain(script_owner);
+        for (stored, token) in listed {
+            if client_owner(stored) != Some(owner) {
+                continue;
+            }
+            let exclusive = status.owner.as_deref() == Some(stored);
+            match holds.iter_mut().find(|h| h.stored == stored) {
+                Some(h) => {
+                    h.servers += 1;
+                    h.token = match (h.token, token) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                None => holds.push(Found { stored: stored.to_string(), servers: 1, token, exclusive }),
+            }
+        }
+    }
+    holds.sort_by_key(|h| std::cmp::Reverse(h.servers));
+    Holds { holds, unanswered }
 }
 
 /// `LOCK.RELEASE key owner`: 1 when a quorum released `owner`'s hold.
@@ -140,17 +266,21 @@ async fn release(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner] = args else { return Err(wrong_arity("lock.release")) };
     let (key, owner) = (text(key, "key")?, owner_of(owner)?);
     let redlock = &shared.redlock;
-    let released = redlock.release_owner(&key, &owner).await.map_err(|e| failed(&e))?;
-    Ok(Reply::Int(i64::from(released.released >= redlock.quorum())))
+    let mut released = false;
+    for hold in lookup(shared, &key, &owner).await.holds {
+        released |= redlock.release_owner(&key, &hold.stored).await.map_err(|e| failed(&e))?.released >= redlock.quorum();
+    }
+    Ok(Reply::Int(i64::from(released)))
 }
 
 /// `LOCK.EXTEND key owner ttl-ms`: 1 when a quorum extended it.
 async fn extend(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner, ttl] = args else { return Err(wrong_arity("lock.extend")) };
     let (key, owner, ttl) = (text(key, "key")?, owner_of(owner)?, ttl_of(ttl)?);
-    match shared.redlock.extend_owner(&key, &owner, ttl).await {
+    let Some(hold) = lookup(shared, &key, &owner).await.holds.into_iter().next() else { return Ok(Reply::Int(0)) };
+    match shared.redlock.extend_owner(&key, &hold.stored, ttl).await {
         Ok(_) => Ok(Reply::Int(1)),
-        Err(Error::QuorumLost { .. } | Error::Expired { .. } | Error::NoQuorum { .. } | Error::NotAcquired { .. }) => Ok(Reply::Int(0)),
+        Err(e) if not_held(&e) => Ok(Reply::Int(0)),
         Err(e) => Err(failed(&e)),
     }
 }
@@ -178,14 +308,14 @@ async fn info(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let waiters = answered.iter().filter_map(|s| s.waiters).max().unwrap_or(0);
     let pttl = holders.iter().map(|h| h.pttl).max().unwrap_or(0);
     let (owner, token) = match exclusive {
-        true => (Reply::bulk(first.owner.clone()), first.token.map_or(Reply::Nil, Reply::Int)),
+        true => (Reply::bulk(shown(&first.owner)), first.token.map_or(Reply::Nil, Reply::Int)),
         false => (Reply::Nil, Reply::Nil),
     };
     let listed = holders
         .iter()
         .map(|h| {
             Reply::Array(vec![
-                Reply::bulk(h.owner.clone()),
+                Reply::bulk(shown(&h.owner)),
                 h.token.map_or(Reply::Nil, Reply::Int),
                 Reply::Int(h.pttl),
                 h.held_ms.map_or(Reply::Nil, Reply::Int),

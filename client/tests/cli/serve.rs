@@ -109,6 +109,15 @@ fn token_of(reply: &str) -> i64 {
     reply.strip_prefix(':').and_then(|t| t.trim().parse().ok()).unwrap_or_else(|| panic!("expected a token, got {reply:?}"))
 }
 
+/// The client's owner of an owner the servers list: the endpoint holds
+/// each acquisition under the client's owner, `:`, 16 hex digits.
+fn client_owner(stored: &str) -> &str {
+    match stored.rsplit_once(':') {
+        Some((owner, random)) if random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit()) => owner,
+        _ => panic!("{stored:?} is no owner the endpoint names"),
+    }
+}
+
 /// Servers whose LOCK.INFO of `key` counts `n` waiters or more.
 async fn waiting_on(c: &Cluster, key: &str, n: i64) -> usize {
     c.infos(key).await.iter().filter(|i| i.as_ref().is_some_and(|i| i.waiters >= n)).count()
@@ -133,7 +142,7 @@ async fn serve_takes_releases_and_extends_through_the_quorum() {
     let infos = c.infos("orders").await;
     for (i, info) in infos.iter().enumerate() {
         let info = info.as_ref().unwrap_or_else(|| panic!("server {i} does not hold the lock"));
-        assert_eq!((info.owner.as_str(), info.token), ("a", Some(token)), "server {i}");
+        assert_eq!((client_owner(&info.owner), info.token), ("a", Some(token)), "server {i}");
     }
     let refused: Value = redis::cmd("LOCK.ACQUIRE").arg("orders").arg("b").arg(10_000).query_async(&mut con).await.expect("acquire b");
     assert_eq!(refused, Value::Nil, "a second owner is refused while a holds");
@@ -208,7 +217,7 @@ async fn serve_wait_blocks_its_own_client_only_and_a_leaver_leaves_the_line() {
     let granted = token_of(&waiter.reply().await);
     assert!(granted > held, "the waiter's token {granted} is above the holder's {held}");
     let infos = c.infos("job").await;
-    let owners = infos.iter().flatten().filter(|i| i.owner == "waiter" && i.token == Some(granted)).count();
+    let owners = infos.iter().flatten().filter(|i| client_owner(&i.owner) == "waiter" && i.token == Some(granted)).count();
     assert!(owners >= 3, "a quorum holds it for the waiter: {infos:?}");
 }
 
@@ -300,4 +309,72 @@ async fn serve_listens_on_a_unix_socket_with_its_permissions() {
     tokio::time::timeout(REPLY, BufReader::new(&mut stream).read_line(&mut line)).await.expect("a reply in time").expect("read");
     let token = token_of(&line);
     assert!(c.infos("u").await.iter().all(|i| i.as_ref().and_then(|i| i.token) == Some(token)), "held on every server with {token}");
+}
+
+/// A holder that asks for its lock again (a refresh) while most servers
+/// are frozen gets nil, and keeps its hold: the failed round undoes
+/// nothing it held before. (Granted under the client's own owner, a failed
+/// round's undo released the owner's earlier hold on the servers that
+/// answered, and the release sent again to the frozen ones released it
+/// there once they woke: another client was then granted while the
+/// holder still held.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_holder_asking_again_in_a_failed_round_keeps_its_hold() {
+    let mut c = Cluster::start(5);
+    let e = endpoint(&c, &[]).await;
+    let mut holder = Raw::connect(e.port).await;
+    let token = token_of(&holder.call(&["LOCK.ACQUIRE", "ledger", "x", "30000"]).await);
+    let held = c.infos("ledger").await;
+    assert!(held.iter().all(|i| i.as_ref().and_then(|i| i.token) == Some(token)), "held everywhere with {token}: {held:?}");
+
+    for s in 2..5 {
+        c.servers[s].freeze();
+    }
+    assert_eq!(holder.call(&["LOCK.ACQUIRE", "ledger", "x", "30000"]).await, "$-1\r\n", "no quorum answers the refresh");
+    for (s, info) in held.iter().enumerate().take(2) {
+        let now = c.servers[s].info("ledger").await.map(|i| (i.owner, i.token));
+        assert_eq!(now, info.clone().map(|i| (i.owner, i.token)), "server {s} still holds the lock as granted");
+    }
+    for s in 2..5 {
+        c.servers[s].thaw();
+    }
+
+    // Mutual exclusion stands once every server answers again; the
+    // holder's refresh then renews its hold and keeps its token.
+    let mut other = Raw::connect(e.port).await;
+    assert_eq!(other.call(&["LOCK.ACQUIRE", "ledger", "y", "30000"]).await, "$-1\r\n", "y is refused while x holds");
+    let infos = c.infos("ledger").await;
+    assert_eq!(infos.iter().filter(|i| i.is_some()).count(), 5, "x's hold stands on every server: {infos:?}");
+    // Its connections to the woken servers may be backing off a moment.
+    let deadline = Instant::now() + REPLY;
+    let refreshed = loop {
+        let reply = holder.call(&["LOCK.ACQUIRE", "ledger", "x", "30000"]).await;
+        if reply.starts_with(':') || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(token_of(&refreshed), token, "the refresh keeps the token");
+}
+
+/// A client's hold is found on the servers by its owner, through any
+/// endpoint: asked again there it is refreshed with its token (in its own
+/// mode only), and released there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_finds_a_clients_hold_through_another_endpoint() {
+    let c = Cluster::start(3);
+    let (first, second) = (endpoint(&c, &[]).await, endpoint(&c, &[]).await);
+    let mut one = Raw::connect(first.port).await;
+    let mut two = Raw::connect(second.port).await;
+    let token = token_of(&one.call(&["LOCK.ACQUIRE", "report", "r", "30000", "SHARED"]).await);
+    assert_eq!(
+        two.call(&["LOCK.ACQUIRE", "report", "r", "30000"]).await,
+        "-ERR r holds report shared: release it before asking for it exclusive\r\n"
+    );
+    assert_eq!(token_of(&two.call(&["LOCK.ACQUIRE", "report", "r", "30000", "SHARED"]).await), token, "refreshed with its token");
+    let info = two.call(&["LOCK.INFO", "report"]).await;
+    assert!(info.contains("$7\r\nholders\r\n*1\r\n*6\r\n$1\r\nr\r\n"), "the one holder shown as the client names it: {info:?}");
+    assert_eq!(two.call(&["LOCK.RELEASE", "report", "r"]).await, ":1\r\n");
+    assert_eq!(c.infos("report").await, vec![None; 3], "released on every server");
+    assert_eq!(one.call(&["LOCK.RELEASE", "report", "r"]).await, ":0\r\n", "nothing left to release");
 }
