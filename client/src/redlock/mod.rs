@@ -473,6 +473,12 @@ impl Redlock {
         join_all(self.inner.instances.iter().map(|i| i.status(resource))).await
     }
 
+    /// Each instance's holders of `resource`, one request each (`status`
+    /// without the quarantine and the line).
+    pub async fn holders(&self, resource: &str) -> Vec<InstanceStatus> {
+        join_all(self.inner.instances.iter().map(|i| i.holders(resource))).await
+    }
+
     /// Every instance's `count` most contended locks (`LOCK.TOP`), most
     /// waiters first.
     pub async fn top(&self, count: usize) -> Vec<InstanceTop> {

@@ -229,7 +229,7 @@ struct Holds {
 /// `owner`'s holds of `key` (every `round_owner` of `owner` the servers
 /// list).
 async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
-    let statuses = shared.redlock.status(key).await;
+    let statuses = shared.redlock.holders(key).await;
     let mut holds: Vec<Found> = Vec::new();
     let mut unanswered = 0usize;
     for status in &statuses {

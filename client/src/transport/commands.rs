@@ -560,8 +560,36 @@ impl Instance {
         top
     }
 
-    /// This server's view of `key`.
+    /// This server's view of `key`: its holders (`holders`), and in module
+    /// mode its quarantine and line too; in script mode the lease.
     pub async fn status(&self, key: &str) -> InstanceStatus {
+        let (mut status, answered) = self.holders_answered(key).await;
+        if !answered {
+            return status;
+        }
+        if self.mode == Mode::Script && status.owner.is_some() {
+            status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
+        }
+        if self.mode == Mode::Module {
+            let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
+            status.quarantine_ms_left = info.and_then(quarantine_left);
+            if status.waiters.is_some_and(|n| n > 0) {
+                let line = self.query::<Value>(redis::cmd("LOCK.WAITERS").arg(key).arg("COUNT").arg(STATUS_LINE_COUNT)).await;
+                status.line = line.map(waiter_states).unwrap_or_default();
+            }
+        }
+        status
+    }
+
+    /// Who holds `key` here, in one request (`LOCK.INFO key`; in script
+    /// mode `GET key`): `status` without the quarantine, the line, and a
+    /// script-mode lease.
+    pub async fn holders(&self, key: &str) -> InstanceStatus {
+        self.holders_answered(key).await.0
+    }
+
+    /// `holders`, and whether the request was answered without an error.
+    async fn holders_answered(&self, key: &str) -> (InstanceStatus, bool) {
         let mut status = InstanceStatus {
             server: self.name.clone(),
             reachable: false,
@@ -579,24 +607,14 @@ impl Instance {
             Mode::Module => self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await,
             Mode::Script => self.query::<Value>(redis::cmd("GET").arg(key)).await,
         };
+        let answered = reply.is_ok();
         match reply {
             Ok(value) => {
                 status.reachable = true;
                 fill_status(&mut status, value, self.mode);
-                if self.mode == Mode::Script && status.owner.is_some() {
-                    status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
-                }
-                if self.mode == Mode::Module {
-                    let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
-                    status.quarantine_ms_left = info.and_then(quarantine_left);
-                    if status.waiters.is_some_and(|n| n > 0) {
-                        let line = self.query::<Value>(redis::cmd("LOCK.WAITERS").arg(key).arg("COUNT").arg(STATUS_LINE_COUNT)).await;
-                        status.line = line.map(waiter_states).unwrap_or_default();
-                    }
-                }
             }
             Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
         }
-        status
+        (status, answered)
     }
 }
