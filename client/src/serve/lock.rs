@@ -395,3 +395,21 @@ fn number(bytes: &[u8]) -> Option<u64> {
     let plain = !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit) && (bytes.len() == 1 || bytes.first() != Some(&b'0'));
     plain.then(|| std::str::from_utf8(bytes).ok()?.parse().ok()).flatten()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_acquisitions_owner_names_its_client_and_no_other_owner_does() {
+        let stored = round_owner("worker:1");
+        assert_ne!(stored, round_owner("worker:1"), "each acquisition has an owner of its own");
+        assert_eq!(client_owner(&stored), Some("worker:1"));
+        assert_eq!(shown(&stored), "worker:1");
+        for other in ["worker", "worker:1", "w:0123456789ABCDEF", "w:0123456789abcde", "w:0123456789abcdefa", "w:0123456789abcdeg"] {
+            assert_eq!(client_owner(other), None, "{other:?}");
+            assert_eq!(shown(other), other);
+        }
+        assert_eq!(client_owner(":0123456789abcdef"), Some(""), "a name no client can send (owner_of refuses it)");
+    }
+}
