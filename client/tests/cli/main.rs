@@ -11,4 +11,5 @@ mod elect;
 mod group;
 mod input;
 mod serve;
+mod serve_faults;
 mod sets;
