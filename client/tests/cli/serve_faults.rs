@@ -119,6 +119,11 @@ async fn client(name: String, port: u16, data: MultiplexedConnection, history: H
 /// a holder made through the fence is refused, and every client holds
 /// again after the faults.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The serial guard is held through the test on purpose: its endpoints'
+// request timeouts are short, so no other heavy test runs beside it (each
+// test has its own runtime: a test waiting for the guard blocks only
+// itself).
+#[allow(clippy::await_holding_lock)]
 async fn serve_holds_never_overlap_under_server_and_endpoint_faults() {
     let _serial = common::serial();
     let mut c = Cluster::start_opts(vec![Opts::quarantine(2000); 5]);
