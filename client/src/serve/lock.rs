@@ -1,6 +1,7 @@
 //! The module's lock commands, with the module's syntax and reply shapes,
 //! each run through the quorum: `LOCK.ACQUIRE` (exclusive or `SHARED`,
-//! `FENCE`, `WAIT`), `LOCK.RELEASE`, `LOCK.EXTEND`, `LOCK.INFO`.
+//! `FENCE`, `WAIT`, `SESSION [DELAY ms]`: see `binding`), `LOCK.RELEASE`,
+//! `LOCK.EXTEND`, `LOCK.INFO`.
 //!
 //! Each acquisition is held on the servers under an owner of its own: the
 //! client's, then `:` and 16 random hex digits (`round_owner`). A round
@@ -14,31 +15,42 @@
 //! and release and extend act on it; the endpoint keeps no state.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 use redlock::transport::HolderState;
 use redlock::{Error, InstanceStatus, Resources};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
 
+use super::binding;
 use super::resp::{printable, wrong_arity, Reply, MAX_PENDING};
-use super::state::{Next, Shared};
+use super::state::{Held, Next, Shared};
 
 /// The longest ttl, and the longest wait (also `WAIT 0`'s), served: a
 /// year, the longest `redislock.max-ttl` (the servers refuse what is over
 /// their own setting).
 const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// The connection a command came on: its id, and what is cancelled when
+/// a hold bound to it may be lost (`binding`).
+pub struct Client<'a> {
+    pub id: u64,
+    pub lost: &'a CancellationToken,
+}
+
 /// Runs `command` (`lock.*`, lower case) with `args`.
 pub async fn run<R: AsyncRead + Unpin>(
-    shared: &Shared,
+    shared: &Arc<Shared>,
+    client: Client<'_>,
     command: &str,
     args: &[Vec<u8>],
     reader: &mut R,
     pending: &mut Vec<u8>,
 ) -> (Option<Reply>, Next) {
     let reply = match command {
-        "lock.acquire" => return acquire(shared, args, reader, pending).await,
+        "lock.acquire" => return acquire(shared, client, args, reader, pending).await,
         "lock.release" => release(shared, args).await,
         "lock.extend" => extend(shared, args).await,
         _ => info(shared, args).await,
@@ -54,6 +66,8 @@ struct Acquire {
     shared: bool,
     fence: Option<i64>,
     wait: Option<Duration>,
+    /// `SESSION [DELAY ms]`: bound to the connection, with this delay.
+    session: Option<Duration>,
 }
 
 fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
@@ -61,6 +75,7 @@ fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
     let (key, owner) = (text(key, "key")?, owner_of(owner)?);
     let ttl = ttl_of(ttl)?;
     let (mut shared, mut fence, mut wait) = (false, None, None);
+    let (mut session, mut delay) = (false, None);
     let mut rest = options;
     while let Some((option, more)) = rest.split_first() {
         let name = option.to_ascii_uppercase();
@@ -88,7 +103,23 @@ fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
                     wait = Some(if ms == 0 { LONGEST } else { Duration::from_millis(ms).min(LONGEST) });
                 }
             }
-            b"LIMIT" | b"PERMITS" | b"SESSION" | b"DELAY" | b"VALUE" | b"SEMAPHORE" => {
+            b"SESSION" if session => return Err(twice("SESSION")),
+            b"SESSION" => session = true,
+            b"DELAY" => {
+                let Some((value, more)) = rest.split_first() else { return Err(Reply::error("ERR DELAY needs a delay")) };
+                rest = more;
+                if delay.is_some() {
+                    return Err(twice("DELAY"));
+                }
+                let ms = number(value).filter(|&ms| Duration::from_millis(ms) <= LONGEST).ok_or_else(|| {
+                    Reply::error(format!(
+                        "ERR DELAY must be an integer from 0 to {} ms: how long a lock stays held past its holder's disconnect",
+                        LONGEST.as_millis()
+                    ))
+                })?;
+                delay = Some(Duration::from_millis(ms));
+            }
+            b"LIMIT" | b"PERMITS" | b"VALUE" | b"SEMAPHORE" => {
                 return Err(not_served(&String::from_utf8_lossy(&name)));
             }
             _ => return Err(Reply::error(format!("ERR unknown option '{}'", printable(option)))),
@@ -97,10 +128,20 @@ fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
     if fence.is_some() && wait.is_some() {
         return Err(not_served("FENCE with WAIT"));
     }
-    Ok(Acquire { key, owner, ttl, shared, fence, wait })
+    if delay.is_some() && !session {
+        return Err(Reply::error("ERR syntax error: DELAY needs SESSION"));
+    }
+    let session = session.then(|| delay.unwrap_or_default());
+    Ok(Acquire { key, owner, ttl, shared, fence, wait, session })
 }
 
-async fn acquire<R: AsyncRead + Unpin>(shared: &Shared, args: &[Vec<u8>], reader: &mut R, pending: &mut Vec<u8>) -> (Option<Reply>, Next) {
+async fn acquire<R: AsyncRead + Unpin>(
+    shared: &Arc<Shared>,
+    client: Client<'_>,
+    args: &[Vec<u8>],
+    reader: &mut R,
+    pending: &mut Vec<u8>,
+) -> (Option<Reply>, Next) {
     let ask = match parse_acquire(args) {
         Ok(ask) => ask,
         Err(e) => return (Some(e), Next::Serve),
@@ -128,11 +169,19 @@ async fn acquire<R: AsyncRead + Unpin>(shared: &Shared, args: &[Vec<u8>], reader
         }
     };
     shared.waiting.fetch_sub(waits, Ordering::Relaxed);
-    let reply = match result {
+    let (reply, held) = match result {
         Err(Next::Close) => return (Some(Reply::error("ERR Protocol error: request too large")), Next::Close),
         Err(next) => return (None, next),
-        Ok(reply) => reply,
+        Ok(granted) => granted,
     };
+    if let Some((held, valid_until)) = held {
+        // The module's rule: a grant with SESSION binds the hold to this
+        // connection, a re-grant without it to none.
+        match ask.session {
+            Some(delay) => binding::bind(shared, client.id, held, ask.ttl, delay, valid_until, client.lost),
+            None => shared.bindings.unbind(&held),
+        }
+    }
     let counter = match reply {
         Reply::Int(_) | Reply::Status(_) => &shared.granted,
         Reply::Nil => &shared.refused,
@@ -142,45 +191,56 @@ async fn acquire<R: AsyncRead + Unpin>(shared: &Shared, args: &[Vec<u8>], reader
     (Some(reply), Next::Serve)
 }
 
+/// A grant's hold and until when it is sure to stand.
+type Granted = Option<(Held, Instant)>;
+
 /// `ask` served: a hold of the client's owner that may stand on a quorum
 /// extended (the module's re-grant: its token kept, nil when no quorum
 /// extended it, and nothing released either way); otherwise a new
 /// acquisition under an owner of its own, whose failed round can undo
-/// only its own grants.
-async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> Reply {
+/// only its own grants. With the reply, the hold granted or extended.
+async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
     let redlock = &shared.redlock;
     let found = lookup(shared, &ask.key, &ask.owner).await;
     if let Some(hold) = found.holds.first().filter(|h| h.servers + found.unanswered >= redlock.quorum()) {
         if hold.exclusive == ask.shared {
             let (held, asked) = if hold.exclusive { ("exclusive", "shared") } else { ("shared", "exclusive") };
-            return Reply::error(format!(
+            let text = format!(
                 "ERR {} holds {} {held}: release it before asking for it {asked}",
                 printable(ask.owner.as_bytes()),
                 printable(ask.key.as_bytes())
-            ));
+            );
+            return (Reply::error(text), None);
         }
         if let (Some(min), Some(token)) = (ask.fence, hold.token) {
             if token < min {
-                return Reply::error(format!(
+                let text = format!(
                     "ERR {} holds {} with token {token}, below FENCE {min}: release it first",
                     printable(ask.owner.as_bytes()),
                     printable(ask.key.as_bytes())
-                ));
+                );
+                return (Reply::error(text), None);
             }
         }
         return match redlock.extend_owner(&ask.key, &hold.stored, ask.ttl).await {
             // Script mode has no tokens: OK, as SET NX answers.
-            Ok(_) => hold.token.map_or_else(Reply::ok, Reply::Int),
-            Err(e) if not_held(&e) => Reply::Nil,
-            Err(e) => failed(&e),
+            Ok(lock) => {
+                let reply = hold.token.map_or_else(Reply::ok, Reply::Int);
+                (reply, Some(((ask.key.clone(), hold.stored.clone()), lock.acquired_at + lock.validity)))
+            }
+            Err(e) if not_held(&e) => (Reply::Nil, None),
+            Err(e) => (failed(&e), None),
         };
     }
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
     let owner = round_owner(&ask.owner);
     match redlock.lock_as(&Resources::one(&ask.key), &owner, ask.ttl, ask.shared, ask.fence, deadline).await {
-        Ok(lock) => lock.token.map_or_else(Reply::ok, Reply::Int),
-        Err(Error::NotAcquired { .. }) => Reply::Nil,
-        Err(e) => failed(&e),
+        Ok(lock) => {
+            let valid_until = lock.acquired_at + lock.validity;
+            (lock.token.map_or_else(Reply::ok, Reply::Int), Some(((ask.key.clone(), owner), valid_until)))
+        }
+        Err(Error::NotAcquired { .. }) => (Reply::Nil, None),
+        Err(e) => (failed(&e), None),
     }
 }
 
@@ -268,6 +328,9 @@ async fn release(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let redlock = &shared.redlock;
     let mut released = false;
     for hold in lookup(shared, &key, &owner).await.holds {
+        // Unbound first: the binding's extensions stop, and one that fails
+        // now closes nothing.
+        shared.bindings.unbind(&(key.clone(), hold.stored.clone()));
         released |= redlock.release_owner(&key, &hold.stored).await.map_err(|e| failed(&e))?.released >= redlock.quorum();
     }
     Ok(Reply::Int(i64::from(released)))
@@ -279,7 +342,10 @@ async fn extend(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let (key, owner, ttl) = (text(key, "key")?, owner_of(owner)?, ttl_of(ttl)?);
     let Some(hold) = lookup(shared, &key, &owner).await.holds.into_iter().next() else { return Ok(Reply::Int(0)) };
     match shared.redlock.extend_owner(&key, &hold.stored, ttl).await {
-        Ok(_) => Ok(Reply::Int(1)),
+        Ok(lock) => {
+            shared.bindings.extended(&(key, hold.stored), ttl, lock.acquired_at + lock.validity);
+            Ok(Reply::Int(1))
+        }
         Err(e) if not_held(&e) => Ok(Reply::Int(0)),
         Err(e) => Err(failed(&e)),
     }

@@ -5,6 +5,8 @@
 //! - `resp`: requests parsed within bounds, replies in RESP2 or RESP3
 //! - `session`: one connection's state and its commands
 //! - `lock`: the LOCK.* commands, through the quorum
+//! - `binding`: holds bound to a connection (`SESSION`), kept extended
+//!   while it lives
 //! - `state`: what the connections share
 //!
 //! Each connection is a task of its own: a `WAIT` blocks only its own
@@ -12,6 +14,7 @@
 //! acquisition up at once (the acquisition's future is dropped, which
 //! takes it out of the line).
 
+mod binding;
 mod lock;
 pub mod resp;
 mod session;
@@ -77,6 +80,7 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
         waiting: AtomicUsize::new(0),
         granted: AtomicU64::new(0),
         refused: AtomicU64::new(0),
+        bindings: state::Bindings::default(),
     });
     let tcp_loop = async {
         let Some(listener) = &tcp else { return std::future::pending::<()>().await };
@@ -158,14 +162,20 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Arc<Sh
             Reply::error("ERR Protocol error: request too large").write(session.resp3, &mut out);
             break;
         }
-        match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => pending.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+        tokio::select! {
+            read = reader.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => pending.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            },
+            // A hold bound to this connection may be lost: closed at once,
+            // as a module server ends a SESSION hold's connection.
+            () = session.lost.cancelled() => break,
         }
     }
-    if !out.is_empty() {
+    if !out.is_empty() && !session.lost.is_cancelled() {
         let _ = writer.write_all(&out).await;
     }
     let _ = writer.shutdown().await;
+    binding::closed(&shared, id);
     shared.connected.fetch_sub(1, Ordering::Relaxed);
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::io::AsyncRead;
+use tokio_util::sync::CancellationToken;
 
 use super::lock;
 use super::resp::{printable, wrong_arity, Reply};
@@ -19,6 +20,9 @@ pub struct Session {
     name: Option<Vec<u8>>,
     authenticated: bool,
     pub shared: Arc<Shared>,
+    /// Cancelled when a hold bound to this connection may be lost: the
+    /// connection is then closed (`binding`).
+    pub lost: CancellationToken,
 }
 
 /// The commands this endpoint serves: name, arity (negative: at least),
@@ -42,7 +46,14 @@ const SERVED: &[(&str, i64, &[&str])] = &[
 
 impl Session {
     pub fn new(id: u64, shared: &Arc<Shared>) -> Session {
-        Session { id, resp3: false, name: None, authenticated: shared.requirepass.is_none(), shared: Arc::clone(shared) }
+        Session {
+            id,
+            resp3: false,
+            name: None,
+            authenticated: shared.requirepass.is_none(),
+            shared: Arc::clone(shared),
+            lost: CancellationToken::new(),
+        }
     }
 
     /// Runs one request (`args`, not empty). `reader` and `pending`: the
@@ -56,7 +67,8 @@ impl Session {
         }
         let reply = match command.as_str() {
             "lock.acquire" | "lock.release" | "lock.extend" | "lock.info" => {
-                return lock::run(&self.shared, &command, rest, reader, pending).await;
+                let client = lock::Client { id: self.id, lost: &self.lost };
+                return lock::run(&self.shared, client, &command, rest, reader, pending).await;
             }
             "quit" => return (Some(Reply::ok()), Next::Close),
             "hello" => self.hello(rest),
@@ -225,13 +237,14 @@ impl Session {
         let _ = write!(
             text,
             "# redlock\r\nservers:{}\r\nservers_reachable:{reachable}\r\nquorum:{}\r\nconnected_clients:{}\r\n\
-             acquisitions_waiting:{}\r\nacquisitions_granted:{}\r\nacquisitions_refused:{}\r\n",
+             acquisitions_waiting:{}\r\nacquisitions_granted:{}\r\nacquisitions_refused:{}\r\nsession_holds:{}\r\n",
             summary.len(),
             redlock.quorum(),
             shared.connected.load(Ordering::Relaxed),
             shared.waiting.load(Ordering::Relaxed),
             shared.granted.load(Ordering::Relaxed),
             shared.refused.load(Ordering::Relaxed),
+            shared.bindings.count(),
         );
         for (i, s) in summary.iter().enumerate() {
             let _ = write!(text, "server{i}:url={},reachable={}\r\n", s.server.replace([',', '\r', '\n'], "_"), u8::from(s.reachable));

@@ -11,5 +11,7 @@ mod elect;
 mod group;
 mod input;
 mod serve;
+mod serve_endpoint;
 mod serve_faults;
+mod serve_session;
 mod sets;

@@ -11,38 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::cli::redlock_with;
 use common::history::History;
 use common::{Cluster, Opts, Server};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
 
-/// `redlock serve` on `port` (0: any), its port once it listens.
-async fn start_endpoint(c: &Cluster, port: u16) -> (Child, u16) {
-    let listen = format!("127.0.0.1:{port}");
-    let mut cmd = redlock_with(
-        &c.urls().join(","),
-        &["--request-timeout", "200ms", "--connect-timeout", "500ms", "--retry-delay", "5ms..15ms"],
-        &["serve", "--listen", &listen],
-    );
-    let mut child = cmd.spawn().expect("spawn redlock serve");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("serve reports its port")
-        .expect("stderr")
-        .expect("a line");
-    let port = line.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {line:?}"));
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, port)
-}
-
-async fn connect(port: u16) -> Option<MultiplexedConnection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
-    tokio::time::timeout(Duration::from_secs(2), client.get_multiplexed_async_connection()).await.ok()?.ok()
-}
+use crate::serve_endpoint::{connect, start_endpoint};
 
 /// What a client saw.
 #[derive(Default)]
@@ -60,6 +34,10 @@ struct Tally {
 async fn client(name: String, port: u16, data: MultiplexedConnection, history: History, stop: Arc<AtomicBool>) -> Tally {
     let mut tally = Tally::default();
     let mut conn: Option<MultiplexedConnection> = None;
+    // The hold being recorded: a release that did not land leaves it
+    // standing, and asking again is then the module's re-grant (the same
+    // token): one hold, from its first grant to its last release.
+    let mut current: Option<(i64, Instant, Instant)> = None;
     let mut backoff = Duration::from_millis(20);
     while !stop.load(Ordering::Relaxed) {
         let Some(c) = conn.as_mut() else {
@@ -102,12 +80,22 @@ async fn client(name: String, port: u16, data: MultiplexedConnection, history: H
         }
         tokio::time::sleep(hold / 2).await;
         let released = Instant::now().min(asked + Duration::from_millis(1000)).max(granted);
-        history.record(name.clone(), token, granted, released);
+        current = match current {
+            Some((t, first, _)) if t == token => Some((t, first, released)),
+            Some((t, first, last)) => {
+                history.record(name.clone(), t, first, last);
+                Some((token, granted, released))
+            }
+            None => Some((token, granted, released)),
+        };
         tally.held += 1;
         // The release may fail with the endpoint: the lease ends the hold.
         if redis::cmd("LOCK.RELEASE").arg("res").arg(&name).query_async::<Value>(c).await.is_err() {
             conn = None;
         }
+    }
+    if let Some((t, first, last)) = current {
+        history.record(name, t, first, last);
     }
     tally
 }

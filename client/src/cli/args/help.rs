@@ -97,7 +97,9 @@ that interval while fewer than a quorum can be heard).";
 pub const SERVE_HELP: &str = "\
 Served (each through the quorum of --servers, with the module's syntax and
 replies): LOCK.ACQUIRE key owner ttl-ms [SHARED] [FENCE min-token] [WAIT
-timeout-ms] (the quorum's fencing token, or nil), LOCK.RELEASE key owner and
+timeout-ms] [SESSION [DELAY ms]] (the quorum's fencing token, or nil; SESSION
+binds the hold to the client's connection: kept extended while it lives,
+released, or cut to DELAY, when it closes), LOCK.RELEASE key owner and
 LOCK.EXTEND key owner ttl-ms (1 when a quorum did it, else 0), LOCK.INFO key
 (what a quorum of the servers agrees on). Around them, what Redis clients send
 when they connect: HELLO [2|3] [AUTH user pass] [SETNAME name], AUTH, PING,
@@ -105,8 +107,7 @@ ECHO, SELECT 0, CLIENT SETNAME|GETNAME|ID|SETINFO|INFO, COMMAND [COUNT|INFO|
 DOCS|LIST], INFO (its # redlock section: the servers, whether each answers,
 the quorum, this endpoint's clients and acquisitions), QUIT, RESET.
 
-Not served yet (a clear error names it): LIMIT, PERMITS, SESSION, DELAY,
-VALUE, FENCE with WAIT, LOCK.MACQUIRE/MRELEASE/MEXTEND/PROCLAIM/WAITERS/TOP,
+Not served yet (a clear error names it): LIMIT, PERMITS, VALUE, FENCE with WAIT, LOCK.MACQUIRE/MRELEASE/MEXTEND/PROCLAIM/WAITERS/TOP,
 SUBSCRIBE, TLS on the endpoint itself, ACL users other than default.
 
 Each connection is served on its own: a WAIT blocks its own client only, and

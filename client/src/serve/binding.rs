@@ -1,0 +1,100 @@
+//! Holds bound to a client's connection (`LOCK.ACQUIRE ... SESSION [DELAY
+//! ms]`): the endpoint keeps such a hold extended to its ttl (every third
+//! of it) while the connection lives, and when the connection closes it
+//! releases the hold, or with `DELAY` cuts its lease to the delay (a
+//! lock-delay, as the module's). The ttl is then the short lease a dead
+//! endpoint leaves behind: nobody extends it any more, and the servers
+//! free the lock when it ends.
+//!
+//! An extension that fails (no quorum extended it) means the hold may be
+//! lost: the connection is closed at once, the only signal a Redis client
+//! hears unasked, as when a module server ends a `SESSION` hold. A release
+//! through this endpoint (from any connection) ends the binding first, so
+//! its failed extension closes nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::state::{Binding, Held, Shared};
+
+/// Tells one binding of a hold from a later one.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Binds `held`, granted for `ttl` and sure to stand until `valid_until`,
+/// to connection `conn`, whose `lost` is cancelled if an extension fails;
+/// starts its extensions.
+pub fn bind(shared: &Arc<Shared>, conn: u64, held: Held, ttl: Duration, delay: Duration, valid_until: Instant, lost: &CancellationToken) {
+    let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+    let binding = Binding { conn, ttl, delay, valid_until, lost: lost.clone(), generation };
+    shared.bindings.with(|m| m.insert(held.clone(), binding));
+    tokio::spawn(keep(Arc::clone(shared), held, lost.clone(), generation));
+}
+
+/// Extends `held` every third of its ttl while it is bound and its
+/// connection lives.
+async fn keep(shared: Arc<Shared>, held: Held, lost: CancellationToken, generation: u64) {
+    loop {
+        let Some(ttl) = shared.bindings.with(|m| m.get(&held).filter(|b| b.generation == generation).map(|b| b.ttl)) else { return };
+        tokio::select! {
+            () = tokio::time::sleep(ttl / 3) => {}
+            () = lost.cancelled() => return,
+        }
+        let Some(ttl) = shared.bindings.with(|m| m.get(&held).filter(|b| b.generation == generation).map(|b| b.ttl)) else { return };
+        let extended = shared.redlock.extend_owner(&held.0, &held.1, ttl).await;
+        let next = shared.bindings.with(|m| match m.get_mut(&held) {
+            Some(b) if b.generation == generation => match &extended {
+                Ok(lock) => {
+                    b.valid_until = lock.acquired_at + lock.validity;
+                    Next::Keep
+                }
+                Err(_) => {
+                    m.remove(&held);
+                    Next::Lost
+                }
+            },
+            // Released or bound anew meanwhile: no longer this task's.
+            _ => Next::Stop,
+        });
+        match next {
+            Next::Keep => {}
+            Next::Stop => return,
+            Next::Lost => {
+                lost.cancel();
+                return;
+            }
+        }
+    }
+}
+
+/// What `keep` does after an extension.
+enum Next {
+    Keep,
+    Stop,
+    /// It failed while the hold was this task's: the hold may be lost.
+    Lost,
+}
+
+/// Connection `conn` closed: each hold bound to it is released, or with a
+/// delay its lease is cut to the delay (when less is left, it ends on its
+/// own), in the background.
+pub fn closed(shared: &Arc<Shared>, conn: u64) {
+    let ended: Vec<(Held, Binding)> = shared.bindings.with(|m| {
+        let mine: Vec<Held> = m.iter().filter(|(_, b)| b.conn == conn).map(|(h, _)| h.clone()).collect();
+        mine.into_iter().filter_map(|h| m.remove(&h).map(|b| (h, b))).collect()
+    });
+    for ((key, owner), binding) in ended {
+        binding.lost.cancel();
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move {
+            let left = binding.valid_until.saturating_duration_since(Instant::now());
+            if binding.delay.is_zero() {
+                let _ = shared.redlock.release_owner(&key, &owner).await;
+            } else if binding.delay < left {
+                let _ = shared.redlock.extend_owner(&key, &owner, binding.delay).await;
+            }
+        });
+    }
+}

@@ -1,0 +1,138 @@
+//! `LOCK.ACQUIRE ... SESSION [DELAY ms]` through `redlock serve`: the hold
+//! bound to the client's connection to the endpoint, kept extended while
+//! it lives, released (or cut to the delay) when it closes, and its
+//! connection closed when the hold may be lost.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{eventually, Cluster};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::serve_endpoint::start_endpoint;
+
+/// A connection to the endpoint whose replies are one line each (the
+/// commands used here answer integers, nil, a status or an error).
+struct Line(BufReader<TcpStream>);
+
+impl Line {
+    async fn connect(port: u16) -> Line {
+        Line(BufReader::new(TcpStream::connect(("127.0.0.1", port)).await.expect("connect")))
+    }
+
+    async fn call(&mut self, args: &[&str]) -> String {
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        self.0.get_mut().write_all(out.as_bytes()).await.expect("write");
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(10), self.0.read_line(&mut line)).await.expect("a reply in time").expect("read");
+        assert!(n > 0, "the endpoint closed the connection");
+        line
+    }
+
+    /// Whether the endpoint closes this connection within `within`.
+    async fn closed_within(&mut self, within: Duration) -> bool {
+        let mut rest = Vec::new();
+        matches!(tokio::time::timeout(within, self.0.read_to_end(&mut rest)).await, Ok(Ok(_)))
+    }
+}
+
+fn is_token(reply: &str) -> bool {
+    reply.strip_prefix(':').and_then(|t| t.trim().parse::<i64>().ok()).is_some_and(|t| t > 0)
+}
+
+/// Whether a quorum of the servers lists a holder of `key` whose owner
+/// begins with `owner:` (the endpoint's form).
+async fn held_by(c: &Cluster, key: &str, owner: &str) -> bool {
+    let prefix = format!("{owner}:");
+    c.infos(key).await.iter().filter(|i| i.as_ref().is_some_and(|i| i.owner.starts_with(&prefix))).count() >= 3
+}
+
+/// A SESSION hold with a ttl of 600 ms is still held 1.5 s later while
+/// its connection lives (the endpoint extends it), and refused to another
+/// owner; closing the connection of a SESSION hold with a ttl of 10 s
+/// frees the lock at once, not when the lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_session_hold_lives_with_its_connection() {
+    let c = Cluster::start(5);
+    let (_endpoint, port) = start_endpoint(&c, 0).await;
+    let mut a = Line::connect(port).await;
+    let mut b = Line::connect(port).await;
+    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "s", "owner-a", "600", "SESSION"]).await));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(held_by(&c, "s", "owner-a").await, "held past its ttl while the connection lives");
+    assert_eq!(b.call(&["LOCK.ACQUIRE", "s", "owner-b", "5000"]).await, "$-1\r\n", "another owner refused");
+    assert_eq!(a.call(&["LOCK.RELEASE", "s", "owner-a"]).await, ":1\r\n");
+
+    let mut long = Line::connect(port).await;
+    assert!(is_token(&long.call(&["LOCK.ACQUIRE", "s", "owner-long", "10000", "SESSION"]).await));
+    assert!(held_by(&c, "s", "owner-long").await);
+    let closed = Instant::now();
+    drop(long);
+    eventually(Duration::from_secs(3), "the lock released at the disconnect", || async { c.infos("s").await.iter().all(Option::is_none) })
+        .await;
+    assert!(closed.elapsed() < Duration::from_secs(5), "released at the close, not at the lease's end");
+    let next = b.call(&["LOCK.ACQUIRE", "s", "owner-b", "5000"]).await;
+    assert!(is_token(&next), "free for the next owner: {next:?}");
+}
+
+/// `DELAY`: after the disconnect the lock stays held for the delay (1.5
+/// s), then frees, long before its lease (10 s) would have ended; a waiter
+/// is granted in between. Without `SESSION`, `DELAY` is refused as the
+/// module refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_session_delay_keeps_the_lock_for_the_delay() {
+    let c = Cluster::start(5);
+    let (_endpoint, port) = start_endpoint(&c, 0).await;
+    let mut b = Line::connect(port).await;
+    assert_eq!(b.call(&["LOCK.ACQUIRE", "d", "o", "1000", "DELAY", "10"]).await, "-ERR syntax error: DELAY needs SESSION\r\n");
+    let mut a = Line::connect(port).await;
+    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "d", "owner-a", "10000", "SESSION", "DELAY", "1500"]).await));
+    let closed = Instant::now();
+    drop(a);
+    assert!(is_token(&b.call(&["LOCK.ACQUIRE", "d", "owner-b", "5000", "WAIT", "9000"]).await));
+    let waited = closed.elapsed();
+    assert!(waited >= Duration::from_millis(1200), "granted {waited:?} after the disconnect, within the delay of 1.5 s");
+    assert!(waited < Duration::from_millis(8000), "granted {waited:?} after the disconnect: the lease of 10 s was not cut");
+}
+
+/// A release from another connection ends the binding: the bound
+/// connection is not closed by the extensions that then fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_session_released_elsewhere_closes_nothing() {
+    let c = Cluster::start(5);
+    let (_endpoint, port) = start_endpoint(&c, 0).await;
+    let mut a = Line::connect(port).await;
+    let mut b = Line::connect(port).await;
+    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "r", "owner-a", "450", "SESSION"]).await));
+    assert_eq!(b.call(&["LOCK.RELEASE", "r", "owner-a"]).await, ":1\r\n");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(a.call(&["PING"]).await, "+PONG\r\n", "the bound connection still served");
+    assert!(!held_by(&c, "r", "owner-a").await);
+}
+
+/// When the extensions of a bound hold fail (three of five servers
+/// paused), the hold may be lost: the endpoint closes its connection, the
+/// signal a Redis client hears; a connection without a bound hold stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_session_hold_that_may_be_lost_closes_its_connection() {
+    let mut c = Cluster::start(5);
+    let (_endpoint, port) = start_endpoint(&c, 0).await;
+    let mut bound = Line::connect(port).await;
+    let mut plain = Line::connect(port).await;
+    assert!(is_token(&bound.call(&["LOCK.ACQUIRE", "l", "owner-a", "900", "SESSION"]).await));
+    assert!(is_token(&plain.call(&["LOCK.ACQUIRE", "other", "owner-p", "900"]).await));
+    for s in c.servers.iter_mut().take(3) {
+        s.freeze();
+    }
+    let closed = bound.closed_within(Duration::from_secs(5)).await;
+    for s in c.servers.iter_mut().take(3) {
+        s.thaw();
+    }
+    assert!(closed, "the connection of a hold that may be lost is closed");
+    assert_eq!(plain.call(&["PING"]).await, "+PONG\r\n", "a connection without a bound hold stays");
+}
