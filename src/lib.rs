@@ -85,13 +85,13 @@ const MODULE_VERSION: i32 = version_part(env!("CARGO_PKG_VERSION_MAJOR")) * 10_0
     + version_part(env!("CARGO_PKG_VERSION_PATCH"));
 
 #[cfg(not(test))]
-use edge::{datatype::LOCK_TYPE, init};
+use edge::{datatype::LOCK_TYPE, init, register::REGISTER_TYPE};
 
 #[cfg(not(test))]
 redis_module::redis_module! {
     name: "redislock",
     version: MODULE_VERSION,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-    data_types: [LOCK_TYPE],
+    data_types: [LOCK_TYPE, REGISTER_TYPE],
     init: init,
 }

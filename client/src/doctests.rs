@@ -24,6 +24,7 @@ markdown! {
     Client = "../../docs/client.md",
     Python = "../../docs/python.md",
     Node = "../../docs/node.md",
+    Serve = "../../docs/serve.md",
     Election = "../../docs/election.md",
     Operations = "../../docs/operations.md",
     Safety = "../../docs/safety.md",

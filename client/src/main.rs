@@ -1,8 +1,9 @@
 //! `redlock`: the command-line program of the Redlock quorum client.
-//! Subcommands acquire, release, extend, status, run, bench; see
+//! Subcommands acquire, release, extend, status, run, bench, serve; see
 //! `redlock --help` for the exit statuses.
 
 mod cli;
+mod serve;
 
 use clap::error::ErrorKind;
 use clap::Parser;

@@ -1,5 +1,6 @@
 //! `LOCK.CHECK` and `LOCK.GUARD`: a hold named by key, owner and token,
-//! and for the guard the command it runs.
+//! and for the guard the command it runs; `LOCK.FENCED` and
+//! `LOCK.FENCEINFO`: a token register, a token and the command.
 
 use super::{parse_owner, parse_token, ArgBytes, ArgError};
 use crate::core::token::Token;
@@ -34,6 +35,33 @@ pub fn parse_guard<A: ArgBytes>(args: &[A]) -> Result<Guard<'_, A>, ArgError> {
     };
     let hold = Check { key, owner: parse_owner(owner.bytes())?, token: parse_token(token.bytes())? };
     Ok(Guard { hold, command, command_args })
+}
+
+/// `LOCK.FENCED register token [command [arg ...]]`
+#[derive(Debug)]
+pub struct Fenced<'a, A> {
+    pub register: &'a A,
+    /// At least 0 (`parse_token`); the command refuses 0, which no lock
+    /// issues and a register cannot hold.
+    pub token: Token,
+    /// The command to run and its arguments; `None`: only raise the
+    /// register.
+    pub command: Option<(&'a A, &'a [A])>,
+}
+
+pub fn parse_fenced<A: ArgBytes>(args: &[A]) -> Result<Fenced<'_, A>, ArgError> {
+    let [_, register, token, command @ ..] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.fenced' command"));
+    };
+    Ok(Fenced { register, token: parse_token(token.bytes())?, command: command.split_first() })
+}
+
+/// `LOCK.FENCEINFO register`
+pub fn parse_fenceinfo<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
+    let [_, register] = args else {
+        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.fenceinfo' command"));
+    };
+    Ok(register)
 }
 
 /// Why LOCK.GUARD will not run a command, whatever the hold: it would
@@ -125,6 +153,25 @@ mod tests {
             ArgError::Arity(c"ERR wrong number of arguments for 'lock.guard' command")
         );
         assert_eq!(parse_guard(&words("LOCK.GUARD k o x SET a b")).unwrap_err(), ArgError::BadToken);
+    }
+
+    #[test]
+    fn fenced_takes_a_register_a_token_and_maybe_a_command() {
+        let argv = words("LOCK.FENCED reg 7 SET data v");
+        let f = parse_fenced(&argv).expect("valid");
+        assert_eq!((*f.register, f.token), (&b"reg"[..], 7));
+        let (command, args) = f.command.expect("a command");
+        assert_eq!((*command, args), (&b"SET"[..], &[&b"data"[..], &b"v"[..]][..]));
+        let bare = words("LOCK.FENCED reg 7");
+        assert!(parse_fenced(&bare).expect("valid").command.is_none());
+        assert_eq!(
+            parse_fenced(&words("LOCK.FENCED reg")).unwrap_err(),
+            ArgError::Arity(c"ERR wrong number of arguments for 'lock.fenced' command")
+        );
+        assert_eq!(parse_fenced(&words("LOCK.FENCED reg x SET a b")).unwrap_err(), ArgError::BadToken);
+        assert_eq!(parse_fenced(&words("LOCK.FENCED reg -3")).unwrap_err(), ArgError::BadToken);
+        assert_eq!(**parse_fenceinfo(&words("LOCK.FENCEINFO reg")).expect("valid"), b"reg"[..]);
+        assert!(parse_fenceinfo(&words("LOCK.FENCEINFO")).is_err() && parse_fenceinfo(&words("LOCK.FENCEINFO a b")).is_err());
     }
 
     #[test]

@@ -593,7 +593,7 @@ pub const TOP_DEFAULT_COUNT: usize = 10;
 mod apply;
 mod fence;
 pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
-pub use fence::{parse_check, parse_guard, runs_script, unguardable, Check, Unguardable};
+pub use fence::{parse_check, parse_fenced, parse_fenceinfo, parse_guard, runs_script, unguardable, Check, Unguardable};
 
 #[cfg(test)]
 mod tests;

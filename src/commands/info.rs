@@ -50,6 +50,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     let (clients_waiting, keys_waited) = waiters::gauges();
     field(ctx, c"locks", stats::LOCKS.load(std::sync::atomic::Ordering::Relaxed).max(0));
     field(ctx, c"evicted_locks_kept", crate::keys::rescue::evicted_kept());
+    field(ctx, c"evicted_registers_kept", crate::keys::register::evicted_kept());
     field(ctx, c"locks_evictable", i64::from(locks_evictable()));
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);

@@ -45,7 +45,7 @@ macro_rules! parse_or_reply {
 // After the macros, which it uses.
 mod fence;
 mod multi;
-pub use fence::{check, guard};
+pub use fence::{check, fenced, fenceinfo, guard};
 pub use multi::{macquire, mextend, mrelease};
 
 /// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`

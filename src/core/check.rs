@@ -79,6 +79,18 @@ pub fn current<'a>(holders: impl IntoIterator<Item = Held<'a>>, owner: &[u8], to
     }
 }
 
+/// Whether a token register (LOCK.FENCED) that has accepted `highest`
+/// (`None`: no token yet) admits a write under `token`: one at least as
+/// high as every token accepted before, so the holder that wrote last
+/// writes again and a newer holder's first write shuts out every older
+/// one. `Err` carries the highest accepted.
+pub fn admits(highest: Option<Token>, token: Token) -> Result<(), Token> {
+    match highest {
+        Some(h) if token < h => Err(h),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +132,15 @@ mod tests {
         assert_eq!(current([held(b"A", 7, 100)], b"a", 7, 0), Err(Stale::OtherOwner));
         assert_eq!(current([held(b"a\0", 7, 100)], b"a", 7, 0), Err(Stale::OtherOwner));
         assert_eq!(current([held(b"", 7, 100)], b"", 7, 0), Ok(()));
+    }
+
+    #[test]
+    fn a_register_admits_its_highest_token_and_above_only() {
+        assert_eq!(admits(None, 1), Ok(()));
+        assert_eq!(admits(Some(7), 7), Ok(()));
+        assert_eq!(admits(Some(7), 8), Ok(()));
+        assert_eq!(admits(Some(7), 6), Err(7));
+        assert_eq!(admits(Some(i64::MAX), 0), Err(i64::MAX));
     }
 
     fn holder() -> impl Strategy<Value = (u8, Token, i64)> {

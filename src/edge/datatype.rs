@@ -276,7 +276,7 @@ unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option
 /// master from a client here, so it keeps the bound (and its log says so).
 /// Only reached for a token beyond the bound: the context this allocates
 /// costs nothing on an ordinary RESTORE.
-unsafe fn restored_by_master(rdb: *mut RedisModuleIO) -> bool {
+pub(super) unsafe fn restored_by_master(rdb: *mut RedisModuleIO) -> bool {
     let ctx = rm!(RedisModule_GetContextFromIO(rdb) else ptr::null_mut());
     if ctx.is_null() {
         return false;

@@ -15,8 +15,8 @@ use crate::server::clock::{self, StepDetector};
 use crate::server::fencing::COUNTER;
 use crate::server::quarantine::Load;
 use crate::{
-    keys::realign, keys::rescue, keys::value, replication::audience, replication::writable, server::bindings, server::quarantine,
-    server::reentry, session::disconnect, waiters,
+    keys::realign, keys::register, keys::rescue, keys::value, replication::audience, replication::writable, server::bindings,
+    server::quarantine, server::reentry, session::disconnect, waiters,
 };
 
 type Callback = unsafe extern "C" fn(*mut RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
@@ -104,10 +104,12 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, event: raw::Red
     if event.id == raw::REDISMODULE_EVENT_FLUSHDB && sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_START {
         if let Some(info) = data.cast::<raw::RedisModuleFlushInfo>().as_ref() {
             rescue::flushed(info.dbnum);
+            register::flushed(info.dbnum);
         }
     } else if event.id == raw::REDISMODULE_EVENT_SWAPDB {
         if let Some(info) = data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() {
             rescue::swapped(info.dbnum_first, info.dbnum_second);
+            register::swapped(info.dbnum_first, info.dbnum_second);
         }
     }
     waiters::dataset_changed();
@@ -146,7 +148,9 @@ unsafe extern "C" fn on_cron(ctx: *mut RedisModuleCtx, _event: raw::RedisModuleE
 unsafe extern "C" fn on_evicted(ctx: *mut RedisModuleCtx, _type: c_int, _event: *const c_char, key: *mut RedisModuleString) -> c_int {
     let db = Ctx::new(ctx).selected_db();
     // SAFETY: Redis hands the live key name for the callback's duration.
-    rescue::evicted(db, unsafe { api::string_bytes(key) });
+    let name = unsafe { api::string_bytes(key) };
+    rescue::evicted(db, name);
+    register::evicted(db, name);
     api::OK
 }
 

@@ -8,6 +8,7 @@
 
 pub mod datatype;
 mod events;
+pub mod register;
 
 use std::ffi::{c_int, CStr};
 
@@ -64,6 +65,11 @@ const fn many(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgD
     ArgDoc { name, kind, token: None, optional: false, multiple: true }
 }
 
+/// An optional argument without a word before it (`[command]`).
+const fn optional(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
+    ArgDoc { name, kind, token: None, optional: true, multiple: false }
+}
+
 /// Any number of an argument (`[arg ...]`).
 const fn optional_many(name: &'static CStr, kind: raw::RedisModuleCommandArgType) -> ArgDoc {
     ArgDoc { name, kind, token: None, optional: true, multiple: true }
@@ -105,6 +111,9 @@ const INFO_ARGS: [ArgDoc; 1] = [arg(c"key", KEY)];
 const CHECK_ARGS: [ArgDoc; 3] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER)];
 const GUARD_ARGS: [ArgDoc; 5] =
     [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"command", STRING), optional_many(c"arg", STRING)];
+const FENCED_ARGS: [ArgDoc; 4] =
+    [arg(c"register", KEY), arg(c"token", INTEGER), optional(c"command", STRING), optional_many(c"arg", STRING)];
+const FENCEINFO_ARGS: [ArgDoc; 1] = [arg(c"register", KEY)];
 const WAITERS_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"COUNT", c"count", INTEGER)];
 const TOP_ARGS: [ArgDoc; 1] = [option(c"COUNT", c"count", INTEGER)];
 const MACQUIRE_ARGS: [ArgDoc; 10] = [
@@ -176,9 +185,23 @@ fn report_keys(ctx: Ctx, argv: &[Arg], key_flags: u32) {
 /// LOCK.* one: no nested request).
 fn report_guard_keys(ctx: Ctx, argv: &[Arg]) {
     ctx.key_at(1, READ);
-    // None, or an empty line, when Redis asks with too few arguments:
-    // the server is not asked about a command line without a name.
-    let Some(guarded) = argv.get(GUARDED_AT as usize..).filter(|g| !g.is_empty()) else {
+    report_run_keys(ctx, argv, GUARDED_AT);
+}
+
+/// LOCK.FENCED's keys, as LOCK.GUARD's: the register's (written), then
+/// the command's.
+fn report_fenced_keys(ctx: Ctx, argv: &[Arg]) {
+    ctx.key_at(1, RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+    report_run_keys(ctx, argv, FENCED_AT);
+}
+
+/// The keys of the command that starts at `at` in `argv`, as the server
+/// finds them.
+fn report_run_keys(ctx: Ctx, argv: &[Arg], at: c_int) {
+    // None, or an empty line, when Redis asks with too few arguments (or
+    // LOCK.FENCED has no command): the server is not asked about a command
+    // line without a name.
+    let Some(guarded) = argv.get(at as usize..).filter(|g| !g.is_empty()) else {
         return;
     };
     if let Some(name) = guarded.first() {
@@ -186,14 +209,16 @@ fn report_guard_keys(ctx: Ctx, argv: &[Arg]) {
             return;
         }
     }
-    ctx.command_keys(guarded, RW, |pos, flags| ctx.key_at(pos.saturating_add(GUARDED_AT), flags));
+    ctx.command_keys(guarded, RW, |pos, flags| ctx.key_at(pos.saturating_add(at), flags));
 }
 
 const READ: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
 /// Where LOCK.GUARD's guarded command begins (`key owner token command`).
 const GUARDED_AT: c_int = 4;
+/// Where LOCK.FENCED's command begins (`register token command`).
+const FENCED_AT: c_int = 3;
 
-fn command_table() -> [Command; 13] {
+fn command_table() -> [Command; 15] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -241,6 +266,23 @@ fn command_table() -> [Command; 13] {
             arity: -5, key_flags: READ, numkeys: false, acl: c"write slow",
             summary: c"Runs a command atomically only while owner holds the lock under token; otherwise runs nothing and answers a FENCED error saying why",
             complexity: c"O(1) plus the guarded command's", args: &GUARD_ARGS),
+        // The store-side fence for data kept apart from the locks (the
+        // quorum's): a token register, raised by each write it lets
+        // through. Flags and keys as LOCK.GUARD's, the register written.
+        command!(c"lock.fenced", |ctx: Ctx, argv: &[Arg]| -> c_int {
+                if ctx.is_keys_position_request() {
+                    report_fenced_keys(ctx, argv);
+                    return api::OK;
+                }
+                commands::fenced(ctx, argv)
+            }, c"write getkeys-api",
+            arity: -3, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write slow",
+            summary: c"Runs a command only if token is at least every token the register has accepted, raising the register to it; an older token runs nothing and gets a FENCED error",
+            complexity: c"O(1) plus the command's", args: &FENCED_ARGS),
+        command!(c"lock.fenceinfo", commands::fenceinfo, c"readonly fast",
+            arity: 2, key_flags: READ, numkeys: false, acl: c"read fast",
+            summary: c"The highest token a register (LOCK.FENCED) has accepted, or nil",
+            complexity: c"O(1)", args: &FENCEINFO_ARGS),
         command!(c"lock.waiters", commands::waiters_of, c"readonly",
             arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read",
             summary: c"The line of clients waiting for a lock, oldest first: owner, mode, how long each has waited and has left",
@@ -379,6 +421,9 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     if !datatype::remember_registered() {
         return fail(ctx, "the lock data type was not registered");
+    }
+    if !register::remember_registered() {
+        return fail(ctx, "the token register data type was not registered");
     }
     // Keys opened for writing are not implicitly "modified": a failed
     // acquire must not break WATCH or client-side caching. Effects signal

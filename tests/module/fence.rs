@@ -331,6 +331,10 @@ fn fence_commands_are_declared_and_categorised() {
             .query(&mut admin)
             .expect("GETKEYS");
         assert_eq!(keys, vec!["k"], "{name}: the lock's key");
+        let info = format!("{:?}", ok_cmd(&mut admin, cmd("COMMAND").arg("INFO").arg("lock.fenceinfo").arg("lock.fenced")));
+        let (fenceinfo_info, fenced_info) = info.split_at(info.find("lock.fenced\"").expect("lock.fenced in COMMAND INFO"));
+        assert!(fenceinfo_info.contains("readonly") && !fenceinfo_info.contains("\"write\""), "{name}: {fenceinfo_info}");
+        assert!(fenced_info.contains("write") && !fenced_info.contains("denyoom"), "{name}: {fenced_info}");
         let t = grant(&mut admin, "k", "a", 60_000);
         let login = |user: &str, rules: &[&str]| {
             let mut setuser = cmd("ACL");
@@ -400,4 +404,20 @@ fn fence_guard_in_a_cluster_keeps_the_lock_and_its_data_in_one_slot() {
         cmd("LOCK.GUARD").arg(lock).arg("a").arg(t).arg("SET").arg("{order:42}:data").arg("routed").query(&mut routed).expect("routed");
     assert_eq!(v, "OK");
     assert_eq!(get(&mut c, "{order:42}:data").as_deref(), Some("routed"));
+
+    // A token register is routed the same way, with the data it fences.
+    let register = "{order:42}:fence";
+    let fenced = |c: &mut Connection, command: &[&str]| {
+        let mut f = cmd("LOCK.FENCED");
+        f.arg(register).arg(t);
+        for a in command {
+            f.arg(*a);
+        }
+        try_cmd(c, &f)
+    };
+    assert_eq!(fenced(&mut c, &["SET", "{order:42}:data", "fenced"]), Ok(Value::Okay));
+    assert_refused(fenced(&mut c, &["SET", here.as_str(), "x"]), "CROSSSLOT", "a fenced write to another slot");
+    assert!(!exists(&mut c, here.as_bytes()), "nothing written here");
+    let e = fenced(&mut elsewhere, &["SET", "{order:42}:data", "w"]).expect_err("redirected");
+    assert_eq!(e, format!("MOVED {slot} 127.0.0.1:{}", cluster.nodes[node].port));
 }

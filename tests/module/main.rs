@@ -26,6 +26,7 @@ mod malformed;
 mod multi;
 mod persistence;
 mod quarantine;
+mod register;
 mod replay;
 mod replication;
 mod restore;

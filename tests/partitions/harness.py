@@ -11,7 +11,7 @@ Layout of one topology (one per scenario):
     namespace <run>-<tag>-c1..   a client each: eth0 on br0 (10.231.0.101...),
                                  eth1 on br1, so a client cut off from the
                                  lock servers still reaches the resource
-    namespace <run>-<tag>-res    the fenced resource (a plain Redis, 10.232.0.1)
+    namespace <run>-<tag>-res    the fenced resource (a Redis with the module: LOCK.FENCED, 10.232.0.1)
 
 Each host's veth has its bridge end (`l-<host>` on br0, `r-<host>` on br1)
 in the switch: a host's link goes down at the switch, as when its cable is
@@ -527,7 +527,7 @@ class Topology:
 
     def start_fence(self):
         h = self.host("res", res_ip=RES_NET + "1")
-        self.fence = Server(self, h, "fence", plain=True)
+        self.fence = Server(self, h, "fence")
         self.fence.start().wait_ready()
         return self.fence
 

@@ -2,23 +2,18 @@
 harness's own commands to the servers, and the fenced writes of the
 workers and of the commands `redlock run` starts.
 
-The fenced resource is a hash in a plain Redis, written only through
-FENCED_WRITE, which refuses a token not above the last one accepted (the
-recipe of docs/safety.md, as client/tests/common/fence.rs writes it).
+The fenced resource is a hash in a Redis with the module, written only
+through the module's own fence: `LOCK.FENCED <key>:register token EVAL
+FENCED_WRITE ...` runs the write only when its token is at least every
+token the register accepted (issue 58), so a holder that lost its lock
+writes nothing once a newer holder wrote.
 """
 
 import socket
 
 # KEYS[1] the resource, ARGV[1] the writer's fencing token, ARGV[2] the
-# value. 1 accepted, 0 refused (stale). Tokens are Unix microseconds,
-# exact in Lua's doubles.
+# value: what an accepted write does (LOCK.FENCED refuses the others).
 FENCED_WRITE = """
-local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '-1')
-local token = tonumber(ARGV[1])
-if token == nil or token <= last then
-  redis.call('HINCRBY', KEYS[1], 'refused', 1)
-  return 0
-end
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'accepted', 1)
 return 1
@@ -94,12 +89,18 @@ class Conn:
 
 
 def fenced_write(conn, key, token, value):
-    """True when the resource accepted the write, False when it refused
-    it as stale."""
-    reply = conn.call("EVAL", FENCED_WRITE, 1, key, token, value)
-    if reply not in (0, 1):
+    """True when the resource accepted the write, False when the token
+    register refused it as stale (`FENCED older token`)."""
+    try:
+        reply = conn.call("LOCK.FENCED", key + ":register", token, "EVAL", FENCED_WRITE, 1, key, token, value)
+    except RespError as e:
+        if not str(e).startswith("FENCED older token"):
+            raise
+        conn.call("HINCRBY", key, "refused", 1)
+        return False
+    if reply != 1:
         raise RespError(f"fenced write replied {reply!r}")
-    return reply == 1
+    return True
 
 
 def pairs(reply):

@@ -11,6 +11,7 @@ pub mod explain;
 pub mod output;
 pub mod progress;
 pub mod run;
+pub mod serve;
 pub mod status;
 pub mod top;
 
@@ -66,6 +67,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Elect(args) => elect::elect(&redlock, args).await,
         Command::Leader(args) => elect::leader(&redlock, args, json).await,
         Command::Bench(args) => bench::bench(&global, args, json).await,
+        Command::Serve(args) => serve::serve(&redlock, args).await,
     };
     // A lock taken from the line gives its place up in the background: it
     // must be given up before this process exits, or the next in line

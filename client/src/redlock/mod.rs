@@ -396,6 +396,40 @@ impl Redlock {
         self.acquire_until(&Resources::one(resource), ttl, deadline, Ask::new(Share::Shared), |_| {}).await
     }
 
+    /// `resources` held by `owner`, the name the caller gives its hold (as
+    /// the module's `LOCK.ACQUIRE key owner`), exclusive or `shared`: with
+    /// a deadline waited for in line until then (see `lock_until`), else
+    /// one round, with a token of at least `fence` when given.
+    ///
+    /// `owner` must be new to this acquisition, as the random owner of
+    /// `lock` is: a round that fails undoes its grants by owner, and a
+    /// release that did not land is sent again while the lease could
+    /// stand (`release_later`). An owner that already holds `resources`
+    /// is re-granted its hold by each server, so its failed round would
+    /// release that earlier hold on the servers that re-granted it, and
+    /// a late release of a failed round would end a later grant to the
+    /// same owner: both break mutual exclusion. (`redlock serve` adds 16
+    /// random hex digits to its clients' owners, and extends a hold a
+    /// client asks for again.)
+    pub async fn lock_as(
+        &self,
+        resources: &Resources,
+        owner: &str,
+        ttl: Duration,
+        shared: bool,
+        fence: Option<i64>,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        let ask = Ask::new(Share::of(shared)).owner(Some(owner));
+        match deadline {
+            Some(_) => self.acquire_until(resources, ttl, deadline, ask, |_| {}).await,
+            None => {
+                self.verify_servers().await?;
+                self.attempt(resources, ttl, ask.fence(fence)).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+            }
+        }
+    }
+
     /// Takes `resource`, retrying until it is granted, the retries are used
     /// up, or (with `deadline`) the deadline passes, whichever comes first.
     /// With a deadline the retry count does not limit the attempts.
@@ -441,6 +475,12 @@ impl Redlock {
     /// Each instance's view of `resource`.
     pub async fn status(&self, resource: &str) -> Vec<InstanceStatus> {
         join_all(self.inner.instances.iter().map(|i| i.status(resource))).await
+    }
+
+    /// Each instance's holders of `resource`, one request each (`status`
+    /// without the quarantine and the line).
+    pub async fn holders(&self, resource: &str) -> Vec<InstanceStatus> {
+        join_all(self.inner.instances.iter().map(|i| i.holders(resource))).await
     }
 
     /// Every instance's `count` most contended locks (`LOCK.TOP`), most

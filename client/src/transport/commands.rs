@@ -140,20 +140,23 @@ impl Share {
 /// min`), the connection it is bound to (`session`: `SESSION DELAY ms`,
 /// the hold ending that long after the connection closes) and the value
 /// stored with an exclusive hold (`value`: `VALUE text`, an election's;
-/// a re-grant without one keeps it). Built from `new` (or `exclusive`)
-/// with only what differs: `Ask::new(share).session(delay)`.
+/// a re-grant without one keeps it), and the owner the caller named
+/// (`owner`: `redlock serve`'s clients name theirs; `None`, a new random
+/// one per round). Built from `new` (or `exclusive`) with only what
+/// differs: `Ask::new(share).session(delay)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ask<'a> {
     pub share: Share,
     pub fence: Option<i64>,
     pub session: Option<u64>,
     pub value: Option<&'a str>,
+    pub owner: Option<&'a str>,
 }
 
 impl<'a> Ask<'a> {
     /// A hold in `share` mode, and nothing else asked.
     pub fn new(share: Share) -> Ask<'a> {
-        Ask { share, fence: None, session: None, value: None }
+        Ask { share, fence: None, session: None, value: None, owner: None }
     }
 
     /// An exclusive hold, and nothing else asked.
@@ -174,6 +177,11 @@ impl<'a> Ask<'a> {
     /// The same, storing `text` with the hold when given.
     pub fn value(self, text: Option<&'a str>) -> Ask<'a> {
         Ask { value: text, ..self }
+    }
+
+    /// The same, held by `owner` instead of a new random owner when given.
+    pub fn owner(self, owner: Option<&'a str>) -> Ask<'a> {
+        Ask { owner, ..self }
     }
 }
 
@@ -213,7 +221,7 @@ impl Instance {
     /// mode `SET key owner NX PX ttl` (exclusive only, never bound, no
     /// value).
     pub async fn acquire_as(&self, keys: impl Into<Keys<'_>>, owner: &str, ttl: Duration, ask: Ask<'_>) -> InstanceOutcome {
-        let Ask { share, fence, session, value } = ask;
+        let Ask { share, fence, session, value, .. } = ask;
         let keys = keys.into();
         let started = Instant::now();
         let ttl_ms = millis(ttl);
@@ -368,7 +376,7 @@ impl Instance {
     /// A new connection is identified before it waits, as the shared one
     /// is: a grant from an unidentified server never counts.
     pub async fn wait_for(&self, keys: impl Into<Keys<'_>>, owner: &str, ttl: Duration, wait: Duration, ask: Ask<'_>) -> InstanceOutcome {
-        let Ask { share, fence, session, value } = ask;
+        let Ask { share, fence, session, value, .. } = ask;
         let keys = keys.into();
         let started = Instant::now();
         let budget = wait.saturating_add(self.request_timeout);
@@ -552,8 +560,36 @@ impl Instance {
         top
     }
 
-    /// This server's view of `key`.
+    /// This server's view of `key`: its holders (`holders`), and in module
+    /// mode its quarantine and line too; in script mode the lease.
     pub async fn status(&self, key: &str) -> InstanceStatus {
+        let (mut status, answered) = self.holders_answered(key).await;
+        if !answered {
+            return status;
+        }
+        if self.mode == Mode::Script && status.owner.is_some() {
+            status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
+        }
+        if self.mode == Mode::Module {
+            let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
+            status.quarantine_ms_left = info.and_then(quarantine_left);
+            if status.waiters.is_some_and(|n| n > 0) {
+                let line = self.query::<Value>(redis::cmd("LOCK.WAITERS").arg(key).arg("COUNT").arg(STATUS_LINE_COUNT)).await;
+                status.line = line.map(waiter_states).unwrap_or_default();
+            }
+        }
+        status
+    }
+
+    /// Who holds `key` here, in one request (`LOCK.INFO key`; in script
+    /// mode `GET key`): `status` without the quarantine, the line, and a
+    /// script-mode lease.
+    pub async fn holders(&self, key: &str) -> InstanceStatus {
+        self.holders_answered(key).await.0
+    }
+
+    /// `holders`, and whether the request was answered without an error.
+    async fn holders_answered(&self, key: &str) -> (InstanceStatus, bool) {
         let mut status = InstanceStatus {
             server: self.name.clone(),
             reachable: false,
@@ -571,24 +607,14 @@ impl Instance {
             Mode::Module => self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await,
             Mode::Script => self.query::<Value>(redis::cmd("GET").arg(key)).await,
         };
+        let answered = reply.is_ok();
         match reply {
             Ok(value) => {
                 status.reachable = true;
                 fill_status(&mut status, value, self.mode);
-                if self.mode == Mode::Script && status.owner.is_some() {
-                    status.pttl = self.query::<i64>(redis::cmd("PTTL").arg(key)).await.ok();
-                }
-                if self.mode == Mode::Module {
-                    let info = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok();
-                    status.quarantine_ms_left = info.and_then(quarantine_left);
-                    if status.waiters.is_some_and(|n| n > 0) {
-                        let line = self.query::<Value>(redis::cmd("LOCK.WAITERS").arg(key).arg("COUNT").arg(STATUS_LINE_COUNT)).await;
-                        status.line = line.map(waiter_states).unwrap_or_default();
-                    }
-                }
             }
             Err(e) => (status.reachable, status.error, status.failure) = for_status(e, &self.name),
         }
-        status
+        (status, answered)
     }
 }

@@ -10,4 +10,5 @@ mod cli_errors;
 mod elect;
 mod group;
 mod input;
+mod serve;
 mod sets;

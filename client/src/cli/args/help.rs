@@ -103,3 +103,26 @@ value a leader proclaims, never the same term and value twice, never a lower ter
 the term: it hears each server's announcements of the election's changes, and
 subscribes again every --interval to a server it lost (reading the leader at
 that interval while fewer than a quorum can be heard).";
+
+pub const SERVE_HELP: &str = "\
+Served (each through the quorum of --servers, with the module's syntax and
+replies): LOCK.ACQUIRE key owner ttl-ms [SHARED] [FENCE min-token] [WAIT
+timeout-ms] (the quorum's fencing token, or nil), LOCK.RELEASE key owner and
+LOCK.EXTEND key owner ttl-ms (1 when a quorum did it, else 0), LOCK.INFO key
+(what a quorum of the servers agrees on). Around them, what Redis clients send
+when they connect: HELLO [2|3] [AUTH user pass] [SETNAME name], AUTH, PING,
+ECHO, SELECT 0, CLIENT SETNAME|GETNAME|ID|SETINFO|INFO, COMMAND [COUNT|INFO|
+DOCS|LIST], INFO (its # redlock section: the servers, whether each answers,
+the quorum, this endpoint's clients and acquisitions), QUIT, RESET.
+
+Not served yet (a clear error names it): LIMIT, PERMITS, SESSION, DELAY,
+VALUE, FENCE with WAIT, LOCK.MACQUIRE/MRELEASE/MEXTEND/PROCLAIM/WAITERS/TOP,
+SUBSCRIBE, TLS on the endpoint itself, ACL users other than default.
+
+Each connection is served on its own: a WAIT blocks its own client only, and
+a client that closes while it waits gives its place in line up at once. A
+request over 1 MB, or one the protocol cannot parse, is answered with an error
+and its connection closed. Runs until interrupted (SIGINT/SIGTERM).
+
+Example: redlock serve --servers redis://a:6379,redis://b:6379,redis://c:6379
+         redis-cli -p 7379 LOCK.ACQUIRE orders:42 worker-1 10000 WAIT 5000";

@@ -9,7 +9,9 @@ use redlock::transport::takes_more_hosts;
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
 mod help;
-use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP};
+mod serve;
+use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP, SERVE_HELP};
+pub use serve::ServeArgs;
 
 /// The five local instances of `make redlock-up`.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,\
@@ -164,6 +166,10 @@ pub enum Command {
     Leader(LeaderArgs),
     /// Measure throughput and latency against the servers.
     Bench(BenchArgs),
+    /// Serve the module's LOCK.* commands over the Redis protocol, each run
+    /// through the quorum: any language's Redis client gets Redlock.
+    #[command(after_help = SERVE_HELP)]
+    Serve(ServeArgs),
 }
 
 #[derive(Args, Debug)]
