@@ -2,8 +2,11 @@
 //! that outlived its lease (here: never extended, its validity waited
 //! out, as a process paused past its lease wakes) sends the write it built
 //! while it held, and the store refuses it every time once a newer holder
-//! took the lock, while the newer holder's writes land. `Lock::guarded`
-//! for data in a Redis that holds the lock (`LOCK.GUARD`).
+//! wrote (or raised the register), while the newer holder's writes land.
+//! `Lock::fenced` for data on a Redis of its own (`LOCK.FENCED`, a token
+//! register there), `Lock::guarded` for data in a Redis that holds the
+//! lock (`LOCK.GUARD`). What landed is counted on the data server: every
+//! write that runs appends its value to one list.
 
 use crate::common;
 
@@ -27,8 +30,95 @@ async fn outlive(lock: &redlock::Lock) {
     eventually(Duration::from_secs(10), "the holder's validity ran out", || async { lock.remaining().is_zero() }).await;
 }
 
+/// The values of the writes that landed on `data`, in order.
+async fn landed(data: &Server) -> Vec<String> {
+    match data.ok(redis::cmd("LRANGE").arg(LOG).arg(0).arg(-1)).await {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("a logged value: {other:?}"),
+            })
+            .collect(),
+        other => panic!("LRANGE replied {other:?}"),
+    }
+}
+
+/// The list every write that runs appends to.
+const LOG: &str = "order:42:log";
+const REGISTER: &str = "order:42:fence";
+
+/// The register's highest token.
+async fn register(data: &Server) -> Option<i64> {
+    match data.ok(redis::cmd("LOCK.FENCEINFO").arg(REGISTER)).await {
+        Value::Int(t) => Some(t),
+        Value::Nil => None,
+        other => panic!("LOCK.FENCEINFO replied {other:?}"),
+    }
+}
+
+/// Sends the stale holder's write `STALE_WRITES` times; each must be
+/// refused as older than `newer`, the register's token.
+async fn refused_every_time(data: &Server, stale: &redis::Cmd, older: i64, newer: i64) {
+    let why = format!("has accepted token {newer}, not {older}");
+    for attempt in 1..=STALE_WRITES {
+        match send(data, stale).await {
+            Err(e) if e.contains("FENCED") && e.contains("older token") && e.contains(&why) => {}
+            other => panic!("the stale holder's write {attempt} of {STALE_WRITES} was not refused as older: {other:?}"),
+        }
+    }
+}
+
 fn quick() -> Settings {
     Settings { extend_fraction: 0.5, ..relaxed() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_past_its_lease_has_every_fenced_write_refused_on_the_data_server_once_a_newer_holder_wrote() {
+    let c = Cluster::start(5);
+    let data = Server::start();
+    let rl = c.redlock(quick());
+    let a = rl.lock("orders:42", Duration::from_millis(800)).await.expect("A takes the lock");
+    let a_token = a.token.expect("module mode has a token");
+    assert_eq!(send(&data, &a.fenced(REGISTER, &["RPUSH", LOG, "a1"]).expect("A's command")).await, Ok(Value::Int(1)));
+    assert_eq!(register(&data).await, Some(a_token), "the register took A's token");
+    // A builds its next write while it holds, then pauses past its lease.
+    let stale = a.fenced(REGISTER, &["RPUSH", LOG, "a-late"]).expect("A's command, built while it holds");
+    outlive(&a).await;
+    assert!(matches!(a.fenced(REGISTER, &["RPUSH", LOG, "x"]), Err(Error::Expired { .. })), "an ended copy builds nothing");
+
+    let b = rl.guard("orders:42", Duration::from_secs(30), Some(Instant::now() + Duration::from_secs(10))).await.expect("B");
+    let b_token = b.token().expect("B's token");
+    assert!(b_token > a_token, "B's token {b_token} is above A's {a_token}");
+    assert_eq!(send(&data, &b.fenced(REGISTER, ("RPUSH", LOG, "b1")).expect("B's command")).await, Ok(Value::Int(2)));
+    refused_every_time(&data, &stale, a_token, b_token).await;
+    // The newer holder writes again under its token.
+    assert_eq!(send(&data, &b.fenced(REGISTER, ("RPUSH", LOG, "b2")).expect("B's command")).await, Ok(Value::Int(3)));
+    assert_eq!(landed(&data).await, ["a1", "b1", "b2"], "none of A's {STALE_WRITES} late writes landed");
+    assert_eq!(register(&data).await, Some(b_token));
+    b.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_holder_that_raises_the_register_shuts_the_older_out_before_its_first_write() {
+    let c = Cluster::start(5);
+    let data = Server::start();
+    let rl = c.redlock(quick());
+    let a = rl.lock("orders:42", Duration::from_millis(800)).await.expect("A takes the lock");
+    let a_token = a.token.expect("A's token");
+    let stale = a.fenced(REGISTER, &["RPUSH", LOG, "a-late"]).expect("A's command, built while it holds");
+    outlive(&a).await;
+    // Before anyone raised the register, a late write still lands: the
+    // register knows no newer token (the reason to raise it first).
+    assert_eq!(send(&data, &stale).await, Ok(Value::Int(1)));
+
+    let b = rl.lock_until("orders:42", Duration::from_secs(30), Some(Instant::now() + Duration::from_secs(10))).await.expect("B");
+    let b_token = b.token.expect("B's token");
+    let raise = b.fenced(REGISTER, Vec::<String>::new()).expect("B's raise");
+    assert_eq!(send(&data, &raise).await, Ok(Value::Int(b_token)), "without a command the register answers its token");
+    refused_every_time(&data, &stale, a_token, b_token).await;
+    assert_eq!(landed(&data).await, ["a-late"], "after the raise, none of A's writes landed");
+    rl.release(&b).await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
