@@ -12,10 +12,13 @@ import { ROOMY, resourceName, startServers } from './support/servers.mjs';
 
 let cluster;
 let redlock;
+/** A server of its own for the data, apart from the five of the locks. */
+let data;
 
 before(async () => {
-  cluster = await startServers(5);
-  redlock = new Redlock(cluster.urls, ROOMY);
+  cluster = await startServers(6);
+  data = cluster.servers[5];
+  redlock = new Redlock(cluster.urls.slice(0, 5), ROOMY);
 });
 after(async () => {
   await cluster?.stop();
@@ -59,4 +62,23 @@ test('locks whose token cannot fence throw ConfigError', async () => {
   assert.throws(() => unfenced.fenced('reg', 'SET', 'k', 'v'), (e) => e instanceof ConfigError && /no fencing token/.test(e.message));
   assert.throws(() => unfenced.guarded('SET', 'k', 'v'), (e) => e instanceof ConfigError && /no fencing token/.test(e.message));
   await unfenced.release();
+});
+
+test('fenced writes on a data server of their own refuse an older holder', async () => {
+  const resource = resourceName('fence-data');
+  const [register, log] = [`${resource}:fence`, `${resource}:log`];
+  const first = await redlock.acquire(resource, 10_000);
+  assert.equal(await data.call(...first.fenced(register, 'RPUSH', log, 'a1')), 1n);
+  const late = first.fenced(register, 'RPUSH', log, 'a-late'); // built while it holds
+  await first.release();
+  const second = await redlock.acquire(resource, 10_000);
+  assert.ok(second.token > first.token);
+  assert.equal(await data.call(...second.fenced(register)), second.token, 'only raises the register');
+  const older = `FENCED older token: register ${register} has accepted token ${second.token}, not ${first.token}`;
+  for (let i = 0; i < 5; i += 1) {
+    await assert.rejects(data.call(...late), (e) => e.message === older);
+  }
+  assert.equal(await data.call(...second.fenced(register, 'RPUSH', log, 'b1')), 2n);
+  await second.release();
+  assert.deepEqual((await data.call('LRANGE', log, 0, -1)).map(String), ['a1', 'b1']);
 });

@@ -60,3 +60,21 @@ def test_holds_whose_token_cannot_fence_raise_config_error(servers, resource):
             plain.fenced("reg", "SET", "k", "v")
         with pytest.raises(ConfigError, match="no fencing token"):
             plain.guarded("SET", "k", "v")
+
+
+def test_fenced_writes_on_a_data_server_of_their_own_refuse_an_older_holder(servers, data, resource):
+    rl = Redlock(servers.urls)
+    register, log = f"{resource}:fence", f"{resource}:log"
+    first = rl.try_lock(resource, ttl=10.0)
+    assert data.call(*first.fenced(register, "RPUSH", log, "a1")) == 1
+    late = first.fenced(register, "RPUSH", log, "a-late")  # built while it holds
+    first.release()
+    with rl.try_lock(resource, ttl=10.0) as second:
+        assert second.token > first.token
+        assert data.call(*second.fenced(register)) == second.token  # only raises the register
+        for _ in range(5):
+            with pytest.raises(RespError, match=f"FENCED older token: .* has accepted token {second.token}, not {first.token}"):
+                data.call(*late)
+        assert data.call(*second.fenced(register, "RPUSH", log, "b1")) == 2
+    assert data.call("LRANGE", log, 0, -1) == [b"a1", b"b1"]
+    assert data.call("LOCK.FENCEINFO", register) == second.token
