@@ -152,3 +152,35 @@ async fn a_guarded_write_of_a_holder_past_its_lease_is_refused_where_the_lock_is
     }
     rl.release(&b).await.expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_holds_and_permits_are_guarded_on_their_own_but_give_no_register_a_token() {
+    let c = Cluster::start(5);
+    let rl = c.redlock(quick());
+    let data = &c.servers[0];
+    let reader = rl.try_lock_shared("schema", Duration::from_secs(30)).await.expect("a shared hold");
+    let other = rl.try_lock_shared("schema", Duration::from_secs(30)).await.expect("another shared hold");
+    let permit = rl.try_permit("pool", 3, Duration::from_secs(30)).await.expect("a permit");
+    assert!(permit.permit && !reader.permit, "the permit hold says so");
+    for (hold, what) in [(&reader, "shared hold"), (&permit, "semaphore's permit")] {
+        match hold.fenced(REGISTER, &["SET", "k", "v"]) {
+            Err(e @ Error::Unfenced { .. }) => assert!(e.to_string().contains(what), "{e}"),
+            other => panic!("a {what} fenced a write: {other:?}"),
+        }
+        // Each holder's own hold is current where it was granted.
+        let value = format!("by {what}");
+        assert_eq!(send(data, &hold.guarded(("SET", "guarded", value.as_str())).expect("guarded")).await, Ok(Value::Okay));
+        assert_eq!(data.get("guarded").await.as_deref(), Some(value.as_str()));
+    }
+    // The permit is guarded by its slot's key, which LOCK.GUARD checks.
+    let slot = permit.resources.names().first().expect("a slot").clone();
+    assert!(slot.starts_with("pool:permit:"), "{slot}");
+    assert_eq!(permit.guarded_prefix().expect("prefix")[1], slot);
+    // A released hold's command, sent anyway, is refused where it was held.
+    let stale = reader.guarded(&["SET", "guarded", "late"]).expect("built while held");
+    rl.release(&reader).await.expect("release");
+    assert!(send(data, &stale).await.is_err_and(|e| e.contains("FENCED")), "a released shared hold is fenced");
+    assert_eq!(data.get("guarded").await.as_deref(), Some("by semaphore's permit"));
+    rl.release(&other).await.expect("release");
+    rl.release(&permit).await.expect("release");
+}
