@@ -114,6 +114,9 @@ export interface Released {
   released: number;
 }
 
+/** An argument of a command for another client (ioredis, node-redis), passed on as given. */
+export type CommandArg = string | number | Uint8Array;
+
 /** One held lock: an exclusive lock, a shared hold, or a permit. */
 export class Lock implements AsyncDisposable {
   private constructor();
@@ -149,6 +152,14 @@ export class Lock implements AsyncDisposable {
   release(): Promise<Released>;
   /** Another `Lock` of the same acquisition, at once, without asking the servers; each is released once, the last release releases the lock. Throws LockReleasedError or LockLostError when this hold is no longer held. */
   reenter(): Lock;
+  /**
+   * `['LOCK.FENCED', register, token, ...command]`, for the client of the Redis that keeps the data:
+   * ioredis `redis.call(...lock.fenced('orders:fence', 'SET', 'k', 'v'))`, node-redis `client.sendCommand(...)`.
+   * Throws ConfigError for a lock whose token cannot fence (script mode, shared, permits), LockReleasedError or LockLostError once not held.
+   */
+  fenced(register: string, ...command: CommandArg[]): [string, ...CommandArg[]];
+  /** `['LOCK.GUARD', key, owner, token, command, ...args]`, for data in a Redis that holds the lock; throws as `fenced` does (shared holds and permits allowed). */
+  guarded(command: string, ...args: CommandArg[]): [string, ...CommandArg[]];
   /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -143,6 +143,35 @@ class Lock {
     return new Lock(kMake, result);
   }
 
+  /**
+   * `['LOCK.FENCED', register, token, ...command]`: the write `command`
+   * fenced by this lock's token, for the caller's own client of the Redis
+   * that keeps the data (ioredis `redis.call(...lock.fenced('reg', 'SET',
+   * 'k', 'v'))`, node-redis `client.sendCommand(lock.fenced(...))`). The
+   * register there runs it only while no newer token has been accepted.
+   * The arguments are passed on as given. Throws ConfigError for a lock
+   * whose token cannot fence (script mode, a shared hold, permits),
+   * LockReleasedError or LockLostError once it is no longer held.
+   */
+  fenced(register, ...command) {
+    args.string('register', register);
+    const prefix = this.#native.fencedPrefix(register);
+    if (isFailure(prefix)) throw fromFailure(prefix);
+    return [...prefix, ...command];
+  }
+
+  /**
+   * `['LOCK.GUARD', key, owner, token, command, ...rest]`: `command`
+   * guarded by this lock, for data in a Redis that holds the lock. Throws
+   * as `fenced` does, but takes shared holds and permits too.
+   */
+  guarded(command, ...rest) {
+    args.string('command', command);
+    const prefix = this.#native.guardedPrefix();
+    if (isFailure(prefix)) throw fromFailure(prefix);
+    return [...prefix, command, ...rest];
+  }
+
   /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
   async [asyncDispose]() {
     if (!this.#native.released) await this.release();

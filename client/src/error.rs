@@ -37,6 +37,11 @@ pub enum Error {
     /// A server answered in a way that no retry can fix. (A single
     /// instance's failure, e.g. one without the module, is not one: it
     /// counts as an instance that did not grant.)
+    /// A fenced or guarded command asked of a hold that cannot give one
+    /// (`Lock::fenced`, `Lock::guarded`): no token (script mode), a
+    /// shared hold or a permit for a register, no command to guard.
+    #[error("lock {resource:?} cannot fence a write: {why}")]
+    Unfenced { resource: String, why: &'static str },
     #[error("{server}: {message}")]
     Server { server: String, message: String },
     #[error("configuration: {0}")]

@@ -409,6 +409,7 @@ mod tests {
             instances: Vec::new(),
             fenced: 0,
             shared: false,
+            permit: false,
             session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended: Arc::new(AtomicBool::new(false)),

@@ -9,6 +9,8 @@
 //! - `redlock`: acquire, extend, release, status; explicit reentrancy (`Lock::reenter`)
 //! - `semaphore`: permits of a semaphore, each a slot lock on a majority
 //! - `guard`: automatic extension and the lost-lock signal
+//! - `fence`: the fenced (`LOCK.FENCED`) and guarded (`LOCK.GUARD`)
+//!   commands a holder sends to the Redis that keeps its data
 //! - `election`: leader election (campaign, proclaim, leader, observe,
 //!   resign), the leader stored with the hold
 //! - `semaphore`: permits of a counting semaphore, one slot lock each
@@ -18,6 +20,7 @@
 
 pub mod election;
 pub mod error;
+pub mod fence;
 pub mod guard;
 pub mod hold;
 pub mod outcome;

@@ -297,6 +297,30 @@ impl NativeLock {
         }
     }
 
+    /// `["LOCK.FENCED", register, token]`: the words before the command
+    /// of a write fenced by this hold's token, which the package appends
+    /// its caller's command to. A `Failure` (`CONFIG` for a hold whose
+    /// token cannot fence: script mode, shared, permits; `RELEASED`,
+    /// `LOCK_LOST`), which the package throws.
+    #[napi(ts_return_type = "string[] | Failure")]
+    pub fn fenced_prefix(&self, register: String) -> Either<Vec<String>, Failure> {
+        match self.hold.fenced_prefix(&register) {
+            Ok(words) => Either::A(words.to_vec()),
+            Err(f) => Either::B(Failure::from(f)),
+        }
+    }
+
+    /// `["LOCK.GUARD", key, owner, token]`: the words before a command
+    /// guarded by this hold; a `Failure` as `fencedPrefix` gives, but for
+    /// shared holds and permits, which the servers check on their own.
+    #[napi(ts_return_type = "string[] | Failure")]
+    pub fn guarded_prefix(&self) -> Either<Vec<String>, Failure> {
+        match self.hold.guarded_prefix() {
+            Ok(words) => Either::A(words.to_vec()),
+            Err(f) => Either::B(Failure::from(f)),
+        }
+    }
+
     /// Holds of this acquisition not yet released (see `reenter`).
     #[napi(getter)]
     pub fn holds(&self) -> u32 {

@@ -3,7 +3,7 @@
 import os
 from datetime import timedelta
 from types import TracebackType
-from typing import AsyncIterator, Awaitable, Callable, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 __version__: str
 
@@ -44,6 +44,11 @@ class _LockState:
     def holds(self) -> int: ...
     @property
     def outcomes(self) -> List[Tuple[str, str]]: ...
+    # ["LOCK.FENCED", register, "<token>", *command], for the data
+    # server's client: data.execute_command(*lock.fenced("reg", "SET", "k", "v")).
+    def fenced(self, register: str, *command: Any) -> List[Any]: ...
+    # ["LOCK.GUARD", key, owner, "<token>", command, *args].
+    def guarded(self, command: Any, *args: Any) -> List[Any]: ...
 
 # The base class of Redlock and AsyncRedlock: the client, its servers and
 # settings (each keyword left out is the Rust client's default, shown

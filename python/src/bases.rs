@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
 
 use pyo3::PyClass;
 use redlock::hold::Hold;
@@ -125,6 +126,18 @@ impl PyLockState {
     }
 }
 
+/// `LOCK.GUARD key owner token`: the words before the guarded command.
+const GUARD_WORDS: usize = 4;
+
+/// The crate's words before a command, then `command`'s own objects.
+fn words<'py, const N: usize>(py: Python<'py>, prefix: [String; N], command: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::new(py, prefix)?;
+    for arg in command {
+        list.append(arg)?;
+    }
+    Ok(list)
+}
+
 /// `_LockState`'s methods: those in the leading block, and its
 /// properties, each `name: Type = |hold| value` read from the crate's hold.
 macro_rules! lock_state_methods {
@@ -147,6 +160,32 @@ lock_state_methods! {
             let token = hold.lock().token.map_or("None".to_string(), |t| t.to_string());
             let state = hold.state();
             Ok(format!("<{class} {:?} token={token} {state} validity={:.3}s>", hold.resource(), hold.validity().as_secs_f64()))
+        }
+
+        /// ``["LOCK.FENCED", register, "<token>", *command]``: the write
+        /// `command` fenced by this hold's token, for the caller's own
+        /// client of the Redis that keeps the data, e.g. redis-py's
+        /// ``data.execute_command(*lock.fenced("orders:fence", "SET", "k", "v"))``.
+        /// The arguments of `command` are passed on as given. Raises
+        /// `ConfigError` for a hold whose token does not fence (script
+        /// mode, a shared hold, permits), `LockLost` or `LockReleased`
+        /// once it is no longer held.
+        #[pyo3(signature = (register, *command))]
+        fn fenced<'py>(&self, register: &str, command: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+            let prefix = self.hold.fenced_prefix(register).map_err(errors::py)?;
+            words(command.py(), prefix, command)
+        }
+
+        /// ``["LOCK.GUARD", key, owner, "<token>", command, *args]``: the
+        /// command guarded by this hold, for data in a Redis that holds
+        /// the lock. Raises as `fenced` does, but takes shared holds and
+        /// permits too.
+        #[pyo3(signature = (command, *args))]
+        fn guarded<'py>(&self, command: &Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyList>> {
+            let prefix = self.hold.guarded_prefix().map_err(errors::py)?;
+            let list = words(command.py(), prefix, args)?;
+            list.insert(GUARD_WORDS, command)?;
+            Ok(list)
         }
     }
     /// The resource as asked for (a permit's semaphore name); several

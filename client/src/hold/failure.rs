@@ -93,7 +93,7 @@ impl Failure {
             Failure::Redlock(Error::NotAcquired { why: NotGranted::NoQuorum, .. }) => Category::QuorumUnreachable,
             Failure::Redlock(Error::NotAcquired { .. }) => Category::NotAcquired,
             Failure::Redlock(Error::QuorumLost { .. } | Error::Expired { .. }) | Failure::Lost { .. } => Category::LockLost,
-            Failure::Redlock(Error::Config(_)) => Category::Config,
+            Failure::Redlock(Error::Config(_) | Error::Unfenced { .. }) => Category::Config,
             Failure::Redlock(Error::Rejected { rejection, .. }) if rejection.is_configuration() => Category::Config,
             Failure::Redlock(Error::Rejected { .. } | Error::Server { .. } | Error::NoQuorum { .. }) => Category::Other,
             Failure::Released { .. } => Category::Released,
@@ -110,7 +110,8 @@ impl Failure {
                 | Error::QuorumLost { resource, .. }
                 | Error::Rejected { resource, .. }
                 | Error::NoQuorum { resource, .. }
-                | Error::Expired { resource },
+                | Error::Expired { resource }
+                | Error::Unfenced { resource, .. },
             )
             | Failure::Lost { resource, .. }
             | Failure::Released { resource }

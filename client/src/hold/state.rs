@@ -317,6 +317,27 @@ impl Hold {
         })
     }
 
+    /// The words before the caller's command of its fenced write to the
+    /// Redis that keeps its data: `["LOCK.FENCED", register, token]`
+    /// (`Lock::fenced_prefix`), for the binding to append the command to.
+    /// `Released` or `Lost` once this hold is no longer held (checked now:
+    /// a holder paused after building the command is refused by the
+    /// register itself); `Unfenced` for a hold without a token that orders
+    /// it among every holder (script mode, shared, permits).
+    pub fn fenced_prefix(&self, register: &str) -> Result<[String; 3], Failure> {
+        self.check_held()?;
+        Ok(self.lock().fenced_prefix(register)?)
+    }
+
+    /// The words before the caller's command of its guarded one:
+    /// `["LOCK.GUARD", key, owner, token]` (`Lock::guarded_prefix`); fails
+    /// as `fenced_prefix` does, but for shared holds and permits, which
+    /// each server checks on their own.
+    pub fn guarded_prefix(&self) -> Result<[String; 4], Failure> {
+        self.check_held()?;
+        Ok(self.lock().guarded_prefix()?)
+    }
+
     /// Completes with `true` the moment the lock is lost, or `false` once
     /// this hold was released (or dropped) first.
     pub fn when_lost(&self) -> impl Future<Output = bool> + Send + 'static {

@@ -53,6 +53,10 @@ pub struct Lock {
     /// A shared hold (`LOCK.ACQUIRE ... SHARED`) of a read-write lock:
     /// other shared holders may hold it too, an exclusive one may not.
     pub shared: bool,
+    /// A semaphore's permits (`Redlock::try_permit`): held beside the
+    /// other permits' holders, its token orders it among its own
+    /// permits' holders only.
+    pub permit: bool,
     /// A hold bound to its connections (`Settings::session_window`): how
     /// long after the start of a round that confirmed it (its grant, each
     /// extension) the holder may still believe it holds it, however its

@@ -171,6 +171,7 @@ impl Redlock {
             instances: Vec::new(),
             fenced: 0,
             shared: false,
+            permit: false,
             // Taken elsewhere: its connections are not this client's.
             session_window: None,
             holds: Arc::new(AtomicUsize::new(1)),

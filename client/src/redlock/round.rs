@@ -285,6 +285,7 @@ impl Redlock {
             instances: outcomes,
             fenced,
             shared: share == Share::Shared,
+            permit: matches!(share, Share::Slots(_) | Share::Permits(..)),
             session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended,

@@ -8,6 +8,7 @@ mod common;
 mod cli;
 mod cli_errors;
 mod elect;
+mod fenced;
 mod group;
 mod input;
 mod serve;

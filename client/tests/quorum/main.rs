@@ -12,6 +12,7 @@ mod common;
 mod connections;
 mod election;
 mod fairness;
+mod fence_in_store;
 mod fence_write_back;
 mod line;
 mod quorum;

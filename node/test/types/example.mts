@@ -13,6 +13,7 @@ import redislock, {
   Redlock,
   RedlockError,
   type AcquireOptions,
+  type CommandArg,
   type ElectionOptions,
   type Leader,
   type RedlockOptions,
@@ -47,6 +48,9 @@ export async function all(): Promise<void> {
     lock.resource, lock.key, lock.owner, lock.ttl, lock.validity, lock.expiration, lock.shared, lock.lost, lock.released, lock.kept,
   ];
   const outcomes: ServerOutcome[] = lock.outcomes;
+  const fenced: [string, ...CommandArg[]] = lock.fenced('orders:fence', 'SET', 'order:42', 'paid', 5, new Uint8Array(2));
+  const guarded: [string, ...CommandArg[]] = lock.guarded('HSET', 'order:42', 'state', 'paid');
+  void [fenced, guarded];
   const extended: Lock = await lock.extend(30_000);
   await extended.extend();
   const inner: Lock = lock.reenter();
@@ -124,6 +128,10 @@ export async function all(): Promise<void> {
   new Redlock(['redis://127.0.0.1:7001'], { mode: 'lua' });
   // @ts-expect-error: the CA is PEM text or bytes, not a path option
   new Redlock(['rediss://127.0.0.1:6380'], { tls: { ca: 42 } });
+  // @ts-expect-error: a guarded command is named
+  lock.guarded();
+  // @ts-expect-error: a register is named by a string
+  lock.fenced(7, 'SET', 'k', 'v');
   // @ts-expect-error: a token is read-only
   lock.token = 1n;
   // @ts-expect-error: a Lock is made by the client

@@ -46,6 +46,11 @@ the command exits are stopped the same way before the release. If redlock dies,
 kill -9 included, the group gets SIGKILL. A process that leaves the group (setsid, a
 daemon) is out of reach: only the fencing token stops its writes.
 
+Fence the command's writes where the data lives: on a Redis with the module,
+each write through the register of LOCK.FENCED runs only while no newer holder
+has written, so a holder paused past its lease is refused:
+  redis-cli -h data LOCK.FENCED myreg \"$REDLOCK_TOKEN\" SET k v
+
 Exit status: the command's (128+N if killed by signal N); 75 if the lock was not
 taken (the command did not run); 76 if the lock was lost at any moment while the
 command ran (its lease ran out, an extension failed, or fewer than a quorum still
@@ -75,6 +80,11 @@ leader cut off by the network) is by default ttl/3 + the request timeout + the
 drift + 200 ms + --kill-after, at most the ttl, so that a graceful stop gets its
 grace where the ttl allows. With --again, redlock campaigns again once the
 command ended or was stopped (until SIGINT/SIGTERM).
+
+Fence the command's writes with the term where the data lives (a Redis with
+the module): each write through the register of LOCK.FENCED runs only while no
+later leader has written:
+  redis-cli -h data LOCK.FENCED myreg \"$REDLOCK_TOKEN\" SET k v
 
 Exit status (without --again): the command's (128+N if killed by signal N);
 76 if the leadership was lost while the command ran; 126/127 if the command
