@@ -139,7 +139,7 @@ fail() { # name reason
   failures+=("$1 ($2)")
 }
 
-# run NAME DIR COMMAND...: runs the example in DIR against our server, its
+# run NAME DIR COMMAND...: runs the example in DIR against our servers, its
 # output indented; a caller's REDIS_URL must not send it elsewhere.
 run() {
   local name=$1 dir=$2 out=$tmp/$1.out status started=$SECONDS
