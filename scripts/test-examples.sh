@@ -227,7 +227,7 @@ esac
 # without asking: as root (as CI runs) or with sudo that needs no password.
 gocode=/usr/share/gocode
 go_ready() { command -v go >/dev/null && [ -d "$gocode/src/github.com/gomodule/redigo/redis" ]; }
-php_ready() { command -v php >/dev/null && php -m 2>/dev/null | grep -qx redis; }
+php_ready() { command -v php >/dev/null && php -r 'exit(extension_loaded("redis") ? 0 : 1);' 2>/dev/null; }
 ruby_ready() { command -v ruby >/dev/null && ruby -e 'require "redis"' 2>/dev/null; }
 perl_ready() { command -v perl >/dev/null && perl -MRedis -e 1 2>/dev/null; }
 install_note=
