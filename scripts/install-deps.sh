@@ -10,9 +10,18 @@
 # the dist suite reads the glibc versions a binary asks for). What only
 # `make dist` builds with (zig, cargo-zigbuild, maturin, auditwheel) comes
 # from PyPI into target/dist-tools: scripts/dist.sh installs it.
+#
+# With --examples, instead: the toolchains of examples/serve/ beyond
+# python3, node and redis-cli (Go with redigo, PHP with phpredis, Ruby with
+# redis-rb, Perl with Redis.pm; about 370 MB installed, most of it Go),
+# which scripts/test-examples.sh installs when it can, rather than every
+# build.
 set -euo pipefail
 
 wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl binutils)
+if [ "${1:-}" = --examples ]; then
+  wanted=(golang-go golang-github-gomodule-redigo-dev php-cli php-redis ruby-redis libredis-perl)
+fi
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

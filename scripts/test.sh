@@ -23,8 +23,10 @@
 #                needs root: elsewhere it says it was skipped)
 #   node         the Node.js package (node/, napi-rs) and its node:test suite
 #                (scripts/test-node.sh)
-#   examples     examples/ (redis-py, redis-cli, ioredis) on one server
-#                (scripts/test-examples.sh; a missing toolchain is skipped)
+#   examples     examples/ (redis-py, redis-cli, ioredis) on one server, and
+#                examples/serve/ (those and Go, PHP, Ruby, Perl) through
+#                `redlock serve` over five (scripts/test-examples.sh; a
+#                missing toolchain is installed if it can be, else skipped)
 #   dist         dist/ (make dist) installed and used without Rust
 #                (scripts/test-dist.sh); skipped unless dist/ was built
 #                from the sources as they are: `make test-dist` (which
