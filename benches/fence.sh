@@ -34,9 +34,9 @@
 # Environment:
 #   REDISLOCK_MODULE  module to load (default: <repo>/target/release/libredislock.so)
 #   BENCH_N1          requests per run at -P 1  (default 100000)
-#   BENCH_N16         requests per run at -P 16 (default 1000000)
+#   BENCH_N16         requests per run at -P 16 (default 500000)
 #   BENCH_KEYSPACE    keys the writes go to (default 100000; 1: one hot key)
-#   BENCH_ROUNDS      rounds, the six commands interleaved in each (default 3)
+#   BENCH_ROUNDS      rounds, the commands interleaved in each (default 5)
 #   BENCH_TIMEOUT     seconds before one redis-benchmark run is considered hung (default 600)
 #   BENCH_FLOOR       0: skip FLOOR and BARE (default 1: run them when cc is found)
 #
@@ -52,9 +52,9 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 MODULE=${REDISLOCK_MODULE:-$REPO_ROOT/target/release/libredislock.so}
 N1=${BENCH_N1:-100000}
-N16=${BENCH_N16:-1000000}
+N16=${BENCH_N16:-500000}
 KEYSPACE=${BENCH_KEYSPACE:-100000}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-600}
 FLOOR=${BENCH_FLOOR:-1}
 
@@ -358,7 +358,7 @@ redis-server: $SERVER_VERSION ($(redis-server --version | tr -d '\r'))
 bench tool:   $(redis-benchmark --version 2>&1 | head -n 1)
 CPUs:         $(nproc) (${CPU_MODEL:-unknown model}), load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)
 module:       $MODULE ($(stat -c '%s bytes, built %y' "$MODULE" 2>/dev/null | cut -d. -f1))
-setup:        $CLIENTS clients, requests per run: $N1 at -P 1, $N16 at -P 16; $ROUNDS round(s), the six commands
+setup:        $CLIENTS clients, requests per run: $N1 at -P 1, $N16 at -P 16; $ROUNDS round(s), the commands
               interleaved in each; median ops/s; no persistence
 floor:        ${FLOOR_SO:-none (FLOOR and BARE skipped)}
 writes:       SET to fence:<one of $KEYSPACE keys> (all present), a ${#VALUE}-byte value; lock token $TOKEN
@@ -417,10 +417,16 @@ round_ratios() {
     read -r -a b <<<"${RPS[$(baseline_of "$1" "${3:-}")/$2]}"
     for i in "${!a[@]}"; do awk -v m="${a[$i]}" -v b="${b[$i]}" 'BEGIN{printf "%.2f ", m/b}'; done
 }
+# round_median variant pipeline [baseline]: the median of the rounds' ratios
+round_median() {
+    # shellcheck disable=SC2046
+    awk -v r="$(median $(round_ratios "$@"))" 'BEGIN{printf "%.2f", r}'
+}
 
-printf 'Throughput, ops/s (median of %d run(s) each; ratio = median/median of the baseline)\n' "$ROUNDS"
-printf '%-4s %-8s %-8s %12s %12s %6s %7s %6s  %s\n' pipe command baseline ops/s baseline ratio target result 'per-round ratios'
-printf '%-4s %-8s %-8s %12s %12s %6s %7s %6s  %s\n' ---- -------- -------- ------------ ------------ ------ ------- ------ ----------------
+printf 'Throughput, ops/s (median of %d run(s) each; ratio = median/median of the baseline;\n' "$ROUNDS"
+printf '%s\n' "rounds: the median of the rounds' own ratios, each from runs seconds apart)"
+printf '%-4s %-8s %-8s %12s %12s %6s %6s %7s %6s  %s\n' pipe command baseline ops/s baseline ratio rounds target result 'per-round ratios'
+printf '%-4s %-8s %-8s %12s %12s %6s %6s %7s %6s  %s\n' ---- -------- -------- ------------ ------------ ------ ------ ------- ------ ----------------
 MISSES=0
 ROWS=("GUARD" "FENCED" "LUA" "CHECK")
 [[ -z $FLOOR_SO ]] || ROWS+=("FLOOR" "BARE" "GUARD FLOOR" "FENCED FLOOR")
@@ -443,8 +449,8 @@ for p in "${PIPES[@]}"; do
             res=MISS
             MISSES=$((MISSES + 1))
         fi
-        printf 'P%-3s %-8s %-8s %12s %12s %6s %7s %6s  %s\n' "$p" "$v" "$base" "$(fmt_rate "$m")" "$(fmt_rate "$b")" \
-            "$(awk -v r="$ratio" 'BEGIN{printf "%.2f", r}')" "$([[ $t == - ]] && echo - || echo ">=$t")" "$res" "$(round_ratios "$v" "$p" "$given")"
+        printf 'P%-3s %-8s %-8s %12s %12s %6s %6s %7s %6s  %s\n' "$p" "$v" "$base" "$(fmt_rate "$m")" "$(fmt_rate "$b")" \
+            "$(awk -v r="$ratio" 'BEGIN{printf "%.2f", r}')" "$(round_median "$v" "$p" "$given")" "$([[ $t == - ]] && echo - || echo ">=$t")" "$res" "$(round_ratios "$v" "$p" "$given")"
     done
 done
 echo
