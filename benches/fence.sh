@@ -23,7 +23,11 @@
 #              and with v! alone; what RM_Call itself costs, out of the
 #              module's reach; skipped without cc or with BENCH_FLOOR=0)
 # Ratios: GUARD, FENCED, LUA, FLOOR and BARE against SET; CHECK against GET;
-# and GUARD and FENCED against FLOOR (what the fence adds to RM_Call). The four
+# and GUARD and FENCED against FLOOR (what the fence adds to RM_Call). Two
+# tables: ops/s, and the server's CPU per request (its main thread's time on
+# a CPU during the run, /proc/PID/schedstat, divided by the requests), which
+# other work on a shared machine moves far less than ops/s; its ratio is
+# baseline CPU / command CPU, the ops/s ratio of a server bound by its CPU. The four
 # writes go to the same key space (fence:<12 digits>, -r BENCH_KEYSPACE,
 # filled before the first run so that every run overwrites) with the same
 # value; besides, GUARD, FENCED and LUA each read one hot key (the lock, the
@@ -219,6 +223,11 @@ cmd_calls() { # lowercase command name -> calls so far
         END { print (v == "" ? 0 : v) }'
 }
 now() { date +%s.%N; }
+server_cpu_ns() { # the server's main thread's time on a CPU so far, ns
+    local t
+    read -r t _ <"/proc/$SERVER_PID/schedstat" || die "cannot read /proc/$SERVER_PID/schedstat"
+    echo "$t"
+}
 fmt_rate() { awk -v x="$1" 'BEGIN{printf "%.0f", x}'; }
 expect() { # description, expected (regex), actual
     [[ $3 =~ $2 ]] || die "sanity check failed: $1: expected /$2/, got '$3'"
@@ -256,22 +265,25 @@ parse_rps() {
 # Runs redis-benchmark; INNER is the command each request must have run
 # inside (set for the writes, - for none): its calls must grow by N too, so
 # a fence that refused (or a script that skipped the write) is caught.
-# Sets RUN_RPS, RUN_SECS. Dies on error replies, short runs, bad output.
+# Sets RUN_RPS, RUN_SECS, RUN_CPU_US (server CPU per request, µs). Dies on
+# error replies, short runs, bad output.
 bench_run() {
     local n=$1 p=$2 cmdname=$3 inner=$4
     shift 5
-    local errs0 errs1 calls0 calls1 inner0 inner1 rc=0 t0 t1 rps
+    local errs0 errs1 calls0 calls1 inner0 inner1 rc=0 t0 t1 rps cpu0 cpu1
     errs0=$(total_errors)
     calls0=$(cmd_calls "$cmdname")
     inner0=$([[ $inner == - ]] && echo 0 || cmd_calls "$inner")
     t0=$(now)
+    cpu0=$(server_cpu_ns)
     timeout "$BENCH_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CLIENTS" -n "$n" -r "$KEYSPACE" -P "$p" --csv "$@" \
         >"$TMPD/bench.out" 2>"$TMPD/bench.err" </dev/null &
     BENCH_PID=$!
     wait "$BENCH_PID" || rc=$?
     BENCH_PID=""
-    t1=$(now)
     kill -0 "$SERVER_PID" 2>/dev/null || die "redis-server died during: $*"
+    cpu1=$(server_cpu_ns)
+    t1=$(now)
     errs1=$(total_errors)
     calls1=$(cmd_calls "$cmdname")
     inner1=$([[ $inner == - ]] && echo "$n" || cmd_calls "$inner")
@@ -302,6 +314,7 @@ bench_run() {
     fi
     RUN_RPS=$rps
     RUN_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+    RUN_CPU_US=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$n" 'BEGIN{printf "%.4f", (b-a)/n/1000}')
 }
 
 median() { # numbers...
@@ -369,7 +382,7 @@ EOF
 VARIANTS=(SET GUARD FENCED LUA GET CHECK)
 [[ -z $FLOOR_SO ]] || VARIANTS+=(FLOOR BARE)
 PIPES=(1 16)
-declare -A RPS=()
+declare -A RPS=() CPU=()
 
 one_run() { # variant pipeline n
     local v=$1 p=$2 n=$3
@@ -384,7 +397,8 @@ one_run() { # variant pipeline n
     BARE) bench_run "$n" "$p" floor.callbare set -- FLOOR.CALLBARE SET 'fence:__rand_int__' "$VALUE" ;;
     esac
     RPS[$v/$p]+="$RUN_RPS "
-    log "$(printf '%-7s -P %-2s %10s ops/s  (%s s)' "$v" "$p" "$(fmt_rate "$RUN_RPS")" "$RUN_SECS")"
+    CPU[$v/$p]+="$RUN_CPU_US "
+    log "$(printf '%-7s -P %-2s %10s ops/s  %7.3f µs server CPU/request  (%s s)' "$v" "$p" "$(fmt_rate "$RUN_RPS")" "$RUN_CPU_US" "$RUN_SECS")"
 }
 
 for p in "${PIPES[@]}"; do
@@ -416,6 +430,14 @@ round_ratios() {
     read -r -a a <<<"${RPS[$1/$2]}"
     read -r -a b <<<"${RPS[$(baseline_of "$1" "${3:-}")/$2]}"
     for i in "${!a[@]}"; do awk -v m="${a[$i]}" -v b="${b[$i]}" 'BEGIN{printf "%.2f ", m/b}'; done
+}
+# cpu_round_ratios variant pipeline [baseline]: baseline CPU / command CPU in each round
+cpu_round_ratios() {
+    local -a a b
+    local i
+    read -r -a a <<<"${CPU[$1/$2]}"
+    read -r -a b <<<"${CPU[$(baseline_of "$1" "${3:-}")/$2]}"
+    for i in "${!a[@]}"; do awk -v m="${a[$i]}" -v b="${b[$i]}" 'BEGIN{printf "%.2f ", (m > 0 ? b/m : 0)}'; done
 }
 # round_median variant pipeline [baseline]: the median of the rounds' ratios
 round_median() {
@@ -462,6 +484,43 @@ for p in "${PIPES[@]}"; do
     done
 done
 echo
+printf 'Server CPU per request, µs (main thread, /proc/PID/schedstat; median of %d run(s) each;\n' "$ROUNDS"
+printf '%s\n' "ratio = baseline CPU / command CPU, as ops/s would be on a server bound by its own CPU)"
+printf '%-4s %-8s %-8s %9s %9s %6s %6s %7s %6s  %s\n' pipe command baseline 'µs/req' baseline ratio rounds target result 'per-round ratios'
+printf '%-4s %-8s %-8s %9s %9s %6s %6s %7s %6s  %s\n' ---- -------- -------- --------- --------- ------ ------ ------- ------ ----------------
+for p in "${PIPES[@]}"; do
+    for row in "${ROWS[@]}"; do
+        read -r v given <<<"$row"
+        base=$(baseline_of "$v" "$given")
+        # shellcheck disable=SC2086
+        m=$(median ${CPU[$v/$p]})
+        # shellcheck disable=SC2086
+        b=$(median ${CPU[$base/$p]})
+        ratio=$(awk -v m="$m" -v b="$b" 'BEGIN{printf "%.4f", (m > 0 ? b/m : 0)}')
+        t=-
+        [[ -n $given ]] || t=$(target_for "$v" "$p")
+        if [[ $t == - ]]; then
+            res=-
+        elif awk -v r="$ratio" -v t="$t" 'BEGIN{exit !(r >= t)}'; then
+            res=PASS
+        else
+            res=MISS
+        fi
+        rr=$(cpu_round_ratios "$v" "$p" "$given")
+        # shellcheck disable=SC2086
+        printf 'P%-3s %-8s %-8s %9.3f %9.3f %6s %6s %7s %6s  %s\n' "$p" "$v" "$base" "$m" "$b" \
+            "$(awk -v r="$ratio" 'BEGIN{printf "%.2f", r}')" "$(awk -v r="$(median $rr)" 'BEGIN{printf "%.2f", r}')" \
+            "$([[ $t == - ]] && echo - || echo ">=$t")" "$res" "$rr"
+    done
+done
+echo
+echo "Per-run server CPU per request (µs), in run order:"
+for p in "${PIPES[@]}"; do
+    for v in "${VARIANTS[@]}"; do
+        printf '  P%-3s %-7s %s\n' "$p" "$v" "${CPU[$v/$p]}"
+    done
+done
+echo
 echo "Notes:"
 echo "  GUARD: LOCK.GUARD $LOCK <owner> <token> SET fence:<rand> <value>, the lock held all along (one-hour lease)."
 echo "  FENCED: LOCK.FENCED $REGISTER <token> SET fence:<rand> <value>, the register at the same token all along."
@@ -475,7 +534,9 @@ if [[ -n $FLOOR_SO ]]; then
 fi
 echo "  Every write ran its SET once per request (INFO commandstats); error replies (INFO stats) were"
 echo "  checked after every run: a refused fence fails the benchmark."
-echo "  Targets (issue 58), at -P 16: GUARD and FENCED >=0.75x SET, CHECK >=0.90x GET; PASS/MISS uses the unrounded ratio."
+echo "  Targets (issue 58), at -P 16: GUARD and FENCED >=0.75x SET, CHECK >=0.90x GET; PASS/MISS uses the unrounded ratio"
+echo "  of medians (MISS is counted from the ops/s table only)."
+echo "  Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)"
 
 if ((MISSES > 0)); then
     log "done: $MISSES target(s) missed (benchmark result, not a failure)"
