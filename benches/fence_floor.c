@@ -6,6 +6,9 @@
  *   FLOOR.CALL command [arg ...]      RM_Call with LOCK.GUARD's flags, vCSME!0
  *   FLOOR.CALLBARE command [arg ...]  RM_Call with v! only (no ACL user, no
  *                                     script rules, no OOM check, RESP2)
+ *   FLOOR.READ key                    opens the key for reading and answers 1:
+ *                                     the least a module command that reads a
+ *                                     key does (LOCK.CHECK's floor, beside GET)
  *
  * Both answer with the command's reply (RM_ReplyWithCallReply), as LOCK.GUARD
  * does. Self-contained (it takes the API through RedisModule_GetApi, as
@@ -16,11 +19,13 @@
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleString RedisModuleString;
 typedef struct RedisModuleCallReply RedisModuleCallReply;
+typedef struct RedisModuleKey RedisModuleKey;
 typedef int (*CmdFunc)(RedisModuleCtx *, RedisModuleString **, int);
 
 #define OK 0
 #define ERR 1
 #define APIVER_1 1
+#define READ 1
 
 static int (*GetApi)(const char *, void *);
 static int (*SetModuleAttribs)(RedisModuleCtx *, const char *, int, int);
@@ -31,6 +36,10 @@ static void (*FreeCallReply)(RedisModuleCallReply *);
 static int (*ReplyWithError)(RedisModuleCtx *, const char *);
 static int (*WrongArity)(RedisModuleCtx *);
 static const char *(*StringPtrLen)(const RedisModuleString *, size_t *);
+static void *(*OpenKey)(RedisModuleCtx *, RedisModuleString *, int);
+static int (*KeyType)(RedisModuleKey *);
+static void (*CloseKey)(RedisModuleKey *);
+static int (*ReplyWithLongLong)(RedisModuleCtx *, long long);
 
 static int run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const char *flags) {
     if (argc < 2) return WrongArity(ctx);
@@ -55,6 +64,14 @@ static int call_bare(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return run(ctx, argv, argc, "v!");
 }
 
+static int read_key(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return WrongArity(ctx);
+    RedisModuleKey *key = OpenKey(ctx, argv[1], READ);
+    int type = KeyType(key);
+    CloseKey(key);
+    return ReplyWithLongLong(ctx, type != 0);
+}
+
 #define API(name, var) \
     if (GetApi("RedisModule_" name, (void *)&var) != OK) return ERR
 
@@ -70,8 +87,13 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     API("ReplyWithError", ReplyWithError);
     API("WrongArity", WrongArity);
     API("StringPtrLen", StringPtrLen);
+    API("OpenKey", OpenKey);
+    API("KeyType", KeyType);
+    API("CloseKey", CloseKey);
+    API("ReplyWithLongLong", ReplyWithLongLong);
     SetModuleAttribs(ctx, "fencefloor", 1, APIVER_1);
     if (CreateCommand(ctx, "floor.call", call_guard_flags, "write", 0, 0, 0) != OK) return ERR;
     if (CreateCommand(ctx, "floor.callbare", call_bare, "write", 0, 0, 0) != OK) return ERR;
+    if (CreateCommand(ctx, "floor.read", read_key, "readonly fast", 1, 1, 1) != OK) return ERR;
     return OK;
 }
