@@ -27,17 +27,18 @@
 #              BENCH_FLOOR=0)
 # Ratios: GUARD, FENCED, LUA, FLOOR and BARE against SET; CHECK and READ
 # against GET; GUARD and FENCED against FLOOR (what the fence adds to
-# RM_Call), CHECK against READ (what the check adds to a module's read). Two
-# tables: ops/s, and the server's CPU per request (its main thread's time on
-# a CPU during the run, /proc/PID/schedstat, divided by the requests), which
-# other work on a shared machine moves far less than ops/s; its ratio is
-# baseline CPU / command CPU, the ops/s ratio of a server bound by its CPU. The four
-# writes go to the same key space (fence:<12 digits>, -r BENCH_KEYSPACE,
-# filled before the first run so that every run overwrites) with the same
-# value; besides, GUARD, FENCED and LUA each read one hot key (the lock, the
-# register, the token key), as GET and CHECK do. The lock is taken once with
-# a one-hour lease and held for the whole run; its token is the token of
-# every fenced command.
+# RM_Call), CHECK against READ (what the check adds to a module's read).
+# Two tables: ops/s, and the server's CPU per request (its main thread's
+# time on a CPU during the run, /proc/PID/schedstat, divided by the
+# requests), which other work on a shared machine moves far less than
+# ops/s; its ratio is baseline CPU / command CPU, the ops/s ratio of a
+# server bound by its CPU.
+# Every write goes to the same key space (fence:<12 digits>, -r
+# BENCH_KEYSPACE, filled before the first run so that every run
+# overwrites) with the same value; besides, GUARD, FENCED and LUA each read
+# one hot key (the lock, the register, the token key), as GET, CHECK and
+# READ do. The lock is taken once with a one-hour lease and held for the
+# whole run; its token is the token of every fenced command.
 #
 # Environment:
 #   REDISLOCK_MODULE  module to load (default: <repo>/target/release/libredislock.so)
