@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-node bench-rtt bench-memory bench-ab redlock-up redlock-down clean
+.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-fence bench-node bench-rtt bench-memory bench-ab redlock-up redlock-down clean
 
 all: build
 
@@ -96,6 +96,7 @@ test-all: build
 	@scripts/test.sh $(ALL_SERVERS)
 
 # Throughput against SET NX PX and the Lua scripts (redis-benchmark), then the
+# fence's commands against SET, GET and a Lua fenced write (benches/fence.sh), then the
 # memory a held lock costs against the same SET NX PX key (benches/memory.sh), shared
 # holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
 # contended waiting against the polling loop (benches/contended.rs), one
@@ -107,6 +108,7 @@ test-all: build
 # (`make bench-rtt`, apart: the quorum client against rslock through 0-0.5 ms proxies.)
 bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/module.sh
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/fence.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/memory.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/family.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
@@ -115,6 +117,11 @@ bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/node.sh
+
+# The store-side fence alone (benches/fence.sh): LOCK.GUARD, LOCK.FENCED and
+# the Lua fenced write against SET, LOCK.CHECK against GET.
+bench-fence: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/fence.sh
 
 # The Node.js package against node-redlock alone (benches/node.sh).
 bench-node: build

@@ -72,18 +72,17 @@ pub struct Called(CallReply);
 
 impl Called {
     /// Whether it is the error Redis 7.0 answers a call the caller's ACL
-    /// user may not make (later servers answer `NOPERM ...`).
+    /// user may not make (later servers answer `NOPERM ...`). Read from
+    /// the reply's raw protocol: asking its type would parse the whole
+    /// reply (every element of an array), which passes on unparsed.
     pub fn is_acl_refusal(&self) -> bool {
-        if rm!(RedisModule_CallReplyType(self.0 .0) else -1) != raw::REDISMODULE_REPLY_ERROR as c_int {
-            return false;
-        }
         let mut len = 0usize;
-        let p = rm!(RedisModule_CallReplyStringPtr(self.0 .0, &mut len) else ptr::null());
+        let p = rm!(RedisModule_CallReplyProto(self.0 .0, &mut len) else ptr::null());
         if p.is_null() {
             return false;
         }
         // SAFETY: the reply owns `len` bytes at `p` while it lives.
-        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.starts_with(b"ERR acl verification failed")
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.starts_with(b"-ERR acl verification failed")
     }
 }
 

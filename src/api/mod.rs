@@ -147,6 +147,7 @@ required_functions!(
     RedisModule_CallReplyType,
     RedisModule_ReplyWithCallReply,
     RedisModule_CallReplyStringPtr,
+    RedisModule_CallReplyProto,
     RedisModule_CallReplyArrayElement,
     RedisModule_GetServerInfo,
     RedisModule_FreeServerInfo,
