@@ -242,3 +242,20 @@ fn register_evicted_under_memory_pressure_still_refuses_older_tokens() {
 fn fenceinfo_raw_exists(c: &mut Connection) -> bool {
     exists(c, b"reg")
 }
+
+/// LOCK.FENCED runs its command as the caller's ACL user: a key outside
+/// the user's patterns is refused as when it calls the command itself, and
+/// so is a register outside them (the register is the command's own key).
+#[test]
+fn register_runs_its_command_as_the_callers_acl_user() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    ok_cmd(&mut admin, cmd("ACL").arg("SETUSER").arg("fencer").arg("reset").arg("on").arg(">pw").arg("~reg").arg("~mine").arg("+@all"));
+    let mut user = s.conn();
+    ok_cmd(&mut user, cmd("AUTH").arg("fencer").arg("pw"));
+    assert_refused(fenced(&mut user, "reg", 5, &["SET", "data", "x"]), "NOPERM", "a key outside its patterns");
+    assert_refused(fenced(&mut user, "other-reg", 5, &["SET", "mine", "x"]), "NOPERM", "a register outside its patterns");
+    assert_eq!(fenced(&mut user, "reg", 5, &["SET", "mine", "ok"]), Ok(Value::Okay));
+    assert_eq!(get(&mut admin, "data"), None, "nothing written outside its patterns");
+    assert_eq!(fenceinfo(&mut admin, "other-reg"), None, "no register made outside its patterns");
+}
