@@ -16,7 +16,7 @@ use common::{Cluster, Opts, Server};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 
-use crate::serve_endpoint::{connect, start_endpoint};
+use crate::serve_endpoint::{connect, endpoint_on, BRISK};
 
 /// What a client saw.
 #[derive(Default)]
@@ -117,8 +117,10 @@ async fn serve_holds_never_overlap_under_server_and_endpoint_faults() {
     let mut c = Cluster::start_opts(vec![Opts::quarantine(2000); 5]);
     let data_server = Server::start();
     let data = data_server.conn().await;
-    let (first, first_port) = start_endpoint(&c, 0).await;
-    let (_second, second_port) = start_endpoint(&c, 0).await;
+    let first = endpoint_on(&c, BRISK, 0, &[], &[]).await;
+    let first_port = first.port;
+    let second = endpoint_on(&c, BRISK, 0, &[], &[]).await;
+    let second_port = second.port;
     let history = History::new();
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
@@ -155,11 +157,11 @@ async fn serve_holds_never_overlap_under_server_and_endpoint_faults() {
 
     // The first endpoint killed with holds and waiters, and started again.
     let mut first = first;
-    let _ = first.start_kill();
-    let _ = first.wait().await;
+    let _ = first.child.start_kill();
+    let _ = first.child.wait().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (_first_again, port) = start_endpoint(&c, first_port).await;
-    assert_eq!(port, first_port, "the endpoint back on its port");
+    let first_again = endpoint_on(&c, BRISK, first_port, &[], &[]).await;
+    assert_eq!(first_again.port, first_port, "the endpoint back on its port");
     let before = holds_now();
     let per_client = |n: &str| history.holds().iter().filter(|h| h.client == n).count();
     let counts_before: Vec<usize> = (0..4).map(|i| per_client(&format!("client-{i}"))).collect();

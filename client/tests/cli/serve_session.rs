@@ -8,38 +8,8 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{eventually, Cluster};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
-use crate::serve_endpoint::start_endpoint;
-
-/// A connection to the endpoint whose replies are one line each (the
-/// commands used here answer integers, nil, a status or an error).
-struct Line(BufReader<TcpStream>);
-
-impl Line {
-    async fn connect(port: u16) -> Line {
-        Line(BufReader::new(TcpStream::connect(("127.0.0.1", port)).await.expect("connect")))
-    }
-
-    async fn call(&mut self, args: &[&str]) -> String {
-        let mut out = format!("*{}\r\n", args.len());
-        for a in args {
-            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        self.0.get_mut().write_all(out.as_bytes()).await.expect("write");
-        let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(10), self.0.read_line(&mut line)).await.expect("a reply in time").expect("read");
-        assert!(n > 0, "the endpoint closed the connection");
-        line
-    }
-
-    /// Whether the endpoint closes this connection within `within`.
-    async fn closed_within(&mut self, within: Duration) -> bool {
-        let mut rest = Vec::new();
-        matches!(tokio::time::timeout(within, self.0.read_to_end(&mut rest)).await, Ok(Ok(_)))
-    }
-}
+use crate::serve_endpoint::{endpoint, Raw};
 
 fn is_token(reply: &str) -> bool {
     reply.strip_prefix(':').and_then(|t| t.trim().parse::<i64>().ok()).is_some_and(|t| t > 0)
@@ -52,23 +22,23 @@ async fn held_by(c: &Cluster, key: &str, owner: &str) -> bool {
     c.infos(key).await.iter().filter(|i| i.as_ref().is_some_and(|i| i.owner.starts_with(&prefix))).count() >= 3
 }
 
-/// A SESSION hold with a ttl of 600 ms is still held 1.5 s later while
+/// A SESSION hold with a ttl of 2 s is still held 3 s later while
 /// its connection lives (the endpoint extends it), and refused to another
 /// owner; closing the connection of a SESSION hold with a ttl of 10 s
 /// frees the lock at once, not when the lease ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_session_hold_lives_with_its_connection() {
     let c = Cluster::start(5);
-    let (_endpoint, port) = start_endpoint(&c, 0).await;
-    let mut a = Line::connect(port).await;
-    let mut b = Line::connect(port).await;
-    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "s", "owner-a", "600", "SESSION"]).await));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let e = endpoint(&c, &[]).await;
+    let mut a = Raw::connect(e.port).await;
+    let mut b = Raw::connect(e.port).await;
+    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "s", "owner-a", "2000", "SESSION"]).await));
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     assert!(held_by(&c, "s", "owner-a").await, "held past its ttl while the connection lives");
     assert_eq!(b.call(&["LOCK.ACQUIRE", "s", "owner-b", "5000"]).await, "$-1\r\n", "another owner refused");
     assert_eq!(a.call(&["LOCK.RELEASE", "s", "owner-a"]).await, ":1\r\n");
 
-    let mut long = Line::connect(port).await;
+    let mut long = Raw::connect(e.port).await;
     assert!(is_token(&long.call(&["LOCK.ACQUIRE", "s", "owner-long", "10000", "SESSION"]).await));
     assert!(held_by(&c, "s", "owner-long").await);
     let closed = Instant::now();
@@ -87,10 +57,10 @@ async fn serve_session_hold_lives_with_its_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_session_delay_keeps_the_lock_for_the_delay() {
     let c = Cluster::start(5);
-    let (_endpoint, port) = start_endpoint(&c, 0).await;
-    let mut b = Line::connect(port).await;
+    let e = endpoint(&c, &[]).await;
+    let mut b = Raw::connect(e.port).await;
     assert_eq!(b.call(&["LOCK.ACQUIRE", "d", "o", "1000", "DELAY", "10"]).await, "-ERR syntax error: DELAY needs SESSION\r\n");
-    let mut a = Line::connect(port).await;
+    let mut a = Raw::connect(e.port).await;
     assert!(is_token(&a.call(&["LOCK.ACQUIRE", "d", "owner-a", "10000", "SESSION", "DELAY", "1500"]).await));
     let closed = Instant::now();
     drop(a);
@@ -105,12 +75,13 @@ async fn serve_session_delay_keeps_the_lock_for_the_delay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_session_released_elsewhere_closes_nothing() {
     let c = Cluster::start(5);
-    let (_endpoint, port) = start_endpoint(&c, 0).await;
-    let mut a = Line::connect(port).await;
-    let mut b = Line::connect(port).await;
-    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "r", "owner-a", "450", "SESSION"]).await));
+    let e = endpoint(&c, &[]).await;
+    let mut a = Raw::connect(e.port).await;
+    let mut b = Raw::connect(e.port).await;
+    assert!(is_token(&a.call(&["LOCK.ACQUIRE", "r", "owner-a", "1500", "SESSION"]).await));
     assert_eq!(b.call(&["LOCK.RELEASE", "r", "owner-a"]).await, ":1\r\n");
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Past the first extensions, which now find nothing bound.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
     assert_eq!(a.call(&["PING"]).await, "+PONG\r\n", "the bound connection still served");
     assert!(!held_by(&c, "r", "owner-a").await);
 }
@@ -121,15 +92,15 @@ async fn serve_session_released_elsewhere_closes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_session_hold_that_may_be_lost_closes_its_connection() {
     let mut c = Cluster::start(5);
-    let (_endpoint, port) = start_endpoint(&c, 0).await;
-    let mut bound = Line::connect(port).await;
-    let mut plain = Line::connect(port).await;
+    let e = endpoint(&c, &[]).await;
+    let mut bound = Raw::connect(e.port).await;
+    let mut plain = Raw::connect(e.port).await;
     assert!(is_token(&bound.call(&["LOCK.ACQUIRE", "l", "owner-a", "900", "SESSION"]).await));
     assert!(is_token(&plain.call(&["LOCK.ACQUIRE", "other", "owner-p", "900"]).await));
     for s in c.servers.iter_mut().take(3) {
         s.freeze();
     }
-    let closed = bound.closed_within(Duration::from_secs(5)).await;
+    let closed = bound.closed().await;
     for s in c.servers.iter_mut().take(3) {
         s.thaw();
     }
