@@ -274,7 +274,12 @@ struct Found {
     stored: String,
     /// Servers that list it.
     servers: usize,
-    /// The lowest token they give it.
+    /// The highest token they give it: the quorum's token of the grant.
+    /// A round grants under each server's own token and then raises the
+    /// lower ones to the highest (`FENCE`); a server the raise did not
+    /// reach keeps its lower one, so the lowest could answer a refresh
+    /// with a token below the one the grant answered, and below an earlier
+    /// holder's. None is above the grant's.
     token: Option<i64>,
     exclusive: bool,
 }
@@ -309,7 +314,7 @@ async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
                 Some(h) => {
                     h.servers += 1;
                     h.token = match (h.token, token) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (Some(a), Some(b)) => Some(a.max(b)),
                         (a, b) => a.or(b),
                     };
                 }
