@@ -601,6 +601,19 @@ pub fn pexpiretime(con: &mut Connection, key: &[u8]) -> i64 {
     int_of(&ok_cmd(con, cmd("PEXPIRETIME").arg(key)), "PEXPIRETIME")
 }
 
+/// `GET key` as text (`None`: no such key).
+pub fn get_text(con: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).expect("GET")
+}
+
+/// `r` is an error reply starting with `prefix` (`what` says which).
+pub fn assert_refused(r: Result<Value, String>, prefix: &str, what: &str) {
+    match r {
+        Err(e) => assert!(e.starts_with(prefix), "{what}: expected an error starting {prefix:?}, got {e:?}"),
+        Ok(v) => panic!("{what}: expected {prefix:?}, got {v:?}"),
+    }
+}
+
 pub fn exists(con: &mut Connection, key: &[u8]) -> bool {
     int_of(&ok_cmd(con, cmd("EXISTS").arg(key)), "EXISTS") == 1
 }

@@ -26,17 +26,6 @@ fn guard(c: &mut Connection, key: &str, owner: &str, token: i64, command: &[&str
     try_cmd(c, &g)
 }
 
-fn get(c: &mut Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(c).expect("GET")
-}
-
-fn assert_refused(r: Result<Value, String>, prefix: &str, what: &str) {
-    match r {
-        Err(e) => assert!(e.starts_with(prefix), "{what}: expected an error starting {prefix:?}, got {e:?}"),
-        Ok(v) => panic!("{what}: expected {prefix:?}, got {v:?}"),
-    }
-}
-
 /// Every reason LOCK.CHECK gives, for every kind of hold.
 #[test]
 fn fence_check_answers_current_or_why_not() {
@@ -89,7 +78,7 @@ fn fence_check_tells_an_ended_lease() {
     wait_until(Duration::from_secs(5), "the brief lease to end", || check(&mut c, "rw", "brief", short).is_err());
     assert_refused(check(&mut c, "rw", "brief", short), "FENCED lease ended", "an ended shared lease");
     assert_refused(guard(&mut c, "rw", "brief", short, &["SET", "data", "late"]), "FENCED lease ended", "guard");
-    assert_eq!(get(&mut c, "data"), None, "nothing written under an ended lease");
+    assert_eq!(get_text(&mut c, "data"), None, "nothing written under an ended lease");
 }
 
 /// The guarded command runs when the hold is current and not otherwise,
@@ -100,7 +89,7 @@ fn fence_guard_runs_only_while_the_hold_is_current() {
     let mut c = s.conn();
     let t = grant(&mut c, "k", "a", 60_000);
     assert_eq!(guard(&mut c, "k", "a", t, &["SET", "data", "v1"]), Ok(Value::Okay));
-    assert_eq!(get(&mut c, "data").as_deref(), Some("v1"));
+    assert_eq!(get_text(&mut c, "data").as_deref(), Some("v1"));
     // The inner reply passes as it is: an integer, a bulk, its own error.
     assert_eq!(guard(&mut c, "k", "a", t, &["INCR", "n"]), Ok(Value::Int(1)));
     assert_eq!(guard(&mut c, "k", "a", t, &["GET", "data"]), Ok(Value::BulkString(b"v1".to_vec())));
@@ -118,9 +107,9 @@ fn fence_guard_runs_only_while_the_hold_is_current() {
     assert_eq!(release(&mut c, b"k", b"a"), 1);
     let t2 = grant(&mut c, "k", "a", 60_000);
     assert_refused(guard(&mut c, "k", "a", t, &["SET", "data", "stale"]), "FENCED newer token", "the older token");
-    assert_eq!(get(&mut c, "data").as_deref(), Some("v1"));
+    assert_eq!(get_text(&mut c, "data").as_deref(), Some("v1"));
     assert_eq!(guard(&mut c, "k", "a", t2, &["SET", "data", "v2"]), Ok(Value::Okay));
-    assert_eq!(get(&mut c, "data").as_deref(), Some("v2"));
+    assert_eq!(get_text(&mut c, "data").as_deref(), Some("v2"));
 
     // Inside MULTI the guard works as any write command.
     ok_cmd(&mut c, &cmd("MULTI"));
@@ -134,7 +123,7 @@ fn fence_guard_runs_only_while_the_hold_is_current() {
         }
         other => panic!("EXEC: {other:?}"),
     }
-    assert_eq!(get(&mut c, "data").as_deref(), Some("v3"));
+    assert_eq!(get_text(&mut c, "data").as_deref(), Some("v3"));
 
     // RESP3: the inner reply keeps its type.
     let mut c3 = s.conn_resp3();
@@ -163,7 +152,7 @@ fn fence_guard_refuses_a_holder_whose_lease_ended_and_another_took_it() {
         assert_refused(r, "FENCED held by another owner", "the late holder");
         assert_eq!(guard(&mut c, "k", "next", new, &["SET", "data", &format!("next-{i}")]), Ok(Value::Okay));
     }
-    assert_eq!(get(&mut c, "data").as_deref(), Some("next-19"));
+    assert_eq!(get_text(&mut c, "data").as_deref(), Some("next-19"));
     assert_refused(check(&mut late, "k", "late", old), "FENCED held by another owner", "check");
 }
 
@@ -189,8 +178,8 @@ fn fence_guarded_effects_reach_the_replica_and_the_aof_once() {
     ok_cmd(&mut m, &cmd("EXEC"));
     wait_replica_synced(&master, &replica);
     let mut r = replica.conn();
-    assert_eq!(get(&mut r, "n").as_deref(), Some("5"), "each guarded INCR applied once on the replica");
-    assert_eq!(get(&mut r, "data").as_deref(), Some("v"));
+    assert_eq!(get_text(&mut r, "n").as_deref(), Some("5"), "each guarded INCR applied once on the replica");
+    assert_eq!(get_text(&mut r, "data").as_deref(), Some("v"));
     // A replica takes no guarded write from a client.
     assert_refused(guard(&mut r, "k", "a", t, &["SET", "data", "x"]), "READONLY", "on the replica");
 
@@ -202,8 +191,8 @@ fn fence_guarded_effects_reach_the_replica_and_the_aof_once() {
     drop(r);
     master.restart();
     let mut m = master.conn();
-    assert_eq!(get(&mut m, "n").as_deref(), Some("5"), "each guarded INCR replayed once from the AOF");
-    assert_eq!(get(&mut m, "data").as_deref(), Some("v"));
+    assert_eq!(get_text(&mut m, "n").as_deref(), Some("5"), "each guarded INCR replayed once from the AOF");
+    assert_eq!(get_text(&mut m, "data").as_deref(), Some("v"));
 }
 
 /// The guarded command runs as the caller's ACL user: keys and commands
@@ -234,8 +223,8 @@ fn fence_guard_runs_as_the_callers_acl_user() {
     let mut nocmd = login("nocmd");
     assert_refused(try_cmd(&mut nocmd, cmd("SET").arg("data").arg("x")), "NOPERM", "itself");
     assert_refused(guard(&mut nocmd, "k", "a", t, &["SET", "data", "x"]), "NOPERM", "a command it may not run");
-    assert_eq!(get(&mut admin, "data"), None, "nothing written");
-    assert!(!exists(&mut admin, b"mine") || get(&mut admin, "mine").as_deref() == Some("ok"));
+    assert_eq!(get_text(&mut admin, "data"), None, "nothing written");
+    assert!(!exists(&mut admin, b"mine") || get_text(&mut admin, "mine").as_deref() == Some("ok"));
 }
 
 /// What cannot run under the guard is refused with its own error, and
@@ -278,12 +267,12 @@ fn fence_guard_runs_scripts_and_functions() {
     let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(body).query(&mut c).expect("SCRIPT LOAD");
     assert_eq!(guard(&mut c, "k", "a", t, &["EVALSHA", &sha, "2", "x", "n", "2"]), Ok(Value::Int(2)));
     assert_refused(guard(&mut c, "k", "b", t, &["EVALSHA", &sha, "2", "x", "n", "3"]), "FENCED", "another owner's script");
-    assert_eq!(get(&mut c, "x").as_deref(), Some("2"));
-    assert_eq!(get(&mut c, "n").as_deref(), Some("2"));
+    assert_eq!(get_text(&mut c, "x").as_deref(), Some("2"));
+    assert_eq!(get_text(&mut c, "n").as_deref(), Some("2"));
     let lib = "#!lua name=fencelib\nredis.register_function('setboth', function(keys, args) redis.call('SET', keys[1], args[1]); return redis.call('SET', keys[2], args[1]) end)";
     ok_cmd(&mut c, cmd("FUNCTION").arg("LOAD").arg(lib));
     assert_eq!(guard(&mut c, "k", "a", t, &["FCALL", "setboth", "2", "f1", "f2", "v"]), Ok(Value::Okay));
-    assert_eq!((get(&mut c, "f1").as_deref(), get(&mut c, "f2").as_deref()), (Some("v"), Some("v")));
+    assert_eq!((get_text(&mut c, "f1").as_deref(), get_text(&mut c, "f2").as_deref()), (Some("v"), Some("v")));
     // The guard inside a script works as any write; a script under a
     // guard inside a script is refused (the server runs one script at a
     // time: it would abort).
@@ -295,7 +284,7 @@ fn fence_guard_runs_scripts_and_functions() {
     let nested_fcall = "return redis.call('LOCK.GUARD', KEYS[1], ARGV[1], ARGV[2], 'FCALL', 'setboth', 2, 'f1', 'f2', 'w')";
     let e = expect_err(&mut c, cmd("EVAL").arg(nested_fcall).arg(1).arg("k").arg("a").arg(t));
     assert!(e.contains("LOCK.GUARD cannot run a script or function from inside a script"), "{e}");
-    assert_eq!(get(&mut c, "f1").as_deref(), Some("v"));
+    assert_eq!(get_text(&mut c, "f1").as_deref(), Some("v"));
     // A script's own calls keep the script rules.
     let shut = guard(&mut c, "k", "a", t, &["EVAL", "return redis.call('SHUTDOWN')", "0"]);
     assert!(shut.is_err(), "SHUTDOWN from a guarded script: {shut:?}");
@@ -349,7 +338,7 @@ fn fence_commands_are_declared_and_categorised() {
         };
         let mut keys_only = login("keysonly", &["~k", "+@all"]);
         assert_refused(guard(&mut keys_only, "k", "a", t, &["SET", "data", "x"]), "NOPERM", name);
-        assert_eq!(get(&mut admin, "data"), None, "{name}: nothing written");
+        assert_eq!(get_text(&mut admin, "data"), None, "{name}: nothing written");
         assert_eq!(guard(&mut admin, "k", "a", t, &["EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "data"]), Ok(Value::Okay));
         if format!("{:?}", ok_cmd(&mut admin, cmd("COMMAND").arg("INFO").arg("lock.info"))).contains("@read") {
             let mut read_only = login("readonly", &["~*", "+@read"]);
@@ -393,7 +382,7 @@ fn fence_guard_in_a_cluster_keeps_the_lock_and_its_data_in_one_slot() {
         assert_refused(guard(&mut c, lock, "a", t, &command), "CROSSSLOT", what);
     }
     assert!(!exists(&mut c, here.as_bytes()), "nothing written here");
-    assert_eq!(get(&mut c, "{order:42}:data").as_deref(), Some("v"), "nothing written by the refused MSET");
+    assert_eq!(get_text(&mut c, "{order:42}:data").as_deref(), Some("v"), "nothing written by the refused MSET");
     let mut elsewhere = cluster.nodes[cluster.other_master(node)].conn();
     let e = guard(&mut elsewhere, lock, "a", t, &["SET", "{order:42}:data", "w"]).expect_err("redirected");
     assert_eq!(e, format!("MOVED {slot} 127.0.0.1:{}", cluster.nodes[node].port));
@@ -403,7 +392,7 @@ fn fence_guard_in_a_cluster_keeps_the_lock_and_its_data_in_one_slot() {
     let v: String =
         cmd("LOCK.GUARD").arg(lock).arg("a").arg(t).arg("SET").arg("{order:42}:data").arg("routed").query(&mut routed).expect("routed");
     assert_eq!(v, "OK");
-    assert_eq!(get(&mut c, "{order:42}:data").as_deref(), Some("routed"));
+    assert_eq!(get_text(&mut c, "{order:42}:data").as_deref(), Some("routed"));
 
     // A token register is routed the same way, with the data it fences.
     let register = "{order:42}:fence";

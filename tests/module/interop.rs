@@ -17,10 +17,6 @@ fn type_of(c: &mut Connection, key: &str) -> String {
     cmd("TYPE").arg(key).query(c).expect("TYPE")
 }
 
-fn get(c: &mut Connection, key: &str) -> Option<String> {
-    cmd("GET").arg(key).query(c).expect("GET")
-}
-
 #[test]
 fn acquire_by_another_owner_is_refused_and_the_string_kept() {
     let srv = Server::start();
@@ -33,7 +29,7 @@ fn acquire_by_another_owner_is_refused_and_the_string_kept() {
     assert_eq!(acquire(&mut c, b"k", b"alic", 10_000), None, "prefix of the value");
     assert_eq!(acquire(&mut c, b"k", b"alice\0", 10_000), None, "value plus NUL");
     assert_eq!(type_of(&mut c, "k"), "string");
-    assert_eq!(get(&mut c, "k").as_deref(), Some("alice"));
+    assert_eq!(get_text(&mut c, "k").as_deref(), Some("alice"));
     assert_eq!(pexpiretime(&mut c, b"k"), deadline, "TTL untouched");
     // The refused FENCE did not raise the counter.
     let t = grant(&mut c, "other", "x", 1000);
@@ -81,7 +77,7 @@ fn release_of_a_plain_string_lock() {
     let mut c = srv.conn();
     set_px(&mut c, "k", "alice", 30_000);
     assert_eq!(release(&mut c, b"k", b"bob"), 0, "RELEASE k bob");
-    assert_eq!(get(&mut c, "k").as_deref(), Some("alice"), "string kept");
+    assert_eq!(get_text(&mut c, "k").as_deref(), Some("alice"), "string kept");
     assert_eq!(type_of(&mut c, "k"), "string");
     assert_eq!(release(&mut c, b"k", b"alice"), 1, "RELEASE k alice");
     assert!(!exists(&mut c, b"k"), "released string deleted");
@@ -98,7 +94,7 @@ fn extend_of_a_plain_string_lock_keeps_it_a_string() {
     assert_eq!(pexpiretime(&mut c, b"k"), deadline, "refused EXTEND kept the TTL");
     assert_eq!(extend(&mut c, b"k", b"alice", 90_000), 1, "EXTEND k alice");
     assert_eq!(type_of(&mut c, "k"), "string", "EXTEND does not convert");
-    assert_eq!(get(&mut c, "k").as_deref(), Some("alice"));
+    assert_eq!(get_text(&mut c, "k").as_deref(), Some("alice"));
     let p = pttl(&mut c, b"k");
     assert!(p > 85_000 && p <= 90_000, "PTTL after EXTEND 90000: {p}");
     // A string without TTL gets one.

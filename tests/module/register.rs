@@ -29,17 +29,6 @@ fn fenceinfo(c: &mut Connection, register: &str) -> Option<i64> {
     }
 }
 
-fn get(c: &mut Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(c).expect("GET")
-}
-
-fn assert_refused(r: Result<Value, String>, prefix: &str, what: &str) {
-    match r {
-        Err(e) => assert!(e.starts_with(prefix), "{what}: expected an error starting {prefix:?}, got {e:?}"),
-        Ok(v) => panic!("{what}: expected {prefix:?}, got {v:?}"),
-    }
-}
-
 /// An absent register admits any token; then only that token and higher
 /// ones; an older one runs nothing and names both tokens. Without a
 /// command the register only rises. Every argument error, the commands a
@@ -53,13 +42,13 @@ fn register_admits_the_highest_token_and_above_only() {
     assert_eq!(fenceinfo(&mut c, "reg"), Some(100));
     let e = fenced(&mut c, "reg", 99, &["SET", "data", "old"]).expect_err("an older token");
     assert_eq!(e, "FENCED older token: register reg has accepted token 100, not 99");
-    assert_eq!(get(&mut c, "data").as_deref(), Some("a"), "nothing written under the older token");
+    assert_eq!(get_text(&mut c, "data").as_deref(), Some("a"), "nothing written under the older token");
     assert_eq!(fenced(&mut c, "reg", 100, &["INCR", "n"]), Ok(Value::Int(1)), "the same token writes again");
     // A newer holder announces itself: the older one is shut out before
     // the newer writes anything.
     assert_eq!(fenced(&mut c, "reg", 150, &[]), Ok(Value::Int(150)));
     assert_refused(fenced(&mut c, "reg", 100, &["INCR", "n"]), "FENCED older token", "after the rise");
-    assert_eq!(get(&mut c, "n").as_deref(), Some("1"));
+    assert_eq!(get_text(&mut c, "n").as_deref(), Some("1"));
     // A lower rise changes nothing and is refused like a write.
     assert_refused(fenced(&mut c, "reg", 120, &[]), "FENCED older token", "a lower rise");
     assert_eq!(fenceinfo(&mut c, "reg"), Some(150));
@@ -119,8 +108,8 @@ fn register_refuses_every_write_of_a_holder_that_paused_past_its_lease() {
         assert_refused(fenced(&mut late_data, "reg", old, &["INCR", "late-writes"]), "FENCED older token", "the late holder");
         assert_eq!(fenced(&mut next_data, "reg", new, &["INCR", "next-writes"]), Ok(Value::Int(i + 2)));
     }
-    assert_eq!(get(&mut next_data, "late-writes").as_deref(), Some("1"), "no late write landed");
-    assert_eq!(get(&mut next_data, "next-writes").as_deref(), Some("51"));
+    assert_eq!(get_text(&mut next_data, "late-writes").as_deref(), Some("1"), "no late write landed");
+    assert_eq!(get_text(&mut next_data, "next-writes").as_deref(), Some("51"));
 }
 
 /// The register's rise and the command's effects reach a replica and the
@@ -144,13 +133,13 @@ fn register_reaches_the_replica_and_the_aof_once_and_persists() {
     ok_cmd(&mut m, &cmd("EXEC"));
     wait_replica_synced(&master, &replica);
     let mut r = replica.conn();
-    assert_eq!(get(&mut r, "n").as_deref(), Some("4"), "each fenced INCR applied once on the replica");
+    assert_eq!(get_text(&mut r, "n").as_deref(), Some("4"), "each fenced INCR applied once on the replica");
     assert_eq!((fenceinfo(&mut r, "reg"), fenceinfo(&mut r, "reg2")), (Some(25), Some(7)));
     assert_refused(fenced(&mut r, "reg", 30, &["SET", "data", "x"]), "READONLY", "on the replica");
 
     let check_kept = |m: &mut Connection, how: &str| {
         assert_eq!((fenceinfo(m, "reg"), fenceinfo(m, "reg2")), (Some(25), Some(7)), "{how}");
-        assert_eq!(get(m, "n").as_deref(), Some("4"), "{how}: each INCR replayed once");
+        assert_eq!(get_text(m, "n").as_deref(), Some("4"), "{how}: each INCR replayed once");
         assert_refused(fenced(m, "reg", 24, &["INCR", "n"]), "FENCED older token", how);
     };
     drop(m);
@@ -229,7 +218,7 @@ fn register_evicted_under_memory_pressure_still_refuses_older_tokens() {
     assert_eq!(info_field_i64(&mut c, "redislock", "redislock_evicted_registers_kept"), 1);
     assert_eq!(fenceinfo(&mut c, "reg"), Some(500), "read from what was kept");
     assert_refused(fenced(&mut c, "reg", 499, &["SET", "late", "x"]), "FENCED older token", "after the eviction");
-    assert_eq!(get(&mut c, "late"), None);
+    assert_eq!(get_text(&mut c, "late"), None);
     assert_eq!(fenced(&mut c, "reg", 500, &["SET", "again", "y"]), Ok(Value::Okay));
     assert!(fenceinfo_raw_exists(&mut c), "put back by the write");
     assert_eq!(info_field_i64(&mut c, "redislock", "redislock_evicted_registers_kept"), 0);
@@ -256,6 +245,6 @@ fn register_runs_its_command_as_the_callers_acl_user() {
     assert_refused(fenced(&mut user, "reg", 5, &["SET", "data", "x"]), "NOPERM", "a key outside its patterns");
     assert_refused(fenced(&mut user, "other-reg", 5, &["SET", "mine", "x"]), "NOPERM", "a register outside its patterns");
     assert_eq!(fenced(&mut user, "reg", 5, &["SET", "mine", "ok"]), Ok(Value::Okay));
-    assert_eq!(get(&mut admin, "data"), None, "nothing written outside its patterns");
+    assert_eq!(get_text(&mut admin, "data"), None, "nothing written outside its patterns");
     assert_eq!(fenceinfo(&mut admin, "other-reg"), None, "no register made outside its patterns");
 }
