@@ -19,7 +19,7 @@ use crate::core::lease::{Lease, Now, NO_TTL};
 use crate::core::stored::{self, Origin, StoredHolder};
 use crate::keys::group::Group;
 use crate::keys::value::Exclusive;
-use crate::server::fencing::COUNTER;
+use crate::server::fencing::{Token, COUNTER};
 use crate::{change, keys::rescue, server::clock, server::fencing, server::quarantine, waiters};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
@@ -256,17 +256,31 @@ unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option
         return refused(format_args!("shape {shape}, which this module does not know"), origin);
     }
     let lock = load_lock(rdb, shape == SHAPE_VALUED, origin)?;
-    if !quarantine::loading() {
-        if let Err(ceiling) = fencing::check_lead(lock.token()) {
-            if !restored_by_master(rdb) {
-                let reason = fencing::lead_error("RESTORE refused: the lock's token", ceiling);
-                api::log(None, c"warning", &reason);
-                return None;
-            }
-        }
+    if !within_lead(rdb, lock.token(), "the lock's token") {
+        return None;
     }
     COUNTER.observe(lock.token());
     Some(lock.into_raw())
+}
+
+/// Whether a loaded value whose highest token is `token` may enter: this
+/// server's own data and its master's always; a client's RESTORE only
+/// within the bound on tokens (`fencing::check_lead`), logged otherwise
+/// as `what` (`"the lock's token"`).
+pub(super) unsafe fn within_lead(rdb: *mut RedisModuleIO, token: Token, what: &str) -> bool {
+    if quarantine::loading() {
+        return true;
+    }
+    match fencing::check_lead(token) {
+        Ok(()) => true,
+        // Asked only past the bound: the context it takes costs an
+        // ordinary RESTORE nothing.
+        Err(_) if restored_by_master(rdb) => true,
+        Err(ceiling) => {
+            api::log(None, c"warning", &fencing::lead_error(&format!("RESTORE refused: {what}"), ceiling));
+            false
+        }
+    }
 }
 
 /// Whether a RESTORE outside loading came from this replica's master,
@@ -276,7 +290,7 @@ unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option
 /// master from a client here, so it keeps the bound (and its log says so).
 /// Only reached for a token beyond the bound: the context this allocates
 /// costs nothing on an ordinary RESTORE.
-pub(super) unsafe fn restored_by_master(rdb: *mut RedisModuleIO) -> bool {
+unsafe fn restored_by_master(rdb: *mut RedisModuleIO) -> bool {
     let ctx = rm!(RedisModule_GetContextFromIO(rdb) else ptr::null_mut());
     if ctx.is_null() {
         return false;
@@ -403,15 +417,9 @@ unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, origin: Origin) ->
         Ok(kind) => kind,
         Err(why) => return refused(why, origin),
     };
-    if !quarantine::loading() {
-        let highest = decoded.iter().map(|h| h.token).max().unwrap_or(0);
-        if let Err(ceiling) = fencing::check_lead(highest) {
-            if !restored_by_master(rdb) {
-                let reason = fencing::lead_error("RESTORE refused: the lock's token", ceiling);
-                api::log(None, c"warning", &reason);
-                return None;
-            }
-        }
+    let highest = decoded.iter().map(|h| h.token).max().unwrap_or(0);
+    if !within_lead(rdb, highest, "the lock's token") {
+        return None;
     }
     let mut holders = Vec::with_capacity(decoded.len());
     for holder in decoded {

@@ -14,7 +14,6 @@ use redis_module::{native_types::RedisType, raw};
 
 use crate::api::{self, rm, Piece, RedisModuleIO, RedisModuleString};
 use crate::keys::register;
-use crate::server::{fencing, quarantine};
 
 /// The data type's name: exactly 9 characters, as Redis requires.
 const TYPE_NAME: &str = "lockfence";
@@ -97,11 +96,8 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     }
     // A client's RESTORE is held to the bound a client's token is; this
     // server's own files and its master's stream are not client input.
-    if !quarantine::loading() && !super::datatype::restored_by_master(rdb) {
-        if let Err(ceiling) = fencing::check_lead(token) {
-            api::log(None, c"warning", &fencing::lead_error("RESTORE refused: the token register's token", ceiling));
-            return ptr::null_mut();
-        }
+    if !super::datatype::within_lead(rdb, token, "the token register's token") {
+        return ptr::null_mut();
     }
     register::new_value(token)
 }
