@@ -193,17 +193,8 @@ pub fn flushed(db: c_int) {
 
 /// SWAPDB moves kept registers with their databases.
 pub fn swapped(a: c_int, b: c_int) {
-    let swap = |d: c_int| {
-        if d == a {
-            b
-        } else if d == b {
-            a
-        } else {
-            d
-        }
-    };
     with_state(|s| {
         let all = std::mem::take(&mut s.kept);
-        s.kept = all.into_iter().map(|((d, k), t)| ((swap(d), k), t)).collect();
+        s.kept = all.into_iter().map(|((d, k), t)| ((super::rescue::after_swap(d, a, b), k), t)).collect();
     });
 }

@@ -261,23 +261,28 @@ pub fn flushed(db: c_int) {
 pub fn swapped(a: c_int, b: c_int) {
     with_state(|s| {
         let all = std::mem::take(&mut s.kept);
-        s.kept = all
-            .into_iter()
-            .map(|((d, k), v)| {
-                (
-                    (
-                        if d == a {
-                            b
-                        } else if d == b {
-                            a
-                        } else {
-                            d
-                        },
-                        k,
-                    ),
-                    v,
-                )
-            })
-            .collect();
+        s.kept = all.into_iter().map(|((d, k), v)| ((after_swap(d, a, b), k), v)).collect();
     });
+}
+
+/// Where database `d` is after `SWAPDB a b`.
+pub fn after_swap(d: c_int, a: c_int, b: c_int) -> c_int {
+    if d == a {
+        b
+    } else if d == b {
+        a
+    } else {
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_swap;
+
+    #[test]
+    fn swapdb_exchanges_the_two_databases_and_leaves_the_others() {
+        assert_eq!((after_swap(0, 0, 3), after_swap(3, 0, 3), after_swap(1, 0, 3)), (3, 0, 1));
+        assert_eq!(after_swap(2, 2, 2), 2);
+    }
 }
