@@ -16,19 +16,6 @@ use redis::Value;
 const RUN_LOCK_LOST: i32 = 76;
 const CLI_DEADLINE: Duration = Duration::from_secs(30);
 
-async fn logged(data: &Server) -> Vec<String> {
-    match data.ok(redis::cmd("LRANGE").arg("log").arg(0).arg(-1)).await {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                other => panic!("a logged value: {other:?}"),
-            })
-            .collect(),
-        other => panic!("LRANGE replied {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_runs_command_has_its_late_fenced_write_refused_by_the_data_server() {
     let c = Cluster::start(5);
@@ -51,7 +38,7 @@ async fn a_paused_runs_command_has_its_late_fenced_write_refused_by_the_data_ser
     eventually(Duration::from_secs(10), "the command's first write", || async { std::path::Path::new(&started).exists() }).await;
     // SAFETY: kill(2) on the redlock process this test spawned and has not reaped.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    assert_eq!(logged(&data).await, ["run-first"], "the command's write under its hold landed");
+    assert_eq!(data.list("log").await, ["run-first"], "the command's write under its hold landed");
 
     // Another holder waits in line until the paused one's lease ended, and writes.
     let rl = c.redlock(relaxed());
@@ -63,7 +50,7 @@ async fn a_paused_runs_command_has_its_late_fenced_write_refused_by_the_data_ser
     eventually(Duration::from_secs(10), "the command's late write", || async { std::path::Path::new(&done).exists() }).await;
     let reply = std::fs::read_to_string(&late).expect("redis-cli's reply");
     assert!(reply.contains("FENCED older token") && reply.contains(&format!("has accepted token {b_token}")), "{reply:?}");
-    assert_eq!(logged(&data).await, ["run-first", "b1"], "the late write did not land");
+    assert_eq!(data.list("log").await, ["run-first", "b1"], "the late write did not land");
 
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };

@@ -346,6 +346,20 @@ impl Server {
         }
     }
 
+    /// `LRANGE key 0 -1` as text.
+    pub async fn list(&self, key: &str) -> Vec<String> {
+        match self.ok(redis::cmd("LRANGE").arg(key).arg(0).arg(-1)).await {
+            Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => panic!("a listed value: {other:?}"),
+                })
+                .collect(),
+            other => panic!("LRANGE replied {other:?}"),
+        }
+    }
+
     pub async fn pttl(&self, key: &str) -> i64 {
         match self.ok(redis::cmd("PTTL").arg(key)).await {
             Value::Int(n) => n,

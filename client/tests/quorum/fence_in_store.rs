@@ -30,20 +30,6 @@ async fn outlive(lock: &redlock::Lock) {
     eventually(Duration::from_secs(10), "the holder's validity ran out", || async { lock.remaining().is_zero() }).await;
 }
 
-/// The values of the writes that landed on `data`, in order.
-async fn landed(data: &Server) -> Vec<String> {
-    match data.ok(redis::cmd("LRANGE").arg(LOG).arg(0).arg(-1)).await {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                other => panic!("a logged value: {other:?}"),
-            })
-            .collect(),
-        other => panic!("LRANGE replied {other:?}"),
-    }
-}
-
 /// The list every write that runs appends to.
 const LOG: &str = "order:42:log";
 const REGISTER: &str = "order:42:fence";
@@ -94,7 +80,7 @@ async fn a_holder_past_its_lease_has_every_fenced_write_refused_on_the_data_serv
     refused_every_time(&data, &stale, a_token, b_token).await;
     // The newer holder writes again under its token.
     assert_eq!(send(&data, &b.fenced(REGISTER, ("RPUSH", LOG, "b2")).expect("B's command")).await, Ok(Value::Int(3)));
-    assert_eq!(landed(&data).await, ["a1", "b1", "b2"], "none of A's {STALE_WRITES} late writes landed");
+    assert_eq!(data.list(LOG).await, ["a1", "b1", "b2"], "none of A's {STALE_WRITES} late writes landed");
     assert_eq!(register(&data).await, Some(b_token));
     b.release().await.expect("release");
 }
@@ -117,7 +103,7 @@ async fn a_newer_holder_that_raises_the_register_shuts_the_older_out_before_its_
     let raise = b.fenced(REGISTER, Vec::<String>::new()).expect("B's raise");
     assert_eq!(send(&data, &raise).await, Ok(Value::Int(b_token)), "without a command the register answers its token");
     refused_every_time(&data, &stale, a_token, b_token).await;
-    assert_eq!(landed(&data).await, ["a-late"], "after the raise, none of A's writes landed");
+    assert_eq!(data.list(LOG).await, ["a-late"], "after the raise, none of A's writes landed");
     rl.release(&b).await.expect("release");
 }
 
