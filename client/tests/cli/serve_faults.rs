@@ -31,7 +31,10 @@ struct Tally {
 /// One client's loop through the endpoint on `port`: waits up to 2 s for
 /// the lock (ttl 1 s), holds it 10–30 ms with a fenced write in the
 /// middle, releases; reconnects (backing off) when its connection fails.
-async fn client(name: String, port: u16, data: MultiplexedConnection, history: History, stop: Arc<AtomicBool>) -> Tally {
+/// With `session`, each hold is bound to the connection (`SESSION DELAY
+/// 1000`): the endpoint extends it, and closes the connection if it may
+/// be lost.
+async fn client(name: String, port: u16, session: bool, data: MultiplexedConnection, history: History, stop: Arc<AtomicBool>) -> Tally {
     let mut tally = Tally::default();
     let mut conn: Option<MultiplexedConnection> = None;
     // The hold being recorded: a release that did not land leaves it
@@ -50,7 +53,15 @@ async fn client(name: String, port: u16, data: MultiplexedConnection, history: H
         };
         backoff = Duration::from_millis(20);
         let asked = Instant::now();
-        let reply = redis::cmd("LOCK.ACQUIRE").arg("res").arg(&name).arg(1000).arg("WAIT").arg(2000).query_async::<Value>(c).await;
+        let mut acquire = redis::cmd("LOCK.ACQUIRE");
+        acquire.arg("res").arg(&name).arg(1000).arg("WAIT").arg(2000);
+        if session {
+            // The lock-delay covers the work: a hold the endpoint gives up
+            // (its extension failed, the connection closed) stays taken
+            // for its lease, not released under a client still working.
+            acquire.arg("SESSION").arg("DELAY").arg(1000);
+        }
+        let reply = acquire.query_async::<Value>(c).await;
         let token = match reply {
             Ok(Value::Int(t)) => t,
             Ok(Value::Nil) => continue,
@@ -100,7 +111,8 @@ async fn client(name: String, port: u16, data: MultiplexedConnection, history: H
     tally
 }
 
-/// Four clients on two endpoints contend for one lock for about 12 s
+/// Four clients on two endpoints (one of each binding its holds to its
+/// connection with SESSION) contend for one lock for about 12 s
 /// while a server is killed and restarted empty (in quarantine), another
 /// is paused for 1.5 s, and the first endpoint is killed with holds and
 /// waiters and started again on its port. No two holds overlap, no write
@@ -126,7 +138,8 @@ async fn serve_holds_never_overlap_under_server_and_endpoint_faults() {
     let clients: Vec<_> = (0..4)
         .map(|i| {
             let port = if i % 2 == 0 { first_port } else { second_port };
-            tokio::spawn(client(format!("client-{i}"), port, data.clone(), history.clone(), Arc::clone(&stop)))
+            // One client of each endpoint binds its holds to its connection.
+            tokio::spawn(client(format!("client-{i}"), port, i >= 2, data.clone(), history.clone(), Arc::clone(&stop)))
         })
         .collect();
     let holds_now = || history.holds().len();
