@@ -17,17 +17,23 @@
 #   CHECK   LOCK.CHECK fence:lock <owner> <token>
 #   FLOOR   FLOOR.CALL SET fence:<rand> <value>
 #   BARE    FLOOR.CALLBARE SET fence:<rand> <value>
-#   READ    FLOOR.READ fence:token
+#   AFTER3  FLOOR.AFTER3 fence:lock <owner> <token> SET fence:<rand> <value>
+#   AFTER2  FLOOR.AFTER2 fence:register <token> SET fence:<rand> <value>
+#   READ    FLOOR.READ fence:lock <owner> <token>
 #             (benches/fence_floor.c, built with cc into the temporary
 #              directory and loaded beside the module: the same SET through
 #              RM_Call with no check at all, with LOCK.GUARD's flags vCSME!0
-#              and with v! alone, and a module command that only opens one
-#              key and answers 1: what RM_Call and a module command cost,
-#              out of the module's reach; skipped without cc or with
-#              BENCH_FLOOR=0)
-# Ratios: GUARD, FENCED, LUA, FLOOR and BARE against SET; CHECK and READ
-# against GET; GUARD and FENCED against FLOOR (what the fence adds to
-# RM_Call), CHECK against READ (what the check adds to a module's read).
+#              and with v! alone; the same again after the arguments
+#              LOCK.GUARD and LOCK.FENCED take before their command, read and
+#              ignored; and a module command that only opens LOCK.CHECK's
+#              key and answers 1, given LOCK.CHECK's arguments: what RM_Call,
+#              the longer request and a module command cost, out of the
+#              module's reach; skipped without cc or with BENCH_FLOOR=0)
+# Ratios: GUARD, FENCED, LUA, FLOOR, BARE, AFTER3 and AFTER2 against SET;
+# CHECK and READ against GET; GUARD against AFTER3 and FENCED against
+# AFTER2 (what the fence adds to the same request with no check), CHECK
+# against READ (what the check adds to a module's read of the same
+# request).
 # Two tables: ops/s, and the server's CPU per request (its main thread's
 # time on a CPU during the run, /proc/PID/schedstat, divided by the
 # requests), which other work on a shared machine moves far less than
@@ -47,7 +53,7 @@
 #   BENCH_KEYSPACE    keys the writes go to (default 100000; 1: one hot key)
 #   BENCH_ROUNDS      rounds, the commands interleaved in each (default 5)
 #   BENCH_TIMEOUT     seconds before one redis-benchmark run is considered hung (default 600)
-#   BENCH_FLOOR       0: skip FLOOR, BARE and READ (default 1: run them when cc is found)
+#   BENCH_FLOOR       0: skip FLOOR, BARE, AFTER3, AFTER2 and READ (default 1: run them when cc is found)
 #
 # Progress goes to stderr, the header and the result tables to stdout.
 # Exit status: 0 when every run completed (whether targets were met or missed),
@@ -156,7 +162,7 @@ if [[ $FLOOR != 0 ]]; then
         FLOOR_SO=$TMPD/fence_floor.so
         cc -O2 -fPIC -shared -o "$FLOOR_SO" "$SCRIPT_DIR/fence_floor.c" || die "could not build benches/fence_floor.c"
     else
-        log "no cc on PATH: FLOOR, BARE and READ (RM_Call and a module's read without a check) are skipped"
+        log "no cc on PATH: FLOOR, BARE, AFTER3, AFTER2 and READ (RM_Call and a module's read without a check) are skipped"
     fi
 fi
 
@@ -362,7 +368,9 @@ expect "value after the refused writes" "^$VALUE\$" "$(rcli GET "$K" | tr -d '\r
 if [[ -n $FLOOR_SO ]]; then
     expect "FLOOR.CALL SET" '^OK$' "$(rcli FLOOR.CALL SET "$K" "$VALUE" | tr -d '\r')"
     expect "FLOOR.CALLBARE SET" '^OK$' "$(rcli FLOOR.CALLBARE SET "$K" "$VALUE" | tr -d '\r')"
-    expect "FLOOR.READ" '^\(integer\) 1$' "$(rcli --no-raw FLOOR.READ "$TOKEN_KEY")"
+    expect "FLOOR.AFTER3 SET" '^OK$' "$(rcli FLOOR.AFTER3 "$LOCK" "$OWNER" "$TOKEN" SET "$K" "$VALUE" | tr -d '\r')"
+    expect "FLOOR.AFTER2 SET" '^OK$' "$(rcli FLOOR.AFTER2 "$REGISTER" "$TOKEN" SET "$K" "$VALUE" | tr -d '\r')"
+    expect "FLOOR.READ" '^\(integer\) 1$' "$(rcli --no-raw FLOOR.READ "$LOCK" "$OWNER" "$TOKEN")"
 fi
 
 # ---------------------------------------------------------------- header
@@ -379,14 +387,14 @@ CPUs:         $(nproc) (${CPU_MODEL:-unknown model}), load average $(cut -d' ' -
 module:       $MODULE ($(stat -c '%s bytes, built %y' "$MODULE" 2>/dev/null | cut -d. -f1))
 setup:        $CLIENTS clients, requests per run: $N1 at -P 1, $N16 at -P 16; $ROUNDS round(s), the commands
               interleaved in each; median ops/s; no persistence
-floor:        ${FLOOR_SO:-none (FLOOR, BARE and READ skipped)}
+floor:        ${FLOOR_SO:-none (FLOOR, BARE, AFTER3, AFTER2 and READ skipped)}
 writes:       SET to fence:<one of $KEYSPACE keys> (all present), a ${#VALUE}-byte value; lock token $TOKEN
 
 EOF
 
 # ---------------------------------------------------------------- runs
 VARIANTS=(SET GUARD FENCED LUA GET CHECK)
-[[ -z $FLOOR_SO ]] || VARIANTS+=(FLOOR BARE READ)
+[[ -z $FLOOR_SO ]] || VARIANTS+=(FLOOR BARE AFTER3 AFTER2 READ)
 PIPES=(1 16)
 declare -A RPS=() CPU=()
 
@@ -401,7 +409,9 @@ one_run() { # variant pipeline n
     CHECK) bench_run "$n" "$p" lock.check - -- LOCK.CHECK "$LOCK" "$OWNER" "$TOKEN" ;;
     FLOOR) bench_run "$n" "$p" floor.call set -- FLOOR.CALL SET 'fence:__rand_int__' "$VALUE" ;;
     BARE) bench_run "$n" "$p" floor.callbare set -- FLOOR.CALLBARE SET 'fence:__rand_int__' "$VALUE" ;;
-    READ) bench_run "$n" "$p" floor.read - -- FLOOR.READ "$TOKEN_KEY" ;;
+    AFTER3) bench_run "$n" "$p" floor.after3 set -- FLOOR.AFTER3 "$LOCK" "$OWNER" "$TOKEN" SET 'fence:__rand_int__' "$VALUE" ;;
+    AFTER2) bench_run "$n" "$p" floor.after2 set -- FLOOR.AFTER2 "$REGISTER" "$TOKEN" SET 'fence:__rand_int__' "$VALUE" ;;
+    READ) bench_run "$n" "$p" floor.read - -- FLOOR.READ "$LOCK" "$OWNER" "$TOKEN" ;;
     esac
     RPS[$v/$p]+="$RUN_RPS "
     CPU[$v/$p]+="$RUN_CPU_US "
@@ -458,7 +468,7 @@ printf '%-4s %-8s %-8s %12s %12s %6s %6s %7s %6s  %s\n' pipe command baseline op
 printf '%-4s %-8s %-8s %12s %12s %6s %6s %7s %6s  %s\n' ---- -------- -------- ------------ ------------ ------ ------ ------- ------ ----------------
 MISSES=0
 ROWS=("GUARD" "FENCED" "LUA" "CHECK")
-[[ -z $FLOOR_SO ]] || ROWS+=("FLOOR" "BARE" "READ" "GUARD FLOOR" "FENCED FLOOR" "CHECK READ")
+[[ -z $FLOOR_SO ]] || ROWS+=("FLOOR" "BARE" "AFTER3" "AFTER2" "READ" "GUARD AFTER3" "FENCED AFTER2" "CHECK READ")
 for p in "${PIPES[@]}"; do
     for row in "${ROWS[@]}"; do
         read -r v given <<<"$row"
@@ -537,9 +547,12 @@ echo "  CHECK: LOCK.CHECK $LOCK <owner> <token> against GET $TOKEN_KEY (one hot 
 if [[ -n $FLOOR_SO ]]; then
     echo "  FLOOR, BARE: the same SET through RM_Call from a module command that checks nothing (benches/fence_floor.c),"
     echo "    with LOCK.GUARD's flags vCSME!0 (FLOOR) and with v! alone (BARE): FLOOR/SET is as far as a command running"
-    echo "    SET through RM_Call can go on this server; GUARD/FLOOR and FENCED/FLOOR are what the fence itself costs."
-    echo "  READ: FLOOR.READ $TOKEN_KEY, a module command that opens the key and answers 1: READ/GET is as far as a"
-    echo "    module command reading a key can go; CHECK/READ is what the check itself costs."
+    echo "    SET through RM_Call can go on this server."
+    echo "  AFTER3, AFTER2: FLOOR after LOCK.GUARD's (lock, owner, token) and LOCK.FENCED's (register, token) arguments,"
+    echo "    ignored: AFTER3/SET and AFTER2/SET are as far as those requests can go with no check at all;"
+    echo "    GUARD/AFTER3 and FENCED/AFTER2 are what the fence itself costs."
+    echo "  READ: FLOOR.READ $LOCK <owner> <token>, a module command that opens the lock's key and answers 1: READ/GET"
+    echo "    is as far as a module command given LOCK.CHECK's arguments can go; CHECK/READ is what the check costs."
 fi
 echo "  Every write ran its SET once per request (INFO commandstats); error replies (INFO stats) were"
 echo "  checked after every run: a refused fence fails the benchmark."

@@ -27,12 +27,18 @@ enum Verdict {
 
 /// Whether `hold.owner` holds `hold.key` under `hold.token` now. The key
 /// is open only inside this function: a guarded command may change it.
+/// A lock is looked at as RELEASE and EXTEND do (`Look::Held`): a lease
+/// running on the monotonic clock is held, its TTL unread (the key is
+/// there, so the TTL has not passed); a TTL someone else set decides only
+/// once that lease has ended. The answer is the one `Look::Exact` gives,
+/// without the second lookup in the server's table of TTLs (a twentieth
+/// of LOCK.CHECK's server time, docs/benchmarks.md).
 fn judge(ctx: Ctx, hold: &Check<'_, Arg>) -> Verdict {
     let key = ctx.open_key(hold.key, KeyMode::Read);
     let now = clock::now();
     let verdict = |r: Result<(), Stale>| r.map_or_else(Verdict::Stale, |()| Verdict::Current);
     let (owner, token) = (hold.owner, hold.token);
-    match slot(&key, now, Look::Exact) {
+    match slot(&key, now, Look::Held) {
         Slot::WrongType => Verdict::WrongType,
         Slot::Held(lock) => {
             let (holder, end) = (lock.owner(), lock.lease().end);

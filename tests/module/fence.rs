@@ -81,6 +81,33 @@ fn fence_check_tells_an_ended_lease() {
     assert_eq!(get_text(&mut c, "data"), None, "nothing written under an ended lease");
 }
 
+/// A TTL someone else set on a lock's key is its lease, as LOCK.INFO
+/// shows it: a shortened one ends the hold when the key goes, a longer
+/// one or none keeps the hold past the lease it was granted. (The check
+/// reads no TTL while the granted lease runs; this is what it must read
+/// once that lease has ended.)
+#[test]
+fn fence_check_follows_a_ttl_someone_else_set() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // Shortened: held until the key goes, then not held.
+    let short = grant(&mut c, "short", "a", 60_000);
+    ok_cmd(&mut c, cmd("PEXPIRE").arg("short").arg(200));
+    assert_eq!(check(&mut c, "short", "a", short), Ok(Value::Int(1)));
+    wait_until(Duration::from_secs(5), "the shortened key to go", || check(&mut c, "short", "a", short).is_err());
+    assert_refused(check(&mut c, "short", "a", short), "FENCED not held", "a key its TTL removed");
+    // Lengthened and removed: the granted 100 ms lease ends, the TTL decides.
+    let longer = grant(&mut c, "longer", "a", 100);
+    ok_cmd(&mut c, cmd("PEXPIRE").arg("longer").arg(60_000));
+    let kept = grant(&mut c, "kept", "a", 100);
+    ok_cmd(&mut c, cmd("PERSIST").arg("kept"));
+    // Granted after them and 50 ms longer: once it has ended, theirs have.
+    let brief = grant(&mut c, "brief", "a", 150);
+    wait_until(Duration::from_secs(5), "a lease granted after them to end", || check(&mut c, "brief", "a", brief).is_err());
+    assert_eq!(check(&mut c, "longer", "a", longer), Ok(Value::Int(1)), "a TTL made longer holds on");
+    assert_eq!(check(&mut c, "kept", "a", kept), Ok(Value::Int(1)), "a TTL removed holds on");
+    assert_eq!(guard(&mut c, "kept", "a", kept, &["SET", "data", "v"]), Ok(Value::Okay));
+}
 /// The guarded command runs when the hold is current and not otherwise,
 /// with nothing written for any reason.
 #[test]
