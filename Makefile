@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-fence bench-node bench-rtt bench-memory bench-ab redlock-up redlock-down clean
+.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-fence bench-node bench-rtt bench-memory bench-ab bench-serve redlock-up redlock-down clean
 
 all: build
 
@@ -101,7 +101,8 @@ test-all: build
 # holds and permits against exclusive ACQUIRE and a Lua sorted-set semaphore, then
 # contended waiting against the polling loop (benches/contended.rs), one
 # server's line of 11,000 against as many BLPOPs and LOCK.TOP over 10^4 waited
-# keys (benches/line.rs), the quorum client against rslock on five servers (client/benches/quorum.rs), then
+# keys (benches/line.rs), the quorum client against rslock on five servers (client/benches/quorum.rs),
+# `redlock serve` against the Rust client (client/benches/serve.rs), then
 # ACQUIRE/RELEASE on a 3-master Redis Cluster (benches/cluster.sh), then
 # the Python package against Pottery's Redlock on five servers (benches/python.sh),
 # the Node.js package against node-redlock on five servers (benches/node.sh).
@@ -114,9 +115,16 @@ bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench contended
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench line
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench quorum
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench serve
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/node.sh
+
+# `redlock serve` against the Rust client it runs, on five servers
+# (client/benches/serve.rs): 32 workers and 1, 16 contenders on one key,
+# and redis-benchmark through the endpoint.
+bench-serve: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench serve
 
 # The store-side fence alone (benches/fence.sh): LOCK.GUARD, LOCK.FENCED and
 # the Lua fenced write against SET, LOCK.CHECK against GET.
