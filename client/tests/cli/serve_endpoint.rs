@@ -82,6 +82,12 @@ impl Raw {
         tokio::time::timeout(REPLY, self.read_one()).await.expect("a reply in time")
     }
 
+    /// The next whole reply, however long it takes (a `WAIT` in a long
+    /// line).
+    pub async fn read_reply(&mut self) -> String {
+        self.read_one().await
+    }
+
     pub async fn call(&mut self, args: &[&str]) -> String {
         self.send(args).await;
         self.reply().await
