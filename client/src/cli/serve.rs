@@ -52,7 +52,8 @@ fn endpoint(args: &ServeArgs) -> Result<Endpoint, Failure> {
                     AuthClientsArg::Optional => AuthClients::Optional,
                 },
             };
-            Some((format!("{host}:{port}"), files))
+            // Read and checked now: an unusable file is a usage error.
+            Some((format!("{host}:{port}"), files.acceptor().map_err(Failure::usage)?))
         }
         (Some(_), _, _) => return Err(Failure::usage("--tls-port needs --tls-cert-file and --tls-key-file")),
     };

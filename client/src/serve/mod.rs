@@ -37,7 +37,7 @@ use tokio::net::{TcpListener, UnixListener};
 use resp::{Reply, MAX_PENDING};
 use session::Session;
 use state::{Next, Shared};
-use tls::TlsFiles;
+use tokio_rustls::TlsAcceptor;
 use users::Users;
 
 /// How long a client of the TLS port has to finish its handshake: one
@@ -45,12 +45,13 @@ use users::Users;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where `redlock serve` listens and whom it lets in.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Endpoint {
     /// host:port of plain TCP; `None` without it.
     pub listen: Option<String>,
-    /// host:port of TLS, and its files; `None` without it.
-    pub tls: Option<(String, TlsFiles)>,
+    /// host:port of TLS, and its certificates (`tls::TlsFiles::acceptor`);
+    /// `None` without it.
+    pub tls: Option<(String, TlsAcceptor)>,
     pub unixsocket: Option<PathBuf>,
     /// The Unix socket's permissions (e.g. 0o700).
     pub unixsocketperm: Option<u32>,
@@ -60,17 +61,14 @@ pub struct Endpoint {
 
 /// Binds the endpoint's sockets, then reports where on `bound` (one line
 /// per socket) and serves until the process ends. Fails when a socket
-/// cannot be bound, or the TLS files are not usable.
+/// cannot be bound.
 pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -> io::Result<()> {
     let tcp = match &endpoint.listen {
         Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| named(e, addr))?),
         None => None,
     };
     let tls = match &endpoint.tls {
-        Some((addr, files)) => {
-            let acceptor = files.acceptor().map_err(io::Error::other)?;
-            Some((TcpListener::bind(addr).await.map_err(|e| named(e, addr))?, acceptor))
-        }
+        Some((addr, acceptor)) => Some((TcpListener::bind(addr).await.map_err(|e| named(e, addr))?, acceptor.clone())),
         None => None,
     };
     let unix = match &endpoint.unixsocket {

@@ -174,6 +174,29 @@ async fn serve_tls_refuses_clients_without_a_certificate_by_its_ca_and_plain_tex
     assert!(tls_ping(&certs, tls, Some("other-client")).await.is_err(), "optional: a certificate by another CA is refused");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_with_unusable_tls_files() {
+    let c = Cluster::start(1);
+    let certs = Certs::make();
+    let path = |name: &str| certs.path(name).to_str().expect("a UTF-8 path").to_string();
+    for (cert, key, ca, said) in [
+        ("ca.key", "server.key", Some("ca.crt"), "--tls-cert-file"),
+        ("server.crt", "client.key", Some("ca.crt"), "are not a certificate and its key"),
+        ("server.crt", "server.key", None, "--tls-auth-clients yes or optional needs --tls-ca-cert-file"),
+        ("server.crt", "missing.key", Some("ca.crt"), "--tls-key-file"),
+    ] {
+        let mut args = servers_of(&c);
+        args.extend(["--listen", "127.0.0.1:0", "--tls-port", "0"].map(String::from));
+        args.extend(["--tls-cert-file".into(), path(cert), "--tls-key-file".into(), path(key)]);
+        if let Some(ca) = ca {
+            args.extend(["--tls-ca-cert-file".into(), path(ca)]);
+        }
+        let ran = run(serve_command(&strs(&args), &[]), REPLY, "serve with unusable TLS files").await;
+        assert_eq!(ran.code, Some(2), "a usage error: {ran:?}");
+        assert!(ran.stderr.contains(said), "{said:?} not in {:?}", ran.stderr);
+    }
+}
+
 /// The users file of these tests: `default` disabled, alice with two
 /// passwords, bob disabled, carol without a password.
 const USERS: &str =
