@@ -33,11 +33,11 @@ use std::time::Duration;
 use redlock::Redlock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
+use tokio_rustls::TlsAcceptor;
 
 use resp::{Reply, MAX_PENDING};
 use session::Session;
 use state::{Next, Shared};
-use tokio_rustls::TlsAcceptor;
 use users::Users;
 
 /// How long a client of the TLS port has to finish its handshake: one
