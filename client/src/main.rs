@@ -6,7 +6,6 @@ mod cli;
 mod serve;
 
 use clap::error::ErrorKind;
-use clap::Parser;
 
 fn main() {
     // The reaper of a supervised command's group (`cli::child`), started by
@@ -14,7 +13,8 @@ fn main() {
     if std::env::args_os().nth(1).is_some_and(|a| a == cli::child::REAPER_ARG) {
         std::process::exit(cli::child::reaper_main());
     }
-    let cli = match cli::args::Cli::try_parse() {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match cli::args::config::parse(&raw) {
         Ok(cli) => cli.resolve(std::env::args_os()),
         Err(e) => {
             let informational = matches!(

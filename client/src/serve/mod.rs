@@ -8,6 +8,8 @@
 //! - `binding`: holds bound to a connection (`SESSION`), kept extended
 //!   while it lives
 //! - `state`: what the connections share
+//! - `users`: who may log in (`--requirepass`, `--aclfile`)
+//! - `tls`: the endpoint's own TLS listener (`--tls-port`)
 //!
 //! Each connection is a task of its own: a `WAIT` blocks only its own
 //! client, and a client that goes away while it waits gives its
@@ -19,38 +21,54 @@ mod lock;
 pub mod resp;
 mod session;
 mod state;
+pub mod tls;
+pub mod users;
 
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use redlock::Redlock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
+use tokio_rustls::TlsAcceptor;
 
 use resp::{Reply, MAX_PENDING};
 use session::Session;
 use state::{Next, Shared};
+use users::Users;
+
+/// How long a client of the TLS port has to finish its handshake: one
+/// that sends nothing (or plain text) holds no task longer.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where `redlock serve` listens and whom it lets in.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone)]
 pub struct Endpoint {
-    /// host:port; `None` with a Unix socket alone.
+    /// host:port of plain TCP; `None` without it.
     pub listen: Option<String>,
+    /// host:port of TLS, and its certificates (`tls::TlsFiles::acceptor`);
+    /// `None` without it.
+    pub tls: Option<(String, TlsAcceptor)>,
     pub unixsocket: Option<PathBuf>,
     /// The Unix socket's permissions (e.g. 0o700).
     pub unixsocketperm: Option<u32>,
-    /// The password of the `default` user; `None`: no AUTH needed.
-    pub requirepass: Option<String>,
+    /// Who may log in.
+    pub users: Users,
 }
 
 /// Binds the endpoint's sockets, then reports where on `bound` (one line
-/// per socket) and serves until the process ends. Fails when no socket
-/// can be bound.
+/// per socket) and serves until the process ends. Fails when a socket
+/// cannot be bound.
 pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -> io::Result<()> {
     let tcp = match &endpoint.listen {
         Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| named(e, addr))?),
+        None => None,
+    };
+    let tls = match &endpoint.tls {
+        Some((addr, acceptor)) => Some((TcpListener::bind(addr).await.map_err(|e| named(e, addr))?, acceptor.clone())),
         None => None,
     };
     let unix = match &endpoint.unixsocket {
@@ -69,12 +87,15 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
     if let Some(listener) = &tcp {
         bound(&format!("listening on {}", listener.local_addr()?));
     }
+    if let Some((listener, _)) = &tls {
+        bound(&format!("listening for TLS on {}", listener.local_addr()?));
+    }
     if let Some(path) = &endpoint.unixsocket {
         bound(&format!("listening on unix:{}", path.display()));
     }
     let shared = Arc::new(Shared {
         redlock,
-        requirepass: endpoint.requirepass,
+        users: endpoint.users,
         next_id: AtomicU64::new(1),
         connected: AtomicUsize::new(0),
         waiting: AtomicUsize::new(0),
@@ -93,6 +114,24 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
             }
         }
     };
+    let tls_loop = async {
+        let Some((listener, acceptor)) = &tls else { return std::future::pending::<()>().await };
+        loop {
+            if let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let (acceptor, shared) = (acceptor.clone(), Arc::clone(&shared));
+                // The handshake in the client's own task: a slow or
+                // broken one holds up no other client. A client that
+                // fails it (no certificate when one is required, plain
+                // text) is closed with nothing served.
+                tokio::spawn(async move {
+                    if let Ok(Ok(stream)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        connection(stream, shared).await;
+                    }
+                });
+            }
+        }
+    };
     let unix_loop = async {
         let Some(listener) = &unix else { return std::future::pending::<()>().await };
         loop {
@@ -101,7 +140,7 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
             }
         }
     };
-    tokio::join!(tcp_loop, unix_loop);
+    tokio::join!(tcp_loop, tls_loop, unix_loop);
     Ok(())
 }
 

@@ -50,7 +50,7 @@ impl Session {
             id,
             resp3: false,
             name: None,
-            authenticated: shared.requirepass.is_none(),
+            authenticated: shared.users.open_to_all(),
             shared: Arc::clone(shared),
             lost: CancellationToken::new(),
         }
@@ -89,7 +89,7 @@ impl Session {
             "reset" => {
                 self.resp3 = false;
                 self.name = None;
-                self.authenticated = self.shared.requirepass.is_none();
+                self.authenticated = self.shared.users.open_to_all();
                 Reply::Status("RESET".to_string())
             }
             "lock.macquire" | "lock.mrelease" | "lock.mextend" | "lock.proclaim" | "lock.waiters" | "lock.top" | "lock.apply" => {
@@ -111,20 +111,21 @@ impl Session {
         }
     }
 
-    /// `AUTH [user] password`: the `default` user alone.
+    /// `AUTH [user] password`: without a user, the `default` one.
     fn auth(&mut self, rest: &[Vec<u8>]) -> Reply {
+        let users = &self.shared.users;
         let (user, password) = match rest {
+            [_] if users.default_needs_no_password() => {
+                return Reply::error(
+                    "ERR AUTH <password> called without any password configured for the default user. \
+                     Are you sure your configuration is correct?",
+                );
+            }
             [password] => (b"default".as_slice(), password),
             [user, password] => (user.as_slice(), password),
             _ => return wrong_arity("auth"),
         };
-        let Some(required) = &self.shared.requirepass else {
-            return Reply::error(
-                "ERR AUTH <password> called without any password configured for the default user. \
-                 Are you sure your configuration is correct?",
-            );
-        };
-        if user == b"default" && same(password, required.as_bytes()) {
+        if users.check(user, password) {
             self.authenticated = true;
             Reply::ok()
         } else {
@@ -291,10 +292,4 @@ fn entry(command: &(&str, i64, &[&str])) -> Reply {
         Reply::Array(Vec::new()),
         Reply::Array(Vec::new()),
     ])
-}
-
-/// Whether two passwords are equal, in a time that does not tell how
-/// much of one matched.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }

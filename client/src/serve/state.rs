@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 /// `INFO` counts.
 pub struct Shared {
     pub redlock: Redlock,
-    pub requirepass: Option<String>,
+    pub users: super::users::Users,
     pub next_id: AtomicU64,
     pub connected: AtomicUsize,
     /// Acquisitions waiting (`WAIT`) now.

@@ -15,5 +15,6 @@ mod serve;
 mod serve_endpoint;
 mod serve_faults;
 mod serve_scale;
+mod serve_listen;
 mod serve_session;
 mod sets;

@@ -118,7 +118,12 @@ DOCS|LIST], INFO (its # redlock section: the servers, whether each answers,
 the quorum, this endpoint's clients and acquisitions), QUIT, RESET.
 
 Not served yet (a clear error names it): LIMIT, PERMITS, VALUE, FENCE with WAIT, LOCK.MACQUIRE/MRELEASE/MEXTEND/PROCLAIM/WAITERS/TOP,
-SUBSCRIBE, TLS on the endpoint itself, ACL users other than default.
+SUBSCRIBE; ACL rules beyond who may log in (a users file that has one is
+refused at start).
+
+Listeners: --listen (plain TCP), --tls-port (TLS, on the host of --listen;
+with --no-tcp TLS alone), --unixsocket. Precedence of the options: a flag,
+then its environment variable, then --config's file, then the default.
 
 Each connection is served on its own: a WAIT blocks its own client only, and
 a client that closes while it waits gives its place in line up at once. A
@@ -126,4 +131,6 @@ request over 1 MB, or one the protocol cannot parse, is answered with an error
 and its connection closed. Runs until interrupted (SIGINT/SIGTERM).
 
 Example: redlock serve --servers redis://a:6379,redis://b:6379,redis://c:6379
-         redis-cli -p 7379 LOCK.ACQUIRE orders:42 worker-1 10000 WAIT 5000";
+         redis-cli -p 7379 LOCK.ACQUIRE orders:42 worker-1 10000 WAIT 5000
+         redlock serve --config /etc/redlock/serve.conf --tls-port 7380 \
+           --tls-cert-file serve.crt --tls-key-file serve.key --tls-ca-cert-file ca.crt";
