@@ -13,6 +13,7 @@ use crate::serve::{serve as run_endpoint, Endpoint};
 
 pub async fn serve(redlock: &Redlock, args: &ServeArgs) -> Result<i32, Failure> {
     let endpoint = endpoint(args)?;
+    raise_open_files();
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| Failure::general(format!("SIGINT handler: {e}")))?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| Failure::general(format!("SIGTERM handler: {e}")))?;
     let served = run_endpoint(redlock.clone(), endpoint, output::warn);
@@ -22,6 +23,22 @@ pub async fn serve(redlock: &Redlock, args: &ServeArgs) -> Result<i32, Failure> 
         _ = sigterm.recv() => {}
     }
     Ok(exit::OK)
+}
+
+/// Raises the soft limit of open files to the hard one, as redis-server
+/// does for its `maxclients`: each client is a socket, and a waiting one
+/// holds a connection to each server too, so a soft limit of 1024 (a
+/// common default) would turn clients away at a few hundred. Left as it
+/// is when the system refuses.
+fn raise_open_files() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid pointer to a local.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max.min(1 << 20), rlim_max: limit.rlim_max };
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &raised);
+        }
+    }
 }
 
 /// What the options describe, or the usage error (exit 2) that says what

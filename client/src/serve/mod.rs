@@ -107,41 +107,54 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
         let Some(listener) = &tcp else { return std::future::pending::<()>().await };
         loop {
             // A failed accept (too many open files, a reset) costs that
-            // client alone; the listener goes on.
-            if let Ok((stream, _)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(connection(stream, Arc::clone(&shared)));
+            // client alone; the listener goes on, after a pause.
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(connection(stream, Arc::clone(&shared)));
+                }
+                Err(_) => accept_failed().await,
             }
         }
     };
     let tls_loop = async {
         let Some((listener, acceptor)) = &tls else { return std::future::pending::<()>().await };
         loop {
-            if let Ok((stream, _)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                let (acceptor, shared) = (acceptor.clone(), Arc::clone(&shared));
-                // The handshake in the client's own task: a slow or
-                // broken one holds up no other client. A client that
-                // fails it (no certificate when one is required, plain
-                // text) is closed with nothing served.
-                tokio::spawn(async move {
-                    if let Ok(Ok(stream)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        connection(stream, shared).await;
-                    }
-                });
-            }
+            let Ok((stream, _)) = listener.accept().await else {
+                accept_failed().await;
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (acceptor, shared) = (acceptor.clone(), Arc::clone(&shared));
+            // The handshake in the client's own task: a slow or
+            // broken one holds up no other client. A client that
+            // fails it (no certificate when one is required, plain
+            // text) is closed with nothing served.
+            tokio::spawn(async move {
+                if let Ok(Ok(stream)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    connection(stream, shared).await;
+                }
+            });
         }
     };
     let unix_loop = async {
         let Some(listener) = &unix else { return std::future::pending::<()>().await };
         loop {
-            if let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(connection(stream, Arc::clone(&shared)));
+            match listener.accept().await {
+                Ok((stream, _)) => drop(tokio::spawn(connection(stream, Arc::clone(&shared)))),
+                Err(_) => accept_failed().await,
             }
         }
     };
     tokio::join!(tcp_loop, tls_loop, unix_loop);
     Ok(())
+}
+
+/// The pause after a failed accept. Out of file descriptors, the
+/// listener stays ready and every accept fails at once: without a pause
+/// the loop would spin on a CPU until a client leaves.
+async fn accept_failed() {
+    tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
 fn named(e: io::Error, what: &str) -> io::Error {

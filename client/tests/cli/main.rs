@@ -14,7 +14,7 @@ mod input;
 mod serve;
 mod serve_endpoint;
 mod serve_faults;
-mod serve_scale;
 mod serve_listen;
+mod serve_scale;
 mod serve_session;
 mod sets;

@@ -45,6 +45,11 @@ pub async fn endpoint_on(c: &Cluster, timeouts: &[&str], port: u16, env: &[(&str
     args.extend_from_slice(options);
     let mut cmd = redlock_with(&c.urls().join(","), timeouts, &args);
     cmd.envs(env.iter().copied());
+    endpoint_of(cmd).await
+}
+
+/// `cmd`, a `redlock serve` with any options, spawned; once it listens.
+pub async fn endpoint_of(mut cmd: tokio::process::Command) -> Endpoint {
     let mut child = cmd.spawn().expect("spawn redlock serve");
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let line = tokio::time::timeout(REPLY, lines.next_line()).await.expect("serve reports its port").expect("stderr").expect("a line");

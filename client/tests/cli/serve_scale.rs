@@ -121,3 +121,68 @@ async fn serve_takes_ten_thousand_connections_and_a_line_of_a_thousand() {
         assert_eq!(client.call(&["PING"]).await, "+PONG\r\n");
     }
 }
+
+/// The endpoint's CPU time so far (user and system), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the endpoint's /proc stat");
+    // The fields after the command name, which is in parentheses.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of stat, 12 and 13 after the name.
+    fields.get(11..13).map(|f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum()).unwrap_or(0)
+}
+
+/// Out of file descriptors, the endpoint neither spins on its listener
+/// nor stops accepting: clients beyond the limit wait in the backlog, the
+/// endpoint stays near idle meanwhile, and they are served as soon as
+/// others leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_out_of_descriptors_waits_for_them_without_spinning() {
+    let c = Cluster::start(5);
+    let mut cmd =
+        crate::common::cli::redlock_with(&c.urls().join(","), crate::serve_endpoint::GENEROUS, &["serve", "--listen", "127.0.0.1:0"]);
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 64, rlim_max: 64 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let e = crate::serve_endpoint::endpoint_of(cmd).await;
+    let pid = e.child.id().expect("the endpoint's pid");
+    // More clients than 64 descriptors hold: the kernel takes them all
+    // into the listener's backlog, the endpoint accepts what it can.
+    let mut clients = Vec::new();
+    for _ in 0..100 {
+        let mut client = Raw::connect(e.port).await;
+        client.send(&["PING"]).await;
+        clients.push(client);
+    }
+    let mut served = Vec::new();
+    let mut waiting = Vec::new();
+    for mut client in clients {
+        match tokio::time::timeout(Duration::from_millis(300), client.read_reply()).await {
+            Ok(reply) => {
+                assert_eq!(reply, "+PONG\r\n");
+                served.push(client);
+            }
+            Err(_) => waiting.push(client),
+        }
+    }
+    assert!(!served.is_empty() && !waiting.is_empty(), "{} served, {} beyond the limit", served.len(), waiting.len());
+    let before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spent = cpu_ticks(pid) - before;
+    // Spinning on the listener would take a CPU's whole two seconds (200
+    // ticks at 100 a second); a wait takes almost nothing.
+    assert!(spent < 50, "the endpoint spent {spent} ticks of CPU in 2 s at its descriptor limit");
+    // Ten clients leave: ten descriptors free.
+    served.truncate(served.len().saturating_sub(10));
+    let mut first = waiting.remove(0);
+    assert_eq!(tokio::time::timeout(REPLY, first.read_reply()).await.expect("served once others left"), "+PONG\r\n");
+    drop(served);
+}
