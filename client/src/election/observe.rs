@@ -25,8 +25,9 @@ enum Heard {
 
 type Heards = Pin<Box<dyn Stream<Item = Heard> + Send>>;
 
-/// The stream `Election::observe` returns.
-pub fn changes_of_leader(election: Election) -> impl Stream<Item = Leader> + Send + 'static {
+/// The stream `Election::observe` returns, each leader with its holder
+/// (the owner the servers store the hold under).
+pub fn changes_of_leader(election: Election) -> impl Stream<Item = (String, Leader)> + Send + 'static {
     let servers = election.redlock.inner.instances.len();
     let mut sources: Vec<Heards> = (0..servers).map(|i| Box::pin(server_changes(election.clone(), i)) as Heards).collect();
     sources.push(Box::pin(ticks(election.observe_every)));
@@ -48,14 +49,15 @@ pub fn changes_of_leader(election: Election) -> impl Stream<Item = Leader> + Sen
                     }
                     None
                 }
-                Heard::Tick if live.iter().filter(|up| **up).count() < election.redlock.quorum() => match election.leader().await {
-                    Ok(Some(leader)) => tally.report(leader),
+                Heard::Tick if live.iter().filter(|up| **up).count() < election.redlock.quorum() => match election.holder().await {
+                    Ok(Some((owner, leader))) => tally.report(&owner, leader),
                     _ => None,
                 },
                 Heard::Tick => None,
             };
             if let Some(leader) = news {
-                return Some((leader, (heard, tally, live, election)));
+                let holder = tally.last_owner().to_string();
+                return Some(((holder, leader), (heard, tally, live, election)));
             }
         }
     })

@@ -14,5 +14,6 @@ mod input;
 mod serve;
 mod serve_endpoint;
 mod serve_faults;
+mod serve_observe;
 mod serve_session;
 mod sets;
