@@ -240,7 +240,7 @@ impl Election {
     /// `observe_interval` instead, and then misses what begins and ends
     /// between two reads. It never ends by itself.
     pub fn observe(&self) -> impl Stream<Item = Leader> + Send + 'static {
-        observe::changes_of_leader(self.clone()).map(|(_, leader)| leader)
+        observe::changes_of_leader(self.clone(), None).map(|(_, leader)| leader)
     }
 }
 
@@ -249,10 +249,17 @@ impl Election {
 /// that carries a value, [`Leader`]: its token as the term), in term order,
 /// none twice, with the holder's owner as the servers store it. Each
 /// server is subscribed again every `every` once lost (and the holder read
-/// while fewer than a quorum are subscribed). It never ends by itself;
-/// dropping it closes its connections. `redlock serve` serves its
-/// `SUBSCRIBE __redislock@0__:KEY` with it.
-pub fn observe_lock(redlock: &Redlock, key: &str, every: Duration) -> impl Stream<Item = (String, Leader)> + Send + 'static {
+/// while fewer than a quorum are subscribed). `subscribed` is cancelled
+/// once a quorum of servers are subscribed (while the stream is polled),
+/// from when on no change is missed. It never ends by itself; dropping it
+/// closes its connections. `redlock serve` serves its `SUBSCRIBE
+/// __redislock@0__:KEY` with it.
+pub fn observe_lock(
+    redlock: &Redlock,
+    key: &str,
+    every: Duration,
+    subscribed: CancellationToken,
+) -> impl Stream<Item = (String, Leader)> + Send + 'static {
     // Observing takes no hold: the checks a candidate's settings need
     // (`Election::new`) do not apply.
     let observer = Election {
@@ -264,7 +271,7 @@ pub fn observe_lock(redlock: &Redlock, key: &str, every: Duration) -> impl Strea
         ttl: DEFAULT_TTL,
         observe_every: every.max(Duration::from_millis(1)),
     };
-    observe::changes_of_leader(observer)
+    observe::changes_of_leader(observer, Some(subscribed))
 }
 
 /// This candidate leads: its term, its lost signal, and what it may do as

@@ -19,6 +19,7 @@ use redlock::election::{observe_lock, DEFAULT_OBSERVE_INTERVAL};
 use redlock::{Error, Rejection};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::lock::{failed, lookup, owner_of, shown, text};
 use super::resp::{printable, wrong_arity, Reply};
@@ -119,8 +120,11 @@ impl Subscriptions {
     }
 
     /// `SUBSCRIBE channel [channel ...]`: one confirmation per channel.
-    /// Every channel is checked before any is subscribed.
-    pub fn subscribe(&mut self, names: &[Vec<u8>]) -> Reply {
+    /// Every channel is checked before any is subscribed. Confirmed once
+    /// each new channel's observer is subscribed on a quorum of servers
+    /// (from then on no change is missed), or has had the time to try
+    /// every server once (it then reads the holder at an interval).
+    pub async fn subscribe(&mut self, names: &[Vec<u8>]) -> Reply {
         if names.is_empty() {
             return wrong_arity("subscribe");
         }
@@ -137,16 +141,24 @@ impl Subscriptions {
         }
         let was = self.count();
         let mut replies = Vec::with_capacity(names.len());
+        let mut started = Vec::new();
         for (name, key) in names.iter().zip(keys) {
             if !self.channels.iter().any(|c| &c.name == name) {
                 let id = self.next_id;
                 self.next_id = self.next_id.saturating_add(1);
-                let observer = tokio::spawn(observe(Arc::clone(&self.shared), key, name.clone(), id, self.sender.clone()));
+                let subscribed = CancellationToken::new();
+                let observer =
+                    tokio::spawn(observe(Arc::clone(&self.shared), key, name.clone(), id, self.sender.clone(), subscribed.clone()));
                 self.channels.push(Channel { name: name.clone(), id, observer });
+                started.push(subscribed);
             }
             replies.push(confirmation("subscribe", Reply::Bulk(name.clone()), self.count()));
         }
         self.counted(was);
+        let settings = self.shared.redlock.settings();
+        // One subscription attempt's budget (`Instance::changes`).
+        let budget = settings.connect_timeout.saturating_add(settings.request_timeout.saturating_mul(3));
+        let _ = tokio::time::timeout(budget, futures::future::join_all(started.iter().map(CancellationToken::cancelled))).await;
         Reply::Several(replies)
     }
 
@@ -253,13 +265,20 @@ impl Drop for Running {
     }
 }
 
-/// Subscription `id`'s observer of `key`: each change the crate's observer
-/// reports, as the module's announcement (`grant` for a new term,
+/// Subscription `id`'s observer of `key` (`subscribed` cancelled once it
+/// is subscribed on a quorum): each change the crate's observer reports, as the module's announcement (`grant` for a new term,
 /// `proclaim` for a new value of the same term), until the connection's
 /// queue closes or the task is aborted.
-async fn observe(shared: Arc<Shared>, key: String, channel: Vec<u8>, id: u64, sender: mpsc::Sender<Message>) {
+async fn observe(
+    shared: Arc<Shared>,
+    key: String,
+    channel: Vec<u8>,
+    id: u64,
+    sender: mpsc::Sender<Message>,
+    subscribed: CancellationToken,
+) {
     let running = Running::new(shared);
-    let changes = observe_lock(&running.0.redlock, &key, DEFAULT_OBSERVE_INTERVAL);
+    let changes = observe_lock(&running.0.redlock, &key, DEFAULT_OBSERVE_INTERVAL, subscribed);
     futures::pin_mut!(changes);
     let mut term = None;
     while let Some((owner, leader)) = changes.next().await {

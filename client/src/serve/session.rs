@@ -83,7 +83,7 @@ impl Session {
                 return lock::run(&self.shared, client, &command, rest, reader, pending).await;
             }
             "lock.proclaim" => observe::proclaim(&self.shared, rest).await,
-            "subscribe" => self.subscriptions.subscribe(rest),
+            "subscribe" => self.subscriptions.subscribe(rest).await,
             "unsubscribe" => self.subscriptions.unsubscribe(rest),
             "psubscribe" => observe::psubscribe_refused(),
             "punsubscribe" => self.subscriptions.punsubscribe(rest),
