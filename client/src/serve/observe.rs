@@ -40,27 +40,27 @@ const PREFIX: &[u8] = b"__redislock@0__:";
 /// quorum now stores `text` with `owner`'s exclusive hold, 0 when `owner`
 /// holds no such hold on a quorum.
 pub async fn proclaim(shared: &Shared, args: &[Vec<u8>]) -> Reply {
-    let [key, owner, value] = args else { return wrong_arity("lock.proclaim") };
-    let parsed = (|| Ok::<_, Reply>((text(key, "key")?, owner_of(owner)?, text(value, "value")?)))();
-    let (key, owner, value) = match parsed {
-        Ok(parsed) => parsed,
-        Err(e) => return e,
-    };
-    let Some(hold) = lookup(shared, &key, &owner).await.holds.into_iter().next() else { return Reply::Int(0) };
+    proclaimed(shared, args).await.unwrap_or_else(|e| e)
+}
+
+async fn proclaimed(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
+    let [key, owner, value] = args else { return Err(wrong_arity("lock.proclaim")) };
+    let (key, owner, value) = (text(key, "key")?, owner_of(owner)?, text(value, "value")?);
+    let Some(hold) = lookup(shared, &key, &owner).await.holds.into_iter().next() else { return Ok(Reply::Int(0)) };
     if !hold.exclusive {
-        return Reply::error("ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value");
+        return Err(Reply::error("ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value"));
     }
     match shared.redlock.proclaim_owner(&key, &hold.stored, &value).await {
-        Ok(()) => Reply::Int(1),
+        Ok(()) => Ok(Reply::Int(1)),
         // The module's words for a value over its bound.
         Err(Error::Rejected { rejection: Rejection::OwnerTooLong, .. }) => {
-            Reply::error("ERR value is longer than redislock.max-owner-len (the servers' bound on every text a lock stores)")
+            Err(Reply::error("ERR value is longer than redislock.max-owner-len (the servers' bound on every text a lock stores)"))
         }
         // Not held (any more) by `owner` on a quorum, as the module's 0.
         Err(Error::NoQuorum { outcomes, .. }) if outcomes.iter().filter(|o| o.outcome.answered()).count() >= shared.redlock.quorum() => {
-            Reply::Int(0)
+            Ok(Reply::Int(0))
         }
-        Err(e) => failed(&e),
+        Err(e) => Err(failed(&e)),
     }
 }
 

@@ -159,6 +159,18 @@ async fn serve_resp3_subscriber_gets_pushes_and_runs_other_commands() {
     assert_eq!(reply, ":1\r\n");
     assert!(push.starts_with(">3\r\n"), "a push: {push:?}");
     assert_eq!(message(&push), (JOB.to_string(), format!("grant {token} 5 carol h:1")));
+
+    // The module's refusals: a value over redislock.max-owner-len (256
+    // bytes by default), a shared hold, a wrong arity.
+    let long = "v".repeat(300);
+    let refused = conn.call(&["LOCK.PROCLAIM", "job", "carol", &long]).await;
+    assert!(refused.starts_with("-ERR value is longer than redislock.max-owner-len"), "{refused:?}");
+    assert!(conn.call(&["LOCK.ACQUIRE", "readers", "dave", "30000", "SHARED"]).await.starts_with(':'));
+    assert_eq!(
+        conn.call(&["LOCK.PROCLAIM", "readers", "dave", "x"]).await,
+        "-ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value\r\n"
+    );
+    assert_eq!(conn.call(&["LOCK.PROCLAIM", "job", "carol"]).await, "-ERR wrong number of arguments for 'lock.proclaim' command\r\n");
 }
 
 /// Channels other than a lock's in database 0, and patterns, are refused
