@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
@@ -194,6 +194,12 @@ impl Election {
     /// they do not (nobody leads, or a handover or a new value is on its
     /// way); `Error::NoQuorum` when too few servers answered to tell.
     pub async fn leader(&self) -> Result<Option<Leader>, Error> {
+        Ok(self.holder().await?.map(|(_, leader)| leader))
+    }
+
+    /// `leader`, with its holder (the owner the servers store the hold
+    /// under).
+    async fn holder(&self) -> Result<Option<(String, Leader)>, Error> {
         self.redlock.verify_servers().await?;
         let instances = &self.redlock.inner.instances;
         let answers = join_all(instances.iter().map(|i| async move {
@@ -203,8 +209,8 @@ impl Election {
         .await;
         let quorum = self.redlock.quorum();
         let readings: Vec<Option<Holding>> = answers.iter().map(|(_, _, a)| a.as_ref().ok().cloned().flatten()).collect();
-        if let Some(leader) = tally::leader_of(&readings, quorum) {
-            return Ok(Some(leader));
+        if let Some(holder) = tally::leader_of(&readings, quorum) {
+            return Ok(Some(holder));
         }
         let answered = answers.iter().filter(|(_, _, a)| a.is_ok()).count();
         if answered >= quorum {
@@ -234,8 +240,38 @@ impl Election {
     /// `observe_interval` instead, and then misses what begins and ends
     /// between two reads. It never ends by itself.
     pub fn observe(&self) -> impl Stream<Item = Leader> + Send + 'static {
-        observe::changes_of_leader(self.clone())
+        observe::changes_of_leader(self.clone(), None).map(|(_, leader)| leader)
     }
+}
+
+/// `Election::observe` of any lock `key` (its own name, not an election's):
+/// each change of its holder as a quorum of servers announced it (a hold
+/// that carries a value, [`Leader`]: its token as the term), in term order,
+/// none twice, with the holder's owner as the servers store it. Each
+/// server is subscribed again every `every` once lost (and the holder read
+/// while fewer than a quorum are subscribed). `subscribed` is cancelled
+/// once a quorum of servers are subscribed (while the stream is polled),
+/// from when on no change is missed. It never ends by itself; dropping it
+/// closes its connections. `redlock serve` serves its `SUBSCRIBE
+/// __redislock@0__:KEY` with it.
+pub fn observe_lock(
+    redlock: &Redlock,
+    key: &str,
+    every: Duration,
+    subscribed: CancellationToken,
+) -> impl Stream<Item = (String, Leader)> + Send + 'static {
+    // Observing takes no hold: the checks a candidate's settings need
+    // (`Election::new`) do not apply.
+    let observer = Election {
+        redlock: redlock.clone(),
+        name: key.to_string(),
+        resource: key.to_string(),
+        lock: Resources::one(key),
+        value: String::new(),
+        ttl: DEFAULT_TTL,
+        observe_every: every.max(Duration::from_millis(1)),
+    };
+    observe::changes_of_leader(observer, Some(subscribed))
 }
 
 /// This candidate leads: its term, its lost signal, and what it may do as
@@ -308,27 +344,46 @@ impl Leadership {
             return Err(Error::Expired { resource: lock.resource });
         }
         let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
-        let instances = &self.election.redlock.inner.instances;
-        let outcomes =
-            join_all(instances.iter().enumerate().map(|(i, inst)| inst.proclaim(&lock.resource, &lock.owner, value, bound(i)))).await;
-        let done = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
-        let quorum = self.election.redlock.quorum();
-        if done >= quorum {
-            *self.value.lock().unwrap_or_else(|p| p.into_inner()) = value.to_string();
-            return Ok(());
-        }
-        match quorum::rejections(&outcomes) {
-            Some((rejection, n)) if done + n >= quorum => {
-                Err(Error::Rejected { resource: lock.resource, what: "proclamation", rejection, outcomes })
-            }
-            _ => Err(Error::NoQuorum { resource: lock.resource, what: "the new value", outcomes }),
-        }
+        self.election.redlock.proclaim_on(&lock.resource, &lock.owner, value, bound).await?;
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = value.to_string();
+        Ok(())
     }
 
     /// Steps down now: the hold is released on every server, which hands it
     /// to the next candidate in line at once (no lease to wait out).
     pub async fn resign(self) -> Result<Released, Error> {
         self.guard.release().await
+    }
+}
+
+impl Redlock {
+    /// `LOCK.PROCLAIM`: `value` (empty: none) stored with the exclusive
+    /// hold of `resource` by `owner` (taken elsewhere, e.g. through `redlock
+    /// serve`) on every server; token and lease stay. `Ok` only when a
+    /// quorum stored it; `Error::Rejected` when the servers refuse the value
+    /// itself or the hold is shared, `Error::NoQuorum` otherwise (not held
+    /// by `owner` on a quorum, or too few answered). A server announces the
+    /// new value on the lock's channel (`observe_lock`).
+    pub async fn proclaim_owner(&self, resource: &str, owner: &str, value: &str) -> Result<(), Error> {
+        self.proclaim_on(resource, owner, value, |_| None).await
+    }
+
+    /// `proclaim_owner`, sent to server `i` on its connection `bound(i)`
+    /// (the one a hold is bound to there; `None`: any).
+    async fn proclaim_on(&self, resource: &str, owner: &str, value: &str, bound: impl Fn(usize) -> Option<u64>) -> Result<(), Error> {
+        let instances = &self.inner.instances;
+        let outcomes = join_all(instances.iter().enumerate().map(|(i, inst)| inst.proclaim(resource, owner, value, bound(i)))).await;
+        let done = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
+        let quorum = self.quorum();
+        if done >= quorum {
+            return Ok(());
+        }
+        match quorum::rejections(&outcomes) {
+            Some((rejection, n)) if done + n >= quorum => {
+                Err(Error::Rejected { resource: resource.to_string(), what: "proclamation", rejection, outcomes })
+            }
+            _ => Err(Error::NoQuorum { resource: resource.to_string(), what: "the new value", outcomes }),
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 use std::pin::Pin;
 
 use futures::stream::{select_all, unfold, Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
 
 use super::tally::Tally;
 use super::{Election, Leader};
@@ -25,19 +26,30 @@ enum Heard {
 
 type Heards = Pin<Box<dyn Stream<Item = Heard> + Send>>;
 
-/// The stream `Election::observe` returns.
-pub fn changes_of_leader(election: Election) -> impl Stream<Item = Leader> + Send + 'static {
+/// The stream `Election::observe` returns, each leader with its holder
+/// (the owner the servers store the hold under). `subscribed`, when
+/// given, is cancelled once a quorum of servers are subscribed.
+pub fn changes_of_leader(
+    election: Election,
+    subscribed: Option<CancellationToken>,
+) -> impl Stream<Item = (String, Leader)> + Send + 'static {
     let servers = election.redlock.inner.instances.len();
     let mut sources: Vec<Heards> = (0..servers).map(|i| Box::pin(server_changes(election.clone(), i)) as Heards).collect();
     sources.push(Box::pin(ticks(election.observe_every)));
     let tally = Tally::new(servers, election.redlock.quorum());
     let live = vec![false; servers];
-    unfold((select_all(sources), tally, live, election), |(mut heard, mut tally, mut live, election)| async move {
+    let state = (select_all(sources), tally, live, election, subscribed);
+    unfold(state, |(mut heard, mut tally, mut live, election, subscribed)| async move {
         loop {
             let news = match heard.next().await? {
                 Heard::Up(i, now) => {
                     if let Some(up) = live.get_mut(i) {
                         *up = true;
+                    }
+                    if let Some(subscribed) =
+                        subscribed.as_ref().filter(|_| live.iter().filter(|up| **up).count() >= election.redlock.quorum())
+                    {
+                        subscribed.cancel();
                     }
                     now.and_then(|h| tally.hear(i, h))
                 }
@@ -48,14 +60,15 @@ pub fn changes_of_leader(election: Election) -> impl Stream<Item = Leader> + Sen
                     }
                     None
                 }
-                Heard::Tick if live.iter().filter(|up| **up).count() < election.redlock.quorum() => match election.leader().await {
-                    Ok(Some(leader)) => tally.report(leader),
+                Heard::Tick if live.iter().filter(|up| **up).count() < election.redlock.quorum() => match election.holder().await {
+                    Ok(Some((owner, leader))) => tally.report(&owner, leader),
                     _ => None,
                 },
                 Heard::Tick => None,
             };
             if let Some(leader) = news {
-                return Some((leader, (heard, tally, live, election)));
+                let holder = tally.last_owner().to_string();
+                return Some(((holder, leader), (heard, tally, live, election, subscribed)));
             }
         }
     })

@@ -25,11 +25,13 @@ pub struct Tally {
     /// Per holder (owner): per server, the token and value it said last.
     heard: HashMap<String, Vec<Said>>,
     last: Option<Leader>,
+    /// The holder (owner) of `last`, as the servers store it.
+    last_owner: String,
 }
 
 impl Tally {
     pub fn new(servers: usize, quorum: usize) -> Tally {
-        Tally { quorum, servers, heard: HashMap::new(), last: None }
+        Tally { quorum, servers, heard: HashMap::new(), last: None, last_owner: String::new() }
     }
 
     /// The latest leader this tally reported.
@@ -56,17 +58,24 @@ impl Tally {
         let slots = self.heard.entry(holding.owner.clone()).or_insert_with(|| vec![None; self.servers]);
         *slots.get_mut(server)? = Some((token, holding.value));
         let leader = agreed(slots, self.quorum)?;
-        self.report(leader)
+        self.report(&holding.owner, leader)
     }
 
-    /// `leader` as news, or `None` when it is not (see `is_news`).
-    pub fn report(&mut self, leader: Leader) -> Option<Leader> {
+    /// `leader`, held by `owner`, as news, or `None` when it is not (see
+    /// `is_news`).
+    pub fn report(&mut self, owner: &str, leader: Leader) -> Option<Leader> {
         if !is_news(self.last.as_ref(), &leader) {
             return None;
         }
         self.last = Some(leader.clone());
+        owner.clone_into(&mut self.last_owner);
         self.forget_before(leader.term);
         Some(leader)
+    }
+
+    /// The holder (owner) of the latest leader reported; empty before one.
+    pub fn last_owner(&self) -> &str {
+        &self.last_owner
     }
 
     /// Forgets the holders whose tokens are all below `term`: earlier
@@ -97,11 +106,12 @@ fn agreed(slots: &[Said], quorum: usize) -> Option<Leader> {
     Some(Leader { value: value.clone().unwrap_or_default(), term: *term })
 }
 
-/// The leader one reading of every server names (`None` per server:
-/// nobody holds it there, or it did not answer).
-pub fn leader_of(readings: &[Option<Holding>], quorum: usize) -> Option<Leader> {
+/// The leader one reading of every server names, and its holder (owner)
+/// (`None` per server: nobody holds it there, or it did not answer).
+pub fn leader_of(readings: &[Option<Holding>], quorum: usize) -> Option<(String, Leader)> {
     let mut tally = Tally::new(readings.len(), quorum);
-    readings.iter().enumerate().filter_map(|(i, h)| tally.hear(i, h.clone()?)).last()
+    let leader = readings.iter().enumerate().filter_map(|(i, h)| tally.hear(i, h.clone()?)).last()?;
+    Some((tally.last_owner, leader))
 }
 
 /// Whether `now` is a change after `last`: a later term, or a new value of
@@ -202,9 +212,10 @@ mod tests {
 
     #[test]
     fn one_reading_names_the_leader_a_quorum_agrees_on() {
-        let r = |v: &[Option<Holding>]| leader_of(v, 3);
+        let r = |v: &[Option<Holding>]| leader_of(v, 3).map(|(_, l)| l);
         let a = Some(held("a", 9, "x"));
         assert_eq!(r(&[a.clone(), a.clone(), a.clone(), None, None]), Some(leader("x", 9)));
+        assert_eq!(leader_of(&[a.clone(), a.clone(), a.clone()], 2).map(|(owner, _)| owner).as_deref(), Some("a"), "with its holder");
         assert_eq!(r(&[a.clone(), a.clone(), Some(held("a", 12, "x")), None, None]), None, "tokens differ");
         assert_eq!(r(&[a.clone(), a.clone(), Some(held("a", 9, "y")), None, None]), None, "values differ");
         assert_eq!(r(&[a.clone(), a.clone(), Some(held("b", 9, "x")), None, None]), None, "owners differ");

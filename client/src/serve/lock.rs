@@ -264,14 +264,14 @@ fn client_owner(stored: &str) -> Option<&str> {
 }
 
 /// The owner to show for `stored`: the client's when it is a `round_owner`.
-fn shown(stored: &str) -> &str {
+pub(super) fn shown(stored: &str) -> &str {
     client_owner(stored).unwrap_or(stored)
 }
 
 /// One of a client's holds of a key, as the servers that answered list it.
-struct Found {
+pub(super) struct Found {
     /// The owner it is held under there (a `round_owner`).
-    stored: String,
+    pub stored: String,
     /// Servers that list it.
     servers: usize,
     /// The highest token they give it: the quorum's token of the grant.
@@ -281,19 +281,19 @@ struct Found {
     /// with a token below the one the grant answered, and below an earlier
     /// holder's. None is above the grant's.
     token: Option<i64>,
-    exclusive: bool,
+    pub exclusive: bool,
 }
 
 /// A client's holds of a key, most listed first, and the servers that did
 /// not answer (any of which may hold one too).
-struct Holds {
-    holds: Vec<Found>,
+pub(super) struct Holds {
+    pub holds: Vec<Found>,
     unanswered: usize,
 }
 
 /// `owner`'s holds of `key` (every `round_owner` of `owner` the servers
 /// list).
-async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
+pub(super) async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
     let statuses = shared.redlock.holders(key).await;
     let mut holds: Vec<Found> = Vec::new();
     let mut unanswered = 0usize;
@@ -426,7 +426,7 @@ fn agreed(answered: &[&InstanceStatus], quorum: usize) -> Vec<HolderState> {
 }
 
 /// The error reply of a request the quorum could not serve.
-fn failed(e: &Error) -> Reply {
+pub(super) fn failed(e: &Error) -> Reply {
     Reply::error(format!("ERR {e}"))
 }
 
@@ -438,11 +438,11 @@ fn twice(option: &str) -> Reply {
     Reply::error(format!("ERR {option} given more than once"))
 }
 
-fn text(bytes: &[u8], what: &str) -> Result<String, Reply> {
+pub(super) fn text(bytes: &[u8], what: &str) -> Result<String, Reply> {
     String::from_utf8(bytes.to_vec()).map_err(|_| Reply::error(format!("ERR redlock serve takes a UTF-8 {what}")))
 }
 
-fn owner_of(bytes: &[u8]) -> Result<String, Reply> {
+pub(super) fn owner_of(bytes: &[u8]) -> Result<String, Reply> {
     if bytes.is_empty() {
         return Err(Reply::error("ERR owner must not be empty"));
     }

@@ -7,6 +7,8 @@
 //! - `lock`: the LOCK.* commands, through the quorum
 //! - `binding`: holds bound to a connection (`SESSION`), kept extended
 //!   while it lives
+//! - `observe`: `LOCK.PROCLAIM`, and `SUBSCRIBE` to a lock's changes as
+//!   a quorum announced them (the crate's observer)
 //! - `state`: what the connections share
 //! - `users`: who may log in (`--requirepass`, `--aclfile`)
 //! - `tls`: the endpoint's own TLS listener (`--tls-port`)
@@ -18,6 +20,7 @@
 
 mod binding;
 mod lock;
+mod observe;
 pub mod resp;
 mod session;
 mod state;
@@ -102,6 +105,8 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
         granted: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         bindings: state::Bindings::default(),
+        subscribers: AtomicUsize::new(0),
+        observers: AtomicUsize::new(0),
     });
     let tcp_loop = async {
         let Some(listener) = &tcp else { return std::future::pending::<()>().await };
@@ -222,6 +227,8 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Arc<Sh
             // A hold bound to this connection may be lost: closed at once,
             // as a module server ends a SESSION hold's connection.
             () = session.lost.cancelled() => break,
+            // A change a quorum announced on a subscribed channel.
+            message = session.subscriptions.next() => message.write(session.resp3, &mut out),
         }
     }
     if !out.is_empty() && !session.lost.is_cancelled() {

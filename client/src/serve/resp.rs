@@ -147,6 +147,11 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map in RESP3; a flat key/value array in RESP2.
     Map(Vec<(Reply, Reply)>),
+    /// Out-of-band data (pub/sub): a push in RESP3; an array in RESP2.
+    Push(Vec<Reply>),
+    /// Several replies, one after another, to one request (`SUBSCRIBE a
+    /// b` confirms each channel).
+    Several(Vec<Reply>),
 }
 
 impl Reply {
@@ -179,6 +184,11 @@ impl Reply {
                 line(out, b'*', &items.len().to_string());
                 items.iter().for_each(|i| i.write(resp3, out));
             }
+            Reply::Push(items) => {
+                line(out, if resp3 { b'>' } else { b'*' }, &items.len().to_string());
+                items.iter().for_each(|i| i.write(resp3, out));
+            }
+            Reply::Several(replies) => replies.iter().for_each(|r| r.write(resp3, out)),
             Reply::Map(pairs) => {
                 if resp3 {
                     line(out, b'%', &pairs.len().to_string());
@@ -263,5 +273,11 @@ mod tests {
         reply.write(true, &mut three);
         assert_eq!(two, b"*4\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n$-1\r\n");
         assert_eq!(three, b"%2\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n_\r\n");
+        let (mut two, mut three) = (Vec::new(), Vec::new());
+        let pushes = Reply::Several(vec![Reply::Push(vec![Reply::bulk("m"), Reply::Int(1)]), Reply::Int(2)]);
+        pushes.write(false, &mut two);
+        pushes.write(true, &mut three);
+        assert_eq!(two, b"*2\r\n$1\r\nm\r\n:1\r\n:2\r\n");
+        assert_eq!(three, b">2\r\n$1\r\nm\r\n:1\r\n:2\r\n");
     }
 }

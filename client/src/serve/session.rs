@@ -11,6 +11,7 @@ use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 
 use super::lock;
+use super::observe::{self, Subscriptions};
 use super::resp::{printable, wrong_arity, Reply};
 use super::state::{Next, Shared};
 
@@ -23,6 +24,8 @@ pub struct Session {
     /// Cancelled when a hold bound to this connection may be lost: the
     /// connection is then closed (`binding`).
     pub lost: CancellationToken,
+    /// The channels this connection follows (`SUBSCRIBE`).
+    pub subscriptions: Subscriptions,
 }
 
 /// The commands this endpoint serves: name, arity (negative: at least),
@@ -32,6 +35,11 @@ const SERVED: &[(&str, i64, &[&str])] = &[
     ("lock.release", 3, &["write", "fast"]),
     ("lock.extend", 4, &["write", "fast"]),
     ("lock.info", 2, &["readonly", "fast"]),
+    ("lock.proclaim", 4, &["write", "denyoom", "fast"]),
+    ("subscribe", -2, &["pubsub", "noscript", "loading", "stale"]),
+    ("unsubscribe", -1, &["pubsub", "noscript", "loading", "stale"]),
+    ("psubscribe", -2, &["pubsub", "noscript", "loading", "stale"]),
+    ("punsubscribe", -1, &["pubsub", "noscript", "loading", "stale"]),
     ("hello", -1, &["noscript", "loading", "stale", "fast", "no_auth"]),
     ("auth", -2, &["noscript", "loading", "stale", "fast", "no_auth"]),
     ("ping", -1, &["fast"]),
@@ -53,6 +61,7 @@ impl Session {
             authenticated: shared.users.open_to_all(),
             shared: Arc::clone(shared),
             lost: CancellationToken::new(),
+            subscriptions: Subscriptions::new(shared),
         }
     }
 
@@ -65,11 +74,19 @@ impl Session {
         if !self.authenticated && !matches!(command.as_str(), "auth" | "hello" | "quit") {
             return (Some(Reply::error("NOAUTH Authentication required.")), Next::Serve);
         }
+        if let Some(refused) = self.refused_in_subscribe_mode(&command) {
+            return (Some(refused), Next::Serve);
+        }
         let reply = match command.as_str() {
             "lock.acquire" | "lock.release" | "lock.extend" | "lock.info" => {
                 let client = lock::Client { id: self.id, lost: &self.lost };
                 return lock::run(&self.shared, client, &command, rest, reader, pending).await;
             }
+            "lock.proclaim" => observe::proclaim(&self.shared, rest).await,
+            "subscribe" => self.subscriptions.subscribe(rest).await,
+            "unsubscribe" => self.subscriptions.unsubscribe(rest),
+            "psubscribe" => observe::psubscribe_refused(),
+            "punsubscribe" => self.subscriptions.punsubscribe(rest),
             "quit" => return (Some(Reply::ok()), Next::Close),
             "hello" => self.hello(rest),
             "auth" => self.auth(rest),
@@ -90,9 +107,10 @@ impl Session {
                 self.resp3 = false;
                 self.name = None;
                 self.authenticated = self.shared.users.open_to_all();
+                self.subscriptions.clear();
                 Reply::Status("RESET".to_string())
             }
-            "lock.macquire" | "lock.mrelease" | "lock.mextend" | "lock.proclaim" | "lock.waiters" | "lock.top" | "lock.apply" => {
+            "lock.macquire" | "lock.mrelease" | "lock.mextend" | "lock.waiters" | "lock.top" | "lock.apply" => {
                 Reply::error(format!("ERR '{command}' is not served yet by this endpoint (redlock serve); see docs/serve.md"))
             }
             _ => Reply::error(format!(
@@ -103,7 +121,28 @@ impl Session {
         (Some(reply), Next::Serve)
     }
 
+    /// In RESP2 a connection that follows a channel takes the pub/sub
+    /// commands only, as redis-server's (RESP3 carries its messages as
+    /// pushes, between any replies).
+    fn refused_in_subscribe_mode(&self, command: &str) -> Option<Reply> {
+        let allowed = matches!(command, "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ping" | "quit" | "reset");
+        (!allowed && !self.resp3 && self.subscriptions.count() > 0).then(|| {
+            Reply::error(format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                printable(command.as_bytes())
+            ))
+        })
+    }
+
     fn ping(&self, rest: &[Vec<u8>]) -> Reply {
+        // In RESP2 subscribe mode redis-server answers ["pong", text].
+        if !self.resp3 && self.subscriptions.count() > 0 {
+            return match rest {
+                [] => Reply::Array(vec![Reply::bulk("pong"), Reply::bulk("")]),
+                [text] => Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(text.clone())]),
+                _ => wrong_arity("ping"),
+            };
+        }
         match rest {
             [] => Reply::Status("PONG".to_string()),
             [text] => Reply::Bulk(text.clone()),
@@ -247,6 +286,7 @@ impl Session {
             shared.refused.load(Ordering::Relaxed),
             shared.bindings.count(),
         );
+        let _ = write!(text, "subscribers:{}\r\nobservers:{}\r\n", observe::subscribers(shared), observe::observers(shared));
         for (i, s) in summary.iter().enumerate() {
             let _ = write!(text, "server{i}:url={},reachable={}\r\n", s.server.replace([',', '\r', '\n'], "_"), u8::from(s.reachable));
         }

@@ -22,6 +22,10 @@ pub struct Shared {
     pub refused: AtomicU64,
     /// Holds bound to a connection (`SESSION`).
     pub bindings: Bindings,
+    /// Connections subscribed to a channel now (`observe`).
+    pub subscribers: AtomicUsize,
+    /// Observer tasks running now, one per subscribed channel.
+    pub observers: AtomicUsize,
 }
 
 /// What the connection does after a request.

@@ -15,6 +15,7 @@ mod serve;
 mod serve_endpoint;
 mod serve_faults;
 mod serve_listen;
+mod serve_observe;
 mod serve_scale;
 mod serve_session;
 mod sets;

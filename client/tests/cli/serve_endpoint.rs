@@ -112,7 +112,7 @@ impl Raw {
                     self.stream.read_exact(&mut body).await.expect("bulk");
                     line.push_str(&String::from_utf8_lossy(&body));
                 }
-                Some(b'*') if count > 0 => todo += count as usize,
+                Some(b'*' | b'>') if count > 0 => todo += count as usize,
                 Some(b'%') if count > 0 => todo += 2 * count as usize,
                 _ => {}
             }
