@@ -10,9 +10,9 @@ use std::sync::Arc;
 use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 
-use super::lock;
 use super::resp::{printable, wrong_arity, Reply};
 use super::state::{Next, Shared};
+use super::{lock, sets, view};
 
 pub struct Session {
     pub id: u64,
@@ -32,6 +32,10 @@ const SERVED: &[(&str, i64, &[&str])] = &[
     ("lock.release", 3, &["write", "fast"]),
     ("lock.extend", 4, &["write", "fast"]),
     ("lock.info", 2, &["readonly", "fast"]),
+    ("lock.macquire", -5, &["write", "denyoom", "movablekeys"]),
+    ("lock.mrelease", -4, &["write", "fast", "movablekeys"]),
+    ("lock.mextend", -5, &["write", "fast", "movablekeys"]),
+    ("lock.waiters", -2, &["readonly"]),
     ("hello", -1, &["noscript", "loading", "stale", "fast", "no_auth"]),
     ("auth", -2, &["noscript", "loading", "stale", "fast", "no_auth"]),
     ("ping", -1, &["fast"]),
@@ -66,10 +70,18 @@ impl Session {
             return (Some(Reply::error("NOAUTH Authentication required.")), Next::Serve);
         }
         let reply = match command.as_str() {
-            "lock.acquire" | "lock.release" | "lock.extend" | "lock.info" => {
+            "lock.acquire" | "lock.release" | "lock.extend" => {
                 let client = lock::Client { id: self.id, lost: &self.lost };
                 return lock::run(&self.shared, client, &command, rest, reader, pending).await;
             }
+            "lock.macquire" => {
+                let client = lock::Client { id: self.id, lost: &self.lost };
+                return sets::macquire(&self.shared, client, rest, reader, pending).await;
+            }
+            "lock.mrelease" => sets::mrelease(&self.shared, rest).await.unwrap_or_else(|e| e),
+            "lock.mextend" => sets::mextend(&self.shared, rest).await.unwrap_or_else(|e| e),
+            "lock.info" => view::info(&self.shared, rest).await.unwrap_or_else(|e| e),
+            "lock.waiters" => view::waiters(&self.shared, rest).await.unwrap_or_else(|e| e),
             "quit" => return (Some(Reply::ok()), Next::Close),
             "hello" => self.hello(rest),
             "auth" => self.auth(rest),
@@ -92,7 +104,7 @@ impl Session {
                 self.authenticated = self.shared.requirepass.is_none();
                 Reply::Status("RESET".to_string())
             }
-            "lock.macquire" | "lock.mrelease" | "lock.mextend" | "lock.proclaim" | "lock.waiters" | "lock.top" | "lock.apply" => {
+            "lock.proclaim" | "lock.top" | "lock.apply" => {
                 Reply::error(format!("ERR '{command}' is not served yet by this endpoint (redlock serve); see docs/serve.md"))
             }
             _ => Reply::error(format!(
@@ -278,7 +290,8 @@ fn command_info(rest: &[Vec<u8>]) -> Reply {
 
 fn entry(command: &(&str, i64, &[&str])) -> Reply {
     let (name, arity, flags) = *command;
-    let key = i64::from(name.starts_with("lock."));
+    // A set's keys move with numkeys (the module's movable keys).
+    let key = i64::from(name.starts_with("lock.") && !name.starts_with("lock.m"));
     Reply::Array(vec![
         Reply::bulk(name),
         Reply::Int(arity),
