@@ -27,7 +27,7 @@ use std::time::Instant;
 use rand::Rng;
 use redlock::semaphore::limit_key;
 use redlock::transport::{Ask, Share};
-use redlock::{Error, Lock, Resources};
+use redlock::{Error, Lock, Mode, Resources};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
@@ -208,6 +208,11 @@ pub fn refresh_refused(ask: &Acquire, hold: &Found) -> Option<Reply> {
 /// own. The reply is the hold's token, as for a lock.
 async fn take_or_refresh_permits(shared: &Shared, ask: &Acquire, limit: u32) -> (Reply, Granted) {
     let redlock = &shared.redlock;
+    if redlock.settings().mode == Mode::Script {
+        // No limit record to find a hold on: it could be neither released
+        // nor extended through the endpoint.
+        return (super::args::not_served("SHARED LIMIT in --mode script"), None);
+    }
     let found = lookup(shared, &limit_key(&ask.key), &ask.owner).await;
     if let Some(hold) = found.holds.first().filter(|h| h.servers + found.unanswered >= redlock.quorum()) {
         let held_limit = hold.limit.and_then(|l| u32::try_from(l).ok()).unwrap_or(limit);
@@ -218,10 +223,10 @@ async fn take_or_refresh_permits(shared: &Shared, ask: &Acquire, limit: u32) -> 
         return match binding::extend(redlock, &held, ask.ttl).await {
             // The permits held are known once extended: another number
             // asked is refused then, as the module refuses it (the lease
-            // is extended all the same).
+            // is extended all the same; a binding is left as it was).
             Ok(lock) if lock.resources.len() != ask.permits as usize => {
                 let text = format!("ERR the owner holds {} permits; release and ask again for another number", lock.resources.len());
-                (Reply::error(text), Some((held, lock.acquired_at + lock.validity)))
+                (Reply::error(text), None)
             }
             Ok(lock) => granted(&lock, held.0, held.1, hold.token),
             Err(e) if not_held(&e) => (Reply::Nil, None),
