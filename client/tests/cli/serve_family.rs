@@ -158,9 +158,18 @@ async fn serve_waiters_shows_a_waiting_client() {
         "{shown:?}"
     );
     assert_eq!(looker.call(&["LOCK.WAITERS", "job", "COUNT", "0"]).await, "*0\r\n");
+    // A second waiter stands in the line behind the first: listed after it.
+    let mut second = Raw::connect(e.port).await;
+    second.send(&["LOCK.ACQUIRE", "job", "second", "30000", "WAIT", "20000"]).await;
+    eventually(REPLY, "the second waiting in the line", || async { waited_on(&c, "redlock:line:job").await >= 1 }).await;
+    let both = looker.call(&["LOCK.WAITERS", "job"]).await;
+    assert!(both.starts_with("*2\r\n*12\r\n$8\r\nposition\r\n:1\r\n$5\r\nowner\r\n$6\r\nwaiter\r\n"), "the head first: {both:?}");
+    assert!(both.contains("$8\r\nposition\r\n:2\r\n"), "{both:?}");
     assert_eq!(holder.call(&["LOCK.RELEASE", "job", "holder"]).await, ":1\r\n");
-    token_of(&waiter.reply().await);
-    assert_eq!(looker.call(&["LOCK.WAITERS", "job"]).await, "*0\r\n", "served: no longer waiting");
+    let first = token_of(&waiter.reply().await);
+    assert_eq!(waiter.call(&["LOCK.RELEASE", "job", "waiter"]).await, ":1\r\n");
+    assert!(token_of(&second.reply().await) > first, "the second served after the first");
+    assert_eq!(looker.call(&["LOCK.WAITERS", "job"]).await, "*0\r\n", "served: nobody waits any more");
 }
 
 /// Bad options get the module's own error texts: each request is sent to
