@@ -60,17 +60,57 @@ impl Redlock {
     pub async fn try_permits(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Error> {
         Self::check_limit(limit, count)?;
         self.verify_servers().await?;
-        self.attempt_permit(resource, limit, count, ttl).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+        self.attempt_permit(resource, limit, count, ttl, None).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+    }
+
+    /// `count` of the `limit` permits of `resource` held by `owner`, the
+    /// name the caller gives its hold (as the module's `LOCK.ACQUIRE key
+    /// owner ttl SHARED LIMIT n PERMITS k`): with a deadline waited for in
+    /// line until then (see `permits_until`), else one round over the
+    /// permits (see `try_permits`). `owner` must be new to this
+    /// acquisition, as for `lock_as`, and for the same reasons; a round
+    /// over the permits whose undoing did not reach every server ends the
+    /// attempt, so no late undoing under `owner` meets a later round's
+    /// grant of a permit both asked (`redlock serve` adds 16 random hex
+    /// digits to its clients' owners).
+    pub async fn permits_as(
+        &self,
+        resource: &str,
+        owner: &str,
+        limit: u32,
+        count: u32,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        Self::check_limit(limit, count)?;
+        let ask = Ask::new(Share::Permits(limit, count)).owner(Some(owner));
+        match deadline {
+            Some(_) => self.acquire_until(&Resources::one(resource), ttl, deadline, ask, |_| {}).await,
+            None => {
+                self.verify_servers().await?;
+                self.attempt_permit(resource, limit, count, ttl, Some(owner))
+                    .await
+                    .map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+            }
+        }
     }
 
     /// One round over the permits: `count` consecutive permits (from `i`
     /// to `i + count - 1`, wrapping) asked as one set, for each `i` from a
     /// random one on, until a set is granted. `Err` with the outcomes of
     /// the last set asked (or of the first refused as a request, which
-    /// every set would be).
-    pub(crate) async fn attempt_permit(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Vec<InstanceOutcome>> {
+    /// every set would be). `owner`: the owner every set is asked under
+    /// (`permits_as`); `None`, a new one per set.
+    pub(crate) async fn attempt_permit(
+        &self,
+        resource: &str,
+        limit: u32,
+        count: u32,
+        ttl: Duration,
+        owner: Option<&str>,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
         let first = rand::rng().random_range(0..limit.max(1));
-        self.attempt_permit_from(resource, limit, count, ttl, first).await
+        self.attempt_permit_from(resource, limit, count, ttl, first, owner).await
     }
 
     /// `attempt_permit`, starting at permit `first`.
@@ -81,17 +121,23 @@ impl Redlock {
         count: u32,
         ttl: Duration,
         first: u32,
+        owner: Option<&str>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         let mut last = Vec::new();
         for i in 0..limit {
             let Ok(slots) = permit_set(resource, limit, count, first.wrapping_add(i)) else { break };
             let Ok(hold) = PermitHold::of(&slots, resource, limit, self.inner.settings.mode) else { break };
-            match self.attempt(&hold.keys, ttl, hold.ask).await {
+            match self.attempt(&hold.keys, ttl, hold.ask.owner(owner)).await {
                 Ok(lock) => return Ok(named_after(lock, &slots)),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
+                    // Under one owner, a set whose undoing is sent again
+                    // later (a server did not answer) could end a later
+                    // set's grant of a permit both ask: no later set.
+                    let unanswered =
+                        owner.is_some() && outcomes.iter().any(|o| matches!(o.outcome, Outcome::Timeout | Outcome::Unreachable { .. }));
                     last = outcomes;
-                    if rejected {
+                    if rejected || unanswered {
                         break;
                     }
                 }

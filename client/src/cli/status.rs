@@ -508,6 +508,7 @@ mod tests {
             token: owner.map(|_| 7),
             pttl: owner.map(|_| 900),
             waiters: Some(0),
+            limit: None,
             quarantine_ms_left: Some(0),
             error: None,
             failure: None,

@@ -44,11 +44,13 @@ const JOIN_RETRIES: usize = 3;
 const LOOK_AROUND: Duration = Duration::from_millis(250);
 
 /// The semaphore a waiting acquisition of permits asks (see
-/// `acquire_until`): its name, limit and permits per hold.
+/// `acquire_until`): its name, limit and permits per hold, and the owner
+/// the caller named (`Redlock::permits_as`; `None`: a new one per round).
 struct Semaphore {
     name: String,
     limit: u32,
     count: u32,
+    owner: Option<String>,
 }
 
 /// A place in a resource's waiting line: a module lock on one designated
@@ -252,7 +254,7 @@ impl Redlock {
                 let first = rand::rng().random_range(0..limit.max(1));
                 slots = permit_set(&named, limit, count, first).map_err(Error::Config)?;
                 hold = PermitHold::of(&slots, &named, limit, self.inner.settings.mode).map_err(Error::Config)?;
-                let asked = Semaphore { name: named.clone(), limit, count };
+                let asked = Semaphore { name: named.clone(), limit, count, owner: ask.owner.map(str::to_string) };
                 let tried = match skip_first {
                     true => FirstTry::Behind,
                     false => self.first_permit(&asked, &slots, ttl, first).await,
@@ -262,7 +264,7 @@ impl Redlock {
                 }
                 semaphore = Some(asked);
                 held = Some(&hold.keys);
-                (&slots, Kind::Exclusive, hold.ask)
+                (&slots, Kind::Exclusive, hold.ask.owner(ask.owner))
             }
             (true, Some(_), _) => {
                 let tried = match skip_first {
@@ -316,7 +318,7 @@ impl Redlock {
                         let head = self.attempt_at_head(held.unwrap_or(resource), ttl, window, ask.fence(floor));
                         (self.looking_around(head, semaphore.as_ref(), ttl).await, Some(window))
                     }
-                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl).await, None),
+                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl, ask.owner).await, None),
                     _ => (self.attempt(held.unwrap_or(resource), ttl, ask).await, None),
                 }
             };
@@ -562,11 +564,11 @@ impl Redlock {
         semaphore: Option<&Semaphore>,
         ttl: Duration,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
-        let Some(Semaphore { name, limit, count }) = semaphore else { return head.await };
+        let Some(Semaphore { name, limit, count, owner }) = semaphore else { return head.await };
         let around = async {
             loop {
                 tokio::time::sleep(LOOK_AROUND).await;
-                if let Ok(lock) = self.attempt_permit(name, *limit, *count, ttl).await {
+                if let Ok(lock) = self.attempt_permit(name, *limit, *count, ttl, owner.as_deref()).await {
                     return lock;
                 }
             }
@@ -595,8 +597,8 @@ impl Redlock {
     /// kept: their line was not looked at, and is empty but for a moment
     /// (its head waits on them in the servers' queues).
     async fn first_permit(&self, semaphore: &Semaphore, slots: &Resources, ttl: Duration, first: u32) -> FirstTry {
-        let Semaphore { name, limit, count } = semaphore;
-        self.first_round(slots, Kind::Exclusive, self.attempt_permit_from(name, *limit, *count, ttl, first)).await
+        let Semaphore { name, limit, count, owner } = semaphore;
+        self.first_round(slots, Kind::Exclusive, self.attempt_permit_from(name, *limit, *count, ttl, first, owner.as_deref())).await
     }
 
     /// The first round: `attempt` and, at once, a look at `resource`'s line

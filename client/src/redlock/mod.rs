@@ -216,7 +216,7 @@ impl Kind {
     /// share one line. A semaphore has none of its own: a waiter for
     /// permits waits in its permits' lines, as an exclusive lock's waiter
     /// (see `acquire_until`).
-    fn line_key(self, resource: &str) -> String {
+    pub fn line_key(self, resource: &str) -> String {
         format!("redlock:line:{resource}")
     }
 
@@ -397,9 +397,11 @@ impl Redlock {
     }
 
     /// `resources` held by `owner`, the name the caller gives its hold (as
-    /// the module's `LOCK.ACQUIRE key owner`), exclusive or `shared`: with
-    /// a deadline waited for in line until then (see `lock_until`), else
-    /// one round, with a token of at least `fence` when given.
+    /// the module's `LOCK.ACQUIRE key owner`), as `ask` asks (exclusive or
+    /// shared, `Ask::value` stored with an exclusive hold on every server,
+    /// `Ask::fence` the least token of a round without a deadline): with a
+    /// deadline waited for in line until then (see `lock_until`), else one
+    /// round. A semaphore's permits: `permits_as`.
     ///
     /// `owner` must be new to this acquisition, as the random owner of
     /// `lock` is: a round that fails undoes its grants by owner, and a
@@ -416,16 +418,18 @@ impl Redlock {
         resources: &Resources,
         owner: &str,
         ttl: Duration,
-        shared: bool,
-        fence: Option<i64>,
+        ask: Ask<'_>,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
-        let ask = Ask::new(Share::of(shared)).owner(Some(owner));
+        if !matches!(ask.share, Share::Exclusive | Share::Shared) {
+            return Err(Error::Config("lock_as takes an exclusive or a shared hold; a semaphore's permits: permits_as".to_string()));
+        }
+        let ask = ask.owner(Some(owner));
         match deadline {
             Some(_) => self.acquire_until(resources, ttl, deadline, ask, |_| {}).await,
             None => {
                 self.verify_servers().await?;
-                self.attempt(resources, ttl, ask.fence(fence)).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+                self.attempt(resources, ttl, ask).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
             }
         }
     }

@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redlock::{Error, Lock, Redlock, Released};
 use tokio_util::sync::CancellationToken;
 
-use super::state::{Binding, Held, Shared};
+use super::state::{Binding, Held, Shared, Taken};
 
 /// Tells one binding of a hold from a later one.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -43,7 +44,7 @@ async fn keep(shared: Arc<Shared>, held: Held, lost: CancellationToken, generati
             () = lost.cancelled() => return,
         }
         let Some(ttl) = shared.bindings.with(|m| m.get(&held).filter(|b| b.generation == generation).map(|b| b.ttl)) else { return };
-        let extended = shared.redlock.extend_owner(&held.0, &held.1, ttl).await;
+        let extended = extend(&shared.redlock, &held, ttl).await;
         let next = shared.bindings.with(|m| match m.get_mut(&held) {
             Some(b) if b.generation == generation => match &extended {
                 Ok(lock) => {
@@ -85,16 +86,38 @@ pub fn closed(shared: &Arc<Shared>, conn: u64) {
         let mine: Vec<Held> = m.iter().filter(|(_, b)| b.conn == conn).map(|(h, _)| h.clone()).collect();
         mine.into_iter().filter_map(|h| m.remove(&h).map(|b| (h, b))).collect()
     });
-    for ((key, owner), binding) in ended {
+    for (held, binding) in ended {
         binding.lost.cancel();
         let shared = Arc::clone(shared);
         tokio::spawn(async move {
             let left = binding.valid_until.saturating_duration_since(Instant::now());
             if binding.delay.is_zero() {
-                let _ = shared.redlock.release_owner(&key, &owner).await;
+                let _ = release(&shared.redlock, &held).await;
             } else if binding.delay < left {
-                let _ = shared.redlock.extend_owner(&key, &owner, binding.delay).await;
+                let _ = extend(&shared.redlock, &held, binding.delay).await;
             }
         });
+    }
+}
+
+/// Extends `held` to `ttl` from now on a quorum: a key, every permit of
+/// the semaphore its owner holds (with its limit record), or the whole
+/// set (a server counts only when it extended every key).
+pub async fn extend(redlock: &Redlock, held: &Held, ttl: Duration) -> Result<Lock, Error> {
+    let (taken, owner) = held;
+    match taken {
+        Taken::Key(key) => redlock.extend_owner(key, owner, ttl).await,
+        Taken::Permits(name, limit) => redlock.extend_permit(name, *limit, owner, ttl).await,
+        Taken::Set(keys) => redlock.extend_owner_all(keys, owner, ttl).await,
+    }
+}
+
+/// Releases `held` on every server (see `extend`).
+pub async fn release(redlock: &Redlock, held: &Held) -> Result<Released, Error> {
+    let (taken, owner) = held;
+    match taken {
+        Taken::Key(key) => redlock.release_owner(key, owner).await,
+        Taken::Permits(name, limit) => redlock.release_permit(name, *limit, owner).await.map(|(_, released)| released),
+        Taken::Set(keys) => redlock.release_owner_all(keys, owner).await,
     }
 }

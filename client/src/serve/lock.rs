@@ -1,7 +1,9 @@
 //! The module's lock commands, with the module's syntax and reply shapes,
 //! each run through the quorum: `LOCK.ACQUIRE` (exclusive or `SHARED`,
-//! `FENCE`, `WAIT`, `SESSION [DELAY ms]`: see `binding`), `LOCK.RELEASE`,
-//! `LOCK.EXTEND`, `LOCK.INFO`.
+//! a semaphore's permits with `SHARED LIMIT n [PERMITS k]`, `FENCE`,
+//! `WAIT`, `SESSION [DELAY ms]`: see `binding`, `VALUE`),
+//! `LOCK.RELEASE`, `LOCK.EXTEND` (sets: `sets`; `LOCK.INFO`,
+//! `LOCK.WAITERS`: `view`).
 //!
 //! Each acquisition is held on the servers under an owner of its own: the
 //! client's, then `:` and 16 random hex digits (`round_owner`). A round
@@ -12,26 +14,27 @@
 //! client could then be granted while it still works. So a client's
 //! holds are found on the servers by its owner (`lookup`): asking again
 //! while one may stand on a quorum extends it (which never releases),
-//! and release and extend act on it; the endpoint keeps no state.
+//! and release and extend act on it; the endpoint keeps no state. A
+//! semaphore's hold is found the same way on the semaphore's limit record
+//! (`redlock::semaphore::limit_key`), which every hold of its permits
+//! takes under its owner, and a set's on its first key.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::Rng;
-use redlock::transport::HolderState;
-use redlock::{Error, InstanceStatus, Resources};
+use redlock::semaphore::limit_key;
+use redlock::transport::{Ask, Share};
+use redlock::{Error, Lock, Mode, Resources};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
+use super::args::{failed, owner_of, parse_acquire, text, ttl_of, Acquire};
 use super::binding;
 use super::resp::{printable, wrong_arity, Reply, MAX_PENDING};
-use super::state::{Held, Next, Shared};
-
-/// The longest ttl, and the longest wait (also `WAIT 0`'s), served: a
-/// year, the longest `redislock.max-ttl` (the servers refuse what is over
-/// their own setting).
-const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+use super::state::{Held, Next, Shared, Taken};
 
 /// The connection a command came on: its id, and what is cancelled when
 /// a hold bound to it may be lost (`binding`).
@@ -40,7 +43,8 @@ pub struct Client<'a> {
     pub lost: &'a CancellationToken,
 }
 
-/// Runs `command` (`lock.*`, lower case) with `args`.
+/// Runs `command` (`lock.acquire`, `lock.release` or `lock.extend`) with
+/// `args`.
 pub async fn run<R: AsyncRead + Unpin>(
     shared: &Arc<Shared>,
     client: Client<'_>,
@@ -50,103 +54,37 @@ pub async fn run<R: AsyncRead + Unpin>(
     pending: &mut Vec<u8>,
 ) -> (Option<Reply>, Next) {
     let reply = match command {
-        "lock.acquire" => return acquire(shared, client, args, reader, pending).await,
+        "lock.acquire" => {
+            let ask = match parse_acquire(args) {
+                Ok(ask) => ask,
+                Err(e) => return (Some(e), Next::Serve),
+            };
+            let acquisition = async {
+                match ask.limit {
+                    Some(limit) => take_or_refresh_permits(shared, &ask, limit).await,
+                    None => take_or_refresh(shared, &ask).await,
+                }
+            };
+            return acquire(shared, client, &ask, acquisition, reader, pending).await;
+        }
         "lock.release" => release(shared, args).await,
-        "lock.extend" => extend(shared, args).await,
-        _ => info(shared, args).await,
+        _ => extend(shared, args).await,
     };
     (Some(reply.unwrap_or_else(|e| e)), Next::Serve)
 }
 
-/// What `LOCK.ACQUIRE` asks for.
-struct Acquire {
-    key: String,
-    owner: String,
-    ttl: Duration,
-    shared: bool,
-    fence: Option<i64>,
-    wait: Option<Duration>,
-    /// `SESSION [DELAY ms]`: bound to the connection, with this delay.
-    session: Option<Duration>,
-}
-
-fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
-    let [key, owner, ttl, options @ ..] = args else { return Err(wrong_arity("lock.acquire")) };
-    let (key, owner) = (text(key, "key")?, owner_of(owner)?);
-    let ttl = ttl_of(ttl)?;
-    let (mut shared, mut fence, mut wait) = (false, None, None);
-    let (mut session, mut delay) = (false, None);
-    let mut rest = options;
-    while let Some((option, more)) = rest.split_first() {
-        let name = option.to_ascii_uppercase();
-        rest = more;
-        match name.as_slice() {
-            b"SHARED" if shared => return Err(twice("SHARED")),
-            b"SHARED" => shared = true,
-            b"FENCE" | b"WAIT" => {
-                let Some((value, more)) = rest.split_first() else {
-                    return Err(Reply::error(if name == b"FENCE" { "ERR FENCE needs a token" } else { "ERR WAIT needs a timeout" }));
-                };
-                rest = more;
-                if name == b"FENCE" {
-                    if fence.is_some() {
-                        return Err(twice("FENCE"));
-                    }
-                    let token = number(value).ok_or_else(|| Reply::error("ERR token must be a non-negative integer"))?;
-                    fence = Some(i64::try_from(token).map_err(|_| Reply::error("ERR token is too large (at most 9223372036854775807)"))?);
-                } else {
-                    if wait.is_some() {
-                        return Err(twice("WAIT"));
-                    }
-                    let ms = number(value).ok_or_else(|| Reply::error("ERR timeout must be a non-negative integer (milliseconds)"))?;
-                    // `WAIT 0` waits without limit, as the module's.
-                    wait = Some(if ms == 0 { LONGEST } else { Duration::from_millis(ms).min(LONGEST) });
-                }
-            }
-            b"SESSION" if session => return Err(twice("SESSION")),
-            b"SESSION" => session = true,
-            b"DELAY" => {
-                let Some((value, more)) = rest.split_first() else { return Err(Reply::error("ERR DELAY needs a delay")) };
-                rest = more;
-                if delay.is_some() {
-                    return Err(twice("DELAY"));
-                }
-                let ms = number(value).filter(|&ms| Duration::from_millis(ms) <= LONGEST).ok_or_else(|| {
-                    Reply::error(format!(
-                        "ERR DELAY must be an integer from 0 to {} ms: how long a lock stays held past its holder's disconnect",
-                        LONGEST.as_millis()
-                    ))
-                })?;
-                delay = Some(Duration::from_millis(ms));
-            }
-            b"LIMIT" | b"PERMITS" | b"VALUE" | b"SEMAPHORE" => {
-                return Err(not_served(&String::from_utf8_lossy(&name)));
-            }
-            _ => return Err(Reply::error(format!("ERR unknown option '{}'", printable(option)))),
-        }
-    }
-    if fence.is_some() && wait.is_some() {
-        return Err(not_served("FENCE with WAIT"));
-    }
-    if delay.is_some() && !session {
-        return Err(Reply::error("ERR syntax error: DELAY needs SESSION"));
-    }
-    let session = session.then(|| delay.unwrap_or_default());
-    Ok(Acquire { key, owner, ttl, shared, fence, wait, session })
-}
-
-async fn acquire<R: AsyncRead + Unpin>(
+/// Serves `acquisition`, what `ask` asks for (one key, a semaphore's
+/// permits or a set), on the client's connection: waited for while the
+/// client stays, given up when it goes, and its grant bound to the
+/// connection with `SESSION`.
+pub async fn acquire<R: AsyncRead + Unpin>(
     shared: &Arc<Shared>,
     client: Client<'_>,
-    args: &[Vec<u8>],
+    ask: &Acquire,
+    acquisition: impl Future<Output = (Reply, Granted)>,
     reader: &mut R,
     pending: &mut Vec<u8>,
 ) -> (Option<Reply>, Next) {
-    let ask = match parse_acquire(args) {
-        Ok(ask) => ask,
-        Err(e) => return (Some(e), Next::Serve),
-    };
-    let acquisition = take_or_refresh(shared, &ask);
     tokio::pin!(acquisition);
     let waits = usize::from(ask.wait.is_some());
     shared.waiting.fetch_add(waits, Ordering::Relaxed);
@@ -192,7 +130,13 @@ async fn acquire<R: AsyncRead + Unpin>(
 }
 
 /// A grant's hold and until when it is sure to stand.
-type Granted = Option<(Held, Instant)>;
+pub type Granted = Option<(Held, Instant)>;
+
+/// The reply and hold of a grant (or a refresh) of `taken` under `stored`.
+pub fn granted(lock: &Lock, taken: Taken, stored: String, token: Option<i64>) -> (Reply, Granted) {
+    // Script mode has no tokens: OK, as SET NX answers.
+    (token.map_or_else(Reply::ok, Reply::Int), Some(((taken, stored), lock.acquired_at + lock.validity)))
+}
 
 /// `ask` served: a hold of the client's owner that may stand on a quorum
 /// extended (the module's re-grant: its token kept, nil when no quorum
@@ -203,41 +147,98 @@ async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
     let redlock = &shared.redlock;
     let found = lookup(shared, &ask.key, &ask.owner).await;
     if let Some(hold) = found.holds.first().filter(|h| h.servers + found.unanswered >= redlock.quorum()) {
-        if hold.exclusive == ask.shared {
-            let (held, asked) = if hold.exclusive { ("exclusive", "shared") } else { ("shared", "exclusive") };
-            let text = format!(
-                "ERR {} holds {} {held}: release it before asking for it {asked}",
-                printable(ask.owner.as_bytes()),
-                printable(ask.key.as_bytes())
-            );
-            return (Reply::error(text), None);
+        if let Some(refused) = refresh_refused(ask, hold) {
+            return (refused, None);
         }
-        if let (Some(min), Some(token)) = (ask.fence, hold.token) {
-            if token < min {
-                let text = format!(
-                    "ERR {} holds {} with token {token}, below FENCE {min}: release it first",
-                    printable(ask.owner.as_bytes()),
-                    printable(ask.key.as_bytes())
-                );
-                return (Reply::error(text), None);
-            }
+        if ask.value.is_some() {
+            // The module replaces the holder's value; the quorum client
+            // stores one at a grant only.
+            return (super::args::not_served("VALUE on a holder's LOCK.ACQUIRE again"), None);
         }
-        return match redlock.extend_owner(&ask.key, &hold.stored, ask.ttl).await {
-            // Script mode has no tokens: OK, as SET NX answers.
-            Ok(lock) => {
-                let reply = hold.token.map_or_else(Reply::ok, Reply::Int);
-                (reply, Some(((ask.key.clone(), hold.stored.clone()), lock.acquired_at + lock.validity)))
-            }
+        let held = (Taken::Key(ask.key.clone()), hold.stored.clone());
+        return match binding::extend(redlock, &held, ask.ttl).await {
+            Ok(lock) => granted(&lock, held.0, held.1, hold.token),
             Err(e) if not_held(&e) => (Reply::Nil, None),
             Err(e) => (failed(&e), None),
         };
     }
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
     let owner = round_owner(&ask.owner);
-    match redlock.lock_as(&Resources::one(&ask.key), &owner, ask.ttl, ask.shared, ask.fence, deadline).await {
+    let one = Resources::one(&ask.key);
+    let asked = Ask::new(Share::of(ask.shared)).fence(ask.fence).value(ask.value.as_deref());
+    match redlock.lock_as(&one, &owner, ask.ttl, asked, deadline).await {
         Ok(lock) => {
-            let valid_until = lock.acquired_at + lock.validity;
-            (lock.token.map_or_else(Reply::ok, Reply::Int), Some(((ask.key.clone(), owner), valid_until)))
+            let token = lock.token;
+            granted(&lock, Taken::Key(ask.key.clone()), owner, token)
+        }
+        Err(Error::NotAcquired { .. }) => (Reply::Nil, None),
+        Err(e) => (failed(&e), None),
+    }
+}
+
+/// The module's refusal of a holder asking again in another mode, or
+/// with a `FENCE` above its token; `None` when the refresh may go on.
+pub fn refresh_refused(ask: &Acquire, hold: &Found) -> Option<Reply> {
+    if hold.exclusive == ask.shared {
+        let (held, asked) = if hold.exclusive { ("exclusive", "shared") } else { ("shared", "exclusive") };
+        let text = format!(
+            "ERR {} holds {} {held}: release it before asking for it {asked}",
+            printable(ask.owner.as_bytes()),
+            printable(ask.key.as_bytes())
+        );
+        return Some(Reply::error(text));
+    }
+    if let (Some(min), Some(token)) = (ask.fence, hold.token) {
+        if token < min {
+            let text = format!(
+                "ERR {} holds {} with token {token}, below FENCE {min}: release it first",
+                printable(ask.owner.as_bytes()),
+                printable(ask.key.as_bytes())
+            );
+            return Some(Reply::error(text));
+        }
+    }
+    None
+}
+
+/// `ask` (`SHARED LIMIT limit [PERMITS k]`) served as `take_or_refresh`
+/// serves a lock: the client's hold found on the semaphore's limit record
+/// and extended (every permit it holds, with the record), or `k` permits
+/// taken through the quorum client's semaphore under an owner of their
+/// own. The reply is the hold's token, as for a lock.
+async fn take_or_refresh_permits(shared: &Shared, ask: &Acquire, limit: u32) -> (Reply, Granted) {
+    let redlock = &shared.redlock;
+    if redlock.settings().mode == Mode::Script {
+        // No limit record to find a hold on: it could be neither released
+        // nor extended through the endpoint.
+        return (super::args::not_served("SHARED LIMIT in --mode script"), None);
+    }
+    let found = lookup(shared, &limit_key(&ask.key), &ask.owner).await;
+    if let Some(hold) = found.holds.first().filter(|h| h.servers + found.unanswered >= redlock.quorum()) {
+        let held_limit = hold.limit.and_then(|l| u32::try_from(l).ok()).unwrap_or(limit);
+        if held_limit != limit {
+            return (Reply::error(format!("ERR wrong lock kind: the key is a semaphore (SHARED LIMIT {held_limit})")), None);
+        }
+        let held = (Taken::Permits(ask.key.clone(), limit), hold.stored.clone());
+        return match binding::extend(redlock, &held, ask.ttl).await {
+            // The permits held are known once extended: another number
+            // asked is refused then, as the module refuses it (the lease
+            // is extended all the same; a binding is left as it was).
+            Ok(lock) if lock.resources.len() != ask.permits as usize => {
+                let text = format!("ERR the owner holds {} permits; release and ask again for another number", lock.resources.len());
+                (Reply::error(text), None)
+            }
+            Ok(lock) => granted(&lock, held.0, held.1, hold.token),
+            Err(e) if not_held(&e) => (Reply::Nil, None),
+            Err(e) => (failed(&e), None),
+        };
+    }
+    let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
+    let owner = round_owner(&ask.owner);
+    match redlock.permits_as(&ask.key, &owner, limit, ask.permits, ask.ttl, deadline).await {
+        Ok(lock) => {
+            let token = lock.token;
+            granted(&lock, Taken::Permits(ask.key.clone(), limit), owner, token)
         }
         Err(Error::NotAcquired { .. }) => (Reply::Nil, None),
         Err(e) => (failed(&e), None),
@@ -245,13 +246,13 @@ async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
 }
 
 /// Whether `e` says the lock is not (or no longer) held on a quorum.
-fn not_held(e: &Error) -> bool {
+pub fn not_held(e: &Error) -> bool {
     matches!(e, Error::QuorumLost { .. } | Error::Expired { .. } | Error::NoQuorum { .. } | Error::NotAcquired { .. })
 }
 
 /// The owner one acquisition of the client's `owner` holds the lock under
 /// on the servers: `owner`, `:`, 16 random hex digits.
-fn round_owner(owner: &str) -> String {
+pub fn round_owner(owner: &str) -> String {
     format!("{owner}:{:016x}", rand::rng().random::<u64>())
 }
 
@@ -264,36 +265,38 @@ fn client_owner(stored: &str) -> Option<&str> {
 }
 
 /// The owner to show for `stored`: the client's when it is a `round_owner`.
-pub(super) fn shown(stored: &str) -> &str {
+pub fn shown(stored: &str) -> &str {
     client_owner(stored).unwrap_or(stored)
 }
 
 /// One of a client's holds of a key, as the servers that answered list it.
-pub(super) struct Found {
+pub struct Found {
     /// The owner it is held under there (a `round_owner`).
     pub stored: String,
     /// Servers that list it.
-    servers: usize,
+    pub servers: usize,
     /// The highest token they give it: the quorum's token of the grant.
     /// A round grants under each server's own token and then raises the
     /// lower ones to the highest (`FENCE`); a server the raise did not
     /// reach keeps its lower one, so the lowest could answer a refresh
     /// with a token below the one the grant answered, and below an earlier
     /// holder's. None is above the grant's.
-    token: Option<i64>,
+    pub token: Option<i64>,
     pub exclusive: bool,
+    /// A semaphore's limit, as the servers give it (its limit record's).
+    pub limit: Option<i64>,
 }
 
 /// A client's holds of a key, most listed first, and the servers that did
 /// not answer (any of which may hold one too).
-pub(super) struct Holds {
+pub struct Holds {
     pub holds: Vec<Found>,
-    unanswered: usize,
+    pub unanswered: usize,
 }
 
 /// `owner`'s holds of `key` (every `round_owner` of `owner` the servers
 /// list).
-pub(super) async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
+pub async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
     let statuses = shared.redlock.holders(key).await;
     let mut holds: Vec<Found> = Vec::new();
     let mut unanswered = 0usize;
@@ -318,7 +321,7 @@ pub(super) async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
                         (a, b) => a.or(b),
                     };
                 }
-                None => holds.push(Found { stored: stored.to_string(), servers: 1, token, exclusive }),
+                None => holds.push(Found { stored: stored.to_string(), servers: 1, token, exclusive, limit: status.limit }),
             }
         }
     }
@@ -326,29 +329,32 @@ pub(super) async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
     Holds { holds, unanswered }
 }
 
-/// `LOCK.RELEASE key owner`: 1 when a quorum released `owner`'s hold.
+/// `LOCK.RELEASE key owner`: 1 when a quorum released `owner`'s hold of
+/// the lock `key`, or else of the semaphore `key` (looked up only when
+/// the lock is not held: a lock's release costs no more than before).
 async fn release(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner] = args else { return Err(wrong_arity("lock.release")) };
     let (key, owner) = (text(key, "key")?, owner_of(owner)?);
     let redlock = &shared.redlock;
     let mut released = false;
-    for hold in lookup(shared, &key, &owner).await.holds {
+    for held in holds_of(shared, &key, &owner).await {
         // Unbound first: the binding's extensions stop, and one that fails
         // now closes nothing.
-        shared.bindings.unbind(&(key.clone(), hold.stored.clone()));
-        released |= redlock.release_owner(&key, &hold.stored).await.map_err(|e| failed(&e))?.released >= redlock.quorum();
+        shared.bindings.unbind(&held);
+        released |= binding::release(redlock, &held).await.map_err(|e| failed(&e))?.released >= redlock.quorum();
     }
     Ok(Reply::Int(i64::from(released)))
 }
 
-/// `LOCK.EXTEND key owner ttl-ms`: 1 when a quorum extended it.
+/// `LOCK.EXTEND key owner ttl-ms`: 1 when a quorum extended it (a lock,
+/// or else every permit of the semaphore `key` the owner holds).
 async fn extend(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner, ttl] = args else { return Err(wrong_arity("lock.extend")) };
     let (key, owner, ttl) = (text(key, "key")?, owner_of(owner)?, ttl_of(ttl)?);
-    let Some(hold) = lookup(shared, &key, &owner).await.holds.into_iter().next() else { return Ok(Reply::Int(0)) };
-    match shared.redlock.extend_owner(&key, &hold.stored, ttl).await {
+    let Some(held) = holds_of(shared, &key, &owner).await.into_iter().next() else { return Ok(Reply::Int(0)) };
+    match binding::extend(&shared.redlock, &held, ttl).await {
         Ok(lock) => {
-            shared.bindings.extended(&(key, hold.stored), ttl, lock.acquired_at + lock.validity);
+            shared.bindings.extended(&held, ttl, lock.acquired_at + lock.validity);
             Ok(Reply::Int(1))
         }
         Err(e) if not_held(&e) => Ok(Reply::Int(0)),
@@ -356,115 +362,21 @@ async fn extend(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     }
 }
 
-/// `LOCK.INFO key`: what a quorum of the servers agrees on: nil when no
-/// holder is held on a quorum; otherwise the module's fields, each
-/// holder's lease the shortest a quorum gives it.
-async fn info(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
-    let [key] = args else { return Err(wrong_arity("lock.info")) };
-    let key = text(key, "key")?;
-    let redlock = &shared.redlock;
-    let statuses = redlock.status(&key).await;
-    let answered: Vec<&InstanceStatus> = statuses.iter().filter(|s| s.reachable && s.error.is_none()).collect();
-    let quorum = redlock.quorum();
-    if answered.len() < quorum {
-        return Err(Reply::error(format!(
-            "ERR LOCK.INFO: {} of {} servers answered, fewer than the quorum of {quorum}",
-            answered.len(),
-            statuses.len()
-        )));
+/// `owner`'s holds of the lock `key`, most listed first; when it holds
+/// none, its holds of the semaphore `key`.
+async fn holds_of(shared: &Shared, key: &str, owner: &str) -> Vec<Held> {
+    let locks = lookup(shared, key, owner).await.holds;
+    if !locks.is_empty() {
+        return locks.into_iter().map(|h| (Taken::Key(key.to_string()), h.stored)).collect();
     }
-    let holders = agreed(&answered, quorum);
-    let Some(first) = holders.first() else { return Ok(Reply::Nil) };
-    let exclusive = holders.len() == 1 && answered.iter().any(|s| s.owner.as_deref() == Some(first.owner.as_str()));
-    let waiters = answered.iter().filter_map(|s| s.waiters).max().unwrap_or(0);
-    let pttl = holders.iter().map(|h| h.pttl).max().unwrap_or(0);
-    let (owner, token) = match exclusive {
-        true => (Reply::bulk(shown(&first.owner)), first.token.map_or(Reply::Nil, Reply::Int)),
-        false => (Reply::Nil, Reply::Nil),
-    };
-    let listed = holders
-        .iter()
-        .map(|h| {
-            Reply::Array(vec![
-                Reply::bulk(shown(&h.owner)),
-                h.token.map_or(Reply::Nil, Reply::Int),
-                Reply::Int(h.pttl),
-                h.held_ms.map_or(Reply::Nil, Reply::Int),
-                Reply::Int(i64::from(h.session)),
-                Reply::Int(1),
-            ])
+    let permits = lookup(shared, &limit_key(key), owner).await.holds;
+    permits
+        .into_iter()
+        .filter_map(|h| {
+            let limit = u32::try_from(h.limit?).ok()?;
+            Some((Taken::Permits(key.to_string(), limit), h.stored))
         })
-        .collect();
-    Ok(Reply::Map(vec![
-        (Reply::bulk("owner"), owner),
-        (Reply::bulk("token"), token),
-        (Reply::bulk("pttl"), Reply::Int(pttl)),
-        (Reply::bulk("waiters"), Reply::Int(waiters)),
-        (Reply::bulk("mode"), Reply::bulk(if exclusive { "exclusive" } else { "shared" })),
-        (Reply::bulk("limit"), Reply::Nil),
-        (Reply::bulk("holders"), Reply::Array(listed)),
-        (Reply::bulk("taken"), Reply::Nil),
-        (Reply::bulk("value"), Reply::Nil),
-    ]))
-}
-
-/// The holders that a quorum of `answered` lists (by owner, first seen
-/// first), each with the lowest token and the shortest lease among them.
-fn agreed(answered: &[&InstanceStatus], quorum: usize) -> Vec<HolderState> {
-    let mut seen: Vec<(HolderState, usize)> = Vec::new();
-    for holder in answered.iter().flat_map(|s| s.holders.iter()) {
-        match seen.iter_mut().find(|(h, _)| h.owner == holder.owner) {
-            Some((h, count)) => {
-                *count += 1;
-                h.pttl = h.pttl.min(holder.pttl);
-                h.token = h.token.min(holder.token);
-            }
-            None => seen.push((holder.clone(), 1)),
-        }
-    }
-    seen.into_iter().filter(|(_, count)| *count >= quorum).map(|(h, _)| h).collect()
-}
-
-/// The error reply of a request the quorum could not serve.
-pub(super) fn failed(e: &Error) -> Reply {
-    Reply::error(format!("ERR {e}"))
-}
-
-fn not_served(what: &str) -> Reply {
-    Reply::error(format!("ERR {what} is not served yet by this endpoint (redlock serve); see docs/serve.md"))
-}
-
-fn twice(option: &str) -> Reply {
-    Reply::error(format!("ERR {option} given more than once"))
-}
-
-pub(super) fn text(bytes: &[u8], what: &str) -> Result<String, Reply> {
-    String::from_utf8(bytes.to_vec()).map_err(|_| Reply::error(format!("ERR redlock serve takes a UTF-8 {what}")))
-}
-
-pub(super) fn owner_of(bytes: &[u8]) -> Result<String, Reply> {
-    if bytes.is_empty() {
-        return Err(Reply::error("ERR owner must not be empty"));
-    }
-    text(bytes, "owner")
-}
-
-/// A ttl in ms as the module takes it: digits, no sign or leading zero,
-/// positive; at most `LONGEST`.
-fn ttl_of(bytes: &[u8]) -> Result<Duration, Reply> {
-    let ms = number(bytes).filter(|&ms| ms > 0).ok_or_else(|| Reply::error("ERR ttl must be a positive integer (milliseconds)"))?;
-    let ttl = Duration::from_millis(ms);
-    if ttl > LONGEST {
-        return Err(Reply::error(format!("ERR ttl exceeds the longest redlock serve takes ({} ms)", LONGEST.as_millis())));
-    }
-    Ok(ttl)
-}
-
-/// A non-negative integer written as the module takes it (digits only,
-/// no leading zero); `None` otherwise, or beyond 64 bits.
-fn number(bytes: &[u8]) -> Option<u64> {
-    let plain = !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit) && (bytes.len() == 1 || bytes.first() != Some(&b'0'));
-    plain.then(|| std::str::from_utf8(bytes).ok()?.parse().ok()).flatten()
+        .collect()
 }
 
 #[cfg(test)]

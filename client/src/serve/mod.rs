@@ -4,7 +4,10 @@
 //!
 //! - `resp`: requests parsed within bounds, replies in RESP2 or RESP3
 //! - `session`: one connection's state and its commands
+//! - `args`: the module's arguments and error texts
 //! - `lock`: the LOCK.* commands, through the quorum
+//! - `sets`: sets of keys taken whole (LOCK.MACQUIRE, MRELEASE, MEXTEND)
+//! - `view`: what the quorum shows (LOCK.INFO, LOCK.WAITERS)
 //! - `binding`: holds bound to a connection (`SESSION`), kept extended
 //!   while it lives
 //! - `observe`: `LOCK.PROCLAIM`, and `SUBSCRIBE` to a lock's changes as
@@ -18,14 +21,17 @@
 //! acquisition up at once (the acquisition's future is dropped, which
 //! takes it out of the line).
 
+mod args;
 mod binding;
 mod lock;
 mod observe;
 pub mod resp;
 mod session;
+mod sets;
 mod state;
 pub mod tls;
 pub mod users;
+mod view;
 
 use std::io;
 use std::path::PathBuf;

@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::lock::{failed, lookup, owner_of, shown, text};
+use super::args::{failed, owner_of, text};
+use super::lock::{lookup, shown};
 use super::resp::{printable, wrong_arity, Reply};
 use super::state::Shared;
 

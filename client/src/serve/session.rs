@@ -10,10 +10,10 @@ use std::sync::Arc;
 use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 
-use super::lock;
 use super::observe::{self, Subscriptions};
 use super::resp::{printable, wrong_arity, Reply};
 use super::state::{Next, Shared};
+use super::{lock, sets, view};
 
 pub struct Session {
     pub id: u64,
@@ -40,6 +40,10 @@ const SERVED: &[(&str, i64, &[&str])] = &[
     ("unsubscribe", -1, &["pubsub", "noscript", "loading", "stale"]),
     ("psubscribe", -2, &["pubsub", "noscript", "loading", "stale"]),
     ("punsubscribe", -1, &["pubsub", "noscript", "loading", "stale"]),
+    ("lock.macquire", -5, &["write", "denyoom", "movablekeys"]),
+    ("lock.mrelease", -4, &["write", "fast", "movablekeys"]),
+    ("lock.mextend", -5, &["write", "fast", "movablekeys"]),
+    ("lock.waiters", -2, &["readonly"]),
     ("hello", -1, &["noscript", "loading", "stale", "fast", "no_auth"]),
     ("auth", -2, &["noscript", "loading", "stale", "fast", "no_auth"]),
     ("ping", -1, &["fast"]),
@@ -78,7 +82,7 @@ impl Session {
             return (Some(refused), Next::Serve);
         }
         let reply = match command.as_str() {
-            "lock.acquire" | "lock.release" | "lock.extend" | "lock.info" => {
+            "lock.acquire" | "lock.release" | "lock.extend" => {
                 let client = lock::Client { id: self.id, lost: &self.lost };
                 return lock::run(&self.shared, client, &command, rest, reader, pending).await;
             }
@@ -87,6 +91,14 @@ impl Session {
             "unsubscribe" => self.subscriptions.unsubscribe(rest),
             "psubscribe" => observe::psubscribe_refused(),
             "punsubscribe" => self.subscriptions.punsubscribe(rest),
+            "lock.macquire" => {
+                let client = lock::Client { id: self.id, lost: &self.lost };
+                return sets::macquire(&self.shared, client, rest, reader, pending).await;
+            }
+            "lock.mrelease" => sets::mrelease(&self.shared, rest).await.unwrap_or_else(|e| e),
+            "lock.mextend" => sets::mextend(&self.shared, rest).await.unwrap_or_else(|e| e),
+            "lock.info" => view::info(&self.shared, rest).await.unwrap_or_else(|e| e),
+            "lock.waiters" => view::waiters(&self.shared, rest).await.unwrap_or_else(|e| e),
             "quit" => return (Some(Reply::ok()), Next::Close),
             "hello" => self.hello(rest),
             "auth" => self.auth(rest),
@@ -110,7 +122,7 @@ impl Session {
                 self.subscriptions.clear();
                 Reply::Status("RESET".to_string())
             }
-            "lock.macquire" | "lock.mrelease" | "lock.mextend" | "lock.waiters" | "lock.top" | "lock.apply" => {
+            "lock.top" | "lock.apply" => {
                 Reply::error(format!("ERR '{command}' is not served yet by this endpoint (redlock serve); see docs/serve.md"))
             }
             _ => Reply::error(format!(
@@ -319,7 +331,8 @@ fn command_info(rest: &[Vec<u8>]) -> Reply {
 
 fn entry(command: &(&str, i64, &[&str])) -> Reply {
     let (name, arity, flags) = *command;
-    let key = i64::from(name.starts_with("lock."));
+    // A set's keys move with numkeys (the module's movable keys).
+    let key = i64::from(name.starts_with("lock.") && !name.starts_with("lock.m"));
     Reply::Array(vec![
         Reply::bulk(name),
         Reply::Int(arity),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redlock::Redlock;
+use redlock::{Redlock, Resources};
 use tokio_util::sync::CancellationToken;
 
 /// What the connections share: the quorum client, the endpoint, and what
@@ -38,8 +38,19 @@ pub enum Next {
     Gone,
 }
 
-/// One bound hold: a key and the owner it is held under on the servers.
-pub type Held = (String, String);
+/// What one hold takes on the servers: a lock's key, a semaphore's
+/// permits (its name and limit: the quorum client's permit slots and
+/// limit record), or a set of keys taken whole (`LOCK.MACQUIRE`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Taken {
+    Key(String),
+    Permits(String, u32),
+    Set(Resources),
+}
+
+/// One hold: what it takes, and the owner it is held under on the
+/// servers (a `round_owner`).
+pub type Held = (Taken, String);
 
 /// What the endpoint keeps of a bound hold.
 pub struct Binding {

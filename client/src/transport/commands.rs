@@ -597,6 +597,7 @@ impl Instance {
             token: None,
             pttl: None,
             waiters: None,
+            limit: None,
             quarantine_ms_left: None,
             error: None,
             failure: None,

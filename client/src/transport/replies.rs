@@ -12,6 +12,8 @@ pub struct InstanceStatus {
     /// Remaining lease in ms (-1: no TTL).
     pub pttl: Option<i64>,
     pub waiters: Option<i64>,
+    /// A semaphore's limit (`LOCK.INFO`'s `limit`); `None` for a lock.
+    pub limit: Option<i64>,
     /// Restart quarantine left on the instance, in ms (0: none; `None`:
     /// unknown, e.g. script mode).
     pub quarantine_ms_left: Option<i64>,
@@ -180,6 +182,7 @@ fn set_field(status: &mut InstanceStatus, key: Value, value: Value) {
         "token" => status.token = i64::from_redis_value(value).ok(),
         "pttl" => status.pttl = i64::from_redis_value(value).ok(),
         "waiters" => status.waiters = i64::from_redis_value(value).ok(),
+        "limit" => status.limit = i64::from_redis_value(value).ok(),
         // A lock held shared has no single owner (LOCK.INFO's owner is nil):
         // its holders stand in for it, so `status` does not call it free.
         "holders" => {

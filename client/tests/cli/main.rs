@@ -13,6 +13,7 @@ mod group;
 mod input;
 mod serve;
 mod serve_endpoint;
+mod serve_family;
 mod serve_faults;
 mod serve_listen;
 mod serve_observe;
