@@ -67,12 +67,9 @@ impl Redlock {
     /// name the caller gives its hold (as the module's `LOCK.ACQUIRE key
     /// owner ttl SHARED LIMIT n PERMITS k`): with a deadline waited for in
     /// line until then (see `permits_until`), else one round over the
-    /// permits (see `try_permits`). `owner` must be new to this
-    /// acquisition, as for `lock_as`, and for the same reasons; a round
-    /// over the permits whose undoing did not reach every server ends the
-    /// attempt, so no late undoing under `owner` meets a later round's
-    /// grant of a permit both asked (`redlock serve` adds 16 random hex
-    /// digits to its clients' owners).
+    /// permits (see `try_permits`). Each round holds under `owner`, `:`
+    /// and 16 random hex digits of its own, as for `lock_as`, and for the
+    /// same reasons.
     pub async fn permits_as(
         &self,
         resource: &str,
@@ -99,8 +96,8 @@ impl Redlock {
     /// to `i + count - 1`, wrapping) asked as one set, for each `i` from a
     /// random one on, until a set is granted. `Err` with the outcomes of
     /// the last set asked (or of the first refused as a request, which
-    /// every set would be). `owner`: the owner every set is asked under
-    /// (`permits_as`); `None`, a new one per set.
+    /// every set would be). `owner`: the name each set's owner is made
+    /// from (`permits_as`); `None`, a new random one per set.
     pub(crate) async fn attempt_permit(
         &self,
         resource: &str,
@@ -131,13 +128,8 @@ impl Redlock {
                 Ok(lock) => return Ok(named_after(lock, &slots)),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
-                    // Under one owner, a set whose undoing is sent again
-                    // later (a server did not answer) could end a later
-                    // set's grant of a permit both ask: no later set.
-                    let unanswered =
-                        owner.is_some() && outcomes.iter().any(|o| matches!(o.outcome, Outcome::Timeout | Outcome::Unreachable { .. }));
                     last = outcomes;
-                    if rejected || unanswered {
+                    if rejected {
                         break;
                     }
                 }

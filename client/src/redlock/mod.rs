@@ -187,6 +187,19 @@ fn new_owner() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The owner one round holds under for a caller that named its hold
+/// `name` (`lock_as`, `permits_as`): `name`, `:`, and 16 random hex
+/// digits. Each round has its own, as each round of `lock` has its own
+/// random owner: a failed round's undoing, sent again later to a server
+/// that did not answer (`release_later`), or a late grant of a head
+/// round's wait released by its task, can then only end that round's
+/// own grant, never a later round's grant of the same acquisition, which
+/// the lock would still count on that server while another holder could
+/// be granted there.
+fn round_owner(name: &str) -> String {
+    format!("{name}:{:016x}", rand::rng().random::<u64>())
+}
+
 /// What an acquisition asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -403,16 +416,14 @@ impl Redlock {
     /// deadline waited for in line until then (see `lock_until`), else one
     /// round. A semaphore's permits: `permits_as`.
     ///
-    /// `owner` must be new to this acquisition, as the random owner of
-    /// `lock` is: a round that fails undoes its grants by owner, and a
-    /// release that did not land is sent again while the lease could
-    /// stand (`release_later`). An owner that already holds `resources`
-    /// is re-granted its hold by each server, so its failed round would
-    /// release that earlier hold on the servers that re-granted it, and
-    /// a late release of a failed round would end a later grant to the
-    /// same owner: both break mutual exclusion. (`redlock serve` adds 16
-    /// random hex digits to its clients' owners, and extends a hold a
-    /// client asks for again.)
+    /// Each round holds under an owner of its own: `owner`, `:`, and 16
+    /// random hex digits (the granted lock's `owner`), so that a failed
+    /// round's undoing, sent again later, can end no other round's grant,
+    /// and no round is ever re-granted a hold `owner` had before (its
+    /// failed round would release that hold on the servers that
+    /// re-granted it). A caller finds its holds again by that form, as
+    /// `redlock serve` does; one that asks again for a hold it may have
+    /// extends it instead.
     pub async fn lock_as(
         &self,
         resources: &Resources,

@@ -142,7 +142,7 @@ impl Redlock {
     /// value (see `acquire_until`); the round binds the hold to its
     /// connection as the settings say.
     pub(crate) async fn attempt(&self, resource: &Resources, ttl: Duration, ask: Ask<'_>) -> Result<Lock, Vec<InstanceOutcome>> {
-        let owner = ask.owner.map_or_else(new_owner, str::to_string);
+        let owner = ask.owner.map_or_else(new_owner, round_owner);
         let started = Instant::now();
         let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
         let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, ask))).await;
@@ -179,7 +179,7 @@ impl Redlock {
             return self.attempt(resource, ttl, ask.fence(None)).await;
         };
         let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
-        let owner = ask.owner.map_or_else(new_owner, str::to_string);
+        let owner = ask.owner.map_or_else(new_owner, round_owner);
         let sent = Instant::now();
         let n = self.inner.instances.len();
         let round = Arc::new(HeadRound {

@@ -6,9 +6,10 @@
 //! `LOCK.WAITERS`: `view`).
 //!
 //! Each acquisition is held on the servers under an owner of its own: the
-//! client's, then `:` and 16 random hex digits (`round_owner`). A round
-//! that fails undoes its grants by owner, and a release that did not land
-//! is sent again for a while: under the client's owner alone, a holder's
+//! client's, then `:` and 16 random hex digits, new for each round of the
+//! acquisition (`Redlock::lock_as`). A round that fails undoes its grants
+//! by owner, and a release that did not land is sent again for a while:
+//! under the client's owner alone, a holder's
 //! refresh (`LOCK.ACQUIRE` again) whose round failed would release the
 //! hold it already had on the servers that re-granted it, and another
 //! client could then be granted while it still works. So a client's
@@ -24,7 +25,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rand::Rng;
 use redlock::semaphore::limit_key;
 use redlock::transport::{Ask, Share};
 use redlock::{Error, Lock, Mode, Resources};
@@ -163,13 +163,13 @@ async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
         };
     }
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
-    let owner = round_owner(&ask.owner);
     let one = Resources::one(&ask.key);
     let asked = Ask::new(Share::of(ask.shared)).fence(ask.fence).value(ask.value.as_deref());
-    match redlock.lock_as(&one, &owner, ask.ttl, asked, deadline).await {
+    // Each round under an owner of its own, `ask.owner:16hex`: the lock's.
+    match redlock.lock_as(&one, &ask.owner, ask.ttl, asked, deadline).await {
         Ok(lock) => {
             let token = lock.token;
-            granted(&lock, Taken::Key(ask.key.clone()), owner, token)
+            granted(&lock, Taken::Key(ask.key.clone()), lock.owner.clone(), token)
         }
         Err(Error::NotAcquired { .. }) => (Reply::Nil, None),
         Err(e) => (failed(&e), None),
@@ -234,11 +234,10 @@ async fn take_or_refresh_permits(shared: &Shared, ask: &Acquire, limit: u32) -> 
         };
     }
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
-    let owner = round_owner(&ask.owner);
-    match redlock.permits_as(&ask.key, &owner, limit, ask.permits, ask.ttl, deadline).await {
+    match redlock.permits_as(&ask.key, &ask.owner, limit, ask.permits, ask.ttl, deadline).await {
         Ok(lock) => {
             let token = lock.token;
-            granted(&lock, Taken::Permits(ask.key.clone(), limit), owner, token)
+            granted(&lock, Taken::Permits(ask.key.clone(), limit), lock.owner.clone(), token)
         }
         Err(Error::NotAcquired { .. }) => (Reply::Nil, None),
         Err(e) => (failed(&e), None),
@@ -250,28 +249,22 @@ pub fn not_held(e: &Error) -> bool {
     matches!(e, Error::QuorumLost { .. } | Error::Expired { .. } | Error::NoQuorum { .. } | Error::NotAcquired { .. })
 }
 
-/// The owner one acquisition of the client's `owner` holds the lock under
-/// on the servers: `owner`, `:`, 16 random hex digits.
-pub fn round_owner(owner: &str) -> String {
-    format!("{owner}:{:016x}", rand::rng().random::<u64>())
-}
-
 /// The client's owner of an owner the servers list, when it is a
-/// `round_owner`'s; `None` for any other.
+/// round's (`Redlock::lock_as`); `None` for any other.
 fn client_owner(stored: &str) -> Option<&str> {
     let (owner, suffix) = stored.rsplit_once(':')?;
     let random = suffix.len() == 16 && suffix.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     random.then_some(owner)
 }
 
-/// The owner to show for `stored`: the client's when it is a `round_owner`.
+/// The owner to show for `stored`: the client's when it is a round's.
 pub fn shown(stored: &str) -> &str {
     client_owner(stored).unwrap_or(stored)
 }
 
 /// One of a client's holds of a key, as the servers that answered list it.
 pub struct Found {
-    /// The owner it is held under there (a `round_owner`).
+    /// The owner it is held under there (a round's).
     pub stored: String,
     /// Servers that list it.
     pub servers: usize,
@@ -294,8 +287,8 @@ pub struct Holds {
     pub unanswered: usize,
 }
 
-/// `owner`'s holds of `key` (every `round_owner` of `owner` the servers
-/// list).
+/// `owner`'s holds of `key` (every round's owner made from `owner` that
+/// the servers list).
 pub async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
     let statuses = shared.redlock.holders(key).await;
     let mut holds: Vec<Found> = Vec::new();
@@ -385,10 +378,10 @@ mod tests {
 
     #[test]
     fn an_acquisitions_owner_names_its_client_and_no_other_owner_does() {
-        let stored = round_owner("worker:1");
-        assert_ne!(stored, round_owner("worker:1"), "each acquisition has an owner of its own");
-        assert_eq!(client_owner(&stored), Some("worker:1"));
-        assert_eq!(shown(&stored), "worker:1");
+        // As `Redlock::lock_as` makes a round's owner.
+        let stored = "worker:1:9f2c41d07a5be683";
+        assert_eq!(client_owner(stored), Some("worker:1"));
+        assert_eq!(shown(stored), "worker:1");
         for other in ["worker", "worker:1", "w:0123456789ABCDEF", "w:0123456789abcde", "w:0123456789abcdefa", "w:0123456789abcdeg"] {
             assert_eq!(client_owner(other), None, "{other:?}");
             assert_eq!(shown(other), other);

@@ -17,7 +17,7 @@ use tokio::io::AsyncRead;
 
 use super::args::{failed, not_served, parse_macquire, parse_mextend, parse_mrelease, MAcquire};
 use super::binding;
-use super::lock::{self, granted, lookup, not_held, refresh_refused, round_owner, Client, Granted};
+use super::lock::{self, granted, lookup, not_held, refresh_refused, Client, Granted};
 use super::resp::Reply;
 use super::state::{Next, Shared, Taken};
 
@@ -58,11 +58,11 @@ async fn take_or_refresh_set(shared: &Shared, set: &MAcquire) -> (Reply, Granted
         };
     }
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
-    let owner = round_owner(&ask.owner);
-    match redlock.lock_as(keys, &owner, ask.ttl, Ask::new(Share::of(ask.shared)).fence(ask.fence), deadline).await {
+    // Each round under an owner of its own, `ask.owner:16hex`: the lock's.
+    match redlock.lock_as(keys, &ask.owner, ask.ttl, Ask::new(Share::of(ask.shared)).fence(ask.fence), deadline).await {
         Ok(lock) => {
             let token = lock.token;
-            granted(&lock, Taken::Set(keys.clone()), owner, token)
+            granted(&lock, Taken::Set(keys.clone()), lock.owner.clone(), token)
         }
         Err(Error::NotAcquired { .. }) => (Reply::Nil, None),
         Err(e) => (failed(&e), None),

@@ -49,7 +49,7 @@ pub enum Taken {
 }
 
 /// One hold: what it takes, and the owner it is held under on the
-/// servers (a `round_owner`).
+/// servers (a round's, `Redlock::lock_as`).
 pub type Held = (Taken, String);
 
 /// What the endpoint keeps of a bound hold.

@@ -140,9 +140,10 @@ impl Share {
 /// min`), the connection it is bound to (`session`: `SESSION DELAY ms`,
 /// the hold ending that long after the connection closes) and the value
 /// stored with an exclusive hold (`value`: `VALUE text`, an election's;
-/// a re-grant without one keeps it), and the owner the caller named
-/// (`owner`: `redlock serve`'s clients name theirs; `None`, a new random
-/// one per round). Built from `new` (or `exclusive`) with only what
+/// a re-grant without one keeps it), and the name the caller gave its
+/// hold (`owner`: `redlock serve`'s clients name theirs; each round then
+/// holds under the name, `:` and 16 random hex digits; `None`, a new
+/// random owner per round). Built from `new` (or `exclusive`) with only what
 /// differs: `Ask::new(share).session(delay)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ask<'a> {
@@ -179,7 +180,8 @@ impl<'a> Ask<'a> {
         Ask { value: text, ..self }
     }
 
-    /// The same, held by `owner` instead of a new random owner when given.
+    /// The same, each round held under `owner` and a random suffix of its
+    /// own instead of a new random owner, when given.
     pub fn owner(self, owner: Option<&'a str>) -> Ask<'a> {
         Ask { owner, ..self }
     }

@@ -362,3 +362,64 @@ async fn a_head_given_up_leaves_every_queue_at_once() {
     assert_eq!(handed, vec![1; 5], "handoffs at the release: {before:?} -> {after:?}");
     next.release(&lock).await.expect("release");
 }
+
+/// The owners a server's MONITOR shows `LOCK.ACQUIRE key` asked under,
+/// those of `name`'s form, in order, until `last` is among them.
+async fn owners_asked(monitor: &mut tokio::io::BufReader<tokio::net::TcpStream>, key: &str, name: &str, last: &str) -> Vec<String> {
+    use tokio::io::AsyncBufReadExt;
+    let mut owners: Vec<String> = Vec::new();
+    let (command, key) = ("\"LOCK.ACQUIRE\"".to_string(), format!("\"{key}\""));
+    while !owners.iter().any(|o| o == last) {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), monitor.read_line(&mut line)).await;
+        assert!(matches!(read, Ok(Ok(n)) if n > 0), "MONITOR ended before {last} was asked for; saw {owners:?}");
+        let words: Vec<&str> = line.split_whitespace().skip_while(|w| !w.eq_ignore_ascii_case(&command)).collect();
+        if words.get(1) == Some(&key.as_str()) {
+            if let Some(owner) = words.get(2).map(|w| w.trim_matches('"')).filter(|o| o.starts_with(&format!("{name}:"))) {
+                owners.push(owner.to_string());
+            }
+        }
+    }
+    owners
+}
+
+/// A hold its caller names (`lock_as`, as `redlock serve` names its
+/// clients'): each round of the acquisition asks under an owner of its
+/// own, the name, `:`, and 16 hex digits. Under one owner for all of
+/// them, the undoing of a failed round, sent again to a server that had
+/// not answered and landing late, would end a later round's grant there
+/// while the lock counts it. Seen on a server's MONITOR: the round that
+/// finds the lock held and the head's round that is granted ask under two
+/// owners, the second the lock's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_round_of_a_named_acquisition_asks_under_an_owner_of_its_own() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let c = Cluster::start(5);
+    let holder = c.redlock(relaxed());
+    let held = holder.try_lock("named", Duration::from_secs(10)).await.expect("free resource");
+    let port = c.servers[0].port;
+    let mut monitor = tokio::io::BufReader::new(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect"));
+    monitor.get_mut().write_all(b"MONITOR\r\n").await.expect("MONITOR");
+    let mut ok = String::new();
+    monitor.read_line(&mut ok).await.expect("MONITOR's answer");
+    assert_eq!(ok, "+OK\r\n");
+
+    let waiter = c.redlock(relaxed());
+    let asking = tokio::spawn(async move {
+        let one = redlock::Resources::one("named");
+        let ask = redlock::transport::Ask::exclusive();
+        waiter.lock_as(&one, "client-7", Duration::from_secs(10), ask, Some(Instant::now() + Duration::from_secs(8))).await
+    });
+    common::eventually(Duration::from_secs(5), "the named waiter at the head", || async {
+        waiters(&c, "named").await.iter().any(|&w| w > 0)
+    })
+    .await;
+    holder.release(&held).await.expect("release");
+    let lock = asking.await.expect("task").expect("granted once released");
+    let suffix = lock.owner.strip_prefix("client-7:").unwrap_or_else(|| panic!("the lock's owner {:?} is not the name's", lock.owner));
+    assert!(suffix.len() == 16 && suffix.bytes().all(|b| b.is_ascii_hexdigit()), "{:?}", lock.owner);
+    let owners = owners_asked(&mut monitor, "named", "client-7", &lock.owner).await;
+    assert!(owners.len() >= 2, "a refused round and a granted one: {owners:?}");
+    let first = owners.first().cloned().unwrap_or_default();
+    assert_ne!(first, lock.owner, "the round that found the lock held asked under another owner than the grant: {owners:?}");
+}
