@@ -113,6 +113,9 @@ pub async fn acquire<R: AsyncRead + Unpin>(
         Ok(granted) => granted,
     };
     if let Some((held, valid_until)) = held {
+        if let (Taken::Key(key), stored) = &held {
+            shared.own.record(key, &ask.owner, stored, valid_until);
+        }
         // The module's rule: a grant with SESSION binds the hold to this
         // connection, a re-grant without it to none.
         match ask.session {
@@ -145,6 +148,20 @@ pub fn granted(lock: &Lock, taken: Taken, stored: String, token: Option<i64>) ->
 /// only its own grants. With the reply, the hold granted or extended.
 async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
     let redlock = &shared.redlock;
+    // An exclusive hold asked without `WAIT` that this endpoint does not
+    // know the client to hold is asked for at once, the look-up saved: a
+    // hold of the client's that stands on a quorum (granted through
+    // another endpoint, or before a restart) refuses it there, and is then
+    // looked up and refreshed. Never so with `WAIT` (the client would wait
+    // behind its own hold), nor for a shared hold (a second one would be
+    // granted beside the client's first).
+    let at_once = !ask.shared && ask.wait.is_none() && shared.own.find(&ask.key, &ask.owner).is_none();
+    if at_once {
+        let taken = take(shared, ask).await;
+        if !matches!(taken.0, Reply::Nil) {
+            return taken;
+        }
+    }
     let found = lookup(shared, &ask.key, &ask.owner).await;
     if let Some(hold) = found.holds.first().filter(|h| h.servers + found.unanswered >= redlock.quorum()) {
         if let Some(refused) = refresh_refused(ask, hold) {
@@ -162,10 +179,20 @@ async fn take_or_refresh(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
             Err(e) => (failed(&e), None),
         };
     }
+    if at_once {
+        // Refused above, and no hold of the client's found: the answer.
+        return (Reply::Nil, None);
+    }
+    take(shared, ask).await
+}
+
+/// A new acquisition of `ask`'s key, each round under an owner of its
+/// own (`ask.owner:16hex`, the lock's).
+async fn take(shared: &Shared, ask: &Acquire) -> (Reply, Granted) {
+    let redlock = &shared.redlock;
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
     let one = Resources::one(&ask.key);
     let asked = Ask::new(Share::of(ask.shared)).fence(ask.fence).value(ask.value.as_deref());
-    // Each round under an owner of its own, `ask.owner:16hex`: the lock's.
     match redlock.lock_as(&one, &ask.owner, ask.ttl, asked, deadline).await {
         Ok(lock) => {
             let token = lock.token;
@@ -329,12 +356,25 @@ async fn release(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner] = args else { return Err(wrong_arity("lock.release")) };
     let (key, owner) = (text(key, "key")?, owner_of(owner)?);
     let redlock = &shared.redlock;
-    let mut released = false;
-    for held in holds_of(shared, &key, &owner).await {
+    // A hold this endpoint granted is released where it stands, without a
+    // look-up; one no quorum released there is looked for as any other
+    // (the client may hold the key under another round's owner).
+    if let Some(stored) = shared.own.find(&key, &owner) {
+        let held = (Taken::Key(key.clone()), stored);
         // Unbound first: the binding's extensions stop, and one that fails
         // now closes nothing.
         shared.bindings.unbind(&held);
+        let released = binding::release(redlock, &held).await.map_err(|e| failed(&e))?.released >= redlock.quorum();
+        shared.own.forget(&key, &owner, &held.1);
+        if released {
+            return Ok(Reply::Int(1));
+        }
+    }
+    let mut released = false;
+    for held in holds_of(shared, &key, &owner).await {
+        shared.bindings.unbind(&held);
         released |= binding::release(redlock, &held).await.map_err(|e| failed(&e))?.released >= redlock.quorum();
+        shared.own.forget(&key, &owner, &held.1);
     }
     Ok(Reply::Int(i64::from(released)))
 }
@@ -344,6 +384,21 @@ async fn release(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
 async fn extend(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner, ttl] = args else { return Err(wrong_arity("lock.extend")) };
     let (key, owner, ttl) = (text(key, "key")?, owner_of(owner)?, ttl_of(ttl)?);
+    // A hold this endpoint granted is extended where it stands; one no
+    // quorum extended there is looked for as any other.
+    if let Some(stored) = shared.own.find(&key, &owner) {
+        let held = (Taken::Key(key.clone()), stored);
+        match binding::extend(&shared.redlock, &held, ttl).await {
+            Ok(lock) => {
+                let valid_until = lock.acquired_at + lock.validity;
+                shared.bindings.extended(&held, ttl, valid_until);
+                shared.own.record(&key, &owner, &held.1, valid_until);
+                return Ok(Reply::Int(1));
+            }
+            Err(e) if not_held(&e) => shared.own.forget(&key, &owner, &held.1),
+            Err(e) => return Err(failed(&e)),
+        }
+    }
     let Some(held) = holds_of(shared, &key, &owner).await.into_iter().next() else { return Ok(Reply::Int(0)) };
     match binding::extend(&shared.redlock, &held, ttl).await {
         Ok(lock) => {

@@ -10,6 +10,8 @@
 //! - `view`: what the quorum shows (LOCK.INFO, LOCK.WAITERS)
 //! - `binding`: holds bound to a connection (`SESSION`), kept extended
 //!   while it lives
+//! - `own`: the holds this endpoint granted, where a client's release or
+//!   extension goes without a look-up first
 //! - `observe`: `LOCK.PROCLAIM`, and `SUBSCRIBE` to a lock's changes as
 //!   a quorum announced them (the crate's observer)
 //! - `state`: what the connections share
@@ -25,6 +27,7 @@ mod args;
 mod binding;
 mod lock;
 mod observe;
+mod own;
 pub mod resp;
 mod session;
 mod sets;
@@ -111,6 +114,7 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
         granted: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         bindings: state::Bindings::default(),
+        own: own::Own::default(),
         subscribers: AtomicUsize::new(0),
         observers: AtomicUsize::new(0),
     });

@@ -22,6 +22,8 @@ pub struct Shared {
     pub refused: AtomicU64,
     /// Holds bound to a connection (`SESSION`).
     pub bindings: Bindings,
+    /// The exclusive holds of one key this endpoint granted (`own`).
+    pub own: super::own::Own,
     /// Connections subscribed to a channel now (`observe`).
     pub subscribers: AtomicUsize,
     /// Observer tasks running now, one per subscribed channel.

@@ -282,3 +282,39 @@ async fn serve_finds_a_clients_hold_through_another_endpoint() {
     assert_eq!(c.infos("report").await, vec![None; 3], "released on every server");
     assert_eq!(one.call(&["LOCK.RELEASE", "report", "r"]).await, ":0\r\n", "nothing left to release");
 }
+
+/// An endpoint releases and extends a hold it granted without looking it
+/// up first, and asks for an exclusive hold without `WAIT` at once: what
+/// it remembers is a shortcut, never the answer. A hold granted through
+/// one endpoint is refreshed (same token) and released through another;
+/// the first endpoint, which still remembers it, then neither releases
+/// nor extends the next holder's hold, and answers as a module server
+/// would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_remembers_its_grants_but_answers_what_the_servers_hold() {
+    let c = Cluster::start(3);
+    let (first, second) = (endpoint(&c, &[]).await, endpoint(&c, &[]).await);
+    let mut one = Raw::connect(first.port).await;
+    let mut two = Raw::connect(second.port).await;
+    // Granted and extended through the first, which remembers it.
+    let token = token_of(&one.call(&["LOCK.ACQUIRE", "job", "a", "30000"]).await);
+    assert_eq!(one.call(&["LOCK.EXTEND", "job", "a", "40000"]).await, ":1\r\n");
+    // Asked again through the second, which does not: refused where the
+    // hold stands, found, refreshed with its token.
+    assert_eq!(token_of(&two.call(&["LOCK.ACQUIRE", "job", "a", "30000"]).await), token, "a refresh, not a second hold");
+    assert_eq!(two.call(&["LOCK.ACQUIRE", "job", "b", "30000"]).await, "$-1\r\n", "held by a");
+    assert_eq!(two.call(&["LOCK.RELEASE", "job", "a"]).await, ":1\r\n");
+    let next = token_of(&two.call(&["LOCK.ACQUIRE", "job", "b", "30000"]).await);
+    assert!(next > token);
+    // The first still remembers a's hold: its release and extension find
+    // nothing of a's, and b's hold stands.
+    assert_eq!(one.call(&["LOCK.EXTEND", "job", "a", "30000"]).await, ":0\r\n");
+    assert_eq!(one.call(&["LOCK.RELEASE", "job", "a"]).await, ":0\r\n");
+    let holders: Vec<String> = c.infos("job").await.iter().flatten().map(|i| i.owner.clone()).collect();
+    assert_eq!(holders.len(), 3, "b holds on every server: {holders:?}");
+    assert!(holders.iter().all(|o| client_owner(o) == "b"), "{holders:?}");
+    // And a asks anew through the first: refused while b holds.
+    assert_eq!(one.call(&["LOCK.ACQUIRE", "job", "a", "30000"]).await, "$-1\r\n");
+    assert_eq!(two.call(&["LOCK.RELEASE", "job", "b"]).await, ":1\r\n");
+    assert_eq!(c.infos("job").await, vec![None; 3], "released on every server");
+}
