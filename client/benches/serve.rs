@@ -29,7 +29,14 @@
 //!    Both: a flag is set during the hold, and finding it set is a
 //!    mutual-exclusion violation; tokens must increase in grant order. A
 //!    violation fails the bench (exit 1).
-//! 3. `redis-benchmark` against the endpoint (when it is on PATH):
+//! 3. scale (once, after the rounds): 10,000 idle client connections,
+//!    each answered a `PING`, then 1,000 of them waiting in one lock's
+//!    line behind a holder; the endpoint's resident memory (VmRSS) before
+//!    and after each, per connection and per waiter, and the time the line
+//!    takes to drain, one grant at a time, once the holder lets go. The
+//!    bench raises its open-files limit to the hard one (the endpoint
+//!    inherits it) and takes fewer connections where that is too low.
+//! 4. `redis-benchmark` against the endpoint (when it is on PATH):
 //!    `LOCK.ACQUIRE sb:<rand> owner 10000` from 32 clients, its requests/s
 //!    printed (each grants a fresh key: a whole quorum round per request).
 //!
@@ -63,6 +70,8 @@ use hdrhistogram::Histogram;
 use rand::Rng;
 use redis::aio::MultiplexedConnection;
 use redlock::{Error, Redlock, Settings};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 #[path = "support/servers.rs"]
 mod servers;
@@ -465,6 +474,156 @@ async fn contend_endpoint(c: &mut MultiplexedConnection, resource: &str, who: us
     }
 }
 
+/// The endpoint's resident memory, kB.
+fn rss_kb(pid: u32) -> Res<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no VmRSS in /proc/{pid}/status"))
+}
+
+/// The soft limit of open files raised to the hard one; the limit now.
+fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid pointer to a local.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let wanted = libc::rlimit { rlim_cur: limit.rlim_max.min(1 << 20), rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+                limit = wanted;
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
+/// A request in RESP.
+fn resp(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// One line of a reply (the replies read here are one line each).
+async fn reply_line(c: &mut tokio::io::BufReader<TcpStream>) -> Res<String> {
+    let mut line = String::new();
+    match c.read_line(&mut line).await {
+        Ok(0) => Err("the endpoint closed a connection".into()),
+        Ok(_) => Ok(line),
+        Err(e) => Err(format!("read: {e}")),
+    }
+}
+
+/// What the scale phase measured.
+struct Scale {
+    connections: usize,
+    per_connection_bytes: f64,
+    waiters: usize,
+    per_waiter_bytes: f64,
+    line_up_ms: f64,
+    drain_ms: f64,
+}
+
+/// Phase 3: `connections` idle connections, then `waiters` of them in
+/// one line; the endpoint's memory for each, and the line's drain.
+async fn scale(port: u16, pid: u32, run: &str, violations: &Violations) -> Res<Scale> {
+    let limit = raise_open_files();
+    let waiters = 1_000usize.min(usize::try_from(limit.saturating_sub(500) / 10).unwrap_or(0)).max(10);
+    let connections = 10_000usize.min(usize::try_from(limit.saturating_sub(5 * waiters as u64 + 500)).unwrap_or(0)).max(waiters + 1);
+    let before = rss_kb(pid)?;
+    let mut conns = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| format!("connect: {e}"))?;
+        conns.push(tokio::io::BufReader::new(stream));
+    }
+    for c in conns.iter_mut() {
+        c.get_mut().write_all(&resp(&["PING"])).await.map_err(|e| format!("write: {e}"))?;
+    }
+    for c in conns.iter_mut() {
+        let line = reply_line(c).await?;
+        if line != "+PONG\r\n" {
+            return Err(format!("PING answered {line:?}"));
+        }
+    }
+    let idle = rss_kb(pid)?;
+    let key = format!("sv:{run}:line");
+    let mut holder = conns.pop().ok_or("no connection")?;
+    holder.get_mut().write_all(&resp(&["LOCK.ACQUIRE", &key, "holder", "600000"])).await.map_err(|e| format!("write: {e}"))?;
+    let first = reply_line(&mut holder).await?;
+    if !first.starts_with(':') {
+        return Err(format!("the holder was answered {first:?}"));
+    }
+    let lined_up = Instant::now();
+    let mut line = Vec::with_capacity(waiters);
+    for (i, mut c) in conns.drain(..waiters).enumerate() {
+        let owner = format!("w{i}");
+        c.get_mut()
+            .write_all(&resp(&["LOCK.ACQUIRE", &key, &owner, "600000", "WAIT", "600000"]))
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        line.push((owner, c));
+    }
+    let mut info = tokio::io::BufReader::new(TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| format!("connect: {e}"))?);
+    loop {
+        info.get_mut().write_all(&resp(&["INFO"])).await.map_err(|e| format!("write: {e}"))?;
+        let head = reply_line(&mut info).await?;
+        let len: usize = head.get(1..).map(str::trim).and_then(|n| n.parse().ok()).ok_or(format!("INFO answered {head:?}"))?;
+        let mut body = vec![0u8; len + 2];
+        info.read_exact(&mut body).await.map_err(|e| format!("read: {e}"))?;
+        let text = String::from_utf8_lossy(&body);
+        let waiting = text.lines().find_map(|l| l.strip_prefix("acquisitions_waiting:")).and_then(|v| v.trim().parse::<usize>().ok());
+        if waiting == Some(waiters) {
+            break;
+        }
+        if lined_up.elapsed() > Duration::from_secs(120) {
+            return Err(format!("{waiters} waiters did not line up in 120 s (waiting: {waiting:?})"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let line_up_ms = lined_up.elapsed().as_secs_f64() * 1000.0;
+    let waiting = rss_kb(pid)?;
+    let holding = Arc::new(AtomicBool::new(false));
+    let drained = Instant::now();
+    holder.get_mut().write_all(&resp(&["LOCK.RELEASE", &key, "holder"])).await.map_err(|e| format!("write: {e}"))?;
+    reply_line(&mut holder).await?;
+    let mut tasks = Vec::with_capacity(waiters);
+    for (owner, mut c) in line {
+        let (holding, violations, key) = (holding.clone(), violations.clone(), key.clone());
+        tasks.push(tokio::spawn(async move {
+            let granted = reply_line(&mut c).await?;
+            if !granted.starts_with(':') {
+                return Err(format!("{owner} was answered {granted:?}"));
+            }
+            if holding.swap(true, Ordering::SeqCst) {
+                violations.push(format!("scale: {owner} granted while another waiter holds the lock"));
+            }
+            holding.store(false, Ordering::SeqCst);
+            c.get_mut().write_all(&resp(&["LOCK.RELEASE", &key, &owner])).await.map_err(|e| format!("write: {e}"))?;
+            reply_line(&mut c).await.map(|_| ())
+        }));
+    }
+    for t in futures::future::join_all(tasks).await {
+        t.map_err(|e| format!("waiter task: {e}"))??;
+    }
+    let drain_ms = drained.elapsed().as_secs_f64() * 1000.0;
+    Ok(Scale {
+        connections,
+        per_connection_bytes: (idle.saturating_sub(before) * 1024) as f64 / connections as f64,
+        waiters,
+        per_waiter_bytes: (waiting.saturating_sub(idle) * 1024) as f64 / waiters as f64,
+        line_up_ms,
+        drain_ms,
+    })
+}
+
 /// `redis-benchmark` against the endpoint: its requests/s, or why none.
 fn redis_benchmark(port: u16, run: &str) -> String {
     let out = Command::new("redis-benchmark")
@@ -619,6 +778,7 @@ async fn bench(cfg: &Config, urls: &[String], endpoint: &Endpoint, version: &str
             contended_pair.push(way, s);
         }
     }
+    let scaled = scale(endpoint.port, endpoint.child.id(), &run, &violations).await?;
     let bench_line = redis_benchmark(endpoint.port, &run);
     let total = started.elapsed();
 
@@ -685,6 +845,17 @@ async fn bench(cfg: &Config, urls: &[String], endpoint: &Endpoint, version: &str
             errors.push(format!("  contended, {name}: {} error(s); first: {}\n", m.errors, m.first_error.as_deref().unwrap_or("?")));
         }
     }
+    out += &format!(
+        "scale: {} idle connections, {:.0} B of the endpoint's memory each; {} of them waiting in one line, {:.0} B more each \
+         (lined up in {:.0} ms); the line drained one grant at a time in {:.0} ms ({:.0} grants/s)\n",
+        scaled.connections,
+        scaled.per_connection_bytes,
+        scaled.waiters,
+        scaled.per_waiter_bytes,
+        scaled.line_up_ms,
+        scaled.drain_ms,
+        scaled.waiters as f64 * 1000.0 / scaled.drain_ms.max(1.0)
+    );
     out += &format!("redis-benchmark LOCK.ACQUIRE through the endpoint: {bench_line}\n");
     if !errors.is_empty() {
         out += "\nerrors (counted, not fatal):\n";
