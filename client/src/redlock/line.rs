@@ -186,8 +186,9 @@ impl Redlock {
     /// mode the request keeps a place in the resource's line for its whole
     /// wait (see `lock_until`), whatever its kind. `ask`: the kind of hold
     /// (its share), and the value stored with an exclusive hold on every
-    /// instance (an election's, see `election`); the rounds set its fence
-    /// and session.
+    /// instance (an election's, see `election`), and the least token
+    /// (`Ask::fence`, the module's `FENCE`: the head's rounds ask for the
+    /// higher of it and the line's floor); the rounds set the session.
     pub(crate) async fn acquire_until<F>(
         &self,
         resource: &Resources,
@@ -200,7 +201,10 @@ impl Redlock {
         F: FnMut(&Retry<'_>) + Send,
     {
         let kind = Kind::of_share(ask.share);
-        let ask = ask.fence(None).session(None);
+        // The least token the caller asked for (`FENCE`), asked of every
+        // round; the head's rounds ask more when the line knows more.
+        let least = ask.fence;
+        let ask = ask.fence(least).session(None);
         self.verify_servers().await?;
         let hi = self.inner.settings.retry_delay.1;
         let lined = self.inner.settings.mode == Mode::Module;
@@ -315,6 +319,10 @@ impl Redlock {
                         let window = (ttl / 3).min(d.saturating_duration_since(round_started)).max(Duration::from_millis(1));
                         let floor =
                             ask_floor.then(|| place.token().max(self.inner.highest_token.load(Ordering::Relaxed)).saturating_add(1));
+                        let floor = match (floor, least) {
+                            (Some(f), Some(l)) => Some(f.max(l)),
+                            (f, l) => f.or(l),
+                        };
                         let head = self.attempt_at_head(held.unwrap_or(resource), ttl, window, ask.fence(floor));
                         (self.looking_around(head, semaphore.as_ref(), ttl).await, Some(window))
                     }
@@ -345,13 +353,18 @@ impl Redlock {
                 }
                 Err(outcomes) => outcomes,
             };
-            if outcomes.iter().any(|o| matches!(&o.outcome, Outcome::Failed(m) if m.contains("max-token-lead"))) {
+            let too_far_ahead = outcomes.iter().any(|o| matches!(&o.outcome, Outcome::Failed(m) if m.contains("max-token-lead")));
+            // Asked without the line's floor, the caller's own `FENCE` is
+            // what a server refused as too far ahead: no round will do.
+            let least_refused = too_far_ahead && !ask_floor && least.is_some();
+            if too_far_ahead {
                 ask_floor = false;
             }
             let why = quorum::not_granted(&outcomes, self.inner.quorum);
             // No retry changes a refusal of the request itself.
             let hopeless = matches!(why, NotGranted::Rejected { rejection, .. } if rejection.is_configuration())
-                || repeated_server(&outcomes, self.insecure()).is_some();
+                || repeated_server(&outcomes, self.insecure()).is_some()
+                || least_refused;
             if hopeless {
                 place.leave().await;
                 return Err(self.not_acquired(&named, attempts, outcomes));

@@ -60,9 +60,6 @@ pub fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
     if ask.limit.is_some() && ask.fence.is_some() {
         return Err(not_served("FENCE with SHARED LIMIT"));
     }
-    if ask.fence.is_some() && ask.wait.is_some() {
-        return Err(not_served("FENCE with WAIT"));
-    }
     Ok(ask)
 }
 
@@ -207,9 +204,6 @@ pub fn parse_macquire(args: &[Vec<u8>]) -> Result<MAcquire, Reply> {
     }
     if semaphore.is_some() {
         return Err(not_served("LOCK.MACQUIRE ... SEMAPHORE"));
-    }
-    if ask.fence.is_some() && ask.wait.is_some() {
-        return Err(not_served("FENCE with WAIT"));
     }
     Ok(MAcquire { keys, ask })
 }

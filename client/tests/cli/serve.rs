@@ -318,3 +318,28 @@ async fn serve_remembers_its_grants_but_answers_what_the_servers_hold() {
     assert_eq!(two.call(&["LOCK.RELEASE", "job", "b"]).await, ":1\r\n");
     assert_eq!(c.infos("job").await, vec![None; 3], "released on every server");
 }
+
+/// `FENCE` with `WAIT`: a waiter asks for at least the token it names,
+/// and is granted one at least that high when its turn comes; a `FENCE`
+/// no server takes (beyond `redislock.max-token-lead`) is an answer at
+/// once, not a wait to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_waiter_gets_at_least_the_token_it_fences() {
+    let c = Cluster::start(3);
+    let e = endpoint(&c, &[]).await;
+    let mut holder = Raw::connect(e.port).await;
+    let mut waiter = Raw::connect(e.port).await;
+    let first = token_of(&holder.call(&["LOCK.ACQUIRE", "fenced", "a", "30000"]).await);
+    let least = first + 1_000;
+    waiter.send(&["LOCK.ACQUIRE", "fenced", "b", "30000", "FENCE", &least.to_string(), "WAIT", "20000"]).await;
+    eventually(Duration::from_secs(10), "b waiting on the servers", || async { waiting_on(&c, "fenced", 1).await >= 2 }).await;
+    assert_eq!(holder.call(&["LOCK.RELEASE", "fenced", "a"]).await, ":1\r\n");
+    let granted = token_of(&waiter.reply().await);
+    assert!(granted >= least, "granted token {granted}, asked at least {least}");
+    assert_eq!(waiter.call(&["LOCK.RELEASE", "fenced", "b"]).await, ":1\r\n");
+    let started = Instant::now();
+    let beyond = (granted + 1_000_000_000_000_000).to_string();
+    let refused = waiter.call(&["LOCK.ACQUIRE", "fenced", "b", "30000", "FENCE", &beyond, "WAIT", "20000"]).await;
+    assert!(refused.starts_with('-') || refused == "$-1\r\n", "a FENCE beyond every server's bound: {refused:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "answered before the wait's end, in {:?}", started.elapsed());
+}
