@@ -17,7 +17,7 @@ enum Joined {
 }
 
 /// What the first round of a waiting acquisition came to (`first_try`).
-enum FirstTry {
+pub(super) enum FirstTry {
     Lock(Lock),
     /// Others are in line: wait behind them.
     Behind,
@@ -46,11 +46,11 @@ const LOOK_AROUND: Duration = Duration::from_millis(250);
 /// The semaphore a waiting acquisition of permits asks (see
 /// `acquire_until`): its name, limit and permits per hold, and the owner
 /// the caller named (`Redlock::permits_as`; `None`: a new one per round).
-struct Semaphore {
-    name: String,
-    limit: u32,
-    count: u32,
-    owner: Option<String>,
+pub(super) struct Semaphore {
+    pub(super) name: String,
+    pub(super) limit: u32,
+    pub(super) count: u32,
+    pub(super) owner: Option<String>,
 }
 
 /// A place in a resource's waiting line: a module lock on one designated
@@ -147,7 +147,7 @@ impl Drop for AbandonPlace<'_> {
 /// The instance that keeps `resource`'s line: the same for every client
 /// whatever the order of its server list (FNV-1a over the resource, among
 /// the servers sorted by name).
-fn line_instance(resource: &str, by_name: &[usize]) -> usize {
+pub(super) fn line_instance(resource: &str, by_name: &[usize]) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in resource.bytes() {
         hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -589,60 +589,6 @@ impl Redlock {
         tokio::select! {
             taken = head => taken,
             lock = around => Ok(lock),
-        }
-    }
-
-    /// The first round of a waiting acquisition: a plain round on the lock,
-    /// and in the same round trip a look at `resource`'s line (whether its
-    /// place is held: someone is first in line; for a set, in any member's
-    /// line). Taking no place here keeps the line instance's token counter
-    /// in step with the others, so an uncontended grant needs no
-    /// write-back round. A lock taken while someone is in line is given
-    /// back at once: it was free on the servers only between two holders
-    /// of the line, and a newcomer must not overtake them.
-    async fn first_try(&self, resource: &Resources, kind: Kind, ttl: Duration, ask: Ask<'_>) -> FirstTry {
-        self.first_round(resource, kind, self.attempt(resource, ttl, ask)).await
-    }
-
-    /// `first_try` for permits: the round over the permits
-    /// (`attempt_permit`, from permit `first` on) and a look at the line of
-    /// the first permits it asks, `slots`. Permits granted further on are
-    /// kept: their line was not looked at, and is empty but for a moment
-    /// (its head waits on them in the servers' queues).
-    async fn first_permit(&self, semaphore: &Semaphore, slots: &Resources, ttl: Duration, first: u32) -> FirstTry {
-        let Semaphore { name, limit, count, owner } = semaphore;
-        self.first_round(slots, Kind::Exclusive, self.attempt_permit_from(name, *limit, *count, ttl, first, owner.as_deref())).await
-    }
-
-    /// The first round: `attempt` and, at once, a look at `resource`'s line
-    /// (see `first_try`).
-    async fn first_round(
-        &self,
-        resource: &Resources,
-        kind: Kind,
-        attempt: impl std::future::Future<Output = Result<Lock, Vec<InstanceOutcome>>>,
-    ) -> FirstTry {
-        let look = resource.names().iter().map(|name| async move {
-            let instance = self.inner.instances.get(line_instance(name, &self.inner.line_order))?;
-            instance.exists(&kind.line_key(name)).await
-        });
-        let (in_line, taken) = futures::join!(join_all(look), attempt);
-        let someone_in_line = in_line.contains(&Some(true));
-        match (someone_in_line, taken) {
-            // By name: a permit hold's lock is named after its slots, and
-            // holds its limit record too.
-            (true, Ok(lock)) if lock.resource == resource.to_string() => {
-                // Nothing to report: the release reaches every instance
-                // or runs out with the ttl.
-                let _ = self.release_on_servers(&lock).await;
-                FirstTry::Behind
-            }
-            (true, Err(_)) => FirstTry::Behind,
-            // Nobody in line (or another line's permits); or the line
-            // instance cannot tell, when a lock taken stands as a plain
-            // round's would (the line's fallback).
-            (_, Ok(lock)) => FirstTry::Lock(lock),
-            (false, Err(_)) => FirstTry::Again,
         }
     }
 

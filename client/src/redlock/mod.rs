@@ -6,6 +6,7 @@
 
 mod contended;
 mod entries;
+mod first;
 mod line;
 pub(crate) mod permits;
 mod release;
