@@ -485,24 +485,6 @@ fn rss_kb(pid: u32) -> Res<u64> {
         .ok_or_else(|| format!("no VmRSS in /proc/{pid}/status"))
 }
 
-/// The soft limit of open files raised to the hard one; the limit now.
-fn raise_open_files() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit with a valid pointer to a local.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let wanted = libc::rlimit { rlim_cur: limit.rlim_max.min(1 << 20), rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
-                limit = wanted;
-            }
-        }
-    }
-    limit.rlim_cur
-}
-
 /// A request in RESP.
 fn resp(args: &[&str]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
@@ -535,7 +517,7 @@ struct Scale {
 /// Phase 3: `connections` idle connections, then `waiters` of them in
 /// one line; the endpoint's memory for each, and the line's drain.
 async fn scale(port: u16, pid: u32, run: &str, violations: &Violations) -> Res<Scale> {
-    let limit = raise_open_files();
+    let limit = testkit::raise_open_files();
     let waiters = 1_000usize.min(usize::try_from(limit.saturating_sub(500) / 10).unwrap_or(0)).max(10);
     let connections = 10_000usize.min(usize::try_from(limit.saturating_sub(5 * waiters as u64 + 500)).unwrap_or(0)).max(waiters + 1);
     let before = rss_kb(pid)?;
@@ -690,6 +672,15 @@ impl Pair {
     }
 }
 
+/// One line for each way that had errors in the measurement `what`.
+fn note_errors(errors: &mut Vec<String>, what: &str, rust: &Med, endpoint: &Med) {
+    for (name, m) in [("rust", rust), ("endpoint", endpoint)] {
+        if m.errors > 0 {
+            errors.push(format!("  {what}, {name}: {} error(s); first: {}\n", m.errors, m.first_error.as_deref().unwrap_or("?")));
+        }
+    }
+}
+
 fn progress(round: usize, rounds: usize, what: &str, way: Way, s: &Sample, unit: &str) {
     eprintln!(
         "[round {}/{rounds}] {what:<24} {:<8} {:>7.0} {unit}/s  p50 {:>7.3} ms  p99 {:>7.3} ms  gave up {:>4}  errors {}{}",
@@ -814,15 +805,7 @@ async fn bench(cfg: &Config, urls: &[String], endpoint: &Endpoint, version: &str
             r.p99,
             e.p99
         );
-        for (name, m) in [("rust", &r), ("endpoint", &e)] {
-            if m.errors > 0 {
-                errors.push(format!(
-                    "  uncontended {w}, {name}: {} error(s); first: {}\n",
-                    m.errors,
-                    m.first_error.as_deref().unwrap_or("?")
-                ));
-            }
-        }
+        note_errors(&mut errors, &format!("uncontended {w}"), &r, &e);
     }
     out += "ratio: cycles/s endpoint/rust\n\n";
 
@@ -840,11 +823,7 @@ async fn bench(cfg: &Config, urls: &[String], endpoint: &Endpoint, version: &str
         r.gave_up,
         e.gave_up
     );
-    for (name, m) in [("rust", &r), ("endpoint", &e)] {
-        if m.errors > 0 {
-            errors.push(format!("  contended, {name}: {} error(s); first: {}\n", m.errors, m.first_error.as_deref().unwrap_or("?")));
-        }
-    }
+    note_errors(&mut errors, "contended", &r, &e);
     out += &format!(
         "scale: {} idle connections, {:.0} B of the endpoint's memory each; {} of them waiting in one line, {:.0} B more each \
          (lined up in {:.0} ms); the line drained one grant at a time in {:.0} ms ({:.0} grants/s)\n",

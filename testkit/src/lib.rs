@@ -72,3 +72,24 @@ pub fn libfaketime() -> Option<PathBuf> {
 pub fn now_unix_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
 }
+
+/// Raises this process's soft limit of open files to its hard limit (at
+/// most 2^20), as `redlock serve` and redis-server do for themselves; a
+/// child started afterwards inherits it. The limit now; 1024 when it
+/// cannot be read.
+pub fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid pointer to a local.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let wanted = libc::rlimit { rlim_cur: limit.rlim_max.min(1 << 20), rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+                limit = wanted;
+            }
+        }
+    }
+    limit.rlim_cur
+}

@@ -21,24 +21,6 @@ use crate::serve_endpoint::{endpoint, token_of, Raw, REPLY};
 const CONNECTIONS: u64 = 10_000;
 const WAITERS: u64 = 1_000;
 
-/// The soft limit of open files raised to the hard one; the limit now.
-fn raise_open_files() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit with a valid pointer to a local.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let wanted = libc::rlimit { rlim_cur: limit.rlim_max.min(1 << 20), rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
-                limit = wanted;
-            }
-        }
-    }
-    limit.rlim_cur
-}
-
 /// A field of the endpoint's INFO.
 async fn info_field(port: u16, field: &str) -> i64 {
     let mut c = Raw::connect(port).await;
@@ -54,7 +36,7 @@ async fn info_field(port: u16, field: &str) -> i64 {
 #[allow(clippy::await_holding_lock)]
 async fn serve_takes_ten_thousand_connections_and_a_line_of_a_thousand() {
     let _alone = common::serial();
-    let limit = raise_open_files();
+    let limit = testkit::raise_open_files();
     // The endpoint holds every client connection, and a connection to
     // each of the five servers per waiter; this process the clients.
     let waiters = WAITERS.min(limit.saturating_sub(500) / 10).max(50);
