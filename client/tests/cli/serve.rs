@@ -343,3 +343,45 @@ async fn serve_a_waiter_gets_at_least_the_token_it_fences() {
     assert!(refused.starts_with('-') || refused == "$-1\r\n", "a FENCE beyond every server's bound: {refused:?}");
     assert!(started.elapsed() < Duration::from_secs(15), "answered before the wait's end, in {:?}", started.elapsed());
 }
+
+/// Clients asking without `WAIT` (the endpoint asks for an exclusive
+/// hold at once and remembers what it granted) through two endpoints,
+/// each releasing every other hold through the endpoint it did not take
+/// it through (so the taker's record goes stale): every hold recorded,
+/// none overlapping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_clients_asking_at_once_through_two_endpoints_never_hold_together() {
+    let c = Cluster::start(5);
+    let (first, second) = (endpoint(&c, &[]).await, endpoint(&c, &[]).await);
+    let history = History::new();
+    let mut tasks = Vec::new();
+    for client in 0..4 {
+        let (history, ports) = (history.clone(), [first.port, second.port]);
+        tasks.push(tokio::spawn(async move {
+            let mut via = [Raw::connect(ports[0]).await, Raw::connect(ports[1]).await];
+            let owner = format!("client-{client}");
+            let mut held = 0;
+            while held < 8 {
+                let taker = (client + held) % 2;
+                let reply = via[taker].call(&["LOCK.ACQUIRE", "counter", &owner, "10000"]).await;
+                if reply == "$-1\r\n" {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                }
+                let token = token_of(&reply);
+                let granted = Instant::now();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let released = Instant::now();
+                let releaser = if held % 2 == 0 { taker } else { 1 - taker };
+                assert_eq!(via[releaser].call(&["LOCK.RELEASE", "counter", &owner]).await, ":1\r\n", "{owner} releases");
+                history.record(owner.clone(), token, granted, released);
+                held += 1;
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t).await.expect("a client stuck").expect("a client failed");
+    }
+    assert_eq!(history.holds().len(), 32);
+    history.check().assert_exclusive("four clients asking at once through two endpoints");
+}
