@@ -15,7 +15,9 @@
 //! client could then be granted while it still works. So a client's
 //! holds are found on the servers by its owner (`lookup`): asking again
 //! while one may stand on a quorum extends it (which never releases),
-//! and release and extend act on it; the endpoint keeps no state. A
+//! and release and extend act on it. What the endpoint remembers of the
+//! holds it granted (`own`) only spares that look-up; the answer is the
+//! servers'. A
 //! semaphore's hold is found the same way on the semaphore's limit record
 //! (`redlock::semaphore::limit_key`), which every hold of its permits
 //! takes under its owner, and a set's on its first key.

@@ -14,9 +14,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// A key and a client's owner.
-type Name = (String, String);
-
 /// One hold: the owner it stands under on the servers, and when its
 /// lease ends at the latest.
 struct Hold {
@@ -31,7 +28,11 @@ pub struct Own {
 
 #[derive(Default)]
 struct Table {
-    holds: HashMap<Name, Hold>,
+    /// By key, then by client owner: looked up by `&str`, with nothing
+    /// allocated for a look-up.
+    holds: HashMap<String, HashMap<String, Hold>>,
+    /// Holds in `holds`.
+    len: usize,
     /// How many holds the table kept after it last dropped ended ones.
     kept: usize,
 }
@@ -46,12 +47,27 @@ impl Own {
     /// latest (granted, refreshed or extended).
     pub fn record(&self, key: &str, owner: &str, stored: &str, until: Instant) {
         let Ok(mut table) = self.holds.lock() else { return };
-        table.holds.insert((key.to_string(), owner.to_string()), Hold { stored: stored.to_string(), until });
-        let len = table.holds.len();
-        if len >= SWEEP_FROM.max(2 * table.kept) {
+        let hold = Hold { stored: stored.to_string(), until };
+        let owners = table.holds.entry(key.to_string()).or_default();
+        let added = match owners.get_mut(owner) {
+            Some(h) => {
+                *h = hold;
+                0
+            }
+            None => {
+                owners.insert(owner.to_string(), hold);
+                1
+            }
+        };
+        table.len += added;
+        if table.len >= SWEEP_FROM.max(2 * table.kept) {
             let now = Instant::now();
-            table.holds.retain(|_, h| h.until > now);
-            table.kept = table.holds.len();
+            table.holds.retain(|_, owners| {
+                owners.retain(|_, h| h.until > now);
+                !owners.is_empty()
+            });
+            table.len = table.holds.values().map(HashMap::len).sum();
+            table.kept = table.len;
         }
     }
 
@@ -59,7 +75,7 @@ impl Own {
     /// granted one whose lease may still run.
     pub fn find(&self, key: &str, owner: &str) -> Option<String> {
         let table = self.holds.lock().ok()?;
-        let hold = table.holds.get(&(key.to_string(), owner.to_string()))?;
+        let hold = table.holds.get(key)?.get(owner)?;
         (hold.until > Instant::now()).then(|| hold.stored.clone())
     }
 
@@ -67,15 +83,20 @@ impl Own {
     /// (released, or no longer held there).
     pub fn forget(&self, key: &str, owner: &str, stored: &str) {
         let Ok(mut table) = self.holds.lock() else { return };
-        let name = (key.to_string(), owner.to_string());
-        if table.holds.get(&name).is_some_and(|h| h.stored == stored) {
-            table.holds.remove(&name);
+        let Some(owners) = table.holds.get_mut(key) else { return };
+        if owners.get(owner).is_none_or(|h| h.stored != stored) {
+            return;
         }
+        owners.remove(owner);
+        if owners.is_empty() {
+            table.holds.remove(key);
+        }
+        table.len = table.len.saturating_sub(1);
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.holds.lock().map(|t| t.holds.len()).unwrap_or(0)
+        self.holds.lock().map(|t| t.len).unwrap_or(0)
     }
 }
 
@@ -88,7 +109,9 @@ mod tests {
     fn a_hold_is_found_until_its_lease_ends_or_it_is_forgotten() {
         let own = Own::default();
         let later = Instant::now() + Duration::from_secs(60);
+        own.record("k", "a", "a:fedcba9876543210", later);
         own.record("k", "a", "a:0123456789abcdef", later);
+        assert_eq!(own.len(), 1, "the client's later hold of the key replaces the earlier");
         assert_eq!(own.find("k", "a").as_deref(), Some("a:0123456789abcdef"));
         assert_eq!(own.find("k", "b"), None, "another owner's");
         assert_eq!(own.find("other", "a"), None, "another key's");
