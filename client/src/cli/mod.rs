@@ -22,10 +22,18 @@ use exit::Failure;
 
 /// Runs the parsed command line; returns the exit status.
 pub fn execute(cli: Cli) -> Result<i32, Failure> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::general(format!("starting the async runtime: {e}")))?;
+    let mut builder = match &cli.command {
+        // The endpoint's requests are short and many: on one thread none
+        // is handed between threads (a wake-up and a system call each).
+        Command::Serve(args) if args.threads <= 1 => tokio::runtime::Builder::new_current_thread(),
+        Command::Serve(args) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(usize::from(args.threads));
+            builder
+        }
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = builder.enable_all().build().map_err(|e| Failure::general(format!("starting the async runtime: {e}")))?;
     runtime.block_on(dispatch(cli))
 }
 

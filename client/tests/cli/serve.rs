@@ -293,7 +293,9 @@ async fn serve_finds_a_clients_hold_through_another_endpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_remembers_its_grants_but_answers_what_the_servers_hold() {
     let c = Cluster::start(3);
-    let (first, second) = (endpoint(&c, &[]).await, endpoint(&c, &[]).await);
+    // The second on a runtime of two threads (the first on the default
+    // one): requests of one endpoint served side by side too.
+    let (first, second) = (endpoint(&c, &[]).await, endpoint_with(&c, &[], &["--threads", "2"]).await);
     let mut one = Raw::connect(first.port).await;
     let mut two = Raw::connect(second.port).await;
     // Granted and extended through the first, which remembers it.
@@ -348,11 +350,13 @@ async fn serve_a_waiter_gets_at_least_the_token_it_fences() {
 /// hold at once and remembers what it granted) through two endpoints,
 /// each releasing every other hold through the endpoint it did not take
 /// it through (so the taker's record goes stale): every hold recorded,
-/// none overlapping.
+/// none overlapping, one endpoint on one thread and one on two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_clients_asking_at_once_through_two_endpoints_never_hold_together() {
     let c = Cluster::start(5);
-    let (first, second) = (endpoint(&c, &[]).await, endpoint(&c, &[]).await);
+    // The second on a runtime of two threads (the first on the default
+    // one): requests of one endpoint served side by side too.
+    let (first, second) = (endpoint(&c, &[]).await, endpoint_with(&c, &[], &["--threads", "2"]).await);
     let history = History::new();
     let mut tasks = Vec::new();
     for client in 0..4 {

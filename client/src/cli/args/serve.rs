@@ -85,6 +85,14 @@ pub struct ServeArgs {
     /// pass) unless the file has `user default on nopass`.
     #[arg(long, env = "REDLOCK_SERVE_ACLFILE", value_name = "FILE")]
     pub aclfile: Option<PathBuf>,
+
+    /// Threads that serve clients and speak to the servers. One, like
+    /// redis-server's main thread, is the fastest where the endpoint shares
+    /// a few cores with other processes (no hand-offs between threads;
+    /// docs/benchmarks.md); more spread a busy endpoint over more cores.
+    #[arg(long, env = "REDLOCK_SERVE_THREADS", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: u16,
 }
 
 /// `--tls-auth-clients`.

@@ -336,3 +336,16 @@ fn elect_takes_a_name_a_value_and_a_command_and_leader_a_name() {
     assert!(cli.global.json);
     assert!(parse(&["leader", "nightly", "--interval", "50ms"]).is_err(), "--interval needs --watch");
 }
+
+#[test]
+fn serve_runs_on_one_thread_unless_told_more() {
+    let cli = parse(&["serve"]).expect("parses");
+    let Command::Serve(s) = cli.command else { panic!("not serve") };
+    assert_eq!(s.threads, 1);
+    let cli = parse(&["serve", "--threads", "4"]).expect("parses");
+    let Command::Serve(s) = cli.command else { panic!("not serve") };
+    assert_eq!(s.threads, 4);
+    for bad in ["0", "-1", "1025", "two", ""] {
+        assert_eq!(parse(&["serve", "--threads", bad]).expect_err(bad).exit_code(), 2, "{bad:?}");
+    }
+}
