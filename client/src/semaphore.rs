@@ -60,16 +60,20 @@ impl Redlock {
     pub async fn try_permits(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Error> {
         Self::check_limit(limit, count)?;
         self.verify_servers().await?;
-        self.attempt_permit(resource, limit, count, ttl, None).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+        self.attempt_permit(resource, limit, count, ttl, Ask::exclusive())
+            .await
+            .map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
     }
 
     /// `count` of the `limit` permits of `resource` held by `owner`, the
     /// name the caller gives its hold (as the module's `LOCK.ACQUIRE key
-    /// owner ttl SHARED LIMIT n PERMITS k`): with a deadline waited for in
-    /// line until then (see `permits_until`), else one round over the
-    /// permits (see `try_permits`). Each round holds under `owner`, `:`
-    /// and 16 random hex digits of its own, as for `lock_as`, and for the
-    /// same reasons.
+    /// owner ttl SHARED LIMIT n PERMITS k [FENCE min]`): with a deadline
+    /// waited for in line until then (see `permits_until`), else one round
+    /// over the permits (see `try_permits`). Each round holds under
+    /// `owner`, `:` and 16 random hex digits of its own, as for `lock_as`,
+    /// and for the same reasons; `fence`, the least token of every round
+    /// (each permit's and the limit record's, as `Ask::fence`).
+    #[allow(clippy::too_many_arguments)] // the module's LOCK.ACQUIRE, one argument each
     pub async fn permits_as(
         &self,
         resource: &str,
@@ -77,17 +81,16 @@ impl Redlock {
         limit: u32,
         count: u32,
         ttl: Duration,
+        fence: Option<i64>,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
         Self::check_limit(limit, count)?;
-        let ask = Ask::new(Share::Permits(limit, count)).owner(Some(owner));
+        let ask = Ask::new(Share::Permits(limit, count)).owner(Some(owner)).fence(fence);
         match deadline {
             Some(_) => self.acquire_until(&Resources::one(resource), ttl, deadline, ask, |_| {}).await,
             None => {
                 self.verify_servers().await?;
-                self.attempt_permit(resource, limit, count, ttl, Some(owner))
-                    .await
-                    .map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+                self.attempt_permit(resource, limit, count, ttl, ask).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
             }
         }
     }
@@ -96,18 +99,20 @@ impl Redlock {
     /// to `i + count - 1`, wrapping) asked as one set, for each `i` from a
     /// random one on, until a set is granted. `Err` with the outcomes of
     /// the last set asked (or of the first refused as a request, which
-    /// every set would be). `owner`: the name each set's owner is made
-    /// from (`permits_as`); `None`, a new random one per set.
+    /// every set would be). Of `named`, only its `owner` (the name each
+    /// set's owner is made from, `permits_as`; `None`, a new random one
+    /// per set) and its `fence` (the least token) count: the share is the
+    /// permits'.
     pub(crate) async fn attempt_permit(
         &self,
         resource: &str,
         limit: u32,
         count: u32,
         ttl: Duration,
-        owner: Option<&str>,
+        named: Ask<'_>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         let first = rand::rng().random_range(0..limit.max(1));
-        self.attempt_permit_from(resource, limit, count, ttl, first, owner).await
+        self.attempt_permit_from(resource, limit, count, ttl, first, named).await
     }
 
     /// `attempt_permit`, starting at permit `first`.
@@ -118,13 +123,13 @@ impl Redlock {
         count: u32,
         ttl: Duration,
         first: u32,
-        owner: Option<&str>,
+        named: Ask<'_>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
         let mut last = Vec::new();
         for i in 0..limit {
             let Ok(slots) = permit_set(resource, limit, count, first.wrapping_add(i)) else { break };
             let Ok(hold) = PermitHold::of(&slots, resource, limit, self.inner.settings.mode) else { break };
-            match self.attempt(&hold.keys, ttl, hold.ask.owner(owner)).await {
+            match self.attempt(&hold.keys, ttl, hold.ask.owner(named.owner).fence(named.fence)).await {
                 Ok(lock) => return Ok(named_after(lock, &slots)),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });

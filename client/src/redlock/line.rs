@@ -51,6 +51,8 @@ pub(super) struct Semaphore {
     pub(super) limit: u32,
     pub(super) count: u32,
     pub(super) owner: Option<String>,
+    /// The least token asked (`FENCE`).
+    pub(super) fence: Option<i64>,
 }
 
 /// A place in a resource's waiting line: a module lock on one designated
@@ -258,7 +260,7 @@ impl Redlock {
                 let first = rand::rng().random_range(0..limit.max(1));
                 slots = permit_set(&named, limit, count, first).map_err(Error::Config)?;
                 hold = PermitHold::of(&slots, &named, limit, self.inner.settings.mode).map_err(Error::Config)?;
-                let asked = Semaphore { name: named.clone(), limit, count, owner: ask.owner.map(str::to_string) };
+                let asked = Semaphore { name: named.clone(), limit, count, owner: ask.owner.map(str::to_string), fence: least };
                 let tried = match skip_first {
                     true => FirstTry::Behind,
                     false => self.first_permit(&asked, &slots, ttl, first).await,
@@ -268,7 +270,7 @@ impl Redlock {
                 }
                 semaphore = Some(asked);
                 held = Some(&hold.keys);
-                (&slots, Kind::Exclusive, hold.ask.owner(ask.owner))
+                (&slots, Kind::Exclusive, hold.ask.owner(ask.owner).fence(least))
             }
             (true, Some(_), _) => {
                 let tried = match skip_first {
@@ -326,7 +328,7 @@ impl Redlock {
                         let head = self.attempt_at_head(held.unwrap_or(resource), ttl, window, ask.fence(floor));
                         (self.looking_around(head, semaphore.as_ref(), ttl).await, Some(window))
                     }
-                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl, ask.owner).await, None),
+                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl, ask).await, None),
                     _ => (self.attempt(held.unwrap_or(resource), ttl, ask).await, None),
                 }
             };
@@ -577,11 +579,12 @@ impl Redlock {
         semaphore: Option<&Semaphore>,
         ttl: Duration,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
-        let Some(Semaphore { name, limit, count, owner }) = semaphore else { return head.await };
+        let Some(Semaphore { name, limit, count, owner, fence }) = semaphore else { return head.await };
         let around = async {
             loop {
                 tokio::time::sleep(LOOK_AROUND).await;
-                if let Ok(lock) = self.attempt_permit(name, *limit, *count, ttl, owner.as_deref()).await {
+                let named = Ask::exclusive().owner(owner.as_deref()).fence(*fence);
+                if let Ok(lock) = self.attempt_permit(name, *limit, *count, ttl, named).await {
                     return lock;
                 }
             }

@@ -57,9 +57,6 @@ pub fn parse_acquire(args: &[Vec<u8>]) -> Result<Acquire, Reply> {
             redlock::semaphore::MAX_PERMITS
         )));
     }
-    if ask.limit.is_some() && ask.fence.is_some() {
-        return Err(not_served("FENCE with SHARED LIMIT"));
-    }
     Ok(ask)
 }
 

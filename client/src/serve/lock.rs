@@ -217,6 +217,12 @@ pub fn refresh_refused(ask: &Acquire, hold: &Found) -> Option<Reply> {
         );
         return Some(Reply::error(text));
     }
+    fence_refused(ask, hold)
+}
+
+/// The module's refusal of a holder asking again with a `FENCE` above its
+/// token.
+fn fence_refused(ask: &Acquire, hold: &Found) -> Option<Reply> {
     if let (Some(min), Some(token)) = (ask.fence, hold.token) {
         if token < min {
             let text = format!(
@@ -248,6 +254,9 @@ async fn take_or_refresh_permits(shared: &Shared, ask: &Acquire, limit: u32) -> 
         if held_limit != limit {
             return (Reply::error(format!("ERR wrong lock kind: the key is a semaphore (SHARED LIMIT {held_limit})")), None);
         }
+        if let Some(refused) = fence_refused(ask, hold) {
+            return (refused, None);
+        }
         let held = (Taken::Permits(ask.key.clone(), limit), hold.stored.clone());
         return match binding::extend(redlock, &held, ask.ttl).await {
             // The permits held are known once extended: another number
@@ -263,7 +272,7 @@ async fn take_or_refresh_permits(shared: &Shared, ask: &Acquire, limit: u32) -> 
         };
     }
     let deadline = ask.wait.and_then(|w| Instant::now().checked_add(w));
-    match redlock.permits_as(&ask.key, &ask.owner, limit, ask.permits, ask.ttl, deadline).await {
+    match redlock.permits_as(&ask.key, &ask.owner, limit, ask.permits, ask.ttl, ask.fence, deadline).await {
         Ok(lock) => {
             let token = lock.token;
             granted(&lock, Taken::Permits(ask.key.clone(), limit), lock.owner.clone(), token)

@@ -91,6 +91,33 @@ async fn serve_semaphore_session_permit_goes_with_its_connection() {
     assert!(token_of(&reply) > 0, "the permit freed at the disconnect, long before its 30 s lease");
 }
 
+/// `FENCE` with `SHARED LIMIT`: a permit granted at once and one granted
+/// to a waiter each carry a token of at least the one asked, on every
+/// server that holds it; a holder asking again with a `FENCE` above its
+/// token is refused as the module refuses it, and keeps its permit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_semaphore_permits_carry_at_least_the_token_they_fence() {
+    let c = Cluster::start(5);
+    let e = endpoint(&c, &[]).await;
+    let (mut a, mut b) = (Raw::connect(e.port).await, Raw::connect(e.port).await);
+    let plain = token_of(&a.call(&["LOCK.ACQUIRE", "gate", "a", "30000", "SHARED", "LIMIT", "1"]).await);
+    assert_eq!(a.call(&["LOCK.RELEASE", "gate", "a"]).await, ":1\r\n");
+    let least = plain + 1_000;
+    let ta = token_of(&a.call(&["LOCK.ACQUIRE", "gate", "a", "30000", "SHARED", "LIMIT", "1", "FENCE", &least.to_string()]).await);
+    assert!(ta >= least, "granted at once: token {ta}, asked at least {least}");
+    let stored = c.infos("gate:permit:0").await.into_iter().flatten().filter(|i| i.token.is_some_and(|t| t >= least)).count();
+    assert!(stored >= 3, "the permit's token is at least {least} on a quorum ({stored} servers)");
+    let above = (ta + 1).to_string();
+    let refused = a.call(&["LOCK.ACQUIRE", "gate", "a", "30000", "SHARED", "LIMIT", "1", "FENCE", &above]).await;
+    assert!(refused.starts_with("-ERR a holds gate with token") && refused.contains("below FENCE"), "{refused:?}");
+    let more = (ta + 1_000).to_string();
+    b.send(&["LOCK.ACQUIRE", "gate", "b", "30000", "SHARED", "LIMIT", "1", "FENCE", &more, "WAIT", "20000"]).await;
+    eventually(REPLY, "b waiting on the permit on a quorum", || async { waited_on(&c, "gate:permit:0").await >= 3 }).await;
+    assert_eq!(a.call(&["LOCK.RELEASE", "gate", "a"]).await, ":1\r\n", "a kept its permit through the refusal");
+    let tb = token_of(&b.reply().await);
+    assert!(tb >= ta + 1_000, "granted to the waiter: token {tb}, asked at least {more}");
+}
+
 /// `VALUE` is stored with the hold on the servers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_value_is_stored_with_the_hold() {
