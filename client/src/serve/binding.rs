@@ -34,24 +34,38 @@ pub fn bind(shared: &Arc<Shared>, conn: u64, held: Held, ttl: Duration, delay: D
     tokio::spawn(keep(Arc::clone(shared), held, lost.clone(), generation));
 }
 
-/// Extends `held` every third of its ttl while it is bound and its
-/// connection lives.
+/// Extends `held` while it is bound and its connection lives: every third
+/// of its ttl, and early enough that a request still fits before its
+/// validity ends (`extension_due`). The hold counts as lost when an
+/// extension fails, and also when its validity ends before an extension
+/// came back (a server that stalls, a link that drops its packets): the
+/// connection is closed then, before any server may give the lock to
+/// another, however late the extension's own failure would come (as the
+/// quorum client's guard fires its lost signal).
 async fn keep(shared: Arc<Shared>, held: Held, lost: CancellationToken, generation: u64) {
+    let request_timeout = shared.redlock.settings().request_timeout;
+    let mut last = Instant::now();
     loop {
-        let Some(ttl) = shared.bindings.with(|m| m.get(&held).filter(|b| b.generation == generation).map(|b| b.ttl)) else { return };
+        let Some((ttl, valid_until)) = bound(&shared, &held, generation) else { return };
         tokio::select! {
-            () = tokio::time::sleep(ttl / 3) => {}
+            () = tokio::time::sleep_until(extension_due(last, ttl, valid_until, request_timeout).into()) => {}
             () = lost.cancelled() => return,
         }
-        let Some(ttl) = shared.bindings.with(|m| m.get(&held).filter(|b| b.generation == generation).map(|b| b.ttl)) else { return };
-        let extended = extend(&shared.redlock, &held, ttl).await;
+        let Some((ttl, valid_until)) = bound(&shared, &held, generation) else { return };
+        last = Instant::now();
+        let extended = tokio::select! {
+            extended = extend(&shared.redlock, &held, ttl) => extended.ok(),
+            // Sent, maybe landed, but not known in time: the hold may be
+            // lost by the time anyone hears more.
+            () = tokio::time::sleep_until(valid_until.into()) => None,
+        };
         let next = shared.bindings.with(|m| match m.get_mut(&held) {
             Some(b) if b.generation == generation => match &extended {
-                Ok(lock) => {
-                    b.valid_until = lock.acquired_at + lock.validity;
+                Some(lock) => {
+                    b.valid_until = lock.acquired_at.checked_add(lock.validity).unwrap_or(lock.acquired_at);
                     Next::Keep
                 }
-                Err(_) => {
+                None => {
                     m.remove(&held);
                     Next::Lost
                 }
@@ -68,6 +82,23 @@ async fn keep(shared: Arc<Shared>, held: Held, lost: CancellationToken, generati
             }
         }
     }
+}
+
+/// The ttl and validity of `held` while this binding (`generation`) is
+/// its own.
+fn bound(shared: &Shared, held: &Held, generation: u64) -> Option<(Duration, Instant)> {
+    shared.bindings.with(|m| m.get(held).filter(|b| b.generation == generation).map(|b| (b.ttl, b.valid_until)))
+}
+
+/// When the extension after one at `last` (or the grant) is due: a third
+/// of the ttl later, or earlier when the validity would not leave a
+/// request's time after that (a grant that came late in a slow round or
+/// a wait); never sooner than a sixth of the ttl, so that a validity
+/// shorter than a request does not make extensions follow back to back.
+fn extension_due(last: Instant, ttl: Duration, valid_until: Instant, request_timeout: Duration) -> Instant {
+    let after = |part: Duration| last.checked_add(part).unwrap_or(last);
+    let latest = valid_until.checked_sub(request_timeout).unwrap_or(last);
+    after(ttl / 3).min(latest).max(after(ttl / 6))
 }
 
 /// What `keep` does after an extension.

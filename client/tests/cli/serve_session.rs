@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{eventually, Cluster};
 
-use crate::serve_endpoint::{endpoint, Raw};
+use crate::serve_endpoint::{endpoint, endpoint_on, Raw};
 
 fn is_token(reply: &str) -> bool {
     reply.strip_prefix(':').and_then(|t| t.trim().parse::<i64>().ok()).is_some_and(|t| t > 0)
@@ -106,4 +106,32 @@ async fn serve_session_hold_that_may_be_lost_closes_its_connection() {
     }
     assert!(closed, "the connection of a hold that may be lost is closed");
     assert_eq!(plain.call(&["PING"]).await, "+PONG\r\n", "a connection without a bound hold stays");
+}
+
+/// A bound hold whose extension neither succeeds nor fails before its
+/// validity ends (three of five servers paused, a request timeout far
+/// longer than the ttl): the endpoint closes the connection at the end of
+/// the validity, before any server may give the lock to another, not when
+/// the extension's failure comes back (10 s after it was sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_session_connection_closes_when_the_validity_ends_before_an_extension_answers() {
+    let mut c = Cluster::start(5);
+    let slow = ["--request-timeout", "10s", "--connect-timeout", "1s", "--retry-delay", "5ms..15ms"];
+    let e = endpoint_on(&c, &slow, 0, &[], &[]).await;
+    let mut bound = Raw::connect(e.port).await;
+    let sent = Instant::now();
+    assert!(is_token(&bound.call(&["LOCK.ACQUIRE", "l", "owner-a", "3000", "SESSION"]).await));
+    for s in c.servers.iter_mut().take(3) {
+        s.freeze();
+    }
+    let closed = bound.closed().await;
+    let after = sent.elapsed();
+    for s in c.servers.iter_mut().take(3) {
+        s.thaw();
+    }
+    assert!(closed, "the connection of a hold that may be lost is closed");
+    // The lease ends on the servers 3 s after the request at the earliest;
+    // the failed extension would come back 10 s after it was sent.
+    assert!(after < Duration::from_millis(3_000 + 1_000), "closed {after:?} after the request: after the lease could end");
+    assert!(after >= Duration::from_millis(2_000), "closed {after:?} after the request: before the validity ended");
 }
