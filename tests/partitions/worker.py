@@ -23,8 +23,9 @@ Commands (`op`):
   endpoint  {}: starts this worker's `redlock serve` (see below), or starts
             it again on the port it had; events endpoint {pid, port}, then
             endpoint_exit {pid, code} when it ends (the harness kills it)
-  serve_loop {id, res, ttl, wait, hold_ms: [lo, hi], stop, late_ratio}:
-            like loop, exclusive, through the endpoint only
+  serve_loop {id, res, ttl, wait, hold_ms: [lo, hi], stop, late_ratio,
+            overstay_ratio}: like loop, exclusive, through the endpoint
+            only; a write at the grant and one at the end of the hold
   exit
 
 `redlock serve`: a worker may reach the quorum only through an endpoint of
@@ -41,7 +42,10 @@ drift (sent: when the acquisition went out, before its wait; the servers
 start the lease no earlier; drift as the quorum client's, 1 % of the ttl
 plus 2 ms), and it writes and holds only until then; `released` is the
 start of the release or that end, whichever came first (lost when the
-end came first). A `wait` of at most half the ttl leaves every grant most
+end came first). With `overstay_ratio`, that share of the holds is a job
+that would run ttl + 0.5 s: it stops at the end of its validity (a client
+that did not would overlap the next holder, granted once the lease ends
+on a quorum). A `wait` of at most half the ttl leaves every grant most
 of its validity; a grant whose reply came after it (a very slow machine)
 is held for no time, never written with. A connection that breaks (the
 endpoint was killed) fails the request it carried, and the loop connects
@@ -347,8 +351,13 @@ class Worker:
                  sent=h.sent, valid_until=valid_until, serve=True)
             if time.monotonic() < valid_until:
                 self.write(h)
-            end = min(h.granted + random.uniform(lo, hi) / 1000.0, valid_until)
+            # An overstaying job would run past the lease: it stops at the
+            # hold's validity, and its last write is made only before then.
+            hold = ttl + 0.5 if random.random() < c.get("overstay_ratio", 0.0) else random.uniform(lo, hi) / 1000.0
+            end = min(h.granted + hold, valid_until)
             time.sleep(max(0.0, end - time.monotonic()))
+            if time.monotonic() < valid_until:
+                self.write(h)
             h.release_t = time.monotonic()
             if h.release_t > valid_until:
                 h.lost_t = max(valid_until, h.granted)
