@@ -322,12 +322,15 @@ class Worker:
     def op_serve_loop(self, c):
         lo, hi = c.get("hold_ms", (50, 200))
         ttl, wait = c["ttl"], c["wait"]
-        # One owner per loop: a Go program's goroutine, a PHP worker.
-        owner = f"{NAME}-{c['id']}"
         n = failed = 0
         while not os.path.exists(c["stop"]):
             h = Hold(f"{c['id']}.{n + failed}", c["res"], "exclusive")
-            h.owner = owner
+            # An owner per request, as Redlock prescribes: under one owner,
+            # asking again after a release that reached no quorum (a
+            # flapping link) is a refresh of the hold that still stands,
+            # its token kept, one hold to the servers but two to the
+            # checker (a token not above the one released before).
+            owner = h.owner = f"{NAME}-{h.id}"
             h.sent = time.monotonic()
             emit("attempt", id=h.id, res=h.res, kind=h.kind, t=h.sent, serve=True)
             try:
