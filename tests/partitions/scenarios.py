@@ -635,6 +635,14 @@ def serve_run(topo, w, seconds):
     # Served in turn: each serve worker, the flapped one too, holds.
     if through < 20 or any(len(by[n]) < 3 for n in ("sv1", "sv2", "sv3")):
         raise ScenarioFailed(f"serve: the serve workers starve: {counts}")
+    # In turn: the endpoint's WAIT waits in the line as the library's does,
+    # so the library's loop gets about a serve loop's share (1 to 1.5
+    # times the mean in runs; 4.6 times with an endpoint that served WAIT
+    # as one round, its clients asking again at once).
+    mean = through / 6
+    if len(by["lib"]) > 3 * mean:
+        raise ScenarioFailed(f"serve: the library's loop held {len(by['lib'])} times, a serve loop {mean:.1f} on "
+                             f"average: the endpoint's waiters are not served in turn ({counts})")
     after = [h for h in holds if h["w"] == "sv2" and h["granted"] > t_back]
     late = [x for h in holds for x in h["writes"] if x.get("late")]
     if v["late_refused"] < 1:
@@ -646,7 +654,7 @@ def serve_run(topo, w, seconds):
                 f"one exclusive lock, ttl {ttl:.0f} s: links of c1 (sv1) and s1 flapping {seconds:.0f} s, then "
                 f"sv2's endpoint killed -9 mid-hold and started again", v, lost_signal=None,
                 next_grant=nxt["t"] - t_kill,
-                note=f"holds {counts}; sv1 {len(during)} while flapping; the killed hold (on {len(lease)} servers) "
+                note=f"holds {counts} (the library's loop {len(by['lib']) / mean:.1f} times a serve loop's mean); sv1 {len(during)} while flapping; the killed hold (on {len(lease)} servers) "
                      f"ended on a quorum {free - t_kill:.3f} s after the kill; sv2 {len(after)} after the restart; {stopped} "
                      f"serve holds stopped at their validity's end; late writes "
                      f"{len(late)}, {v['late_refused']} refused, {sum(x['accepted'] for x in late)} accepted "
