@@ -1,8 +1,9 @@
 """The partition scenarios (issue 33). Each builds its own topology (see
-harness.py), runs clients (`redlock run` processes and `redislock` handles)
-against five module servers while the network fails under them, and reads
-every hold for overlaps, holds over a semaphore's limit, token inversions
-and stale writes. Each returns one or more table rows (docs/safety.md,
+harness.py), runs clients (`redlock run` processes, `redislock` handles and
+programs that speak RESP to a `redlock serve` of their own) against five
+module servers while the network fails under them, and reads every hold
+for overlaps, holds over a semaphore's limit, token inversions and stale
+writes. Each returns one or more table rows (docs/safety.md,
 "Partitions").
 
 Times are seconds on CLOCK_MONOTONIC. Leases are 1 to 3 s where the lease
@@ -950,7 +951,7 @@ def checker(run):
         v = check(holds, limit)
         got = {k: (len(v[k]) if isinstance(v[k], list) else v[k])
                for k in ("overlaps", "over_limit", "inversions", "refused_valid", "stale_accepted", "stale_refused",
-                                                                  "late_refused")}
+                         "late_refused")}
         want = dict.fromkeys(got, 0)
         want.update(expect)
         if got != want:
