@@ -36,7 +36,8 @@ would use (--request-timeout, --connect-timeout, --retry-count,
 --retry-delay), listening on a free port of 127.0.0.1. Its loops speak
 RESP to it (resp.py), one connection per loop, as a Go or PHP program
 would: `LOCK.ACQUIRE res owner ttl WAIT wait` (the reply is the quorum's
-fencing token), a fenced write with that token, a hold, `LOCK.RELEASE`.
+fencing token; the owner is new for every request, as Redlock's random
+value), a fenced write with that token, a hold, `LOCK.RELEASE`.
 Such a client hears of no loss: its hold is valid until `sent` + ttl -
 drift (sent: when the acquisition went out, before its wait; the servers
 start the lease no earlier; drift as the quorum client's, 1 % of the ttl
