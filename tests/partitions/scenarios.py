@@ -544,7 +544,7 @@ def serve(run, seconds=15.0):
     library, all on one exclusive lock; c1's link (sv1 and its endpoint)
     and s1's flap, then sv2's endpoint is killed -9 while sv2 holds, and
     started again."""
-    clients = [(1, "sv1", False), (2, "sv2", False), (3, "sv3", False), (4, "lib", True)]
+    clients = [(1, "sv1", False), (2, "sv2", False), (3, "sv3", False), (4, "lib", True), (5, "lib-s", True)]
     topo, w = standard(run, "serve", clients)
     try:
         return serve_run(topo, w, seconds)
@@ -556,7 +556,7 @@ def serve_run(topo, w, seconds):
     # A wait of half the ttl: a serve client counts its validity from the
     # request (it hears nothing of the endpoint's rounds), so every grant
     # keeps most of it.
-    ttl, wait, res = 3.0, 1.5, "serve-x"
+    ttl, wait, res, res_s = 3.0, 1.5, "serve-x", "serve-s"
     stop = os.path.join(topo.run.tmp, "stop-serve")
     sv = [w["sv1"], w["sv2"], w["sv3"]]
     for wk in sv:
@@ -571,6 +571,13 @@ def serve_run(topo, w, seconds):
             wk.send("serve_loop", id=f"loop{k}", res=res, ttl=ttl, wait=wait, hold_ms=hold_ms, stop=stop,
                     late_ratio=0.3, overstay_ratio=overstay)
     w["lib"].send("loop", id="loop", res=res, ttl=ttl, wait=wait, hold_ms=(20, 150), stop=stop)
+    # Beside it, a lock of SESSION holds through sv1's endpoint (flapped)
+    # and sv3's, on a short lease (1 s) that the endpoint extends through
+    # holds of 1 to 2.5 s, and the library's short holds.
+    for wk in (w["sv1"], w["sv3"]):
+        wk.send("serve_loop", id="session", res=res_s, ttl=1.0, wait=wait, hold_ms=(1000, 2500), stop=stop,
+                late_ratio=0.3, session=True)
+    w["lib-s"].send("loop", id="loop", res=res_s, ttl=1.0, wait=wait, hold_ms=(20, 150), stop=stop)
     wait_until(lambda: len(topo.holds(res)) >= 6, 30, "holds before the faults")
     flappers = [Flapper(topo, w["sv1"].host), Flapper(topo, topo.servers[0].host)]
     t0 = topo.note("flapping c1 (sv1 and its endpoint) and s1")
@@ -604,7 +611,8 @@ def serve_run(topo, w, seconds):
     # that never granted it is free all along); the module's lease is in
     # whole milliseconds of its clock.
     free = lease[len(lease) - 3]
-    nxt = topo.wait_event(lambda e: e["ev"] == "granted" and e["t"] > t_kill, free - now() + 2 * ttl + 15,
+    nxt = topo.wait_event(lambda e: e["ev"] == "granted" and e["res"] == res and e["t"] > t_kill,
+                          free - now() + 2 * ttl + 15,
                           "the next grant after the kill")
     if not nxt["t"] >= free - 0.002:
         raise ScenarioFailed(f"serve: {nxt['w']} granted {nxt['t'] - t_kill:.3f} s after the kill, before the killed "
@@ -623,19 +631,26 @@ def serve_run(topo, w, seconds):
     wait_until(lambda: now() >= t_back + 3, 10, "holds after the restart", every=0.2)
     open(stop, "w").close()
     for wk in sv:
-        for k in (1, 2):
-            topo.wait_event(is_("loop_done", wk.name, f"loop{k}"), 30, f"{wk.name}'s loop{k} to end")
-    topo.wait_event(is_("loop_done", "lib", "loop"), 30, "lib's loop to end")
+        for loop in ("loop1", "loop2") + (("session",) if wk.name != "sv2" else ()):
+            topo.wait_event(is_("loop_done", wk.name, loop), 30, f"{wk.name}'s {loop} to end")
+    for name in ("lib", "lib-s"):
+        topo.wait_event(is_("loop_done", name, "loop"), 30, f"{name}'s loop to end")
 
     holds = topo.holds(res)
     v = check(holds)
     assert_safe("serve", v, min_holds=30)
-    by = {n: [h for h in holds if h["w"] == n] for n in w}
+    sessions = topo.holds(res_s)
+    vs = check(sessions)
+    assert_safe("serve (SESSION)", vs, min_holds=5)
+    by = {n: [h for h in holds if h["w"] == n] for n in ("sv1", "sv2", "sv3", "lib")}
     through = sum(len(by[n]) for n in ("sv1", "sv2", "sv3"))
     counts = ", ".join(f"{n} {len(by[n])}" for n in by)
     # Served in turn: each serve worker, the flapped one too, holds.
     if through < 20 or any(len(by[n]) < 3 for n in ("sv1", "sv2", "sv3")):
         raise ScenarioFailed(f"serve: the serve workers starve: {counts}")
+    through_s = [h for h in sessions if h["w"] != "lib-s"]
+    if len(through_s) < 3:
+        raise ScenarioFailed(f"serve: only {len(through_s)} SESSION holds through the endpoints")
     # In turn: the endpoint's WAIT waits in the line as the library's does,
     # so the library's loop gets about a serve loop's share (1 to 1.5
     # times the mean in runs; 4.6 times with an endpoint that served WAIT
@@ -651,15 +666,20 @@ def serve_run(topo, w, seconds):
     during = [h for h in by["sv1"] if t0 <= h["granted"] <= t1]
     # Holds that ran to their validity's end (the overstaying jobs).
     stopped = sum(1 for h in holds if h["lost"] and h["w"] != "lib")
-    return [row(f"4b. 3 workers only through their own `redlock serve` (2 loops each) and 1 library worker, "
-                f"one exclusive lock, ttl {ttl:.0f} s: links of c1 (sv1) and s1 flapping {seconds:.0f} s, then "
-                f"sv2's endpoint killed -9 mid-hold and started again", v, lost_signal=None,
-                next_grant=nxt["t"] - t_kill,
-                note=f"holds {counts} (the library's loop {len(by['lib']) / mean:.1f} times a serve loop's mean); sv1 {len(during)} while flapping; the killed hold (on {len(lease)} servers) "
-                     f"ended on a quorum {free - t_kill:.3f} s after the kill; sv2 {len(after)} after the restart; {stopped} "
-                     f"serve holds stopped at their validity's end; late writes "
-                     f"{len(late)}, {v['late_refused']} refused, {sum(x['accepted'] for x in late)} accepted "
-                     f"(none after a newer token's write)")]
+    rows = [row(f"4b. 3 workers only through their own `redlock serve` (2 loops each) and 1 library worker, one "
+                f"exclusive lock, ttl {ttl:.0f} s: links of c1 (sv1) and s1 flapping {seconds:.0f} s, then sv2's "
+                f"endpoint killed -9 mid-hold and started again", v, lost_signal=None, next_grant=nxt["t"] - t_kill,
+                note=f"holds {counts} (the library's loop {len(by['lib']) / mean:.1f} times a serve loop's mean); "
+                     f"sv1 {len(during)} while flapping; the killed hold (on {len(lease)} servers) ended on a quorum "
+                     f"{free - t_kill:.3f} s after the kill; sv2 {len(after)} after the restart; {stopped} serve "
+                     f"holds stopped at their validity's end; late writes {len(late)}, {v['late_refused']} refused, "
+                     f"{sum(x['accepted'] for x in late)} accepted (none after a newer token's write)")]
+    rows.append(row("4b. the same run, a second lock: SESSION holds (ttl 1 s, held 1-2.5 s, the endpoint extending "
+                    "them) through the endpoints of sv1 (flapped) and sv3, and the library's short holds", vs,
+                    lost_signal=None, next_grant=None,
+                    note=f"SESSION holds {len(through_s)}, {sum(h['lost'] for h in through_s)} ended by their "
+                         f"connection's close (an extension failed); the library {len(sessions) - len(through_s)}"))
+    return rows
 
 
 # --- 5. failover of one instance (each a master with a replica) -----------

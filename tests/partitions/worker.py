@@ -24,8 +24,9 @@ Commands (`op`):
             it again on the port it had; events endpoint {pid, port}, then
             endpoint_exit {pid, code} when it ends (the harness kills it)
   serve_loop {id, res, ttl, wait, hold_ms: [lo, hi], stop, late_ratio,
-            overstay_ratio}: like loop, exclusive, through the endpoint
-            only; a write at the grant and one at the end of the hold
+            overstay_ratio, session}: like loop, exclusive, through the
+            endpoint only; a write at the grant and one at the end of the
+            hold
   exit
 
 `redlock serve`: a worker may reach the quorum only through an endpoint of
@@ -50,7 +51,11 @@ on a quorum). A `wait` of at most half the ttl leaves every grant most
 of its validity; a grant whose reply came after it (a very slow machine)
 is held for no time, never written with. A connection that breaks (the
 endpoint was killed) fails the request it carried, and the loop connects
-again, every 100 ms, until the endpoint is back. With `late_ratio`, that
+again, every 100 ms, until the endpoint is back. With `session`, the holds are
+`SESSION` holds: the endpoint keeps them extended while the connection
+lives and closes it when an extension fails, so such a hold has no
+deadline of its own and ends (lost) when the loop sees its connection
+close, which it watches throughout the hold. With `late_ratio`, that
 share of the holds writes once more with its token 100-600 ms after the
 release (late: another holder has most likely written since, and the
 fence must refuse it; harness.check flags a late write accepted after a
@@ -68,6 +73,8 @@ import json
 import os
 import random
 import re
+import select
+import socket
 import subprocess
 import sys
 import threading
@@ -334,9 +341,10 @@ class Worker:
             owner = h.owner = f"{NAME}-{h.id}"
             h.sent = time.monotonic()
             emit("attempt", id=h.id, res=h.res, kind=h.kind, t=h.sent, serve=True)
+            session = ["SESSION"] if c.get("session") else []
             try:
                 token = self.serve_call("LOCK.ACQUIRE", h.res, owner, int(ttl * 1000), "WAIT", int(wait * 1000),
-                                        timeout=wait + 10)
+                                        *session, timeout=wait + 10)
             except (OSError, ConnectionError, resp.RespError) as e:
                 emit("failed", id=h.id, res=h.res, kind=h.kind, error=type(e).__name__, message=str(e), sent=h.sent,
                      serve=True)
@@ -350,20 +358,35 @@ class Worker:
                 continue
             h.granted = time.monotonic()
             h.token = int(token)
-            valid_until = h.sent + ttl - drift(ttl)
+            conn = self.local.serve
+            # A SESSION hold stands while its connection does: the endpoint
+            # extends it, and closes the connection when an extension
+            # fails (or when it dies): no deadline of its own.
+            valid_until = float("inf") if session else h.sent + ttl - drift(ttl)
             emit("granted", id=h.id, res=h.res, kind=h.kind, token=h.token, key=h.key, owner=owner, t=h.granted,
-                 sent=h.sent, valid_until=valid_until, serve=True)
-            if time.monotonic() < valid_until:
+                 sent=h.sent, valid_until=None if session else valid_until, serve=True, session=bool(session))
+
+            def holding(timeout=0.0):
+                """Waits up to `timeout`; False once the hold may be lost."""
+                if session and h.lost_t is None and closed(conn, timeout):
+                    h.lost_t = time.monotonic()
+                    self.local.serve = None
+                    conn.close()
+                    emit("lost", id=h.id, res=h.res, t=h.lost_t, serve=True)
+                elif not session:
+                    time.sleep(timeout)
+                return h.lost_t is None and time.monotonic() < valid_until
+
+            if holding():
                 self.write(h)
             # An overstaying job would run past the lease: it stops at the
             # hold's validity, and its last write is made only before then.
             hold = ttl + 0.5 if random.random() < c.get("overstay_ratio", 0.0) else random.uniform(lo, hi) / 1000.0
             end = min(h.granted + hold, valid_until)
-            time.sleep(max(0.0, end - time.monotonic()))
-            if time.monotonic() < valid_until:
+            if holding(max(0.0, end - time.monotonic())):
                 self.write(h)
             h.release_t = time.monotonic()
-            if h.release_t > valid_until:
+            if h.lost_t is None and h.release_t > valid_until:
                 h.lost_t = max(valid_until, h.granted)
                 emit("lost", id=h.id, res=h.res, t=h.lost_t, serve=True)
             emit("releasing", id=h.id, res=h.res, t=h.release_t)
@@ -484,6 +507,16 @@ class Worker:
             else:
                 n += 1
         emit("loop_done", id=c["id"], res=c["res"], holds=n, failed=failed)
+
+
+def closed(conn, timeout):
+    """True when `conn`'s peer closes it within `timeout` seconds (the
+    endpoint sends nothing unasked: anything readable is its end)."""
+    try:
+        ready, _, _ = select.select([conn.sock], [], [], timeout)
+        return bool(ready) and conn.sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def serve(w):
