@@ -2,8 +2,9 @@
 # The partition suite (tests/partitions, issue 33): real network partitions
 # between five module servers and their clients, made of network
 # namespaces, veth pairs, a bridge, `ip link set ... down` and nftables
-# rules; clients are `redlock run` processes and the Python package's
-# handles, writing to a fenced resource. Prints one `partitions |` line per
+# rules; clients are `redlock run` processes, the Python package's
+# handles and RESP clients of a `redlock serve` of their own, writing to a
+# fenced resource. Prints one `partitions |` line per
 # scenario's table row and `partitions: N passed, M failed` last.
 #
 #   scripts/test-partitions.sh [--only NAME ...] [--list] [--flap-seconds S]

@@ -734,16 +734,22 @@ def check(holds, limit=None):
       (readers held together may take tokens in any order);
     - refused_valid: a write of a holder that had not lost its lock,
       refused by the fence (only an overlap or a token inversion can
-      cause one).
+      cause one);
+    - stale_accepted: a write (late or not) the fence accepted though it
+      was sent after a write of a higher token to the same key had been
+      accepted and answered: a stale holder's write that reached the
+      resource (writes that carry their `sent` time: the workers' own,
+      not those of a command under `redlock run`).
     """
     v = {"holds": len(holds), "overlaps": [], "over_limit": [], "inversions": [], "refused_valid": [],
-         "stale_refused": 0, "late_refused": 0, "lost": sum(1 for h in holds if h["lost"])}
+         "stale_accepted": [], "stale_refused": 0, "late_refused": 0, "lost": sum(1 for h in holds if h["lost"])}
     by_key = {}
     for h in holds:
         by_key.setdefault(h["key"], []).append(h)
     for key, hs in by_key.items():
         v["overlaps"] += _overlaps(hs)
         v["inversions"] += _inversions(hs)
+        v["stale_accepted"] += _stale_accepted(hs)
     if limit is not None:
         v["over_limit"] = _over_limit(holds, limit)
     for h in holds:
@@ -780,6 +786,23 @@ def _overlaps(hs):
                 found.append((a, h))
                 break
         active.append(h)
+    return found
+
+
+def _stale_accepted(hs):
+    """(hold, write) of the accepted writes sent after an accepted write of
+    a higher token was answered: the fence orders the writes of one key by
+    token, so these are writes it should have refused."""
+    answered = sorted((w["t"], h["token"]) for h in hs for w in h.get("writes", []) if w["accepted"])
+    sent = sorted(((w["sent"], h["token"], h, w) for h in hs for w in h.get("writes", [])
+                   if w["accepted"] and w.get("sent") is not None), key=lambda x: x[0])
+    found, i, top = [], 0, None
+    for t, token, h, w in sent:
+        while i < len(answered) and answered[i][0] < t:
+            top = answered[i][1] if top is None else max(top, answered[i][1])
+            i += 1
+        if top is not None and token < top:
+            found.append((h, w))
     return found
 
 
@@ -830,6 +853,11 @@ def assert_safe(name, v, min_holds=1):
     if v["inversions"]:
         a, b = v["inversions"][0]
         problems.append(f"{len(v['inversions'])} token inversions, first: {describe_hold(a)} then {describe_hold(b)}")
+    if v["stale_accepted"]:
+        h, w = v["stale_accepted"][0]
+        problems.append(f"{len(v['stale_accepted'])} stale writes accepted by the fence (sent after a higher "
+                        f"token's write), first: {describe_hold(h)}, {'late ' if w.get('late') else ''}write "
+                        f"sent at {w['sent']:.3f}")
     if v["refused_valid"]:
         problems.append(f"{len(v['refused_valid'])} writes of valid holders refused, "
                         f"first: {describe_hold(v['refused_valid'][0])}")

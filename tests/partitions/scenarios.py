@@ -1,8 +1,9 @@
 """The partition scenarios (issue 33). Each builds its own topology (see
-harness.py), runs clients (`redlock run` processes and `redislock` handles)
-against five module servers while the network fails under them, and reads
-every hold for overlaps, holds over a semaphore's limit, token inversions
-and stale writes. Each returns one or more table rows (docs/safety.md,
+harness.py), runs clients (`redlock run` processes, `redislock` handles and
+programs that speak RESP to a `redlock serve` of their own) against five
+module servers while the network fails under them, and reads every hold
+for overlaps, holds over a semaphore's limit, token inversions and stale
+writes. Each returns one or more table rows (docs/safety.md,
 "Partitions").
 
 Times are seconds on CLOCK_MONOTONIC. Leases are 1 to 3 s where the lease
@@ -12,6 +13,7 @@ deadline, and the deadlines are generous (a loaded 2-core machine).
 
 import json
 import os
+import signal
 import socket
 import struct
 import time
@@ -532,6 +534,154 @@ def flapping_run(topo, w, seconds):
     return rows
 
 
+# --- 4b. clients that reach the quorum only through `redlock serve` ------
+
+
+def serve(run, seconds=15.0):
+    """Three workers reach the quorum only through a `redlock serve`
+    endpoint each (in the worker's namespace, as a sidecar: see worker.py),
+    two loops each on a connection of its own, and one worker through the
+    library, all on one exclusive lock; c1's link (sv1 and its endpoint)
+    and s1's flap, then sv2's endpoint is killed -9 while sv2 holds, and
+    started again."""
+    clients = [(1, "sv1", False), (2, "sv2", False), (3, "sv3", False), (4, "lib", True), (5, "lib-s", True)]
+    topo, w = standard(run, "serve", clients)
+    try:
+        return serve_run(topo, w, seconds)
+    finally:
+        topo.close()
+
+
+def serve_run(topo, w, seconds):
+    # A wait of half the ttl: a serve client counts its validity from the
+    # request (it hears nothing of the endpoint's rounds), so every grant
+    # keeps most of it.
+    ttl, wait, res, res_s = 3.0, 1.5, "serve-x", "serve-s"
+    stop = os.path.join(topo.run.tmp, "stop-serve")
+    sv = [w["sv1"], w["sv2"], w["sv3"]]
+    for wk in sv:
+        wk.send("endpoint")
+    endpoint = {wk.name: topo.wait_event(is_("endpoint", wk.name), 20, f"{wk.name}'s endpoint listening") for wk in sv}
+    for wk in sv:
+        # sv2 holds longer: its endpoint is killed mid-hold.
+        # sv1 and sv3 overstay now and then: each stops at its validity.
+        hold_ms = (200, 400) if wk.name == "sv2" else (20, 150)
+        overstay = 0.0 if wk.name == "sv2" else 0.08
+        for k in (1, 2):
+            wk.send("serve_loop", id=f"loop{k}", res=res, ttl=ttl, wait=wait, hold_ms=hold_ms, stop=stop,
+                    late_ratio=0.3, overstay_ratio=overstay)
+    w["lib"].send("loop", id="loop", res=res, ttl=ttl, wait=wait, hold_ms=(20, 150), stop=stop)
+    # Beside it, a lock of SESSION holds through sv1's endpoint (flapped)
+    # and sv3's, on a short lease (1 s) that the endpoint extends through
+    # holds of 1 to 2.5 s, and the library's short holds.
+    for wk in (w["sv1"], w["sv3"]):
+        wk.send("serve_loop", id="session", res=res_s, ttl=1.0, wait=wait, hold_ms=(1000, 2500), stop=stop,
+                late_ratio=0.3, session=True)
+    w["lib-s"].send("loop", id="loop", res=res_s, ttl=1.0, wait=wait, hold_ms=(20, 150), stop=stop)
+    wait_until(lambda: len(topo.holds(res)) >= 6, 30, "holds before the faults")
+    flappers = [Flapper(topo, w["sv1"].host), Flapper(topo, topo.servers[0].host)]
+    t0 = topo.note("flapping c1 (sv1 and its endpoint) and s1")
+    for f in flappers:
+        f.start()
+    try:
+        wait_until(lambda: now() >= t0 + seconds, seconds + 5, "the flapping period", every=0.2)
+        topo.check_errors()
+    finally:
+        for f in flappers:
+            f.stop()
+    t1 = topo.note("links up")
+
+    # sv2's endpoint killed -9 while sv2 holds through it: nobody releases
+    # that hold, and nobody may be granted before its lease ends on a quorum.
+    g = topo.wait_event(lambda e: e["ev"] == "granted" and e["w"] == "sv2" and e["t"] > t1, 30,
+                        "a grant to sv2 after the flapping")
+    os.kill(endpoint["sv2"]["pid"], signal.SIGKILL)
+    t_kill = topo.note("sv2's endpoint killed -9")
+    ends = {}
+    for s in topo.servers:
+        sent = now()
+        info = s.lock_info(res)
+        if info is not None and info.get("owner", "").startswith(g["owner"] + ":"):
+            ends[s.name] = sent + int(info["pttl"]) / 1000.0
+    topo.wait_event(is_("endpoint_exit", "sv2"), 10, "sv2's endpoint to exit")
+    lease = sorted(ends.values())
+    if len(lease) < 3:
+        raise ScenarioFailed(f"serve: the hold of sv2's killed endpoint was seen on {len(lease)} servers only")
+    # A quorum is free once at most two servers still hold it (a server
+    # that never granted it is free all along); the module's lease is in
+    # whole milliseconds of its clock.
+    free = lease[len(lease) - 3]
+    nxt = topo.wait_event(lambda e: e["ev"] == "granted" and e["res"] == res and e["t"] > t_kill,
+                          free - now() + 2 * ttl + 15,
+                          "the next grant after the kill")
+    if not nxt["t"] >= free - 0.002:
+        raise ScenarioFailed(f"serve: {nxt['w']} granted {nxt['t'] - t_kill:.3f} s after the kill, before the killed "
+                             f"endpoint's hold ended on a quorum ({free - t_kill:.3f} s; held on {len(lease)})")
+    killed = hold_of(topo, w["sv2"], g["id"])
+    released = topo.find(is_("released", "sv2", g["id"]))
+    if killed["released"] < t_kill or not released or released[0]["ok"]:
+        raise ScenarioFailed(f"serve: sv2's hold {g['id']} ended before its endpoint was killed: not killed mid-hold")
+
+    w["sv2"].send("endpoint")
+    topo.wait_event(lambda e: e["ev"] == "endpoint" and e["w"] == "sv2" and e["t"] > t_kill, 20,
+                    "sv2's endpoint started again")
+    t_back = topo.note("sv2's endpoint started again")
+    topo.wait_event(lambda e: e["ev"] == "granted" and e["w"] == "sv2" and e["t"] > t_back, 20,
+                    "a grant to sv2 through its endpoint started again")
+    wait_until(lambda: now() >= t_back + 3, 10, "holds after the restart", every=0.2)
+    open(stop, "w").close()
+    for wk in sv:
+        for loop in ("loop1", "loop2") + (("session",) if wk.name != "sv2" else ()):
+            topo.wait_event(is_("loop_done", wk.name, loop), 30, f"{wk.name}'s {loop} to end")
+    for name in ("lib", "lib-s"):
+        topo.wait_event(is_("loop_done", name, "loop"), 30, f"{name}'s loop to end")
+
+    holds = topo.holds(res)
+    v = check(holds)
+    assert_safe("serve", v, min_holds=30)
+    sessions = topo.holds(res_s)
+    vs = check(sessions)
+    assert_safe("serve (SESSION)", vs, min_holds=5)
+    by = {n: [h for h in holds if h["w"] == n] for n in ("sv1", "sv2", "sv3", "lib")}
+    through = sum(len(by[n]) for n in ("sv1", "sv2", "sv3"))
+    counts = ", ".join(f"{n} {len(by[n])}" for n in by)
+    # Served in turn: each serve worker, the flapped one too, holds.
+    if through < 20 or any(len(by[n]) < 3 for n in ("sv1", "sv2", "sv3")):
+        raise ScenarioFailed(f"serve: the serve workers starve: {counts}")
+    through_s = [h for h in sessions if h["w"] != "lib-s"]
+    if len(through_s) < 3:
+        raise ScenarioFailed(f"serve: only {len(through_s)} SESSION holds through the endpoints")
+    # In turn: the endpoint's WAIT waits in the line as the library's does,
+    # so the library's loop gets about a serve loop's share (1 to 1.5
+    # times the mean in runs; 4.6 times with an endpoint that served WAIT
+    # as one round, its clients asking again at once).
+    mean = through / 6
+    if len(by["lib"]) > 3 * mean:
+        raise ScenarioFailed(f"serve: the library's loop held {len(by['lib'])} times, a serve loop {mean:.1f} on "
+                             f"average: the endpoint's waiters are not served in turn ({counts})")
+    after = [h for h in holds if h["w"] == "sv2" and h["granted"] > t_back]
+    late = [x for h in holds for x in h["writes"] if x.get("late")]
+    if v["late_refused"] < 1:
+        raise ScenarioFailed(f"serve: none of {len(late)} late writes was refused: they tested no fence")
+    during = [h for h in by["sv1"] if t0 <= h["granted"] <= t1]
+    # Holds that ran to their validity's end (the overstaying jobs).
+    stopped = sum(1 for h in holds if h["lost"] and h["w"] != "lib")
+    rows = [row(f"4b. 3 workers only through their own `redlock serve` (2 loops each) and 1 library worker, one "
+                f"exclusive lock, ttl {ttl:.0f} s: links of c1 (sv1) and s1 flapping {seconds:.0f} s, then sv2's "
+                f"endpoint killed -9 mid-hold and started again", v, lost_signal=None, next_grant=nxt["t"] - t_kill,
+                note=f"holds {counts} (the library's loop {len(by['lib']) / mean:.1f} times a serve loop's mean); "
+                     f"sv1 {len(during)} while flapping; the killed hold (on {len(lease)} servers) ended on a quorum "
+                     f"{free - t_kill:.3f} s after the kill; sv2 {len(after)} after the restart; {stopped} serve "
+                     f"holds stopped at their validity's end; late writes {len(late)}, {v['late_refused']} refused, "
+                     f"{sum(x['accepted'] for x in late)} accepted (none after a newer token's write)")]
+    rows.append(row("4b. the same run, a second lock: SESSION holds (ttl 1 s, held 1-2.5 s, the endpoint extending "
+                    "them) through the endpoints of sv1 (flapped) and sv3, and the library's short holds", vs,
+                    lost_signal=None, next_grant=None,
+                    note=f"SESSION holds {len(through_s)}, {sum(h['lost'] for h in through_s)} ended by their "
+                         f"connection's close (an extension failed); the library {len(sessions) - len(through_s)}"))
+    return rows
+
+
 # --- 5. failover of one instance (each a master with a replica) -----------
 
 
@@ -802,11 +952,26 @@ def checker(run):
          None, {"refused_valid": 1}),
         ("a stale write refused", [h("k", "exclusive", 1, 0, 2, lost=True, writes=[{"t": 3, "accepted": False}])],
          None, {"stale_refused": 1}),
+        ("a late write accepted after a newer one",
+         [h("k", "exclusive", 1, 0, 1, writes=[{"sent": 3, "t": 3.1, "accepted": True, "late": True}]),
+          h("k", "exclusive", 2, 1, 2, writes=[{"sent": 1.5, "t": 1.6, "accepted": True}])], None,
+         {"stale_accepted": 1}),
+        ("a late write accepted before any newer one",
+         [h("k", "exclusive", 1, 0, 1, writes=[{"sent": 1.2, "t": 1.3, "accepted": True, "late": True}]),
+          h("k", "exclusive", 2, 1, 2, writes=[{"sent": 1.5, "t": 1.6, "accepted": True}])], None, {}),
+        ("a late write accepted while a newer one was unanswered",
+         [h("k", "exclusive", 1, 0, 1, writes=[{"sent": 1.55, "t": 1.7, "accepted": True, "late": True}]),
+          h("k", "exclusive", 2, 1, 2, writes=[{"sent": 1.5, "t": 1.6, "accepted": True}])], None, {}),
+        ("a late write refused", [h("k", "exclusive", 1, 0, 1, writes=[{"sent": 3, "t": 3.1, "accepted": False,
+                                                                       "late": True}]),
+                                  h("k", "exclusive", 2, 1, 2, writes=[{"sent": 1.5, "t": 1.6, "accepted": True}])],
+         None, {"late_refused": 1}),
     ]
     for name, holds, limit, expect in cases:
         v = check(holds, limit)
         got = {k: (len(v[k]) if isinstance(v[k], list) else v[k])
-               for k in ("overlaps", "over_limit", "inversions", "refused_valid", "stale_refused")}
+               for k in ("overlaps", "over_limit", "inversions", "refused_valid", "stale_accepted", "stale_refused",
+                         "late_refused")}
         want = dict.fromkeys(got, 0)
         want.update(expect)
         if got != want:
@@ -820,6 +985,7 @@ SCENARIOS = [
     ("split", split),
     ("one-way", one_way),
     ("flapping", flapping),
+    ("serve", serve),
     ("recovery", recovery),
     ("failover", failover),
     ("restart-quarantine", restart_quarantine),

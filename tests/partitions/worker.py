@@ -20,7 +20,46 @@ Commands (`op`):
   cli_hold  {id, res, ttl, wait, go | hold_ms, on_lost, shared, limit}: one
             `redlock run` whose command is hold.py, its events forwarded
   cli_loop  like loop, each hold a `redlock run`
+  endpoint  {}: starts this worker's `redlock serve` (see below), or starts
+            it again on the port it had; events endpoint {pid, port}, then
+            endpoint_exit {pid, code} when it ends (the harness kills it)
+  serve_loop {id, res, ttl, wait, hold_ms: [lo, hi], stop, late_ratio,
+            overstay_ratio, session}: like loop, exclusive, through the
+            endpoint only; a write at the grant and one at the end of the
+            hold
   exit
+
+`redlock serve`: a worker may reach the quorum only through an endpoint of
+its own, a `redlock serve` process in its network namespace (the sidecar
+deployment: a fault on the worker's link cuts the endpoint off from the
+servers too), started with the servers and settings the library handle
+would use (--request-timeout, --connect-timeout, --retry-count,
+--retry-delay), listening on a free port of 127.0.0.1. Its loops speak
+RESP to it (resp.py), one connection per loop, as a Go or PHP program
+would: `LOCK.ACQUIRE res owner ttl WAIT wait` (the reply is the quorum's
+fencing token; the owner is new for every request, as Redlock's random
+value), a fenced write with that token, a hold, `LOCK.RELEASE`.
+Such a client hears of no loss: its hold is valid until `sent` + ttl -
+drift (sent: when the acquisition went out, before its wait; the servers
+start the lease no earlier; drift as the quorum client's, 1 % of the ttl
+plus 2 ms), and it writes and holds only until then; `released` is the
+start of the release or that end, whichever came first (lost when the
+end came first). With `overstay_ratio`, that share of the holds is a job
+that would run ttl + 0.5 s: it stops at the end of its validity (a client
+that did not would overlap the next holder, granted once the lease ends
+on a quorum). A `wait` of at most half the ttl leaves every grant most
+of its validity; a grant whose reply came after it (a very slow machine)
+is held for no time, never written with. A connection that breaks (the
+endpoint was killed) fails the request it carried, and the loop connects
+again, every 100 ms, until the endpoint is back. With `session`, the holds are
+`SESSION` holds: the endpoint keeps them extended while the connection
+lives and closes it when an extension fails, so such a hold has no
+deadline of its own and ends (lost) when the loop sees its connection
+close, which it watches throughout the hold. With `late_ratio`, that
+share of the holds writes once more with its token 100-600 ms after the
+release (late: another holder has most likely written since, and the
+fence must refuse it; harness.check flags a late write accepted after a
+newer token's write) before its record.
 
 Every hold ends with a `hold` record: client, resource, kind, key, token,
 sent (the request went out), granted (the grant's reply arrived, or the
@@ -29,9 +68,13 @@ command ended, or the lost signal fired, whichever came first), lost,
 writes. Kinds: exclusive, shared (a reader of a read-write lock), permit.
 """
 
+import collections
 import json
 import os
 import random
+import re
+import select
+import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +88,12 @@ HOLD_PY = os.path.join(HERE, "hold.py")
 
 _out = threading.Lock()
 NAME = "?"
+
+# The quorum client's drift for a lease of `ttl` seconds
+# (client/src/quorum.rs: 1 % of it plus 2 ms).
+def drift(ttl):
+    return ttl * 0.01 + 0.002
+
 
 
 def emit(ev, **fields):
@@ -112,6 +161,7 @@ class Worker:
         self.holds = {}
         self._rl = None
         self._rl_lock = threading.Lock()
+        self.endpoint_port = None
 
     @property
     def rl(self):
@@ -143,9 +193,10 @@ class Worker:
                     raise
 
     def write(self, h, value=None, late=False):
+        sent = time.monotonic()
         accepted = self.fenced_write(h.key, h.token, value or f"{NAME}/{h.id}")
         t = time.monotonic()
-        h.writes.append({"t": t, "accepted": accepted, "late": late, "lost_before": h.lost_t is not None})
+        h.writes.append({"sent": sent, "t": t, "accepted": accepted, "late": late, "lost_before": h.lost_t is not None})
         emit("wrote", id=h.id, res=h.res, accepted=accepted, late=late, t=t)
         return accepted
 
@@ -219,6 +270,137 @@ class Worker:
         if kind == "rw":
             return "shared" if random.random() < c.get("shared_ratio", 0.6) else "exclusive"
         return kind
+
+    # --- redlock serve ---------------------------------------------------
+
+    def settings_args(self):
+        """The library handle's settings as the `redlock` command's options."""
+        s = self.cfg.get("settings", {})
+        lo, hi = s.get("retry_delay", (0.1, 0.2))
+        return ["--request-timeout", f"{int(s.get('request_timeout', 0.05) * 1000)}ms",
+                "--connect-timeout", f"{int(s.get('connect_timeout', 0.2) * 1000)}ms",
+                "--retry-count", str(s.get("retry_count", 3)),
+                "--retry-delay", f"{int(lo * 1000)}ms..{int(hi * 1000)}ms"]
+
+    def op_endpoint(self, c):
+        # This thread waits for the endpoint: the death signal (setpriv)
+        # follows the thread that started it.
+        listen = f"127.0.0.1:{self.endpoint_port or 0}"
+        argv = ["setpriv", "--pdeathsig", "KILL", "--", self.cfg["redlock"], "serve", "--servers",
+                ",".join(self.servers), *self.settings_args(), "--listen", listen]
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        tail = collections.deque(maxlen=20)
+        port = None
+        for raw in p.stderr:
+            line = raw.decode(errors="replace").strip()
+            tail.append(line)
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)$", line)
+            if m:
+                port = int(m.group(1))
+                break
+        if port is None:
+            code = p.wait()
+            emit("error", id=c.get("id"), message=f"redlock serve exited {code} before listening: {list(tail)}")
+            return
+        self.endpoint_port = port
+        emit("endpoint", pid=p.pid, port=port)
+        for raw in p.stderr:
+            tail.append(raw.decode(errors="replace").strip())
+        code = p.wait()
+        emit("endpoint_exit", pid=p.pid, code=code, stderr=list(tail)[-5:])
+
+    def serve_call(self, *args, timeout):
+        """A command on this thread's connection to the endpoint (made anew
+        after one broke); a broken connection raises ConnectionError or
+        OSError and is dropped."""
+        conn = getattr(self.local, "serve", None)
+        try:
+            if conn is None:
+                if self.endpoint_port is None:
+                    raise ConnectionError("no endpoint yet")
+                conn = self.local.serve = resp.Conn(("127.0.0.1", self.endpoint_port))
+            conn.sock.settimeout(timeout)
+            return conn.call(*args)
+        except (OSError, ConnectionError):
+            if conn is not None:
+                conn.close()
+            self.local.serve = None
+            raise
+
+    def op_serve_loop(self, c):
+        lo, hi = c.get("hold_ms", (50, 200))
+        ttl, wait = c["ttl"], c["wait"]
+        n = failed = 0
+        while not os.path.exists(c["stop"]):
+            h = Hold(f"{c['id']}.{n + failed}", c["res"], "exclusive")
+            # An owner per request, as Redlock prescribes: under one owner,
+            # asking again after a release that reached no quorum (a
+            # flapping link) is a refresh of the hold that still stands,
+            # its token kept, one hold to the servers but two to the
+            # checker (a token not above the one released before).
+            owner = h.owner = f"{NAME}-{h.id}"
+            h.sent = time.monotonic()
+            emit("attempt", id=h.id, res=h.res, kind=h.kind, t=h.sent, serve=True)
+            session = ["SESSION"] if c.get("session") else []
+            try:
+                token = self.serve_call("LOCK.ACQUIRE", h.res, owner, int(ttl * 1000), "WAIT", int(wait * 1000),
+                                        *session, timeout=wait + 10)
+            except (OSError, ConnectionError, resp.RespError) as e:
+                emit("failed", id=h.id, res=h.res, kind=h.kind, error=type(e).__name__, message=str(e), sent=h.sent,
+                     serve=True)
+                failed += 1
+                if not isinstance(e, resp.RespError):
+                    time.sleep(0.1)  # the endpoint is down: connect again soon
+                continue
+            if token is None:
+                emit("failed", id=h.id, res=h.res, kind=h.kind, error="nil", sent=h.sent, serve=True)
+                failed += 1
+                continue
+            h.granted = time.monotonic()
+            h.token = int(token)
+            conn = self.local.serve
+            # A SESSION hold stands while its connection does: the endpoint
+            # extends it, and closes the connection when an extension
+            # fails (or when it dies): no deadline of its own.
+            valid_until = float("inf") if session else h.sent + ttl - drift(ttl)
+            emit("granted", id=h.id, res=h.res, kind=h.kind, token=h.token, key=h.key, owner=owner, t=h.granted,
+                 sent=h.sent, valid_until=None if session else valid_until, serve=True, session=bool(session))
+
+            def holding(timeout=0.0):
+                """Waits up to `timeout`; False once the hold may be lost."""
+                if session and h.lost_t is None and closed(conn, timeout):
+                    h.lost_t = time.monotonic()
+                    self.local.serve = None
+                    conn.close()
+                    emit("lost", id=h.id, res=h.res, t=h.lost_t, serve=True)
+                elif not session:
+                    time.sleep(timeout)
+                return h.lost_t is None and time.monotonic() < valid_until
+
+            if holding():
+                self.write(h)
+            # An overstaying job would run past the lease: it stops at the
+            # hold's validity, and its last write is made only before then.
+            hold = ttl + 0.5 if random.random() < c.get("overstay_ratio", 0.0) else random.uniform(lo, hi) / 1000.0
+            end = min(h.granted + hold, valid_until)
+            if holding(max(0.0, end - time.monotonic())):
+                self.write(h)
+            h.release_t = time.monotonic()
+            if h.lost_t is None and h.release_t > valid_until:
+                h.lost_t = max(valid_until, h.granted)
+                emit("lost", id=h.id, res=h.res, t=h.lost_t, serve=True)
+            emit("releasing", id=h.id, res=h.res, t=h.release_t)
+            try:
+                ok, error = self.serve_call("LOCK.RELEASE", h.res, owner, timeout=10) == 1, None
+            except (OSError, ConnectionError, resp.RespError) as e:
+                ok, error = False, f"{type(e).__name__}: {e}"
+            emit("released", id=h.id, res=h.res, ok=ok, error=error)
+            if random.random() < c.get("late_ratio", 0.0):
+                time.sleep(random.uniform(0.1, 0.6))
+                self.write(h, late=True)
+            h.record()
+            n += 1
+        emit("loop_done", id=c["id"], res=c["res"], holds=n, failed=failed)
 
     # --- redlock run -----------------------------------------------------
 
@@ -325,6 +507,16 @@ class Worker:
             else:
                 n += 1
         emit("loop_done", id=c["id"], res=c["res"], holds=n, failed=failed)
+
+
+def closed(conn, timeout):
+    """True when `conn`'s peer closes it within `timeout` seconds (the
+    endpoint sends nothing unasked: anything readable is its end)."""
+    try:
+        ready, _, _ = select.select([conn.sock], [], [], timeout)
+        return bool(ready) and conn.sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def serve(w):
