@@ -195,6 +195,21 @@ impl Redlock {
         ttl: Duration,
         deadline: Option<Instant>,
         ask: Ask<'_>,
+        observe: F,
+    ) -> Result<Lock, Error>
+    where
+        F: FnMut(&Retry<'_>) + Send,
+    {
+        self.counted(resource, ask.share, deadline, self.acquire_waiting(resource, ttl, deadline, ask, observe)).await
+    }
+
+    /// `acquire_until`, uncounted.
+    async fn acquire_waiting<F>(
+        &self,
+        resource: &Resources,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        ask: Ask<'_>,
         mut observe: F,
     ) -> Result<Lock, Error>
     where
