@@ -219,8 +219,8 @@ pub struct Metrics {
     /// Wait times by kind, then outcome: each histogram's count is the
     /// number of acquisitions that ended so.
     waits: [[Histogram; AcquireOutcome::ALL.len()]; AcquireKind::ALL.len()],
-    /// Hold times by kind, from the grant to the release (or the loss, or
-    /// the last copy of the lock dropped).
+    /// Hold times by kind, from the grant to the release or the loss (or
+    /// the end of the lease of a lock dropped unreleased).
     holds: [Histogram; AcquireKind::ALL.len()],
     held: AtomicI64,
     waiting: AtomicI64,
@@ -264,11 +264,19 @@ impl Metrics {
         Waiting { metrics: self, kind, started: Instant::now(), ended: false }
     }
 
-    /// A lock of `kind` granted now: held until `Held::end` (or its last
-    /// copy dropped).
+    /// A lock of `kind` granted now: held until `Held::end`, or the end
+    /// of its validity (`Held::valid_until`) once its last copy is dropped.
     pub fn held(self: &Arc<Self>, kind: AcquireKind) -> Arc<Held> {
         self.held.fetch_add(1, Ordering::Relaxed);
-        Arc::new(Held { metrics: Arc::clone(self), kind, since: Instant::now(), ended: AtomicBool::new(false) })
+        Arc::new(Held { metrics: Arc::clone(self), kind, since: Instant::now(), until: AtomicU64::new(0), ended: AtomicBool::new(false) })
+    }
+
+    /// A hold of `kind` granted at `since` ended.
+    fn hold_ended(&self, kind: AcquireKind, since: Instant) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        if let Some(h) = self.holds.get(kind.index()) {
+            h.observe(since.elapsed());
+        }
     }
 
     pub fn extended(&self, ok: bool) {
@@ -360,31 +368,52 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// A granted lock, shared by its copies: held until ended once.
+/// A granted lock, shared by its copies: held until it is released or
+/// lost (`end`), or, once its last copy is dropped without either, until
+/// its lease as last extended through the handle ends (the servers keep
+/// it that long).
 pub struct Held {
     metrics: Arc<Metrics>,
     kind: AcquireKind,
     since: Instant,
+    /// The end of its validity, in microseconds from `since`.
+    until: AtomicU64,
     ended: AtomicBool,
 }
 
 impl Held {
-    /// Released, lost or forgotten: no longer held (once; later calls do
-    /// nothing).
+    /// Its validity now ends at `end` (granted, extended).
+    pub fn valid_until(&self, end: Instant) {
+        let micros = u64::try_from(end.saturating_duration_since(self.since).as_micros()).unwrap_or(u64::MAX);
+        self.until.store(micros, Ordering::Relaxed);
+    }
+
+    /// Released or lost: no longer held (once; later calls do nothing).
     pub fn end(&self) {
-        if self.ended.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        self.metrics.held.fetch_sub(1, Ordering::Relaxed);
-        if let Some(h) = self.metrics.holds.get(self.kind.index()) {
-            h.observe(self.since.elapsed());
+        if !self.ended.swap(true, Ordering::Relaxed) {
+            self.metrics.hold_ended(self.kind, self.since);
         }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.end();
+        if self.ended.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let left = Duration::from_micros(self.until.load(Ordering::Relaxed)).saturating_sub(self.since.elapsed());
+        // Dropped while the servers still hold it: held until they no
+        // longer do (outside a runtime, nothing can wait: it ends now).
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !left.is_zero() => {
+                let (metrics, kind, since) = (Arc::clone(&self.metrics), self.kind, self.since);
+                runtime.spawn(async move {
+                    tokio::time::sleep(left).await;
+                    metrics.hold_ended(kind, since);
+                });
+            }
+            _ => self.metrics.hold_ended(self.kind, self.since),
+        }
     }
 }
 
@@ -426,7 +455,8 @@ pub struct Snapshot {
     pub acquisitions: Vec<Acquisitions>,
     /// Hold times by kind.
     pub holds: Vec<(&'static str, HistogramSnapshot)>,
-    /// Locks granted and not yet released, lost or dropped.
+    /// Locks granted and not yet released or lost (one dropped unreleased
+    /// counts until its lease ends).
     pub held: i64,
     /// Acquisitions under way.
     pub waiting: i64,
@@ -488,6 +518,29 @@ mod tests {
         let s = m.snapshot();
         assert_eq!(s.held, 0);
         assert_eq!(s.holds.first().map(|(_, h)| h.count), Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_lock_dropped_unreleased_is_held_until_its_lease_ends() {
+        let m = Arc::new(Metrics::new(Vec::new()));
+        let held = m.held(AcquireKind::Exclusive);
+        held.valid_until(Instant::now() + Duration::from_millis(300));
+        drop(held);
+        assert_eq!(m.snapshot().held, 1, "the servers still hold it");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while m.snapshot().held != 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(m.snapshot().held, 0, "its lease ended");
+        // Outside a runtime nothing can wait: it ends at once.
+        let m = Arc::new(Metrics::new(Vec::new()));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let held = m.held(AcquireKind::Shared);
+                held.valid_until(Instant::now() + Duration::from_secs(60));
+            });
+        });
+        assert_eq!(m.snapshot().held, 0);
     }
 
     #[test]

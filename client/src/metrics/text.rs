@@ -46,12 +46,17 @@ pub(super) fn render(s: &Snapshot) -> String {
         &mut out,
         "redlock_hold_seconds",
         "histogram",
-        "Time a granted lock was held, from its grant to its release, loss or drop, by kind.",
+        "Time a granted lock was held, from its grant to its release or loss (or the end of its lease, dropped unreleased), by kind.",
     );
     for (kind, h) in &s.holds {
         histogram(&mut out, "redlock_hold_seconds", &format!("kind=\"{kind}\""), h);
     }
-    header(&mut out, "redlock_held", "gauge", "Locks granted to this client and not yet released, lost or dropped.");
+    header(
+        &mut out,
+        "redlock_held",
+        "gauge",
+        "Locks granted to this client and not yet released or lost (one dropped unreleased counts until its lease ends).",
+    );
     let _ = writeln!(out, "redlock_held {}", s.held);
     header(&mut out, "redlock_waiting", "gauge", "Acquisitions of this client under way.");
     let _ = writeln!(out, "redlock_waiting {}", s.waiting);

@@ -1,7 +1,7 @@
 //! Each acquisition counted in its handle's metrics (`crate::metrics`):
 //! the public ways to acquire end in `counted`, which counts the wait and
 //! its outcome, and marks the lock granted as held until it is released,
-//! lost or dropped. Counting never changes what the acquisition does.
+//! lost, or (dropped unreleased) its lease ends. Counting never changes what the acquisition does.
 
 use std::future::Future;
 
@@ -35,7 +35,13 @@ impl Redlock {
         let waiting = self.inner.metrics.waiting(kind);
         let result = acquiring.await;
         waiting.ended(outcome_of(&result, deadline.is_some()));
-        result.map(|lock| Lock { held: Some(self.inner.metrics.held(kind)), ..lock })
+        result.map(|lock| {
+            let held = self.inner.metrics.held(kind);
+            if let Some(end) = lock.acquired_at.checked_add(lock.validity) {
+                held.valid_until(end);
+            }
+            Lock { held: Some(held), ..lock }
+        })
     }
 }
 

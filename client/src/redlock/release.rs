@@ -48,6 +48,9 @@ impl Redlock {
         }
         match validity {
             Some(validity) if extended >= self.inner.quorum && !lock.remaining().is_zero() => {
+                if let (Some(held), Some(end)) = (&lock.held, started.checked_add(validity)) {
+                    held.valid_until(end);
+                }
                 Ok(Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() })
             }
             _ => match quorum::rejections(&outcomes) {
