@@ -216,3 +216,38 @@ async fn serve_counts_the_grants_and_refusals_of_its_clients() {
     assert_promtool_accepts(&text).await;
     let _ = child.kill().await;
 }
+
+/// `redlock elect --metrics` shows it leads, with its term; `redlock
+/// leader --watch --metrics` the one change of leader it saw, same term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_and_leader_watch_serve_the_leadership_and_its_term() {
+    let c = Cluster::start(5);
+    let servers = c.urls().join(",");
+    let mut watch =
+        redlock(&servers, &["leader", "m-svc", "--watch", "--json", "--interval", "20ms", "--metrics", "127.0.0.1:0"]).spawn().expect("watch");
+    let (watch_addr, _watch_err) = metrics_address(&mut watch).await;
+    let before = scrape(&watch_addr).await;
+    assert_eq!(sample(&before, "redlock_election_leader_changes_total"), 0.0);
+    let mut elect = redlock(
+        &servers,
+        &["elect", "m-svc", "--value", "10.0.0.1:80", "--ttl", "30s", "--metrics", "127.0.0.1:0", "--", "sh", "-c", "exec sleep 60"],
+    )
+    .spawn()
+    .expect("elect");
+    let (elect_addr, _elect_err) = metrics_address(&mut elect).await;
+    eventually(REPLY, "the candidate to lead", || async { sample(&scrape(&elect_addr).await, "redlock_election_leading") == 1.0 }).await;
+    let leading = scrape(&elect_addr).await;
+    let term = sample(&leading, "redlock_election_term");
+    assert!(term > 0.0, "term {term}");
+    eventually(REPLY, "the watch to see the leader", || async {
+        sample(&scrape(&watch_addr).await, "redlock_election_leader_changes_total") >= 1.0
+    })
+    .await;
+    let seen = scrape(&watch_addr).await;
+    assert_eq!(sample(&seen, "redlock_election_leader_changes_total"), 1.0, "{seen}");
+    assert_eq!(sample(&seen, "redlock_election_term"), term);
+    assert_eq!(sample(&seen, "redlock_election_leading"), 0.0, "the watch leads nothing");
+    assert_promtool_accepts(&leading).await;
+    let _ = elect.kill().await;
+    let _ = watch.kill().await;
+}
