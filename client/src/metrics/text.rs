@@ -77,7 +77,7 @@ pub(super) fn render(s: &Snapshot) -> String {
     for (cause, n) in &s.lost {
         let _ = writeln!(out, "redlock_lost_total{{cause=\"{cause}\"}} {n}");
     }
-    let server = |i: usize| format!("server=\"{i}\",address=\"{}\"", escaped(&s.servers.get(i).map_or("", |x| x.address.as_str())));
+    let server = |i: usize| format!("server=\"{i}\",address=\"{}\"", escaped(s.servers.get(i).map_or("", |x| x.address.as_str())));
     header(
         &mut out,
         "redlock_server_request_seconds",

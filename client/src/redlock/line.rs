@@ -17,6 +17,9 @@ enum Joined {
 }
 
 /// What the first round of a waiting acquisition came to (`first_try`).
+// One per acquisition, returned at once and never stored: boxing the lock
+// would allocate on every grant for nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum FirstTry {
     Lock(Lock),
     /// Others are in line: wait behind them.

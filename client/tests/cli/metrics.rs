@@ -223,8 +223,9 @@ async fn serve_counts_the_grants_and_refusals_of_its_clients() {
 async fn elect_and_leader_watch_serve_the_leadership_and_its_term() {
     let c = Cluster::start(5);
     let servers = c.urls().join(",");
-    let mut watch =
-        redlock(&servers, &["leader", "m-svc", "--watch", "--json", "--interval", "20ms", "--metrics", "127.0.0.1:0"]).spawn().expect("watch");
+    let mut watch = redlock(&servers, &["leader", "m-svc", "--watch", "--json", "--interval", "20ms", "--metrics", "127.0.0.1:0"])
+        .spawn()
+        .expect("watch");
     let (watch_addr, _watch_err) = metrics_address(&mut watch).await;
     let before = scrape(&watch_addr).await;
     assert_eq!(sample(&before, "redlock_election_leader_changes_total"), 0.0);
