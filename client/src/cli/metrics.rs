@@ -20,6 +20,10 @@ use super::exit::Failure;
 const MAX_REQUEST: usize = 8 * 1024;
 /// A client gets this long to send its request, and to take the reply.
 const CLIENT_TIME: Duration = Duration::from_secs(10);
+/// After its reply, a client's further input is read and dropped this
+/// long, and this much, at most, until it closes.
+const LINGER: Duration = Duration::from_secs(1);
+const MAX_LINGER_BYTES: usize = 1024 * 1024;
 /// Scrapes served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 16;
 
@@ -76,7 +80,21 @@ async fn answer(mut stream: TcpStream, redlock: &Redlock) -> std::io::Result<()>
         None => reply("431 Request Header Fields Too Large", "text/plain; charset=utf-8", "request too large\n"),
     };
     stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
+    stream.shutdown().await?;
+    // What the client still sends (the rest of a request too large) is
+    // read and dropped until it closes, briefly: closed with unread input,
+    // the connection would be reset, and the client could lose the reply.
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut left = MAX_LINGER_BYTES;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
+    Ok(())
 }
 
 /// Where the blank line that ends a request's head is, when it came.
