@@ -175,8 +175,8 @@ async fn run_serves_its_grant_and_its_lost_hold_as_metrics() {
     let _ = child.kill().await;
 }
 
-/// `redlock serve --metrics`: the endpoint's grants and refusals through
-/// its one handle, by kind.
+/// `redlock serve --metrics`: the endpoint's grants, refusals and a wait
+/// that ran out, through its one handle, by kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_counts_the_grants_and_refusals_of_its_clients() {
     let c = Cluster::start(5);
@@ -205,12 +205,18 @@ async fn serve_counts_the_grants_and_refusals_of_its_clients() {
         let reply: Value = acquire(key, owner, shared).query_async(&mut con).await.expect("acquire");
         assert_eq!(matches!(reply, Value::Int(_)), granted, "{key} {owner}: {reply:?}");
     }
+    // A wait for a held lock that runs out.
+    let waited: Value =
+        redis::cmd("LOCK.ACQUIRE").arg("m-a").arg("o7").arg(10_000).arg("WAIT").arg(100).query_async(&mut con).await.expect("wait");
+    assert_eq!(waited, Value::Nil);
     let text = scrape(&addr).await;
     let count =
         |kind: &str, outcome: &str| sample(&text, &format!("redlock_acquire_wait_seconds_count{{kind=\"{kind}\",outcome=\"{outcome}\"}}"));
     assert_eq!((count("exclusive", "granted"), count("exclusive", "refused")), (2.0, 2.0), "{text}");
+    assert_eq!(count("exclusive", "timed_out"), 1.0, "{text}");
+    assert_eq!(sample(&text, "redlock_waiting"), 0.0);
     assert_eq!((count("shared", "granted"), count("shared", "refused")), (2.0, 0.0), "{text}");
-    assert_eq!(total(&text, "redlock_acquire_wait_seconds_count", ""), 6.0);
+    assert_eq!(total(&text, "redlock_acquire_wait_seconds_count", ""), 7.0);
     assert_eq!(sample(&text, "redlock_held"), 4.0);
     assert_help_and_type(&text);
     assert_promtool_accepts(&text).await;
