@@ -7,7 +7,9 @@
 # nftables (the partition suite cuts links and drops packets between
 # network namespaces), openssl (the TLS tests make their own CA and
 # certificates, scripts/test-certs.sh), and binutils (objdump, with which
-# the dist suite reads the glibc versions a binary asks for). What only
+# the dist suite reads the glibc versions a binary asks for), and
+# prometheus (its promtool checks the text of `redlock --metrics` in the
+# CLI tests; the package's own server is not started). What only
 # `make dist` builds with (zig, cargo-zigbuild, maturin, auditwheel) comes
 # from PyPI into target/dist-tools: scripts/dist.sh installs it.
 #
@@ -18,7 +20,7 @@
 # build.
 set -euo pipefail
 
-wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl binutils)
+wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl binutils prometheus)
 if [ "${1:-}" = --examples ]; then
   wanted=(golang-go golang-github-gomodule-redigo-dev php-cli php-redis ruby-redis libredis-perl)
 fi
@@ -39,3 +41,5 @@ $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The package starts a system-wide server on 6379; our tests use their own.
 if [ -d /run/systemd/system ]; then $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+# The same for prometheus's server: the tests need its promtool only.
+if [ -d /run/systemd/system ]; then $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true; fi

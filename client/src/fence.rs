@@ -190,6 +190,7 @@ mod tests {
             session_window: None,
             holds: Arc::new(AtomicUsize::new(1)),
             ended: Arc::new(AtomicBool::new(false)),
+            held: None,
         }
     }
 

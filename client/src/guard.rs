@@ -9,6 +9,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::metrics::{LossCause, Metrics};
+use crate::outcome::Outcome;
 use crate::redlock::{Lock, Redlock, Released};
 use crate::settings::{Settings, SESSION_MARGIN};
 
@@ -41,6 +43,8 @@ struct Keeping {
     extending: tokio::sync::Mutex<()>,
     /// An explicit `extend` changed the ttl: the keeper plans anew.
     rescheduled: tokio::sync::Notify,
+    /// Its handle's metrics: a loss counts there once, by cause.
+    metrics: Arc<Metrics>,
 }
 
 impl Keeping {
@@ -52,10 +56,38 @@ impl Keeping {
         *self.lock.lock().unwrap_or_else(|p| p.into_inner()) = lock;
     }
 
-    /// Fires the lost signal, recording `at` unless a loss was recorded.
-    fn lose(&self, at: Instant) {
-        self.lost_at.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(at);
+    /// Fires the lost signal, recording `at` and counting the loss by
+    /// `cause` unless a loss was recorded.
+    fn lose(&self, at: Instant, cause: LossCause) {
+        let first = {
+            let mut lost_at = self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
+            let first = lost_at.is_none();
+            lost_at.get_or_insert(at);
+            first
+        };
         self.lost.cancel();
+        if first {
+            self.metrics.lost(cause);
+            if let Some(held) = &self.lock().held {
+                held.end();
+            }
+        }
+    }
+
+    /// Loses the lock because its extension failed with `e`.
+    fn extension_failed(&self, e: &Error, quorum: usize) {
+        let cause = match e {
+            // Refusals alone leave too few servers to extend it: the
+            // servers no longer keep it for this owner.
+            Error::QuorumLost { outcomes, .. }
+                if outcomes.iter().filter(|o| o.outcome == Outcome::Refused).count() > outcomes.len().saturating_sub(quorum) =>
+            {
+                LossCause::Refused
+            }
+            Error::QuorumLost { .. } => LossCause::Unreachable,
+            _ => LossCause::Expired,
+        };
+        self.lose(Instant::now(), cause);
     }
 
     /// The end of the current validity, when it is over.
@@ -74,7 +106,7 @@ impl Keeping {
         }
         match self.validity_over() {
             Some(end) => {
-                self.lose(end);
+                self.lose(end, LossCause::Expired);
                 true
             }
             None => false,
@@ -170,6 +202,7 @@ impl LockGuard {
             lost_at: Mutex::new(None),
             extending: tokio::sync::Mutex::new(()),
             rescheduled: tokio::sync::Notify::new(),
+            metrics: Arc::clone(redlock.registry()),
         });
         let keeper = tokio::spawn(keep(redlock.clone(), keeping.clone()));
         LockGuard { shared: Arc::new(Shared { redlock, keeping, keeper: Mutex::new(Some(keeper)) }), released: false }
@@ -222,7 +255,7 @@ impl LockGuard {
                 // the guard's ttl are as they were.
                 Err(e @ Error::Rejected { .. }) => Err(e),
                 Err(e) => {
-                    keeping.lose(Instant::now());
+                    keeping.extension_failed(&e, shared.redlock.quorum());
                     Err(e)
                 }
             }
@@ -384,8 +417,8 @@ async fn extend_when_due(redlock: &Redlock, keeping: &Keeping) -> bool {
             true
         }
         Err(_) if current.holds() == 0 => false,
-        Err(_) => {
-            keeping.lose(Instant::now());
+        Err(e) => {
+            keeping.extension_failed(&e, redlock.quorum());
             false
         }
     }
@@ -413,6 +446,7 @@ mod tests {
             session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended: Arc::new(AtomicBool::new(false)),
+            held: None,
         }
     }
 

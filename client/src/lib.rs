@@ -16,6 +16,8 @@
 //! - `semaphore`: permits of a counting semaphore, one slot lock each
 //! - `hold`: what every front end (the CLI, the Python and Node bindings)
 //!   does with a lock: requests, holds, input checks, failures by category
+//! - `metrics`: each handle's counts (acquisitions, waits, holds, losses,
+//!   servers, elections) and their Prometheus text
 //! - `settings` (defaults and checks), `error`
 
 pub mod election;
@@ -23,6 +25,7 @@ pub mod error;
 pub mod fence;
 pub mod guard;
 pub mod hold;
+pub mod metrics;
 pub mod outcome;
 pub mod quorum;
 pub mod redlock;

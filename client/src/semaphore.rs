@@ -59,10 +59,13 @@ impl Redlock {
     /// (see `permits_until`).
     pub async fn try_permits(&self, resource: &str, limit: u32, count: u32, ttl: Duration) -> Result<Lock, Error> {
         Self::check_limit(limit, count)?;
-        self.verify_servers().await?;
-        self.attempt_permit(resource, limit, count, ttl, Ask::exclusive())
-            .await
-            .map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+        self.counted(&Resources::one(resource), Share::Permits(limit, count), None, async {
+            self.verify_servers().await?;
+            self.attempt_permit(resource, limit, count, ttl, Ask::exclusive())
+                .await
+                .map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+        })
+        .await
     }
 
     /// `count` of the `limit` permits of `resource` held by `owner`, the
@@ -89,8 +92,13 @@ impl Redlock {
         match deadline {
             Some(_) => self.acquire_until(&Resources::one(resource), ttl, deadline, ask, |_| {}).await,
             None => {
-                self.verify_servers().await?;
-                self.attempt_permit(resource, limit, count, ttl, ask).await.map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+                self.counted(&Resources::one(resource), Share::Permits(limit, count), None, async {
+                    self.verify_servers().await?;
+                    self.attempt_permit(resource, limit, count, ttl, ask)
+                        .await
+                        .map_err(|outcomes| self.not_acquired(resource, limit, outcomes))
+                })
+                .await
             }
         }
     }

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod elect;
 pub mod exit;
 pub mod explain;
+pub mod metrics;
 pub mod output;
 pub mod progress;
 pub mod run;
@@ -65,6 +66,17 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     let redlock = Redlock::new(&urls, settings).map_err(|e| explain::other(&e))?;
     // A server listed twice is refused before anything is asked of it.
     redlock.verify_servers().await.map_err(|e| explain::other(&e))?;
+    let metrics_at = match &command {
+        Command::Run(args) => args.metrics.as_deref(),
+        Command::Elect(args) => args.metrics.as_deref(),
+        Command::Leader(args) => args.metrics.as_deref(),
+        Command::Serve(args) => args.metrics.as_deref(),
+        _ => None,
+    };
+    let metrics = match metrics_at {
+        Some(addr) => Some(metrics::serve(&redlock, addr).await?),
+        None => None,
+    };
     let outcome = match &command {
         Command::Acquire(args) => commands::acquire(&redlock, args, json).await,
         Command::Release(args) => commands::release(&redlock, args, json).await,
@@ -81,6 +93,9 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     // must be given up before this process exits, or the next in line
     // would wait for its ttl.
     redlock.settle().await;
+    if let Some(server) = metrics {
+        server.abort();
+    }
     outcome
 }
 

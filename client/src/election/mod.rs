@@ -172,7 +172,8 @@ impl Election {
         // Module mode (checked): every grant has a token.
         let term = lock.token.unwrap_or(0);
         let guard = self.redlock.keep(lock);
-        let leadership = Leadership { election: self.clone(), guard, term, value: Mutex::new(String::new()) };
+        let leading = Leading::start(Arc::clone(self.redlock.registry()), term, guard.lost_token());
+        let leadership = Leadership { election: self.clone(), guard, term, value: Mutex::new(String::new()), _leading: leading };
         match leadership.proclaim(&self.value).await {
             Ok(()) => Ok(leadership),
             // Too few servers stored it: the leadership stands (its lease
@@ -240,7 +241,11 @@ impl Election {
     /// `observe_interval` instead, and then misses what begins and ends
     /// between two reads. It never ends by itself.
     pub fn observe(&self) -> impl Stream<Item = Leader> + Send + 'static {
-        observe::changes_of_leader(self.clone(), None).map(|(_, leader)| leader)
+        let metrics = Arc::clone(self.redlock.registry());
+        observe::changes_of_leader(self.clone(), None).map(move |(_, leader)| {
+            metrics.leader_seen(leader.term);
+            leader
+        })
     }
 }
 
@@ -281,6 +286,37 @@ pub struct Leadership {
     guard: LockGuard,
     term: i64,
     value: Mutex<String>,
+    /// Counted as leading in the handle's metrics while it lasts.
+    _leading: Leading,
+}
+
+/// A leadership counted in its handle's metrics
+/// (`redlock_election_leading`) until it is lost or ends (resigned or
+/// dropped), whichever comes first.
+struct Leading {
+    ended: CancellationToken,
+}
+
+impl Leading {
+    fn start(metrics: Arc<crate::metrics::Metrics>, term: i64, lost: CancellationToken) -> Leading {
+        metrics.leads(term);
+        let ended = CancellationToken::new();
+        let over = ended.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = lost.cancelled() => {}
+                () = over.cancelled() => {}
+            }
+            metrics.leads_no_more();
+        });
+        Leading { ended }
+    }
+}
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        self.ended.cancel();
+    }
 }
 
 impl Leadership {

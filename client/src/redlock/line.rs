@@ -17,6 +17,9 @@ enum Joined {
 }
 
 /// What the first round of a waiting acquisition came to (`first_try`).
+// One per acquisition, returned at once and never stored: boxing the lock
+// would allocate on every grant for nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum FirstTry {
     Lock(Lock),
     /// Others are in line: wait behind them.
@@ -192,6 +195,21 @@ impl Redlock {
     /// (`Ask::fence`, the module's `FENCE`: the head's rounds ask for the
     /// higher of it and the line's floor); the rounds set the session.
     pub(crate) async fn acquire_until<F>(
+        &self,
+        resource: &Resources,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        ask: Ask<'_>,
+        observe: F,
+    ) -> Result<Lock, Error>
+    where
+        F: FnMut(&Retry<'_>) + Send,
+    {
+        self.counted(resource, ask.share, deadline, self.acquire_waiting(resource, ttl, deadline, ask, observe)).await
+    }
+
+    /// `acquire_until`, uncounted.
+    async fn acquire_waiting<F>(
         &self,
         resource: &Resources,
         ttl: Duration,

@@ -5,6 +5,7 @@
 //! list), `permits` (a semaphore's permit keys, which the line waits on).
 
 mod contended;
+mod counted;
 mod entries;
 mod first;
 mod line;
@@ -72,6 +73,9 @@ pub struct Lock {
     /// waiting request of the head of the line that is granted after that
     /// is released at once (see `attempt_at_head`).
     pub(crate) ended: Arc<AtomicBool>,
+    /// Counted as held in its handle's metrics until released, lost or
+    /// dropped (`None`: a lock made other than by an acquisition).
+    pub(crate) held: Option<Arc<crate::metrics::Held>>,
 }
 
 impl Lock {
@@ -136,6 +140,8 @@ pub(crate) struct Inner {
     contended: contended::Contended,
     /// Its entries' recoveries from failed connections (see `Recoveries`).
     recoveries: Arc<Recoveries>,
+    /// What its acquisitions, holds and servers did (`Redlock::metrics`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Background work of a handle that a process about to exit waits for.
@@ -290,6 +296,7 @@ impl Redlock {
         let quorum = settings.quorum.unwrap_or_else(|| quorum::majority(instances.len()));
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
+        let metrics = Arc::new(crate::metrics::Metrics::new(instances.iter().map(|i| Arc::clone(&i.metrics)).collect()));
         Ok(Redlock {
             inner: Arc::new(Inner {
                 instances,
@@ -302,6 +309,7 @@ impl Redlock {
                 first_contact: tokio::sync::OnceCell::new(),
                 contended: contended::Contended::default(),
                 recoveries,
+                metrics,
             }),
         })
     }
@@ -389,8 +397,12 @@ impl Redlock {
 
     /// One attempt round at `resources`, shared or not.
     pub(crate) async fn try_acquire(&self, resources: &Resources, ttl: Duration, shared: bool) -> Result<Lock, Error> {
-        self.verify_servers().await?;
-        self.attempt(resources, ttl, Ask::new(Share::of(shared))).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+        let share = Share::of(shared);
+        self.counted(resources, share, None, async {
+            self.verify_servers().await?;
+            self.attempt(resources, ttl, Ask::new(share)).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+        })
+        .await
     }
 
     /// One attempt at a shared hold of `resource`, a read-write lock: any
@@ -440,8 +452,11 @@ impl Redlock {
         match deadline {
             Some(_) => self.acquire_until(resources, ttl, deadline, ask, |_| {}).await,
             None => {
-                self.verify_servers().await?;
-                self.attempt(resources, ttl, ask).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+                self.counted(resources, ask.share, None, async {
+                    self.verify_servers().await?;
+                    self.attempt(resources, ttl, ask).await.map_err(|outcomes| self.not_acquired(resources, 1, outcomes))
+                })
+                .await
             }
         }
     }

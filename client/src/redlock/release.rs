@@ -17,6 +17,12 @@ impl Redlock {
     /// Makes the lease `ttl` from now on a quorum, within the validity
     /// left; returns the lock with its new validity.
     pub async fn extend(&self, lock: &Lock, ttl: Duration) -> Result<Lock, Error> {
+        let extended = self.extend_uncounted(lock, ttl).await;
+        self.inner.metrics.extended(extended.is_ok());
+        extended
+    }
+
+    async fn extend_uncounted(&self, lock: &Lock, ttl: Duration) -> Result<Lock, Error> {
         if lock.remaining().is_zero() {
             return Err(Error::Expired { resource: lock.resource.clone() });
         }
@@ -42,6 +48,9 @@ impl Redlock {
         }
         match validity {
             Some(validity) if extended >= self.inner.quorum && !lock.remaining().is_zero() => {
+                if let (Some(held), Some(end)) = (&lock.held, started.checked_add(validity)) {
+                    held.valid_until(end);
+                }
                 Ok(Lock { validity, acquired_at: started, ttl, instances: outcomes, ..lock.clone() })
             }
             _ => match quorum::rejections(&outcomes) {
@@ -67,6 +76,9 @@ impl Redlock {
     /// Releases `lock` on every instance, whatever its holds.
     pub(crate) async fn release_on_servers(&self, lock: &Lock) -> Result<Released, Error> {
         lock.ended.store(true, Ordering::SeqCst);
+        if let Some(held) = &lock.held {
+            held.end();
+        }
         self.release_owner_within(&lock.resources, &lock.owner, Some(lock.ttl)).await
     }
 
@@ -176,6 +188,7 @@ impl Redlock {
             session_window: None,
             holds: Arc::new(AtomicUsize::new(1)),
             ended: Arc::new(AtomicBool::new(false)),
+            held: None,
         };
         self.extend(&lock, ttl).await
     }

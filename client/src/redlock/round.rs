@@ -289,6 +289,7 @@ impl Redlock {
             session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended,
+            held: None,
         })
     }
 

@@ -495,12 +495,12 @@ impl Instance {
         // `abandon_waits` releases it after this (the entry kept till then).
         if matches!(outcome, Outcome::Granted { .. }) && session.is_some() {
             if entry.as_ref().is_some_and(|e| e.abandoned()) {
-                return self.outcome(started, Outcome::Refused);
+                return self.waited(started, Outcome::Refused);
             }
             let again = self.acquire_as(keys, owner, ttl, Ask { fence: None, ..ask }).await;
             return InstanceOutcome { latency: started.elapsed(), ..again };
         }
-        self.outcome(started, outcome)
+        self.waited(started, outcome)
     }
 
     /// This instance's lock service as a whole.

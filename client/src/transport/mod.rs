@@ -147,6 +147,8 @@ pub struct Instance {
     /// ... and check no certificate (`TlsSettings::insecure`, or
     /// `#insecure` in the URL): every connection error says so.
     insecure: bool,
+    /// What this entry's lock requests met (its handle's registry reads it).
+    pub metrics: std::sync::Arc<crate::metrics::ServerMetrics>,
 }
 
 /// Idle wait connections kept per instance; more waits at once open more.
@@ -307,6 +309,7 @@ impl Instance {
             (Client::Single(Box::new(client)), name, addresses, insecure, wait_replicas.unwrap_or(0))
         };
         Ok(Instance {
+            metrics: std::sync::Arc::new(crate::metrics::ServerMetrics::new(index, &name)),
             name,
             index,
             addresses,
@@ -436,7 +439,11 @@ impl Instance {
             Ok(ids) => ids.map_err(|e| self.closed_at_once(e, false))?,
             Err(_) => return Err(Outcome::Timeout),
         };
-        self.identities.claim(self.index, &self.name, &run_ids)
+        let claimed = self.identities.claim(self.index, &self.name, &run_ids);
+        if claimed.is_err() {
+            self.metrics.identity_refused();
+        }
+        claimed
     }
 
     /// Forgets shared connection `number` (dropped under a request), so
@@ -561,7 +568,23 @@ impl Instance {
         .await
     }
 
+    /// What a lock request sent at `started` came to, counted: its round
+    /// trip, and its failure or quarantine.
     fn outcome(&self, started: Instant, outcome: Outcome) -> InstanceOutcome {
+        let latency = started.elapsed();
+        self.metrics.answered(latency);
+        self.metrics.outcome(&outcome);
+        InstanceOutcome { server: self.name.clone(), outcome, latency, connection: None }
+    }
+
+    /// `outcome` of a blocking wait (`wait_for`): its time is the wait's,
+    /// not a round trip, and a wait its acquisition gave up ends as a
+    /// killed connection, no failure of the server: only a quarantine
+    /// counts.
+    fn waited(&self, started: Instant, outcome: Outcome) -> InstanceOutcome {
+        if matches!(outcome, Outcome::Quarantine { .. }) {
+            self.metrics.outcome(&outcome);
+        }
         InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed(), connection: None }
     }
 

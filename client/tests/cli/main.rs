@@ -11,6 +11,7 @@ mod elect;
 mod fenced;
 mod group;
 mod input;
+mod metrics;
 mod serve;
 mod serve_endpoint;
 mod serve_family;

@@ -323,6 +323,11 @@ pub struct RunArgs {
     /// What to do when the lock is lost while the command runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
+    /// Serve this client's metrics (Prometheus text format) at
+    /// http://HOST:PORT/metrics while the command runs (port 0: any free
+    /// port, printed on stderr).
+    #[arg(long, value_name = "HOST:PORT", value_parser = non_empty("metrics"))]
+    pub metrics: Option<String>,
     /// Run holding one of N permits of a semaphore named RESOURCE
     /// (REDLOCK_PERMIT names the permit).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
@@ -411,6 +416,11 @@ pub struct ElectArgs {
     /// Campaign again after the command ended or was stopped.
     #[arg(long)]
     pub again: bool,
+    /// Serve this client's metrics (Prometheus text format) at
+    /// http://HOST:PORT/metrics while the command runs (port 0: any free
+    /// port, printed on stderr).
+    #[arg(long, value_name = "HOST:PORT", value_parser = non_empty("metrics"))]
+    pub metrics: Option<String>,
     /// How long the command gets between SIGTERM and SIGKILL once the hold
     /// is lost; never past the hold's own end (its validity), so that it
     /// is dead before another client can be granted the lock. With
@@ -439,6 +449,11 @@ pub struct LeaderArgs {
     /// Print every change of leader until interrupted.
     #[arg(long)]
     pub watch: bool,
+    /// Serve this client's metrics (Prometheus text format) at
+    /// http://HOST:PORT/metrics while it watches (needs --watch) (port 0: any free
+    /// port, printed on stderr).
+    #[arg(long, value_name = "HOST:PORT", value_parser = non_empty("metrics"), requires = "watch")]
+    pub metrics: Option<String>,
     /// With --watch: how often a lost server is subscribed again.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
           allow_hyphen_values = true)]

@@ -54,6 +54,11 @@ pub struct ServeArgs {
     #[arg(long, env = "REDLOCK_SERVE_TLS_AUTH_CLIENTS", value_enum, value_name = "yes|no|optional", default_value = "yes")]
     pub tls_auth_clients: AuthClientsArg,
 
+    /// Serve the quorum client's metrics (Prometheus text format) at
+    /// http://HOST:PORT/metrics (port 0: any free port, printed on stderr).
+    #[arg(long, env = "REDLOCK_SERVE_METRICS", value_name = "HOST:PORT")]
+    pub metrics: Option<String>,
+
     /// Also accept clients on this Unix socket (replaced if it exists).
     #[arg(long, env = "REDLOCK_SERVE_UNIXSOCKET", value_name = "PATH")]
     pub unixsocket: Option<PathBuf>,
