@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock::metrics::CONTENT_TYPE;
+use redlock::metrics::{render_server_info, CONTENT_TYPE};
 use redlock::Redlock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -73,7 +73,12 @@ async fn answer(mut stream: TcpStream, redlock: &Redlock) -> std::io::Result<()>
         request.extend_from_slice(buf.get(..n).unwrap_or_default());
     };
     let response = match head_end.and_then(|end| request.get(..end)).map(route) {
-        Some(Route::Metrics) => reply("200 OK", CONTENT_TYPE, &redlock.metrics().to_prometheus()),
+        Some(Route::Metrics) => {
+            // The client's own numbers, then each server's module's.
+            let mut text = redlock.metrics().to_prometheus();
+            text.push_str(&render_server_info(&redlock.server_info().await));
+            reply("200 OK", CONTENT_TYPE, &text)
+        }
         Some(Route::NotFound) => reply("404 Not Found", "text/plain; charset=utf-8", "not found: the metrics are at /metrics\n"),
         Some(Route::NotAllowed) => reply("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET /metrics\n"),
         Some(Route::Bad) => reply("400 Bad Request", "text/plain; charset=utf-8", "bad request\n"),

@@ -11,9 +11,11 @@
 //! other long-running commands serve that text at `/metrics`.
 
 mod histogram;
+mod servers;
 mod text;
 
 pub use histogram::HistogramSnapshot;
+pub use servers::{fields, render as render_server_info, NodeInfo, ServerInfo};
 pub use text::CONTENT_TYPE;
 
 use std::cmp::Reverse;
@@ -212,7 +214,7 @@ impl ServerMetrics {
 /// `name` without anything that could be a credential: the part before an
 /// `@` of each comma-separated host (the entries' names carry none today;
 /// this keeps it so if one ever does).
-fn redacted(name: &str) -> String {
+pub(crate) fn redacted(name: &str) -> String {
     name.split(',').map(|part| part.rsplit_once('@').map_or(part, |(_, host)| host)).collect::<Vec<_>>().join(",")
 }
 

@@ -10,7 +10,7 @@ use super::{HistogramSnapshot, Snapshot};
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A label value escaped as the format asks: `\`, `"` and newlines.
-fn escaped(value: &str) -> String {
+pub(super) fn escaped(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

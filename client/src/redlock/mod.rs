@@ -525,4 +525,20 @@ impl Redlock {
     pub async fn summary(&self) -> Vec<InstanceSummary> {
         join_all(self.inner.instances.iter().map(|i| i.summary())).await
     }
+
+    /// Every instance's `INFO redislock` fields, read now through this
+    /// handle's connections: the module's numbers beside the client's
+    /// (`metrics::render_server_info`); empty in script mode.
+    pub async fn server_info(&self) -> Vec<crate::metrics::ServerInfo> {
+        if self.inner.settings.mode != Mode::Module {
+            return Vec::new();
+        }
+        join_all(self.inner.instances.iter().enumerate().map(|(index, i)| async move {
+            let nodes = i.module_info().await.map(|texts| {
+                texts.into_iter().map(|(node, text)| crate::metrics::NodeInfo { node, fields: crate::metrics::fields(&text) }).collect()
+            });
+            crate::metrics::ServerInfo { index, address: crate::metrics::redacted(&i.name), nodes }
+        }))
+        .await
+    }
 }

@@ -522,6 +522,20 @@ impl Instance {
         summary
     }
 
+    /// This instance's `INFO redislock` texts, each node's (named within a
+    /// Cluster) when it answered with the module's section; `None` when it
+    /// did not answer, answered without the section, or runs no module
+    /// (script mode).
+    pub async fn module_info(&self) -> Option<Vec<(Option<String>, String)>> {
+        if self.mode != Mode::Module {
+            return None;
+        }
+        let reply = self.query::<Value>(redis::cmd("INFO").arg("redislock")).await.ok()?;
+        let texts = info_texts_by_node(reply);
+        let with_module = texts.iter().any(|(_, text)| text.contains("redislock_"));
+        with_module.then_some(texts)
+    }
+
     /// This instance's `count` most contended locks, most waiters first
     /// (a cluster's masters asked together).
     pub async fn top(&self, count: usize) -> InstanceTop {

@@ -139,6 +139,17 @@ pub(super) fn info_texts(reply: Value) -> Vec<String> {
     }
 }
 
+/// `info_texts`, each with the node that gave it within a Cluster.
+pub(super) fn info_texts_by_node(reply: Value) -> Vec<(Option<String>, String)> {
+    match reply {
+        Value::Map(per_node) => per_node
+            .into_iter()
+            .filter_map(|(node, v)| Some((String::from_redis_value(node).ok(), String::from_redis_value(v).ok()?)))
+            .collect(),
+        other => String::from_redis_value(other).ok().map(|text| (None, text)).into_iter().collect(),
+    }
+}
+
 pub(super) fn summarize(summary: &mut InstanceSummary, texts: &[String]) {
     let each = |name: &str| texts.iter().filter_map(|t| info_field(t, name)).collect::<Vec<i64>>();
     let sum = |name: &str| {

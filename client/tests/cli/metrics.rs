@@ -120,8 +120,10 @@ async fn assert_promtool_accepts(text: &str) {
 }
 
 /// `redlock run --metrics`: the grant, the hold, and the hold lost when a
-/// majority of the servers is killed, each counted once; every series
-/// described and valid for promtool; anything but GET /metrics refused.
+/// majority of the servers is killed, each counted once; each server's
+/// module's numbers (`INFO redislock`) beside them, a killed server's
+/// down; every series described and valid for promtool; anything but GET
+/// /metrics refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_serves_its_grant_and_its_lost_hold_as_metrics() {
     let mut c = Cluster::start(5);
@@ -144,6 +146,15 @@ async fn run_serves_its_grant_and_its_lost_hold_as_metrics() {
         let address = c.servers[i].addr();
         let round_trips = sample(&held, &format!("redlock_server_request_seconds_count{{server=\"{i}\",address=\"{address}\"}}"));
         assert!(round_trips >= 1.0, "server {i} ({address}) answered the grant: {round_trips}");
+        // The module's own numbers, read from that server at the scrape.
+        let labels = format!("{{server=\"{i}\",address=\"{address}\"}}");
+        assert_eq!(sample(&held, &format!("redlock_server_info_up{labels}")), 1.0);
+        assert!(sample(&held, &format!("redislock_acquire_granted_new{labels}")) >= 1.0, "server {i} granted the lock");
+        assert_eq!(sample(&held, &format!("redislock_clients_waiting{labels}")), 0.0);
+        assert_eq!(sample(&held, &format!("redislock_oldest_wait_seconds{labels}")), 0.0, "INFO's _ms in seconds");
+        assert_eq!(sample(&held, &format!("redislock_quarantine_left_seconds{labels}")), 0.0, "quarantine_ms_left");
+        assert_eq!(sample(&held, &format!("redislock_hold_exclusive_total{labels}")), 0.0, "no hold released yet");
+        assert_eq!(sample(&held, &format!("redislock_wait_exclusive_p99_seconds{labels}")), 0.0, "nobody waited");
     }
     assert_help_and_type(&held);
     assert_promtool_accepts(&held).await;
@@ -170,6 +181,9 @@ async fn run_serves_its_grant_and_its_lost_hold_as_metrics() {
     for i in 0..5 {
         let failures = total(&lost, "redlock_server_errors_total", &format!("server=\"{i}\""));
         assert_eq!(failures > 0.0, i < 3, "server {i}: {failures} failed requests");
+        let up = sample(&lost, &format!("redlock_server_info_up{{server=\"{i}\",address=\"{}\"}}", c.servers[i].addr()));
+        assert_eq!(up, if i < 3 { 0.0 } else { 1.0 }, "server {i} answers INFO");
+        assert_eq!(lost.contains(&format!("redislock_highest_token{{server=\"{i}\"")), i >= 3, "server {i}'s module fields");
     }
     assert_promtool_accepts(&lost).await;
     let _ = child.kill().await;
