@@ -74,6 +74,13 @@ impl Cancel {
     }
 }
 
+/// The `Content-Type` of the text `NativeRedlock.metricsText()` returns
+/// (the package's `METRICS_CONTENT_TYPE`).
+#[napi]
+pub fn metrics_content_type() -> &'static str {
+    redlock::metrics::CONTENT_TYPE
+}
+
 /// What a release did.
 #[napi(object)]
 pub struct Released {

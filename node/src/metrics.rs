@@ -59,12 +59,6 @@ pub struct Metrics {
     pub leader_changes: f64,
 }
 
-/// The `Content-Type` of the text `metricsText()` returns.
-#[napi]
-pub fn metrics_content_type() -> &'static str {
-    redlock::metrics::CONTENT_TYPE
-}
-
 fn histogram(h: &HistogramSnapshot) -> MetricsHistogram {
     MetricsHistogram {
         buckets: h.buckets.iter().map(|&(le, count)| MetricsBucket { le, count: count as f64 }).collect(),
