@@ -164,6 +164,71 @@ export class Lock implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** What an acquisition asked for (the `kind` label). */
+export type MetricsKind = 'exclusive' | 'shared' | 'permits' | 'set';
+/** How an acquisition ended (the `outcome` label). */
+export type MetricsOutcome = 'granted' | 'refused' | 'timed_out' | 'error' | 'cancelled';
+/** Why a kept hold was lost (the `cause` label). */
+export type MetricsLossCause = 'expired' | 'refused' | 'unreachable';
+/** A failed request to one server (the `kind` label of `redlock_server_errors_total`). */
+export type MetricsServerError =
+  | 'timeout'
+  | 'connection_refused'
+  | 'dns_failure'
+  | 'connect_timeout'
+  | 'unreachable'
+  | 'auth_failed'
+  | 'tls_failed'
+  | 'module_missing'
+  | 'error';
+
+/** A histogram of `Redlock.metrics()`; times in seconds, as in Prometheus. */
+export interface MetricsHistogram {
+  /** Cumulative: observations of at most `le` seconds, smallest bound first, without `+Inf` (whose count is `count`). */
+  buckets: { le: number; count: number }[];
+  count: number;
+  sumSeconds: number;
+}
+
+/** One server's counts in `Redlock.metrics()`. */
+export interface MetricsServer {
+  /** Its place in the server list, from 0. */
+  index: number;
+  /** The entry as errors name it (`host:port`, ...), never with credentials. */
+  address: string;
+  /** Each lock request's round trip. */
+  roundTrip: MetricsHistogram;
+  errors: Record<MetricsServerError, number>;
+  identityRefusals: number;
+  quarantines: number;
+}
+
+/** What `Redlock.metrics()` returns: the Rust client's counts (docs/node.md, Metrics). */
+export interface Metrics {
+  /** Wait times by kind, then outcome; each `count` is the number of acquisitions that ended so. */
+  acquisitions: Record<MetricsKind, Record<MetricsOutcome, MetricsHistogram>>;
+  /** Hold times by kind. */
+  holds: Record<MetricsKind, MetricsHistogram>;
+  /** Locks granted and not yet released or lost. */
+  held: number;
+  /** Acquisitions under way. */
+  waiting: number;
+  extensionsOk: number;
+  extensionsFailed: number;
+  /** Kept holds lost, by cause. */
+  lost: Record<MetricsLossCause, number>;
+  servers: MetricsServer[];
+  /** Elections this client leads now. */
+  leading: number;
+  /** The highest term this client won or saw a leader with. */
+  term: number;
+  /** New leaders its observers saw. */
+  leaderChanges: number;
+}
+
+/** The Content-Type of `Redlock.metricsText()`: `text/plain; version=0.0.4; charset=utf-8`. */
+export const METRICS_CONTENT_TYPE: string;
+
 /** A Redlock client over independent servers running the redislock module. */
 export class Redlock {
   /** @param urls `redis://host:port` per server (`redis+cluster://h:p,h:p` for a cluster), or one URL (a string naming several servers is a ConfigError: pass an array). */
@@ -172,6 +237,10 @@ export class Redlock {
   readonly quorum: number;
   /** The servers, as `host:port`. */
   readonly servers: string[];
+  /** This client's metrics now: acquisitions by kind and outcome, holds, held, waiting, losses, servers, elections. */
+  metrics(): Metrics;
+  /** The same counts in Prometheus's text format (0.0.4); serve it with `METRICS_CONTENT_TYPE`. */
+  metricsText(): string;
   /**
    * Acquires `resource` for `ttl` ms: one name, or an array of names locked all or nothing
    * (one token, extended and released together). Rejects with NotAcquiredError

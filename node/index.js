@@ -235,6 +235,22 @@ class Redlock {
   get servers() { return this.#native.servers; }
 
   /**
+   * This client's metrics now, counted by the Rust client for every
+   * acquisition through it and its elections: a plain object
+   * (`acquisitions[kind][outcome].count`, `held`, `waiting`, `lost`,
+   * `servers`, ...; docs/node.md, Metrics). Times in seconds, as in
+   * Prometheus; counts are numbers.
+   */
+  metrics() { return this.#native.metrics(); }
+
+  /**
+   * The same counts in Prometheus's text format (0.0.4), each series with
+   * its HELP and TYPE, as `redlock run --metrics` serves them: serve it
+   * with `METRICS_CONTENT_TYPE`.
+   */
+  metricsText() { return this.#native.metricsText(); }
+
+  /**
    * Acquires `resource` for `ttl` ms: one name, or an array of names
    * (node-redlock's form) locked all or nothing, with one token, extended
    * and released together. Options:
@@ -528,6 +544,9 @@ class Election {
   }
 }
 
+/** The Content-Type of `Redlock.metricsText()` (the Rust client's). */
+const METRICS_CONTENT_TYPE = native.metricsContentType();
+
 module.exports = {
   Redlock,
   Lock,
@@ -539,4 +558,5 @@ module.exports = {
   LockLostError: errors.LockLostError,
   ConfigError: errors.ConfigError,
   LockReleasedError: errors.LockReleasedError,
+  METRICS_CONTENT_TYPE,
 };

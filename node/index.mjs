@@ -12,5 +12,6 @@ export const {
   LockLostError,
   ConfigError,
   LockReleasedError,
+  METRICS_CONTENT_TYPE,
 } = cjs;
 export default cjs;

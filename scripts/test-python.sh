@@ -7,7 +7,7 @@
 #
 # The virtualenv is target/python-venv (scripts/python-venv.sh: made on the
 # first run, the package reinstalled only when its sources changed); pytest
-# is installed once. Exits with pytest's
+# and prometheus_client are installed once. Exits with pytest's
 # status, and fails when no test ran (pytest's exit status 5).
 #
 # Environment: PYTHON (default python3, 3.9 or later), REDISLOCK_MODULE
@@ -30,8 +30,10 @@ if [ ! -f "$REDISLOCK_MODULE" ]; then
 fi
 
 scripts/python-venv.sh "$venv" || exit 1
-if ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then
-  "$venv/bin/pip" install -q pytest || exit 1
+# prometheus_client: for the docs' collector (test_metrics.py); a user's
+# choice, not a dependency of the package.
+if ! "$venv/bin/python" -c "import pytest, prometheus_client" 2>/dev/null; then
+  "$venv/bin/pip" install -q pytest prometheus_client || exit 1
 fi
 
 "$venv/bin/pytest" -q -p no:cacheprovider python/tests "$@"

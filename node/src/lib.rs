@@ -10,6 +10,7 @@
 //!   kept by a guard
 //! - `Cancel`: the native end of an `AbortSignal`
 //! - `election`: `NativeElection`, `NativeLeadership`, `NativeObserver`
+//! - `metrics`: the client's metrics as a plain object (`NativeRedlock.metrics`)
 //! - `config`, `errors`, `runtime`, `settle`
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 mod config;
 mod election;
 mod errors;
+mod metrics;
 mod runtime;
 mod settle;
 
@@ -72,6 +74,13 @@ impl Cancel {
     }
 }
 
+/// The `Content-Type` of the text `NativeRedlock.metricsText()` returns
+/// (the package's `METRICS_CONTENT_TYPE`).
+#[napi]
+pub fn metrics_content_type() -> &'static str {
+    redlock::metrics::CONTENT_TYPE
+}
+
 /// What a release did.
 #[napi(object)]
 pub struct Released {
@@ -100,6 +109,19 @@ impl NativeRedlock {
     #[napi(getter)]
     pub fn servers(&self) -> Vec<String> {
         self.inner.servers()
+    }
+
+    /// This client's metrics now (`metrics::Metrics`), counted by the
+    /// crate for every acquisition through it and its elections.
+    #[napi]
+    pub fn metrics(&self) -> metrics::Metrics {
+        metrics::snapshot(&self.inner.metrics())
+    }
+
+    /// The same counts in Prometheus's text format (0.0.4).
+    #[napi]
+    pub fn metrics_text(&self) -> String {
+        self.inner.metrics().to_prometheus()
     }
 
     /// A Promise of a `NativeLock`, or of a `Failure`. Arguments are

@@ -17,6 +17,7 @@ Times are seconds as floats. Errors derive from ``RedlockError``.
 
 from ._errors import ConfigError, LockLost, LockReleased, NotAcquired, QuorumUnreachable, RedlockError
 from ._redislock import (
+    METRICS_CONTENT_TYPE,
     AsyncCampaign,
     AsyncElection,
     AsyncLeadership,
@@ -39,6 +40,7 @@ from ._redislock import (
 )
 
 __all__ = [
+    "METRICS_CONTENT_TYPE",
     "AsyncCampaign",
     "AsyncElection",
     "AsyncLeadership",

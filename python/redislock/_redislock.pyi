@@ -3,9 +3,11 @@
 import os
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type, TypedDict, Union
 
 __version__: str
+# The Content-Type of metrics_text(): "text/plain; version=0.0.4; charset=utf-8".
+METRICS_CONTENT_TYPE: str
 
 # One resource, or several locked all or nothing (each named once); a
 # name of the stubs only.
@@ -50,6 +52,40 @@ class _LockState:
     # ["LOCK.GUARD", key, owner, "<token>", command, *args].
     def guarded(self, command: Any, *args: Any) -> List[Any]: ...
 
+# What Redlock.metrics() returns (docs/python.md, Metrics; times in seconds);
+# names of the stubs only.
+class _MetricsHistogram(TypedDict):
+    # (upper bound in seconds, observations at most that long): cumulative,
+    # smallest bound first, without +Inf (whose count is `count`).
+    buckets: List[Tuple[float, int]]
+    count: int
+    sum: float
+
+class _MetricsServer(TypedDict):
+    index: int  # its place in the server list, from 0
+    address: str
+    round_trip: _MetricsHistogram
+    # timeout, connection_refused, dns_failure, connect_timeout, unreachable,
+    # auth_failed, tls_failed, module_missing, error
+    errors: Dict[str, int]
+    identity_refusals: int
+    quarantines: int
+
+class _Metrics(TypedDict):
+    # kind (exclusive, shared, permits, set) -> outcome (granted, refused,
+    # timed_out, error, cancelled) -> wait times; `count`: acquisitions.
+    acquisitions: Dict[str, Dict[str, _MetricsHistogram]]
+    holds: Dict[str, _MetricsHistogram]  # hold times by kind
+    held: int
+    waiting: int
+    extensions_ok: int
+    extensions_failed: int
+    lost: Dict[str, int]  # expired, refused, unreachable
+    servers: List[_MetricsServer]
+    leading: int
+    term: int
+    leader_changes: int
+
 # The base class of Redlock and AsyncRedlock: the client, its servers and
 # settings (each keyword left out is the Rust client's default, shown
 # here); not made directly.
@@ -77,6 +113,10 @@ class _Client:
     def servers(self) -> List[str]: ...
     @property
     def quorum(self) -> int: ...
+    # The client's counts now, as a dict (acquisitions, holds, held, servers, ...).
+    def metrics(self) -> _Metrics: ...
+    # The same in Prometheus's text format (0.0.4), served with METRICS_CONTENT_TYPE.
+    def metrics_text(self) -> str: ...
 
 class Redlock(_Client):
     def asyncio(self) -> AsyncRedlock: ...

@@ -9,13 +9,14 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use pyo3::PyClass;
 use redlock::hold::Hold;
 use redlock::Redlock;
 
 use crate::errors;
+use crate::metrics;
 
 /// The client of `Redlock` and `AsyncRedlock`: the servers and settings.
 /// Not made directly; they derive from it.
@@ -97,6 +98,22 @@ impl PyClient {
     #[getter]
     fn quorum(&self) -> usize {
         self.inner.quorum()
+    }
+
+    /// This client's metrics now, counted by the Rust client for every
+    /// acquisition through it (and its `asyncio()` twin, its elections):
+    /// a dict of the snapshot's fields (docs/python.md, Metrics), e.g.
+    /// ``m["acquisitions"]["exclusive"]["granted"]["count"]``. Times in
+    /// seconds.
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        metrics::snapshot(py, &self.inner.metrics())
+    }
+
+    /// The same counts in Prometheus's text format (0.0.4), each series
+    /// with its HELP and TYPE, as ``redlock run --metrics`` serves them:
+    /// serve it with ``redislock.METRICS_CONTENT_TYPE``.
+    fn metrics_text(&self) -> String {
+        self.inner.metrics().to_prometheus()
     }
 
     /// ``Redlock([...], quorum=N)``, named after the object's own class.

@@ -12,6 +12,7 @@
 //! - `bases`: `_Client`, the base class of `Redlock` and `AsyncRedlock`,
 //!   and `_LockState`, of `Lock` and `AsyncLock` (their properties); and
 //!   `client_methods!`, the constructor and acquisitions both clients share
+//! - `metrics`: the client's metrics as a dict (`_Client.metrics`)
 //! - `aio`: Rust futures as asyncio awaitables
 //! - `exit`: the atexit hook, after which no runtime thread touches Python
 //!   and no blocked call waits
@@ -27,6 +28,7 @@ mod election;
 mod errors;
 mod exit;
 mod hold;
+mod metrics;
 mod runtime;
 mod sync;
 mod sync_api;
@@ -36,6 +38,7 @@ mod sync_api;
 fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("_DEFAULTS", config::defaults(m.py())?)?;
+    m.add("METRICS_CONTENT_TYPE", redlock::metrics::CONTENT_TYPE)?;
     m.add_class::<bases::PyClient>()?;
     m.add_class::<bases::PyLockState>()?;
     m.add_class::<sync_api::PyRedlock>()?;

@@ -14,6 +14,8 @@ import redislock, {
   RedlockError,
   type AcquireOptions,
   type CommandArg,
+  METRICS_CONTENT_TYPE,
+  type Metrics,
   type ElectionOptions,
   type Leader,
   type RedlockOptions,
@@ -38,6 +40,12 @@ const pem = new Uint8Array([45, 45]);
 const secure = new Redlock(['rediss://127.0.0.1:6380'], { tls: { ca: [pem, 'PEM'], cert: 'PEM', key: pem, rejectUnauthorized: true } });
 const quorum: number = redlock.quorum + one.quorum + secure.quorum;
 const servers: string[] = redlock.servers;
+const metrics: Metrics = redlock.metrics();
+const granted: number = metrics.acquisitions.exclusive.granted.count + metrics.acquisitions.set.timed_out.buckets[0].count;
+const roundTrip: number = metrics.servers[0].roundTrip.sumSeconds + metrics.servers[0].errors.connection_refused;
+const scraped: string = redlock.metricsText() + METRICS_CONTENT_TYPE;
+// @ts-expect-error: no such kind
+metrics.acquisitions.exclusiv;
 
 export async function all(): Promise<void> {
   const controller = new AbortController();
@@ -93,7 +101,7 @@ export async function all(): Promise<void> {
       void e.resource;
     }
   }
-  void [quorum, servers, token, fields, outcomes, released, holds, total, text];
+  void [quorum, servers, token, fields, outcomes, released, holds, total, text, granted, roundTrip, scraped];
 
   const electionOptions: ElectionOptions = { ttl: 10_000, observeInterval: 200 };
   const election = new Election(redlock, 'db-primary', '10.0.0.7:5432', electionOptions);
