@@ -313,7 +313,8 @@ async fn a_real_prometheus_scrapes_run_and_fires_the_lost_hold_alert() {
     let alerts = alert_names();
     eventually(SCRAPED, "every rule evaluated, healthy", || async {
         let groups = prometheus.api("rules").await;
-        let rules: Vec<Json> = groups["groups"].as_array().into_iter().flatten().flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default()).collect();
+        let rules: Vec<Json> =
+            groups["groups"].as_array().into_iter().flatten().flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default()).collect();
         let names: Vec<&str> = rules.iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(names, alerts, "{groups}");
         rules.iter().all(|r| r["health"] == "ok")
@@ -335,9 +336,11 @@ async fn a_real_prometheus_scrapes_run_and_fires_the_lost_hold_alert() {
     }
     eventually(SCRAPED, "RedlockHoldLost to fire", || async {
         let alerts = prometheus.api("alerts").await;
-        alerts["alerts"].as_array().into_iter().flatten().any(|a| {
-            a["labels"]["alertname"] == "RedlockHoldLost" && a["labels"]["cause"] == "unreachable" && a["state"] == "firing"
-        })
+        alerts["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| a["labels"]["alertname"] == "RedlockHoldLost" && a["labels"]["cause"] == "unreachable" && a["state"] == "firing")
     })
     .await;
     assert_eq!(prometheus.value("redlock_lost_total{cause=\"unreachable\"}").await, Some(1.0));
