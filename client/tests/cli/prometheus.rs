@@ -56,7 +56,7 @@ fn encoded(value: &str) -> String {
     value.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
-/// Every name starting `redlock_` in `text`.
+/// Every name starting `redlock_` in `text`, once.
 fn metric_names(text: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = text;
@@ -65,6 +65,8 @@ fn metric_names(text: &str) -> Vec<String> {
         rest = &rest[at + name.len()..];
         names.push(name);
     }
+    names.sort();
+    names.dedup();
     names
 }
 
@@ -86,6 +88,54 @@ fn dashboard_queries(dashboard: &Json) -> Vec<String> {
     let mut out = Vec::new();
     walk(dashboard, &mut out);
     out
+}
+
+/// Every label name `text` (series or queries) selects (`name="`,
+/// `name=~"`, `name!="`) or groups and matches on (`by (...)`,
+/// `on (...)`, `without (...)`, `ignoring (...)`).
+fn label_names(text: &str) -> Vec<String> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut names = Vec::new();
+    for (at, _) in text.match_indices('"') {
+        let before = text[..at].trim_end_matches(['=', '~', '!']);
+        if before.len() < at && text[before.len()..at].contains('=') {
+            let name: String = before.chars().rev().take_while(|c| word(*c)).collect::<String>().chars().rev().collect();
+            if !name.is_empty() {
+                names.push(name);
+            }
+        }
+    }
+    for clause in ["by (", "on (", "without (", "ignoring ("] {
+        for (at, _) in text.match_indices(clause) {
+            let list = text[at + clause.len()..].split(')').next().unwrap_or_default();
+            names.extend(list.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()));
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The `expr` of every rule of docs/prometheus/redlock-alerts.yml (one
+/// line, or a `|` block up to the rule's next key).
+fn alert_exprs() -> Vec<String> {
+    let rules = std::fs::read_to_string(format!("{PROMETHEUS_DOCS}/redlock-alerts.yml")).expect("alert rules");
+    let mut exprs = Vec::new();
+    let mut lines = rules.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(expr) = line.trim().strip_prefix("expr: ") else { continue };
+        if expr != "|" {
+            exprs.push(expr.to_string());
+            continue;
+        }
+        let mut block = String::new();
+        while let Some(next) = lines.next_if(|l| !["for:", "labels:", "annotations:"].iter().any(|k| l.trim().starts_with(k))) {
+            block.push_str(next.trim());
+            block.push('\n');
+        }
+        exprs.push(block);
+    }
+    exprs
 }
 
 /// The families of a scrape: name → (type, help).
@@ -146,26 +196,37 @@ async fn alert_rules_pass_promtool_and_their_unit_tests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dashboard_queries_parse_and_name_only_metrics_redlock_serves() {
+async fn dashboard_queries_parse_and_with_the_alerts_use_only_what_redlock_serves() {
     let text = std::fs::read_to_string(DASHBOARD).expect("dashboard");
     let dashboard: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{DASHBOARD} is not JSON: {e}"));
     let queries = dashboard_queries(&dashboard);
     assert!(queries.len() >= 10, "{queries:?}");
 
-    // Every name the dashboard uses (queries, variables) is a family of a
-    // real scrape, or a histogram's series of one.
+    // Every name the dashboard (queries, variables) and the alert rules use
+    // is a family of a real scrape, or a histogram's series of one; every
+    // label they select, group or match on is one it carries.
     let c = Cluster::start(1);
     let (mut child, addr) = run_holding(&c, "dashboard").await;
-    let scraped = families(&scrape(&addr).await);
+    let served = scrape(&addr).await;
     let _ = child.kill().await;
-    let mut used = metric_names(&text);
-    used.sort();
-    used.dedup();
-    assert!(used.len() >= 10, "{used:?}");
-    for name in &used {
-        let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).filter(|f| scraped.contains_key(*f));
-        let known = scraped.contains_key(name) || family.is_some_and(|f| scraped[f].0 == "histogram");
-        assert!(known, "the dashboard uses {name}, which redlock run --metrics does not serve: {:?}", scraped.keys());
+    let scraped = families(&served);
+    let labels = label_names(served.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n").as_str());
+    let alerts = alert_exprs();
+    for (what, exprs, names) in
+        [("the dashboard", &queries, metric_names(&text)), ("the alert rules", &alerts, metric_names(&alerts.join("\n")))]
+    {
+        assert!(names.len() >= 7, "{what}: {names:?}");
+        for name in &names {
+            let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).filter(|f| scraped.contains_key(*f));
+            let known = scraped.contains_key(name) || family.is_some_and(|f| scraped[f].0 == "histogram");
+            assert!(known, "{what}: {name}, which redlock run --metrics does not serve: {:?}", scraped.keys());
+        }
+        for expr in exprs.iter() {
+            for label in label_names(expr) {
+                let known = ["job", "instance", "le"].contains(&label.as_str()) || labels.contains(&label);
+                assert!(known, "{what}: {expr} uses the label {label}, which no series carries: {labels:?}");
+            }
+        }
     }
 
     // promtool has no command to parse an expression: as recording rules
