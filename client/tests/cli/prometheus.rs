@@ -166,8 +166,7 @@ async fn run_holding(c: &Cluster, key: &str) -> (Child, String) {
     )
     .spawn()
     .expect("spawn redlock run");
-    let (addr, lines) = metrics_address(&mut child).await;
-    let mut lines = lines;
+    let (addr, mut lines) = metrics_address(&mut child).await;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     eventually(REPLY, "run to hold the lock", || async { c.infos(key).await.iter().all(Option::is_some) }).await;
     (child, addr)
