@@ -8,8 +8,12 @@
 # network namespaces), openssl (the TLS tests make their own CA and
 # certificates, scripts/test-certs.sh), and binutils (objdump, with which
 # the dist suite reads the glibc versions a binary asks for), and
-# prometheus (its promtool checks the text of `redlock --metrics` in the
-# CLI tests; the package's own server is not started). What only
+# prometheus (its promtool checks the text of `redlock --metrics` and the
+# alert rules and dashboard of docs/, and the CLI tests start its server on
+# a port of their own; the package's system-wide server is not started),
+# and prometheus-redis-exporter (the CLI tests run it with
+# docs/prometheus/redislock-info.lua; its system-wide service is not
+# started either). What only
 # `make dist` builds with (zig, cargo-zigbuild, maturin, auditwheel) comes
 # from PyPI into target/dist-tools: scripts/dist.sh installs it.
 #
@@ -20,7 +24,7 @@
 # build.
 set -euo pipefail
 
-wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl binutils prometheus)
+wanted=(redis-server redis-tools libclang-dev faketime iproute2 nftables openssl binutils prometheus prometheus-redis-exporter)
 if [ "${1:-}" = --examples ]; then
   wanted=(golang-go golang-github-gomodule-redigo-dev php-cli php-redis ruby-redis libredis-perl)
 fi
@@ -41,5 +45,7 @@ $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The package starts a system-wide server on 6379; our tests use their own.
 if [ -d /run/systemd/system ]; then $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
-# The same for prometheus's server: the tests need its promtool only.
-if [ -d /run/systemd/system ]; then $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+# The same for prometheus's server and the exporter: the tests start their own.
+if [ -d /run/systemd/system ]; then
+  $sudo systemctl disable --now prometheus prometheus-redis-exporter >/dev/null 2>&1 || true
+fi

@@ -12,6 +12,7 @@ mod fenced;
 mod group;
 mod input;
 mod metrics;
+mod prometheus;
 mod serve;
 mod serve_endpoint;
 mod serve_family;

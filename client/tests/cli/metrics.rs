@@ -19,7 +19,7 @@ const REPLY: Duration = Duration::from_secs(10);
 
 /// Reads `child`'s stderr until a line containing `marker`; returns what
 /// follows it, and the lines left.
-async fn after(lines: &mut Lines<BufReader<ChildStderr>>, marker: &str) -> String {
+pub(super) async fn after(lines: &mut Lines<BufReader<ChildStderr>>, marker: &str) -> String {
     loop {
         let line = tokio::time::timeout(REPLY, lines.next_line())
             .await
@@ -33,7 +33,7 @@ async fn after(lines: &mut Lines<BufReader<ChildStderr>>, marker: &str) -> Strin
 }
 
 /// The address `redlock` printed for its metrics (`--metrics 127.0.0.1:0`).
-async fn metrics_address(child: &mut Child) -> (String, Lines<BufReader<ChildStderr>>) {
+pub(super) async fn metrics_address(child: &mut Child) -> (String, Lines<BufReader<ChildStderr>>) {
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let rest = after(&mut lines, "metrics on http://").await;
     (rest.trim_end_matches("/metrics").to_string(), lines)
@@ -51,7 +51,7 @@ async fn http(addr: &str, request: &[u8]) -> (String, String, String) {
     (status.to_string(), headers.to_string(), body.to_string())
 }
 
-async fn scrape(addr: &str) -> String {
+pub(super) async fn scrape(addr: &str) -> String {
     let (status, headers, body) = http(addr, b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(headers.contains("Content-Type: text/plain; version=0.0.4"), "{headers}");
@@ -60,7 +60,7 @@ async fn scrape(addr: &str) -> String {
 }
 
 /// The value of the sample `series` (its name and labels as written).
-fn sample(text: &str, series: &str) -> f64 {
+pub(super) fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
         .unwrap_or_else(|| panic!("no {series} in\n{text}"))
@@ -69,7 +69,7 @@ fn sample(text: &str, series: &str) -> f64 {
 }
 
 /// The sum of every sample of `name` whose labels contain `with`.
-fn total(text: &str, name: &str, with: &str) -> f64 {
+pub(super) fn total(text: &str, name: &str, with: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(with))
         .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
@@ -86,10 +86,11 @@ fn assert_help_and_type(text: &str) {
     }
 }
 
-/// `promtool`, installed by scripts/install-deps.sh (Debian's
-/// `prometheus`) when it is missing and can be.
-fn promtool() -> Option<std::path::PathBuf> {
-    let find = || std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("promtool")).find(|p| p.is_file()));
+/// `program` on the PATH, installed by scripts/install-deps.sh when it is
+/// missing and can be: `promtool` and `prometheus` (Debian's
+/// `prometheus`), `prometheus-redis-exporter`.
+pub(super) fn installed(program: &str) -> Option<std::path::PathBuf> {
+    let find = || std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(program)).find(|p| p.is_file()));
     if let Some(found) = find() {
         return Some(found);
     }
@@ -100,7 +101,7 @@ fn promtool() -> Option<std::path::PathBuf> {
 
 /// `promtool check metrics` accepts `text`.
 async fn assert_promtool_accepts(text: &str) {
-    let Some(promtool) = promtool() else {
+    let Some(promtool) = installed("promtool") else {
         eprintln!("SKIPPED promtool check: promtool is missing and scripts/install-deps.sh could not install Debian's prometheus");
         return;
     };
