@@ -35,10 +35,12 @@ def test_try_lock_extend_release(servers, resource):
 def test_async_with_lock_keeps_and_releases(servers, resource):
     async def main():
         rl = AsyncRedlock(servers.urls, extend_fraction=0.25)
-        async with rl.lock(resource, ttl=1.0, wait=5.0) as lock:
+        # A lease of 3 s, extended every 0.75 s: room for a late extension
+        # on a loaded machine (1 s, every 0.25 s, was lost there once).
+        async with rl.lock(resource, ttl=3.0, wait=5.0) as lock:
             assert lock.kept
             # Outlive the lease: the guard extends it meanwhile.
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(4.0)
             assert not lock.lost and lock.validity > 0
             assert len(servers.holders(resource)) >= 3
             inner = lock.reenter()
