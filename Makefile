@@ -10,7 +10,7 @@ PREFIX ?= $(HOME)/.local
 BINDIR ?= $(or $(CARGO_HOME),$(HOME)/.cargo)/bin
 MODULEDIR ?= $(PREFIX)/lib/redislock
 
-.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-fence bench-node bench-rtt bench-memory bench-ab bench-serve redlock-up redlock-down clean
+.PHONY: all deps build wheel node dist run install uninstall test test-dist test-all lint bench bench-fence bench-node bench-rtt bench-memory bench-ab bench-serve bench-metrics redlock-up redlock-down clean
 
 all: build
 
@@ -116,6 +116,7 @@ bench: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench --bench line
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench quorum
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench serve
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench metrics
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/cluster.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/python.sh
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) bash benches/node.sh
@@ -125,6 +126,11 @@ bench: build
 # and redis-benchmark through the endpoint.
 bench-serve: build
 	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench serve
+
+# What the client's metrics cost: one handle counting, one not, side by
+# side (client/benches/metrics.rs).
+bench-metrics: build
+	REDISLOCK_MODULE=$(CURDIR)/$(MODULE) cargo bench -p redlock --bench metrics
 
 # The store-side fence alone (benches/fence.sh): LOCK.GUARD, LOCK.FENCED and
 # the Lua fenced write against SET, LOCK.CHECK against GET.

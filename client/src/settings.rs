@@ -65,6 +65,10 @@ pub struct Settings {
     /// certificate. Given while no server is `rediss://`, it is refused
     /// (`Redlock::new`), never silently unused.
     pub tls: TlsSettings,
+    /// Count this handle's metrics (`Redlock::metrics`, `--metrics`).
+    /// Default on; off, nothing is counted and every figure stays 0 (what
+    /// `make bench-metrics` compares: docs/benchmarks.md).
+    pub metrics: bool,
 }
 
 /// How the client checks `rediss://` servers and shows itself to them
@@ -130,6 +134,7 @@ impl Default for Settings {
             release_on_disconnect: false,
             lock_delay: None,
             tls: TlsSettings::default(),
+            metrics: true,
         }
     }
 }

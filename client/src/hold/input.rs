@@ -292,6 +292,7 @@ impl Names {
             release_on_disconnect: options.release_on_disconnect.unwrap_or(defaults.release_on_disconnect),
             lock_delay: time("lock_delay", options.lock_delay)?,
             tls: options.tls,
+            metrics: defaults.metrics,
         };
         settings.validate_named(servers, self)?;
         Ok(settings)

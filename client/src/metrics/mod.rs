@@ -150,6 +150,8 @@ fn server_error(outcome: &Outcome) -> Option<usize> {
 
 /// One server's counts, kept by its connection (`transport::Instance`).
 pub struct ServerMetrics {
+    /// Counting at all (`Settings::metrics`).
+    on: bool,
     index: usize,
     /// The entry as errors name it (`host:port`, `cluster:...`,
     /// `sentinel:...`), never with credentials.
@@ -161,9 +163,11 @@ pub struct ServerMetrics {
 }
 
 impl ServerMetrics {
-    /// The counts of entry `index` of the server list, named `name`.
-    pub fn new(index: usize, name: &str) -> ServerMetrics {
+    /// The counts of entry `index` of the server list, named `name`;
+    /// none are counted unless `on`.
+    pub fn new(index: usize, name: &str, on: bool) -> ServerMetrics {
         ServerMetrics {
+            on,
             index,
             address: redacted(name),
             round_trip: Histogram::new(histogram::ROUND_TRIP),
@@ -175,12 +179,18 @@ impl ServerMetrics {
 
     /// A request that got a reply (of any kind) after `took`.
     pub fn answered(&self, took: Duration) {
+        if !self.on {
+            return;
+        }
         self.round_trip.observe(took);
     }
 
     /// What the server did with a lock request: a failure counts by kind,
     /// a restart quarantine as one seen.
     pub fn outcome(&self, outcome: &Outcome) {
+        if !self.on {
+            return;
+        }
         match outcome {
             Outcome::Quarantine { .. } => {
                 self.quarantines.fetch_add(1, Ordering::Relaxed);
@@ -196,6 +206,9 @@ impl ServerMetrics {
     /// The server behind this entry was found to be another entry's
     /// (one `run_id`): not counted, never used.
     pub fn identity_refused(&self) {
+        if !self.on {
+            return;
+        }
         self.identity_refusals.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -220,6 +233,8 @@ pub(crate) fn redacted(name: &str) -> String {
 
 /// The metrics of one `Redlock` handle (and of its clones).
 pub struct Metrics {
+    /// Counting at all (`Settings::metrics`): off, every count is skipped.
+    pub(crate) on: bool,
     /// Wait times by kind, then outcome: each histogram's count is the
     /// number of acquisitions that ended so.
     waits: [[Histogram; AcquireOutcome::ALL.len()]; AcquireKind::ALL.len()],
@@ -269,8 +284,9 @@ impl fmt::Debug for Metrics {
 
 impl Metrics {
     /// A registry over the servers' own counts, in list order.
-    pub fn new(servers: Vec<Arc<ServerMetrics>>) -> Metrics {
+    pub fn new(servers: Vec<Arc<ServerMetrics>>, on: bool) -> Metrics {
         Metrics {
+            on,
             waits: std::array::from_fn(|_| std::array::from_fn(|_| Histogram::new(histogram::WAIT))),
             holds: std::array::from_fn(|_| Histogram::new(histogram::HOLD)),
             held: AtomicI64::new(0),
@@ -336,11 +352,17 @@ impl Metrics {
     }
 
     pub fn extended(&self, ok: bool) {
+        if !self.on {
+            return;
+        }
         let counter = if ok { &self.extensions_ok } else { &self.extensions_failed };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn lost(&self, cause: LossCause) {
+        if !self.on {
+            return;
+        }
         if let Some(n) = self.lost.get(cause as usize) {
             n.fetch_add(1, Ordering::Relaxed);
         }
@@ -348,17 +370,26 @@ impl Metrics {
 
     /// This handle won an election's term `term`.
     pub fn leads(&self, term: i64) {
+        if !self.on {
+            return;
+        }
         self.leading.fetch_add(1, Ordering::Relaxed);
         self.term.fetch_max(term, Ordering::Relaxed);
     }
 
     /// ... and no longer leads it (lost or resigned).
     pub fn leads_no_more(&self) {
+        if !self.on {
+            return;
+        }
         self.leading.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// An observer of an election saw a new leader of term `term`.
     pub fn leader_seen(&self, term: i64) {
+        if !self.on {
+            return;
+        }
         self.leader_changes.fetch_add(1, Ordering::Relaxed);
         self.term.fetch_max(term, Ordering::Relaxed);
     }
@@ -546,7 +577,7 @@ mod tests {
 
     #[test]
     fn an_acquisition_dropped_while_waiting_counts_as_cancelled_and_waits_no_more() {
-        let m = Arc::new(Metrics::new(Vec::new()));
+        let m = Arc::new(Metrics::new(Vec::new(), true));
         let w = m.waiting(AcquireKind::Shared);
         assert_eq!(m.snapshot().waiting, 1);
         drop(w);
@@ -558,7 +589,7 @@ mod tests {
 
     #[test]
     fn a_hold_ends_once_however_many_copies_end_it() {
-        let m = Arc::new(Metrics::new(Vec::new()));
+        let m = Arc::new(Metrics::new(Vec::new(), true));
         let held = m.held(AcquireKind::Exclusive);
         let copy = Arc::clone(&held);
         held.end();
@@ -571,7 +602,7 @@ mod tests {
 
     #[test]
     fn a_lock_dropped_unreleased_is_held_until_its_lease_ends() {
-        let m = Arc::new(Metrics::new(Vec::new()));
+        let m = Arc::new(Metrics::new(Vec::new(), true));
         let held = m.held(AcquireKind::Exclusive);
         held.valid_until(Instant::now() + Duration::from_millis(300));
         drop(held);
@@ -586,7 +617,7 @@ mod tests {
         assert_eq!(hold.as_ref().map(|h| h.count), Some(1), "one hold time observed");
         // Its lease ended long since (or never ran): ended at the drop,
         // and the dropped ones whose lease ended with it.
-        let m = Arc::new(Metrics::new(Vec::new()));
+        let m = Arc::new(Metrics::new(Vec::new(), true));
         let (first, second) = (m.held(AcquireKind::Shared), m.held(AcquireKind::Shared));
         first.valid_until(Instant::now() + Duration::from_millis(50));
         drop(first);

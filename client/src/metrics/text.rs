@@ -128,9 +128,9 @@ mod tests {
 
     #[test]
     fn every_series_has_its_help_and_type_and_counts_what_happened() {
-        let server = Arc::new(ServerMetrics::new(0, "127.0.0.1:7001"));
+        let server = Arc::new(ServerMetrics::new(0, "127.0.0.1:7001", true));
         server.answered(Duration::from_micros(300));
-        let m = Arc::new(Metrics::new(vec![server]));
+        let m = Arc::new(Metrics::new(vec![server], true));
         m.waiting(AcquireKind::Exclusive).ended(AcquireOutcome::Granted);
         let text = m.snapshot().to_prometheus();
         assert!(text.contains("redlock_acquire_wait_seconds_count{kind=\"exclusive\",outcome=\"granted\"} 1\n"), "{text}");

@@ -31,6 +31,9 @@ impl Redlock {
         deadline: Option<Instant>,
         acquiring: impl Future<Output = Result<Lock, Error>>,
     ) -> Result<Lock, Error> {
+        if !self.inner.metrics.on {
+            return acquiring.await;
+        }
         let kind = kind_of(resources, share);
         let waiting = self.inner.metrics.waiting(kind);
         let result = acquiring.await;

@@ -296,7 +296,7 @@ impl Redlock {
         let quorum = settings.quorum.unwrap_or_else(|| quorum::majority(instances.len()));
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let line_order = by_name(&names);
-        let metrics = Arc::new(crate::metrics::Metrics::new(instances.iter().map(|i| Arc::clone(&i.metrics)).collect()));
+        let metrics = Arc::new(crate::metrics::Metrics::new(instances.iter().map(|i| Arc::clone(&i.metrics)).collect(), settings.metrics));
         Ok(Redlock {
             inner: Arc::new(Inner {
                 instances,

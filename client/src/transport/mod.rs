@@ -309,7 +309,7 @@ impl Instance {
             (Client::Single(Box::new(client)), name, addresses, insecure, wait_replicas.unwrap_or(0))
         };
         Ok(Instance {
-            metrics: std::sync::Arc::new(crate::metrics::ServerMetrics::new(index, &name)),
+            metrics: std::sync::Arc::new(crate::metrics::ServerMetrics::new(index, &name, settings.metrics)),
             name,
             index,
             addresses,

@@ -582,3 +582,29 @@ async fn a_restart_quarantine_never_grants_and_a_deadline_waits_it_out() {
     assert!(holding >= rl.quorum(), "{holding} granted");
     rl.release(&lock).await.expect("release");
 }
+
+/// A handle made with `metrics: false` counts nothing (what the metrics
+/// bench compares against), while one beside it, on the same servers,
+/// counts the same acquisitions: one grant, one refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_without_metrics_counts_nothing_and_one_with_them_counts_each_acquisition() {
+    use redlock::metrics::{AcquireKind, AcquireOutcome};
+    let c = Cluster::start(5);
+    for counting in [true, false] {
+        let rl = c.redlock(Settings { metrics: counting, retry_count: 0, ..Settings::default() });
+        let key = format!("counted-{counting}");
+        let lock = rl.try_lock(&key, Duration::from_secs(10)).await.expect("granted");
+        assert!(rl.try_lock(&key, Duration::from_secs(10)).await.is_err(), "held");
+        let held = rl.metrics().held;
+        rl.release(&lock).await.expect("released");
+        let m = rl.metrics();
+        let (granted, refused) = (
+            m.acquisitions(AcquireKind::Exclusive, AcquireOutcome::Granted),
+            m.acquisitions(AcquireKind::Exclusive, AcquireOutcome::Refused),
+        );
+        let requests: u64 = m.servers.iter().map(|s| s.round_trip.count).sum();
+        let want = u64::from(counting);
+        assert_eq!((granted, refused, held), (want, want, i64::from(counting)), "metrics {counting}");
+        assert_eq!(requests > 0, counting, "server round trips counted: {requests}");
+    }
+}
