@@ -348,6 +348,9 @@ async fn a_real_prometheus_scrapes_run_and_fires_the_lost_hold_alert() {
         targets["activeTargets"].as_array().is_some_and(|t| t.len() == 1 && t[0]["health"] == "up")
     })
     .await;
+    // A target is up a moment before its first scrape's samples can be
+    // queried (its health is set before they are committed).
+    eventually(SCRAPED, "the first scrape's samples", || async { !prometheus.query("redlock_held").await.is_empty() }).await;
 
     // The counts the test made: one grant, held, over five servers.
     let held = prometheus.query("redlock_held").await;
