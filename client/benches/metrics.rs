@@ -59,14 +59,13 @@ fn main() -> ExitCode {
 
 fn run() -> Res<()> {
     let seconds = env_number("BENCH_SECONDS", 5.0)?;
-    let rounds = env_number("BENCH_ROUNDS", 5.0)?.round().max(1.0) as usize;
+    let rounds = match std::env::var("BENCH_ROUNDS") {
+        Ok(v) => v.trim().parse::<usize>().ok().filter(|r| *r > 0).ok_or(format!("BENCH_ROUNDS={v:?}: not a positive integer"))?,
+        Err(_) => 5,
+    };
     let module = module_path()?;
     let version = redis_server_version()?;
-    let mut servers: Vec<Server> = Vec::with_capacity(SERVERS);
-    for _ in 0..SERVERS {
-        let taken: Vec<u16> = servers.iter().map(|s| s.port).collect();
-        servers.push(Server::start(&module, &taken)?);
-    }
+    let servers = Server::start_many(&module, SERVERS)?;
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio runtime: {e}"))?;
     let result = rt.block_on(bench(&urls, &version, Duration::from_secs_f64(seconds), rounds));

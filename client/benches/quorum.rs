@@ -519,12 +519,7 @@ fn run() -> Res<usize> {
     let cfg = Config::from_env()?;
     let module = module_path()?;
     let version = redis_server_version()?;
-    // Started from the main thread, which lives to the end (PDEATHSIG).
-    let mut servers: Vec<Server> = Vec::with_capacity(SERVERS);
-    for _ in 0..SERVERS {
-        let taken: Vec<u16> = servers.iter().map(|s| s.port).collect();
-        servers.push(Server::start(&module, &taken)?);
-    }
+    let servers = Server::start_many(&module, SERVERS)?;
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     eprintln!(
         "quorum bench: {SERVERS} redis-server {version} (pids {}) on {}, module {}",

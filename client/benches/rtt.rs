@@ -742,12 +742,7 @@ fn run() -> Res<u64> {
     let version = servers::redis_server_version()?;
     let dir = tempfile::Builder::new().prefix("redlock-rtt-bench-").tempdir().map_err(|e| format!("temp dir: {e}"))?;
     let bin = redlock_bin(dir.path())?;
-    // Started from the main thread, which lives to the end (PDEATHSIG).
-    let mut servers: Vec<Server> = Vec::with_capacity(SERVERS);
-    for _ in 0..SERVERS {
-        let taken: Vec<u16> = servers.iter().map(|s| s.port).collect();
-        servers.push(Server::start(&module, &taken)?);
-    }
+    let servers = Server::start_many(&module, SERVERS)?;
     let direct_ports: Vec<u16> = servers.iter().map(|s| s.port).collect();
     eprintln!(
         "rtt bench: {SERVERS} redis-server {version} (pids {}) on ports {:?}, module {}, redlock {}",

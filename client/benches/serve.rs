@@ -713,11 +713,7 @@ fn run() -> Res<usize> {
     let cfg = Config::from_env()?;
     let module = module_path()?;
     let version = redis_server_version()?;
-    let mut servers: Vec<Server> = Vec::with_capacity(SERVERS);
-    for _ in 0..SERVERS {
-        let taken: Vec<u16> = servers.iter().map(|s| s.port).collect();
-        servers.push(Server::start(&module, &taken)?);
-    }
+    let servers = Server::start_many(&module, SERVERS)?;
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let endpoint = Endpoint::start(&urls)?;
     eprintln!(

@@ -41,6 +41,17 @@ impl Server {
     pub fn url(&self) -> String {
         self.0.url()
     }
+
+    /// `n` servers on distinct free ports (started from the main thread,
+    /// which lives to the end: they die with it).
+    pub fn start_many(module: &Path, n: usize) -> Res<Vec<Server>> {
+        let mut servers: Vec<Server> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let taken: Vec<u16> = servers.iter().map(|s| s.port).collect();
+            servers.push(Server::start(module, &taken)?);
+        }
+        Ok(servers)
+    }
 }
 
 /// `redis-server --version`'s `v=...`; also the check that it is on PATH.
