@@ -3,8 +3,10 @@
 //! how each server answered, and its elections. The quorum logic and the
 //! connections only count, through the few methods here: each a relaxed
 //! atomic addition or a histogram observation (`histogram`), with nothing
-//! allocated or locked per request and no resource name kept, so the
-//! labels stay few whatever the application locks. The application reads
+//! allocated or locked per server request (one `Held` per grant; a lock
+//! dropped unreleased takes the `dropped` heap's lock once) and no
+//! resource name kept, so the labels stay few whatever the application
+//! locks. The application reads
 //! a `Snapshot` (`Redlock::metrics`) and renders it in Prometheus's text
 //! format (`Snapshot::to_prometheus`, in `text`), or feeds its own
 //! exporter from the snapshot's fields. `redlock run --metrics` and the
@@ -603,8 +605,10 @@ mod tests {
     #[test]
     fn a_lock_dropped_unreleased_is_held_until_its_lease_ends() {
         let m = Arc::new(Metrics::new(Vec::new(), true));
+        // Leases of seconds: a loaded machine may stall the test for a
+        // good part of a second between two lines.
         let held = m.held(AcquireKind::Exclusive);
-        held.valid_until(Instant::now() + Duration::from_millis(300));
+        held.valid_until(Instant::now() + Duration::from_secs(2));
         drop(held);
         assert_eq!(m.snapshot().held, 1, "the servers still hold it");
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -619,10 +623,11 @@ mod tests {
         // and the dropped ones whose lease ended with it.
         let m = Arc::new(Metrics::new(Vec::new(), true));
         let (first, second) = (m.held(AcquireKind::Shared), m.held(AcquireKind::Shared));
-        first.valid_until(Instant::now() + Duration::from_millis(50));
+        let lease = Instant::now() + Duration::from_secs(1);
+        first.valid_until(lease);
         drop(first);
         assert_eq!(m.held.load(Ordering::Relaxed), 2);
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(lease.saturating_duration_since(Instant::now()) + Duration::from_millis(50));
         drop(second);
         assert_eq!(m.held.load(Ordering::Relaxed), 0, "settled at the next drop, without a snapshot");
     }

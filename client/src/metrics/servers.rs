@@ -98,7 +98,7 @@ pub fn render(infos: &[ServerInfo]) -> String {
 }
 
 fn labels(info: &ServerInfo, node: Option<&str>) -> String {
-    let mut out = format!("server=\"{}\",address=\"{}\"", info.index, super::text::escaped(&info.address));
+    let mut out = super::text::server_labels(info.index, &info.address);
     if let Some(node) = node {
         let _ = write!(out, ",node=\"{}\"", super::text::escaped(node));
     }

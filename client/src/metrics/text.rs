@@ -14,6 +14,12 @@ pub(super) fn escaped(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// The labels of one server's series: its place in the list and its
+/// address.
+pub(super) fn server_labels(index: usize, address: &str) -> String {
+    format!("server=\"{index}\",address=\"{}\"", escaped(address))
+}
+
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -77,7 +83,7 @@ pub(super) fn render(s: &Snapshot) -> String {
     for (cause, n) in &s.lost {
         let _ = writeln!(out, "redlock_lost_total{{cause=\"{cause}\"}} {n}");
     }
-    let server = |i: usize| format!("server=\"{i}\",address=\"{}\"", escaped(s.servers.get(i).map_or("", |x| x.address.as_str())));
+    let server = |i: usize| server_labels(i, s.servers.get(i).map_or("", |x| x.address.as_str()));
     header(
         &mut out,
         "redlock_server_request_seconds",
