@@ -118,6 +118,46 @@ async fn serve_semaphore_permits_carry_at_least_the_token_they_fence() {
     assert!(tb >= ta + 1_000, "granted to the waiter: token {tb}, asked at least {more}");
 }
 
+/// Four clients share a semaphore of 2 through the endpoint, each asking
+/// with `FENCE` and `WAIT`: never more than two hold at once, two do at
+/// some point, and every permit carries at least the token fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_fenced_semaphore_of_two_never_admits_a_third() {
+    let c = Cluster::start(5);
+    let e = endpoint(&c, &[]).await;
+    let mut first = Raw::connect(e.port).await;
+    let least = token_of(&first.call(&["LOCK.ACQUIRE", "fpool", "probe", "10000", "SHARED", "LIMIT", "2"]).await) + 1_000;
+    assert_eq!(first.call(&["LOCK.RELEASE", "fpool", "probe"]).await, ":1\r\n");
+    let holding = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let (holding, most, port) = (Arc::clone(&holding), Arc::clone(&most), e.port);
+        workers.push(tokio::spawn(async move {
+            let mut con = Raw::connect(port).await;
+            let owner = format!("fenced-{w}");
+            for _ in 0..5 {
+                let reply = con
+                    .call(&["LOCK.ACQUIRE", "fpool", &owner, "10000", "SHARED", "LIMIT", "2", "FENCE", &least.to_string(), "WAIT", "9000"])
+                    .await;
+                let token = token_of(&reply);
+                assert!(token >= least, "{owner}: token {token} below FENCE {least}");
+                let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                holding.fetch_sub(1, Ordering::SeqCst);
+                assert_eq!(con.call(&["LOCK.RELEASE", "fpool", &owner]).await, ":1\r\n", "{owner} releases its permit");
+            }
+        }));
+    }
+    for w in workers {
+        w.await.expect("worker");
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= 2, "{most} held a semaphore of 2 at once");
+    assert_eq!(most, 2, "two holders at once at some point");
+}
+
 /// `VALUE` is stored with the hold on the servers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_value_is_stored_with_the_hold() {
