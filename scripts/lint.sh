@@ -22,7 +22,9 @@ else
   echo "lint: formatting differs from rustfmt.toml: run 'cargo fmt --all'" >&2
   failed=$((failed + 1))
 fi
-if cargo clippy --workspace --all-targets --profile tests -- -D warnings; then
+# With the client's `tracing` feature, as scripts/test.sh builds the tests
+# (the same features: nothing is checked twice).
+if cargo clippy --workspace --all-targets --profile tests --features redlock/tracing -- -D warnings; then
   passed=$((passed + 1))
 else
   echo "lint: clippy found warnings (denied)" >&2

@@ -108,8 +108,13 @@ run_suite docs python3 scripts/check-docs.py
 # their times are test times (doc tests are compiled as they run, in
 # redis-7.0). cargo's JSON messages name each test program it built (kept
 # for the servers' suites below); its diagnostics go to the log as usual.
+# The client's `tracing` feature is on for the tests: its spans have a
+# test of their own (client/tests/traces/main.rs), and its example is
+# built. The same features in every cargo command here, so nothing is
+# compiled twice.
+features="--features redlock/tracing"
 build_started=$(date +%s)
-if ! cargo test --profile tests --workspace --no-run --message-format=json-render-diagnostics \
+if ! cargo test --profile tests --workspace $features --no-run --message-format=json-render-diagnostics \
   >"$logs/build.json" 2>"$logs/build.log"; then
   cat "$logs/build.log"
   echo "redislock: building the tests failed (log: $logs/build.log)" >&2
@@ -134,7 +139,7 @@ if [ "${#module_tests[@]}" -eq 0 ]; then
   exit 1
 fi
 
-run_suite redis-7.0 cargo test --profile tests --workspace --no-fail-fast
+run_suite redis-7.0 cargo test --profile tests --workspace $features --no-fail-fast
 for server in "$@"; do
   binary=$root/.servers/$server/redis-server
   if [ ! -x "$binary" ]; then

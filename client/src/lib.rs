@@ -18,6 +18,8 @@
 //!   does with a lock: requests, holds, input checks, failures by category
 //! - `metrics`: each handle's counts (acquisitions, waits, holds, losses,
 //!   servers, elections) and their Prometheus text
+//! - `traces`: the spans of acquisitions, rounds and server calls (the
+//!   `tracing` feature)
 //! - `settings` (defaults and checks), `error`
 
 pub mod election;
@@ -33,6 +35,7 @@ pub mod resources;
 pub mod semaphore;
 pub mod settings;
 pub mod tls;
+mod traces;
 pub mod transport;
 
 #[cfg(doctest)]

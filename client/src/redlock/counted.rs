@@ -1,12 +1,15 @@
 //! Each acquisition counted in its handle's metrics (`crate::metrics`):
 //! the public ways to acquire end in `counted`, which counts the wait and
 //! its outcome, and marks the lock granted as held until it is released,
-//! lost, or (dropped unreleased) its lease ends. Counting never changes what the acquisition does.
+//! lost, or (dropped unreleased) its lease ends; and traced (`crate::traces`,
+//! with the `tracing` feature) in a span of its own. Counting never changes
+//! what the acquisition does.
 
 use std::future::Future;
 
 use super::*;
 use crate::metrics::{AcquireKind, AcquireOutcome, Metrics, Snapshot};
+use crate::traces::{self, Traced};
 
 impl Redlock {
     /// This handle's metrics now (shared by its clones): acquisitions by
@@ -31,21 +34,34 @@ impl Redlock {
         deadline: Option<Instant>,
         acquiring: impl Future<Output = Result<Lock, Error>>,
     ) -> Result<Lock, Error> {
-        if !self.inner.metrics.on {
-            return acquiring.await;
-        }
         let kind = kind_of(resources, share);
-        let waiting = self.inner.metrics.waiting(kind);
-        let result = acquiring.await;
-        waiting.ended(outcome_of(&result, deadline.is_some()));
-        result.map(|lock| {
-            let held = self.inner.metrics.held(kind);
-            if let Some(end) = lock.acquired_at.checked_add(lock.validity) {
-                held.valid_until(end);
+        let span = traces::acquisition(resources, kind.label());
+        async {
+            if !self.inner.metrics.on {
+                let result = acquiring.await;
+                traces::acquired(outcome_of(&result, deadline.is_some()).label(), token_of(&result));
+                return result;
             }
-            Lock { held: Some(held), ..lock }
-        })
+            let waiting = self.inner.metrics.waiting(kind);
+            let result = acquiring.await;
+            let outcome = outcome_of(&result, deadline.is_some());
+            traces::acquired(outcome.label(), token_of(&result));
+            waiting.ended(outcome);
+            result.map(|lock| {
+                let held = self.inner.metrics.held(kind);
+                if let Some(end) = lock.acquired_at.checked_add(lock.validity) {
+                    held.valid_until(end);
+                }
+                Lock { held: Some(held), ..lock }
+            })
+        }
+        .traced(span)
+        .await
     }
+}
+
+fn token_of(result: &Result<Lock, Error>) -> Option<i64> {
+    result.as_ref().ok().and_then(|lock| lock.token)
 }
 
 fn kind_of(resources: &Resources, share: Share) -> AcquireKind {

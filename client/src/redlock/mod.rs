@@ -29,6 +29,7 @@ use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
 use crate::resources::Resources;
 use crate::settings::{Mode, Settings};
+use crate::traces::{self, Traced};
 use crate::transport::{Ask, Identities, Instance, InstanceStatus, InstanceSummary, InstanceTop, Recoveries, Share};
 
 /// A lock held on a quorum.

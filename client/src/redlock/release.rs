@@ -11,13 +11,13 @@ const RELEASE_RETRY_LAST: Duration = Duration::from_millis(250);
 impl Redlock {
     /// Releases on every instance, including those that did not answer.
     pub(super) async fn release_everywhere(&self, resource: &Resources, owner: &str) -> Vec<InstanceOutcome> {
-        join_all(self.inner.instances.iter().map(|i| i.release(resource, owner))).await
+        join_all(self.inner.instances.iter().map(|i| i.release(resource, owner).traced(traces::call(&i.name, "release")))).await
     }
 
     /// Makes the lease `ttl` from now on a quorum, within the validity
     /// left; returns the lock with its new validity.
     pub async fn extend(&self, lock: &Lock, ttl: Duration) -> Result<Lock, Error> {
-        let extended = self.extend_uncounted(lock, ttl).await;
+        let extended = self.extend_uncounted(lock, ttl).traced(traces::keeping(&lock.resources, false)).await;
         self.inner.metrics.extended(extended.is_ok());
         extended
     }
@@ -31,15 +31,12 @@ impl Redlock {
         // A hold bound to its connection is extended on that connection only
         // (see `Settings::release_on_disconnect`).
         let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
-        let outcomes = join_all(
-            self.inner
-                .instances
-                .iter()
-                .enumerate()
-                .map(|(i, inst)| inst.extend_bound((&lock.resources).into(), &lock.owner, ttl, bound(i))),
-        )
+        let outcomes = join_all(self.inner.instances.iter().enumerate().map(|(i, inst)| {
+            inst.extend_bound((&lock.resources).into(), &lock.owner, ttl, bound(i)).traced(traces::call(&inst.name, "extend"))
+        }))
         .await;
         let extended = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
+        traces::kept(extended);
         let drift = quorum::drift(ttl, self.inner.settings.drift_factor);
         let elapsed = started.elapsed();
         let validity = quorum::session_validity(quorum::validity(ttl, elapsed, drift), lock.session_window, elapsed);
@@ -153,14 +150,19 @@ impl Redlock {
     /// instance the release could not reach is sent it again in the
     /// background (`release_later`).
     async fn release_owner_within(&self, resource: &Resources, owner: &str, ttl: Option<Duration>) -> Result<Released, Error> {
-        let verified = self.verify_servers().await;
-        let instances = self.release_everywhere(resource, owner).await;
-        if let Some(ttl) = ttl {
-            self.release_later(resource.names(), owner, ttl, instances.iter().map(|o| o.outcome.clone()).enumerate().collect());
+        async {
+            let verified = self.verify_servers().await;
+            let instances = self.release_everywhere(resource, owner).await;
+            if let Some(ttl) = ttl {
+                self.release_later(resource.names(), owner, ttl, instances.iter().map(|o| o.outcome.clone()).enumerate().collect());
+            }
+            verified?;
+            let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
+            traces::kept(released);
+            Ok(Released { released, remaining_holds: 0, instances })
         }
-        verified?;
-        let released = instances.iter().filter(|o| o.outcome == Outcome::Done).count();
-        Ok(Released { released, remaining_holds: 0, instances })
+        .traced(traces::keeping(resource, true))
+        .await
     }
 
     /// Extends `resource` held by `owner` (for locks taken elsewhere).

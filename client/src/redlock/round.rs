@@ -6,6 +6,11 @@ use super::*;
 /// A grant in reconciliation: (instance index, token).
 type Grant = (usize, i64);
 
+/// How many of `outcomes` are grants.
+fn granted(outcomes: &[InstanceOutcome]) -> usize {
+    outcomes.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. })).count()
+}
+
 /// The waits of one round of the head of the line, shared with the tasks
 /// that run them.
 struct HeadRound {
@@ -142,11 +147,21 @@ impl Redlock {
     /// value (see `acquire_until`); the round binds the hold to its
     /// connection as the settings say.
     pub(crate) async fn attempt(&self, resource: &Resources, ttl: Duration, ask: Ask<'_>) -> Result<Lock, Vec<InstanceOutcome>> {
-        let owner = ask.owner.map_or_else(new_owner, round_owner);
-        let started = Instant::now();
-        let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
-        let outcomes = join_all(self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, ask))).await;
-        self.conclude(resource, owner, ttl, ask.share, started, outcomes, Arc::new(AtomicBool::new(false)), false).await
+        async {
+            let owner = ask.owner.map_or_else(new_owner, round_owner);
+            let started = Instant::now();
+            let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
+            let asked =
+                self.inner.instances.iter().map(|i| i.acquire_as(resource, &owner, ttl, ask).traced(traces::call(&i.name, "acquire")));
+            let outcomes = join_all(asked).await;
+            let granted = granted(&outcomes);
+            let concluded =
+                self.conclude(resource, owner, ttl, ask.share, started, outcomes, Arc::new(AtomicBool::new(false)), false).await;
+            traces::round_ended(granted, concluded.is_ok());
+            concluded
+        }
+        .traced(traces::round(resource, false))
+        .await
     }
 
     /// One round of the head of the line: `LOCK.ACQUIRE resource owner ttl
@@ -178,6 +193,18 @@ impl Redlock {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return self.attempt(resource, ttl, ask.fence(None)).await;
         };
+        self.attempt_waiting(runtime, resource, ttl, window, ask).traced(traces::round(resource, true)).await
+    }
+
+    /// `attempt_at_head` on `runtime`.
+    async fn attempt_waiting(
+        &self,
+        runtime: tokio::runtime::Handle,
+        resource: &Resources,
+        ttl: Duration,
+        window: Duration,
+        ask: Ask<'_>,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
         let ask = ask.session(self.inner.settings.session_delay_ms(ttl));
         let owner = ask.owner.map_or_else(new_owner, round_owner);
         let sent = Instant::now();
@@ -191,23 +218,30 @@ impl Redlock {
             let (me, round, resource, owner) = (self.clone(), Arc::clone(&round), resource.clone(), owner.clone());
             let value = ask.value.map(str::to_string);
             let Ask { share, fence, session, .. } = ask;
-            runtime.spawn(async move {
-                let Some(instance) = me.inner.instances.get(i) else { return };
-                let ask = Ask { share, fence, session, value: value.as_deref(), owner: None };
-                let outcome = instance.wait_for(&resource, &owner, ttl, window, ask).await;
-                let granted = matches!(outcome.outcome, Outcome::Granted { .. });
-                if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
-                    instance.release(&resource, &owner).await;
+            // In the round's span: a task starts outside every span.
+            let within = traces::current();
+            runtime.spawn(
+                async move {
+                    let Some(instance) = me.inner.instances.get(i) else { return };
+                    let ask = Ask { share, fence, session, value: value.as_deref(), owner: None };
+                    let outcome = instance.wait_for(&resource, &owner, ttl, window, ask).traced(traces::call(&instance.name, "wait")).await;
+                    let granted = matches!(outcome.outcome, Outcome::Granted { .. });
+                    if !round.report(i, outcome) && granted && round.ended.load(Ordering::SeqCst) {
+                        instance.release(&resource, &owner).traced(traces::call(&instance.name, "release")).await;
+                    }
                 }
-            });
+                .traced(within),
+            );
         }
         // Dropped before the lock is ours (the caller gave up the
         // acquisition, or a semaphore's waiter took another permit; also
         // while the tokens are reconciled): nothing may stay granted.
         let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
         let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
+        let granted = granted(&outcomes);
         let concluded = self.conclude(resource, owner, ttl, ask.share, sent, outcomes, Arc::clone(&round.ended), true).await;
         abandon.armed = false;
+        traces::round_ended(granted, concluded.is_ok());
         concluded
     }
 
@@ -250,7 +284,10 @@ impl Redlock {
                 .enumerate()
                 .filter(|&(i, _)| late_grants || outcomes.get(i).is_none_or(|o| o.outcome != Outcome::Refused));
             let owner = owner.as_str();
-            let undone = join_all(undo.map(|(i, instance)| async move { (i, instance.release(resource, owner).await.outcome) })).await;
+            let undone = join_all(undo.map(|(i, instance)| async move {
+                (i, instance.release(resource, owner).traced(traces::call(&instance.name, "release")).await.outcome)
+            }))
+            .await;
             self.release_later(resource.names(), owner, ttl, undone);
             Err(outcomes)
         };

@@ -574,6 +574,7 @@ impl Instance {
         let latency = started.elapsed();
         self.metrics.answered(latency);
         self.metrics.outcome(&outcome);
+        crate::traces::answered(outcome.kind(), granted_token(&outcome));
         InstanceOutcome { server: self.name.clone(), outcome, latency, connection: None }
     }
 
@@ -585,6 +586,7 @@ impl Instance {
         if matches!(outcome, Outcome::Quarantine { .. }) {
             self.metrics.outcome(&outcome);
         }
+        crate::traces::answered(outcome.kind(), granted_token(&outcome));
         InstanceOutcome { server: self.name.clone(), outcome, latency: started.elapsed(), connection: None }
     }
 
@@ -599,5 +601,13 @@ impl Instance {
     /// alone checks the binding).
     fn binds_connection(&self, session: Option<u64>) -> bool {
         session.is_some() && matches!(self.client, Client::Single(_) | Client::Sentinel(_))
+    }
+}
+
+/// The token of a grant, for its trace.
+fn granted_token(outcome: &Outcome) -> Option<i64> {
+    match outcome {
+        Outcome::Granted { token } => *token,
+        _ => None,
     }
 }

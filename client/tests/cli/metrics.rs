@@ -39,6 +39,16 @@ pub(super) async fn metrics_address(child: &mut Child) -> (String, Lines<BufRead
     (rest.trim_end_matches("/metrics").to_string(), lines)
 }
 
+/// `redlock serve --metrics` on free ports over `c`: the process, its
+/// metrics address and the port it serves Redis clients on.
+pub(super) async fn serve_with_metrics(c: &Cluster) -> (Child, String, u16) {
+    let mut child = redlock(&c.urls().join(","), &["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]).spawn().expect("spawn");
+    let (addr, mut lines) = metrics_address(&mut child).await;
+    let port: u16 = after(&mut lines, "listening on ").await.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr, port)
+}
+
 /// One HTTP request, raw: (status line, headers, body).
 async fn http(addr: &str, request: &[u8]) -> (String, String, String) {
     let mut stream = tokio::time::timeout(REPLY, TcpStream::connect(addr)).await.expect("connect in time").expect("connect");
@@ -195,10 +205,7 @@ async fn run_serves_its_grant_and_its_lost_hold_as_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_counts_the_grants_and_refusals_of_its_clients() {
     let c = Cluster::start(5);
-    let mut child = redlock(&c.urls().join(","), &["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]).spawn().expect("spawn");
-    let (addr, mut lines) = metrics_address(&mut child).await;
-    let port: u16 = after(&mut lines, "listening on ").await.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (mut child, addr, port) = serve_with_metrics(&c).await;
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("client");
     let mut con = client.get_multiplexed_async_connection().await.expect("connect");
     let acquire = |key: &str, owner: &str, shared: bool| {

@@ -5,7 +5,10 @@
 //! (Debian's `prometheus`) scrapes `redlock run --metrics`, keeps every
 //! family with its help and type and the counts the test made, evaluates
 //! the rules and every dashboard query, and fires the lost-hold alert when
-//! a majority of the servers is killed; and redis_exporter (Debian's
+//! a majority of the servers is killed; one scrapes `redlock serve
+//! --metrics` beside a server in its restart quarantine, and counts the
+//! refusals and quarantine answers from both sides, the client's and
+//! the module's; and redis_exporter (Debian's
 //! `prometheus-redis-exporter`) exports the module's `INFO redislock`
 //! fields through docs/prometheus/redislock-info.lua.
 
@@ -23,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use super::metrics::{installed, metrics_address, sample, scrape};
+use super::metrics::{installed, metrics_address, sample, scrape, serve_with_metrics};
 
 const REPLY: Duration = Duration::from_secs(10);
 /// Prometheus's start, first scrapes and rule evaluations (1 s apart).
@@ -222,7 +225,9 @@ async fn dashboard_queries_parse_and_with_the_alerts_use_only_what_redlock_serve
         }
         for expr in exprs.iter() {
             for label in label_names(expr) {
-                let known = ["job", "instance", "le"].contains(&label.as_str()) || labels.contains(&label);
+                // `node`: the master of a `redis+cluster://` entry, on its
+                // module fields only (the unit tests of metrics/servers.rs).
+                let known = ["job", "instance", "le", "node"].contains(&label.as_str()) || labels.contains(&label);
                 assert!(known, "{what}: {expr} uses the label {label}, which no series carries: {labels:?}");
             }
         }
@@ -412,6 +417,87 @@ async fn a_real_prometheus_scrapes_run_and_fires_the_lost_hold_alert() {
     let mut failing: Vec<&str> = down.iter().filter_map(|(labels, _)| labels["server"].as_str()).collect();
     failing.sort();
     assert_eq!(failing, ["0", "1", "2"], "{down:?}");
+    drop(prometheus);
+    let _ = child.kill().await;
+}
+
+/// A real Prometheus scrapes `redlock serve --metrics` over five servers,
+/// the fifth in its restart quarantine: the grant, the refusal and the
+/// quarantine answers the test made are counted, each server's module
+/// fields are there with their help and type, the quarantined server's
+/// own count of quarantine refusals equals the client's, its quarantine
+/// shows as time left, and `RedlockServerQuarantine` fires for it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_counts_refusals_and_a_quarantined_server_through_serve() {
+    let Some(binary) = installed("prometheus") else {
+        eprintln!("SKIPPED: prometheus is missing and scripts/install-deps.sh could not install Debian's prometheus");
+        return;
+    };
+    let mut opts = vec![Opts::default(); 4];
+    opts.push(Opts::quarantine(600_000));
+    let c = Cluster::start_opts(opts);
+    let (mut child, target, port) = serve_with_metrics(&c).await;
+    let rules = PathBuf::from(PROMETHEUS_DOCS).join("redlock-alerts.yml");
+    let prometheus = Prometheus::start(&binary, &target, &rules);
+    eventually(SCRAPED, "prometheus to answer", || prometheus.ready()).await;
+    eventually(SCRAPED, "the first scrape's samples", || async { !prometheus.query("redlock_held").await.is_empty() }).await;
+
+    // Through the endpoint: a grant (four servers grant, the fifth answers
+    // with its quarantine), then a refusal (held; the fifth again).
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("client");
+    let mut con = client.get_multiplexed_async_connection().await.expect("connect");
+    for (owner, granted) in [("o1", true), ("o2", false)] {
+        let reply: redis::Value =
+            redis::cmd("LOCK.ACQUIRE").arg("prometheus-serve").arg(owner).arg(60_000).query_async(&mut con).await.expect("acquire");
+        assert_eq!(matches!(reply, redis::Value::Int(_)), granted, "{owner}: {reply:?}");
+    }
+    let count = |outcome: &str| format!("sum(redlock_acquire_wait_seconds_count{{kind=\"exclusive\",outcome=\"{outcome}\"}})");
+    eventually(SCRAPED, "a scrape after the refusal", || async { prometheus.value(&count("refused")).await == Some(1.0) }).await;
+    assert_eq!(prometheus.value(&count("granted")).await, Some(1.0));
+    assert_eq!(prometheus.value("sum(redlock_acquire_wait_seconds_count)").await, Some(2.0));
+    assert_eq!(prometheus.value("redlock_held").await, Some(1.0));
+
+    // The quarantine, as the client saw it and as the server counted it:
+    // one answer to each of the two rounds, from the fifth server only.
+    let quarantines = prometheus.query("redlock_server_quarantines_total").await;
+    let mut by_server: Vec<(String, f64)> =
+        quarantines.iter().map(|(labels, v)| (labels["server"].as_str().unwrap_or_default().to_string(), *v)).collect();
+    by_server.sort_by(|a, b| a.0.cmp(&b.0));
+    let expected: Vec<(String, f64)> = (0..5).map(|i| (i.to_string(), if i == 4 { 2.0 } else { 0.0 })).collect();
+    assert_eq!(by_server, expected, "{quarantines:?}");
+    assert_eq!(prometheus.value("redislock_acquire_refused_quarantine{server=\"4\"}").await, Some(2.0));
+    let left = prometheus.value("redislock_quarantine_left_seconds{server=\"4\"}").await.expect("quarantine left");
+    assert!(left > 60.0 && left <= 600.0, "{left} s of quarantine left");
+    assert_eq!(prometheus.value("sum(redislock_quarantine_left_seconds{server!=\"4\"})").await, Some(0.0));
+    // The module's own counts of the rest: four grants, four refusals.
+    assert_eq!(prometheus.value("sum(redislock_acquire_granted_new)").await, Some(4.0));
+    assert_eq!(prometheus.value("sum(redislock_acquire_refused_held)").await, Some(4.0));
+    assert_eq!(prometheus.value("sum(redlock_server_info_up)").await, Some(5.0));
+
+    // The module's families are kept with their help and type.
+    let scraped = families(&scrape(&target).await);
+    let metadata = prometheus.api("metadata").await;
+    let module: Vec<&String> = scraped.keys().filter(|name| name.starts_with("redislock_")).collect();
+    assert!(module.len() >= 20, "{module:?}");
+    for name in module {
+        let (kind, help) = &scraped[name];
+        let kept = &metadata[name][0];
+        assert_eq!((kept["type"].as_str(), kept["help"].as_str()), (Some(kind.as_str()), Some(help.as_str())), "{name}: {metadata}");
+    }
+
+    eventually(SCRAPED, "RedlockServerQuarantine to fire", || async {
+        let alerts = prometheus.api("alerts").await;
+        alerts["alerts"].as_array().into_iter().flatten().any(|a| a["labels"]["alertname"] == "RedlockServerQuarantine")
+    })
+    .await;
+    let alerts = prometheus.api("alerts").await;
+    let firing: Vec<(&str, &str)> = alerts["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| Some((a["labels"]["alertname"].as_str()?, a["labels"]["server"].as_str().unwrap_or_default())))
+        .collect();
+    assert_eq!(firing, [("RedlockServerQuarantine", "4")], "{alerts}");
     drop(prometheus);
     let _ = child.kill().await;
 }
