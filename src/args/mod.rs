@@ -81,6 +81,8 @@ pub enum ArgError {
     SemaphoreWithShared,
     /// `SEMAPHORE` not an integer from 1 to `MAX_LIMIT`.
     BadSemaphoreLimit,
+    /// A malformed option line; carries the full `ERR syntax error: ...`.
+    Syntax(Cow<'static, CStr>),
 }
 
 pub use crate::core::grant::MAX_LIMIT;
@@ -89,6 +91,7 @@ impl ArgError {
     pub fn message(&self) -> Cow<'static, CStr> {
         match self {
             ArgError::Arity(msg) => Cow::Borrowed(msg),
+            ArgError::Syntax(msg) => msg.clone(),
             ArgError::EmptyOwner => Cow::Borrowed(c"ERR owner must not be empty"),
             ArgError::BadTtl => Cow::Borrowed(c"ERR ttl must be a positive integer (milliseconds)"),
             ArgError::BadToken => Cow::Borrowed(c"ERR token must be a non-negative integer"),
@@ -592,8 +595,10 @@ pub const TOP_DEFAULT_COUNT: usize = 10;
 
 mod apply;
 mod fence;
+mod revoke;
 pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
 pub use fence::{parse_check, parse_fenced, parse_fenceinfo, parse_guard, runs_script, unguardable, Check, Unguardable};
+pub use revoke::{parse_revoke, revoke_registers_at};
 
 #[cfg(test)]
 mod tests;
