@@ -459,7 +459,7 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
     if rm!(RedisModule_SetCommandInfo(cmd, &info) else api::ERR) != api::OK {
         return Err(format!("Redis refused the command info of {name}"));
     }
-    let admin = c.admin.then(|| ADMIN_ADDED.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(false);
+    let admin = c.admin && ADMIN_ADDED.load(std::sync::atomic::Ordering::Relaxed);
     let acl = if admin { std::borrow::Cow::Owned(with_admin(c.acl)) } else { std::borrow::Cow::Borrowed(c.acl) };
     if api::has!(RedisModule_SetCommandACLCategories)
         && rm!(RedisModule_SetCommandACLCategories(cmd, acl.as_ptr()) else api::ERR) != api::OK

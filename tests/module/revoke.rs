@@ -366,7 +366,7 @@ fn revocations_amid_fenced_writers_never_let_a_revoked_write_through() {
                 n += 1;
                 let reply = ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("k").arg(&owner).arg(5_000).arg("WAIT").arg(2_000));
                 let Value::Int(token) = reply else { continue };
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     thread::sleep(Duration::from_micros(300));
                 }
                 let entry = format!("W {token}");
