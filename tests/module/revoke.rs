@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::cluster::{key_in_slot, key_slot, Cluster};
 use common::*;
 use redis::{Connection, Value};
 
@@ -417,4 +418,29 @@ fn revocations_amid_fenced_writers_never_let_a_revoked_write_through() {
     assert_eq!(accepted, log.iter().filter(|e| e.starts_with('W')).count());
     assert!(ended > 10 && accepted > 10, "the holders and the operator overlapped: {ended} ended, {accepted} accepted");
     assert!(refused > 0, "some revoked holder tried to write ({revocations} revocations)");
+}
+
+/// In a Cluster the registers go with the lock's slot: a register of
+/// another slot is refused with CROSSSLOT and nothing changes; another
+/// node redirects the whole command.
+#[test]
+fn in_a_cluster_the_registers_share_the_locks_slot() {
+    let _serial = crate::cluster::one_cluster_at_a_time();
+    let cluster = Cluster::start(3, 0);
+    let lock = "{job:7}:lock";
+    let slot = key_slot(lock.as_bytes());
+    let node = cluster.owner_of(0, slot);
+    let mut c = cluster.nodes[node].conn();
+    let t = grant(&mut c, lock, "a", 60_000);
+    let first = cluster.first_slot(node);
+    let here = key_in_slot("here", if first == slot { first + 1 } else { first });
+    let refused = try_cmd(&mut c, cmd("LOCK.REVOKE").arg(lock).arg("FENCE").arg("{job:7}:fence").arg(&here));
+    assert_refused(refused, "CROSSSLOT", "a register in another slot");
+    assert_eq!(info(&mut c, lock.as_bytes()).map(|i| i.token), Some(t), "nothing revoked");
+    assert!(!exists(&mut c, here.as_bytes()) && !exists(&mut c, b"{job:7}:fence"), "no register raised");
+    let mut elsewhere = cluster.nodes[cluster.other_master(node)].conn();
+    let e = try_cmd(&mut elsewhere, cmd("LOCK.REVOKE").arg(lock).arg("FENCE").arg("{job:7}:fence")).expect_err("redirected");
+    assert_eq!(e, format!("MOVED {slot} 127.0.0.1:{}", cluster.nodes[node].port));
+    let (revoked_at, n) = revoke(&mut c, lock, None, &["{job:7}:fence"]);
+    assert_eq!((n, fenceinfo(&mut c, "{job:7}:fence")), (1, Some(revoked_at)));
 }
