@@ -1,11 +1,12 @@
 //! A revocation (`LOCK.REVOKE`): an operator ends a hold its owner did
-//! not give back, under a token issued for it. Each hold ends as its
-//! owner's release would (the same decision, `release::end_of`), is
-//! unbound from its connection, and is remembered (`server::revoked`) so
-//! its owner's LOCK.EXTEND can answer `REVOKED`. The command is never
-//! propagated itself (a replica would issue its own token): a holder that
-//! leaves others travels as the `LOCK.RELEASE key owner` a client would
-//! send, a key that goes as DEL. The caller serves the key's line.
+//! not give back, under a token issued for it. One owner's hold ends as
+//! its release would (the same decision, `release::end_of`); every hold
+//! ends with the key. Each is unbound from its connection and remembered
+//! (`server::revoked`) so its owner's LOCK.EXTEND can answer `REVOKED`.
+//! The command is never propagated itself (a replica would issue its own
+//! token): a holder that leaves others travels as the `LOCK.RELEASE key
+//! owner` a client would send, a key that goes as DEL. The caller serves
+//! the key's line.
 
 use super::binding::unbind;
 use super::release::{end_of, Ending};
@@ -37,15 +38,27 @@ pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: 
         Slot::Shared(group) => group.live(now).map(|h| (h.owner.clone(), h.end)).collect(),
         Slot::PlainString(holder) => vec![(Box::from(holder), Lease::until(key.deadline_ms(), now).end)],
     };
-    let mut ended: Vec<(&[u8], i64)> = Vec::with_capacity(held.len());
-    for (holder, end) in &held {
-        if owner.is_some_and(|o| o != &**holder) {
-            continue;
+    let ended: Vec<(&[u8], i64)> = match owner {
+        // One holder: as its release would end it.
+        Some(owner) => held
+            .iter()
+            .filter(|(holder, _)| **holder == *owner)
+            .filter(|(holder, _)| end_hold(ctx, key, key_name, holder, now))
+            .map(|(holder, end)| (&**holder, *end))
+            .collect(),
+        // Every holder: the key goes at once (a release per holder would
+        // look the group up again for each, quadratic in its holders).
+        None if held.is_empty() => Vec::new(),
+        None => {
+            for (holder, _) in &held {
+                stats::HOLDS_REVOKED.bump();
+                unbind(ctx, key_name, holder);
+            }
+            value::delete(key);
+            propagate::revoked_last(ctx, key_name);
+            held.iter().map(|(holder, end)| (&**holder, *end)).collect()
         }
-        if end_hold(ctx, key, key_name, holder, now) {
-            ended.push((holder, *end));
-        }
-    }
+    };
     if !ended.is_empty() {
         revoked::remember(ctx.selected_db(), key_name.bytes(), ended.iter().copied(), token, now.mono);
         propagate::revoked(ctx, key_name);
