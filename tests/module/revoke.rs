@@ -114,6 +114,13 @@ fn owner_ends_one_holder_and_none_ends_them_all() {
     assert_eq!(left, vec![b"x".to_vec(), b"z".to_vec()], "only y ended");
     assert_eq!(try_extend(&mut c, "sem", "y"), Err(format!("REVOKED the hold was revoked (token {t1})")));
     assert_eq!(try_extend(&mut c, "sem", "x"), Ok(Value::Int(1)), "x keeps its permit");
+    // y takes a permit again and loses it: that is a lost hold, not the
+    // revoked one.
+    let again = int_of(&ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("sem").arg("y").arg(100).arg("SHARED").arg("LIMIT").arg(3)), "y again");
+    wait_until(Duration::from_secs(5), "y's new lease to end", || {
+        try_cmd(&mut c, cmd("LOCK.CHECK").arg("sem").arg("y").arg(again)).is_err()
+    });
+    assert_eq!(try_extend(&mut c, "sem", "y"), Ok(Value::Int(0)), "a re-grant forgets the revocation");
     let (t2, n) = revoke(&mut c, "sem", Some("nobody"), &[]);
     assert_eq!((n, t2 > t1), (0, true), "not that owner: nothing ends, a token is still issued");
     assert_eq!(holder_rows(&mut c, "sem").len(), 2);
