@@ -451,3 +451,33 @@ fn in_a_cluster_the_registers_share_the_locks_slot() {
     let (revoked_at, n) = revoke(&mut c, lock, None, &["{job:7}:fence"]);
     assert_eq!((n, fenceinfo(&mut c, "{job:7}:fence")), (1, Some(revoked_at)));
 }
+
+/// Watchers hear `lock.revoke` on the key (class `g`) when a hold ended
+/// (and nothing else: the module's own deletion sends no `del`, as for a
+/// release); a revocation that ended nothing says nothing of the key.
+#[test]
+fn a_revocation_is_announced_on_the_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("notify-keyspace-events").arg("Kg"));
+    grant(&mut c, "k", "a", 60_000);
+    let mut subcon = s.conn();
+    let mut ps = subcon.as_pubsub();
+    ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE");
+    ps.set_read_timeout(Some(Duration::from_secs(5))).expect("read timeout");
+    revoke(&mut c, "free", None, &[]);
+    revoke(&mut c, "k", None, &[]);
+    ok_cmd(&mut c, cmd("DEL").arg("marker"));
+    ok_cmd(&mut c, cmd("SET").arg("marker").arg("1"));
+    ok_cmd(&mut c, cmd("DEL").arg("marker"));
+    let mut events = Vec::new();
+    loop {
+        let m = ps.get_message().unwrap_or_else(|e| panic!("no keyspace message within 5 s ({events:?}): {e}"));
+        let channel: String = m.get_channel_name().to_string();
+        if channel == "__keyspace@0__:marker" {
+            break;
+        }
+        events.push((channel, m.get_payload::<String>().expect("payload")));
+    }
+    assert_eq!(events, vec![("__keyspace@0__:k".to_string(), "lock.revoke".to_string())], "nothing for the free key");
+}
