@@ -234,6 +234,7 @@ fn the_effect_replicates_and_persists_and_the_memory_does_not() {
     }
     let stats: String = cmd("INFO").arg("commandstats").query(&mut r).expect("INFO commandstats");
     assert!(!stats.contains("cmdstat_lock.revoke"), "the command never travels: {stats}");
+    assert_refused(try_cmd(&mut r, cmd("LOCK.REVOKE").arg("sem")), "READONLY", "LOCK.REVOKE on a replica");
 
     assert_eq!(try_extend(&mut m, "k", "a"), Err(format!("REVOKED the hold was revoked (token {t})")));
     let sem = holder_rows(&mut m, "sem");
