@@ -81,6 +81,8 @@ pub enum ArgError {
     SemaphoreWithShared,
     /// `SEMAPHORE` not an integer from 1 to `MAX_LIMIT`.
     BadSemaphoreLimit,
+    /// A malformed option line; carries the full `ERR syntax error: ...`.
+    Syntax(Cow<'static, CStr>),
 }
 
 pub use crate::core::grant::MAX_LIMIT;
@@ -89,6 +91,7 @@ impl ArgError {
     pub fn message(&self) -> Cow<'static, CStr> {
         match self {
             ArgError::Arity(msg) => Cow::Borrowed(msg),
+            ArgError::Syntax(msg) => msg.clone(),
             ArgError::EmptyOwner => Cow::Borrowed(c"ERR owner must not be empty"),
             ArgError::BadTtl => Cow::Borrowed(c"ERR ttl must be a positive integer (milliseconds)"),
             ArgError::BadToken => Cow::Borrowed(c"ERR token must be a non-negative integer"),
@@ -559,41 +562,16 @@ pub fn parse_info<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
     Ok(key)
 }
 
-/// `LOCK.WAITERS key [COUNT n]`: the key and how many waiters to list
-/// (`None`: all).
-pub fn parse_waiters<A: ArgBytes>(args: &[A]) -> Result<(&A, Option<usize>), ArgError> {
-    match args {
-        [_, key] => Ok((key, None)),
-        [_, key, word, n] if word.bytes().eq_ignore_ascii_case(b"COUNT") => match parse_int(n.bytes()) {
-            Ok(n) if n >= 0 => Ok((key, Some(usize::try_from(n).unwrap_or(usize::MAX)))),
-            _ => Err(ArgError::BadCount),
-        },
-        [_, _, word, ..] if !word.bytes().eq_ignore_ascii_case(b"COUNT") => Err(ArgError::UnknownOption(word.bytes().to_vec())),
-        _ => Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.waiters' command")),
-    }
-}
-
-/// `LOCK.TOP [COUNT n]`: how many of the most contended locks to list
-/// (`TOP_DEFAULT_COUNT` without COUNT).
-pub fn parse_top<A: ArgBytes>(args: &[A]) -> Result<usize, ArgError> {
-    match args {
-        [_] => Ok(TOP_DEFAULT_COUNT),
-        [_, word, n] if word.bytes().eq_ignore_ascii_case(b"COUNT") => match parse_int(n.bytes()) {
-            Ok(n) if n >= 0 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
-            _ => Err(ArgError::BadCount),
-        },
-        [_, word, ..] if !word.bytes().eq_ignore_ascii_case(b"COUNT") => Err(ArgError::UnknownOption(word.bytes().to_vec())),
-        _ => Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.top' command")),
-    }
-}
-
-/// What LOCK.TOP lists without COUNT.
-pub const TOP_DEFAULT_COUNT: usize = 10;
-
 mod apply;
 mod fence;
+mod revoke;
+mod views;
 pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
 pub use fence::{parse_check, parse_fenced, parse_fenceinfo, parse_guard, runs_script, unguardable, Check, Unguardable};
+pub use revoke::{parse_revoke, revoke_registers_at};
+#[cfg(test)]
+use views::TOP_DEFAULT_COUNT;
+pub use views::{parse_top, parse_waiters};
 
 #[cfg(test)]
 mod tests;

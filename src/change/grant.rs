@@ -113,6 +113,17 @@ pub enum Attempt {
 /// holder's. Shared by ACQUIRE, by the waiters' handoff and by each member
 /// of a set.
 pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<'_>, waiting_ahead: bool, by: By) -> Attempt {
+    let attempt = grant_if_fits(ctx, key, key_name, owner_arg, ask, waiting_ahead, by);
+    if matches!(attempt, Attempt::Granted(_)) {
+        // An owner that holds the key again was not revoked from this
+        // hold (one load while nothing was revoked).
+        crate::server::revoked::regranted(ctx.selected_db(), key_name.bytes(), owner_arg.bytes());
+    }
+    attempt
+}
+
+/// `try_acquire`'s grant.
+fn grant_if_fits(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<'_>, waiting_ahead: bool, by: By) -> Attempt {
     let (req, value) = (ask.request, ask.value);
     let owner = owner_arg.bytes();
     let now = crate::server::clock::now();

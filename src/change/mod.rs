@@ -2,8 +2,9 @@
 //! grant, by LOCK.ACQUIRE or by the handoff to a waiter), `release`,
 //! `extend`, `proclaim` (the holder's value replaced), `apply` (a lock set exactly as given: LOCK.APPLY replaying
 //! the master's grant, a lock Redis removed put back), `disconnect`
-//! (ending the hold of a connection that closed) and `set` (several keys
-//! granted at once, each member an ordinary grant).
+//! (ending the hold of a connection that closed), `revoke` (an operator
+//! taking holds away, LOCK.REVOKE) and `set` (several keys granted at
+//! once, each member an ordinary grant).
 //!
 //! Each takes the opened key and the request, asks `core` for the
 //! decision (`core::grant`), stores the value (`value`, `group`), binds or
@@ -29,6 +30,7 @@ pub mod grant;
 mod proclaim;
 mod release;
 mod rescued;
+mod revoke;
 pub mod set;
 
 pub use acquire::acquire;
@@ -39,6 +41,7 @@ pub use grant::{Ask, Attempt};
 pub use proclaim::{proclaim, Proclaimed};
 pub use release::{release, release_member, Released};
 pub use rescued::{restore_rescued, restore_stepped};
+pub use revoke::{revoke, Revoked};
 
 use std::ffi::CStr;
 

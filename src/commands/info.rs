@@ -20,7 +20,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     if !ctx.default_section() {
         return;
     }
-    let counters: [(&CStr, &stats::Counter); 22] = [
+    let counters: [(&CStr, &stats::Counter); 24] = [
         (c"acquire_granted_new", &stats::ACQUIRE_NEW),
         (c"acquire_granted_regrant", &stats::ACQUIRE_REGRANT),
         (c"acquire_granted_handoff", &stats::WAIT_GRANTED),
@@ -30,6 +30,8 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
         (c"release_refused", &stats::RELEASE_REFUSED),
         (c"extend_done", &stats::EXTEND_DONE),
         (c"extend_refused", &stats::EXTEND_REFUSED),
+        (c"revoke_calls", &stats::REVOKE_CALLS),
+        (c"holds_revoked", &stats::HOLDS_REVOKED),
         (c"wait_started", &stats::WAIT_STARTED),
         (c"wait_granted", &stats::WAIT_GRANTED),
         (c"wait_timed_out", &stats::WAIT_TIMED_OUT),
@@ -55,6 +57,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     field(ctx, c"clients_waiting", clients_waiting);
     field(ctx, c"keys_waited", keys_waited);
     field(ctx, c"session_holds", crate::server::bindings::bound());
+    field(ctx, c"revoked_holds_remembered", crate::server::revoked::remembered());
     field(ctx, c"quarantine_ms_left", quarantine::remaining_ms().unwrap_or(0));
     field(ctx, c"highest_token", COUNTER.current());
     field(ctx, c"max_ttl_ms", config::max_ttl());

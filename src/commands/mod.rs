@@ -1,5 +1,6 @@
 //! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.PROCLAIM, LOCK.INFO,
-//! LOCK.WAITERS and LOCK.TOP; LOCK.CHECK and LOCK.GUARD (`fence`).
+//! LOCK.WAITERS and LOCK.TOP; LOCK.CHECK and LOCK.GUARD (`fence`);
+//! LOCK.REVOKE (`revoke`).
 //!
 //! Each parses, opens its key and replies; a change (ACQUIRE, RELEASE,
 //! EXTEND) is made by its executor in `change`, which writes and
@@ -21,6 +22,7 @@ use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot, WRONGTYPE};
 use crate::server::bindings;
 use crate::server::stats;
+use crate::server::{clock, revoked};
 use crate::{args, keys::rescue, replication::writable, server::config, server::fencing, server::quarantine, waiters};
 
 /// A replica answers a client's lock write as the server answers writes
@@ -45,8 +47,10 @@ macro_rules! parse_or_reply {
 // After the macros, which it uses.
 mod fence;
 mod multi;
+mod revoke;
 pub use fence::{check, fenced, fenceinfo, guard};
 pub use multi::{macquire, mextend, mrelease};
+pub use revoke::revoke;
 
 /// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`
 /// → token, or nil (held incompatibly, or others wait first; or the wait
@@ -120,14 +124,19 @@ pub fn release(ctx: Ctx, argv: &[Arg]) -> c_int {
 
 /// `LOCK.EXTEND key owner ttl-ms` → 1 if the lease now ends ttl-ms from
 /// now, 0 otherwise (not the holder; a session-bound hold, from another
-/// connection than its own). The token does not change.
+/// connection than its own), or a `REVOKED` error while a hold LOCK.REVOKE
+/// took from `owner` would still have run. The token does not change.
 pub fn extend(ctx: Ctx, argv: &[Arg]) -> c_int {
     refuse_on_replica!(ctx);
     let req = parse_or_reply!(ctx, args::parse_extend(argv, config::max_ttl()));
     let key = ctx.open_key(req.key, KeyMode::Write);
     match waiters::extend(ctx, &key, req.key, req.owner, req.ttl_ms) {
         Extended::Done { .. } => ctx.reply_integer(1),
-        Extended::Refused => ctx.reply_integer(0),
+        Extended::Refused => match revoked::revoked(ctx.selected_db(), req.key.bytes(), req.owner, clock::now().mono) {
+            // Its client can tell a revoked hold from a lost one.
+            Some(token) => ctx.reply_error_text(&format!("REVOKED the hold was revoked (token {token})")),
+            None => ctx.reply_integer(0),
+        },
         Extended::WrongType => ctx.reply_error(WRONGTYPE),
         Extended::Failed(msg) => ctx.reply_error(msg),
     }

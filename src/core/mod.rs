@@ -4,10 +4,11 @@
 //! key's line of waiters is served in (`line`), several keys granted at
 //! once and the lines a set waits in (`multi`), the lease on the monotonic
 //! clock and its wall-clock mirror (`lease`), fencing tokens as numbers
-//! (`token`), and the states a stored lock may be in (`stored`). Nothing
-//! here imports `redis_module`, uses `unsafe`, or imports from outside
-//! `src/core/`; the glue reads the clocks and the keys and calls these
-//! functions, and the property tests drive the same functions.
+//! (`token`), the states a stored lock may be in (`stored`), and the
+//! bounded memory of revoked holds (`revoked`). Nothing here imports
+//! `redis_module`, uses `unsafe`, or imports from outside `src/core/`; the
+//! glue reads the clocks and the keys and calls these functions, and the
+//! property tests drive the same functions.
 #![forbid(unsafe_code)]
 
 pub mod check;
@@ -18,5 +19,6 @@ pub mod line;
 // LOCK.MACQUIRE's WAIT lands in the glue.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod multi;
+pub mod revoked;
 pub mod stored;
 pub mod token;

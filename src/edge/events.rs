@@ -105,11 +105,13 @@ unsafe extern "C" fn on_dataset_event(_ctx: *mut RedisModuleCtx, event: raw::Red
         if let Some(info) = data.cast::<raw::RedisModuleFlushInfo>().as_ref() {
             rescue::flushed(info.dbnum);
             register::flushed(info.dbnum);
+            crate::server::revoked::flushed(info.dbnum);
         }
     } else if event.id == raw::REDISMODULE_EVENT_SWAPDB {
         if let Some(info) = data.cast::<raw::RedisModuleSwapDbInfo>().as_ref() {
             rescue::swapped(info.dbnum_first, info.dbnum_second);
             register::swapped(info.dbnum_first, info.dbnum_second);
+            crate::server::revoked::swapped(info.dbnum_first, info.dbnum_second);
         }
     }
     waiters::dataset_changed();

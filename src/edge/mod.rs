@@ -43,6 +43,13 @@ struct Command {
     complexity: &'static CStr,
     /// Its arguments after the name, for COMMAND DOCS.
     args: &'static [ArgDoc],
+    /// Keys beside the one at position 1: every argument after this word
+    /// (LOCK.REVOKE's FENCE registers), with their access flags, as a
+    /// second key spec.
+    keys_after: Option<(&'static CStr, u32)>,
+    /// Also in the module's own ACL category (`ADMIN_CATEGORY`) where the
+    /// server lets a module add one.
+    admin: bool,
 }
 
 /// One argument as COMMAND DOCS lists it.
@@ -130,6 +137,11 @@ const MACQUIRE_ARGS: [ArgDoc; 10] = [
 ];
 const MRELEASE_ARGS: [ArgDoc; 3] = [arg(c"numkeys", INTEGER), many(c"key", KEY), arg(c"owner", STRING)];
 const MEXTEND_ARGS: [ArgDoc; 4] = [arg(c"numkeys", INTEGER), many(c"key", KEY), arg(c"owner", STRING), arg(c"ttl-ms", INTEGER)];
+const REVOKE_ARGS: [ArgDoc; 3] = [
+    arg(c"key", KEY),
+    option(c"OWNER", c"owner", STRING),
+    ArgDoc { name: c"register", kind: KEY, token: Some(c"FENCE"), optional: true, multiple: true },
+];
 const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
@@ -212,13 +224,24 @@ fn report_run_keys(ctx: Ctx, argv: &[Arg], at: c_int) {
     ctx.command_keys(guarded, RW, |pos, flags| ctx.key_at(pos.saturating_add(at), flags));
 }
 
+/// LOCK.REVOKE's keys: the lock's, then its registers (none when the
+/// arguments do not parse: the command then answers the error itself).
+fn report_revoke_keys(ctx: Ctx, argv: &[Arg]) {
+    ctx.key_at(1, RW | raw::REDISMODULE_CMD_KEY_DELETE);
+    if let Some(at) = args::revoke_registers_at(argv) {
+        for pos in at..argv.len() {
+            ctx.key_at(c_int::try_from(pos).unwrap_or(c_int::MAX), RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+        }
+    }
+}
+
 const READ: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
 /// Where LOCK.GUARD's guarded command begins (`key owner token command`).
 const GUARDED_AT: c_int = 4;
 /// Where LOCK.FENCED's command begins (`register token command`).
 const FENCED_AT: c_int = 3;
 
-fn command_table() -> [Command; 15] {
+fn command_table() -> [Command; 16] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -226,29 +249,29 @@ fn command_table() -> [Command; 15] {
         command!(c"lock.acquire", commands::acquire, c"write deny-oom fast blocking",
             arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast blocking",
             summary: c"Takes a lock (exclusive, SHARED, or a permit of a SHARED LIMIT semaphore) for an owner with a lease, or waits in line (WAIT), optionally bound to the connection (SESSION); replies the fencing token",
-            complexity: c"O(1)", args: &ACQUIRE_ARGS),
+            complexity: c"O(1)", args: &ACQUIRE_ARGS, keys_after: None, admin: false),
         command!(c"lock.release", commands::release, c"write fast",
             arity: 3, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, numkeys: false, acl: c"write fast",
             summary: c"Releases a lock if the owner holds it; the oldest waiter gets it",
-            complexity: c"O(1)", args: &RELEASE_ARGS),
+            complexity: c"O(1)", args: &RELEASE_ARGS, keys_after: None, admin: false),
         command!(c"lock.extend", commands::extend, c"write fast",
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
             summary: c"Restarts the lease of a lock the owner holds (a SESSION hold: from its own connection only)",
-            complexity: c"O(1)", args: &EXTEND_ARGS),
+            complexity: c"O(1)", args: &EXTEND_ARGS, keys_after: None, admin: false),
         // `deny-oom`: a new value may take more memory than the old.
         command!(c"lock.proclaim", commands::proclaim, c"write deny-oom fast",
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
             summary: c"Replaces the value stored with an exclusive lock the owner holds (an election's advertised leader); lease and token stay",
-            complexity: c"O(N) where N is the length of the value", args: &PROCLAIM_ARGS),
+            complexity: c"O(N) where N is the length of the value", args: &PROCLAIM_ARGS, keys_after: None, admin: false),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
             summary: c"Mode, holders (owner, fencing token, remaining lease), limit, waiters and value of a lock",
-            complexity: c"O(1)", args: &INFO_ARGS),
+            complexity: c"O(1)", args: &INFO_ARGS, keys_after: None, admin: false),
         // The fence: whether a hold is current (a GET-class read) ...
         command!(c"lock.check", commands::check, c"readonly fast",
             arity: 4, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
             summary: c"Whether owner holds the lock under token with its lease running: 1, or a FENCED error saying why not",
-            complexity: c"O(1) for an exclusive lock, O(N) for N shared holders", args: &CHECK_ARGS),
+            complexity: c"O(1) for an exclusive lock, O(N) for N shared holders", args: &CHECK_ARGS, keys_after: None, admin: false),
         // ... and a command run only while it is. `write`: the guard is a
         // write as a script is, whatever it runs (refused on a read-only
         // replica; inside MULTI and scripts it works as any write). Not
@@ -265,7 +288,7 @@ fn command_table() -> [Command; 15] {
             }, c"write getkeys-api",
             arity: -5, key_flags: READ, numkeys: false, acl: c"write slow",
             summary: c"Runs a command atomically only while owner holds the lock under token; otherwise runs nothing and answers a FENCED error saying why",
-            complexity: c"O(1) plus the guarded command's", args: &GUARD_ARGS),
+            complexity: c"O(1) plus the guarded command's", args: &GUARD_ARGS, keys_after: None, admin: false),
         // The store-side fence for data kept apart from the locks (the
         // quorum's): a token register, raised by each write it lets
         // through. Flags and keys as LOCK.GUARD's, the register written.
@@ -278,22 +301,22 @@ fn command_table() -> [Command; 15] {
             }, c"write getkeys-api",
             arity: -3, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write slow",
             summary: c"Runs a command only if token is at least every token the register has accepted, raising the register to it; an older token runs nothing and gets a FENCED error",
-            complexity: c"O(1) plus the command's", args: &FENCED_ARGS),
+            complexity: c"O(1) plus the command's", args: &FENCED_ARGS, keys_after: None, admin: false),
         command!(c"lock.fenceinfo", commands::fenceinfo, c"readonly fast",
             arity: 2, key_flags: READ, numkeys: false, acl: c"read fast",
             summary: c"The highest token a register (LOCK.FENCED) has accepted, or nil",
-            complexity: c"O(1)", args: &FENCEINFO_ARGS),
+            complexity: c"O(1)", args: &FENCEINFO_ARGS, keys_after: None, admin: false),
         command!(c"lock.waiters", commands::waiters_of, c"readonly",
             arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read",
             summary: c"The line of clients waiting for a lock, oldest first: owner, mode, how long each has waited and has left",
-            complexity: c"O(N) where N is the number of waiters listed", args: &WAITERS_ARGS),
+            complexity: c"O(N) where N is the number of waiters listed", args: &WAITERS_ARGS, keys_after: None, admin: false),
         // No key: each node lists its own locks (in a Cluster, ask every
         // master). It names keys whatever the user's key patterns, as
         // SCAN does, so it is in @keyspace with it.
         command!(c"lock.top", commands::top, c"readonly",
             arity: -1, key_flags: 0, numkeys: false, acl: c"read slow keyspace",
             summary: c"The most contended locks of the database, most waiters first: key, waiters, oldest wait, mode, holders, longest hold",
-            complexity: c"O(N log N) where N is the number of locks with waiters", args: &TOP_ARGS),
+            complexity: c"O(N log N) where N is the number of locks with waiters", args: &TOP_ARGS, keys_after: None, admin: false),
         // Several keys (numkeys): no legacy (first, last, step) triple can
         // say where they are. The key spec (KEYNUM) says it to clients
         // (COMMAND INFO); the server asks the command itself (`getkeys-api`,
@@ -303,19 +326,35 @@ fn command_table() -> [Command; 15] {
         command!(c"lock.macquire", with_keys!(commands::macquire, RW | raw::REDISMODULE_CMD_KEY_UPDATE), c"write deny-oom fast blocking getkeys-api",
             arity: -5, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: true, acl: c"write fast blocking",
             summary: c"Takes several locks at once, all or nothing, for one owner with one lease and one fencing token for the whole set (exclusive or SHARED, optionally bound to the connection with SESSION)",
-            complexity: c"O(N) where N is the number of keys", args: &MACQUIRE_ARGS),
+            complexity: c"O(N) where N is the number of keys", args: &MACQUIRE_ARGS, keys_after: None, admin: false),
         command!(c"lock.mrelease", with_keys!(commands::mrelease, RW | raw::REDISMODULE_CMD_KEY_DELETE), c"write fast getkeys-api",
             arity: -4, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, numkeys: true, acl: c"write fast",
             summary: c"Releases the locks of a set the owner holds; replies how many were released",
-            complexity: c"O(N) where N is the number of keys", args: &MRELEASE_ARGS),
+            complexity: c"O(N) where N is the number of keys", args: &MRELEASE_ARGS, keys_after: None, admin: false),
         command!(c"lock.mextend", with_keys!(commands::mextend, RW | raw::REDISMODULE_CMD_KEY_UPDATE), c"write fast getkeys-api",
             arity: -5, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: true, acl: c"write fast",
             summary: c"Restarts the leases of the locks of a set the owner holds; replies how many were extended",
-            complexity: c"O(N) where N is the number of keys", args: &MEXTEND_ARGS),
+            complexity: c"O(N) where N is the number of keys", args: &MEXTEND_ARGS, keys_after: None, admin: false),
+        // An operator's command: it ends others' holds (`dangerous`, as
+        // CLIENT KILL), and is not O(1) (every holder, every register).
+        // Keys: the lock's, then each register after FENCE, as the
+        // command parses them (`getkeys-api`), so a Cluster refuses
+        // registers of another slot (CROSSSLOT).
+        command!(c"lock.revoke", |ctx: Ctx, argv: &[Arg]| -> c_int {
+                if ctx.is_keys_position_request() {
+                    report_revoke_keys(ctx, argv);
+                    return api::OK;
+                }
+                commands::revoke(ctx, argv)
+            }, c"write getkeys-api",
+            arity: -2, key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE, numkeys: false, acl: c"write slow dangerous",
+            summary: c"Takes a lock's hold away (one OWNER's, or every hold) under a new fencing token, raises the FENCE registers to it and serves the line; replies the token and the number of holds ended",
+            complexity: c"O(N + R) where N is the number of holders and R the number of registers", args: &REVOKE_ARGS,
+            keys_after: Some((c"FENCE", RW | raw::REDISMODULE_CMD_KEY_UPDATE)), admin: true),
         command!(c"lock.apply", commands::apply, c"write",
             arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
-            complexity: c"O(1)", args: &APPLY_ARGS),
+            complexity: c"O(1)", args: &APPLY_ARGS, keys_after: None, admin: false),
     ]
 }
 
@@ -359,17 +398,41 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
         fk,
     };
     // SAFETY: an all-zero key spec is the array's terminator.
-    let mut key_specs = [key, unsafe { std::mem::zeroed() }];
+    let terminator: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
+    let mut key_specs = vec![key];
+    if let Some((word, flags)) = c.keys_after {
+        // Every argument after the word, to the end.
+        key_specs.push(raw::RedisModuleCommandKeySpec {
+            notes: std::ptr::null(),
+            flags: u64::from(flags),
+            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
+            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                keyword: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 { keyword: word.as_ptr(), startfrom: 2 },
+            },
+            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: -1, keystep: 1, limit: 0 },
+            },
+        });
+    }
+    key_specs.push(terminator);
     // A command without a key has no key spec: the terminator alone.
-    let key_specs = if c.key_flags == 0 { &mut key_specs[1..] } else { &mut key_specs[..] };
+    let key_specs = if c.key_flags == 0 { key_specs.get_mut(1..).unwrap_or_default() } else { &mut key_specs[..] };
     let mut args: Vec<raw::RedisModuleCommandArg> = c
         .args
         .iter()
         .map(|a| raw::RedisModuleCommandArg {
             name: a.name.as_ptr(),
             type_: a.kind,
-            // The key's spec is the only one (index 0); -1 for the rest.
-            key_spec_index: if a.kind == KEY { 0 } else { -1 },
+            // The first key argument is spec 0, the next (LOCK.REVOKE's
+            // registers) spec 1; -1 for the rest.
+            key_spec_index: if a.kind != KEY {
+                -1
+            } else if a.token.is_some() {
+                1
+            } else {
+                0
+            },
             token: a.token.map_or(std::ptr::null(), CStr::as_ptr),
             summary: std::ptr::null(),
             since: std::ptr::null(),
@@ -396,12 +459,31 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
     if rm!(RedisModule_SetCommandInfo(cmd, &info) else api::ERR) != api::OK {
         return Err(format!("Redis refused the command info of {name}"));
     }
+    let admin = c.admin && ADMIN_ADDED.load(std::sync::atomic::Ordering::Relaxed);
+    let acl = if admin { std::borrow::Cow::Owned(with_admin(c.acl)) } else { std::borrow::Cow::Borrowed(c.acl) };
     if api::has!(RedisModule_SetCommandACLCategories)
-        && rm!(RedisModule_SetCommandACLCategories(cmd, c.acl.as_ptr()) else api::ERR) != api::OK
+        && rm!(RedisModule_SetCommandACLCategories(cmd, acl.as_ptr()) else api::ERR) != api::OK
     {
         return Err(format!("Redis refused the ACL categories of {name}"));
     }
     Ok(())
+}
+
+/// The module's own ACL category, for its administrative commands
+/// (LOCK.REVOKE): `ACL SETUSER ops +@redislock-admin`. Added where the
+/// server lets a module add one (RedisModule_AddACLCategory: Redis 7.4+);
+/// elsewhere the command is named (`-lock.revoke`).
+const ADMIN_CATEGORY: &CStr = c"redislock-admin";
+/// Whether the server took `ADMIN_CATEGORY` at load.
+static ADMIN_ADDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `categories` plus the module's own.
+fn with_admin(categories: &CStr) -> std::ffi::CString {
+    let mut all = categories.to_bytes().to_vec();
+    all.push(b' ');
+    all.extend_from_slice(ADMIN_CATEGORY.to_bytes());
+    // Neither part holds a NUL.
+    std::ffi::CString::new(all).unwrap_or_else(|_| categories.to_owned())
 }
 
 fn fail(ctx: &Context, message: &str) -> Status {
@@ -430,6 +512,12 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // themselves (see `propagate`).
     let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int;
     rm!(RedisModule_SetModuleOptions(ctx.ctx, options) else ());
+    if api::has!(RedisModule_AddACLCategory) {
+        if rm!(RedisModule_AddACLCategory(ctx.ctx, ADMIN_CATEGORY.as_ptr()) else api::ERR) != api::OK {
+            return fail(ctx, "Redis refused the ACL category redislock-admin");
+        }
+        ADMIN_ADDED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     for c in command_table() {
         // No legacy triple for a command without a key or with numkeys.
         let key_step = if c.key_flags == 0 || c.numkeys { 0 } else { 1 };

@@ -202,3 +202,29 @@ pub fn applied(ctx: Ctx, key: &Arg) {
     ctx.replicate_verbatim();
     signal(ctx, key, c"lock.acquire");
 }
+
+/// Holds were revoked (LOCK.REVOKE): watchers are told once, after the
+/// effects below have been propagated.
+pub fn revoked(ctx: Ctx, key: &Arg) {
+    signal(ctx, key, c"lock.revoke");
+}
+
+/// A revoked holder left others holding the key: it travels as the
+/// LOCK.RELEASE a client would have sent.
+pub fn revoked_holder(ctx: Ctx, key: &Arg, owner: &[u8]) {
+    ctx.replicate_key_bytes(c"LOCK.RELEASE", key, owner);
+}
+
+/// A revocation removed the key (its only or last holder): it travels as
+/// DEL.
+pub fn revoked_last(ctx: Ctx, key: &Arg) {
+    ctx.replicate_key(c"DEL", key);
+}
+
+/// A register was raised to `token` other than by the LOCK.FENCED being
+/// executed (a revocation's FENCE): it travels as `LOCK.FENCED register
+/// token`, which every replica and the AOF replay as a raise.
+pub fn register_raised(ctx: Ctx, register: &Arg, token: Token) {
+    ctx.signal_modified(register);
+    ctx.replicate_key_integer(c"LOCK.FENCED", register, token);
+}

@@ -1,9 +1,9 @@
 //! The server's state, below every flow: the holds bound to a connection
 //! (`bindings`), the monotonic clock (`clock`),
 //! the module's configuration (`config`), the token counter (`fencing`),
-//! the restart quarantine (`quarantine`), what INFO shows (`stats`,
-//! `histogram`) and whether the module is inside its own call
-//! (`reentry`).
+//! the restart quarantine (`quarantine`), the holds LOCK.REVOKE took away
+//! (`revoked`), what INFO shows (`stats`, `histogram`) and whether the
+//! module is inside its own call (`reentry`).
 
 pub mod bindings;
 pub mod clock;
@@ -12,4 +12,5 @@ pub mod fencing;
 pub mod histogram;
 pub mod quarantine;
 pub mod reentry;
+pub mod revoked;
 pub mod stats;

@@ -38,6 +38,10 @@ pub static RELEASE_DONE: Counter = Counter::new();
 pub static RELEASE_REFUSED: Counter = Counter::new();
 pub static EXTEND_DONE: Counter = Counter::new();
 pub static EXTEND_REFUSED: Counter = Counter::new();
+/// LOCK.REVOKE calls that issued a token (whether or not a hold ended).
+pub static REVOKE_CALLS: Counter = Counter::new();
+/// Holds LOCK.REVOKE ended.
+pub static HOLDS_REVOKED: Counter = Counter::new();
 pub static WAIT_STARTED: Counter = Counter::new();
 /// Waits ended by a grant: every one is a handoff.
 pub static WAIT_GRANTED: Counter = Counter::new();

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::api::ctx_flags;
-use crate::change::{self, Extended, Line, Released};
+use crate::change::{self, Extended, Line, Released, Revoked};
 
 /// `LOCK.ACQUIRE`'s grant of what `owner` asks (`ask`) at `key` (open for
 /// writing, named `key_name`): whoever waits in the key's line is served
@@ -100,4 +100,21 @@ pub(super) fn served_inline(ctx: Ctx, queued: Option<c_int>) -> bool {
 
 fn out_of_memory(ctx: Ctx) -> bool {
     ctx.has_flags(ctx_flags::OOM)
+}
+
+/// Revokes the hold of `owner` (`None`: every hold) at `key` (open for
+/// writing, named `key_name`) under `token`; `then` runs once the holds
+/// have ended (the revocation's registers are raised there), and the
+/// key's line is served after it, in the same command, as after a
+/// release.
+pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: Token, then: impl FnOnce()) -> Revoked {
+    change::restore_rescued(ctx, key, key_name);
+    let queued = queued_in(ctx, key_name.bytes());
+    let now = crate::server::clock::now();
+    let revoked = deleting_before_handoff(ctx, key_name, queued, || change::revoke(ctx, key, key_name, owner, token, now));
+    then();
+    if matches!(revoked, Revoked::Ended(n) if n > 0) {
+        serve_freed(ctx, key, key_name, queued);
+    }
+    revoked
 }

@@ -30,6 +30,7 @@ mod register;
 mod replay;
 mod replication;
 mod restore;
+mod revoke;
 mod server_state;
 mod stats;
 mod values;

@@ -31,8 +31,16 @@ fn assert_moved(
     moved: &[(&str, i64)],
     what: &str,
 ) {
-    const GAUGES: [&str; 7] =
-        ["locks", "clients_waiting", "keys_waited", "highest_token", "quarantine_ms_left", "session_holds", "oldest_wait_ms"];
+    const GAUGES: [&str; 8] = [
+        "locks",
+        "clients_waiting",
+        "keys_waited",
+        "highest_token",
+        "quarantine_ms_left",
+        "session_holds",
+        "oldest_wait_ms",
+        "revoked_holds_remembered",
+    ];
     // The distributions (`wait_<kind>_*`, `hold_<kind>_*`) have a test of their own.
     let distribution = |f: &str| {
         ["exclusive_", "shared_", "permit_"].iter().any(|k| f.starts_with(&format!("wait_{k}")) || f.starts_with(&format!("hold_{k}")))
@@ -155,6 +163,30 @@ fn each_counter_moves_with_what_it_counts() {
             assert_eq!(stat(c, "session_holds"), 0);
         });
     }
+
+    // Revocations: each call, and each hold it ended (not the releases'
+    // counters); a revoked owner's EXTEND is refused.
+    grant(&mut c, "revoked", "a", 60_000);
+    step(&mut c, "revoke", &[("revoke_calls", 1), ("holds_revoked", 1)], |c| {
+        ok_cmd(c, cmd("LOCK.REVOKE").arg("revoked").arg("FENCE").arg("reg"));
+    });
+    assert_eq!(stat(&mut c, "revoked_holds_remembered"), 1);
+    step(&mut c, "revoke of nobody", &[("revoke_calls", 1)], |c| {
+        ok_cmd(c, cmd("LOCK.REVOKE").arg("revoked"));
+    });
+    step(&mut c, "revoked extend", &[("extend_refused", 1)], |c| {
+        assert!(try_cmd(c, cmd("LOCK.EXTEND").arg("revoked").arg("a").arg(1000)).is_err());
+    });
+    step(&mut c, "malformed revoke", &[], |c| {
+        assert!(try_cmd(c, cmd("LOCK.REVOKE").arg("revoked").arg("OWNER")).is_err());
+    });
+    for o in ["x", "y"] {
+        ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("sem").arg(o).arg(60_000).arg("SHARED").arg("LIMIT").arg(2));
+    }
+    step(&mut c, "revoke of a semaphore", &[("revoke_calls", 1), ("holds_revoked", 2)], |c| {
+        ok_cmd(c, cmd("LOCK.REVOKE").arg("sem"));
+    });
+    assert_eq!(stat(&mut c, "revoked_holds_remembered"), 3);
 }
 
 #[test]
