@@ -139,6 +139,8 @@ export class Lock implements AsyncDisposable {
   readonly shared: boolean;
   /** An extension reached no quorum, or the validity ran out. */
   readonly lost: boolean;
+  /** Why the lock was lost (`revoked`: an operator took it away); `null` while it is not. */
+  readonly lossCause: MetricsLossCause | null;
   readonly released: boolean;
   /** Extended automatically while held. */
   readonly kept: boolean;
@@ -169,7 +171,7 @@ export type MetricsKind = 'exclusive' | 'shared' | 'permits' | 'set';
 /** How an acquisition ended (the `outcome` label). */
 export type MetricsOutcome = 'granted' | 'refused' | 'timed_out' | 'error' | 'cancelled';
 /** Why a kept hold was lost (the `cause` label). */
-export type MetricsLossCause = 'expired' | 'refused' | 'unreachable';
+export type MetricsLossCause = 'expired' | 'refused' | 'unreachable' | 'revoked';
 /** A failed request to one server (the `kind` label of `redlock_server_errors_total`). */
 export type MetricsServerError =
   | 'timeout'

@@ -99,6 +99,8 @@ class Lock {
   get shared() { return this.#native.shared; }
   /** Lost: an extension reached no quorum, or the validity ran out. */
   get lost() { return this.#native.lost; }
+  /** Why the lock was lost (`expired`, `refused`, `unreachable`, `revoked`); `null` while it is not. */
+  get lossCause() { return this.#native.lossCause ?? null; }
   get released() { return this.#native.released; }
   /** Extended automatically while held (`using`, `acquire(..., { keep: true })`). */
   get kept() { return this.#native.kept; }
@@ -388,6 +390,8 @@ class Leadership {
   get value() { return this.#native.value; }
   /** Lost: an extension reached no quorum, or the validity ran out. Stop acting as the leader. */
   get lost() { return this.#native.lost; }
+  /** Why the lock was lost (`expired`, `refused`, `unreachable`, `revoked`); `null` while it is not. */
+  get lossCause() { return this.#native.lossCause ?? null; }
   /** `resign` was called. */
   get resigned() { return this.#native.resigned; }
 

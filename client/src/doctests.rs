@@ -36,4 +36,5 @@ markdown! {
     DesignFairLines = "../../docs/design-fair-lines.md",
     DesignMulti = "../../docs/design-multi.md",
     DesignBindingCalls = "../../docs/design-binding-calls.md",
+    DesignControl = "../../docs/design-control.md",
 }

@@ -35,9 +35,10 @@ struct Keeping {
     /// The lock as of its latest extension (the keeper's or an explicit one).
     lock: Mutex<Lock>,
     lost: CancellationToken,
-    /// When the lock stopped being safely held, once it did: the moment an
-    /// extension failed, or the end of the validity when that came first.
-    lost_at: Mutex<Option<Instant>>,
+    /// When the lock stopped being safely held, once it did (the moment an
+    /// extension failed, or the end of the validity when that came first),
+    /// and why.
+    lost_at: Mutex<Option<(Instant, LossCause)>>,
     /// One extension at a time: the keeper's and an explicit `extend` racing
     /// could land in either order on the servers, and the older ttl win.
     extending: tokio::sync::Mutex<()>,
@@ -62,7 +63,7 @@ impl Keeping {
         let first = {
             let mut lost_at = self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
             let first = lost_at.is_none();
-            lost_at.get_or_insert(at);
+            lost_at.get_or_insert((at, cause));
             first
         };
         self.lost.cancel();
@@ -76,18 +77,16 @@ impl Keeping {
 
     /// Loses the lock because its extension failed with `e`.
     fn extension_failed(&self, e: &Error, quorum: usize) {
-        let cause = match e {
-            // Refusals alone leave too few servers to extend it: the
-            // servers no longer keep it for this owner.
-            Error::QuorumLost { outcomes, .. }
-                if outcomes.iter().filter(|o| o.outcome == Outcome::Refused).count() > outcomes.len().saturating_sub(quorum) =>
-            {
-                LossCause::Refused
-            }
-            Error::QuorumLost { .. } => LossCause::Unreachable,
-            _ => LossCause::Expired,
-        };
-        self.lose(Instant::now(), cause);
+        self.lose(Instant::now(), loss_cause(e, quorum));
+    }
+
+    /// When and why the lock was lost, once it was (checked now, as
+    /// `is_lost`).
+    fn lost(&self) -> Option<(Instant, LossCause)> {
+        if !self.is_lost() {
+            return None;
+        }
+        *self.lost_at.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The end of the current validity, when it is over.
@@ -114,6 +113,25 @@ impl Keeping {
     }
 }
 
+/// Why a lock whose extension failed with `e` is lost, with `quorum`
+/// servers needed to keep it.
+pub fn loss_cause(e: &Error, quorum: usize) -> LossCause {
+    match e {
+        // A server says an operator took it away (`LOCK.REVOKE`): the one
+        // cause its holder cannot find out otherwise.
+        Error::QuorumLost { outcomes, .. } if outcomes.iter().any(|o| matches!(o.outcome, Outcome::Revoked { .. })) => LossCause::Revoked,
+        // Refusals alone leave too few servers to extend it: the servers
+        // no longer keep it for this owner.
+        Error::QuorumLost { outcomes, .. }
+            if outcomes.iter().filter(|o| o.outcome == Outcome::Refused).count() > outcomes.len().saturating_sub(quorum) =>
+        {
+            LossCause::Refused
+        }
+        Error::QuorumLost { .. } => LossCause::Unreachable,
+        _ => LossCause::Expired,
+    }
+}
+
 /// The lost signal of a guard and the instant by which the work its lock
 /// protects must have stopped, for a supervisor (`redlock run` and `elect`
 /// stop their command by it). Cheap to clone; it is not a hold: the lock
@@ -131,10 +149,12 @@ impl Watch {
 
     /// When the lock was lost, once it was (`LockGuard::lost_at`).
     pub fn lost_at(&self) -> Option<Instant> {
-        if !self.keeping.is_lost() {
-            return None;
-        }
-        *self.keeping.lost_at.lock().unwrap_or_else(|p| p.into_inner())
+        self.keeping.lost().map(|(at, _)| at)
+    }
+
+    /// Why the lock was lost, once it was (`LockGuard::loss_cause`).
+    pub fn loss_cause(&self) -> Option<LossCause> {
+        self.keeping.lost().map(|(_, cause)| cause)
     }
 
     /// The instant by which the work the lock protects must have stopped,
@@ -277,10 +297,14 @@ impl LockGuard {
     /// When the lock stopped being safely held (an extension failed, or
     /// the validity ran out), `None` while it is held.
     pub fn lost_at(&self) -> Option<Instant> {
-        if !self.is_lost() {
-            return None;
-        }
-        *self.shared.keeping.lost_at.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared.keeping.lost().map(|(at, _)| at)
+    }
+
+    /// Why the lock was lost, `None` while it is held: its validity ran
+    /// out (`Expired`), the servers no longer keep it (`Refused`), too few
+    /// answered (`Unreachable`), or an operator revoked it (`Revoked`).
+    pub fn loss_cause(&self) -> Option<LossCause> {
+        self.shared.keeping.lost().map(|(_, cause)| cause)
     }
 
     /// A token that is cancelled when the lock is lost, for other tasks.

@@ -46,7 +46,7 @@ pub use error::Error;
 pub use guard::{LockGuard, Watch};
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
-pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry};
+pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry, Revoked};
 pub use resources::Resources;
 pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit, SESSION_MARGIN};
 pub use transport::{is_tls_url, ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};

@@ -36,6 +36,10 @@ pub enum Outcome {
     Failed(String),
     /// The server does not know the module's commands (`unknown command`).
     ModuleMissing,
+    /// The hold was taken away by `LOCK.REVOKE`, which issued `token` (an
+    /// extension's answer, `REVOKED ...`): held no more, as `Refused`, and
+    /// told apart so the holder hears why.
+    Revoked { token: i64 },
     /// This entry of the server list is the same server as the entry
     /// `of` (one `run_id`): it never counts toward a quorum, and nothing
     /// is sent to it.
@@ -140,7 +144,7 @@ impl Outcome {
     /// A stable, machine-readable name of the outcome: `granted`,
     /// `refused`, `ok`, `timeout`, `connection_refused`, `dns_failure`,
     /// `connect_timeout`, `unreachable`, `quarantine`, `auth_failed`,
-    /// `tls_failed`, `module_missing`, `duplicate_server`, `error`.
+    /// `tls_failed`, `module_missing`, `duplicate_server`, `revoked`, `error`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Granted { .. } => "granted",
@@ -154,6 +158,7 @@ impl Outcome {
             Outcome::Failed(_) => "error",
             Outcome::ModuleMissing => "module_missing",
             Outcome::Duplicate { .. } => "duplicate_server",
+            Outcome::Revoked { .. } => "revoked",
         }
     }
 
@@ -170,10 +175,10 @@ impl Outcome {
     }
 
     /// Whether the server answered the lock question itself: granted,
-    /// refused, done, or in quarantine. Timeouts, unreachable servers and
-    /// error replies (auth, module missing, ...) did not.
+    /// refused, done, revoked, or in quarantine. Timeouts, unreachable
+    /// servers and error replies (auth, module missing, ...) did not.
     pub fn answered(&self) -> bool {
-        matches!(self, Outcome::Granted { .. } | Outcome::Refused | Outcome::Done | Outcome::Quarantine { .. })
+        matches!(self, Outcome::Granted { .. } | Outcome::Refused | Outcome::Done | Outcome::Quarantine { .. } | Outcome::Revoked { .. })
     }
 }
 
@@ -199,6 +204,7 @@ impl fmt::Display for Outcome {
             Outcome::Duplicate { of, run_id } => {
                 write!(f, "the same server as {of} (run_id {run_id}): listed twice, counted once, never used")
             }
+            Outcome::Revoked { token } => write!(f, "revoked (LOCK.REVOKE, token {token})"),
         }
     }
 }

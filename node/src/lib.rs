@@ -254,6 +254,13 @@ impl NativeLock {
         self.hold.lost()
     }
 
+    /// Why the lock was lost (`expired`, `refused`, `unreachable`,
+    /// `revoked`); null while it is not.
+    #[napi(getter)]
+    pub fn loss_cause(&self) -> Option<&'static str> {
+        self.hold.loss_cause()
+    }
+
     #[napi(getter)]
     pub fn released(&self) -> bool {
         self.hold.released()

@@ -126,7 +126,7 @@ test('metrics() counts a grant, a refusal and a release', async () => {
   assert.ok(m.holds.exclusive.sumSeconds > 0);
   assert.deepEqual([m.held, m.waiting], [0, 0]);
   assert.deepEqual([m.extensionsOk, m.extensionsFailed], [0, 0]);
-  assert.deepEqual(m.lost, { expired: 0, refused: 0, unreachable: 0 });
+  assert.deepEqual(m.lost, { expired: 0, refused: 0, unreachable: 0, revoked: 0 });
   assert.deepEqual([m.leading, m.term, m.leaderChanges], [0, 0, 0]);
 
   assert.deepEqual(m.servers.map((s) => s.index), [0, 1, 2, 3, 4]);

@@ -37,6 +37,8 @@ class _LockState:
     @property
     def lost(self) -> bool: ...
     @property
+    def loss_cause(self) -> Optional[str]: ...
+    @property
     def released(self) -> bool: ...
     @property
     def shared(self) -> bool: ...
@@ -80,7 +82,7 @@ class _Metrics(TypedDict):
     waiting: int
     extensions_ok: int
     extensions_failed: int
-    lost: Dict[str, int]  # expired, refused, unreachable
+    lost: Dict[str, int]  # expired, refused, unreachable, revoked
     servers: List[_MetricsServer]
     leading: int
     term: int

@@ -224,6 +224,10 @@ lock_state_methods! {
     /// True once the lock is lost: an extension reached no quorum, or its
     /// validity ran out before one did.
     lost: bool = |hold| hold.lost();
+    /// Why the lock was lost: ``"expired"``, ``"refused"``,
+    /// ``"unreachable"`` or ``"revoked"`` (an operator took it away); None
+    /// while it is not.
+    loss_cause: Option<&'static str> = |hold| hold.loss_cause();
     /// True once this hold was released.
     released: bool = |hold| hold.released();
     /// True for a shared hold of a read-write lock.

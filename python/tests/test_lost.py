@@ -143,3 +143,32 @@ def test_an_on_lost_callback_may_lock_again(servers, resource):
         assert lock.lost
     finally:
         thief.release()
+
+
+def test_a_revoked_guard_is_lost_as_revoked(servers, resource):
+    # LOCK.REVOKE on every server, as `redlock revoke` sends it: the next
+    # extension is answered REVOKED, and the lock says why it was lost.
+    lost = threading.Event()
+    rl = Redlock(servers.urls)
+    lock = rl.guard(resource, ttl=1.5, on_lost=lost.set)
+    assert lock.loss_cause is None
+    for s in servers:
+        token, ended = s.call("LOCK.REVOKE", resource)
+        assert token > lock.token and ended == 1
+    assert lost.wait(10), "on_lost was not called"
+    assert lock.lost and lock.loss_cause == "revoked"
+    assert rl.metrics()["lost"]["revoked"] == 1
+    with pytest.raises(LockLost):
+        lock.release()
+
+
+def test_a_stolen_plain_lock_is_lost_as_refused(servers, resource):
+    rl = Redlock(servers.urls)
+    lock = rl.try_lock(resource, ttl=10.0)
+    thief = steal(servers, resource, Redlock(servers.urls))
+    try:
+        with pytest.raises(LockLost):
+            lock.extend()
+        assert lock.loss_cause == "refused"
+    finally:
+        thief.release()

@@ -121,7 +121,7 @@ def test_metrics_count_a_grant_a_refusal_and_a_release(servers, resource):
     assert m["holds"]["exclusive"]["sum"] > 0
     assert (m["held"], m["waiting"]) == (0, 0)
     assert (m["extensions_ok"], m["extensions_failed"]) == (0, 0)
-    assert m["lost"] == {"expired": 0, "refused": 0, "unreachable": 0}
+    assert m["lost"] == {"expired": 0, "refused": 0, "unreachable": 0, "revoked": 0}
     assert (m["leading"], m["term"], m["leader_changes"]) == (0, 0, 0)
 
     assert [s["index"] for s in m["servers"]] == [0, 1, 2, 3, 4]

@@ -11,6 +11,7 @@ pub mod explain;
 pub mod metrics;
 pub mod output;
 pub mod progress;
+pub mod revoke;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -81,6 +82,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Acquire(args) => commands::acquire(&redlock, args, json).await,
         Command::Release(args) => commands::release(&redlock, args, json).await,
         Command::Extend(args) => commands::extend(&redlock, args, json).await,
+        Command::Revoke(args) => revoke::revoke(&redlock, args, json).await,
         Command::Status(args) => status::status(&redlock, args, json).await,
         Command::Top(args) => top::top(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,

@@ -152,6 +152,7 @@ impl OutcomeJson {
             Outcome::Failed(_) => ("error", None, None, Some(o.outcome.to_string())),
             Outcome::ModuleMissing => ("module_missing", None, None, Some(o.outcome.to_string())),
             Outcome::Duplicate { .. } => ("duplicate_server", None, None, Some(o.outcome.to_string())),
+            Outcome::Revoked { token } => ("revoked", Some(*token), None, Some(o.outcome.to_string())),
         };
         OutcomeJson {
             server: o.server.clone(),

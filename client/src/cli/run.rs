@@ -9,6 +9,7 @@ use std::io::ErrorKind;
 use std::time::Instant;
 
 use redlock::hold::{self, Request};
+use redlock::metrics::LossCause;
 use redlock::{Lock, LockGuard, Redlock};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
@@ -101,14 +102,15 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     // The validity is checked now too: the keeper may not have woken yet
     // (redlock itself paused past the lease while the command ran).
     let lost_at = guard.lost_at();
+    let cause = guard.loss_cause();
     let still_held = release(rl, guard, &resource, lost_at.is_some()).await;
     match outcome {
         Supervised::Exited(status) => match (lost_at, still_held) {
             (None, true) => Ok(status_code(status)),
-            (lost_at, _) => Err(lost_while_running(&resource, &name, &describe(status), lost_at, exited_at)),
+            (lost_at, _) => Err(lost_while_running(&resource, &name, &describe(status), lost_at.zip(cause), exited_at)),
         },
         Supervised::StoppedAfterLoss(status) => {
-            Err(lost_while_running(&resource, &name, &format!("stopped ({})", describe(status)), lost_at, exited_at))
+            Err(lost_while_running(&resource, &name, &format!("stopped ({})", describe(status)), lost_at.zip(cause), exited_at))
         }
         Supervised::WaitFailed(e) => Err(Failure::general(format!("waiting for {name:?}: {e}"))),
     }
@@ -136,27 +138,31 @@ fn command_for(program: &OsString, args: &[OsString], resource: &str, req: &Requ
     command
 }
 
-/// Exit 76: the command ran (part of the time) without the lock. `lost_at`:
-/// when it stopped being held, if known (else the release found it held
-/// by fewer than a quorum).
-fn lost_while_running(resource: &str, name: &str, how: &str, lost_at: Option<Instant>, exited_at: Instant) -> Failure {
-    let when = match lost_at {
-        Some(at) => {
+/// Exit 76: the command ran (part of the time) without the lock. `lost`:
+/// when it stopped being held and why, if known (else the release found
+/// it held by fewer than a quorum).
+fn lost_while_running(resource: &str, name: &str, how: &str, lost: Option<(Instant, LossCause)>, exited_at: Instant) -> Failure {
+    let when = match lost {
+        Some((at, cause)) => {
             let before = exited_at.saturating_duration_since(at);
             let wall = std::time::SystemTime::now()
                 .checked_sub(Instant::now().saturating_duration_since(at))
                 .map(|t| humantime::format_rfc3339_millis(t).to_string())
                 .unwrap_or_default();
-            format!("lost at {wall}, {:.3} s before {name:?} exited", before.as_secs_f64())
+            format!("lost ({}) at {wall}, {:.3} s before {name:?} exited", cause.label(), before.as_secs_f64())
         }
         None => "not held by a quorum any more when the command exited".to_string(),
     };
-    Failure::new(
+    let failure = Failure::new(
         exit::RUN_LOCK_LOST,
         "lock_lost",
         format!("the lock on {resource:?} was {when}: {name:?} ran without it from then on; {name:?} {how}; exit {}", exit::RUN_LOCK_LOST),
     )
-    .with("resource", resource)
+    .with("resource", resource);
+    match lost {
+        Some((_, cause)) => failure.with("cause", cause.label()),
+        None => failure,
+    }
 }
 
 /// Releases after the command; a short release is worth a warning (the

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Failure, Spawn};
 use crate::error::Error;
-use crate::guard::LockGuard;
+use crate::guard::{loss_cause, LockGuard};
+use crate::metrics::LossCause;
 use crate::redlock::{Lock, Redlock, Released};
 use crate::resources::Resources;
 
@@ -45,6 +46,9 @@ enum State {
 struct Group {
     /// An extension of one of them failed: lost for all.
     lost: AtomicBool,
+    /// Why, when an extension of a plain hold failed (a kept one's guard
+    /// knows its own).
+    cause: Mutex<Option<LossCause>>,
     /// Fires the moment the lock is lost: a kept lock's guard's own
     /// signal; for a plain one, fired here when an extension fails.
     signal: CancellationToken,
@@ -93,7 +97,7 @@ impl Hold {
     }
 
     fn new(redlock: Redlock, resources: Resources, state: State, signal: CancellationToken, spawn: Spawn) -> Hold {
-        let group = Arc::new(Group { lost: AtomicBool::new(false), signal, done: CancellationToken::new() });
+        let group = Arc::new(Group { lost: AtomicBool::new(false), cause: Mutex::new(None), signal, done: CancellationToken::new() });
         let done = group.done.child_token();
         Hold {
             redlock,
@@ -155,6 +159,21 @@ impl Hold {
             State::Kept { guard, .. } => locked(guard).as_ref().is_some_and(|g| g.is_lost() || g.lock().remaining().is_zero()),
             State::Plain(cell) => !self.released() && locked(&cell.lock).remaining().is_zero(),
         }
+    }
+
+    /// Why the lock was lost (`LossCause::label`: `expired`, `refused`,
+    /// `unreachable`, `revoked`), `None` while it is not.
+    pub fn loss_cause(&self) -> Option<&'static str> {
+        if !self.lost() {
+            return None;
+        }
+        let failed = *locked(&self.group.cause);
+        let kept = match &self.state {
+            State::Kept { guard, .. } => locked(guard).as_ref().and_then(LockGuard::loss_cause),
+            State::Plain(_) => None,
+        };
+        // Lost with no failed extension: its validity ran out.
+        Some(failed.or(kept).unwrap_or(LossCause::Expired).label())
     }
 
     /// Validity left; zero once lost or released.
@@ -236,6 +255,7 @@ impl Hold {
                 // are as they were.
                 Err(e @ Error::Rejected { .. }) => Err(e.into()),
                 Err(e) => {
+                    locked(&this.group.cause).get_or_insert(loss_cause(&e, this.redlock.quorum()));
                     this.lose();
                     Err(e.into())
                 }

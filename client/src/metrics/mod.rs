@@ -106,16 +106,21 @@ pub enum LossCause {
     Refused,
     /// Too few servers answered its extension.
     Unreachable,
+    /// An operator took it away (`LOCK.REVOKE`, `redlock revoke`): a
+    /// server answered its extension that the hold was revoked, and too
+    /// few extended it.
+    Revoked,
 }
 
 impl LossCause {
-    pub const ALL: [LossCause; 3] = [LossCause::Expired, LossCause::Refused, LossCause::Unreachable];
+    pub const ALL: [LossCause; 4] = [LossCause::Expired, LossCause::Refused, LossCause::Unreachable, LossCause::Revoked];
 
     pub fn label(self) -> &'static str {
         match self {
             LossCause::Expired => "expired",
             LossCause::Refused => "refused",
             LossCause::Unreachable => "unreachable",
+            LossCause::Revoked => "revoked",
         }
     }
 }
@@ -146,7 +151,12 @@ fn server_error(outcome: &Outcome) -> Option<usize> {
         Outcome::TlsFailed(_) => 6,
         Outcome::ModuleMissing => 7,
         Outcome::Failed(_) => 8,
-        Outcome::Granted { .. } | Outcome::Refused | Outcome::Done | Outcome::Quarantine { .. } | Outcome::Duplicate { .. } => return None,
+        Outcome::Granted { .. }
+        | Outcome::Refused
+        | Outcome::Done
+        | Outcome::Quarantine { .. }
+        | Outcome::Duplicate { .. }
+        | Outcome::Revoked { .. } => return None,
     })
 }
 

@@ -11,11 +11,13 @@ mod first;
 mod line;
 pub(crate) mod permits;
 mod release;
+mod revoke;
 mod round;
 
 pub use entries::servers_in_one;
 use entries::{duplicate_server, repeated_server, spelled_once};
 use line::by_name;
+pub use revoke::Revoked;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;

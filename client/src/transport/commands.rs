@@ -371,6 +371,24 @@ impl Instance {
         self.outcome(started, self.counted(keys, sent, Write::Extension))
     }
 
+    /// `LOCK.REVOKE key [OWNER owner]`: `owner`'s hold of `key` (every hold
+    /// without one) taken away. `Ok((token, ended))`: the token the server
+    /// issued for it and the holds it ended (0 when none was held).
+    pub async fn revoke(&self, key: &str, owner: Option<&str>) -> Result<(i64, i64), Outcome> {
+        if self.mode == Mode::Script {
+            return Err(Outcome::Failed("revoking a hold needs the redislock module".into()));
+        }
+        let mut cmd = redis::cmd("LOCK.REVOKE");
+        cmd.arg(key);
+        if let Some(owner) = owner {
+            cmd.arg("OWNER").arg(owner);
+        }
+        match self.lock_query::<(i64, i64)>(&cmd, false).await {
+            Ok(Sent { reply, .. }) => Ok(reply),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... WAIT`,
     /// asking `ask`) on a connection of its own: a blocked command must not
     /// hold up the shared connection. Closing it leaves the queue, so a

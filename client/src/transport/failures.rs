@@ -106,6 +106,15 @@ fn quarantine_ms_left(e: &RedisError) -> Option<u64> {
     rest.trim().strip_suffix("ms left")?.trim().parse().ok()
 }
 
+/// `REVOKED the hold was revoked (token 1795774162761569)` → its token.
+fn revoked_token(e: &RedisError) -> Option<i64> {
+    if e.code() != Some("REVOKED") {
+        return None;
+    }
+    let rest = e.detail()?.rsplit_once("(token ")?.1;
+    rest.trim_end().strip_suffix(')')?.trim().parse().ok()
+}
+
 /// A failed request on an established connection.
 pub(super) fn classify(e: RedisError) -> Outcome {
     if e.is_timeout() {
@@ -113,6 +122,9 @@ pub(super) fn classify(e: RedisError) -> Outcome {
     }
     if let Some(ms_left) = quarantine_ms_left(&e) {
         return Outcome::Quarantine { ms_left };
+    }
+    if let Some(token) = revoked_token(&e) {
+        return Outcome::Revoked { token };
     }
     if let Some(auth) = auth_failure(&e) {
         return auth;

@@ -13,6 +13,7 @@ mod group;
 mod input;
 mod metrics;
 mod prometheus;
+mod revoke;
 mod serve;
 mod serve_endpoint;
 mod serve_family;

@@ -18,6 +18,7 @@ mod line;
 mod quorum;
 mod reconnects;
 mod redis_cluster;
+mod revoke;
 mod semaphore;
 mod sets;
 mod shared_handle;

@@ -149,6 +149,10 @@ pub enum Command {
     #[command(override_usage = "redlock extend [OPTIONS] --ttl <DURATION> <RESOURCE>... --owner <OWNER>\n       \
                                 redlock extend [OPTIONS] --ttl <DURATION> <RESOURCE> <OWNER>")]
     Extend(ExtendArgs),
+    /// Take a stuck lock away (LOCK.REVOKE on every server): every hold, or
+    /// OWNER's; the servers issue a token above it and grant the next in
+    /// line. Raise the data store's fences with --store and --register.
+    Revoke(RevokeArgs),
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
     Status(StatusArgs),
@@ -269,6 +273,27 @@ impl ExtendArgs {
     pub fn target(&self) -> Result<(&[String], &str), String> {
         resources_and_owner(&self.names, self.owner.as_deref())
     }
+}
+
+#[derive(Args, Debug)]
+pub struct RevokeArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"), value_name = "RESOURCE")]
+    pub resource: String,
+    /// Only this holder's hold: a name a quorum client held it as (its
+    /// rounds' owners, NAME:<16 hex digits>, are found on the servers), or
+    /// a server's owner as `status` shows it [default: every hold].
+    #[arg(value_parser = non_empty("owner"), value_name = "OWNER")]
+    pub owner: Option<String>,
+    /// The Redis (with the module) that keeps the data the lock protects:
+    /// each --register there is raised to the revocation's token
+    /// (LOCK.FENCED register token), so the removed holder's fenced writes
+    /// are refused.
+    #[arg(long, value_name = "URL", requires = "registers")]
+    pub store: Option<String>,
+    /// A LOCK.FENCED register on --store to raise (repeat for several).
+    #[arg(long = "register", value_name = "KEY", value_parser = non_empty("register"), requires = "store")]
+    pub registers: Vec<String>,
 }
 
 #[derive(Args, Debug)]
