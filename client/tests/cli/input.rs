@@ -267,7 +267,7 @@ async fn run_reports_a_lock_lost_while_redlock_itself_was_paused() {
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let ran = common::cli::finish(child, since, CLI_DEADLINE, "paused run").await;
     assert_eq!(ran.code, Some(RUN_LOCK_LOST), "{}", ran.stderr);
-    assert!(ran.stderr.contains("was lost at") && ran.stderr.contains("ran without it"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("was lost (expired) at") && ran.stderr.contains("ran without it"), "{}", ran.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
