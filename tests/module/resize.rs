@@ -329,3 +329,107 @@ fn restore_refuses_an_over_limit_group_without_the_mark() {
     assert!(expect_err(&mut c, cmd("RESTORE").arg("x").arg(0).arg(marked_lock.payload())).contains("Bad data format"));
     assert!(s.log_text().contains("a lock without LIMIT marked resized"), "{}", s.log_tail(10));
 }
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// One look at the semaphore right after a grant: each holder's token and
+/// permits.
+type Snapshot = Vec<(i64, i64)>;
+
+/// Workers loop acquire (SHARED LIMIT 3, PERMITS 1 or 2, WAIT) / look /
+/// release while another client resizes the semaphore between 1 and 4 at
+/// random; an anchor holds a permit throughout, so the mark stays. Each
+/// resize runs in MULTI after an exclusive grant on another key, whose
+/// token T splits the counter: every grant with a token above T (the
+/// resize's own included) and below the next resize's was made under its
+/// limit. The holders of a look with tokens up to a holder's own were all
+/// there at its grant, so their permits fit the limit in force then. A
+/// grant that ignored the new limit (the request's LIMIT 3, or the old
+/// limit) breaks it at the first shrink a waiter is granted through.
+#[test]
+fn grants_fit_the_limit_in_force_while_it_changes() {
+    let s = Server::start();
+    let mut c = s.conn();
+    take(&mut c, "sem", "anchor", 3, 1).expect("the anchor");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let mut w = waiter(&s, Duration::from_secs(10));
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut rng = Lcg(i + 7);
+                let owner = format!("w{i}");
+                let mut looks: Vec<Snapshot> = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let permits = 1 + rng.below(2) as i64;
+                    let mut r = ask("sem", &owner, 3, permits);
+                    r.arg("WAIT").arg(200);
+                    match try_cmd(&mut w, &r) {
+                        Ok(Value::Int(_)) => {
+                            let rows = holder_rows(&mut w, "sem");
+                            looks.push(rows.iter().map(|h| (h.token.expect("a token"), h.permits)).collect());
+                            assert_eq!(release(&mut w, b"sem", owner.as_bytes()), 1, "{owner} releases its hold");
+                        }
+                        Ok(Value::Nil) => {}
+                        // PERMITS 2 under a limit of 1.
+                        Err(e) if e.contains("resized to LIMIT 1") && permits == 2 => {}
+                        other => panic!("{owner}: {other:?}"),
+                    }
+                }
+                looks
+            })
+        })
+        .collect();
+    // (T, limit): from T on, this limit is in force.
+    let mut history: Vec<(i64, i64)> = vec![(0, 3)];
+    let mut rng = Lcg(99);
+    let mut granted_by_resizes = 0;
+    for _ in 0..300 {
+        let limit = 1 + rng.below(4) as i64;
+        let (split, granted): (i64, i64) = {
+            let mut p = redis::pipe();
+            p.atomic()
+                .cmd("LOCK.ACQUIRE")
+                .arg("split")
+                .arg("r")
+                .arg(10_000)
+                .cmd("LOCK.RESIZE")
+                .arg("sem")
+                .arg(limit)
+                .cmd("LOCK.RELEASE")
+                .arg("split")
+                .arg("r")
+                .ignore();
+            p.query(&mut c).expect("the resize's MULTI")
+        };
+        history.push((split, limit));
+        granted_by_resizes += granted;
+        std::thread::sleep(Duration::from_millis(2 + rng.below(6)));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let looks: Vec<Snapshot> = workers.into_iter().flat_map(|w| w.join().expect("a worker")).collect();
+    let in_force = |token: i64| history.iter().rev().find(|(t, _)| *t < token).map_or(3, |(_, l)| *l);
+    let mut checked = 0;
+    for look in &looks {
+        for &(token, _) in look {
+            let there: i64 = look.iter().filter(|(t, _)| *t <= token).map(|(_, k)| k).sum();
+            if token > history[1].0 {
+                checked += 1;
+                assert!(
+                    there <= in_force(token),
+                    "a grant (token {token}) under LIMIT {} left {there} permits taken: {look:?}",
+                    in_force(token)
+                );
+            }
+        }
+    }
+    assert!(looks.len() > 100 && checked > 100, "{} grants looked at, {checked} checked", looks.len());
+    assert!(granted_by_resizes > 0, "some resize granted a waiter");
+}
