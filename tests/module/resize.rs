@@ -433,3 +433,81 @@ fn grants_fit_the_limit_in_force_while_it_changes() {
     assert!(looks.len() > 100 && checked > 100, "{} grants looked at, {checked} checked", looks.len());
     assert!(granted_by_resizes > 0, "some resize granted a waiter");
 }
+
+fn acl_user(srv: &Server, name: &str, rules: &[&str]) -> Connection {
+    let mut admin = srv.conn();
+    let mut setuser = cmd("ACL");
+    setuser.arg("SETUSER").arg(name).arg("reset").arg("on").arg(">pw");
+    for r in rules {
+        setuser.arg(*r);
+    }
+    ok_cmd(&mut admin, &setuser);
+    let mut c = srv.conn();
+    ok_cmd(&mut c, cmd("AUTH").arg(name).arg("pw"));
+    c
+}
+
+/// Operators only: `@dangerous` where the server has categories (and
+/// `redislock-admin` where the module can add it); by name everywhere.
+#[test]
+fn acl_keeps_resizing_to_operators() {
+    let valkey = valkey_binary().expect("Valkey 8.1 not found: run `make deps` or set REDISLOCK_VALKEY");
+    let mut categorised = Vec::new();
+    for (name, bin) in [("default", server_binary()), ("valkey-8.1", valkey)] {
+        let srv = Server::start_binary(&bin, &[], &[]);
+        let mut admin = srv.conn();
+        take(&mut admin, "sem", "a", 2, 1).expect("a");
+        let keys = ok_cmd(&mut admin, cmd("COMMAND").arg("GETKEYS").arg("LOCK.RESIZE").arg("sem").arg(3));
+        assert_eq!(keys, Value::Array(vec![Value::BulkString(b"sem".to_vec())]), "{name}");
+        let mut by_name = acl_user(&srv, "byname", &["~*", "+@all", "-lock.resize"]);
+        assert_refused(try_cmd(&mut by_name, cmd("LOCK.RESIZE").arg("sem").arg(3)), "NOPERM", "-lock.resize");
+        let mut expected_limit = 2;
+        let info_text = format!("{:?}", ok_cmd(&mut admin, cmd("COMMAND").arg("INFO").arg("lock.resize")));
+        assert!(info_text.contains("denyoom") && info_text.contains("write"), "{name}: {info_text}");
+        if info_text.contains("@write") {
+            categorised.push(name);
+            assert!(info_text.contains("@dangerous") && info_text.contains("@slow"), "{name}: {info_text}");
+            let mut no_danger = acl_user(&srv, "nodanger", &["~*", "+@all", "-@dangerous"]);
+            assert_refused(try_cmd(&mut no_danger, cmd("LOCK.RESIZE").arg("sem").arg(3)), "NOPERM", "-@dangerous");
+            let cats: Vec<String> = cmd("ACL").arg("CAT").query(&mut admin).expect("ACL CAT");
+            if cats.iter().any(|c| c == "redislock-admin") {
+                let mut ops = acl_user(&srv, "ops", &["~*", "-@all", "+@redislock-admin"]);
+                assert_eq!(resize(&mut ops, "sem", 3), Some(0), "{name}: +@redislock-admin resizes");
+                expected_limit = 3;
+            }
+        }
+        assert_eq!(state(&mut admin, "sem").0, expected_limit, "{name}: only an operator resized");
+    }
+    assert!(categorised.contains(&"valkey-8.1"), "Valkey 8.1 categorises module commands: {categorised:?}");
+}
+
+/// Watchers hear `lock.resize` on the key when a semaphore was resized,
+/// and nothing for a free key or a refused resize.
+#[test]
+fn a_resize_is_announced_on_the_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    ok_cmd(&mut c, cmd("CONFIG").arg("SET").arg("notify-keyspace-events").arg("Kg"));
+    take(&mut c, "sem", "a", 2, 1).expect("a");
+    grant(&mut c, "ex", "a", 60_000);
+    let mut subcon = s.conn();
+    let mut ps = subcon.as_pubsub();
+    ps.psubscribe("__keyspace@0__:*").expect("PSUBSCRIBE");
+    ps.set_read_timeout(Some(Duration::from_secs(5))).expect("read timeout");
+    resize(&mut c, "free", 3);
+    assert!(try_cmd(&mut c, cmd("LOCK.RESIZE").arg("ex").arg(3)).is_err());
+    resize(&mut c, "sem", 3);
+    // A generic event (class g) after it, as the end.
+    ok_cmd(&mut c, cmd("SET").arg("marker").arg("1"));
+    ok_cmd(&mut c, cmd("DEL").arg("marker"));
+    let mut events = Vec::new();
+    loop {
+        let m = ps.get_message().unwrap_or_else(|e| panic!("no keyspace message within 5 s ({events:?}): {e}"));
+        let channel: String = m.get_channel_name().to_string();
+        if channel == "__keyspace@0__:marker" {
+            break;
+        }
+        events.push((channel, m.get_payload::<String>().expect("payload")));
+    }
+    assert_eq!(events, vec![("__keyspace@0__:sem".to_string(), "lock.resize".to_string())]);
+}
