@@ -511,3 +511,57 @@ fn a_resize_is_announced_on_the_key() {
     }
     assert_eq!(events, vec![("__keyspace@0__:sem".to_string(), "lock.resize".to_string())]);
 }
+
+/// Odd arguments in every position: each reply is a count, nil or a
+/// documented error; no key is made, and the server lives on.
+#[test]
+fn a_barrage_of_odd_resizes_gets_replies_or_errors() {
+    let mut s = Server::start();
+    let mut c = s.conn();
+    take(&mut c, "sem", "a", 2, 1).expect("a");
+    grant(&mut c, "ex", "a", 60_000);
+    let values: [&[u8]; 16] = [
+        b"sem",
+        b"ex",
+        b"free",
+        b"",
+        b"0",
+        b"1",
+        b"2",
+        b"100000",
+        b"100001",
+        b"-1",
+        b"9223372036854775808",
+        b"\r\n",
+        b"\x00\xff",
+        b"LIMIT",
+        b"1e3",
+        b" 3",
+    ];
+    let mut rng = Lcg(61);
+    for _ in 0..2_000 {
+        let n = rng.below(5) as usize;
+        let mut r = cmd("LOCK.RESIZE");
+        let args: Vec<&[u8]> = (0..n).map(|_| values[rng.below(values.len() as u64) as usize]).collect();
+        for a in &args {
+            r.arg(*a);
+        }
+        match try_cmd(&mut c, &r) {
+            Ok(Value::Int(k)) => assert!(n == 2 && args[0] == b"sem" && k >= 0, "{args:?}: {k}"),
+            Ok(Value::Nil) => assert!(n == 2 && args[0] != b"sem" && args[0] != b"ex", "{args:?}: nil"),
+            Ok(other) => panic!("{args:?}: {other:?}"),
+            Err(e) => assert!(
+                e == "ERR wrong number of arguments for 'lock.resize' command"
+                    || e == "ERR LIMIT must be an integer from 1 to 100000"
+                    || e.starts_with("ERR syntax error: unexpected '")
+                    || e == "ERR wrong lock kind: the key is a lock (exclusive or SHARED, no LIMIT)",
+                "{args:?}: {e}"
+            ),
+        }
+    }
+    let mut keys: Vec<Vec<u8>> = cmd("KEYS").arg("*").query(&mut c).expect("KEYS");
+    keys.sort();
+    assert_eq!(keys, vec![b"ex".to_vec(), b"sem".to_vec()], "no key made");
+    assert!(s.is_alive());
+    assert_eq!(state(&mut c, "sem").1, held(&[("a", 1)]));
+}
