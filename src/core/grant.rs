@@ -945,3 +945,117 @@ mod one_holder_view {
         }
     }
 }
+
+/// Random asks (with or without a wait), releases, resizes and the
+/// passing of time on one semaphore, its line served after each change as
+/// the module serves it: a new holder's grant never leaves more permits
+/// taken than the limit in force, whatever LIMIT it asked with; a resize
+/// takes no holder's permits and refuses nothing; the line is served in
+/// order.
+#[cfg(test)]
+mod resize_properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Ask { owner: u8, limit: u32, permits: u32, wait: bool },
+        Release(u8),
+        Resize(u32),
+        Advance(i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..8, 1u32..6, 1u32..4, any::<bool>()).prop_map(|(owner, limit, permits, wait)| Op::Ask { owner, limit, permits, wait }),
+            3 => (0u8..8).prop_map(Op::Release),
+            2 => (1u32..6).prop_map(Op::Resize),
+            1 => (0i64..1_500).prop_map(Op::Advance),
+        ]
+    }
+
+    fn running_taken(lock: &Holding<u8>, now: i64) -> u64 {
+        lock.holders.iter().filter(|h| h.end > now).map(|h| u64::from(h.permits)).sum()
+    }
+
+    fn limit_of(lock: &Holding<u8>) -> Option<u32> {
+        match lock.kind {
+            Kind::Semaphore { limit, .. } if !lock.is_free() => Some(limit),
+            _ => None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn grants_fit_the_limit_in_force(ops in proptest::collection::vec(op(), 1..80)) {
+            let mut lock: Holding<u8> = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+            let mut line: VecDeque<(u8, Request)> = VecDeque::new();
+            let (mut now, mut last) = (0i64, 0i64);
+            let mut issue = |min: Token| { last = (last + 1).max(min); Some(last) };
+            let mut granted_order: Vec<u64> = Vec::new();
+            let mut joined = 0u64;
+            let mut joins: VecDeque<u64> = VecDeque::new();
+            for op in &ops {
+                let mut serve = false;
+                match *op {
+                    Op::Ask { owner, limit, permits, wait } => {
+                        let req = Request { mode: Mode::Shared, limit: Some(limit), permits: permits.min(limit), ttl_ms: 1_000, fence: 0, session: None };
+                        let before = lock.holder(&owner).is_none();
+                        match lock.acquire(&owner, &req, now, !line.is_empty(), &mut issue) {
+                            Outcome::Granted(_, Grant::New) => {
+                                prop_assert!(before);
+                                let limit = limit_of(&lock).expect("held");
+                                prop_assert!(running_taken(&lock, now) <= u64::from(limit), "{lock:?}");
+                            }
+                            Outcome::Held if wait && before && !line.iter().any(|(o, _)| *o == owner) => {
+                                line.push_back((owner, req));
+                                joins.push_back(joined);
+                                joined += 1;
+                            }
+                            _ => {}
+                        }
+                        if lock.is_free() {
+                            lock = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+                        }
+                    }
+                    Op::Release(owner) => serve = lock.release(&owner, now),
+                    Op::Resize(limit) => {
+                        let holders = lock.holders.clone();
+                        let was_semaphore = limit_of(&lock).is_some() && lock.holders.iter().any(|h| h.end > now);
+                        let resized = was_semaphore && lock.resize(limit);
+                        prop_assert_eq!(&lock.holders, &holders, "a resize takes no permit");
+                        if resized {
+                            prop_assert_eq!(lock.kind, Kind::Semaphore { limit, resized: true });
+                            serve = true;
+                        }
+                    }
+                    Op::Advance(ms) => { now += ms; serve = true; }
+                }
+                if lock.is_free() || lock.expire(now) && lock.is_free() {
+                    lock = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+                }
+                if serve {
+                    while let Some((owner, req)) = line.front().copied() {
+                        match lock.acquire(&owner, &req, now, false, &mut issue) {
+                            Outcome::Granted(_, how) => {
+                                // A holder a shrink left over the limit may
+                                // re-grant its own permits.
+                                let limit = limit_of(&lock).expect("held");
+                                let within = running_taken(&lock, now) <= u64::from(limit);
+                                prop_assert!(how != Grant::New || within, "a handoff over LIMIT {limit}: {lock:?}");
+                                line.pop_front();
+                                granted_order.extend(joins.pop_front());
+                            }
+                            Outcome::Held => break,
+                            Outcome::Refused(_) => { line.pop_front(); joins.pop_front(); }
+                        }
+                    }
+                }
+                prop_assert!(granted_order.windows(2).all(|p| p[0] < p[1]), "served out of order: {granted_order:?}");
+            }
+        }
+    }
+}
