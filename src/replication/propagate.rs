@@ -229,6 +229,12 @@ pub fn resized(ctx: Ctx, key: &Arg, command: &std::ffi::CStr, limit: u32) {
     ctx.replicate_key_integer(command, key, i64::from(limit));
 }
 
+/// A resized semaphore Redis removed while held was put back: its mark
+/// travels as `LOCK.RESIZE key limit` after its holders' grants.
+pub fn resize_restored(ctx: Ctx, key: &Arg, command: &std::ffi::CStr, limit: u32) {
+    ctx.replicate_key_integer(command, key, i64::from(limit));
+}
+
 /// A register was raised to `token` other than by the LOCK.FENCED being
 /// executed (a revocation's FENCE): it travels as `LOCK.FENCED register
 /// token`, which every replica and the AOF replay as a raise.
