@@ -62,6 +62,7 @@ fn replicated_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: ar
     }
     let group = value::group_at(key).ok_or(NOT_STORED)?;
     group.holding.replay(req.owner, req.token, end, shared.permits, now.mono);
+    group.holding.mark_if_over_limit();
     group.mirrored(if shared.key_deadline_ms == 0 { NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
         return Err(NO_LEASE);

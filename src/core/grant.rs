@@ -226,6 +226,20 @@ impl<O: PartialEq + Clone> Holding<O> {
         true
     }
 
+    /// Marks a semaphore whose holders take more than its limit as
+    /// resized: only a shrink leaves holders over the limit, and a group
+    /// stored over its limit without the mark is one no load accepts
+    /// (`stored::check_group`). A replayed holder (LOCK.APPLY) may arrive
+    /// before the resize that made it possible (an AOF rewrite writes the
+    /// holders first), or from a client's LOCK.APPLY.
+    pub fn mark_if_over_limit(&mut self) {
+        if let Kind::Semaphore { limit, resized: false } = self.kind {
+            if self.taken() > u64::from(limit) {
+                self.kind = Kind::Semaphore { limit, resized: true };
+            }
+        }
+    }
+
     /// Whether a new holder asking `req` may join the holders now.
     pub(super) fn admits(&self, req: &Request) -> bool {
         self.admits_beside(self.holders.len(), self.taken(), req)

@@ -239,6 +239,42 @@ fn the_limit_the_mark_and_holders_over_it_survive_reload_and_restart() {
     assert!(!s.log_text().contains("refused a"), "nothing refused:\n{}", s.log_tail(20));
 }
 
+/// A rewritten AOF writes a resized semaphore's holders before its
+/// LOCK.RESIZE; one cut between them (`aof-load-truncated`, a lost tail)
+/// still loads a group its next save can store: the holder over the limit
+/// marks it resized as it is applied. Unmarked, the next DEBUG RELOAD (or
+/// restart) would refuse it, and with it the whole dataset.
+#[test]
+fn an_aof_cut_before_the_resize_still_loads_a_storable_group() {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    let mut c = s.conn();
+    ok_cmd(&mut c, cmd("SET").arg("other").arg("data"));
+    shrunk(&mut c);
+    bgrewriteaof(&mut c);
+    drop(c);
+    s.stop();
+    let dir = s.dir.join("appendonlydir");
+    let resize_line = b"*3\r\n$11\r\nLOCK.RESIZE\r\n$3\r\nsem\r\n$1\r\n1\r\n";
+    let mut cut = 0;
+    for entry in std::fs::read_dir(&dir).expect("appendonlydir").flatten() {
+        let bytes = std::fs::read(entry.path()).expect("read aof");
+        if let Some(at) = bytes.windows(resize_line.len()).position(|w| w == resize_line) {
+            let mut kept = bytes[..at].to_vec();
+            kept.extend_from_slice(&bytes[at + resize_line.len()..]);
+            std::fs::write(entry.path(), kept).expect("write aof");
+            cut += 1;
+        }
+    }
+    assert_eq!(cut, 1, "the rewritten AOF has the resize once");
+    s.start_again();
+    let mut c = s.conn();
+    assert_eq!(state(&mut c, "sem"), (1, held(&[("a", 2), ("b", 1)])), "the holders over the limit loaded");
+    assert_eq!(dump_shape(&mut c, "sem"), 4, "marked resized as they were applied");
+    ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD"));
+    assert_eq!(state(&mut c, "sem"), (1, held(&[("a", 2), ("b", 1)])), "and stored so");
+    assert_eq!(ok_cmd(&mut c, cmd("GET").arg("other")), Value::BulkString(b"data".to_vec()), "with the rest of the data");
+}
+
 fn aof_survives(preamble: &str) {
     let mut s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", preamble]);
     let mut c = s.conn();
