@@ -66,13 +66,15 @@ impl Keeping {
             lost_at.get_or_insert((at, cause));
             first
         };
-        self.lost.cancel();
+        // Counted before the signal fires: whoever wakes on it reads the
+        // loss in the metrics (a few atomic additions, no wait).
         if first {
             self.metrics.lost(cause);
             if let Some(held) = &self.lock().held {
                 held.end();
             }
         }
+        self.lost.cancel();
     }
 
     /// Loses the lock because its extension failed with `e`.

@@ -13,8 +13,11 @@ use super::output::{self, outcomes_json, pairs, Op, OutcomeJson};
 #[derive(Serialize)]
 struct RevokeJson<'a> {
     resource: &'a str,
-    /// The highest token the servers issued: later grants are above it.
+    /// The highest token the servers issued.
     token: i64,
+    /// One above the revoked holds' tokens: what --register rose to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fence: Option<i64>,
     /// The holders' owners that were asked for (empty: every hold).
     owners: &'a [String],
     /// Holds ended, all servers counted.
@@ -23,7 +26,8 @@ struct RevokeJson<'a> {
     revoked: usize,
     servers: usize,
     quorum: usize,
-    /// The registers raised on --store to `token`.
+    /// The registers raised on --store to `fence` (none when no hold was
+    /// found).
     registers: &'a [String],
     instances: Vec<OutcomeJson>,
 }
@@ -35,20 +39,28 @@ pub async fn revoke(rl: &Redlock, args: &RevokeArgs, json: bool) -> Result<i32, 
         }
         _ => explain::other(&e),
     })?;
-    if let Some(store) = &args.store {
-        raise(store, &args.registers, revoked.token, rl.settings().request_timeout).await?;
-    }
+    // The registers rise to one above the revoked holds' tokens: every
+    // revoked holder's write is refused there, the next holder's is not
+    // (see `Revoked::fence`). No hold found: none to fence out.
+    let raised: &[String] = match (&args.store, revoked.fence) {
+        (Some(store), Some(fence)) => {
+            raise(store, &args.registers, fence, rl.settings().request_timeout).await?;
+            &args.registers
+        }
+        _ => &[],
+    };
     let answered = revoked.instances.iter().filter(|o| o.outcome == Outcome::Done).count();
     if json {
         output::json(&RevokeJson {
             resource: &args.resource,
             token: revoked.token,
+            fence: revoked.fence,
             owners: &revoked.owners,
             ended: revoked.ended,
             revoked: answered,
             servers: rl.servers().len(),
             quorum: rl.quorum(),
-            registers: &args.registers,
+            registers: raised,
             instances: outcomes_json(&revoked.instances, Op::Release),
         })?;
     } else {
@@ -56,19 +68,24 @@ pub async fn revoke(rl: &Redlock, args: &RevokeArgs, json: bool) -> Result<i32, 
         if !revoked.owners.is_empty() {
             lines.push(("owners", revoked.owners.join(", ")));
         }
-        if !args.registers.is_empty() {
-            lines.push(("raised", args.registers.join(", ")));
+        if let Some(fence) = revoked.fence {
+            lines.push(("fence", fence.to_string()));
+        }
+        if !raised.is_empty() {
+            lines.push(("raised", raised.join(", ")));
+        } else if args.store.is_some() {
+            lines.push(("raised", "none (no hold found to fence out)".to_string()));
         }
         output::stdout(&pairs(&lines))?;
     }
     Ok(exit::OK)
 }
 
-/// `LOCK.FENCED register token` for each of `registers` on `store`, each
+/// `LOCK.FENCED register fence` for each of `registers` on `store`, each
 /// within `timeout`: a register below `token` is raised to it; one above
 /// it (`FENCED older token`) already refuses the removed holder.
 async fn raise(store: &str, registers: &[String], token: i64, timeout: std::time::Duration) -> Result<(), Failure> {
-    let failed = |what: String| Failure::general(format!("lock revoked with token {token}, but the store's fence was not raised: {what}"));
+    let failed = |what: String| Failure::general(format!("lock revoked, but the store's fence was not raised to {token}: {what}"));
     let client = redis::Client::open(store).map_err(|e| Failure::usage(format!("--store {store:?}: {e}")))?;
     let mut con = tokio::time::timeout(timeout, client.get_multiplexed_async_connection())
         .await

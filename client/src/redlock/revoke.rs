@@ -6,11 +6,20 @@ use super::*;
 /// What a revocation came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Revoked {
-    /// The highest token the servers issued for it. Each of them grants
-    /// only larger tokens from now on, so the next holder's writes pass a
-    /// fenced store and, once its registers are raised to this token
-    /// (`LOCK.FENCED register token`), the removed holder's are refused.
+    /// The highest token the servers issued for it. Each server grants
+    /// only tokens above its own from now on; the next holder's token,
+    /// reconciled across a quorum, is above every revoked hold's token, but
+    /// may be below this one (a server outside its quorum may count
+    /// higher): raise a fenced store's registers to `fence`, not to this.
     pub token: i64,
+    /// One above the highest token of the holds the revocation found
+    /// (looked up on every server first), `None` when it found none: the
+    /// value to raise a fenced store's registers to (`LOCK.FENCED register
+    /// fence`). It refuses every revoked holder's writes and admits the
+    /// next holder's, whose token is above every revoked one. A hold
+    /// granted between the look-up and the revocation is revoked too, its
+    /// token perhaps above `fence`: revoke again to fence it.
+    pub fence: Option<i64>,
     /// The owners whose holds were taken away, as the servers name them
     /// (a quorum client's hold named `NAME` is held as `NAME:` and 16 hex
     /// digits).
@@ -40,16 +49,23 @@ impl Redlock {
     /// still stand on a quorum.
     pub async fn revoke(&self, resource: &str, owner: Option<&str>) -> Result<Revoked, Error> {
         self.verify_servers().await?;
+        // Who holds it, and with which tokens: the holds to revoke (all, or
+        // those of `owner`) and the fence above them.
+        let held: Vec<(String, Option<i64>)> = self
+            .holders(resource)
+            .await
+            .into_iter()
+            .flat_map(|status| {
+                let exclusive = status.owner.map(|o| (o, status.token));
+                status.holders.into_iter().map(|h| (h.owner, h.token)).chain(exclusive)
+            })
+            .filter(|(o, _)| owner.is_none_or(|name| named(o, name)))
+            .collect();
+        let fence = held.iter().filter_map(|&(_, t)| t).max().and_then(|t| t.checked_add(1));
         let owners: Vec<String> = match owner {
             None => Vec::new(),
             Some(name) => {
-                let mut found: Vec<String> = self
-                    .holders(resource)
-                    .await
-                    .into_iter()
-                    .flat_map(|status| status.holders.into_iter().map(|h| h.owner).chain(status.owner))
-                    .filter(|o| named(o, name))
-                    .collect();
+                let mut found: Vec<String> = held.into_iter().map(|(o, _)| o).collect();
                 found.sort();
                 found.dedup();
                 if found.is_empty() {
@@ -97,7 +113,7 @@ impl Redlock {
             return Err(Error::NoQuorum { resource: resource.to_string(), what: "revocation", outcomes: instances });
         }
         let owners = if owner.is_some() { owners } else { Vec::new() };
-        Ok(Revoked { token, owners, ended, instances })
+        Ok(Revoked { token, fence, owners, ended, instances })
     }
 }
 

@@ -45,15 +45,16 @@ async fn revoke_raises_the_stores_fence_and_the_holders_extension_hears_it() {
     let out = json(&revoked.stdout);
     let revoked_token = out["token"].as_i64().expect("token");
     assert!(revoked_token > token, "{out}");
+    assert_eq!(out["fence"].as_i64(), Some(token + 1), "one above the revoked hold's token: {out}");
     assert_eq!((out["ended"].as_i64(), out["revoked"].as_u64()), (Some(5), Some(5)), "{out}");
     assert_eq!(out["registers"], serde_json::json!(["fence:stuck"]));
     assert!(since.elapsed() < CLI_DEADLINE);
 
     // The removed holder's fenced write is refused; the register holds the
-    // revocation's token.
+    // fence.
     let late = store.cmd(&write(token, "late")).await;
     assert!(late.as_ref().is_err_and(|e| e.contains("FENCED") && e.contains("older token")), "{late:?}");
-    assert_eq!(store.cmd(redis::cmd("LOCK.FENCEINFO").arg("fence:stuck")).await, Ok(Value::Int(revoked_token)));
+    assert_eq!(store.cmd(redis::cmd("LOCK.FENCEINFO").arg("fence:stuck")).await, Ok(Value::Int(token + 1)));
     assert_eq!(store.list("log").await, ["before"]);
 
     // Its extension is answered revoked on every server.

@@ -36,9 +36,14 @@ async fn a_revoked_hold_goes_to_the_next_in_line_and_its_guard_is_lost_as_revoke
     assert_eq!(revoked.ended, 5, "the hold on every server: {revoked:?}");
     assert!(revoked.owners.is_empty(), "{revoked:?}");
 
-    // The waiter is granted at once, above the revocation's token.
+    // The fence is one above the revoked hold's token.
+    assert_eq!(revoked.fence, Some(held + 1), "{revoked:?}");
+    // The waiter is granted at once, at or above the fence: its writes pass
+    // a register raised to it, the revoked holder's do not. (Not always
+    // above `token`, the highest any server issued: a server outside the
+    // waiter's quorum may count higher.)
     let next = tokio::time::timeout(WAIT, waiter).await.expect("the waiter in time").expect("task").expect("granted");
-    assert!(next.token.expect("token") > revoked.token, "{:?} after {revoked:?}", next.token);
+    assert!(next.token.expect("token") > held, "{:?} after {revoked:?}", next.token);
 
     // The holder hears it at its next extension, within its ttl, as revoked.
     tokio::time::timeout(Duration::from_secs(3), guard.lost()).await.expect("the guard lost within its ttl");
@@ -58,6 +63,7 @@ async fn revoking_a_named_holder_ends_its_hold_alone() {
 
     let revoked = rl.revoke("named", Some("alice")).await.expect("revoke");
     assert_eq!(revoked.owners, std::slice::from_ref(&alice.owner), "the round's owner of alice, found on the servers");
+    assert_eq!(revoked.fence, alice.token.map(|t| t + 1), "one above alice's token, whatever bob's");
     assert_eq!(revoked.ended, 5, "{revoked:?}");
     for status in rl.holders("named").await {
         let owners: Vec<&str> = status.holders.iter().map(|h| h.owner.as_str()).collect();
@@ -65,7 +71,7 @@ async fn revoking_a_named_holder_ends_its_hold_alone() {
     }
     // Nobody by that name any more: the token is still issued, nothing ends.
     let again = rl.revoke("named", Some("alice")).await.expect("revoke again");
-    assert_eq!((again.ended, again.owners.clone()), (0, vec!["alice".to_string()]), "{again:?}");
+    assert_eq!((again.ended, again.owners.clone(), again.fence), (0, vec!["alice".to_string()], None), "{again:?}");
     assert!(again.token > revoked.token);
     rl.release(&bob).await.expect("release bob");
 }
