@@ -29,7 +29,6 @@ mod quarantine;
 mod register;
 mod replay;
 mod replication;
-mod resize;
 mod restore;
 mod revoke;
 mod server_state;
