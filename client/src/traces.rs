@@ -82,16 +82,23 @@ pub(crate) fn acquisition(resource: &dyn Display, kind: &'static str) -> Span {
 /// The current acquisition ended with `outcome`, its lock's `token`.
 #[inline(always)]
 pub(crate) fn acquired(outcome: &'static str, token: Option<i64>) {
+    ended(("outcome", outcome), ("token", token));
+}
+
+/// Records `name = value`, and `token_name = token` when there is one, on
+/// the current span (a field it does not have records nothing).
+#[inline(always)]
+fn ended((name, value): (&'static str, &'static str), (token_name, token): (&'static str, Option<i64>)) {
     #[cfg(feature = "tracing")]
     {
         let span = Span::current();
-        span.record("outcome", outcome);
+        span.record(name, value);
         if let Some(token) = token {
-            span.record("token", token);
+            span.record(token_name, token);
         }
     }
     #[cfg(not(feature = "tracing"))]
-    let _ = (outcome, token);
+    let _ = (name, value, token_name, token);
 }
 
 /// `redlock.round` of `resource`; `wait`: a round of the head of the line.
@@ -136,16 +143,7 @@ pub(crate) fn call(server: &str, command: &'static str) -> Span {
 /// fields (a request sent outside one records nothing).
 #[inline(always)]
 pub(crate) fn answered(answer: &'static str, token: Option<i64>) {
-    #[cfg(feature = "tracing")]
-    {
-        let span = Span::current();
-        span.record("answer", answer);
-        if let Some(token) = token {
-            span.record("answer_token", token);
-        }
-    }
-    #[cfg(not(feature = "tracing"))]
-    let _ = (answer, token);
+    ended(("answer", answer), ("answer_token", token));
 }
 
 /// `redlock.extend` or `redlock.release` (`release`) of `resource`.

@@ -16,12 +16,14 @@ use redis::{Connection, Value};
 /// The servers these tests run on: the suite's server, and Valkey 8.1
 /// (installed by `make test`; the test fails without it, rather than
 /// passing without having checked it).
-fn servers() -> Vec<(String, PathBuf)> {
+pub(crate) fn servers() -> Vec<(String, PathBuf)> {
     let valkey = valkey_binary().expect("Valkey 8.1 not found: run `make deps` or set REDISLOCK_VALKEY");
     vec![("default".into(), server_binary()), ("valkey-8.1".into(), valkey)]
 }
 
-fn user(srv: &Server, name: &str, rules: &[&str]) -> Connection {
+/// A connection authenticated as `name`, a user made with `rules` (ACL
+/// SETUSER ... reset on >pw RULES).
+pub(crate) fn user(srv: &Server, name: &str, rules: &[&str]) -> Connection {
     let mut admin = srv.conn();
     let mut setuser = cmd("ACL");
     setuser.arg("SETUSER").arg(name).arg("reset").arg("on").arg(">pw");

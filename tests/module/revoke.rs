@@ -254,9 +254,8 @@ fn the_effect_replicates_and_persists_and_the_memory_does_not() {
 /// everywhere. COMMAND GETKEYS names the registers.
 #[test]
 fn acl_keeps_revocation_to_operators() {
-    let valkey = valkey_binary().expect("Valkey 8.1 not found: run `make deps` or set REDISLOCK_VALKEY");
     let mut categorised = Vec::new();
-    for (name, bin) in [("default", server_binary()), ("valkey-8.1", valkey)] {
+    for (name, bin) in crate::acl::servers() {
         let srv = Server::start_binary(&bin, &[], &[]);
         let mut admin = srv.conn();
         grant(&mut admin, "k", "owner", 60_000);
@@ -265,42 +264,28 @@ fn acl_keeps_revocation_to_operators() {
             cmd("COMMAND").arg("GETKEYS").arg("LOCK.REVOKE").arg("k").arg("OWNER").arg("o").arg("FENCE").arg("r1").arg("r2"),
         );
         assert_eq!(keys, Value::Array(["k", "r1", "r2"].iter().map(|k| Value::BulkString(k.as_bytes().to_vec())).collect()), "{name}");
-        let by_name = acl_user(&srv, "byname", &["~*", "+@all", "-lock.revoke"]);
-        let mut by_name = by_name;
+        let mut by_name = crate::acl::user(&srv, "byname", &["~*", "+@all", "-lock.revoke"]);
         assert_refused(try_cmd(&mut by_name, cmd("LOCK.REVOKE").arg("k")), "NOPERM", "-lock.revoke");
         assert_eq!(release(&mut by_name, b"k", b"nobody"), 0, "{name}: other lock commands still run");
         let info_text = format!("{:?}", ok_cmd(&mut admin, cmd("COMMAND").arg("INFO").arg("lock.revoke")));
         if !info_text.contains("@write") {
             continue; // Redis 7.0: no categories for module commands.
         }
-        categorised.push(name);
+        categorised.push(name.clone());
         assert!(info_text.contains("@dangerous") && info_text.contains("@slow"), "{name}: {info_text}");
-        let mut no_danger = acl_user(&srv, "nodanger", &["~*", "+@all", "-@dangerous"]);
+        let mut no_danger = crate::acl::user(&srv, "nodanger", &["~*", "+@all", "-@dangerous"]);
         assert_refused(try_cmd(&mut no_danger, cmd("LOCK.REVOKE").arg("k")), "NOPERM", "-@dangerous");
         assert_eq!(extend(&mut no_danger, b"k", b"owner", 60_000), 1, "{name}: the holder's commands still run");
         let cats: Vec<String> = cmd("ACL").arg("CAT").query(&mut admin).expect("ACL CAT");
         if cats.iter().any(|c| c == "redislock-admin") {
             let in_it: Vec<String> = cmd("ACL").arg("CAT").arg("redislock-admin").query(&mut admin).expect("ACL CAT redislock-admin");
             assert_eq!(in_it, vec!["lock.revoke".to_string()], "{name}");
-            let mut ops = acl_user(&srv, "ops", &["~*", "-@all", "+@redislock-admin"]);
+            let mut ops = crate::acl::user(&srv, "ops", &["~*", "-@all", "+@redislock-admin"]);
             assert_eq!(revoke(&mut ops, "k", None, &[]).1, 1, "{name}: +@redislock-admin revokes");
         }
         assert_eq!(info(&mut admin, b"k").map(|i| i.owner), None, "{name}");
     }
-    assert!(categorised.contains(&"valkey-8.1"), "Valkey 8.1 categorises module commands: {categorised:?}");
-}
-
-fn acl_user(srv: &Server, name: &str, rules: &[&str]) -> Connection {
-    let mut admin = srv.conn();
-    let mut setuser = cmd("ACL");
-    setuser.arg("SETUSER").arg(name).arg("reset").arg("on").arg(">pw");
-    for r in rules {
-        setuser.arg(*r);
-    }
-    ok_cmd(&mut admin, &setuser);
-    let mut c = srv.conn();
-    ok_cmd(&mut c, cmd("AUTH").arg(name).arg("pw"));
-    c
+    assert!(categorised.iter().any(|n| n == "valkey-8.1"), "Valkey 8.1 categorises module commands: {categorised:?}");
 }
 
 /// Each malformed line gets its error and changes nothing; a barrage of

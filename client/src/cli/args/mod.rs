@@ -286,9 +286,9 @@ pub struct RevokeArgs {
     #[arg(value_parser = non_empty("owner"), value_name = "OWNER")]
     pub owner: Option<String>,
     /// The Redis (with the module) that keeps the data the lock protects:
-    /// each --register there is raised to the revocation's token
-    /// (LOCK.FENCED register token), so the removed holder's fenced writes
-    /// are refused.
+    /// each --register there is raised to one above the revoked holds'
+    /// tokens (LOCK.FENCED register fence), so the removed holder's fenced
+    /// writes are refused and the next holder's are not.
     #[arg(long, value_name = "URL", requires = "registers")]
     pub store: Option<String>,
     /// A LOCK.FENCED register on --store to raise (repeat for several).
