@@ -443,8 +443,24 @@ class Worker:
         # for the child, so it outlives it.
         p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--"] + self.cli_args(c, kind) + ["--"] + cmd,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        err = []
-        t_err = threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)
+        err, warned = [], []
+
+        def read_stderr():
+            # Line by line, each timed as it arrives: `redlock run`'s own
+            # loss warning is its lost signal. It is written just before
+            # SIGTERM or SIGKILL is sent; after SIGKILL (the hold's end
+            # reached with no loss declared, or the grace over before the
+            # command's handler ran) the command says nothing, and the
+            # hold must not be counted on to the moment `redlock run`
+            # exits: that is after its release round, which frees the
+            # lock for the next holder while timeouts to unreachable
+            # servers still run (up to the connect timeout).
+            for raw in p.stderr:
+                if not warned and b"LOCK LOST" in raw:
+                    warned.append(time.monotonic())
+                err.append(raw)
+
+        t_err = threading.Thread(target=read_stderr, daemon=True)
         t_err.start()
         started = False
         for raw in p.stdout:
@@ -476,12 +492,15 @@ class Worker:
         code = p.wait()
         exited = time.monotonic()
         t_err.join(5)
-        stderr = (err[0] if err else b"").decode(errors="replace").strip()
+        stderr = b"".join(err).decode(errors="replace").strip()
         if started and h.end_t is None:
             h.end_t = exited  # killed without saying so
         if started and code == 76 and h.lost_t is None:
             # Lost, and the command was not told: it ran on without the lock.
             emit("lost_untold", id=hid, res=h.res, t=exited)
+        if started and warned and (h.lost_t is None or warned[0] < h.lost_t):
+            h.lost_t = warned[0]
+            emit("lost", id=hid, res=h.res, t=h.lost_t, cli=True, warned=True)
         emit("cli_exit", id=hid, res=h.res, code=code, stderr=stderr[-600:], sent=h.sent, started=started)
         # Not started: not acquired (75), or acquired and lost before the
         # command said it started (76: a flapping link can take a lock
