@@ -108,8 +108,11 @@ pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
             };
             let permits = match weighted {
                 [] => 1,
+                // A semaphore's holder may take more than its limit after
+                // LOCK.RESIZE shrank it (the resize travelled first): any
+                // k a LIMIT allows; a lock without LIMIT none.
                 [word, k] if word.bytes().eq_ignore_ascii_case(PERMITS.to_bytes()) => {
-                    u32::try_from(parse_permits(k.bytes())?).ok().filter(|k| *k <= limit).ok_or(ArgError::BadPermits)?
+                    u32::try_from(parse_permits(k.bytes())?).ok().filter(|_| limit > 0).ok_or(ArgError::BadPermits)?
                 }
                 _ => return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.apply' command")),
             };

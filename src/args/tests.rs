@@ -195,10 +195,15 @@ fn the_shared_apply_form_carries_limit_and_key_deadline() {
     assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0, permits: 1 }));
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS", "3"]);
     assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0, permits: 3 }));
-    for bad in ["0", "5", "x"] {
+    // Above the limit: a holder a LOCK.RESIZE shrank the semaphore under.
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS", "5"]);
+    assert_eq!(parse_apply(&a).expect("valid").shared, Some(ApplyShared { limit: 4, key_deadline_ms: 0, permits: 5 }));
+    for bad in ["0", "100001", "x"] {
         let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS", bad]);
         assert_eq!(parse_apply(&a).expect_err(bad), ArgError::BadPermits);
     }
+    let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "0", "0", "PERMITS", "2"]);
+    assert_eq!(parse_apply(&a).expect_err("a lock without LIMIT"), ArgError::BadPermits);
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "0", "PERMITS"]);
     assert!(matches!(parse_apply(&a).expect_err("no k"), ArgError::Arity(_)));
     let a = argv(&["LOCK.APPLY", "k", "me", "9", "1000", "SHARED", "4", "-5"]);

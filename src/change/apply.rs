@@ -62,6 +62,7 @@ fn replicated_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: ar
     }
     let group = value::group_at(key).ok_or(NOT_STORED)?;
     group.holding.replay(req.owner, req.token, end, shared.permits, now.mono);
+    group.holding.mark_if_over_limit();
     group.mirrored(if shared.key_deadline_ms == 0 { NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
         return Err(NO_LEASE);
@@ -84,10 +85,20 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
 /// Puts back at `key` (open for writing, empty) the lock Redis removed
 /// while its lease ran: `holders` as they held it (`shared`: a group's
 /// limit, else the one exclusive holder, with `text`, its value), those
-/// whose lease still runs at `now`; each travels as the grant it was.
+/// whose lease still runs at `now`; each travels as the grant it was (and
+/// a resized semaphore's mark, `shared.1`, as LOCK.RESIZE after them).
 /// False when the key could not be written, which leaves it as it was.
 #[allow(clippy::too_many_arguments)]
-pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>], shared: Option<u32>, text: &[u8], now: Now) -> bool {
+pub fn restore(
+    ctx: Ctx,
+    key: &Key,
+    key_name: &Arg,
+    holders: &[Holder<Box<[u8]>>],
+    shared: (Option<u32>, bool),
+    text: &[u8],
+    now: Now,
+) -> bool {
+    let (shared, resized) = shared;
     let (stored, mirror) = match shared {
         None => {
             let Some(holder) = holders.first() else { return false };
@@ -96,7 +107,7 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>
             (lock.is_some_and(|lock| value::store(key, lock)), lease.mirror)
         }
         Some(limit) => {
-            let mut restored = Group::new(Group::kind_of_limit(limit));
+            let mut restored = Group::new(Group::kind_of(limit, resized));
             restored.holding.holders = holders.to_vec();
             restored.holding.expire(now.mono);
             let mirror = restored.key_deadline(now);
@@ -121,6 +132,9 @@ pub fn restore(ctx: Ctx, key: &Key, key_name: &Arg, holders: &[Holder<Box<[u8]>>
             }
         };
         propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms, text);
+    }
+    if let (Some(limit), true) = (shared, resized) {
+        propagate::resize_restored(ctx, key_name, crate::args::RESIZE, limit);
     }
     propagate::restored(ctx, key_name);
     true

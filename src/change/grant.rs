@@ -243,6 +243,10 @@ pub(super) fn refused(refusal: Refusal) -> Attempt {
         }
         Refusal::TokensExhausted => Attempt::Failed(TOKENS_EXHAUSTED),
         Refusal::Permits => Attempt::Refused(c"ERR PERMITS must be between 1 and LIMIT".into()),
+        Refusal::PermitsAboveResized(limit) => Attempt::Refused(
+            CString::new(format!("ERR PERMITS must be between 1 and LIMIT (the semaphore was resized to LIMIT {limit})"))
+                .unwrap_or_default(),
+        ),
         Refusal::OtherPermits(k) => Attempt::Refused(
             CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
         ),

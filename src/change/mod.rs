@@ -3,8 +3,9 @@
 //! `extend`, `proclaim` (the holder's value replaced), `apply` (a lock set exactly as given: LOCK.APPLY replaying
 //! the master's grant, a lock Redis removed put back), `disconnect`
 //! (ending the hold of a connection that closed), `revoke` (an operator
-//! taking holds away, LOCK.REVOKE) and `set` (several keys granted at
-//! once, each member an ordinary grant).
+//! taking holds away, LOCK.REVOKE), `resize` (a held semaphore's limit
+//! changed, LOCK.RESIZE) and `set` (several keys granted at once, each
+//! member an ordinary grant).
 //!
 //! Each takes the opened key and the request, asks `core` for the
 //! decision (`core::grant`), stores the value (`value`, `group`), binds or
@@ -30,6 +31,7 @@ pub mod grant;
 mod proclaim;
 mod release;
 mod rescued;
+mod resize;
 mod revoke;
 pub mod set;
 
@@ -41,6 +43,7 @@ pub use grant::{Ask, Attempt};
 pub use proclaim::{proclaim, Proclaimed};
 pub use release::{release, release_member, Released};
 pub use rescued::{restore_rescued, restore_stepped};
+pub use resize::{resize, Resized};
 pub use revoke::{revoke, Revoked};
 
 use std::ffi::CStr;

@@ -26,7 +26,7 @@ pub fn restore_rescued(ctx: Ctx, key: &Key, key_name: &Arg) {
 /// (`apply::restore`); one that cannot be written stays kept.
 fn restore(ctx: Ctx, key: &Key, key_name: &Arg, db: c_int, now: Now) {
     let Some(kept) = rescue::take(key, key_name.bytes(), db, now) else { return };
-    if !apply::restore(ctx, key, key_name, &kept.holders, kept.shared, &kept.value, now) {
+    if !apply::restore(ctx, key, key_name, &kept.holders, (kept.shared, kept.resized), &kept.value, now) {
         rescue::keep_again(db, key_name.bytes(), kept);
     }
 }

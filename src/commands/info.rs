@@ -20,7 +20,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     if !ctx.default_section() {
         return;
     }
-    let counters: [(&CStr, &stats::Counter); 24] = [
+    let counters: [(&CStr, &stats::Counter); 25] = [
         (c"acquire_granted_new", &stats::ACQUIRE_NEW),
         (c"acquire_granted_regrant", &stats::ACQUIRE_REGRANT),
         (c"acquire_granted_handoff", &stats::WAIT_GRANTED),
@@ -32,6 +32,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
         (c"extend_refused", &stats::EXTEND_REFUSED),
         (c"revoke_calls", &stats::REVOKE_CALLS),
         (c"holds_revoked", &stats::HOLDS_REVOKED),
+        (c"resize_calls", &stats::RESIZE_CALLS),
         (c"wait_started", &stats::WAIT_STARTED),
         (c"wait_granted", &stats::WAIT_GRANTED),
         (c"wait_timed_out", &stats::WAIT_TIMED_OUT),

@@ -1,6 +1,6 @@
 //! LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND, LOCK.PROCLAIM, LOCK.INFO,
 //! LOCK.WAITERS and LOCK.TOP; LOCK.CHECK and LOCK.GUARD (`fence`);
-//! LOCK.REVOKE (`revoke`).
+//! LOCK.REVOKE (`revoke`); LOCK.RESIZE (`resize`).
 //!
 //! Each parses, opens its key and replies; a change (ACQUIRE, RELEASE,
 //! EXTEND) is made by its executor in `change`, which writes and
@@ -47,9 +47,11 @@ macro_rules! parse_or_reply {
 // After the macros, which it uses.
 mod fence;
 mod multi;
+mod resize;
 mod revoke;
 pub use fence::{check, fenced, fenceinfo, guard};
 pub use multi::{macquire, mextend, mrelease};
+pub use resize::resize;
 pub use revoke::revoke;
 
 /// `LOCK.ACQUIRE key owner ttl-ms [SHARED [LIMIT n]] [FENCE min-token] [WAIT timeout-ms]`

@@ -37,7 +37,13 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     ReadWrite,
-    Semaphore { limit: u32 },
+    /// `resized`: LOCK.RESIZE set `limit`, and a request with any LIMIT is
+    /// served under it until the last holder leaves (its holders may take
+    /// more than `limit` after a shrink).
+    Semaphore {
+        limit: u32,
+        resized: bool,
+    },
 }
 
 /// The largest `SHARED LIMIT`: a semaphore's holders live in its value
@@ -47,7 +53,7 @@ pub const MAX_LIMIT: u32 = 100_000;
 impl Kind {
     /// The kind a request creates when the key is free.
     pub fn of(limit: Option<u32>) -> Kind {
-        limit.map_or(Kind::ReadWrite, |limit| Kind::Semaphore { limit })
+        limit.map_or(Kind::ReadWrite, |limit| Kind::Semaphore { limit, resized: false })
     }
 }
 
@@ -55,7 +61,8 @@ impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Kind::ReadWrite => f.write_str("a lock (exclusive or SHARED, no LIMIT)"),
-            Kind::Semaphore { limit } => write!(f, "a semaphore (SHARED LIMIT {limit})"),
+            Kind::Semaphore { limit, resized: false } => write!(f, "a semaphore (SHARED LIMIT {limit})"),
+            Kind::Semaphore { limit, resized: true } => write!(f, "a semaphore (SHARED LIMIT {limit}, resized)"),
         }
     }
 }
@@ -105,6 +112,9 @@ pub enum Refusal {
     UpgradeWithOthers,
     /// `PERMITS k` outside 1..=LIMIT (or above 1 without LIMIT).
     Permits,
+    /// `PERMITS k` above the limit of a resized semaphore, which serves
+    /// the request under that limit (its own LIMIT may be higher).
+    PermitsAboveResized(u32),
     /// The holder asked again with another `PERMITS` than the k it holds:
     /// one hold, one size.
     OtherPermits(u32),
@@ -171,7 +181,9 @@ impl<O: PartialEq + Clone> Holding<O> {
     }
 
     /// Whether `req` fits this key's kind. A free key takes any kind; a
-    /// request's PERMITS must fit its own LIMIT whatever the key.
+    /// request's PERMITS must fit its own LIMIT whatever the key. A
+    /// resized semaphore takes a shared request with any LIMIT, served
+    /// under its own (a newcomer's PERMITS above it: `fits_newcomer`).
     pub fn fits(&self, req: &Request) -> Result<(), Refusal> {
         if req.permits == 0 || req.permits > req.limit.unwrap_or(1) {
             return Err(Refusal::Permits);
@@ -181,12 +193,50 @@ impl<O: PartialEq + Clone> Holding<O> {
         }
         let fits = match self.kind {
             Kind::ReadWrite => req.limit.is_none(),
-            Kind::Semaphore { limit } => req.mode == Mode::Shared && req.limit == Some(limit),
+            Kind::Semaphore { limit, resized: false } => req.mode == Mode::Shared && req.limit == Some(limit),
+            Kind::Semaphore { resized: true, .. } => req.mode == Mode::Shared && req.limit.is_some(),
         };
         if fits {
             Ok(())
         } else {
             Err(Refusal::WrongKind(self.kind))
+        }
+    }
+
+    /// Whether a new holder's `PERMITS k` could ever be granted: on a
+    /// resized semaphore, not above the limit in force (a holder that
+    /// already takes more after a shrink keeps, and may re-grant, its k).
+    pub fn fits_newcomer(&self, req: &Request) -> Result<(), Refusal> {
+        match self.kind {
+            Kind::Semaphore { limit, resized: true } if !self.is_free() && req.permits > limit => Err(Refusal::PermitsAboveResized(limit)),
+            _ => Ok(()),
+        }
+    }
+
+    /// LOCK.RESIZE: a semaphore's limit becomes `limit`, and requests with
+    /// any LIMIT are served under it from now on (`fits`). The holders
+    /// keep their permits, also beyond a smaller limit: admission compares
+    /// with the new limit, so nobody joins until they fall under it. False
+    /// (nothing changed) for any other kind or a free key.
+    pub fn resize(&mut self, limit: u32) -> bool {
+        if self.is_free() || !matches!(self.kind, Kind::Semaphore { .. }) {
+            return false;
+        }
+        self.kind = Kind::Semaphore { limit, resized: true };
+        true
+    }
+
+    /// Marks a semaphore whose holders take more than its limit as
+    /// resized: only a shrink leaves holders over the limit, and a group
+    /// stored over its limit without the mark is one no load accepts
+    /// (`stored::check_group`). A replayed holder (LOCK.APPLY) may arrive
+    /// before the resize that made it possible (an AOF rewrite writes the
+    /// holders first), or from a client's LOCK.APPLY.
+    pub fn mark_if_over_limit(&mut self) {
+        if let Kind::Semaphore { limit, resized: false } = self.kind {
+            if self.taken() > u64::from(limit) {
+                self.kind = Kind::Semaphore { limit, resized: true };
+            }
         }
     }
 
@@ -206,7 +256,7 @@ impl<O: PartialEq + Clone> Holding<O> {
         match (self.mode, req.mode) {
             (Mode::Shared, Mode::Shared) => match self.kind {
                 Kind::ReadWrite => true,
-                Kind::Semaphore { limit } => taken + u64::from(req.permits) <= u64::from(limit),
+                Kind::Semaphore { limit, .. } => taken + u64::from(req.permits) <= u64::from(limit),
             },
             _ => false,
         }
@@ -293,6 +343,9 @@ impl<O: PartialEq + Clone> Holding<O> {
                 h.end = end;
             }
             return Outcome::Granted(token, how);
+        }
+        if let Err(refusal) = self.fits_newcomer(req) {
+            return Outcome::Refused(refusal);
         }
         if waiting_ahead || !self.admits(req) {
             return Outcome::Held;
@@ -472,7 +525,7 @@ mod tests {
         assert!(matches!(grant(&mut l, sem("a"), 0, false, &mut issue), Outcome::Granted(..)));
         assert!(matches!(grant(&mut l, sem("b"), 0, false, &mut issue), Outcome::Granted(..)));
         assert_eq!(grant(&mut l, sem("c"), 0, false, &mut issue), Outcome::Held);
-        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 }));
+        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false }));
         assert_eq!(grant(&mut l, ask("c", Mode::Shared, Some(3)), 0, false, &mut issue), wrong);
         assert_eq!(grant(&mut l, ask("c", Mode::Shared, None), 0, false, &mut issue), wrong);
         assert_eq!(grant(&mut l, ask("c", Mode::Exclusive, None), 0, false, &mut issue), wrong);
@@ -480,6 +533,43 @@ mod tests {
         assert!(l.extend(&"a", 5_000, 0).is_some());
         assert!(matches!(grant(&mut l, sem("c"), 1_000, false, &mut issue), Outcome::Granted(..)));
         assert_eq!(l.holders.len(), 2);
+    }
+
+    /// LOCK.RESIZE: holders keep their permits; admission compares with
+    /// the new limit; requests with any LIMIT are served under it, PERMITS
+    /// above it refused; the mark goes with the last holder.
+    #[test]
+    fn a_resized_semaphore_admits_under_its_new_limit() {
+        let mut issue = counter();
+        let sem = |o, limit| ask(o, Mode::Shared, Some(limit));
+        let mut l = Holding::free_for(&sem("a", 3).1);
+        for o in ["a", "b", "c"] {
+            assert!(matches!(grant(&mut l, sem(o, 3), 0, false, &mut issue), Outcome::Granted(..)));
+        }
+        assert!(l.resize(1), "shrunk below what is taken");
+        assert_eq!(l.kind, Kind::Semaphore { limit: 1, resized: true });
+        assert_eq!(l.holders.len(), 3, "the holders keep their permits");
+        assert_eq!(grant(&mut l, sem("d", 3), 0, false, &mut issue), Outcome::Held, "the old LIMIT, served under 1");
+        assert!(l.release(&"a", 0) && l.release(&"b", 0));
+        assert_eq!(grant(&mut l, sem("d", 7), 0, false, &mut issue), Outcome::Held, "1 of 1 taken");
+        assert!(l.resize(4));
+        assert!(matches!(grant(&mut l, sem("d", 7), 0, false, &mut issue), Outcome::Granted(..)), "any LIMIT");
+        let (owner, req) = sem("e", 9);
+        assert_eq!(
+            l.acquire(owner, &Request { permits: 5, ..req }, 0, false, &mut issue),
+            Outcome::Refused(Refusal::PermitsAboveResized(4))
+        );
+        assert!(!l.may_admit(owner, &Request { permits: 5, ..req }, 0));
+        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 4, resized: true }));
+        assert_eq!(grant(&mut l, ask("e", Mode::Shared, None), 0, false, &mut issue), wrong);
+        assert_eq!(grant(&mut l, ask("e", Mode::Exclusive, None), 0, false, &mut issue), wrong);
+        assert!(l.release(&"c", 0) && l.release(&"d", 0));
+        assert!(!l.resize(2), "a free key has nothing to resize");
+        assert!(matches!(grant(&mut l, sem("f", 2), 0, false, &mut issue), Outcome::Granted(..)));
+        assert_eq!(l.kind, Kind::Semaphore { limit: 2, resized: false }, "the mark went with the last holder");
+        let mut lock = Holding::free_for(&ask("a", Mode::Shared, None).1);
+        assert!(matches!(grant(&mut lock, ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(..)));
+        assert!(!lock.resize(2), "a read-write lock is no semaphore");
     }
 
     #[test]
@@ -866,6 +956,120 @@ mod one_holder_view {
             };
             prop_assert_eq!(release_exclusive(view), lock.clone().release(&me, now));
             prop_assert_eq!(extend_exclusive(view), lock.clone().extend(&me, 500, now).is_some());
+        }
+    }
+}
+
+/// Random asks (with or without a wait), releases, resizes and the
+/// passing of time on one semaphore, its line served after each change as
+/// the module serves it: a new holder's grant never leaves more permits
+/// taken than the limit in force, whatever LIMIT it asked with; a resize
+/// takes no holder's permits and refuses nothing; the line is served in
+/// order.
+#[cfg(test)]
+mod resize_properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Ask { owner: u8, limit: u32, permits: u32, wait: bool },
+        Release(u8),
+        Resize(u32),
+        Advance(i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..8, 1u32..6, 1u32..4, any::<bool>()).prop_map(|(owner, limit, permits, wait)| Op::Ask { owner, limit, permits, wait }),
+            3 => (0u8..8).prop_map(Op::Release),
+            2 => (1u32..6).prop_map(Op::Resize),
+            1 => (0i64..1_500).prop_map(Op::Advance),
+        ]
+    }
+
+    fn running_taken(lock: &Holding<u8>, now: i64) -> u64 {
+        lock.holders.iter().filter(|h| h.end > now).map(|h| u64::from(h.permits)).sum()
+    }
+
+    fn limit_of(lock: &Holding<u8>) -> Option<u32> {
+        match lock.kind {
+            Kind::Semaphore { limit, .. } if !lock.is_free() => Some(limit),
+            _ => None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn grants_fit_the_limit_in_force(ops in proptest::collection::vec(op(), 1..80)) {
+            let mut lock: Holding<u8> = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+            let mut line: VecDeque<(u8, Request)> = VecDeque::new();
+            let (mut now, mut last) = (0i64, 0i64);
+            let mut issue = |min: Token| { last = (last + 1).max(min); Some(last) };
+            let mut granted_order: Vec<u64> = Vec::new();
+            let mut joined = 0u64;
+            let mut joins: VecDeque<u64> = VecDeque::new();
+            for op in &ops {
+                let mut serve = false;
+                match *op {
+                    Op::Ask { owner, limit, permits, wait } => {
+                        let req = Request { mode: Mode::Shared, limit: Some(limit), permits: permits.min(limit), ttl_ms: 1_000, fence: 0, session: None };
+                        let before = lock.holder(&owner).is_none();
+                        match lock.acquire(&owner, &req, now, !line.is_empty(), &mut issue) {
+                            Outcome::Granted(_, Grant::New) => {
+                                prop_assert!(before);
+                                let limit = limit_of(&lock).expect("held");
+                                prop_assert!(running_taken(&lock, now) <= u64::from(limit), "{lock:?}");
+                            }
+                            Outcome::Held if wait && before && !line.iter().any(|(o, _)| *o == owner) => {
+                                line.push_back((owner, req));
+                                joins.push_back(joined);
+                                joined += 1;
+                            }
+                            _ => {}
+                        }
+                        if lock.is_free() {
+                            lock = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+                        }
+                    }
+                    Op::Release(owner) => serve = lock.release(&owner, now),
+                    Op::Resize(limit) => {
+                        let holders = lock.holders.clone();
+                        let was_semaphore = limit_of(&lock).is_some() && lock.holders.iter().any(|h| h.end > now);
+                        let resized = was_semaphore && lock.resize(limit);
+                        prop_assert_eq!(&lock.holders, &holders, "a resize takes no permit");
+                        if resized {
+                            prop_assert_eq!(lock.kind, Kind::Semaphore { limit, resized: true });
+                            serve = true;
+                        }
+                    }
+                    Op::Advance(ms) => { now += ms; serve = true; }
+                }
+                if lock.is_free() || lock.expire(now) && lock.is_free() {
+                    lock = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+                }
+                if serve {
+                    while let Some((owner, req)) = line.front().copied() {
+                        match lock.acquire(&owner, &req, now, false, &mut issue) {
+                            Outcome::Granted(_, how) => {
+                                // A holder a shrink left over the limit may
+                                // re-grant its own permits.
+                                let limit = limit_of(&lock).expect("held");
+                                let within = running_taken(&lock, now) <= u64::from(limit);
+                                prop_assert!(how != Grant::New || within, "a handoff over LIMIT {limit}: {lock:?}");
+                                line.pop_front();
+                                granted_order.extend(joins.pop_front());
+                            }
+                            Outcome::Held => break,
+                            Outcome::Refused(_) => { line.pop_front(); joins.pop_front(); }
+                        }
+                    }
+                }
+                prop_assert!(granted_order.windows(2).all(|p| p[0] < p[1]), "served out of order: {granted_order:?}");
+            }
         }
     }
 }

@@ -335,7 +335,7 @@ mod properties {
                 let overtaken: Vec<u64> = self.line.borrow().iter().map(|w| w.joined).filter(|j| j < last).collect();
                 assert!(overtaken.is_empty(), "{overtaken:?} still wait behind a later waiter {last} that was granted");
             }
-            if let Kind::Semaphore { limit } = self.holding.kind {
+            if let Kind::Semaphore { limit, .. } = self.holding.kind {
                 let taken: u32 = self.holding.holders.iter().filter(|h| h.end > self.now).map(|h| h.permits).sum();
                 assert!(taken <= limit, "{taken} permits of {limit}");
             }

@@ -91,6 +91,8 @@ pub fn acquire_set<O: PartialEq + Clone>(
             if holding.mode == Mode::Shared && req.mode == Mode::Exclusive && holding.holders.len() > 1 {
                 return Outcome::Refused(Refusal::UpgradeWithOthers);
             }
+        } else if let Err(refusal) = holding.fits_newcomer(req) {
+            return Outcome::Refused(refusal);
         }
     }
     let held_back = members.iter().any(|m| m.holding.holder(owner).is_none() && (m.waiting_ahead || !m.holding.admits(&m.req)));
@@ -333,7 +335,10 @@ mod tests {
         let permit = Request { limit: Some(2), ..request(Mode::Shared) };
         let mut members = vec![Member { holding: &mut keys[1], req: permit, waiting_ahead: false }];
         assert!(matches!(acquire_set(&mut members, &"b", 0, &mut issue), Outcome::Granted(..)));
-        assert_eq!(ask(&mut keys, "a", Mode::Shared, &mut issue), Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 })));
+        assert_eq!(
+            ask(&mut keys, "a", Mode::Shared, &mut issue),
+            Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false }))
+        );
         assert!(keys[0].is_free());
     }
 
@@ -361,7 +366,7 @@ mod tests {
             ];
             assert_eq!(acquire_set(&mut members, &"a", 0, &mut issue), Outcome::Granted(1, Grant::New));
         }
-        assert_eq!(keys[2].kind, Kind::Semaphore { limit: 2 });
+        assert_eq!(keys[2].kind, Kind::Semaphore { limit: 2, resized: false });
         assert_eq!(keys[2].holder(&"a").map(|h| (h.token, h.permits)), Some((1, 1)));
         assert_eq!(keys[0].mode, Mode::Exclusive);
         // Another limit is refused outright, taking nothing; the same limit
@@ -372,7 +377,10 @@ mod tests {
             Member { holding: slot1, req: four.member(0, 2), waiting_ahead: false },
             Member { holding: record, req: four.member(1, 2), waiting_ahead: false },
         ];
-        assert_eq!(acquire_set(&mut members, &"b", 0, &mut issue), Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2 })));
+        assert_eq!(
+            acquire_set(&mut members, &"b", 0, &mut issue),
+            Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false }))
+        );
         assert_eq!((members[0].holding.clone(), members[1].holding.clone()), before);
         members[0].req = two.member(0, 2);
         members[1].req = two.member(1, 2);
@@ -560,7 +568,7 @@ mod properties {
             let record = self.holdings.get(&RECORD).filter(|h| h.holders.iter().any(|h| h.end > self.now));
             let held_with = record.map(|h| h.kind);
             match (refusal, ask.semaphore, held_with) {
-                (Refusal::WrongKind(Kind::Semaphore { limit }), Some(asked), Some(Kind::Semaphore { limit: held })) => {
+                (Refusal::WrongKind(Kind::Semaphore { limit, .. }), Some(asked), Some(Kind::Semaphore { limit: held, resized: false })) => {
                     assert_eq!(limit, held);
                     assert_ne!(limit, asked, "the semaphore's own limit was refused");
                 }
@@ -698,7 +706,7 @@ mod properties {
             let limits: BTreeSet<u32> = self.holds.values().filter_map(|h| h.semaphore).collect();
             assert!(limits.len() <= 1, "permit holds of several limits at once: {limits:?}");
             if let (Some(&limit), Some(record)) = (limits.first(), self.holdings.get(&RECORD)) {
-                assert_eq!(record.kind, Kind::Semaphore { limit });
+                assert_eq!(record.kind, Kind::Semaphore { limit, resized: false });
                 let holders = self.holds.values().filter(|h| h.semaphore.is_some()).count();
                 assert!(u32::try_from(holders).is_ok_and(|n| n <= limit), "{holders} holders of a semaphore of {limit}");
             }

@@ -77,6 +77,8 @@ pub enum Unsound {
     NoHolders,
     /// Above `MAX_LIMIT`.
     Limit(u64),
+    /// A read-write lock (limit 0) marked resized.
+    ResizedLock,
     /// 0, or above 1 on a read-write lock.
     Permits {
         permits: u64,
@@ -103,6 +105,7 @@ impl fmt::Display for Unsound {
             Unsound::Token(token) => write!(f, "token {token} (tokens start at 1)"),
             Unsound::NoHolders => f.write_str("a shared lock without holders"),
             Unsound::Limit(limit) => write!(f, "LIMIT {limit} (at most {MAX_LIMIT})"),
+            Unsound::ResizedLock => f.write_str("a lock without LIMIT marked resized"),
             Unsound::Permits { permits, limit: 0 } => write!(f, "a holder taking {permits} permits of a lock without LIMIT"),
             Unsound::Permits { permits, limit } => write!(f, "a holder taking {permits} permits of LIMIT {limit}"),
             Unsound::Taken { taken, limit } => write!(f, "{taken} permits taken of LIMIT {limit}"),
@@ -143,12 +146,20 @@ pub fn check_exclusive(owner: &[u8], token: Token, value: &[u8], origin: Origin)
     Ok(())
 }
 
-/// A group as decoded (`limit` 0: a read-write lock held shared), read at
-/// `now_wall` (Unix ms); its kind when it is one the commands make.
-pub fn check_group<O: AsRef<[u8]>>(limit: u64, holders: &[StoredHolder<O>], now_wall: i64, origin: Origin) -> Result<Kind, Unsound> {
+/// A group as decoded (`limit` 0: a read-write lock held shared; `resized`:
+/// marked by LOCK.RESIZE), read at `now_wall` (Unix ms); its kind when it
+/// is one the commands make.
+pub fn check_group<O: AsRef<[u8]>>(
+    limit: u64,
+    resized: bool,
+    holders: &[StoredHolder<O>],
+    now_wall: i64,
+    origin: Origin,
+) -> Result<Kind, Unsound> {
     let kind = match u32::try_from(limit) {
+        Ok(0) if resized => return Err(Unsound::ResizedLock),
         Ok(0) => Kind::ReadWrite,
-        Ok(limit) if limit <= MAX_LIMIT => Kind::Semaphore { limit },
+        Ok(limit) if limit <= MAX_LIMIT => Kind::Semaphore { limit, resized },
         _ => return Err(Unsound::Limit(limit)),
     };
     if holders.is_empty() && origin == Origin::Client {
@@ -159,7 +170,9 @@ pub fn check_group<O: AsRef<[u8]>>(limit: u64, holders: &[StoredHolder<O>], now_
     // none).
     let (room, named) = match kind {
         Kind::ReadWrite => (1, 0),
-        Kind::Semaphore { limit } => (limit, limit),
+        Kind::Semaphore { limit, resized: false } => (limit, limit),
+        // A shrink kept what its holders took (see above).
+        Kind::Semaphore { resized: true, .. } => (MAX_LIMIT, MAX_LIMIT),
     };
     let mut taken = 0u64;
     for holder in holders {
@@ -174,10 +187,8 @@ pub fn check_group<O: AsRef<[u8]>>(limit: u64, holders: &[StoredHolder<O>], now_
             return Err(Unsound::Permits { permits: holder.permits, limit: named });
         }
         taken = taken.saturating_add(holder.permits);
-        if let Kind::Semaphore { limit } = kind {
-            if taken > u64::from(limit) {
-                return Err(Unsound::Taken { taken, limit });
-            }
+        if kind != Kind::ReadWrite && taken > u64::from(room) {
+            return Err(Unsound::Taken { taken, limit: room });
         }
     }
     if holders.len() > 1 {
@@ -232,11 +243,14 @@ mod tests {
     #[test]
     fn a_group_the_commands_make_passes() {
         let readers = [holder("a", 1, NOW + 1_000, 1), holder("b", 2, NOW - 5_000, 1)];
-        assert_eq!(check_group(0, &readers, NOW, Origin::Client), Ok(Kind::ReadWrite));
+        assert_eq!(check_group(0, false, &readers, NOW, Origin::Client), Ok(Kind::ReadWrite));
         let permits = [holder("a", 7, NOW + LONGEST_LEASE_MS, 3), holder("b", 9, 1, 2)];
-        assert_eq!(check_group(5, &permits, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 5 }));
+        assert_eq!(check_group(5, false, &permits, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 5, resized: false }));
         let top = [holder("a", 1, NOW + 1, u64::from(MAX_LIMIT))];
-        assert_eq!(check_group(u64::from(MAX_LIMIT), &top, NOW, Origin::Client), Ok(Kind::Semaphore { limit: MAX_LIMIT }));
+        assert_eq!(
+            check_group(u64::from(MAX_LIMIT), false, &top, NOW, Origin::Client),
+            Ok(Kind::Semaphore { limit: MAX_LIMIT, resized: false })
+        );
     }
 
     /// Each state the fuzzing found, and each other break of a rule, on
@@ -274,25 +288,47 @@ mod tests {
             (0, vec![holder("", 1, NOW, 1)], Unsound::EmptyOwner, "an empty owner"),
         ];
         for (limit, holders, unsound, reason) in cases {
-            assert_eq!(check_group(limit, &holders, NOW, Origin::Client), Err(unsound.clone()), "{holders:?}");
+            assert_eq!(check_group(limit, false, &holders, NOW, Origin::Client), Err(unsound.clone()), "{holders:?}");
             if !reason.is_empty() {
                 assert_eq!(unsound.to_string(), reason);
             }
             if unsound != Unsound::NoHolders {
-                assert_eq!(check_group(limit, &holders, NOW, Origin::OwnData), Err(unsound), "{holders:?}: own data too");
+                assert_eq!(check_group(limit, false, &holders, NOW, Origin::OwnData), Err(unsound), "{holders:?}: own data too");
             }
         }
-        assert_eq!(check_group(0, &[holder("a", 1, far, 1)], NOW, Origin::Client), Ok(Kind::ReadWrite), "the farthest deadline");
+        assert_eq!(check_group(0, false, &[holder("a", 1, far, 1)], NOW, Origin::Client), Ok(Kind::ReadWrite), "the farthest deadline");
+    }
+
+    /// A resized semaphore's holders may take more than its limit (a
+    /// shrink kept them), never more than any limit allows; unmarked, the
+    /// same group is refused, and a lock without LIMIT is never resized.
+    #[test]
+    fn a_resized_semaphore_may_hold_more_than_its_limit() {
+        let over = [holder("a", 1, NOW + 1_000, 3), holder("b", 2, NOW + 1_000, 2)];
+        assert_eq!(check_group(2, true, &over, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 2, resized: true }));
+        assert_eq!(check_group(2, false, &over, NOW, Origin::Client), Err(Unsound::Permits { permits: 3, limit: 2 }));
+        let spread = [holder("a", 1, NOW + 1_000, 1), holder("b", 2, NOW + 1_000, 1)];
+        assert_eq!(check_group(1, false, &spread, NOW, Origin::OwnData), Err(Unsound::Taken { taken: 2, limit: 1 }));
+        assert_eq!(check_group(1, true, &spread, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 1, resized: true }));
+        let beyond = [holder("a", 1, NOW + 1_000, u64::from(MAX_LIMIT)), holder("b", 2, NOW + 1_000, 1)];
+        assert_eq!(
+            check_group(1, true, &beyond, NOW, Origin::Client),
+            Err(Unsound::Taken { taken: u64::from(MAX_LIMIT) + 1, limit: MAX_LIMIT })
+        );
+        let one = [holder("a", 1, NOW + 1_000, u64::from(MAX_LIMIT) + 1)];
+        assert!(matches!(check_group(1, true, &one, NOW, Origin::Client), Err(Unsound::Permits { .. })));
+        assert_eq!(check_group(0, true, &spread, NOW, Origin::OwnData), Err(Unsound::ResizedLock));
+        assert_eq!(Unsound::ResizedLock.to_string(), "a lock without LIMIT marked resized");
     }
 
     #[test]
     fn own_data_also_takes_what_earlier_versions_saved() {
         let none: [StoredHolder<&[u8]>; 0] = [];
-        assert_eq!(check_group(3, &none, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 3 }));
+        assert_eq!(check_group(3, false, &none, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 3, resized: false }));
         let long = vec![b'o'; MAX_TEXT_LEN + 1];
         let holders = [StoredHolder { owner: &long[..], token: 1, deadline_ms: NOW, permits: 1 }];
-        assert_eq!(check_group(0, &holders, NOW, Origin::Client), Err(Unsound::OwnerTooLong(MAX_TEXT_LEN + 1)));
-        assert_eq!(check_group(0, &holders, NOW, Origin::OwnData), Ok(Kind::ReadWrite));
+        assert_eq!(check_group(0, false, &holders, NOW, Origin::Client), Err(Unsound::OwnerTooLong(MAX_TEXT_LEN + 1)));
+        assert_eq!(check_group(0, false, &holders, NOW, Origin::OwnData), Ok(Kind::ReadWrite));
     }
 
     #[test]
@@ -397,7 +433,7 @@ mod properties {
             prop_assume!(lock.mode == Mode::Shared && !lock.is_free());
             let stored_limit = u64::from(limit.unwrap_or(0));
             let mut holders = saved(&lock, now);
-            prop_assert_eq!(check_group(stored_limit, &holders, WALL, Origin::Client), Ok(lock.kind));
+            prop_assert_eq!(check_group(stored_limit, false, &holders, WALL, Origin::Client), Ok(lock.kind));
             for h in &holders {
                 prop_assert_eq!(check_exclusive(&h.owner, h.token, b"", Origin::Client), Ok(()));
             }
@@ -427,7 +463,7 @@ mod properties {
                     }
                 }
             };
-            prop_assert_eq!(check_group(stored_limit, &holders, WALL, Origin::Client), Err(expected));
+            prop_assert_eq!(check_group(stored_limit, false, &holders, WALL, Origin::Client), Err(expected));
         }
     }
 }

@@ -38,11 +38,19 @@ const TYPE_NAME: &str = "redislock";
 /// 3: an exclusive lock with a value (`VALUE`, `LOCK.PROCLAIM`), as 0
 /// with the value after the token; a lock without one is still saved as
 /// 0, so a module that knows no values loads every file without them.
+/// 4: a semaphore LOCK.RESIZE resized (group encoding 3): as 2 (each
+/// holder with its permits), the shape itself the resized mark; its
+/// holders may take more than the limit. A shape, not a version: Redis
+/// stamps one encoding version per data type on every value and on the
+/// aux field, so a version 3 would make every file unreadable to a module
+/// that knows 2, where this leaves it every file without a resized
+/// semaphore.
 const ENCODING_VERSION: c_int = 2;
 const SHAPE_EXCLUSIVE: u64 = 0;
 const SHAPE_SHARED: u64 = 1;
 const SHAPE_WEIGHTED: u64 = 2;
 const SHAPE_VALUED: u64 = 3;
+const SHAPE_RESIZED: u64 = 4;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
@@ -155,6 +163,10 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
         rm!(RedisModule_DigestAddLongLong(md, i64::from(group.limit())) else ());
+        if group.is_resized() {
+            // No limit is negative: the mark cannot be taken for one.
+            rm!(RedisModule_DigestAddLongLong(md, -1) else ());
+        }
         for holder in &group.holding.holders {
             rm!(RedisModule_DigestAddStringBuffer(md, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
             rm!(RedisModule_DigestAddLongLong(md, holder.token) else ());
@@ -179,8 +191,14 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
         let now = clock::now();
         let saved: Vec<_> = stored::holders_to_save(&group.holding.holders, now.mono).collect();
-        let weighted = saved.iter().any(|h| h.permits > 1);
-        rm!(RedisModule_SaveUnsigned(rdb, if weighted { SHAPE_WEIGHTED } else { SHAPE_SHARED }) else ());
+        let resized = group.is_resized();
+        let weighted = resized || saved.iter().any(|h| h.permits > 1);
+        let shape = match (resized, weighted) {
+            (true, _) => SHAPE_RESIZED,
+            (false, true) => SHAPE_WEIGHTED,
+            (false, false) => SHAPE_SHARED,
+        };
+        rm!(RedisModule_SaveUnsigned(rdb, shape) else ());
         rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
         rm!(RedisModule_SaveUnsigned(rdb, saved.len() as u64) else ());
         for holder in saved {
@@ -249,8 +267,9 @@ unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option
         }
         _ => return refused(format_args!("encoding version {encver}, which this module does not know"), origin),
     };
-    if shape == SHAPE_SHARED || shape == SHAPE_WEIGHTED {
-        return load_group(rdb, shape == SHAPE_WEIGHTED, origin).map(|group| Box::new(group).into_raw());
+    if shape == SHAPE_SHARED || shape == SHAPE_WEIGHTED || shape == SHAPE_RESIZED {
+        let resized = shape == SHAPE_RESIZED;
+        return load_group(rdb, resized || shape == SHAPE_WEIGHTED, resized, origin).map(|group| Box::new(group).into_raw());
     }
     if shape != SHAPE_EXCLUSIVE && shape != SHAPE_VALUED {
         return refused(format_args!("shape {shape}, which this module does not know"), origin);
@@ -314,6 +333,12 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
             let encoded = args::encode_apply(Piece::Bytes(&holder.owner), holder.token, deadline, Some(terms), b"");
             // SAFETY: the handles of this callback.
             unsafe { api::emit_aof(aof, args::APPLY, key, encoded.pieces()) };
+        }
+        if group.is_resized() {
+            // After its holders: the resize marks the group they made, and
+            // keeps the permits they take.
+            // SAFETY: the handles of this callback.
+            unsafe { api::emit_aof(aof, args::RESIZE, key, &[Piece::Int(i64::from(group.limit()))]) };
         }
     } else if let Some(lock) = Exclusive::borrow(value) {
         let (owner, text) = (lock.owner(), lock.value());
@@ -390,12 +415,13 @@ unsafe fn load_buffer(rdb: *mut RedisModuleIO) -> Option<Box<[u8]>> {
     Some(bytes)
 }
 
-/// Reads a group's holders (`weighted`: each with its permits), raising
+/// Reads a group's holders (`weighted`: each with its permits; `resized`:
+/// marked by LOCK.RESIZE), raising
 /// the counter to each token (as for an exclusive lock, with the same
 /// bound on a client's RESTORE); `None` on an I/O error or a group no
 /// command makes (`stored::check_group`). The holders are read as the
 /// count says until the payload ends, which bounds what they allocate.
-unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, origin: Origin) -> Option<Group> {
+unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, resized: bool, origin: Origin) -> Option<Group> {
     let limit = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     let count = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     if io_failed(rdb) {
@@ -413,7 +439,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, origin: Origin) ->
         decoded.push(StoredHolder { owner, token, deadline_ms, permits });
     }
     let now = clock::now();
-    let kind = match stored::check_group(limit, &decoded, now.wall, origin) {
+    let kind = match stored::check_group(limit, resized, &decoded, now.wall, origin) {
         Ok(kind) => kind,
         Err(why) => return refused(why, origin),
     };
@@ -424,7 +450,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, origin: Origin) ->
     let mut holders = Vec::with_capacity(decoded.len());
     for holder in decoded {
         COUNTER.observe(holder.token);
-        // `check_group` bounded the permits by the limit.
+        // `check_group` bounded the permits (by MAX_LIMIT at most).
         let permits = u32::try_from(holder.permits).ok()?;
         let end = Lease::until(Some(holder.deadline_ms), now).end;
         holders.push(Holder { owner: holder.owner, token: holder.token, end, since: now.mono, permits });

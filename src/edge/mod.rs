@@ -142,6 +142,7 @@ const REVOKE_ARGS: [ArgDoc; 3] = [
     option(c"OWNER", c"owner", STRING),
     ArgDoc { name: c"register", kind: KEY, token: Some(c"FENCE"), optional: true, multiple: true },
 ];
+const RESIZE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"limit", INTEGER)];
 const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
 /// Adapts a handler to the C calling convention.
@@ -241,7 +242,7 @@ const GUARDED_AT: c_int = 4;
 /// Where LOCK.FENCED's command begins (`register token command`).
 const FENCED_AT: c_int = 3;
 
-fn command_table() -> [Command; 16] {
+fn command_table() -> [Command; 17] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -351,6 +352,12 @@ fn command_table() -> [Command; 16] {
             summary: c"Takes a lock's hold away (one OWNER's, or every hold) under a new fencing token, raises the FENCE registers to it and serves the line; replies the token and the number of holds ended",
             complexity: c"O(N + R) where N is the number of holders and R the number of registers", args: &REVOKE_ARGS,
             keys_after: Some((c"FENCE", RW | raw::REDISMODULE_CMD_KEY_UPDATE)), admin: true),
+        // An operator's command too (`dangerous`: it changes how many may
+        // hold a semaphore others use); deny-oom, as a resize may grant.
+        command!(c"lock.resize", commands::resize, c"write deny-oom",
+            arity: -3, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write slow dangerous",
+            summary: c"Sets a held semaphore's limit: holders keep their permits, whoever waits is granted as far as the new limit allows; replies the number of waiters granted, or nil for a free key",
+            complexity: c"O(N) where N is the number of waiters granted", args: &RESIZE_ARGS, keys_after: None, admin: true),
         command!(c"lock.apply", commands::apply, c"write",
             arity: -5, key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write",
             summary: c"Internal: the replicated form of a grant; accepted only from the master link or the AOF",
@@ -470,7 +477,7 @@ fn describe(ctx: &Context, c: &Command) -> Result<(), String> {
 }
 
 /// The module's own ACL category, for its administrative commands
-/// (LOCK.REVOKE): `ACL SETUSER ops +@redislock-admin`. Added where the
+/// (LOCK.REVOKE, LOCK.RESIZE): `ACL SETUSER ops +@redislock-admin`. Added where the
 /// server lets a module add one (RedisModule_AddACLCategory: Redis 7.4+);
 /// elsewhere the command is named (`-lock.revoke`).
 const ADMIN_CATEGORY: &CStr = c"redislock-admin";

@@ -58,15 +58,26 @@ impl Group {
     pub fn limit(&self) -> u32 {
         match self.holding.kind {
             Kind::ReadWrite => 0,
-            Kind::Semaphore { limit } => limit,
+            Kind::Semaphore { limit, .. } => limit,
         }
     }
 
+    /// Whether LOCK.RESIZE set the limit (see `Kind::Semaphore`).
+    pub fn is_resized(&self) -> bool {
+        matches!(self.holding.kind, Kind::Semaphore { resized: true, .. })
+    }
+
     pub fn kind_of_limit(limit: u32) -> Kind {
+        Group::kind_of(limit, false)
+    }
+
+    /// The kind a stored limit (0: a read-write lock) and resized mark
+    /// make.
+    pub fn kind_of(limit: u32, resized: bool) -> Kind {
         if limit == 0 {
             Kind::ReadWrite
         } else {
-            Kind::Semaphore { limit }
+            Kind::Semaphore { limit, resized }
         }
     }
 
@@ -218,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_loaded_group_adopts_the_ttl_it_is_loaded_with() {
-        let mut g = Group::loaded(Kind::Semaphore { limit: 3 }, vec![holder("a", 1, T0.mono + 1_000)]);
+        let mut g = Group::loaded(Kind::Semaphore { limit: 3, resized: false }, vec![holder("a", 1, T0.mono + 1_000)]);
         g.judge(T0, Some(T0.wall + 5_000));
         assert_eq!(g.latest_end(T0), Some(T0.mono + 1_000));
         assert_eq!(g.key_deadline(T0), T0.wall + 5_000, "the key's TTL never shrinks");
@@ -235,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_group_round_trips_through_a_tagged_pointer() {
-        let raw = Box::new(Group::new(Kind::Semaphore { limit: 2 })).into_raw();
+        let raw = Box::new(Group::new(Kind::Semaphore { limit: 2, resized: false })).into_raw();
         assert!(Group::is_tagged(raw));
         // SAFETY: `raw` came from `into_raw` just above.
         unsafe {

@@ -46,6 +46,8 @@ pub struct Kept {
     pub holders: Vec<Holder<Box<[u8]>>>,
     /// `None`: an exclusive lock; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
+    /// The group was a semaphore LOCK.RESIZE resized (`Kind::Semaphore`).
+    pub resized: bool,
     /// An exclusive lock's value (`VALUE`, `LOCK.PROCLAIM`); empty: none.
     pub value: Box<[u8]>,
     why: Why,
@@ -94,7 +96,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) -> bool {
         return false;
     }
     let holder = Holder { owner: (*lock.owner()).into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
-    removed(db, key, lock.lease(), vec![holder], None, lock.value().into())
+    removed(db, key, lock.lease(), vec![holder], (None, false), lock.value().into())
 }
 
 /// The unlink callback saw a lock held shared leave the keyspace. True as
@@ -107,7 +109,8 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) -> bool {
     let now = crate::server::clock::now();
     let holders: Vec<_> = group.live(now).cloned().collect();
     let Some(end) = holders.iter().map(|h| h.end).max() else { return false };
-    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, Some(group.limit()), Box::default())
+    let shared = (Some(group.limit()), group.is_resized());
+    removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, shared, Box::default())
 }
 
 /// Whether a removal now may lose a lock: not this module's decision, nor
@@ -118,7 +121,8 @@ fn may_keep() -> bool {
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
 /// True when the restore timer is to be armed.
-fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: Option<u32>, value: Box<[u8]>) -> bool {
+fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: (Option<u32>, bool), value: Box<[u8]>) -> bool {
+    let (shared, resized) = shared;
     let now = crate::server::clock::now();
     let running = match lease.left(now) {
         Left::Ms(ms) => ms > crate::server::clock::STEP_MS,
@@ -128,7 +132,7 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
     if !running {
         return false;
     }
-    let kept = |why| Kept { holders, shared, value, why };
+    let kept = |why| Kept { holders, shared, resized, value, why };
     if crate::core::lease::removed_by_step(lease, now) {
         let arm = with_state(|s| {
             s.kept.insert((db, key.into()), kept(Why::ClockStep));

@@ -221,6 +221,20 @@ pub fn revoked_last(ctx: Ctx, key: &Arg) {
     ctx.replicate_key(c"DEL", key);
 }
 
+/// A semaphore was resized to `limit`: it travels as `LOCK.RESIZE key
+/// limit` (`command`), explicitly, so that it precedes the grants the
+/// resize then makes to the key's line.
+pub fn resized(ctx: Ctx, key: &Arg, command: &std::ffi::CStr, limit: u32) {
+    signal(ctx, key, c"lock.resize");
+    ctx.replicate_key_integer(command, key, i64::from(limit));
+}
+
+/// A resized semaphore Redis removed while held was put back: its mark
+/// travels as `LOCK.RESIZE key limit` after its holders' grants.
+pub fn resize_restored(ctx: Ctx, key: &Arg, command: &std::ffi::CStr, limit: u32) {
+    ctx.replicate_key_integer(command, key, i64::from(limit));
+}
+
 /// A register was raised to `token` other than by the LOCK.FENCED being
 /// executed (a revocation's FENCE): it travels as `LOCK.FENCED register
 /// token`, which every replica and the AOF replay as a raise.

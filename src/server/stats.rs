@@ -42,6 +42,9 @@ pub static EXTEND_REFUSED: Counter = Counter::new();
 pub static REVOKE_CALLS: Counter = Counter::new();
 /// Holds LOCK.REVOKE ended.
 pub static HOLDS_REVOKED: Counter = Counter::new();
+/// LOCK.RESIZE calls that resized a held semaphore (by a client, not
+/// replayed from the master or the AOF).
+pub static RESIZE_CALLS: Counter = Counter::new();
 pub static WAIT_STARTED: Counter = Counter::new();
 /// Waits ended by a grant: every one is a handoff.
 pub static WAIT_GRANTED: Counter = Counter::new();

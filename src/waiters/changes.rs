@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::api::ctx_flags;
-use crate::change::{self, Extended, Line, Released, Revoked};
+use crate::change::{self, Extended, Line, Released, Resized, Revoked};
 
 /// `LOCK.ACQUIRE`'s grant of what `owner` asks (`ask`) at `key` (open for
 /// writing, named `key_name`): whoever waits in the key's line is served
@@ -117,4 +117,20 @@ pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: 
         serve_freed(ctx, key, key_name, queued);
     }
     revoked
+}
+
+/// Resizes the semaphore at `key` (open for writing, named `key_name`) to
+/// `limit`; a larger limit grants the line's heads at once, in line
+/// order, as far as they fit (as after a release, and counted as its
+/// handoffs). With the resize, the number of waiters granted.
+pub fn resize(ctx: Ctx, key: &Key, key_name: &Arg, limit: u32) -> (Resized, usize) {
+    change::restore_rescued(ctx, key, key_name);
+    let resized = change::resize(ctx, key, key_name, limit, crate::server::clock::now());
+    if resized != Resized::Done || change::replays(ctx) {
+        return (resized, 0);
+    }
+    let before = crate::server::stats::WAIT_GRANTED.get();
+    serve_freed(ctx, key, key_name, queued_in(ctx, key_name.bytes()));
+    let granted = crate::server::stats::WAIT_GRANTED.get().saturating_sub(before);
+    (resized, usize::try_from(granted).unwrap_or(0))
 }

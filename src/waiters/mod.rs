@@ -41,7 +41,7 @@ mod serving;
 mod timers;
 mod views;
 
-pub use changes::{acquire, extend, release, revoke};
+pub use changes::{acquire, extend, release, resize, revoke};
 pub use events::{
     anyone_waits, clock_stepped, command_names, dataset_changed, deleting_before_handoff, demoted, exec_starting, key_unlinked,
 };

@@ -296,3 +296,26 @@ fn an_evicted_semaphore_keeps_every_holder() {
     assert!(permit(&mut a, "sem", "D").is_some_and(|t| t > tb), "D after A's release");
     assert_eq!(permit(&mut a, "sem", "E"), None, "B and D hold both permits");
 }
+
+/// A semaphore LOCK.RESIZE shrank below its holders, evicted, comes back
+/// as it was: both holders over the limit of 1 and the resized mark (a
+/// request with the old LIMIT is held, not refused as another kind).
+#[test]
+fn an_evicted_resized_semaphore_comes_back_resized() {
+    let _heavy = one_heavy_at_a_time();
+    let server = Server::start_with(&["--maxmemory-policy", "volatile-lru", "--maxmemory-samples", "10"]);
+    let mut a = server.conn();
+    let ta = permit(&mut a, "sem", "A").expect("A's permit");
+    let tb = permit(&mut a, "sem", "B").expect("B's permit");
+    assert_eq!(ok_cmd(&mut a, cmd("LOCK.RESIZE").arg("sem").arg(1)), Value::Int(0));
+    let both = vec![(b"A".to_vec(), ta), (b"B".to_vec(), tb)];
+    let (written, _) = fill(&mut a, true, |c| locks_evicted(c) >= 1 || shared_holders(c, "sem") != both);
+    assert!(locks_evicted(&mut a) >= 1, "Redis never evicted the semaphore, the test proved nothing ({written} keys written)");
+    ok_cmd(&mut a, cmd("CONFIG").arg("SET").arg("maxmemory").arg(0));
+    // The request puts the kept semaphore back first, then is served
+    // under its limit of 1: held.
+    assert_eq!(permit(&mut a, "sem", "D"), None, "a request with the old LIMIT 2 on the semaphore resized to 1");
+    assert_eq!(shared_holders(&mut a, "sem"), both, "both holders back");
+    let fields = info_fields(ok_cmd(&mut a, cmd("LOCK.INFO").arg("sem"))).expect("held");
+    assert_eq!(fields[5].1, Value::Int(1), "the limit in force");
+}

@@ -29,6 +29,7 @@ mod quarantine;
 mod register;
 mod replay;
 mod replication;
+mod resize;
 mod restore;
 mod revoke;
 mod server_state;

@@ -187,6 +187,36 @@ fn each_counter_moves_with_what_it_counts() {
         ok_cmd(c, cmd("LOCK.REVOKE").arg("sem"));
     });
     assert_eq!(stat(&mut c, "revoked_holds_remembered"), 3);
+
+    // Resizes: each that resized a held semaphore; its grants count as a
+    // release's handoffs; a free key, a wrong kind or a bad line nothing.
+    ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("rs").arg("x").arg(60_000).arg("SHARED").arg("LIMIT").arg(1));
+    step(&mut c, "resize", &[("resize_calls", 1)], |c| {
+        assert_eq!(ok_cmd(c, cmd("LOCK.RESIZE").arg("rs").arg(1)), Value::Int(0));
+    });
+    let mut w = waiting_acquire_cmd(
+        &server,
+        cmd("LOCK.ACQUIRE").arg("rs").arg("y").arg(60_000).arg("SHARED").arg("LIMIT").arg(1).arg("WAIT").arg(10_000),
+    );
+    wait_waiters(&mut c, b"rs", 1);
+    let handoff = [("resize_calls", 1), ("acquire_granted_handoff", 1), ("wait_granted", 1), ("handoff_release", 1)];
+    step(&mut c, "resize granting a waiter", &handoff, |c| {
+        assert_eq!(ok_cmd(c, cmd("LOCK.RESIZE").arg("rs").arg(2)), Value::Int(1));
+    });
+    recv_token(&mut w, "the waiter").expect("granted by the resize");
+    grant(&mut c, "ex", "a", 60_000);
+    step(&mut c, "resizes that resize nothing", &[], |c| {
+        assert_eq!(ok_cmd(c, cmd("LOCK.RESIZE").arg("free").arg(2)), Value::Nil);
+        assert!(try_cmd(c, cmd("LOCK.RESIZE").arg("rs").arg(0)).is_err());
+        assert!(try_cmd(c, cmd("LOCK.RESIZE").arg("ex").arg(2)).is_err());
+    });
+}
+
+/// A client blocked in `ask` (a LOCK.ACQUIRE with WAIT).
+fn waiting_acquire_cmd(server: &Server, ask: &redis::Cmd) -> Connection {
+    let mut w = waiter(server, Duration::from_secs(15));
+    send_cmd(&mut w, ask);
+    w
 }
 
 #[test]
