@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod glob;
 pub mod grant;
 pub mod lease;
 pub mod line;

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod fencing;
 pub mod histogram;
+pub mod notify;
 pub mod quarantine;
 pub mod reentry;
 pub mod revoked;
