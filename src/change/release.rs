@@ -7,9 +7,9 @@ use super::{replays, Line};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::Now;
+use crate::core::token::Token;
 use crate::keys::grants::{one_holder, slot, Look, Slot};
 use crate::keys::value;
-use crate::core::token::Token;
 use crate::replication::propagate::{self, Event};
 use crate::server::stats::{self, HoldKind};
 

@@ -13,7 +13,10 @@ enum Step {
     AnyByte,
     AnyRun,
     /// One byte in (or, `negated`, out of) the inclusive ranges.
-    Class { negated: bool, ranges: Vec<(u8, u8)> },
+    Class {
+        negated: bool,
+        ranges: Vec<(u8, u8)>,
+    },
 }
 
 impl Step {
