@@ -61,8 +61,7 @@ impl Glob {
                         i += 1;
                     }
                     let mut ranges = Vec::new();
-                    loop {
-                        let Some(&c) = pattern.get(i) else { break };
+                    while let Some(&c) = pattern.get(i) {
                         i += 1;
                         match c {
                             b']' => break,

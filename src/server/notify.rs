@@ -64,6 +64,12 @@ pub fn set(text: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// How many patterns are set (what INFO shows). Without waiting: a crash
+/// report reads it too.
+pub fn pattern_count() -> usize {
+    crate::server::reentry::with(&PATTERNS, |p| p.globs.len()).unwrap_or(0)
+}
+
 /// The setting as given (what CONFIG GET shows).
 pub fn text() -> Vec<u8> {
     PATTERNS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).text.clone()

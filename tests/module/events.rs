@@ -221,7 +221,8 @@ fn keys_outside_the_patterns_announce_only_valued_grants() {
     assert_eq!(ev.next(), ("jobs:marker".into(), msg("release", marker, "m", "")), "no release of the valued lock");
 }
 
-/// The setting: given on the loadmodule line, shown by CONFIG GET; a list
+/// The setting: given on the loadmodule line, shown by CONFIG GET (and
+/// its count by INFO); a list
 /// over its bounds is refused with its reason and the old one stays.
 #[test]
 fn a_notify_setting_over_its_bounds_is_refused_and_the_old_one_kept() {
@@ -235,11 +236,13 @@ fn a_notify_setting_over_its_bounds_is_refused_and_the_old_one_kept() {
     let e = expect_err(&mut c, cmd("CONFIG").arg("SET").arg("redislock.notify").arg(&too_long));
     assert!(e.contains("longer than 4096"), "{e}");
     assert_eq!(notify_setting(&mut c), "jobs:* el*");
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_notify_patterns"), 2);
     let mut sc = s.conn();
     let mut ev = Events::on(&mut sc);
     let t = grant(&mut c, "election", "a", 60_000);
     assert_eq!(ev.next(), ("election".into(), msg("grant", t, "a", "")), "the old patterns still match");
     set_notify(&mut c, "");
+    assert_eq!(info_field_i64(&mut c, "redislock", "redislock_notify_patterns"), 0);
     assert_eq!(release(&mut c, b"election", b"a"), 1);
     let tv = acquire_with(&mut c, "election", "a", 60_000, &["VALUE", "x"]);
     assert_eq!(ev.next(), ("election".into(), msg("grant", tv, "a", "x")), "nothing once the setting is empty");
