@@ -172,6 +172,20 @@ fn every_kind_is_announced_in_order_with_its_token_and_owner() {
     assert_eq!(ev.on_key("jobs:h"), msg("expire", p2, "p2", ""));
     assert_eq!(ev.on_key("jobs:h"), msg("release", p1, "p1", ""));
 
+    // A holder whose lease ended under the group key's later TTL (which
+    // never shrinks for one holder): announced when a grant replaces it.
+    let a = acquire_with(&mut c, "jobs:s", "sa", 60_000, &["SHARED"]);
+    let b = acquire_with(&mut c, "jobs:s", "sb", 100, &["SHARED"]);
+    assert_eq!(ev.on_key("jobs:s"), msg("grant", a, "sa", ""));
+    assert_eq!(ev.on_key("jobs:s"), msg("grant", b, "sb", ""));
+    assert_eq!(release(&mut c, b"jobs:s", b"sa"), 1);
+    assert_eq!(ev.on_key("jobs:s"), msg("release", a, "sa", ""));
+    wait_until(Duration::from_secs(5), "sb's lease over", || holder_rows(&mut c, "jobs:s").is_empty());
+    assert!(exists(&mut c, b"jobs:s"), "the key outlives its last lease");
+    let x = grant(&mut c, "jobs:s", "sx", 60_000);
+    assert_eq!(ev.on_key("jobs:s"), msg("expire", b, "sb", ""));
+    assert_eq!(ev.on_key("jobs:s"), msg("grant", x, "sx", ""));
+
     // A set: each member its own grant and release.
     let set = int_of(&ok_cmd(&mut c, cmd("LOCK.MACQUIRE").arg(2).arg("jobs:m1").arg("jobs:m2").arg("ivy").arg(60_000)), "set");
     assert_eq!(ev.on_key("jobs:m1"), msg("grant", set, "ivy", ""));
