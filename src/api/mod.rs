@@ -41,7 +41,7 @@ pub use keys::{Key, KeyKind, KeyMode};
 pub use raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleIO, RedisModuleKey, RedisModuleString, RedisModuleType};
 pub use replicate::{emit_aof, Piece, MAX_PIECES};
 pub use scan::{scan_keys, ScanCursor};
-pub use timers::{after, after_with, init_timer_ctx, TimerId, TimerWith};
+pub use timers::{after, after_with, detached_ctx, init_timer_ctx, TimerId, TimerWith};
 pub use users::{acl_available, AclUser};
 
 /// Calls a Redis Module API function through its pointer.

@@ -28,6 +28,13 @@ pub fn init_timer_ctx(ctx: Ctx) -> bool {
     !own.is_null()
 }
 
+/// The module's detached context, for a call Redis makes without one (a
+/// publication from the unlink callback); `None` before the load took it.
+pub fn detached_ctx() -> Option<Ctx> {
+    let ctx = timer_ctx();
+    (!ctx.is_null()).then(|| Ctx::new(ctx))
+}
+
 fn timer_ctx() -> *mut RedisModuleCtx {
     TIMER_CTX.load(Ordering::Relaxed)
 }

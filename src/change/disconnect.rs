@@ -11,7 +11,7 @@ use crate::api::{Arg, Ctx, Key};
 use crate::core::lease::Now;
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::value;
-use crate::replication::propagate::{self, SharedTerms};
+use crate::replication::propagate::{self, Event, SharedTerms};
 use crate::server::bindings;
 
 /// Ends the closed connection's hold `ending` at `key` (open for writing,
@@ -52,8 +52,12 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
         // Released as its owner's release would be (the same decision),
         // but only a hold of this module's type: a plain-string lock is
         // never a connection's hold.
+        super::ended::expire_ended_holders(ctx, key, key_name, now);
         let ending = end_of(key, owner, now, Look::Held);
         ending.record(now);
+        if !matches!(ending, Ending::PlainString | Ending::NotHeld | Ending::WrongType) {
+            propagate::event(ctx, key_name, Event::Session, owner, ending.token(), b"");
+        }
         match ending {
             Ending::Exclusive { .. } => {
                 value::delete(key);
@@ -79,6 +83,9 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             }
             lock.set_lease(lease);
             propagate::cut_short(ctx, key_name, lease.mirror);
+            if propagate::watched(ctx, key_name) {
+                propagate::event(ctx, key_name, Event::Cut, owner, lock.token(), lease.mirror.to_string().as_bytes());
+            }
             Ended::CutShort
         }
         Slot::Shared(g) => {
@@ -91,6 +98,9 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             let permits = g.holding.holder(owner).map_or(1, |h| h.permits);
             let terms = SharedTerms { limit: g.limit(), key_deadline_ms: g.key_mirror(), permits };
             propagate::shared_granted(ctx, key_name, owner, token, deadline, terms);
+            if propagate::watched(ctx, key_name) {
+                propagate::event(ctx, key_name, Event::Cut, owner, token, deadline.to_string().as_bytes());
+            }
             Ended::CutShort
         }
         _ => Ended::NotHeld,

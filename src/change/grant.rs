@@ -17,7 +17,7 @@ use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::group::{self, Group};
 use crate::keys::value::{self, Exclusive};
-use crate::replication::propagate::{self, SharedTerms};
+use crate::replication::propagate::{self, Event, SharedTerms};
 use crate::server::config;
 use crate::server::fencing::COUNTER;
 
@@ -127,6 +127,7 @@ fn grant_if_fits(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<
     let (req, value) = (ask.request, ask.value);
     let owner = owner_arg.bytes();
     let now = crate::server::clock::now();
+    super::ended::expire_ended_holders(ctx, key, key_name, now);
     let slot = slot(key, now, Look::Held);
     if req.mode == Mode::Shared || matches!(slot, Slot::Shared(_)) {
         return try_shared(ctx, key, key_name, owner_arg, ask, waiting_ahead, slot, now, by);
@@ -192,13 +193,16 @@ fn grant_if_fits(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<
                 }
                 _ => lock,
             };
-            propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, lock.value());
+            propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, lock.value(), by.event() == Event::Handoff);
             return Attempt::Granted(Granted { token, how: Grant::Regrant, end: lease.end, first_end: Some(lease.end) });
         }
         Outcome::Granted(token, _) => token,
     };
     let lease = converted.unwrap_or_else(|| Lease::starting(now, req.ttl_ms));
     let text = value.unwrap_or_default();
+    if converted.is_none() {
+        super::ended::expire_overwritten(ctx, key, key_name, now);
+    }
     if !Exclusive::with_value(owner, text, token, lease, now.mono).is_some_and(|lock| value::store(key, lock)) {
         return Attempt::Failed(NOT_STORED);
     }
@@ -208,7 +212,8 @@ fn grant_if_fits(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<
     }
     match by {
         By::Command => propagate::granted_by_command(ctx, key_name, owner_arg, token, lease.mirror, text),
-        By::Handoff | By::Set(_) => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text),
+        By::Handoff => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text, true),
+        By::Set { handoff, .. } => propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text, handoff),
     }
     Attempt::Granted(Granted { token, how: Grant::New, end: lease.end, first_end: Some(lease.end) })
 }
@@ -221,15 +226,27 @@ fn grant_if_fits(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<
 pub(super) enum By {
     Command,
     Handoff,
-    Set(Token),
+    /// `handoff`: the set waited and its line was served.
+    Set {
+        token: Token,
+        handoff: bool,
+    },
 }
 
 impl By {
     /// A fresh token of at least `min`: the counter's, or the set's.
     fn issue(self, min: Token) -> Option<Token> {
         match self {
-            By::Set(token) => Some(token),
+            By::Set { token, .. } => Some(token),
             By::Command | By::Handoff => COUNTER.issue(min),
+        }
+    }
+
+    /// How its grant is announced (see `propagate::event`).
+    fn event(self) -> Event {
+        match self {
+            By::Handoff | By::Set { handoff: true, .. } => Event::Handoff,
+            By::Command | By::Set { handoff: false, .. } => Event::Grant,
         }
     }
 }
@@ -294,6 +311,9 @@ fn try_shared(
             };
             let kind = if downgrade { Kind::ReadWrite } else { Kind::of(req.limit) };
             let lease = Lease::starting(now, req.ttl_ms);
+            if !downgrade {
+                super::ended::expire_overwritten(ctx, key, key_name, now);
+            }
             let mut fresh = Group::new(kind);
             fresh.holding.holders.push(Holder { owner: owner.into(), token, end: lease.end, since, permits: req.permits });
             let deadline = fresh.key_deadline(now);
@@ -308,6 +328,7 @@ fn try_shared(
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
             let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
             propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
+            propagate::event(ctx, key_name, by.event(), owner, token, b"");
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
             Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(lease.end) })
         }
@@ -328,7 +349,7 @@ fn try_shared(
                         value::delete(key);
                         return Attempt::Failed(NO_LEASE);
                     }
-                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text);
+                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text, by.event() == Event::Handoff);
                     Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end, first_end: Some(lease.end) })
                 }
                 Outcome::Granted(token, how) => {
@@ -344,6 +365,7 @@ fn try_shared(
                     let lease = Lease::starting(now, req.ttl_ms);
                     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
                     propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
+                    propagate::event(ctx, key_name, by.event(), owner, token, b"");
                     let first_end = group.earliest_end(now).unwrap_or(lease.end);
                     Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(first_end) })
                 }

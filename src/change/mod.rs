@@ -26,6 +26,7 @@ mod acquire;
 pub mod apply;
 mod binding;
 mod disconnect;
+mod ended;
 mod extend;
 pub mod grant;
 mod proclaim;

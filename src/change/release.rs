@@ -7,9 +7,10 @@ use super::{replays, Line};
 use crate::api::{Arg, Ctx, Key};
 use crate::core::grant;
 use crate::core::lease::Now;
+use crate::core::token::Token;
 use crate::keys::grants::{one_holder, slot, Look, Slot};
 use crate::keys::value;
-use crate::replication::propagate;
+use crate::replication::propagate::{self, Event};
 use crate::server::stats::{self, HoldKind};
 
 /// What a release came to.
@@ -68,6 +69,7 @@ fn propagate_release(ctx: Ctx, key_name: &Arg, owner: &[u8], by: By) {
 fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Released {
     let now = crate::server::clock::now();
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
+    super::ended::expire_ended_holders(ctx, key, key_name, now);
     let ending = end_of(key, owner, now, look);
     match ending {
         Ending::WrongType => return Released::WrongType,
@@ -84,6 +86,7 @@ fn release_by(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], by: By) -> Rele
         ending.record(now);
     }
     unbind(ctx, key_name, owner);
+    propagate::event(ctx, key_name, Event::Release, owner, ending.token(), b"");
     match ending {
         // The key goes with the last holder, and that travels as DEL:
         // holders whose lease ended here may still be stored on a
@@ -113,6 +116,7 @@ pub(super) enum Ending {
     /// goes.
     Exclusive {
         since: i64,
+        token: Token,
     },
     /// A plain-string lock whose value is `owner` ends: the key goes. (Its
     /// owner's release ends it; a closed connection's hold never is one.)
@@ -123,14 +127,26 @@ pub(super) enum Ending {
         since: Option<i64>,
         kind: HoldKind,
         last: bool,
+        token: Token,
     },
+}
+
+impl Ending {
+    /// The token of the hold that ended (0: a plain-string lock's, or
+    /// nothing ended).
+    pub(super) fn token(self) -> Token {
+        match self {
+            Ending::Exclusive { token, .. } | Ending::Shared { token, .. } => token,
+            Ending::PlainString | Ending::NotHeld | Ending::WrongType => 0,
+        }
+    }
 }
 
 impl Ending {
     /// Records how long the hold that ended was held (what INFO shows).
     pub(super) fn record(self, now: Now) {
         match self {
-            Ending::Exclusive { since } => stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since)),
+            Ending::Exclusive { since, .. } => stats::holds(HoldKind::Exclusive).record(now.mono.saturating_sub(since)),
             Ending::Shared { since: Some(since), kind, .. } => stats::holds(kind).record(now.mono.saturating_sub(since)),
             _ => {}
         }
@@ -146,6 +162,7 @@ pub(super) fn end_of(key: &Key, owner: &[u8], now: Now, look: Look) -> Ending {
     match slot(key, now, look) {
         Slot::Shared(group) => {
             let since = group.holding.holder(owner).filter(|h| h.end > now.mono).map(|h| h.since);
+            let token = group.holding.holder(owner).map_or(0, |h| h.token);
             let released = match look {
                 Look::AsStored => group.holding.remove(owner),
                 _ => group.holding.release(owner, now.mono),
@@ -153,12 +170,12 @@ pub(super) fn end_of(key: &Key, owner: &[u8], now: Now, look: Look) -> Ending {
             if !released {
                 return Ending::NotHeld;
             }
-            Ending::Shared { since, kind: HoldKind::of_group(group.holding.kind), last: group.holding.is_free() }
+            Ending::Shared { since, kind: HoldKind::of_group(group.holding.kind), last: group.holding.is_free(), token }
         }
         held => match (one_holder(&held, owner).map(grant::release_exclusive), &held) {
             (None, _) => Ending::WrongType,
             (Some(false), _) => Ending::NotHeld,
-            (Some(true), Slot::Held(lock)) => Ending::Exclusive { since: lock.since() },
+            (Some(true), Slot::Held(lock)) => Ending::Exclusive { since: lock.since(), token: lock.token() },
             (Some(true), _) => Ending::PlainString,
         },
     }

@@ -33,6 +33,7 @@ pub enum Resized {
 /// resize what is stored.
 pub fn resize(ctx: Ctx, key: &Key, key_name: &crate::api::Arg, limit: u32, now: Now) -> Resized {
     let look = if replays(ctx) { Look::AsStored } else { Look::Held };
+    super::ended::expire_ended_holders(ctx, key, key_name, now);
     match slot(key, now, look) {
         Slot::WrongType => Resized::WrongType,
         Slot::Free => Resized::Free,

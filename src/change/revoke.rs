@@ -15,7 +15,7 @@ use crate::core::lease::{Lease, Now};
 use crate::core::token::Token;
 use crate::keys::grants::{slot, Look, Slot};
 use crate::keys::value;
-use crate::replication::propagate;
+use crate::replication::propagate::{self, Event};
 use crate::server::{revoked, stats};
 
 /// What a revocation came to.
@@ -30,6 +30,7 @@ pub enum Revoked {
 /// writing, named `key_name`, a lock Redis removed put back by the
 /// caller), revoked under `token`.
 pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: Token, now: Now) -> Revoked {
+    super::ended::expire_ended_holders(ctx, key, key_name, now);
     // Who holds it now, with when each lease ends.
     let held: Vec<(Box<[u8]>, i64)> = match slot(key, now, Look::Held) {
         Slot::WrongType => return Revoked::WrongType,
@@ -59,6 +60,9 @@ pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: 
             held.iter().map(|(holder, end)| (&**holder, *end)).collect()
         }
     };
+    for (holder, _) in &ended {
+        propagate::event(ctx, key_name, Event::Revoke, holder, token, b"");
+    }
     if !ended.is_empty() {
         revoked::remember(ctx.selected_db(), key_name.bytes(), ended.iter().copied(), token, now.mono);
         propagate::revoked(ctx, key_name);

@@ -37,7 +37,9 @@ impl From<Attempt> for SetAttempt {
 /// wait before this request in a member's line (a set first in all its
 /// lines answers false); the semaphore member is in no set's line and
 /// holds none back (see `multi`). `client`: the connection a SESSION hold
-/// is bound to.
+/// is bound to. `handoff`: the set waited, and serving its line grants it
+/// (how its members' grants are announced).
+#[allow(clippy::too_many_arguments)]
 pub fn grant_set(
     ctx: Ctx,
     members: &[(&Key, &Arg)],
@@ -45,6 +47,7 @@ pub fn grant_set(
     set: &SetRequest,
     waiting_ahead: impl Fn(&Arg) -> bool,
     client: Option<u64>,
+    handoff: bool,
 ) -> SetAttempt {
     let now = crate::server::clock::now();
     let n = members.len();
@@ -76,7 +79,7 @@ pub fn grant_set(
     let mut end = now.mono;
     for (i, (key, key_name)) in members.iter().enumerate() {
         let member_req = Request { fence: token, ..set.member(i, n) };
-        let failed = match try_acquire(ctx, key, key_name, owner, Ask::new(&member_req), false, By::Set(token)) {
+        let failed = match try_acquire(ctx, key, key_name, owner, Ask::new(&member_req), false, By::Set { token, handoff }) {
             Attempt::Granted(granted) if granted.token == token => {
                 end = granted.end;
                 None

@@ -65,6 +65,7 @@ fn section(ctx: InfoCtx, for_crash_report: bool) {
     field(ctx, c"max_token_lead_ms", config::max_token_lead());
     field(ctx, c"max_owner_len", config::max_owner_len());
     field(ctx, c"max_set_keys", config::max_set_keys());
+    field(ctx, c"notify_patterns", i64::try_from(crate::server::notify::pattern_count()).unwrap_or(i64::MAX));
     field(ctx, c"quarantine_ms", config::quarantine_ms());
     field(ctx, c"oldest_wait_ms", waiters::oldest_wait_ms());
     // A crash report only reads: no walk started from there.

@@ -30,7 +30,7 @@ use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
 use crate::keys::group::Group;
 use crate::keys::value::{self, Exclusive};
-use crate::replication::writable;
+use crate::replication::{propagate, writable};
 use crate::server::fencing::Token;
 use crate::server::stats;
 
@@ -95,6 +95,10 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) -> bool {
     if !may_keep() {
         return false;
     }
+    if !running(lock.lease(), crate::server::clock::now()) {
+        propagate::removed_after_lease(db, key, &mut std::iter::once((&*lock.owner(), lock.token())));
+        return false;
+    }
     let holder = Holder { owner: (*lock.owner()).into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
     removed(db, key, lock.lease(), vec![holder], (None, false), lock.value().into())
 }
@@ -107,6 +111,13 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) -> bool {
         return false;
     }
     let now = crate::server::clock::now();
+    let latest = group.holding.holders.iter().map(|h| h.end).max();
+    if latest.is_some_and(|end| !running(Lease { end, mirror: group.key_mirror() }, now)) {
+        // Every hold it still stored ended (those pruned before were
+        // announced then).
+        propagate::removed_after_lease(db, key, &mut group.holding.holders.iter().map(|h| (&*h.owner, h.token)));
+        return false;
+    }
     let holders: Vec<_> = group.live(now).cloned().collect();
     let Some(end) = holders.iter().map(|h| h.end).max() else { return false };
     let shared = (Some(group.limit()), group.is_resized());
@@ -124,12 +135,7 @@ fn may_keep() -> bool {
 fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: (Option<u32>, bool), value: Box<[u8]>) -> bool {
     let (shared, resized) = shared;
     let now = crate::server::clock::now();
-    let running = match lease.left(now) {
-        Left::Ms(ms) => ms > crate::server::clock::STEP_MS,
-        Left::Forever => true,
-        Left::Ended => false,
-    };
-    if !running {
+    if !running(lease, now) {
         return false;
     }
     let kept = |why| Kept { holders, shared, resized, value, why };
@@ -144,6 +150,17 @@ fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>,
     } else {
         with_state(|s| s.unexplained = Some(((db, key.into()), kept(Why::Evicted))));
         false
+    }
+}
+
+/// Whether a removed lock's `lease` still ran at `now`: one that ends
+/// within a clock step's margin ended with its key's TTL, as Redis's own
+/// expiry of it (and is announced as `expire`).
+fn running(lease: Lease, now: Now) -> bool {
+    match lease.left(now) {
+        Left::Ms(ms) => ms > crate::server::clock::STEP_MS,
+        Left::Forever => true,
+        Left::Ended => false,
     }
 }
 

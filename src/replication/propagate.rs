@@ -16,9 +16,10 @@
 //! the master see keys their lease has passed, and at AOF load nothing
 //! expires), and it avoids RM_Replicate's per-call command lookup.
 
-use crate::api::{Arg, Ctx, Piece};
+use crate::api::{ctx_flags, Arg, Ctx, Piece};
 use crate::args::{encode_apply, ApplyShared, APPLY};
 use crate::server::fencing::Token;
+use crate::server::notify;
 
 /// What every change tells watchers: WATCH and client-side caching
 /// (`signal_modified`) and a keyspace notification `event`.
@@ -27,17 +28,20 @@ fn signal(ctx: Ctx, key: &Arg, event: &std::ffi::CStr) {
     ctx.notify(event, key);
 }
 
-/// Tells subscribers of the lock's channel (`changes_channel`) that an
-/// exclusive hold with a value began or was re-granted (`grant`) or that
-/// its holder stored a new value (`proclaim`): `KIND TOKEN OWNER-LENGTH
-/// OWNER VALUE`, one space between each, the value the rest of the
-/// message. A lock without a value publishes nothing (the hot path pays
-/// one test); an election's holds all carry one, so an observer that
-/// stays subscribed sees every term on this server, however short,
-/// instead of what a poll happens to catch.
-fn announce(ctx: Ctx, key: &Arg, kind: &[u8], owner: &[u8], token: Token, value: &[u8]) {
-    let mut channel = Vec::with_capacity(CHANNEL_PREFIX.len() + 16 + key.bytes().len());
-    changes_channel(&mut channel, ctx.selected_db(), key.bytes());
+/// Tells subscribers of the lock's channel (`changes_channel`) of a
+/// change: `KIND TOKEN OWNER-LENGTH OWNER VALUE`, one space between each,
+/// the value the rest of the message. A key `redislock.notify` matches
+/// announces every change (`Event`); any other key only an exclusive hold
+/// with a value that began or was re-granted (`grant`, a handoff's too)
+/// and a new value its holder stored (`proclaim`): an election's holds all
+/// carry one, so an observer that stays subscribed sees every term on this
+/// server, however short, instead of what a poll happens to catch. A lock
+/// without a value whose key no pattern matches publishes nothing (the hot
+/// path pays one test, a relaxed load while no pattern is set).
+fn announce(ctx: Ctx, db: std::ffi::c_int, key: &[u8], kind: Event, owner: &[u8], token: Token, value: &[u8]) {
+    let kind = kind.name();
+    let mut channel = Vec::with_capacity(CHANNEL_PREFIX.len() + 16 + key.len());
+    changes_channel(&mut channel, db, key);
     let mut message = Vec::with_capacity(kind.len() + 48 + owner.len() + value.len());
     message.extend_from_slice(kind);
     message.extend_from_slice(format!(" {token} {} ", owner.len()).as_bytes());
@@ -45,6 +49,96 @@ fn announce(ctx: Ctx, key: &Arg, kind: &[u8], owner: &[u8], token: Token, value:
     message.push(b' ');
     message.extend_from_slice(value);
     ctx.publish(&channel, &message);
+}
+
+/// A change announced on a lock's channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A new hold or a re-grant (made by a command).
+    Grant,
+    /// A grant made by serving the line (a waiter's).
+    Handoff,
+    /// A hold its owner released.
+    Release,
+    /// A hold whose lease ended without a release.
+    Expire,
+    /// A lease cut short by its connection's close (the value: the new
+    /// deadline, Unix ms).
+    Cut,
+    /// A hold released because its connection closed.
+    Session,
+    /// A hold LOCK.REVOKE ended (the token: the revocation's).
+    Revoke,
+    /// A holder's new value.
+    Proclaim,
+    /// A semaphore's new limit (the value; no hold: token 0, no owner).
+    Resize,
+}
+
+impl Event {
+    fn name(self) -> &'static [u8] {
+        match self {
+            Event::Grant => b"grant",
+            Event::Handoff => b"handoff",
+            Event::Release => b"release",
+            Event::Expire => b"expire",
+            Event::Cut => b"cut",
+            Event::Session => b"session",
+            Event::Revoke => b"revoke",
+            Event::Proclaim => b"proclaim",
+            Event::Resize => b"resize",
+        }
+    }
+}
+
+/// Whether this server's own changes to `key` are announced: only a
+/// master's, never a replica's or a load's (a replica replaying its
+/// master's stream, the AOF replayed), so a subscriber hears each change
+/// once, from the server that made it.
+fn announces(ctx: Ctx) -> bool {
+    !ctx.has_flags(ctx_flags::REPLICATED | ctx_flags::LOADING) && !crate::replication::writable::is_replica()
+}
+
+/// Announces `event` on `key`'s channel (in the selected database) when
+/// `redislock.notify` matches the key and this server made the change.
+/// One relaxed load while no pattern is set.
+pub fn event(ctx: Ctx, key: &Arg, event: Event, owner: &[u8], token: Token, value: &[u8]) {
+    if notify::watched(key.bytes()) && announces(ctx) {
+        announce(ctx, ctx.selected_db(), key.bytes(), event, owner, token, value);
+    }
+}
+
+/// Whether `key`'s changes are announced at all (for a caller that must
+/// read the key again to tell what ended).
+pub fn watched(ctx: Ctx, key: &Arg) -> bool {
+    notify::watched(key.bytes()) && announces(ctx)
+}
+
+/// A lock Redis removed (expired, or deleted) after its lease ended, seen
+/// by the data type's unlink callback in database `db`, where no command's
+/// context is at hand: `expire` for each hold it stored, through the
+/// module's detached context.
+pub fn removed_after_lease(db: std::ffi::c_int, key: &[u8], holds: &mut dyn Iterator<Item = (&[u8], Token)>) {
+    if !notify::watched(key) || crate::replication::writable::is_replica() {
+        return;
+    }
+    let Some(ctx) = crate::api::detached_ctx() else { return };
+    for (owner, token) in holds {
+        announce(ctx, db, key, Event::Expire, owner, token, b"");
+    }
+}
+
+/// A grant's announcement: every grant of a key `redislock.notify`
+/// matches (`handoff` when the line was served), and on any other key a
+/// grant with a value, as `grant` whoever made it (what subscribers saw
+/// before `notify`).
+fn announce_grant(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, value: &[u8], handoff: bool) {
+    if watched(ctx, key) {
+        let kind = if handoff { Event::Handoff } else { Event::Grant };
+        announce(ctx, ctx.selected_db(), key.bytes(), kind, owner, token, value);
+    } else if !value.is_empty() {
+        announce(ctx, ctx.selected_db(), key.bytes(), Event::Grant, owner, token, value);
+    }
 }
 
 /// What the channel of a lock's changes starts with: the rest is
@@ -88,12 +182,11 @@ fn replicate_apply(ctx: Ctx, key: &Arg, owner: Piece<'_>, token: Token, deadline
 /// A lock was granted or re-granted to `owner` with `token` and `value`
 /// (empty: none), its key set to expire at `deadline_ms` (the lease's
 /// wall-clock mirror).
-pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
+/// `handoff`: made by serving the key's line.
+pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8], handoff: bool) {
     replicate_apply(ctx, key, Piece::Arg(owner), token, deadline_ms, None, value);
     signal(ctx, key, c"lock.acquire");
-    if !value.is_empty() {
-        announce(ctx, key, b"grant", owner.bytes(), token, value);
-    }
+    announce_grant(ctx, key, owner.bytes(), token, value, handoff);
 }
 
 /// The holder of an exclusive lock stored a new `value` (LOCK.PROCLAIM):
@@ -102,7 +195,7 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64,
 pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, value: &[u8]) {
     replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, None, value);
     signal(ctx, key, c"lock.proclaim");
-    announce(ctx, key, b"proclaim", owner, token, value);
+    announce(ctx, ctx.selected_db(), key.bytes(), Event::Proclaim, owner, token, value);
 }
 
 /// `granted`, for a new grant made by the `LOCK.ACQUIRE` being executed,
@@ -112,9 +205,7 @@ pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: 
 pub fn granted_by_command(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64, value: &[u8]) {
     exactly_if_heard(ctx, || replicate_apply(ctx, key, Piece::Arg(owner), token, deadline_ms, None, value));
     signal(ctx, key, c"lock.acquire");
-    if !value.is_empty() {
-        announce(ctx, key, b"grant", owner.bytes(), token, value);
-    }
+    announce_grant(ctx, key, owner.bytes(), token, value, false);
 }
 
 /// The exact effect while anything can receive it; otherwise the command
@@ -130,7 +221,8 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 
 /// A shared holder was granted, re-granted or extended: its token and
 /// deadline, the group's limit (0: a read-write lock), the key's TTL and
-/// the holder's permits.
+/// the holder's permits. Announced by the caller (`event`), which knows
+/// which of these it was.
 pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, terms: SharedTerms) {
     replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, Some(terms), b"");
     signal(ctx, key, c"lock.acquire");
@@ -227,6 +319,9 @@ pub fn revoked_last(ctx: Ctx, key: &Arg) {
 pub fn resized(ctx: Ctx, key: &Arg, command: &std::ffi::CStr, limit: u32) {
     signal(ctx, key, c"lock.resize");
     ctx.replicate_key_integer(command, key, i64::from(limit));
+    if watched(ctx, key) {
+        event(ctx, key, Event::Resize, b"", 0, limit.to_string().as_bytes());
+    }
 }
 
 /// A resized semaphore Redis removed while held was put back: its mark

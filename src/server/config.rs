@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
+use redis_module::configuration::{register_i64_configuration, register_string_configuration, ConfigurationFlags};
 use redis_module::{Context, RedisString};
 
 use crate::api;
@@ -75,6 +75,10 @@ pub fn quarantine_ms() -> i64 {
     QUARANTINE_MS.load(Ordering::Relaxed)
 }
 
+/// The string setting of the keys whose changes are announced (see
+/// `notify`).
+const NOTIFY: &str = "notify";
+
 /// A numeric setting.
 struct Setting {
     name: &'static str,
@@ -138,6 +142,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
     for s in &SETTINGS {
         s.value.store(s.default, Ordering::Relaxed);
     }
+    super::notify::set(b"")?;
     apply_module_args(args)?;
     for s in &SETTINGS {
         let default = s.value.load(Ordering::Relaxed);
@@ -152,6 +157,9 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             None,
         );
     }
+    // The default is what the loadmodule line gave (checked there, no NUL).
+    let notify = String::from_utf8_lossy(&super::notify::text()).into_owned();
+    register_string_configuration(ctx, NOTIFY, &super::notify::NOTIFY, &notify, ConfigurationFlags::DEFAULT, None);
     if !api::load_configs(api::Ctx::new(ctx.ctx)) {
         return Err("Redis refused the module configuration (see the lines above)".into());
     }
@@ -166,9 +174,13 @@ fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
     }
     for pair in args.chunks(2) {
         let [name, value] = pair else { continue };
+        if name.as_slice() == NOTIFY.as_bytes() {
+            super::notify::set(value.as_slice())?;
+            continue;
+        }
         let (name, value) = (name.to_string_lossy(), value.to_string_lossy());
         let Some(setting) = SETTINGS.iter().find(|s| s.name == name) else {
-            let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+            let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).chain([NOTIFY]).collect();
             return Err(format!("unknown module argument '{name}' (known: {})", known.join(", ")));
         };
         setting.value.store(parse_value(setting, &value)?, Ordering::Relaxed);

@@ -49,7 +49,7 @@ pub fn acquire_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: &SetRequest) -> At
     let keys = open_all(ctx, names);
     let members: Vec<(&Key, &Arg)> = keys.iter().zip(names).collect();
     let waiting_ahead = |name: &Arg| count_in(ctx, name.bytes()) > 0;
-    let attempt = grant_set(ctx, &members, owner, set, waiting_ahead, set.request.session.map(|_| ctx.client_id()));
+    let attempt = grant_set(ctx, &members, owner, set, waiting_ahead, set.request.session.map(|_| ctx.client_id()), false);
     if let Attempt::Granted(granted) = &attempt {
         for (key, name) in &members {
             lease_changed(ctx, key, name);
@@ -137,8 +137,9 @@ pub(super) fn grant_set(
     set: &SetRequest,
     waiting_ahead: impl Fn(&Arg) -> bool,
     client: Option<u64>,
+    handoff: bool,
 ) -> Attempt {
-    let SetAttempt { attempt, give_back } = change::set::grant_set(ctx, members, owner, set, waiting_ahead, client);
+    let SetAttempt { attempt, give_back } = change::set::grant_set(ctx, members, owner, set, waiting_ahead, client, handoff);
     for (key, key_name) in give_back.into_iter().filter_map(|i| members.get(i)) {
         let (_, queued) = release_unserved(ctx, key, key_name, owner.bytes(), change::release_member);
         serve_freed(ctx, key, key_name, queued);

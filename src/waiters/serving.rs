@@ -296,7 +296,8 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
         }
     }
     let waiter = &set.waiter;
-    let attempt = super::multi::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client);
+    let attempt =
+        super::multi::grant_set(ctx, &members, Arg::of(&waiter.owner), &set.set_request(), |_| false, waiter.session_client, true);
     let outcome = match attempt {
         Attempt::Granted(granted) => {
             for (member, name) in &members {

@@ -17,6 +17,7 @@ mod acl;
 mod bounds;
 mod cluster;
 mod commands;
+mod events;
 mod eviction;
 mod fence;
 mod hammer;

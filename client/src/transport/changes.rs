@@ -1,7 +1,9 @@
 //! A lock's changes as its server announces them: the module publishes
 //! every grant and every new value of a hold that carries a value on the
 //! channel `__redislock@DB__:KEY` (`grant|proclaim TOKEN OWNER-LENGTH OWNER
-//! VALUE`). An observer subscribes on a connection of its own (RESP3, so
+//! VALUE`; `handoff` too, a grant to a waiter, on a key the server's
+//! `redislock.notify` names; its other kinds, ends of holds, are not
+//! holdings and are skipped). An observer subscribes on a connection of its own (RESP3, so
 //! the same connection is identified first and reads the lock after the
 //! subscription took effect: nothing between the two is missed).
 
@@ -19,7 +21,7 @@ pub fn changes_channel(db: i64, key: &str) -> String {
 fn announced(message: &[u8]) -> Option<Holding> {
     let mut fields = message.splitn(4, |b| *b == b' ');
     let kind = fields.next()?;
-    if kind != b"grant" && kind != b"proclaim" {
+    if kind != b"grant" && kind != b"handoff" && kind != b"proclaim" {
         return None;
     }
     let token: i64 = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
@@ -137,6 +139,9 @@ mod tests {
         assert_eq!(announced(b"grant 7 9 a v"), None, "an owner longer than the message");
         assert_eq!(announced(b"grant x 1 a v"), None);
         assert_eq!(announced(b"release 7 1 a v"), None);
+        assert_eq!(announced(b"expire 7 1 a "), None);
+        let h = announced(b"handoff 9 3 bob v").expect("a handoff is a grant");
+        assert_eq!(h, Holding { owner: "bob".into(), token: Some(9), value: Some("v".into()) });
         assert_eq!(announced(b"grant 7 1 abv"), None, "no space after the owner");
     }
 
