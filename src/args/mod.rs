@@ -563,11 +563,13 @@ pub fn parse_info<A: ArgBytes>(args: &[A]) -> Result<&A, ArgError> {
 }
 
 mod apply;
+mod ask;
 mod fence;
 mod resize;
 mod revoke;
 mod views;
 pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
+pub use ask::parse_ask;
 pub use fence::{parse_check, parse_fenced, parse_fenceinfo, parse_guard, runs_script, unguardable, Check, Unguardable};
 pub use resize::{parse_resize, RESIZE};
 pub use revoke::{parse_revoke, revoke_registers_at};

@@ -45,10 +45,12 @@ macro_rules! parse_or_reply {
 }
 
 // After the macros, which it uses.
+mod ask;
 mod fence;
 mod multi;
 mod resize;
 mod revoke;
+pub use ask::ask;
 pub use fence::{check, fenced, fenceinfo, guard};
 pub use multi::{macquire, mextend, mrelease};
 pub use resize::resize;

@@ -142,6 +142,7 @@ const REVOKE_ARGS: [ArgDoc; 3] = [
     option(c"OWNER", c"owner", STRING),
     ArgDoc { name: c"register", kind: KEY, token: Some(c"FENCE"), optional: true, multiple: true },
 ];
+const ASK_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), option(c"MESSAGE", c"text", STRING)];
 const RESIZE_ARGS: [ArgDoc; 2] = [arg(c"key", KEY), arg(c"limit", INTEGER)];
 const APPLY_ARGS: [ArgDoc; 4] = [arg(c"key", KEY), arg(c"owner", STRING), arg(c"token", INTEGER), arg(c"deadline-unix-ms", UNIX_TIME)];
 
@@ -242,7 +243,7 @@ const GUARDED_AT: c_int = 4;
 /// Where LOCK.FENCED's command begins (`register token command`).
 const FENCED_AT: c_int = 3;
 
-fn command_table() -> [Command; 17] {
+fn command_table() -> [Command; 18] {
     [
         // `blocking`: WAIT blocks the client (Redis puts it in @blocking
         // and knows it may block, as for BLPOP); `fast`: the command itself
@@ -264,6 +265,12 @@ fn command_table() -> [Command; 17] {
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
             summary: c"Replaces the value stored with an exclusive lock the owner holds (an election's advertised leader); lease and token stay",
             complexity: c"O(N) where N is the length of the value", args: &PROCLAIM_ARGS, keys_after: None, admin: false),
+        // Publishes and changes nothing: a read, allowed on a replica
+        // (whose own subscribers hear it).
+        command!(c"lock.ask", commands::ask, c"readonly fast",
+            arity: -2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast pubsub",
+            summary: c"Asks each holder of a lock to let it go: an 'ask' announcement with its token and owner on the lock's channel",
+            complexity: c"O(N) where N is the number of holders", args: &ASK_ARGS, keys_after: None, admin: false),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
             summary: c"Mode, holders (owner, fencing token, remaining lease), limit, waiters and value of a lock",

@@ -73,6 +73,8 @@ pub enum Event {
     Proclaim,
     /// A semaphore's new limit (the value; no hold: token 0, no owner).
     Resize,
+    /// A holder asked to let go (LOCK.ASK; the value: why).
+    Ask,
 }
 
 impl Event {
@@ -87,6 +89,7 @@ impl Event {
             Event::Revoke => b"revoke",
             Event::Proclaim => b"proclaim",
             Event::Resize => b"resize",
+            Event::Ask => b"ask",
         }
     }
 }
@@ -126,6 +129,14 @@ pub fn removed_after_lease(db: std::ffi::c_int, key: &[u8], holds: &mut dyn Iter
     for (owner, token) in holds {
         announce(ctx, db, key, Event::Expire, owner, token, b"");
     }
+}
+
+/// The holder `owner` of `key` under `token` was asked to let go
+/// (LOCK.ASK), with `message`: announced whatever `redislock.notify` says
+/// (being heard is all an ask does) and by a replica too (it changes
+/// nothing, so nothing travels).
+pub fn asked(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, message: &[u8]) {
+    announce(ctx, ctx.selected_db(), key.bytes(), Event::Ask, owner, token, message);
 }
 
 /// A grant's announcement: every grant of a key `redislock.notify`

@@ -385,3 +385,99 @@ fn contended_announcements_alternate_grant_and_end() {
     assert!(held.is_none(), "the last hold's end was announced");
     assert!(grants > 20 && expiries > 0, "contention with expiries: {grants} grants, {expiries} expiries");
 }
+
+/// LOCK.ASK asks each holder to let go, on the lock's channel, with its
+/// own token and owner and the message, whatever `redislock.notify` says
+/// (nothing is set here); it changes nothing, and a free key, a
+/// plain-string lock or a wrong type ask nobody.
+#[test]
+fn an_ask_reaches_each_holder_with_its_token_and_changes_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sc = s.conn();
+    let mut ev = Events::on(&mut sc);
+    let ask = |c: &mut Connection, args: &[&str]| {
+        let mut a = cmd("LOCK.ASK");
+        for x in args {
+            a.arg(*x);
+        }
+        try_cmd(c, &a)
+    };
+
+    let t = grant(&mut c, "job", "alice", 60_000);
+    assert_eq!(ask(&mut c, &["job", "MESSAGE", "deploy at 10:00"]), Ok(Value::Int(1)));
+    assert_eq!(ev.on_key("job"), msg("ask", t, "alice", "deploy at 10:00"));
+    assert_eq!(ask(&mut c, &["job"]), Ok(Value::Int(1)));
+    assert_eq!(ev.on_key("job"), msg("ask", t, "alice", ""));
+    assert_eq!(holder_rows(&mut c, "job").len(), 1, "the holder still holds");
+    assert_eq!(release(&mut c, b"job", b"alice"), 1);
+
+    let r1 = acquire_with(&mut c, "readers", "r1", 60_000, &["SHARED"]);
+    let r2 = acquire_with(&mut c, "readers", "r2", 60_000, &["SHARED"]);
+    assert_eq!(ask(&mut c, &["readers", "MESSAGE", "x"]), Ok(Value::Int(2)));
+    let mut heard = vec![ev.on_key("readers"), ev.on_key("readers")];
+    heard.sort();
+    assert_eq!(heard, vec![msg("ask", r1, "r1", "x"), msg("ask", r2, "r2", "x")]);
+
+    assert_eq!(ask(&mut c, &["free"]), Ok(Value::Int(0)));
+    ok_cmd(&mut c, cmd("SET").arg("plain").arg("owner"));
+    assert_eq!(ask(&mut c, &["plain"]), Ok(Value::Int(0)));
+    ok_cmd(&mut c, cmd("LPUSH").arg("list").arg("x"));
+    assert!(ask(&mut c, &["list"]).is_err_and(|e| e.contains("WRONGTYPE")));
+    assert!(ask(&mut c, &["job", "NOW", "x"]).is_err_and(|e| e.contains("unknown option")));
+    assert!(ask(&mut c, &["job", "MESSAGE"]).is_err_and(|e| e.contains("wrong number of arguments")));
+    let long = "x".repeat(257);
+    assert!(ask(&mut c, &["readers", "MESSAGE", &long]).is_err_and(|e| e.contains("max-owner-len")));
+    // Nothing was announced for those: the next message is this grant's.
+    let marker = grant(&mut c, "marker", "m", 60_000);
+    assert_eq!(release(&mut c, b"marker", b"m"), 1);
+    ok_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("marker2").arg("m").arg(60_000).arg("VALUE").arg("v"));
+    let (k, m) = ev.next();
+    assert_eq!(k, "marker2", "nothing announced before the valued grant: {m:?} (marker's token {marker})");
+}
+
+/// 2,000 LOCK.ASK lines of odd arguments (a seeded mix of keys, options,
+/// empty, binary and long words): each gets a count or a documented
+/// error, none makes a key, and the server lives.
+#[test]
+fn a_barrage_of_odd_asks_gets_counts_or_errors() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let held = grant(&mut c, "k", "owner", 600_000);
+    assert!(held > 0);
+    let pool: Vec<Vec<u8>> = vec![
+        b"k".to_vec(),
+        b"MESSAGE".to_vec(),
+        b"message".to_vec(),
+        b"".to_vec(),
+        b"OWNER".to_vec(),
+        vec![0x00, 0xff, 0x80],
+        vec![b'x'; 300],
+        b"free".to_vec(),
+        b"-1".to_vec(),
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: usize| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        usize::try_from(seed >> 33).unwrap_or(0) % n
+    };
+    for _ in 0..2000 {
+        let mut a = cmd("LOCK.ASK");
+        for _ in 0..next(5) {
+            a.arg(pool[next(pool.len())].as_slice());
+        }
+        match try_cmd(&mut c, &a) {
+            Ok(Value::Int(n)) => assert!((0..=1).contains(&n), "{n} holders asked"),
+            Ok(other) => panic!("LOCK.ASK replied {other:?}"),
+            Err(e) => assert!(
+                e.contains("wrong number of arguments for 'lock.ask'")
+                    || e.contains("unknown option")
+                    || e.contains("max-owner-len")
+                    || e.contains("WRONGTYPE"),
+                "undocumented error {e}"
+            ),
+        }
+    }
+    assert_eq!(ok_cmd(&mut c, &cmd("DBSIZE")), Value::Int(1), "no key made");
+    assert_eq!(holder_rows(&mut c, "k").len(), 1, "the holder still holds");
+}
