@@ -10,7 +10,9 @@
 # temporary directory, without persistence: one for the examples of one
 # server; for examples/serve/, five behind target/release/redlock serve
 # (itself on a free port) and a sixth, the data server. All are stopped on
-# exit, by their process ids.
+# exit, by their process ids. The examples run one at a time: the watch
+# examples set redislock.notify, server-wide, on the first server while
+# they run.
 # Toolchains: the Python examples run in a venv at target/examples-venv
 # (created and given examples/python/requirements.txt once), the node ones
 # after `npm install` in their directory, the redis-cli ones with redis-cli
@@ -164,8 +166,10 @@ run() {
 # redis-cli
 if command -v redis-cli >/dev/null; then
   run redis-cli examples/redis-cli bash example.sh
+  run redis-cli-watch examples/redis-cli bash watch_example.sh
 else
   skip redis-cli "redis-cli not found: apt-get install redis-tools"
+  skip redis-cli-watch "redis-cli not found: apt-get install redis-tools"
 fi
 
 # Python: a venv of its own, so the system's Python stays untouched; pip
@@ -190,7 +194,7 @@ python_setup() {
   echo ready
 }
 python_state=$(python_setup)
-for example in sync async philosophers; do
+for example in sync async philosophers watch; do
   case $python_state in
     ready) run "python-$example" examples/python "$venv/bin/python" "${example}_example.py" ;;
     skip:*) skip "python-$example" "${python_state#skip:}" ;;
@@ -215,9 +219,12 @@ node_setup() { # dir
 }
 node_state=$(node_setup examples/node)
 case $node_state in
-  ready) run node examples/node node example.js ;;
-  skip:*) skip node "${node_state#skip:}" ;;
-  fail:*) fail node "${node_state#fail:}" ;;
+  ready)
+    run node examples/node node example.js
+    run node-watch examples/node node watch_example.js
+    ;;
+  skip:*) skip node "${node_state#skip:}"; skip node-watch "${node_state#skip:}" ;;
+  fail:*) fail node "${node_state#fail:}"; fail node-watch "${node_state#fail:}" ;;
 esac
 
 # examples/serve/: the quorum through `redlock serve`, from redis-cli,
