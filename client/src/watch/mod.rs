@@ -1,0 +1,285 @@
+//! `Redlock::watch`: a lock's changes as a quorum of servers announced
+//! them. Every server is subscribed to the lock's channel (`heard`), what
+//! each announces is counted per hold (`count`), and a change is
+//! delivered once a quorum of servers announced it. docs/client.md,
+//! "Watching a lock", says what is delivered when.
+
+use std::time::Duration;
+
+use futures::stream::{unfold, Stream, StreamExt};
+
+use crate::error::Error;
+use crate::redlock::Redlock;
+
+mod count;
+pub(crate) mod heard;
+
+use count::Count;
+use heard::{every_server, Heard};
+
+/// How often `watch` subscribes again to a server it lost unless
+/// `watch_every` says otherwise (the election's observe interval).
+pub const DEFAULT_WATCH_INTERVAL: Duration = crate::election::DEFAULT_OBSERVE_INTERVAL;
+
+/// What happened to a lock, as its servers announce it (the `KIND` of
+/// `__redislock@DB__:KEY`'s messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// A hold granted by a command (or, on one server, written back).
+    Grant,
+    /// A hold granted to a waiter when the holder before it ended.
+    Handoff,
+    /// The holder released it.
+    Release,
+    /// Its lease ran out (and, for `watch`, a hold a server no longer had
+    /// when it was subscribed again).
+    Expire,
+    /// A `SESSION DELAY` hold's connection closed: its lease now ends at
+    /// the deadline in the value (Unix ms).
+    Cut,
+    /// A `SESSION` hold ended with its connection.
+    Session,
+    /// `LOCK.REVOKE` ended the hold.
+    Revoke,
+    /// A semaphore's limit was set to the value.
+    Resize,
+    /// The holder stored a new value.
+    Proclaim,
+}
+
+impl ChangeKind {
+    /// The kind an announcement names (`grant`, `handoff`, ...).
+    pub fn from_announced(word: &[u8]) -> Option<ChangeKind> {
+        Some(match word {
+            b"grant" => ChangeKind::Grant,
+            b"handoff" => ChangeKind::Handoff,
+            b"release" => ChangeKind::Release,
+            b"expire" => ChangeKind::Expire,
+            b"cut" => ChangeKind::Cut,
+            b"session" => ChangeKind::Session,
+            b"revoke" => ChangeKind::Revoke,
+            b"resize" => ChangeKind::Resize,
+            b"proclaim" => ChangeKind::Proclaim,
+            _ => return None,
+        })
+    }
+
+    /// The word the servers announce it by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Grant => "grant",
+            ChangeKind::Handoff => "handoff",
+            ChangeKind::Release => "release",
+            ChangeKind::Expire => "expire",
+            ChangeKind::Cut => "cut",
+            ChangeKind::Session => "session",
+            ChangeKind::Revoke => "revoke",
+            ChangeKind::Resize => "resize",
+            ChangeKind::Proclaim => "proclaim",
+        }
+    }
+
+    /// Whether it ends a hold.
+    pub fn is_end(self) -> bool {
+        matches!(self, ChangeKind::Release | ChangeKind::Expire | ChangeKind::Session | ChangeKind::Revoke)
+    }
+}
+
+impl std::fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One change of a lock a quorum of servers announced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub kind: ChangeKind,
+    /// The hold's token: for a grant, the largest t such that a quorum
+    /// announced tokens >= t (the lock's token once the client wrote it
+    /// back); every later change of the hold, its end included, carries
+    /// the same. 0 for a resize.
+    pub token: i64,
+    /// The hold's owner as the servers store it (a quorum client's hold
+    /// named `NAME` is `NAME:` and 16 hex digits); empty for a resize.
+    pub owner: String,
+    /// A grant's or proclamation's value, a cut's deadline (Unix ms), a
+    /// resize's limit; `None` when there is none.
+    pub value: Option<String>,
+}
+
+impl Redlock {
+    /// The changes of `resource` a quorum of servers announced, as they
+    /// reach a quorum (see docs/client.md, "Watching a lock"). Ends of
+    /// holds are announced only for a key `redislock.notify` names on the
+    /// servers: a server whose setting names no key at all is reported
+    /// once, as an `Err(Error::Server)` item, and the stream goes on. The
+    /// stream never ends by itself; drop it to stop watching.
+    pub fn watch(&self, resource: &str) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
+        self.watch_every(resource, DEFAULT_WATCH_INTERVAL)
+    }
+
+    /// `watch`, a lost server subscribed again every `every`.
+    pub fn watch_every(&self, resource: &str, every: Duration) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
+        let every = every.max(Duration::from_millis(1));
+        let servers = self.inner.instances.len();
+        let heard = Box::pin(every_server(self, resource, every, false, true));
+        let count = Count::new(servers, self.quorum());
+        let names: Vec<String> = self.inner.instances.iter().map(|i| i.name.clone()).collect();
+        let state = Watching { heard, count, ready: std::collections::VecDeque::new(), warned: false, names, resource: resource.to_string() };
+        unfold(state, |mut w| async move {
+            loop {
+                if let Some(item) = w.ready.pop_front() {
+                    return Some((item, w));
+                }
+                let changes = match w.heard.next().await? {
+                    Heard::Up(i, now) => {
+                        if !w.warned && now.notify.as_ref().is_some_and(|p| !p.iter().any(|p| matches(p, &w.resource))) {
+                            w.warned = true;
+                            let server = w.names.get(i).cloned().unwrap_or_default();
+                            w.ready.push_back(Err(Error::Server {
+                                server,
+                                message: format!(
+                                    "redislock.notify names no pattern matching {:?}: its holds' ends are not announced \
+                                     (CONFIG SET redislock.notify with a pattern that matches it)",
+                                    w.resource
+                                ),
+                            }));
+                        }
+                        w.count.read(i, &now.holders())
+                    }
+                    Heard::Said(i, said) => w.count.hear(i, said.kind, said.token, &said.owner, said.value),
+                    Heard::Down(_) | Heard::Tick => Vec::new(),
+                };
+                w.ready.extend(changes.into_iter().map(Ok));
+            }
+        })
+    }
+}
+
+struct Watching {
+    heard: std::pin::Pin<Box<dyn Stream<Item = Heard> + Send>>,
+    count: Count,
+    ready: std::collections::VecDeque<Result<Change, Error>>,
+    /// Whether a server's notify setting was reported.
+    warned: bool,
+    names: Vec<String>,
+    resource: String,
+}
+
+/// Whether `pattern` (Redis's glob syntax, as `redislock.notify` reads it,
+/// see src/core/glob.rs: `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\x`) matches
+/// `key`. Backtracks to the last star only: O(pattern × key) at worst.
+fn matches(pattern: &str, key: &str) -> bool {
+    let (pattern, key) = (pattern.as_bytes(), key.as_bytes());
+    let (mut p, mut k) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    loop {
+        let step = pattern.get(p).map(|_| step_at(pattern, p));
+        match (step, key.get(k)) {
+            (Some((Step::AnyRun, next)), _) => {
+                star = Some((next, k));
+                p = next;
+            }
+            (Some((step, next)), Some(&b)) if step.matches(b) => {
+                p = next;
+                k += 1;
+            }
+            (None, None) => return true,
+            _ => match star {
+                Some((after, from)) if from < key.len() => {
+                    star = Some((after, from + 1));
+                    p = after;
+                    k = from + 1;
+                }
+                _ => return false,
+            },
+        }
+    }
+}
+
+enum Step {
+    Byte(u8),
+    AnyByte,
+    AnyRun,
+    /// One byte in (or, negated, out of) the inclusive ranges.
+    Class(bool, Vec<(u8, u8)>),
+}
+
+impl Step {
+    fn matches(&self, b: u8) -> bool {
+        match self {
+            Step::Byte(x) => *x == b,
+            Step::AnyByte => true,
+            Step::AnyRun => false,
+            Step::Class(negated, ranges) => ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&b)) != *negated,
+        }
+    }
+}
+
+/// The step of `pattern` at `i`, and where the next begins.
+fn step_at(pattern: &[u8], mut i: usize) -> (Step, usize) {
+    let Some(&b) = pattern.get(i) else { return (Step::AnyRun, i) };
+    i += 1;
+    let step = match b {
+        b'*' => Step::AnyRun,
+        b'?' => Step::AnyByte,
+        b'\\' => match pattern.get(i) {
+            Some(&x) => {
+                i += 1;
+                Step::Byte(x)
+            }
+            None => Step::Byte(b'\\'),
+        },
+        b'[' => {
+            let negated = pattern.get(i) == Some(&b'^');
+            if negated {
+                i += 1;
+            }
+            let mut ranges = Vec::new();
+            while let Some(&c) = pattern.get(i) {
+                i += 1;
+                match c {
+                    b']' => break,
+                    b'\\' => match pattern.get(i) {
+                        Some(&x) => {
+                            i += 1;
+                            ranges.push((x, x));
+                        }
+                        None => ranges.push((b'\\', b'\\')),
+                    },
+                    _ => match (pattern.get(i), pattern.get(i + 1)) {
+                        (Some(b'-'), Some(&hi)) => {
+                            i += 2;
+                            ranges.push((c.min(hi), c.max(hi)));
+                        }
+                        _ => ranges.push((c, c)),
+                    },
+                }
+            }
+            Step::Class(negated, ranges)
+        }
+        _ => Step::Byte(b),
+    };
+    (step, i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn notify_patterns_match_as_the_module_reads_them() {
+        assert!(matches("jobs:*", "jobs:a"));
+        assert!(!matches("jobs:*", "job"));
+        assert!(matches("*", ""));
+        assert!(matches("j?b", "jab"));
+        assert!(matches("[a-c]x", "bx") && !matches("[^a-c]x", "bx"));
+        assert!(matches("[c-a]x", "bx"), "a range either way round");
+        assert!(matches("a\\*", "a*") && !matches("a\\*", "ab"));
+        assert!(matches("*a*b", "xxaxxb") && !matches("*a*b", "xxaxx"));
+        assert!(matches("[ab", "a"), "a class left open runs to the end");
+        // Backtracking to the last star only: this answers at once.
+        assert!(!matches(&format!("{}b", "*a".repeat(30)), &"a".repeat(200)));
+    }
+}
