@@ -50,5 +50,5 @@ pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry, Revoked};
 pub use resources::Resources;
 pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit, SESSION_MARGIN};
-pub use watch::{Change, ChangeKind};
 pub use transport::{is_tls_url, ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};
+pub use watch::{Change, ChangeKind};

@@ -23,7 +23,13 @@ struct ChangeJson<'a> {
 fn print(change: &Change, json: bool) -> Result<(), Failure> {
     if json {
         let at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        output::json(&ChangeJson { kind: change.kind.as_str(), token: change.token, owner: &change.owner, value: change.value.as_deref(), at })
+        output::json(&ChangeJson {
+            kind: change.kind.as_str(),
+            token: change.token,
+            owner: &change.owner,
+            value: change.value.as_deref(),
+            at,
+        })
     } else {
         let value = change.value.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
         output::stdout(&format!("{} {} {}{value}\n", change.kind, change.token, change.owner))

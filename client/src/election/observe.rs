@@ -56,4 +56,3 @@ pub fn changes_of_leader(
         }
     })
 }
-

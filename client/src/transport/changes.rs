@@ -11,7 +11,6 @@ use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::*;
-pub use crate::watch::ChangeKind;
 
 /// The channel `key`'s changes in `db` are published on.
 pub fn changes_channel(db: i64, key: &str) -> String {
@@ -66,6 +65,76 @@ impl Announcement {
 #[cfg(test)]
 fn announced(message: &[u8]) -> Option<Holding> {
     announcement(message)?.holding()
+}
+
+/// What happened to a lock, as its servers announce it (the `KIND` of
+/// `__redislock@DB__:KEY`'s messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// A hold granted by a command (or, on one server, written back).
+    Grant,
+    /// A hold granted to a waiter when the holder before it ended.
+    Handoff,
+    /// The holder released it.
+    Release,
+    /// Its lease ran out (and, for `watch`, a hold a server no longer had
+    /// when it was subscribed again).
+    Expire,
+    /// A `SESSION DELAY` hold's connection closed: its lease now ends at
+    /// the deadline in the value (Unix ms).
+    Cut,
+    /// A `SESSION` hold ended with its connection.
+    Session,
+    /// `LOCK.REVOKE` ended the hold.
+    Revoke,
+    /// A semaphore's limit was set to the value.
+    Resize,
+    /// The holder stored a new value.
+    Proclaim,
+}
+
+impl ChangeKind {
+    /// The kind an announcement names (`grant`, `handoff`, ...).
+    pub fn from_announced(word: &[u8]) -> Option<ChangeKind> {
+        Some(match word {
+            b"grant" => ChangeKind::Grant,
+            b"handoff" => ChangeKind::Handoff,
+            b"release" => ChangeKind::Release,
+            b"expire" => ChangeKind::Expire,
+            b"cut" => ChangeKind::Cut,
+            b"session" => ChangeKind::Session,
+            b"revoke" => ChangeKind::Revoke,
+            b"resize" => ChangeKind::Resize,
+            b"proclaim" => ChangeKind::Proclaim,
+            _ => return None,
+        })
+    }
+
+    /// The word the servers announce it by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Grant => "grant",
+            ChangeKind::Handoff => "handoff",
+            ChangeKind::Release => "release",
+            ChangeKind::Expire => "expire",
+            ChangeKind::Cut => "cut",
+            ChangeKind::Session => "session",
+            ChangeKind::Revoke => "revoke",
+            ChangeKind::Resize => "resize",
+            ChangeKind::Proclaim => "proclaim",
+        }
+    }
+
+    /// Whether it ends a hold.
+    pub fn is_end(self) -> bool {
+        matches!(self, ChangeKind::Release | ChangeKind::Expire | ChangeKind::Session | ChangeKind::Revoke)
+    }
+}
+
+impl std::fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What a server said when subscribed: its `LOCK.INFO` reply, and the

@@ -195,7 +195,10 @@ impl Count {
             }
             let ends: Vec<ChangeKind> = hold.servers.iter().filter_map(|s| s.ended).collect();
             if ends.len() >= quorum {
-                let kind = ENDS.into_iter().max_by_key(|k| (ends.iter().filter(|e| *e == k).count(), std::cmp::Reverse(end_rank(*k)))).unwrap_or(ChangeKind::Expire);
+                let kind = ENDS
+                    .into_iter()
+                    .max_by_key(|k| (ends.iter().filter(|e| *e == k).count(), std::cmp::Reverse(end_rank(*k))))
+                    .unwrap_or(ChangeKind::Expire);
                 out.push(Change { kind, token, owner: owner.clone(), value: None });
                 self.holds.remove(&owner);
             }
@@ -368,12 +371,21 @@ mod tests {
     fn cuts_proclamations_and_resizes_count_by_quorum() {
         let mut c = Count::new(3, 2);
         c.hear(0, Grant, 3, "a", Some("v".into()));
-        assert_eq!(c.hear(1, Grant, 3, "a", Some("v".into())), vec![Change { kind: Grant, token: 3, owner: "a".into(), value: Some("v".into()) }]);
+        assert_eq!(
+            c.hear(1, Grant, 3, "a", Some("v".into())),
+            vec![Change { kind: Grant, token: 3, owner: "a".into(), value: Some("v".into()) }]
+        );
         c.hear(0, Proclaim, 3, "a", Some("w".into()));
-        assert_eq!(c.hear(1, Proclaim, 3, "a", Some("w".into())), vec![Change { kind: Proclaim, token: 3, owner: "a".into(), value: Some("w".into()) }]);
+        assert_eq!(
+            c.hear(1, Proclaim, 3, "a", Some("w".into())),
+            vec![Change { kind: Proclaim, token: 3, owner: "a".into(), value: Some("w".into()) }]
+        );
         assert!(c.hear(2, Proclaim, 3, "a", Some("w".into())).is_empty(), "never twice");
         c.hear(0, Cut, 3, "a", Some("2000".into()));
-        assert_eq!(c.hear(1, Cut, 3, "a", Some("1000".into())), vec![Change { kind: Cut, token: 3, owner: "a".into(), value: Some("1000".into()) }]);
+        assert_eq!(
+            c.hear(1, Cut, 3, "a", Some("1000".into())),
+            vec![Change { kind: Cut, token: 3, owner: "a".into(), value: Some("1000".into()) }]
+        );
         assert!(c.hear(0, Resize, 0, "", Some("4".into())).is_empty());
         assert_eq!(kinds(&c.hear(2, Resize, 0, "", Some("4".into()))), vec![(Resize, 0, "")]);
         assert!(c.hear(1, Resize, 0, "", Some("4".into())).is_empty(), "the third server's is the same resize");

@@ -39,9 +39,8 @@ pub fn every_server(
     notify: bool,
 ) -> impl Stream<Item = Heard> + Send + 'static {
     let servers = redlock.inner.instances.len();
-    let mut sources: Vec<Heards> = (0..servers)
-        .map(|i| Box::pin(server_changes(redlock.clone(), resource.to_string(), every, notify, i)) as Heards)
-        .collect();
+    let mut sources: Vec<Heards> =
+        (0..servers).map(|i| Box::pin(server_changes(redlock.clone(), resource.to_string(), every, notify, i)) as Heards).collect();
     if ticking {
         sources.push(Box::pin(ticks(every)));
     }

@@ -22,5 +22,5 @@ mod serve_listen;
 mod serve_observe;
 mod serve_scale;
 mod serve_session;
-mod watch;
 mod sets;
+mod watch;

@@ -34,7 +34,8 @@ async fn watch_prints_each_change_once_as_json() {
         s.ok(redis::cmd("CONFIG").arg("SET").arg("redislock.notify").arg("other:* cli:*")).await;
     }
     let r = "cli:watched";
-    let mut watch = redlock_with(&c.urls().join(","), &["--request-timeout", "500ms"], &["watch", r, "--json"]).spawn().expect("spawn watch");
+    let mut watch =
+        redlock_with(&c.urls().join(","), &["--request-timeout", "500ms"], &["watch", r, "--json"]).spawn().expect("spawn watch");
     let mut lines = BufReader::new(watch.stdout.take().expect("watch's stdout")).lines();
     let channel = redlock::transport::changes_channel(0, r);
     eventually(Duration::from_secs(15), "watch subscribed on every server", || async {

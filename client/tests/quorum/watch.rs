@@ -191,7 +191,10 @@ async fn changes_made_while_two_subscriptions_are_lost_are_delivered_once() {
     // Learned from the readings once the servers are subscribed again: b's
     // end counted as an expiry where it was not heard, then d's grant.
     let got = take(&mut changes, 2).await;
-    assert_eq!(got.iter().map(|(_, t, o)| (*t, o.clone())).collect::<Vec<_>>(), vec![(token(&b), b.owner.clone()), (token(&d), d.owner.clone())]);
+    assert_eq!(
+        got.iter().map(|(_, t, o)| (*t, o.clone())).collect::<Vec<_>>(),
+        vec![(token(&b), b.owner.clone()), (token(&d), d.owner.clone())]
+    );
     assert!(got.first().is_some_and(|(k, ..)| k.is_end()), "{got:?}");
     assert_eq!(got.get(1).map(|(k, ..)| *k), Some(ChangeKind::Grant), "{got:?}");
     subscribed(&c, r, 5).await;
@@ -219,7 +222,8 @@ async fn a_contended_lock_alternates_grants_and_ends_with_rising_tokens() {
             tokio::spawn(async move {
                 let mut held = Vec::new();
                 for _ in 0..ROUNDS {
-                    let lock = rl.lock_until(&r, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(30))).await.expect("granted");
+                    let lock =
+                        rl.lock_until(&r, Duration::from_secs(5), Some(Instant::now() + Duration::from_secs(30))).await.expect("granted");
                     held.push((token(&lock), lock.owner.clone()));
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     rl.release(&lock).await.expect("release");
