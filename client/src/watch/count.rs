@@ -3,6 +3,7 @@
 //! token order, each once. Pure: `watch` feeds it what each server says.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::{Change, ChangeKind};
 
@@ -38,6 +39,8 @@ struct Hold {
     cut_delivered: bool,
     /// The value of its last proclamation delivered.
     proclaimed: Option<Option<String>>,
+    /// When a quorum of servers first announced its grant.
+    quorum_since: Option<Instant>,
 }
 
 /// Every server's announcements of one lock, counted.
@@ -50,16 +53,51 @@ pub struct Count {
     /// Per limit announced by a resize, the servers that announced it
     /// since it was last delivered.
     resizes: HashMap<String, Vec<bool>>,
+    /// The servers subscribed now (see `subscribed`).
+    subscribed: Vec<bool>,
+    /// How long a grant a quorum announced waits for the other subscribed
+    /// servers' announcements before it is delivered without them.
+    patience: Duration,
 }
 
 impl Count {
     pub fn new(servers: usize, quorum: usize) -> Count {
-        Count { quorum: quorum.max(1), servers, holds: HashMap::new(), last_token: None, resizes: HashMap::new() }
+        Count {
+            quorum: quorum.max(1),
+            servers,
+            holds: HashMap::new(),
+            last_token: None,
+            resizes: HashMap::new(),
+            subscribed: vec![false; servers],
+            patience: Duration::ZERO,
+        }
+    }
+
+    /// The same, a grant waiting up to `patience` for every subscribed
+    /// server's announcement of it (see `ready`).
+    pub fn with_patience(self, patience: Duration) -> Count {
+        Count { patience, ..self }
+    }
+
+    /// Server `server` is subscribed (`true`) or its subscription lost.
+    pub fn subscribed(&mut self, server: usize, up: bool) {
+        if let Some(slot) = self.subscribed.get_mut(server) {
+            *slot = up;
+        }
     }
 
     /// Server `server` announced `kind` of `owner`'s hold. Returns the
     /// changes that now reached a quorum, in the order to deliver them.
+    #[cfg(test)]
     pub fn hear(&mut self, server: usize, kind: ChangeKind, token: i64, owner: &str, value: Option<String>) -> Vec<Change> {
+        let mut out = self.note(server, kind, token, owner, value);
+        out.extend(self.settle());
+        out
+    }
+
+    /// `hear` without `settle`: a resize that reached a quorum is
+    /// returned, every other change waits for `settle`.
+    pub fn note(&mut self, server: usize, kind: ChangeKind, token: i64, owner: &str, value: Option<String>) -> Vec<Change> {
         if server >= self.servers {
             return Vec::new();
         }
@@ -90,15 +128,22 @@ impl Count {
             }
             ChangeKind::Resize => {}
         }
-        self.settle()
+        Vec::new()
     }
 
     /// Server `server` was subscribed (again) and holds `holders` (owner,
     /// token) now: a hold it no longer has ended there while it was not
     /// heard (counted as `Expire`), a holder it has is granted there.
+    #[cfg(test)]
     pub fn read(&mut self, server: usize, holders: &[(String, i64)]) -> Vec<Change> {
+        self.note_reading(server, holders);
+        self.settle()
+    }
+
+    /// `read` without `settle`.
+    pub fn note_reading(&mut self, server: usize, holders: &[(String, i64)]) {
         if server >= self.servers {
-            return Vec::new();
+            return;
         }
         for (owner, hold) in self.holds.iter_mut() {
             if holders.iter().any(|(o, _)| o == owner) {
@@ -116,7 +161,6 @@ impl Count {
             }
             said.token = said.token.max(*token);
         }
-        self.settle()
     }
 
     /// What `server` said of `owner`'s hold, the hold remembered (making
@@ -124,7 +168,13 @@ impl Count {
     fn said(&mut self, owner: &str, server: usize) -> Option<&mut Said> {
         if !self.holds.contains_key(owner) {
             self.forget_beyond(MAX_PENDING.saturating_sub(1));
-            let hold = Hold { servers: vec![Said::default(); self.servers], delivered: None, cut_delivered: false, proclaimed: None };
+            let hold = Hold {
+                servers: vec![Said::default(); self.servers],
+                delivered: None,
+                cut_delivered: false,
+                proclaimed: None,
+                quorum_since: None,
+            };
             self.holds.insert(owner.to_string(), hold);
         }
         self.holds.get_mut(owner)?.servers.get_mut(server)
@@ -149,11 +199,27 @@ impl Count {
 
     /// The changes that reached a quorum, in order: holds by token, each
     /// hold's grant before its cut, proclamation and end.
-    fn settle(&mut self) -> Vec<Change> {
+    pub fn settle(&mut self) -> Vec<Change> {
+        self.settle_at(Instant::now())
+    }
+
+    /// `settle` at `now`.
+    pub fn settle_at(&mut self, now: Instant) -> Vec<Change> {
         let quorum = self.quorum;
+        for hold in self.holds.values_mut() {
+            if hold.quorum_since.is_none() && token_of(hold, quorum).is_some() {
+                hold.quorum_since = Some(now);
+            }
+        }
+        let (subscribed, patience) = (&self.subscribed, self.patience);
+        let ready = |h: &Hold| {
+            let all_heard = subscribed.iter().zip(&h.servers).all(|(up, s)| !*up || s.first.is_some() || s.ended.is_some());
+            let waited = h.quorum_since.is_some_and(|since| now.saturating_duration_since(since) >= patience);
+            ready(h, quorum, all_heard || waited)
+        };
         // The largest token of a hold whose grant is ready: every pending
         // grant a quorum announced below it is delivered first.
-        let bound = self.holds.values().filter(|h| h.delivered.is_none() && ready(h, quorum)).filter_map(|h| token_of(h, quorum)).max();
+        let bound = self.holds.values().filter(|h| h.delivered.is_none() && ready(h)).filter_map(|h| token_of(h, quorum)).max();
         let mut order: Vec<(i64, String)> = self.holds.iter().map(|(o, h)| (key_of(h, quorum), o.clone())).collect();
         order.sort();
         let mut out = Vec::new();
@@ -239,12 +305,17 @@ fn token_of(hold: &Hold, quorum: usize) -> Option<i64> {
 
 /// Whether a hold's grant is settled: a quorum announced tokens at or
 /// above the largest first grant of a server that still holds it (the
-/// lock's token once the client wrote it back), or its hold already
-/// ended on a quorum.
-fn ready(hold: &Hold, quorum: usize) -> bool {
+/// lock's token once the client wrote it back) and every subscribed
+/// server announced it or the watch waited long enough for them
+/// (`heard`: the server that issued the token may be read after the
+/// others' write-backs, and a server's announcements of an earlier hold
+/// come before this one's: every earlier hold a quorum granted is then
+/// counted, and delivered first); or, heard so, its hold already ended
+/// on a quorum.
+fn ready(hold: &Hold, quorum: usize, heard: bool) -> bool {
     let Some(token) = token_of(hold, quorum) else { return false };
     let target = hold.servers.iter().filter(|s| s.ended.is_none()).filter_map(|s| s.first.map(|(t, _)| t)).max();
-    target.is_none_or(|target| token >= target) || hold.servers.iter().filter(|s| s.ended.is_some()).count() >= quorum
+    heard && (target.is_none_or(|target| token >= target) || hold.servers.iter().filter(|s| s.ended.is_some()).count() >= quorum)
 }
 
 /// Where a hold stands in token order: its delivered token, else the one
@@ -389,6 +460,38 @@ mod tests {
         assert!(c.hear(0, Resize, 0, "", Some("4".into())).is_empty());
         assert_eq!(kinds(&c.hear(2, Resize, 0, "", Some("4".into()))), vec![(Resize, 0, "")]);
         assert!(c.hear(1, Resize, 0, "", Some("4".into())).is_empty(), "the third server's is the same resize");
+    }
+
+    #[test]
+    fn a_grant_waits_for_every_subscribed_server_or_its_patience() {
+        let start = Instant::now();
+        let mut c = Count::new(5, 3).with_patience(Duration::from_millis(200));
+        for s in 0..5 {
+            c.subscribed(s, true);
+        }
+        // Servers 0 and 1 granted and were written back to the lock's token
+        // 11 before server 3's first grant, 11 itself, is read: the
+        // tokens heard (11, 11, 7) would make it 7.
+        for (s, first) in [(0, 5), (1, 6)] {
+            c.note(s, Grant, first, "a", None);
+            c.note(s, Grant, 11, "a", None);
+        }
+        c.note(2, Grant, 7, "a", None);
+        assert!(c.settle_at(start).is_empty(), "servers 3 and 4 not heard yet");
+        c.note(3, Grant, 11, "a", None);
+        assert!(c.settle_at(start).is_empty(), "server 4 not heard yet");
+        c.note(4, Grant, 9, "a", None);
+        assert_eq!(kinds(&c.settle_at(start)), vec![(Grant, 11, "a")], "a quorum holds 11 or more");
+        c.note(2, Grant, 11, "a", None);
+        assert!(c.settle_at(start).is_empty(), "never twice");
+        // One server never announces: delivered once the patience ran out.
+        c.note(0, Grant, 20, "b", None);
+        c.note(1, Grant, 20, "b", None);
+        c.note(2, Grant, 20, "b", None);
+        assert!(c.settle_at(start).is_empty());
+        c.subscribed(4, false);
+        assert!(c.settle_at(start + Duration::from_millis(100)).is_empty(), "server 3 may still say");
+        assert_eq!(kinds(&c.settle_at(start + Duration::from_millis(200))), vec![(Grant, 20, "b")]);
     }
 
     #[test]

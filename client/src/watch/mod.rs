@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use futures::stream::{unfold, Stream, StreamExt};
+use futures::FutureExt;
 
 use crate::error::Error;
 use crate::redlock::Redlock;
@@ -55,8 +56,8 @@ impl Redlock {
     pub fn watch_every(&self, resource: &str, every: Duration) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
         let every = every.max(Duration::from_millis(1));
         let servers = self.inner.instances.len();
-        let heard = Box::pin(every_server(self, resource, every, false, true));
-        let count = Count::new(servers, self.quorum());
+        let heard = Box::pin(every_server(self, resource, every, true, true));
+        let count = Count::new(servers, self.quorum()).with_patience(every);
         let names: Vec<String> = self.inner.instances.iter().map(|i| i.name.clone()).collect();
         let state =
             Watching { heard, count, ready: std::collections::VecDeque::new(), warned: false, names, resource: resource.to_string() };
@@ -65,28 +66,53 @@ impl Redlock {
                 if let Some(item) = w.ready.pop_front() {
                     return Some((item, w));
                 }
-                let changes = match w.heard.next().await? {
-                    Heard::Up(i, now) => {
-                        if !w.warned && now.notify.as_ref().is_some_and(|p| !p.iter().any(|p| matches(p, &w.resource))) {
-                            w.warned = true;
-                            let server = w.names.get(i).cloned().unwrap_or_default();
-                            w.ready.push_back(Err(Error::Server {
-                                server,
-                                message: format!(
-                                    "redislock.notify names no pattern matching {:?}: its holds' ends are not announced \
-                                     (CONFIG SET redislock.notify with a pattern that matches it)",
-                                    w.resource
-                                ),
-                            }));
-                        }
-                        w.count.read(i, &now.holders())
-                    }
-                    Heard::Said(i, said) => w.count.hear(i, said.kind, said.token, &said.owner, said.value),
-                    Heard::Down(_) | Heard::Tick => Vec::new(),
-                };
-                w.ready.extend(changes.into_iter().map(Ok));
+                let first = w.heard.next().await?;
+                w.take(first);
+                // What the other servers already sent is counted before
+                // anything is decided (a grant waits for every subscribed
+                // server, see `count::ready`, and a tick settles what waited
+                // long enough).
+                tokio::task::yield_now().await;
+                while let Some(Some(more)) = w.heard.next().now_or_never() {
+                    w.take(more);
+                }
+                let settled = w.count.settle();
+                w.ready.extend(settled.into_iter().map(Ok));
             }
         })
+    }
+}
+
+impl Watching {
+    /// Counts what was heard; a notify report, or a resize a quorum
+    /// announced, is ready at once.
+    fn take(&mut self, heard: Heard) {
+        let changes = match heard {
+            Heard::Up(i, now) => {
+                if !self.warned && now.notify.as_ref().is_some_and(|p| !p.iter().any(|p| matches(p, &self.resource))) {
+                    self.warned = true;
+                    let server = self.names.get(i).cloned().unwrap_or_default();
+                    self.ready.push_back(Err(Error::Server {
+                        server,
+                        message: format!(
+                            "redislock.notify names no pattern matching {:?}: its holds' ends are not announced \
+                             (CONFIG SET redislock.notify with a pattern that matches it)",
+                            self.resource
+                        ),
+                    }));
+                }
+                self.count.subscribed(i, true);
+                self.count.note_reading(i, &now.holders());
+                Vec::new()
+            }
+            Heard::Said(i, said) => self.count.note(i, said.kind, said.token, &said.owner, said.value),
+            Heard::Down(i) => {
+                self.count.subscribed(i, false);
+                Vec::new()
+            }
+            Heard::Tick => Vec::new(),
+        };
+        self.ready.extend(changes.into_iter().map(Ok));
     }
 }
 
