@@ -23,4 +23,3 @@ mod serve_observe;
 mod serve_scale;
 mod serve_session;
 mod sets;
-mod watch;

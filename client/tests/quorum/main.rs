@@ -23,4 +23,3 @@ mod semaphore;
 mod sets;
 mod shared_handle;
 mod shared_locks;
-mod watch;
