@@ -114,7 +114,8 @@ fn every_kind_is_announced_in_order_with_its_token_and_owner() {
     assert_eq!(ev.on_key("other:b"), msg("grant", tb, "ann", ""));
 
     // A lease that runs out while someone waits: expire, then the handoff.
-    let t3 = grant(&mut c, "jobs:b", "carol", 300);
+    // Long enough for dave to be queued first on a busy machine.
+    let t3 = grant(&mut c, "jobs:b", "carol", 2_000);
     assert_eq!(ev.on_key("jobs:b"), msg("grant", t3, "carol", ""));
     send_waiting(&mut w, "jobs:b", "dave", 60_000, &["VALUE", "host d"]);
     let t4 = token_reply(&mut w);
@@ -186,7 +187,9 @@ fn every_kind_is_announced_in_order_with_its_token_and_owner() {
     // A holder whose lease ended under the group key's later TTL (which
     // never shrinks for one holder): announced when a grant replaces it.
     let a = acquire_with(&mut c, "jobs:s", "sa", 60_000, &["SHARED"]);
-    let b = acquire_with(&mut c, "jobs:s", "sb", 100, &["SHARED"]);
+    // Long enough to outlast sa's release on a busy machine (its end
+    // comes after that release).
+    let b = acquire_with(&mut c, "jobs:s", "sb", 1_500, &["SHARED"]);
     assert_eq!(ev.on_key("jobs:s"), msg("grant", a, "sa", ""));
     assert_eq!(ev.on_key("jobs:s"), msg("grant", b, "sb", ""));
     assert_eq!(release(&mut c, b"jobs:s", b"sa"), 1);
