@@ -798,3 +798,20 @@ pub fn assert_prompt_handoffs(what: &str, delays: &[i64]) {
         "{what}: median handoff {median} ms after the lease ends (bound {PROMPT_MEDIAN_MS} ms, a poll once a second shows >= 444): {delays:?}"
     );
 }
+
+/// The keyspace notifications `ps` (subscribed to `__keyspace@0__:*`)
+/// receives, as (channel, event), until the first on the key `marker`:
+/// the caller changes `marker` after the changes it checks, so that
+/// "nothing else" ends at it instead of at a timeout.
+pub fn keyspace_events_until(ps: &mut redis::PubSub<'_>, marker: &str) -> Vec<(String, String)> {
+    let end = format!("__keyspace@0__:{marker}");
+    let mut events = Vec::new();
+    loop {
+        let m = ps.get_message().unwrap_or_else(|e| panic!("no keyspace message within 5 s ({events:?}): {e}"));
+        let channel: String = m.get_channel_name().to_string();
+        if channel == end {
+            return events;
+        }
+        events.push((channel, m.get_payload::<String>().expect("payload")));
+    }
+}

@@ -522,15 +522,7 @@ fn a_resize_is_announced_on_the_key() {
     // A generic event (class g) after it, as the end.
     ok_cmd(&mut c, cmd("SET").arg("marker").arg("1"));
     ok_cmd(&mut c, cmd("DEL").arg("marker"));
-    let mut events = Vec::new();
-    loop {
-        let m = ps.get_message().unwrap_or_else(|e| panic!("no keyspace message within 5 s ({events:?}): {e}"));
-        let channel: String = m.get_channel_name().to_string();
-        if channel == "__keyspace@0__:marker" {
-            break;
-        }
-        events.push((channel, m.get_payload::<String>().expect("payload")));
-    }
+    let events = keyspace_events_until(&mut ps, "marker");
     assert_eq!(events, vec![("__keyspace@0__:sem".to_string(), "lock.resize".to_string())]);
 }
 
