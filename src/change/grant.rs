@@ -306,6 +306,14 @@ fn try_shared(
                 _ => now.mono,
             };
             let downgrade = !matches!(slot, Slot::Free);
+            // A downgrade without VALUE keeps the exclusive hold's value
+            // (copied before the group replaces the lock; empty: no
+            // allocation).
+            let text: Box<[u8]> = match (&slot, ask.value) {
+                (_, Some(text)) => text.into(),
+                (Slot::Held(lock), None) => lock.value().into(),
+                _ => Box::default(),
+            };
             let Some(token) = by.issue(req.fence) else {
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
@@ -315,7 +323,8 @@ fn try_shared(
                 super::ended::expire_overwritten(ctx, key, key_name, now);
             }
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: lease.end, since, permits: req.permits });
+            let member = group::Owner::with_value(owner, &text);
+            fresh.holding.holders.push(Holder { owner: member, token, end: lease.end, since, permits: req.permits });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
@@ -327,29 +336,31 @@ fn try_shared(
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
             let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
-            propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
-            propagate::event(ctx, key_name, by.event(), owner, token, b"");
+            propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms, &text);
+            propagate::shared_grant_event(ctx, key_name, owner, token, &text, by.event() == Event::Handoff);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
             Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(lease.end) })
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
-            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| by.issue(min)) {
+            match group.holding.acquire_valued(&owner_box, ask.value, req, now.mono, waiting_ahead, |min| by.issue(min)) {
                 Outcome::Held => Attempt::Held,
                 Outcome::Refused(refusal) => refused(refusal),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.
                     let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
-                    let text = ask.value.unwrap_or_default();
-                    if !Exclusive::with_value(owner, text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
+                    // An upgrade without VALUE keeps the shared hold's,
+                    // copied: storing the lock frees the group.
+                    let text: Box<[u8]> = ask.value.unwrap_or_else(|| group.holding.value_of(owner)).into();
+                    if !Exclusive::with_value(owner, &text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
                         return Attempt::Failed(NOT_STORED);
                     }
                     if !key.expire_at(lease.mirror) {
                         value::delete(key);
                         return Attempt::Failed(NO_LEASE);
                     }
-                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text, by.event() == Event::Handoff);
+                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, &text, by.event() == Event::Handoff);
                     Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end, first_end: Some(lease.end) })
                 }
                 Outcome::Granted(token, how) => {
@@ -364,8 +375,9 @@ fn try_shared(
                     // The holder's lease as `Holding::acquire` set it.
                     let lease = Lease::starting(now, req.ttl_ms);
                     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
-                    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
-                    propagate::event(ctx, key_name, by.event(), owner, token, b"");
+                    let text = group.holding.value_of(owner);
+                    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms, text);
+                    propagate::shared_grant_event(ctx, key_name, owner, token, text, by.event() == Event::Handoff);
                     let first_end = group.earliest_end(now).unwrap_or(lease.end);
                     Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(first_end) })
                 }

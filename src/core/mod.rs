@@ -24,3 +24,4 @@ pub mod multi;
 pub mod revoked;
 pub mod stored;
 pub mod token;
+pub mod valued;

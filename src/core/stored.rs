@@ -117,6 +117,15 @@ impl fmt::Display for Unsound {
     }
 }
 
+/// A shared holder's value (`VALUE`; empty: none): bounded as an
+/// exclusive lock's, whatever the origin (no version stored a longer one).
+pub fn check_member_value(value: &[u8]) -> Result<(), Unsound> {
+    if value.len() > MAX_TEXT_LEN {
+        return Err(Unsound::ValueTooLong(value.len()));
+    }
+    Ok(())
+}
+
 fn check_owner(owner: &[u8], origin: Origin) -> Result<(), Unsound> {
     if owner.is_empty() {
         return Err(Unsound::EmptyOwner);
