@@ -36,9 +36,9 @@ pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, ask:
 }
 
 /// What one grant asks for: the core's request (mode, lease, fence,
-/// session: what its rules decide on) and the value an exclusive hold
-/// stores (`VALUE`; `None` keeps a re-granted holder's, a new hold has
-/// none). `V` is how the value is at hand: bytes for the grant (the
+/// session: what its rules decide on) and the value the hold stores,
+/// exclusive or shared (`VALUE`; `None` keeps a re-granted holder's, a new
+/// hold has none). `V` is how the value is at hand: bytes for the grant (the
 /// default), the command's argument (`Arg`) for a request that goes on to
 /// wait, which keeps it without a copy. Both are borrowed: asking copies
 /// nothing.
@@ -109,7 +109,7 @@ pub enum Attempt {
 /// holds it now, and propagates the grant. `waiting_ahead`: others wait in
 /// the key's line before this request, which then gets no new hold (a
 /// holder's own re-grant, downgrade or upgrade is not new). The value
-/// asked is stored with an exclusive hold, replacing a re-granted
+/// asked is stored with the hold (a shared holder its own), replacing a re-granted
 /// holder's. Shared by ACQUIRE, by the waiters' handoff and by each member
 /// of a set.
 pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<'_>, waiting_ahead: bool, by: By) -> Attempt {

@@ -286,9 +286,9 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
                     let holders: Vec<_> = peek
                         .holders
                         .iter()
-                        .map(|(o, t, left, since, k, v)| HolderRow {
-                            value: v,
-                            ..HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o), *k)
+                        .map(|h| HolderRow {
+                            value: h.value,
+                            ..HolderRow::of(h.owner, h.token, h.left.pttl(), now.mono - h.since, bound(h.owner), h.permits)
                         })
                         .collect();
                     reply_info(ctx, peek.shared, &holders, waiting(), peek.value)

@@ -8,8 +8,9 @@
 //! The rules, as the commands keep them:
 //! - a token is at least 1: `token::next_token` counts up from a counter
 //!   that is never negative;
-//! - an owner is never empty, and neither it nor an exclusive lock's value
-//!   is longer than `MAX_TEXT_LEN`, the most `redislock.max-owner-len`
+//! - an owner is never empty, and neither it nor a holder's value (an
+//!   exclusive lock's, or a shared holder's: `check_member_value`) is
+//!   longer than `MAX_TEXT_LEN`, the most `redislock.max-owner-len`
 //!   allows (a lock stored under a higher setting stays valid);
 //! - a lock held shared (a group) has a holder: the release of the last
 //!   one deletes the key, and a holder whose lease ended stays stored

@@ -22,7 +22,6 @@ use super::token::Token;
 pub struct ValuedOwner {
     owner: Box<[u8]>,
     // A thin pointer: a holder without a value grows by 8 bytes, not 16.
-    #[allow(clippy::redundant_allocation)]
     value: Option<Box<Box<[u8]>>>,
 }
 
@@ -203,7 +202,12 @@ mod properties {
     #[derive(Clone, Debug)]
     enum Op {
         /// `value`: 0 none (keep), 1 empty (clear), else that byte.
-        Ask { owner: u8, value: u8, ttl: i64, waiting_ahead: bool },
+        Ask {
+            owner: u8,
+            value: u8,
+            ttl: i64,
+            waiting_ahead: bool,
+        },
         Release(u8),
         Extend(u8, i64),
         Proclaim(u8, u8),

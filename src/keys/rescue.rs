@@ -213,10 +213,21 @@ pub fn keep_again(db: c_int, key_name: &[u8], kept: Kept) {
 pub struct Peek<'a> {
     /// `None`: exclusive; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
-    /// Owner, token, lease left, start, permits and value (a shared
-    /// holder's; empty: none) of each holder still running.
-    pub holders: Vec<(&'a [u8], Token, Left, i64, u32, &'a [u8])>,
+    /// Each holder still running.
+    pub holders: Vec<PeekHolder<'a>>,
     /// An exclusive lock's value; empty: none.
+    pub value: &'a [u8],
+}
+
+/// One holder of a kept lock, as LOCK.INFO and LOCK.CHECK see it.
+pub struct PeekHolder<'a> {
+    pub owner: &'a [u8],
+    pub token: Token,
+    pub left: Left,
+    /// When the hold began (monotonic ms).
+    pub since: i64,
+    pub permits: u32,
+    /// A shared holder's value; empty: none.
     pub value: &'a [u8],
 }
 
@@ -228,8 +239,15 @@ pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(Peek<'_>) -> R) -
         let holders: Vec<_> = kept
             .holders
             .iter()
-            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now), h.since, h.permits, h.owner.value()))
-            .filter(|(_, _, left, _, _, _)| left.is_running())
+            .map(|h| PeekHolder {
+                owner: &h.owner[..],
+                token: h.token,
+                left: Lease { end: h.end, mirror: NO_TTL }.left(now),
+                since: h.since,
+                permits: h.permits,
+                value: h.owner.value(),
+            })
+            .filter(|h| h.left.is_running())
             .collect();
         (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders, value: &kept.value }))
     })

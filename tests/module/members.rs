@@ -88,11 +88,7 @@ fn members_join_with_values_and_info_lists_each_with_its_token() {
     let tc = join(&mut c, "group", "c", &[]);
     assert_eq!(
         members(&mut c, "group"),
-        vec![
-            ("a".into(), ta, 1, true, v("10.0.0.1:80")),
-            ("b".into(), tb, 1, false, v("bin\x00\r\n")),
-            ("c".into(), tc, 1, false, None),
-        ],
+        vec![("a".into(), ta, 1, true, v("10.0.0.1:80")), ("b".into(), tb, 1, false, v("bin\x00\r\n")), ("c".into(), tc, 1, false, None),],
         "every member with its token and value, in one call"
     );
     // A member without a value has the six items it always had; the
