@@ -6,9 +6,10 @@
 //! the rules already carry (`Holding<ValuedOwner>`), compared by the owner
 //! alone.
 //!
-//! A holder without a value pays one pointer for the possibility (a boxed
-//! slice behind a thin `Box`, `None` when absent) and no allocation: most
-//! shared holds (readers, permits) carry none.
+//! A holder without a value pays one byte for the possibility, in the
+//! owner's own allocation (a tag after the owner), and nothing else: the
+//! holder is as large as before and no allocation is added. Most shared
+//! holds (readers, permits) carry none.
 
 use std::borrow::Borrow;
 use std::ops::Deref;
@@ -16,62 +17,91 @@ use std::ops::Deref;
 use super::grant::{Holding, Outcome, Request};
 use super::token::Token;
 
+/// The tag after an owner without a value.
+const BARE: u8 = 0;
+/// The tag after `owner, value, owner length (8 bytes, little-endian)`.
+const VALUED: u8 = 1;
+const LEN_BYTES: usize = std::mem::size_of::<u64>();
+
 /// An owner, compared, hashed and borrowed as its bytes alone, and the
-/// value stored with its hold (empty: none).
+/// value stored with its hold (empty: none), in one allocation laid out
+/// as `owner 0`, or `owner value owner-length 1` with a value.
 #[derive(Clone, Debug)]
-pub struct ValuedOwner {
-    owner: Box<[u8]>,
-    // A thin pointer: a holder without a value grows by 8 bytes, not 16.
-    value: Option<Box<Box<[u8]>>>,
-}
+pub struct ValuedOwner(Box<[u8]>);
 
 impl ValuedOwner {
     /// `owner` holding `value` (empty: none).
     pub fn with_value(owner: &[u8], value: &[u8]) -> ValuedOwner {
-        let mut valued = ValuedOwner::from(owner);
-        valued.set_value(value);
-        valued
+        if value.is_empty() {
+            return ValuedOwner::from(owner);
+        }
+        let mut bytes = Vec::with_capacity(owner.len() + value.len() + LEN_BYTES + 1);
+        bytes.extend_from_slice(owner);
+        bytes.extend_from_slice(value);
+        bytes.extend_from_slice(&(owner.len() as u64).to_le_bytes());
+        bytes.push(VALUED);
+        ValuedOwner(bytes.into_boxed_slice())
+    }
+
+    /// The owner and the value (empty: none), read from the layout above;
+    /// a tag or length no constructor wrote reads as what fits.
+    fn parts(&self) -> (&[u8], &[u8]) {
+        match self.0.split_last() {
+            Some((&VALUED, rest)) if rest.len() >= LEN_BYTES => {
+                let (body, len) = rest.split_at(rest.len() - LEN_BYTES);
+                let owner_len = len.try_into().map(u64::from_le_bytes).unwrap_or(0);
+                let owner_len = usize::try_from(owner_len).unwrap_or(usize::MAX).min(body.len());
+                body.split_at(owner_len)
+            }
+            Some((_, rest)) => (rest, &[]),
+            None => (&[], &[]),
+        }
+    }
+
+    pub fn owner(&self) -> &[u8] {
+        self.parts().0
     }
 
     /// The value (empty: none).
     pub fn value(&self) -> &[u8] {
-        self.value.as_deref().map_or(&[], |v| v)
+        self.parts().1
     }
 
     pub fn has_value(&self) -> bool {
-        self.value.is_some()
+        self.0.last() == Some(&VALUED)
     }
 
     /// Replaces the value; empty removes it.
     pub fn set_value(&mut self, value: &[u8]) {
-        if value.is_empty() {
-            self.value = None;
-        } else if self.value() != value {
-            self.value = Some(Box::new(value.into()));
+        if self.value() != value {
+            *self = ValuedOwner::with_value(self.owner(), value);
         }
     }
 
     /// Bytes allocated beside the holder for the owner and the value.
     pub fn heap_bytes(&self) -> usize {
-        self.owner.len() + self.value.as_ref().map_or(0, |v| std::mem::size_of::<Box<[u8]>>() + v.len())
+        self.0.len()
     }
 }
 
 impl From<&[u8]> for ValuedOwner {
     fn from(owner: &[u8]) -> ValuedOwner {
-        ValuedOwner { owner: owner.into(), value: None }
+        let mut bytes = Vec::with_capacity(owner.len() + 1);
+        bytes.extend_from_slice(owner);
+        bytes.push(BARE);
+        ValuedOwner(bytes.into_boxed_slice())
     }
 }
 
 impl From<Box<[u8]>> for ValuedOwner {
     fn from(owner: Box<[u8]>) -> ValuedOwner {
-        ValuedOwner { owner, value: None }
+        ValuedOwner::from(&owner[..])
     }
 }
 
 impl PartialEq for ValuedOwner {
     fn eq(&self, other: &ValuedOwner) -> bool {
-        self.owner == other.owner
+        self.owner() == other.owner()
     }
 }
 
@@ -79,13 +109,13 @@ impl Eq for ValuedOwner {}
 
 impl std::hash::Hash for ValuedOwner {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.owner.hash(state);
+        self.owner().hash(state);
     }
 }
 
 impl Borrow<[u8]> for ValuedOwner {
     fn borrow(&self) -> &[u8] {
-        &self.owner
+        self.owner()
     }
 }
 
@@ -93,7 +123,7 @@ impl Deref for ValuedOwner {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        &self.owner
+        self.owner()
     }
 }
 
@@ -177,14 +207,27 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_without_a_value_grows_by_one_pointer_and_allocates_nothing_for_it() {
+    fn a_holder_without_a_value_is_as_large_as_before_and_its_owner_one_byte_longer() {
         use std::mem::size_of;
-        assert_eq!(size_of::<Holder<ValuedOwner>>(), size_of::<Holder<Box<[u8]>>>() + size_of::<usize>());
+        assert_eq!(size_of::<Holder<ValuedOwner>>(), size_of::<Holder<Box<[u8]>>>());
         let bare = ValuedOwner::from(&b"owner"[..]);
-        assert_eq!(bare.heap_bytes(), 5);
+        assert_eq!((bare.heap_bytes(), bare.owner(), bare.value(), bare.has_value()), (6, &b"owner"[..], &b""[..], false));
         let valued = ValuedOwner::with_value(b"owner", b"addr");
-        assert_eq!(valued.heap_bytes(), 5 + size_of::<Box<[u8]>>() + 4);
+        assert_eq!(valued.heap_bytes(), 5 + 4 + 8 + 1);
+        assert_eq!((valued.owner(), valued.value(), valued.has_value()), (&b"owner"[..], &b"addr"[..], true));
         assert_eq!(bare, valued, "compared by the owner alone");
+        assert_eq!(&*valued, b"owner");
+        // Owners and values that look like the layout's own bytes.
+        for (owner, value) in [(&b"\x01"[..], &b"\x00"[..]), (b"", b"\x01"), (b"\x00\x00\x00\x00\x00\x00\x00\x00\x01", b"v")] {
+            let v = ValuedOwner::with_value(owner, value);
+            assert_eq!((v.owner(), v.value()), (owner, value));
+            let b = ValuedOwner::from(owner);
+            assert_eq!((b.owner(), b.value()), (owner, &b""[..]));
+        }
+        let mut v = ValuedOwner::from(&b"o"[..]);
+        v.set_value(b"x");
+        v.set_value(b"");
+        assert_eq!(v.heap_bytes(), 2, "a value cleared leaves the bare layout");
     }
 }
 
