@@ -88,7 +88,7 @@ pub enum Piece<'a> {
 }
 
 /// The most pieces a command takes after its key.
-pub const MAX_PIECES: usize = 8;
+pub const MAX_PIECES: usize = 10;
 
 /// A command's pieces as Redis strings, for the `v` format (the key goes
 /// before them as `s`: the AOF rewrite's key is a static object Redis

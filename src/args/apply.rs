@@ -34,10 +34,11 @@ impl<'a> Encoded<'a> {
 }
 
 /// The one encoder of LOCK.APPLY's layout, the mirror of `parse_apply`:
-/// `owner token deadline`, then `SHARED limit key-deadline [PERMITS k]`
-/// for one shared holder (its permits only above 1, so a stream without
-/// weighted holds reads as before), or `VALUE value` for an exclusive lock
-/// with a value (empty: none, and no option). Replication
+/// `owner token deadline`, then `SHARED limit key-deadline [PERMITS k]
+/// [VALUE value]` for one shared holder (its permits only above 1, its
+/// value only when it has one, so a stream without weighted or valued
+/// holds reads as before), or `VALUE value` for an exclusive lock with a
+/// value (empty: none, and no option). Replication
 /// (`replication::propagate`) and the AOF rewrite (`edge::datatype`) both
 /// write what this lays out.
 pub fn encode_apply<'a>(owner: Piece<'a>, token: Token, deadline_ms: i64, shared: Option<ApplyShared>, value: &'a [u8]) -> Encoded<'a> {
@@ -54,6 +55,10 @@ pub fn encode_apply<'a>(owner: Piece<'a>, token: Token, deadline_ms: i64, shared
                 out.push(Piece::Word(PERMITS));
                 out.push(Piece::Int(i64::from(terms.permits)));
             }
+            if !value.is_empty() {
+                out.push(Piece::Word(VALUE));
+                out.push(Piece::Bytes(value));
+            }
         }
         None if !value.is_empty() => {
             out.push(Piece::Word(VALUE));
@@ -64,12 +69,12 @@ pub fn encode_apply<'a>(owner: Piece<'a>, token: Token, deadline_ms: i64, shared
     out
 }
 
-/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline [PERMITS k] | VALUE text]`
+/// `LOCK.APPLY key owner token deadline-unix-ms [SHARED limit key-deadline [PERMITS k] [VALUE text] | VALUE text]`
 /// (replicated form). With `SHARED`, one shared holder of a read-write
 /// lock (`limit` 0) or a semaphore, and the key's own deadline; 0 is no
 /// end for either; `PERMITS k`, a semaphore holder's permits above 1.
-/// With `VALUE`, an exclusive lock's value (any length: what the master
-/// stored).
+/// With `VALUE`, the holder's value, exclusive or shared (any length: what
+/// the master stored); without, it has none.
 #[derive(Debug)]
 pub struct Apply<'a, A> {
     pub key: &'a A,
@@ -78,7 +83,7 @@ pub struct Apply<'a, A> {
     /// Absolute Unix time in ms; 0 for no expiry.
     pub deadline_ms: i64,
     pub shared: Option<ApplyShared>,
-    /// An exclusive lock's value; empty: none.
+    /// The holder's value (exclusive or shared); empty: none.
     pub value: &'a [u8],
 }
 
@@ -106,6 +111,13 @@ pub fn parse_apply<A: ArgBytes>(args: &[A]) -> Result<Apply<'_, A>, ArgError> {
                 Ok(0) => 0,
                 _ => u32::try_from(parse_limit(limit.bytes())?).map_err(|_| ArgError::BadLimit)?,
             };
+            let (weighted, valued) = match weighted {
+                [rest @ .., word, text] if word.bytes().eq_ignore_ascii_case(VALUE.to_bytes()) => (rest, Some(text)),
+                rest => (rest, None),
+            };
+            if let Some(text) = valued {
+                value = text.bytes();
+            }
             let permits = match weighted {
                 [] => 1,
                 // A semaphore's holder may take more than its limit after

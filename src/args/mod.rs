@@ -69,8 +69,6 @@ pub enum ArgError {
     BadPermits,
     /// A value longer than `redislock.max-owner-len` (carried).
     ValueTooLong(i64),
-    /// `VALUE` with `SHARED`: a value belongs to the one holder.
-    ValueWithShared,
     /// `VALUE` in `LOCK.MACQUIRE`.
     ValueInSet,
     /// `SEMAPHORE` outside `LOCK.MACQUIRE`.
@@ -119,9 +117,6 @@ impl ArgError {
             ArgError::PermitsWithoutLimit => Cow::Borrowed(c"ERR syntax error: PERMITS needs SHARED LIMIT"),
             ArgError::BadPermits => Cow::Borrowed(c"ERR PERMITS must be between 1 and LIMIT"),
             ArgError::ValueTooLong(max) => owned(format!("ERR value is longer than redislock.max-owner-len ({max} bytes)")),
-            ArgError::ValueWithShared => {
-                Cow::Borrowed(c"ERR VALUE needs an exclusive lock: a value belongs to the one holder, not to a shared hold")
-            }
             ArgError::ValueInSet => Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no VALUE: a value belongs to one lock (LOCK.ACQUIRE)"),
             ArgError::LimitInSet => {
                 Cow::Borrowed(c"ERR LOCK.MACQUIRE takes no LIMIT: each key of a set is a lock, exclusive or SHARED")
@@ -258,8 +253,9 @@ pub struct Acquire<'a, A> {
     /// How long to wait for a held lock, in ms (0: no limit); `None`
     /// answers at once.
     pub wait: Option<i64>,
-    /// `VALUE text`: stored with the hold (an exclusive one), replacing
-    /// the holder's earlier value; `None` keeps what a re-grant had.
+    /// `VALUE text`: stored with the hold (exclusive or shared: each
+    /// holder its own), replacing the holder's earlier value; `None` keeps
+    /// what a re-grant had.
     pub value: Option<&'a A>,
 }
 
@@ -357,9 +353,6 @@ fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Resul
     }
     if limit.is_some() && !shared {
         return Err(ArgError::LimitWithoutShared);
-    }
-    if value.is_some() && shared {
-        return Err(ArgError::ValueWithShared);
     }
     if delay.is_some() && !session {
         return Err(ArgError::DelayWithoutSession);

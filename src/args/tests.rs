@@ -378,6 +378,10 @@ fn a_value_travels_with_an_exclusive_grant_and_is_bounded() {
     assert_eq!(req.value.copied(), Some(&b"host:1"[..]));
     assert_eq!(req.wait, Some(0));
     assert!(parse_acquire(&argv(&["LOCK.ACQUIRE", "k", "me", "10"]), MAX, OWNER).expect("valid").value.is_none());
+    // A shared holder stores its own value (a group member's address).
+    let member = argv(&["LOCK.ACQUIRE", "k", "me", "10", "SHARED", "LIMIT", "3", "PERMITS", "2", "VALUE", "10.0.0.1:80"]);
+    let req = parse_acquire(&member, MAX, OWNER).expect("valid");
+    assert_eq!((req.value.copied(), req.request.permits), (Some(&b"10.0.0.1:80"[..]), 2));
     let at_limit = "v".repeat(256);
     assert!(parse_acquire(&argv(&["LOCK.ACQUIRE", "k", "me", "10", "value", &at_limit]), MAX, OWNER).is_ok());
     let over = "v".repeat(257);
@@ -385,10 +389,7 @@ fn a_value_travels_with_an_exclusive_grant_and_is_bounded() {
         (vec!["LOCK.ACQUIRE", "k", "me", "10", "VALUE", &over], "ERR value is longer than redislock.max-owner-len (256 bytes)"),
         (vec!["LOCK.ACQUIRE", "k", "me", "10", "VALUE"], "ERR VALUE needs a text"),
         (vec!["LOCK.ACQUIRE", "k", "me", "10", "VALUE", "a", "VALUE", "b"], "ERR VALUE given more than once"),
-        (
-            vec!["LOCK.ACQUIRE", "k", "me", "10", "SHARED", "VALUE", "a"],
-            "ERR VALUE needs an exclusive lock: a value belongs to the one holder, not to a shared hold",
-        ),
+        (vec!["LOCK.ACQUIRE", "k", "me", "10", "SHARED", "VALUE", &over], "ERR value is longer than redislock.max-owner-len (256 bytes)"),
     ];
     for (words, expected) in cases {
         assert_eq!(message(parse_acquire(&argv(&words), MAX, OWNER).expect_err("refused")), expected, "{words:?}");
@@ -425,6 +426,14 @@ fn apply_carries_a_value() {
     assert_eq!((req.token, req.deadline_ms, req.value), (7, 1000, &b"host:3"[..]));
     assert_eq!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "7", "1000"])).expect("valid").value, b"");
     assert!(parse_apply(&argv(&["LOCK.APPLY", "k", "me", "7", "1000", "VALUE"])).is_err());
+    // A shared holder's value comes last, after its PERMITS.
+    let a = argv(&["LOCK.APPLY", "k", "me", "7", "1000", "SHARED", "4", "0", "PERMITS", "2", "VALUE", "10.0.0.1"]);
+    let req = parse_apply(&a).expect("valid");
+    assert_eq!((req.shared.map(|s| s.permits), req.value), (Some(2), &b"10.0.0.1"[..]));
+    let a = argv(&["LOCK.APPLY", "k", "me", "7", "1000", "SHARED", "0", "0", "VALUE", "x"]);
+    assert_eq!(parse_apply(&a).expect("valid").value, b"x");
+    let a = argv(&["LOCK.APPLY", "k", "me", "7", "1000", "SHARED", "0", "0", "VALUE"]);
+    assert!(parse_apply(&a).is_err(), "VALUE without its text");
 }
 
 /// The words of a LOCK.APPLY as its encoder lays them out (what a replica
@@ -460,7 +469,7 @@ proptest::proptest! {
 
     /// What the one encoder of LOCK.APPLY lays out, its parser reads back
     /// as it was: owner, token, deadline, a shared holder's terms (its
-    /// permits above 1 only), an exclusive lock's value.
+    /// permits above 1 only), the holder's value, exclusive or shared.
     #[test]
     fn the_apply_encoder_and_parser_agree(
         owner in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..24),
@@ -477,9 +486,9 @@ proptest::proptest! {
         proptest::prop_assert_eq!(apply.token, token);
         proptest::prop_assert_eq!(apply.deadline_ms, deadline_ms);
         proptest::prop_assert_eq!(apply.shared, shared);
-        let stored_value: &[u8] = if shared.is_some() { b"" } else { &value };
-        proptest::prop_assert_eq!(apply.value, stored_value);
+        proptest::prop_assert_eq!(apply.value, &value[..]);
         let weighted = shared.is_some_and(|terms| terms.permits > 1);
-        proptest::prop_assert_eq!(argv.len(), 5 + if shared.is_some() { 3 + if weighted { 2 } else { 0 } } else if value.is_empty() { 0 } else { 2 });
+        let valued = if value.is_empty() { 0 } else { 2 };
+        proptest::prop_assert_eq!(argv.len(), 5 + valued + if shared.is_some() { 3 + if weighted { 2 } else { 0 } } else { 0 });
     }
 }

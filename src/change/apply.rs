@@ -10,7 +10,7 @@ use crate::api::{self, unix_millis, Arg, Ctx, Key};
 use crate::args;
 use crate::core::grant::Holder;
 use crate::core::lease::{self, Lease, Now, NO_TTL};
-use crate::keys::group::Group;
+use crate::keys::group::{self, Group};
 use crate::keys::value::{self, Exclusive};
 use crate::replication::propagate::{self, SharedTerms};
 use crate::server::fencing::COUNTER;
@@ -61,7 +61,7 @@ fn replicated_shared(ctx: Ctx, key: &Key, req: &args::Apply<'_, Arg>, shared: ar
         return Err(NOT_STORED);
     }
     let group = value::group_at(key).ok_or(NOT_STORED)?;
-    group.holding.replay(req.owner, req.token, end, shared.permits, now.mono);
+    group.holding.replay_valued(req.owner, req.value, req.token, end, shared.permits, now.mono);
     group.holding.mark_if_over_limit();
     group.mirrored(if shared.key_deadline_ms == 0 { NO_TTL } else { shared.key_deadline_ms });
     if shared.key_deadline_ms != 0 && !set_replayed_deadline(ctx, key, req.key, shared.key_deadline_ms) {
@@ -93,7 +93,7 @@ pub fn restore(
     ctx: Ctx,
     key: &Key,
     key_name: &Arg,
-    holders: &[Holder<Box<[u8]>>],
+    holders: &[Holder<group::Owner>],
     shared: (Option<u32>, bool),
     text: &[u8],
     now: Now,
@@ -131,7 +131,9 @@ pub fn restore(
                 (lease::wall_deadline(holder.end, now), Some(terms))
             }
         };
-        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms, text);
+        // A shared holder's value is its own; an exclusive one's is `text`.
+        let value = if shared.is_some() { holder.owner.value() } else { text };
+        propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms, value);
     }
     if let (Some(limit), true) = (shared, resized) {
         propagate::resize_restored(ctx, key_name, crate::args::RESIZE, limit);

@@ -97,7 +97,7 @@ fn end_hold(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], end: i64, now: No
             let deadline = crate::core::lease::wall_deadline(end, now);
             let permits = g.holding.holder(owner).map_or(1, |h| h.permits);
             let terms = SharedTerms { limit: g.limit(), key_deadline_ms: g.key_mirror(), permits };
-            propagate::shared_granted(ctx, key_name, owner, token, deadline, terms);
+            propagate::shared_granted(ctx, key_name, owner, token, deadline, terms, g.holding.value_of(owner));
             if propagate::watched(ctx, key_name) {
                 propagate::event(ctx, key_name, Event::Cut, owner, token, deadline.to_string().as_bytes());
             }

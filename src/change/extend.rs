@@ -119,7 +119,9 @@ fn extend_shared(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64,
     }
     group.mirrored(deadline);
     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits };
-    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
+    // The holder's value travels with it: the replayed grant sets exactly
+    // what it holds.
+    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms, group.holding.value_of(owner));
     stats::EXTEND_DONE.bump();
     Extended::Done { end, first_end: Some(group.earliest_end(now).unwrap_or(end)) }
 }

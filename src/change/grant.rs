@@ -36,9 +36,9 @@ pub fn handoff(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, owner: &Arg, ask:
 }
 
 /// What one grant asks for: the core's request (mode, lease, fence,
-/// session: what its rules decide on) and the value an exclusive hold
-/// stores (`VALUE`; `None` keeps a re-granted holder's, a new hold has
-/// none). `V` is how the value is at hand: bytes for the grant (the
+/// session: what its rules decide on) and the value the hold stores,
+/// exclusive or shared (`VALUE`; `None` keeps a re-granted holder's, a new
+/// hold has none). `V` is how the value is at hand: bytes for the grant (the
 /// default), the command's argument (`Arg`) for a request that goes on to
 /// wait, which keeps it without a copy. Both are borrowed: asking copies
 /// nothing.
@@ -109,7 +109,7 @@ pub enum Attempt {
 /// holds it now, and propagates the grant. `waiting_ahead`: others wait in
 /// the key's line before this request, which then gets no new hold (a
 /// holder's own re-grant, downgrade or upgrade is not new). The value
-/// asked is stored with an exclusive hold, replacing a re-granted
+/// asked is stored with the hold (a shared holder its own), replacing a re-granted
 /// holder's. Shared by ACQUIRE, by the waiters' handoff and by each member
 /// of a set.
 pub(super) fn try_acquire(ctx: Ctx, key: &Key, key_name: &Arg, owner_arg: &Arg, ask: Ask<'_>, waiting_ahead: bool, by: By) -> Attempt {
@@ -306,6 +306,14 @@ fn try_shared(
                 _ => now.mono,
             };
             let downgrade = !matches!(slot, Slot::Free);
+            // A downgrade without VALUE keeps the exclusive hold's value
+            // (copied before the group replaces the lock; empty: no
+            // allocation).
+            let text: Box<[u8]> = match (&slot, ask.value) {
+                (_, Some(text)) => text.into(),
+                (Slot::Held(lock), None) => lock.value().into(),
+                _ => Box::default(),
+            };
             let Some(token) = by.issue(req.fence) else {
                 return Attempt::Failed(TOKENS_EXHAUSTED);
             };
@@ -315,7 +323,8 @@ fn try_shared(
                 super::ended::expire_overwritten(ctx, key, key_name, now);
             }
             let mut fresh = Group::new(kind);
-            fresh.holding.holders.push(Holder { owner: owner.into(), token, end: lease.end, since, permits: req.permits });
+            let member = group::Owner::with_value(owner, &text);
+            fresh.holding.holders.push(Holder { owner: member, token, end: lease.end, since, permits: req.permits });
             let deadline = fresh.key_deadline(now);
             fresh.mirrored(deadline);
             if !value::store_group(key, fresh) {
@@ -327,29 +336,31 @@ fn try_shared(
             }
             let limit = if downgrade { 0 } else { req.limit.unwrap_or(0) };
             let terms = SharedTerms { limit, key_deadline_ms: deadline, permits: req.permits };
-            propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
-            propagate::event(ctx, key_name, by.event(), owner, token, b"");
+            propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms, &text);
+            propagate::shared_grant_event(ctx, key_name, owner, token, &text, by.event() == Event::Handoff);
             let how = if downgrade { Grant::Downgrade } else { Grant::New };
             Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(lease.end) })
         }
         Slot::Shared(group) => {
             let owner_box: group::Owner = owner.into();
-            match group.holding.acquire(&owner_box, req, now.mono, waiting_ahead, |min| by.issue(min)) {
+            match group.holding.acquire_valued(&owner_box, ask.value, req, now.mono, waiting_ahead, |min| by.issue(min)) {
                 Outcome::Held => Attempt::Held,
                 Outcome::Refused(refusal) => refused(refusal),
                 Outcome::Granted(token, Grant::Upgrade) => {
                     let lease = Lease::starting(now, req.ttl_ms);
                     // An upgrade continues the shared hold.
                     let since = group.holding.holder(owner).map_or(now.mono, |h| h.since);
-                    let text = ask.value.unwrap_or_default();
-                    if !Exclusive::with_value(owner, text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
+                    // An upgrade without VALUE keeps the shared hold's,
+                    // copied: storing the lock frees the group.
+                    let text: Box<[u8]> = ask.value.unwrap_or_else(|| group.holding.value_of(owner)).into();
+                    if !Exclusive::with_value(owner, &text, token, lease, since).is_some_and(|lock| value::store(key, lock)) {
                         return Attempt::Failed(NOT_STORED);
                     }
                     if !key.expire_at(lease.mirror) {
                         value::delete(key);
                         return Attempt::Failed(NO_LEASE);
                     }
-                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, text, by.event() == Event::Handoff);
+                    propagate::granted(ctx, key_name, owner_arg, token, lease.mirror, &text, by.event() == Event::Handoff);
                     Attempt::Granted(Granted { token, how: Grant::Upgrade, end: lease.end, first_end: Some(lease.end) })
                 }
                 Outcome::Granted(token, how) => {
@@ -364,8 +375,9 @@ fn try_shared(
                     // The holder's lease as `Holding::acquire` set it.
                     let lease = Lease::starting(now, req.ttl_ms);
                     let terms = SharedTerms { limit: group.limit(), key_deadline_ms: deadline, permits: req.permits };
-                    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms);
-                    propagate::event(ctx, key_name, by.event(), owner, token, b"");
+                    let text = group.holding.value_of(owner);
+                    propagate::shared_granted(ctx, key_name, owner, token, lease.mirror, terms, text);
+                    propagate::shared_grant_event(ctx, key_name, owner, token, text, by.event() == Event::Handoff);
                     let first_end = group.earliest_end(now).unwrap_or(lease.end);
                     Attempt::Granted(Granted { token, how, end: lease.end, first_end: Some(first_end) })
                 }

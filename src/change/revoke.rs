@@ -36,7 +36,7 @@ pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: 
         Slot::WrongType => return Revoked::WrongType,
         Slot::Free => Vec::new(),
         Slot::Held(lock) => vec![(Box::from(&*lock.owner()), lock.lease().end)],
-        Slot::Shared(group) => group.live(now).map(|h| (h.owner.clone(), h.end)).collect(),
+        Slot::Shared(group) => group.live(now).map(|h| (Box::from(&*h.owner), h.end)).collect(),
         Slot::PlainString(holder) => vec![(Box::from(holder), Lease::until(key.deadline_ms(), now).end)],
     };
     let ended: Vec<(&[u8], i64)> = match owner {

@@ -68,7 +68,7 @@ fn judge(ctx: Ctx, hold: &Check<'_, Arg>) -> Verdict {
             // ends is held, as LOCK.INFO shows it.
             let kept = rescue::any().then(|| {
                 rescue::peek(ctx.selected_db(), hold.key.bytes(), now, |peek| {
-                    let holders = peek.holders.iter().map(|(o, t, left, _, _)| Held { owner: o, token: *t, end: end_of(*left, now.mono) });
+                    let holders = peek.holders.iter().map(|h| Held { owner: h.owner, token: h.token, end: end_of(h.left, now.mono) });
                     verdict(check::current(holders, owner, token, now.mono))
                 })
             });

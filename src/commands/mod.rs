@@ -157,7 +157,6 @@ pub fn proclaim(ctx: Ctx, argv: &[Arg]) -> c_int {
     match change::proclaim(ctx, &key, req.key, req.owner, req.value) {
         Proclaimed::Done => ctx.reply_integer(1),
         Proclaimed::Refused => ctx.reply_integer(0),
-        Proclaimed::Shared => ctx.reply_error(c"ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value"),
         Proclaimed::WrongType => ctx.reply_error(WRONGTYPE),
         Proclaimed::Failed => ctx.reply_error(c"ERR could not store the value"),
     }
@@ -240,8 +239,8 @@ pub fn top(ctx: Ctx, argv: &[Arg]) -> c_int {
     crate::api::OK
 }
 
-/// One holder as LOCK.INFO lists it (the value, an exclusive lock's, is
-/// `reply_info`'s).
+/// One holder as LOCK.INFO lists it (an exclusive lock's value is
+/// `reply_info`'s; a shared holder's is its row's).
 struct HolderRow<'a> {
     owner: &'a [u8],
     /// `None` for a plain-string lock.
@@ -254,18 +253,22 @@ struct HolderRow<'a> {
     session: bool,
     /// A semaphore's permits it takes (`PERMITS k`); 1 for every other hold.
     permits: u32,
+    /// A shared holder's value (empty: none, and the row has no 7th item).
+    value: &'a [u8],
 }
 
 impl<'a> HolderRow<'a> {
     fn of(owner: &'a [u8], token: Token, pttl: i64, held_ms: i64, session: bool, permits: u32) -> HolderRow<'a> {
-        HolderRow { owner, token: Some(token), pttl, held_ms: Some(held_ms), session, permits }
+        HolderRow { owner, token: Some(token), pttl, held_ms: Some(held_ms), session, permits, value: b"" }
     }
 }
 
 /// `LOCK.INFO key` → nil, or owner, token (nil for a plain-string lock or
 /// a lock held shared), remaining lease (pttl, the longest for shared
 /// holders), the number of waiters, the mode, the limit (a semaphore's)
-/// every holder as [owner, token, pttl, held-ms, session, permits], the
+/// every holder as [owner, token, pttl, held-ms, session, permits], with
+/// its value as a 7th item when a shared holder has one (a row without
+/// one is as it always was, so no reader of six items breaks), the
 /// permits taken (a semaphore's) and the value stored with an exclusive
 /// hold (nil when none).
 pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
@@ -283,7 +286,10 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
                     let holders: Vec<_> = peek
                         .holders
                         .iter()
-                        .map(|(o, t, left, since, k)| HolderRow::of(o, *t, left.pttl(), now.mono - since, bound(o), *k))
+                        .map(|h| HolderRow {
+                            value: h.value,
+                            ..HolderRow::of(h.owner, h.token, h.left.pttl(), now.mono - h.since, bound(h.owner), h.permits)
+                        })
                         .collect();
                     reply_info(ctx, peek.shared, &holders, waiting(), peek.value)
                 })
@@ -298,12 +304,15 @@ pub fn info(ctx: Ctx, argv: &[Arg]) -> c_int {
         Slot::Shared(group) => {
             let holders: Vec<_> = group
                 .live(now)
-                .map(|h| HolderRow::of(&h.owner, h.token, h.end - now.mono, now.mono - h.since, bound(&h.owner), h.permits))
+                .map(|h| HolderRow {
+                    value: h.owner.value(),
+                    ..HolderRow::of(&h.owner, h.token, h.end - now.mono, now.mono - h.since, bound(&h.owner), h.permits)
+                })
                 .collect();
             reply_info(ctx, Some(group.limit()), &holders, waiting(), b"")
         }
         Slot::PlainString(value) => {
-            let holder = HolderRow { owner: value, token: None, pttl: key.pttl(), held_ms: None, session: false, permits: 1 };
+            let holder = HolderRow { owner: value, token: None, pttl: key.pttl(), held_ms: None, session: false, permits: 1, value: b"" };
             reply_info(ctx, None, &[holder], waiting(), b"")
         }
     }
@@ -340,13 +349,16 @@ fn reply_info(ctx: Ctx, shared: Option<u32>, holders: &[HolderRow<'_>], waiting:
     ctx.reply_bulk(b"holders");
     ctx.reply_array(holders.len() as std::ffi::c_long);
     for h in holders {
-        ctx.reply_array(6);
+        ctx.reply_array(if h.value.is_empty() { 6 } else { 7 });
         ctx.reply_bulk(h.owner);
         reply_option(h.token);
         ctx.reply_integer(h.pttl);
         reply_option(h.held_ms);
         ctx.reply_integer(i64::from(h.session));
         ctx.reply_integer(i64::from(h.permits));
+        if !h.value.is_empty() {
+            ctx.reply_bulk(h.value);
+        }
     }
     // A semaphore's permits taken (its free ones: limit - taken).
     ctx.reply_bulk(b"taken");

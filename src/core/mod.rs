@@ -5,8 +5,9 @@
 //! once and the lines a set waits in (`multi`), the lease on the monotonic
 //! clock and its wall-clock mirror (`lease`), fencing tokens as numbers
 //! (`token`), the states a stored lock may be in (`stored`), the
-//! bounded memory of revoked holds (`revoked`), and Redis's glob patterns
-//! (`glob`, which keys announce every change). Nothing here imports
+//! bounded memory of revoked holds (`revoked`), Redis's glob patterns
+//! (`glob`, which keys announce every change), and a shared holder's own
+//! value (`valued`). Nothing here imports
 //! `redis_module`, uses `unsafe`, or imports from outside `src/core/`; the
 //! glue reads the clocks and the keys and calls these functions, and the
 //! property tests drive the same functions.
@@ -24,3 +25,4 @@ pub mod multi;
 pub mod revoked;
 pub mod stored;
 pub mod token;
+pub mod valued;

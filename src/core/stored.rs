@@ -8,8 +8,9 @@
 //! The rules, as the commands keep them:
 //! - a token is at least 1: `token::next_token` counts up from a counter
 //!   that is never negative;
-//! - an owner is never empty, and neither it nor an exclusive lock's value
-//!   is longer than `MAX_TEXT_LEN`, the most `redislock.max-owner-len`
+//! - an owner is never empty, and neither it nor a holder's value (an
+//!   exclusive lock's, or a shared holder's: `check_member_value`) is
+//!   longer than `MAX_TEXT_LEN`, the most `redislock.max-owner-len`
 //!   allows (a lock stored under a higher setting stays valid);
 //! - a lock held shared (a group) has a holder: the release of the last
 //!   one deletes the key, and a holder whose lease ended stays stored
@@ -115,6 +116,15 @@ impl fmt::Display for Unsound {
             Unsound::Deadline(at) => write!(f, "deadline {at} (Unix ms), which no lease of at most a year from now reaches"),
         }
     }
+}
+
+/// A shared holder's value (`VALUE`; empty: none): bounded as an
+/// exclusive lock's, whatever the origin (no version stored a longer one).
+pub fn check_member_value(value: &[u8]) -> Result<(), Unsound> {
+    if value.len() > MAX_TEXT_LEN {
+        return Err(Unsound::ValueTooLong(value.len()));
+    }
+    Ok(())
 }
 
 fn check_owner(owner: &[u8], origin: Origin) -> Result<(), Unsound> {

@@ -45,12 +45,18 @@ const TYPE_NAME: &str = "redislock";
 /// aux field, so a version 3 would make every file unreadable to a module
 /// that knows 2, where this leaves it every file without a resized
 /// semaphore.
+/// 5: a group some holder of which stores a value (`SHARED ... VALUE`, a
+/// group's members): limit, resized mark (0 or 1), holder count, then per
+/// holder owner, token, deadline, permits and value (empty: none). Written
+/// only then, for the same reason: a group without values is saved as 1, 2
+/// or 4, and a module that knows no shape 5 refuses one by its number.
 const ENCODING_VERSION: c_int = 2;
 const SHAPE_EXCLUSIVE: u64 = 0;
 const SHAPE_SHARED: u64 = 1;
 const SHAPE_WEIGHTED: u64 = 2;
 const SHAPE_VALUED: u64 = 3;
 const SHAPE_RESIZED: u64 = 4;
+const SHAPE_MEMBERS: u64 = 5;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
@@ -173,6 +179,10 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             if holder.permits != 1 {
                 rm!(RedisModule_DigestAddLongLong(md, i64::from(holder.permits)) else ());
             }
+            let text = holder.owner.value();
+            if !text.is_empty() {
+                rm!(RedisModule_DigestAddStringBuffer(md, text.as_ptr().cast::<c_char>(), text.len()) else ());
+            }
         }
         rm!(RedisModule_DigestEndSequence(md) else ());
     } else if let Some(lock) = Exclusive::borrow(value) {
@@ -192,14 +202,19 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
         let now = clock::now();
         let saved: Vec<_> = stored::holders_to_save(&group.holding.holders, now.mono).collect();
         let resized = group.is_resized();
-        let weighted = resized || saved.iter().any(|h| h.permits > 1);
-        let shape = match (resized, weighted) {
-            (true, _) => SHAPE_RESIZED,
-            (false, true) => SHAPE_WEIGHTED,
-            (false, false) => SHAPE_SHARED,
+        let valued = saved.iter().any(|h| h.owner.has_value());
+        let weighted = valued || resized || saved.iter().any(|h| h.permits > 1);
+        let shape = match (valued, resized, weighted) {
+            (true, _, _) => SHAPE_MEMBERS,
+            (false, true, _) => SHAPE_RESIZED,
+            (false, false, true) => SHAPE_WEIGHTED,
+            (false, false, false) => SHAPE_SHARED,
         };
         rm!(RedisModule_SaveUnsigned(rdb, shape) else ());
         rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
+        if valued {
+            rm!(RedisModule_SaveUnsigned(rdb, u64::from(resized)) else ());
+        }
         rm!(RedisModule_SaveUnsigned(rdb, saved.len() as u64) else ());
         for holder in saved {
             rm!(RedisModule_SaveStringBuffer(rdb, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
@@ -207,6 +222,10 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
             rm!(RedisModule_SaveSigned(rdb, saved_deadline(holder.end, now)) else ());
             if weighted {
                 rm!(RedisModule_SaveUnsigned(rdb, u64::from(holder.permits)) else ());
+            }
+            if valued {
+                let text = holder.owner.value();
+                rm!(RedisModule_SaveStringBuffer(rdb, text.as_ptr().cast::<c_char>(), text.len()) else ());
             }
         }
     } else if let Some(lock) = Exclusive::borrow(value) {
@@ -267,9 +286,15 @@ unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option
         }
         _ => return refused(format_args!("encoding version {encver}, which this module does not know"), origin),
     };
-    if shape == SHAPE_SHARED || shape == SHAPE_WEIGHTED || shape == SHAPE_RESIZED {
-        let resized = shape == SHAPE_RESIZED;
-        return load_group(rdb, resized || shape == SHAPE_WEIGHTED, resized, origin).map(|group| Box::new(group).into_raw());
+    let layout = match shape {
+        SHAPE_SHARED => Some(Layout::Plain),
+        SHAPE_WEIGHTED => Some(Layout::Weighted { resized: false }),
+        SHAPE_RESIZED => Some(Layout::Weighted { resized: true }),
+        SHAPE_MEMBERS => Some(Layout::Members),
+        _ => None,
+    };
+    if let Some(layout) = layout {
+        return load_group(rdb, layout, origin).map(|group| Box::new(group).into_raw());
     }
     if shape != SHAPE_EXCLUSIVE && shape != SHAPE_VALUED {
         return refused(format_args!("shape {shape}, which this module does not know"), origin);
@@ -330,7 +355,7 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
         for holder in group.live(now) {
             let deadline = crate::core::lease::wall_deadline(holder.end, now).max(0);
             let terms = ApplyShared { limit: group.limit(), key_deadline_ms, permits: holder.permits };
-            let encoded = args::encode_apply(Piece::Bytes(&holder.owner), holder.token, deadline, Some(terms), b"");
+            let encoded = args::encode_apply(Piece::Bytes(&holder.owner), holder.token, deadline, Some(terms), holder.owner.value());
             // SAFETY: the handles of this callback.
             unsafe { api::emit_aof(aof, args::APPLY, key, encoded.pieces()) };
         }
@@ -415,26 +440,56 @@ unsafe fn load_buffer(rdb: *mut RedisModuleIO) -> Option<Box<[u8]>> {
     Some(bytes)
 }
 
-/// Reads a group's holders (`weighted`: each with its permits; `resized`:
-/// marked by LOCK.RESIZE), raising
+/// How a group's shape lays out its holders.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Shape 1: owner, token, deadline.
+    Plain,
+    /// Shapes 2 and 4 (`resized`): each holder with its permits.
+    Weighted { resized: bool },
+    /// Shape 5: the resized mark after the limit, each holder with its
+    /// permits and value.
+    Members,
+}
+
+/// Reads a group's holders as `layout` lays them out, raising
 /// the counter to each token (as for an exclusive lock, with the same
 /// bound on a client's RESTORE); `None` on an I/O error or a group no
-/// command makes (`stored::check_group`). The holders are read as the
+/// command makes (`stored::check_group`, and each value bounded by
+/// `stored::check_member_value`). The holders are read as the
 /// count says until the payload ends, which bounds what they allocate.
-unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, resized: bool, origin: Origin) -> Option<Group> {
+unsafe fn load_group(rdb: *mut RedisModuleIO, layout: Layout, origin: Origin) -> Option<Group> {
     let limit = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
+    let resized = match layout {
+        Layout::Plain => false,
+        Layout::Weighted { resized } => resized,
+        Layout::Members => match rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX) {
+            0 => false,
+            1 => true,
+            _ if io_failed(rdb) => return None,
+            mark => return refused(format_args!("resized mark {mark} (0 or 1)"), origin),
+        },
+    };
     let count = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     if io_failed(rdb) {
         return None;
     }
     let mut decoded = Vec::new();
+    let mut values = Vec::new();
     for _ in 0..count {
         let owner = load_buffer(rdb)?;
         let token = rm!(RedisModule_LoadSigned(rdb) else -1);
         let deadline_ms = rm!(RedisModule_LoadSigned(rdb) else -1);
-        let permits = if weighted { rm!(RedisModule_LoadUnsigned(rdb) else 0) } else { 1 };
+        let permits = if layout == Layout::Plain { 1 } else { rm!(RedisModule_LoadUnsigned(rdb) else 0) };
         if io_failed(rdb) {
             return None;
+        }
+        if layout == Layout::Members {
+            let text = load_buffer(rdb)?;
+            if let Err(why) = stored::check_member_value(&text) {
+                return refused(why, origin);
+            }
+            values.push(text);
         }
         decoded.push(StoredHolder { owner, token, deadline_ms, permits });
     }
@@ -448,12 +503,17 @@ unsafe fn load_group(rdb: *mut RedisModuleIO, weighted: bool, resized: bool, ori
         return None;
     }
     let mut holders = Vec::with_capacity(decoded.len());
+    let mut values = values.into_iter();
     for holder in decoded {
         COUNTER.observe(holder.token);
         // `check_group` bounded the permits (by MAX_LIMIT at most).
         let permits = u32::try_from(holder.permits).ok()?;
         let end = Lease::until(Some(holder.deadline_ms), now).end;
-        holders.push(Holder { owner: holder.owner, token: holder.token, end, since: now.mono, permits });
+        let mut owner = crate::keys::group::Owner::from(holder.owner);
+        if let Some(text) = values.next() {
+            owner.set_value(&text);
+        }
+        holders.push(Holder { owner, token: holder.token, end, since: now.mono, permits });
     }
     Some(Group::loaded(kind, holders))
 }

@@ -263,7 +263,7 @@ fn command_table() -> [Command; 18] {
         // `deny-oom`: a new value may take more memory than the old.
         command!(c"lock.proclaim", commands::proclaim, c"write deny-oom fast",
             arity: 4, key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE, numkeys: false, acl: c"write fast",
-            summary: c"Replaces the value stored with an exclusive lock the owner holds (an election's advertised leader); lease and token stay",
+            summary: c"Replaces the value stored with the owner's hold: an exclusive lock's (an election's advertised leader) or a shared holder's own (a group member's); lease and token stay",
             complexity: c"O(N) where N is the length of the value", args: &PROCLAIM_ARGS, keys_after: None, admin: false),
         // Publishes and changes nothing: a read, allowed on a replica
         // (whose own subscribers hear it).
@@ -273,7 +273,7 @@ fn command_table() -> [Command; 18] {
             complexity: c"O(N) where N is the number of holders", args: &ASK_ARGS, keys_after: None, admin: false),
         command!(c"lock.info", commands::info, c"readonly fast",
             arity: 2, key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS, numkeys: false, acl: c"read fast",
-            summary: c"Mode, holders (owner, fencing token, remaining lease), limit, waiters and value of a lock",
+            summary: c"Mode, holders (owner, fencing token, remaining lease, a shared holder's value), limit, waiters and value of a lock",
             complexity: c"O(1)", args: &INFO_ARGS, keys_after: None, admin: false),
         // The fence: whether a hold is current (a GET-class read) ...
         command!(c"lock.check", commands::check, c"readonly fast",

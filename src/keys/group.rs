@@ -31,7 +31,8 @@ const UNKNOWN_MIRROR: i64 = i64::MIN;
 
 const TAG: usize = 1;
 
-pub type Owner = Box<[u8]>;
+/// A holder's owner with the value its hold stores (`VALUE`).
+pub type Owner = crate::core::valued::ValuedOwner;
 
 pub struct Group {
     pub holding: grant::Holding<Owner>,
@@ -152,7 +153,7 @@ impl Group {
     pub fn bytes(&self) -> usize {
         size_of::<Group>()
             + self.holding.holders.capacity() * size_of::<Holder<Owner>>()
-            + self.holding.holders.iter().map(|h| h.owner.len()).sum::<usize>()
+            + self.holding.holders.iter().map(|h| h.owner.heap_bytes()).sum::<usize>()
     }
 
     pub fn duplicate(&self) -> Group {

@@ -28,7 +28,7 @@ use std::sync::{LazyLock, Mutex};
 use crate::api::{Key, KeyKind};
 use crate::core::grant::Holder;
 use crate::core::lease::{Lease, Left, Now, NO_TTL};
-use crate::keys::group::Group;
+use crate::keys::group::{Group, Owner};
 use crate::keys::value::{self, Exclusive};
 use crate::replication::{propagate, writable};
 use crate::server::fencing::Token;
@@ -42,8 +42,9 @@ enum Why {
 
 /// A lock kept here: what `change::restore_rescued` puts back.
 pub struct Kept {
-    /// One for an exclusive lock, every holder of a shared one.
-    pub holders: Vec<Holder<Box<[u8]>>>,
+    /// One for an exclusive lock, every holder of a shared one (each with
+    /// its own value, kept in its owner).
+    pub holders: Vec<Holder<Owner>>,
     /// `None`: an exclusive lock; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
     /// The group was a semaphore LOCK.RESIZE resized (`Kind::Semaphore`).
@@ -132,7 +133,7 @@ fn may_keep() -> bool {
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
 /// True when the restore timer is to be armed.
-fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Box<[u8]>>>, shared: (Option<u32>, bool), value: Box<[u8]>) -> bool {
+fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Owner>>, shared: (Option<u32>, bool), value: Box<[u8]>) -> bool {
     let (shared, resized) = shared;
     let now = crate::server::clock::now();
     if !running(lease, now) {
@@ -212,10 +213,21 @@ pub fn keep_again(db: c_int, key_name: &[u8], kept: Kept) {
 pub struct Peek<'a> {
     /// `None`: exclusive; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
-    /// Owner, token, lease left, start and permits of each holder still
-    /// running.
-    pub holders: Vec<(&'a [u8], Token, Left, i64, u32)>,
+    /// Each holder still running.
+    pub holders: Vec<PeekHolder<'a>>,
     /// An exclusive lock's value; empty: none.
+    pub value: &'a [u8],
+}
+
+/// One holder of a kept lock, as LOCK.INFO and LOCK.CHECK see it.
+pub struct PeekHolder<'a> {
+    pub owner: &'a [u8],
+    pub token: Token,
+    pub left: Left,
+    /// When the hold began (monotonic ms).
+    pub since: i64,
+    pub permits: u32,
+    /// A shared holder's value; empty: none.
     pub value: &'a [u8],
 }
 
@@ -227,8 +239,15 @@ pub fn peek<R>(db: c_int, key: &[u8], now: Now, f: impl FnOnce(Peek<'_>) -> R) -
         let holders: Vec<_> = kept
             .holders
             .iter()
-            .map(|h| (&h.owner[..], h.token, Lease { end: h.end, mirror: NO_TTL }.left(now), h.since, h.permits))
-            .filter(|(_, _, left, _, _)| left.is_running())
+            .map(|h| PeekHolder {
+                owner: &h.owner[..],
+                token: h.token,
+                left: Lease { end: h.end, mirror: NO_TTL }.left(now),
+                since: h.since,
+                permits: h.permits,
+                value: h.owner.value(),
+            })
+            .filter(|h| h.left.is_running())
             .collect();
         (!holders.is_empty()).then(|| f(Peek { shared: kept.shared, holders, value: &kept.value }))
     })

@@ -200,11 +200,12 @@ pub fn granted(ctx: Ctx, key: &Arg, owner: &Arg, token: Token, deadline_ms: i64,
     announce_grant(ctx, key, owner.bytes(), token, value, handoff);
 }
 
-/// The holder of an exclusive lock stored a new `value` (LOCK.PROCLAIM):
-/// it travels as the whole grant, with the deadline the key has, so a
-/// replica or the AOF sets exactly this lock whatever its own clock says.
-pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, value: &[u8]) {
-    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, None, value);
+/// A holder stored a new `value` (LOCK.PROCLAIM): it travels as the whole
+/// grant, with the deadline the key has (an exclusive lock's; `shared`: a
+/// shared holder's own deadline and its group's terms), so a replica or
+/// the AOF sets exactly this hold whatever its own clock says.
+pub fn proclaimed(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, shared: Option<SharedTerms>, value: &[u8]) {
+    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, shared, value);
     signal(ctx, key, c"lock.proclaim");
     announce(ctx, ctx.selected_db(), key.bytes(), Event::Proclaim, owner, token, value);
 }
@@ -231,12 +232,21 @@ fn exactly_if_heard(ctx: Ctx, replicate_exactly: impl FnOnce()) {
 }
 
 /// A shared holder was granted, re-granted or extended: its token and
-/// deadline, the group's limit (0: a read-write lock), the key's TTL and
-/// the holder's permits. Announced by the caller (`event`), which knows
-/// which of these it was.
-pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, terms: SharedTerms) {
-    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, Some(terms), b"");
+/// deadline, the group's limit (0: a read-write lock), the key's TTL, the
+/// holder's permits and the value it stores (empty: none). Announced by
+/// the caller (`shared_grant_event`, or `event` for an extension), which
+/// knows which of these it was.
+pub fn shared_granted(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, deadline_ms: i64, terms: SharedTerms, value: &[u8]) {
+    replicate_apply(ctx, key, Piece::Bytes(owner), token, deadline_ms, Some(terms), value);
     signal(ctx, key, c"lock.acquire");
+}
+
+/// A shared grant's announcement, by the rule of an exclusive one
+/// (`announce_grant`): every grant of a key `redislock.notify` matches,
+/// and on any other key a grant with a value (a group member joining), as
+/// `grant`.
+pub fn shared_grant_event(ctx: Ctx, key: &Arg, owner: &[u8], token: Token, value: &[u8], handoff: bool) {
+    announce_grant(ctx, key, owner, token, value, handoff);
 }
 
 /// The last shared holder left: the key is deleted, and travels as DEL.

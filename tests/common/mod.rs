@@ -396,7 +396,7 @@ pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
         Value::Array(holders) => {
             assert_eq!(holders.len(), 1, "an exclusive lock has one holder: {fields:?}");
             match &holders[0] {
-                Value::Array(h) if h.len() == 6 => {
+                Value::Array(h) if h.len() == 6 || h.len() == 7 => {
                     // Held-for is known for a module lock, not for a plain string.
                     match (&h[1], &h[3]) {
                         (Value::Nil, held) => assert_eq!(held, &Value::Nil, "a plain string's held-ms: {fields:?}"),
@@ -408,7 +408,7 @@ pub fn parse_info_any(v: Value) -> Option<AnyLockInfo> {
                     assert_eq!(token_of(&h[1]), token, "{fields:?}");
                     assert_eq!(int_of(&h[2], "holder pttl"), pttl, "{fields:?}");
                 }
-                other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits], got {other:?}"),
+                other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits, value?], got {other:?}"),
             }
         }
         other => panic!("LOCK.INFO holders must be an array, got {other:?}"),
@@ -433,7 +433,7 @@ pub fn parse_info(v: Value) -> Option<LockInfo> {
 
 /// One row of LOCK.INFO's `holders`: `[owner, token, pttl, held-ms,
 /// session, permits]`, strictly (a plain string's token and held-ms are
-/// nil).
+/// nil), and a shared holder's value as a 7th item when it has one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HolderRow {
     pub owner: Vec<u8>,
@@ -442,6 +442,8 @@ pub struct HolderRow {
     pub held_ms: Option<i64>,
     pub session: bool,
     pub permits: i64,
+    /// A shared holder's value; `None` when its row has six items.
+    pub value: Option<Vec<u8>>,
 }
 
 /// The `holders` field of a LOCK.INFO reply's fields (`info_fields`), in
@@ -450,7 +452,7 @@ pub fn holder_rows_of(fields: &[(Vec<u8>, Value)]) -> Vec<HolderRow> {
     let Value::Array(rows) = &fields[6].1 else { panic!("LOCK.INFO holders must be an array: {fields:?}") };
     rows.iter()
         .map(|row| match row {
-            Value::Array(h) if h.len() == 6 => {
+            Value::Array(h) if h.len() == 6 || h.len() == 7 => {
                 let held_ms = match &h[3] {
                     Value::Nil => None,
                     held => Some(int_of(held, "LOCK.INFO holder held-ms")),
@@ -467,9 +469,10 @@ pub fn holder_rows_of(fields: &[(Vec<u8>, Value)]) -> Vec<HolderRow> {
                     held_ms,
                     session,
                     permits: int_of(&h[5], "LOCK.INFO holder permits"),
+                    value: h.get(6).map(|v| bulk(v, "LOCK.INFO holder value")),
                 }
             }
-            other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits], got {other:?}"),
+            other => panic!("LOCK.INFO holder must be [owner, token, pttl, held-ms, session, permits, value?], got {other:?}"),
         })
         .collect()
 }

@@ -277,6 +277,9 @@ fn an_evicted_semaphore_keeps_every_holder() {
     let mut a = server.conn();
     let ta = permit(&mut a, "sem", "A").expect("A's permit");
     let tb = permit(&mut a, "sem", "B").expect("B's permit");
+    // A member's value is kept with its hold (see `members`).
+    assert_eq!(ok_cmd(&mut a, cmd("LOCK.PROCLAIM").arg("sem").arg("A").arg("addr-a")), Value::Int(1));
+    let values = |c: &mut Connection| holder_rows(c, "sem").into_iter().map(|h| h.value).collect::<Vec<_>>();
     let mut c = server.conn();
     c.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
     send_cmd(&mut c, cmd("LOCK.ACQUIRE").arg("sem").arg("C").arg(30_000).arg("SHARED").arg("LIMIT").arg(2).arg("WAIT").arg(WAIT_MS));
@@ -289,9 +292,11 @@ fn an_evicted_semaphore_keeps_every_holder() {
     assert!(waited.elapsed() < Duration::from_millis(WAIT_MS - 500), "filling took {:?}", waited.elapsed());
     assert_eq!(recv_reply(&mut c, "C's WAIT"), Ok(Value::Nil), "C was served a permit of an evicted full semaphore");
     assert_eq!(shared_holders(&mut a, "sem"), both, "LOCK.INFO after the eviction");
+    assert_eq!(values(&mut a), [Some(b"addr-a".to_vec()), None], "the kept holders' values");
     assert!(locks_evicted(&mut a) >= 1, "Redis never evicted the semaphore, the test proved nothing ({written} keys written)");
     ok_cmd(&mut a, cmd("CONFIG").arg("SET").arg("maxmemory").arg(0));
     assert_eq!(permit(&mut a, "sem", "D"), None, "a newcomer while both permits are held");
+    assert_eq!(values(&mut a), [Some(b"addr-a".to_vec()), None], "put back with the values");
     assert_eq!(release(&mut a, b"sem", b"A"), 1, "A releases its permit");
     assert!(permit(&mut a, "sem", "D").is_some_and(|t| t > tb), "D after A's release");
     assert_eq!(permit(&mut a, "sem", "E"), None, "B and D hold both permits");

@@ -24,6 +24,7 @@ mod hammer;
 mod interop;
 mod lock_family;
 mod malformed;
+mod members;
 mod multi;
 mod persistence;
 mod quarantine;

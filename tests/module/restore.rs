@@ -25,6 +25,9 @@ fn holders(d: &Dump) -> Vec<(Vec<u8>, u64)> {
     let f = &d.fields;
     match f[0].int() {
         0 | 3 => vec![(owner(&f[1]), f[2].int())],
+        // Members' values: the resized mark after the limit, each holder
+        // with its permits and value.
+        5 => f[4..].chunks(5).map(|h| (owner(&h[0]), h[1].int())).collect(),
         shape => {
             let per = if shape == 2 || shape == 4 { 4 } else { 3 };
             f[3..].chunks(per).map(|h| (owner(&h[0]), h[1].int())).collect()
