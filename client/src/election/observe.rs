@@ -25,7 +25,7 @@ pub fn changes_of_leader(
     unfold(state, |(mut heard, mut tally, mut live, election, subscribed)| async move {
         loop {
             let news = match heard.next().await? {
-                Heard::Up(i, now) => {
+                Heard::Up(i, now, _) => {
                     if let Some(up) = live.get_mut(i) {
                         *up = true;
                     }

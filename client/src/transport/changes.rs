@@ -7,6 +7,9 @@
 //! first and reads the lock after the subscription took effect: nothing
 //! between the two is missed).
 
+use std::time::Duration;
+
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -177,9 +180,51 @@ pub struct Changes {
     /// Kept so the connection (and with it the subscription) lives.
     _link: Link,
     pushes: UnboundedReceiver<PushInfo>,
+    barrier: Barrier,
+}
+
+/// Confirms that every announcement a subscribed server published before
+/// now has been received: a PING on the subscription's own connection.
+/// The server answers commands and publishes on one connection in the
+/// order it executes them, and the connection hands each message on
+/// before it answers the command read after it, so once the PONG is in,
+/// every earlier announcement is waiting in its `Changes`.
+#[derive(Clone)]
+pub struct Barrier {
+    link: Link,
+    /// The subscribed channel: on a Cluster instance the PING goes to the
+    /// node subscribed to it. (Messages reach that node over the cluster
+    /// bus, which keeps no order with the PING: there the barrier covers
+    /// what had reached the node.)
+    channel: String,
+    budget: Duration,
+}
+
+impl Barrier {
+    /// Whether the server answered within the request timeout: `false`
+    /// when it did not (it is then as good as not heard, and its
+    /// subscription is read again once the connection is found lost).
+    pub async fn pass(&self) -> bool {
+        let mut link = self.link.clone();
+        let ping = async {
+            match &mut link {
+                Link::Single(conn) => redis::cmd("PING").query_async::<Value>(conn).await,
+                Link::Cluster(conn) => {
+                    let route = Route::with_key(self.channel.as_bytes(), SlotAddr::Master);
+                    conn.route_command(redis::cmd("PING"), RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route))).await
+                }
+            }
+        };
+        matches!(tokio::time::timeout(self.budget, ping).await, Ok(Ok(_)))
+    }
 }
 
 impl Changes {
+    /// The barrier of this subscription (see `Barrier`).
+    pub fn barrier(&self) -> Barrier {
+        self.barrier.clone()
+    }
+
     /// The next change announced, of any kind; `None` once the
     /// connection is lost (what is announced from then on is not heard:
     /// subscribe again).
@@ -251,11 +296,14 @@ impl Instance {
             } else {
                 None
             };
-            Ok::<_, Outcome>((Reading { info: now, notify: patterns }, link))
+            Ok::<_, Outcome>((Reading { info: now, notify: patterns }, link, channel))
         };
         let budget = self.connect_timeout.saturating_add(self.request_timeout.saturating_mul(3));
         match tokio::time::timeout(budget, connecting).await {
-            Ok(Ok((now, link))) => Ok((now, Changes { _link: link, pushes })),
+            Ok(Ok((now, link, channel))) => {
+                let barrier = Barrier { link: link.clone(), channel, budget: self.request_timeout };
+                Ok((now, Changes { _link: link, pushes, barrier }))
+            }
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Outcome::Timeout),
         }

@@ -35,7 +35,7 @@ mod urls;
 mod waits;
 
 pub use backoff::Recoveries;
-pub use changes::{announcement, changes_channel, Announcement, ChangeKind, Changes, Reading};
+pub use changes::{announcement, changes_channel, Announcement, Barrier, ChangeKind, Changes, Reading};
 pub use commands::{Ask, Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status, reply_text};
 use replicas::{wait_timeout, Replicas, Sent, Write};

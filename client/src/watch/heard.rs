@@ -12,12 +12,13 @@ use std::time::Duration;
 use futures::stream::{select_all, unfold, Stream};
 
 use crate::redlock::Redlock;
-use crate::transport::{Announcement, Changes, Reading};
+use crate::transport::{Announcement, Barrier, Changes, Reading};
 
 /// What a watcher hears.
 pub enum Heard {
-    /// Server `.0` is subscribed (again) and says what it holds now.
-    Up(usize, Reading),
+    /// Server `.0` is subscribed (again) and says what it holds now; `.2`
+    /// confirms, when asked, that what it announced so far was heard.
+    Up(usize, Reading, Barrier),
     /// Server `.0` announced a change.
     Said(usize, Announcement),
     /// Server `.0`'s subscription is lost.
@@ -71,7 +72,10 @@ fn server_changes(
                         tokio::time::sleep(every).await;
                     }
                     match instance.changes(&resource, notify).await {
-                        Ok((now, changes)) => return Some((Heard::Up(server, now), State::Subscribed(changes))),
+                        Ok((now, changes)) => {
+                            let barrier = changes.barrier();
+                            return Some((Heard::Up(server, now, barrier), State::Subscribed(changes)));
+                        }
                         Err(_) => pause = true,
                     }
                 },

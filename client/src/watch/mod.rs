@@ -11,6 +11,7 @@ use futures::FutureExt;
 
 use crate::error::Error;
 use crate::redlock::Redlock;
+use crate::transport::Barrier;
 
 mod count;
 pub(crate) mod heard;
@@ -56,11 +57,18 @@ impl Redlock {
     pub fn watch_every(&self, resource: &str, every: Duration) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
         let every = every.max(Duration::from_millis(1));
         let servers = self.inner.instances.len();
-        let heard = Box::pin(every_server(self, resource, every, true, true));
-        let count = Count::new(servers, self.quorum()).with_patience(every);
+        let heard = Box::pin(every_server(self, resource, every, false, true));
+        let count = Count::new(servers, self.quorum());
         let names: Vec<String> = self.inner.instances.iter().map(|i| i.name.clone()).collect();
-        let state =
-            Watching { heard, count, ready: std::collections::VecDeque::new(), warned: false, names, resource: resource.to_string() };
+        let state = Watching {
+            heard,
+            count,
+            barriers: vec![None; servers],
+            ready: std::collections::VecDeque::new(),
+            warned: false,
+            names,
+            resource: resource.to_string(),
+        };
         unfold(state, |mut w| async move {
             loop {
                 if let Some(item) = w.ready.pop_front() {
@@ -68,16 +76,19 @@ impl Redlock {
                 }
                 let first = w.heard.next().await?;
                 w.take(first);
-                // What the other servers already sent is counted before
-                // anything is decided (a grant waits for every subscribed
-                // server, see `count::ready`, and a tick settles what waited
-                // long enough).
-                tokio::task::yield_now().await;
-                while let Some(Some(more)) = w.heard.next().now_or_never() {
-                    w.take(more);
+                w.take_what_arrived().await;
+                loop {
+                    let settled = w.count.settle();
+                    w.ready.extend(settled.changes.into_iter().map(Ok));
+                    if !settled.waiting {
+                        break;
+                    }
+                    // A change is ready: first hear everything the servers
+                    // announced before it (see `count`).
+                    futures::future::join_all(w.barriers.iter().flatten().map(|b| b.pass())).await;
+                    w.take_what_arrived().await;
+                    w.count.barrier_passed();
                 }
-                let settled = w.count.settle();
-                w.ready.extend(settled.into_iter().map(Ok));
             }
         })
     }
@@ -88,7 +99,7 @@ impl Watching {
     /// announced, is ready at once.
     fn take(&mut self, heard: Heard) {
         let changes = match heard {
-            Heard::Up(i, now) => {
+            Heard::Up(i, now, barrier) => {
                 if !self.warned && now.notify.as_ref().is_some_and(|p| !p.iter().any(|p| matches(p, &self.resource))) {
                     self.warned = true;
                     let server = self.names.get(i).cloned().unwrap_or_default();
@@ -101,13 +112,17 @@ impl Watching {
                         ),
                     }));
                 }
-                self.count.subscribed(i, true);
+                if let Some(slot) = self.barriers.get_mut(i) {
+                    *slot = Some(barrier);
+                }
                 self.count.note_reading(i, &now.holders());
                 Vec::new()
             }
             Heard::Said(i, said) => self.count.note(i, said.kind, said.token, &said.owner, said.value),
             Heard::Down(i) => {
-                self.count.subscribed(i, false);
+                if let Some(slot) = self.barriers.get_mut(i) {
+                    *slot = None;
+                }
                 Vec::new()
             }
             Heard::Tick => Vec::new(),
@@ -116,9 +131,21 @@ impl Watching {
     }
 }
 
+impl Watching {
+    /// Counts whatever the servers' connections already received.
+    async fn take_what_arrived(&mut self) {
+        tokio::task::yield_now().await;
+        while let Some(Some(more)) = self.heard.next().now_or_never() {
+            self.take(more);
+        }
+    }
+}
+
 struct Watching {
     heard: std::pin::Pin<Box<dyn Stream<Item = Heard> + Send>>,
     count: Count,
+    /// Per server subscribed now, its barrier.
+    barriers: Vec<Option<Barrier>>,
     ready: std::collections::VecDeque<Result<Change, Error>>,
     /// Whether a server's notify setting was reported.
     warned: bool,
