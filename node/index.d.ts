@@ -166,6 +166,17 @@ export class Lock implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** One change of a lock a quorum of servers announced (`Redlock.watch`). */
+export interface Change {
+  kind: 'grant' | 'handoff' | 'release' | 'expire' | 'cut' | 'session' | 'revoke' | 'resize' | 'proclaim';
+  /** The hold's fencing token (a grant's: the lock's); 0n for a resize. */
+  token: bigint;
+  /** The hold's owner as the servers store it; '' for a resize. */
+  owner: string;
+  /** A grant's or proclamation's value, a cut's deadline (Unix ms), a resize's limit; null when none. */
+  value: string | null;
+}
+
 /** What an acquisition asked for (the `kind` label). */
 export type MetricsKind = 'exclusive' | 'shared' | 'permits' | 'set';
 /** How an acquisition ended (the `outcome` label). */
@@ -243,6 +254,11 @@ export class Redlock {
   metrics(): Metrics;
   /** The same counts in Prometheus's text format (0.0.4); serve it with `METRICS_CONTENT_TYPE`. */
   metricsText(): string;
+  /**
+   * `resource`'s changes as a quorum of servers announced them, each once, grants in token order
+   * (the servers' `redislock.notify` must name the key); never ends by itself (leave the `for await` loop to stop it).
+   */
+  watch(resource: string): AsyncIterableIterator<Change>;
   /**
    * Acquires `resource` for `ttl` ms: one name, or an array of names locked all or nothing
    * (one token, extended and released together). Rejects with NotAcquiredError

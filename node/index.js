@@ -253,6 +253,37 @@ class Redlock {
   metricsText() { return this.#native.metricsText(); }
 
   /**
+   * An async iterator of `resource`'s changes as a quorum of servers
+   * announced them (docs/client.md, "Watching a lock"): `{ kind, token,
+   * owner, value }`, each once, grants in token order with the lock's
+   * token (a bigint). The servers' `redislock.notify` must name the key for
+   * the ends of holds to be announced. It never ends by itself; leaving a
+   * `for await` loop (break, return, throw) stops it.
+   */
+  watch(resource) {
+    args.string('resource', resource);
+    const watching = this.#native.watch(resource);
+    let done = false;
+    const finished = { value: undefined, done: true };
+    return {
+      async next() {
+        if (done) return finished;
+        const change = await watching.next();
+        if (change === null) return finished;
+        return { value: { kind: change.kind, token: change.token, owner: change.owner, value: change.value ?? null }, done: false };
+      },
+      async return() {
+        done = true;
+        watching.close();
+        return finished;
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+  }
+
+  /**
    * Acquires `resource` for `ttl` ms: one name, or an array of names
    * (node-redlock's form) locked all or nothing, with one token, extended
    * and released together. Options:

@@ -37,6 +37,7 @@ pub mod settings;
 pub mod tls;
 mod traces;
 pub mod transport;
+pub mod watch;
 
 #[cfg(doctest)]
 mod doctests;
@@ -50,3 +51,4 @@ pub use redlock::{servers_in_one, Kind, Lock, Redlock, Released, Retry, Revoked}
 pub use resources::Resources;
 pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit, SESSION_MARGIN};
 pub use transport::{is_tls_url, ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};
+pub use watch::{Change, ChangeKind};

@@ -11,6 +11,7 @@
 //! - `Cancel`: the native end of an `AbortSignal`
 //! - `election`: `NativeElection`, `NativeLeadership`, `NativeObserver`
 //! - `metrics`: the client's metrics as a plain object (`NativeRedlock.metrics`)
+//! - `watch`: `NativeWatch`, a lock's changes as a quorum announced them
 //! - `config`, `errors`, `runtime`, `settle`
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ mod errors;
 mod metrics;
 mod runtime;
 mod settle;
+mod watch;
 
 /// mimalloc, not the process's malloc: see node/Cargo.toml.
 #[global_allocator]
@@ -122,6 +124,13 @@ impl NativeRedlock {
     #[napi]
     pub fn metrics_text(&self) -> String {
         self.inner.metrics().to_prometheus()
+    }
+
+    /// The changes of `resource` a quorum of servers announced (the
+    /// crate's `Redlock::watch`), read one at a time.
+    #[napi]
+    pub fn watch(&self, resource: String) -> watch::NativeWatch {
+        watch::NativeWatch::new(&self.inner, &resource)
     }
 
     /// A Promise of a `NativeLock`, or of a `Failure`. Arguments are

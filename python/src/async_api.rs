@@ -90,7 +90,13 @@ client_methods! {
     ///         ...
     guard:
     /// Awaitable: a kept `AsyncLock`, as `Redlock.guard`.
-    extra: {}
+    extra: {
+        /// An async iterator of `Change`: the lock's changes as a quorum of
+        /// servers announced them (their `redislock.notify` must name it).
+        fn watch(slf: &Bound<'_, Self>, resource: &str) -> crate::watch::PyAsyncWatch {
+            crate::watch::PyAsyncWatch::new(PyClient::inner(slf), resource)
+        }
+    }
 }
 
 /// The asyncio twin of `Lock`: the same properties; `extend` and

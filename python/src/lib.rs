@@ -32,6 +32,7 @@ mod metrics;
 mod runtime;
 mod sync;
 mod sync_api;
+mod watch;
 
 /// Native part of the `redislock` package; import from `redislock`.
 #[pymodule]
@@ -57,6 +58,8 @@ fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::PyAsyncLeadership>()?;
     m.add_class::<election::PyObserver>()?;
     m.add_class::<election::PyAsyncObserver>()?;
+    m.add_class::<watch::PyChange>()?;
+    m.add_class::<watch::PyAsyncWatch>()?;
     // Before finalization: no runtime thread may attach during it.
     let shutdown = wrap_pyfunction!(exit::shutdown, m)?;
     m.py().import("atexit")?.call_method1("register", (shutdown,))?;

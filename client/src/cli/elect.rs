@@ -25,7 +25,7 @@ fn election(rl: &Redlock, name: &str, value: &str, ttl: std::time::Duration) -> 
     Election::named(rl.clone(), name, value, Some(ttl), &redlock::Names::RUST).map_err(|e| explain::other(&e))
 }
 
-fn signals() -> Result<(Signal, Signal), Failure> {
+pub(super) fn signals() -> Result<(Signal, Signal), Failure> {
     let sigint = signal(SignalKind::interrupt()).map_err(|e| Failure::general(format!("SIGINT handler: {e}")))?;
     let sigterm = signal(SignalKind::terminate()).map_err(|e| Failure::general(format!("SIGTERM handler: {e}")))?;
     Ok((sigint, sigterm))

@@ -16,6 +16,7 @@ pub mod run;
 pub mod serve;
 pub mod status;
 pub mod top;
+pub mod watch;
 
 use redlock::Redlock;
 
@@ -88,6 +89,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Run(args) => run::run(&redlock, args).await,
         Command::Elect(args) => elect::elect(&redlock, args).await,
         Command::Leader(args) => elect::leader(&redlock, args, json).await,
+        Command::Watch(args) => watch::watch(&redlock, args, json).await,
         Command::Bench(args) => bench::bench(&global, args, json).await,
         Command::Serve(args) => serve::serve(&redlock, args).await,
     };

@@ -223,6 +223,25 @@ fn holder_states(value: &Value) -> Vec<HolderState> {
         .collect()
 }
 
+/// Every holder with a token in a LOCK.INFO reply: owner and token.
+pub(super) fn holders_of(reply: &Value) -> Vec<(String, i64)> {
+    let Value::Map(pairs) = reply else {
+        let Value::Array(items) = reply else { return Vec::new() };
+        let mut it = items.iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            if matches!(k, Value::BulkString(b) if b == b"holders") {
+                return holder_states(v).into_iter().filter_map(|h| Some((h.owner, h.token?))).collect();
+            }
+        }
+        return Vec::new();
+    };
+    pairs
+        .iter()
+        .find(|(k, _)| matches!(k, Value::BulkString(b) if b == b"holders") || matches!(k, Value::SimpleString(s) if s == "holders"))
+        .map(|(_, v)| holder_states(v).into_iter().filter_map(|h| Some((h.owner, h.token?))).collect())
+        .unwrap_or_default()
+}
+
 /// One entry of a reply made of maps (RESP3), or of flat field/value
 /// arrays (RESP2), as its field/value pairs.
 fn field_pairs(entry: Value) -> Option<Vec<(Value, Value)>> {

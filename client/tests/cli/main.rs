@@ -23,3 +23,4 @@ mod serve_observe;
 mod serve_scale;
 mod serve_session;
 mod sets;
+mod watch;

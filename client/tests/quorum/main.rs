@@ -23,3 +23,4 @@ mod semaphore;
 mod sets;
 mod shared_handle;
 mod shared_locks;
+mod watch;

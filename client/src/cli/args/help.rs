@@ -104,6 +104,19 @@ the term: it hears each server's announcements of the election's changes, and
 subscribes again every --interval to a server it lost (reading the leader at
 that interval while fewer than a quorum can be heard).";
 
+pub const WATCH_HELP: &str = "\
+Subscribes to the lock's channel on every server and prints each change once a
+quorum of servers announced it: KIND TOKEN OWNER [VALUE] (with --json one
+object per line: kind, token, owner, value, at). Kinds: grant, handoff (a
+waiter granted), release, expire, cut (value: the new deadline, Unix ms),
+session, revoke, resize (value: the new limit), proclaim. A grant carries the
+lock's fencing token; an end carries its hold's. Ends are announced only for a
+key the servers' redislock.notify names (CONFIG SET redislock.notify
+'jobs:*'): a server whose setting matches no such key is reported once on
+stderr. A lost server is subscribed again every --interval, and what it holds
+then is read: a hold it no longer has ended there. Runs until interrupted
+(SIGINT or SIGTERM: exit 0).";
+
 pub const SERVE_HELP: &str = "\
 Served (each through the quorum of --servers, with the module's syntax and
 replies): LOCK.ACQUIRE key owner ttl-ms [SHARED] [FENCE min-token] [WAIT

@@ -11,7 +11,7 @@ use redlock::{Mode, Pem, Settings, TlsSettings};
 pub mod config;
 mod help;
 mod serve;
-use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP, SERVE_HELP};
+use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
 
 /// The five local instances of `make redlock-up`.
@@ -169,6 +169,10 @@ pub enum Command {
     /// Print an election's leader (value and term); --watch prints every change.
     #[command(after_help = LEADER_HELP)]
     Leader(LeaderArgs),
+    /// Print a lock's changes (grants, ends, ...) as a quorum of servers
+    /// announces them, one per line, until interrupted.
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
     /// Measure throughput and latency against the servers.
     Bench(BenchArgs),
     /// Serve the module's LOCK.* commands over the Redis protocol, each run
@@ -482,6 +486,17 @@ pub struct LeaderArgs {
     /// With --watch: how often a lost server is subscribed again.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
           allow_hyphen_values = true)]
+    pub interval: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// The lock's name (a Redis key on every server, named by their
+    /// redislock.notify).
+    #[arg(value_parser = non_empty("name"))]
+    pub name: String,
+    /// How often a lost server is subscribed again.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", allow_hyphen_values = true)]
     pub interval: Duration,
 }
 

@@ -349,3 +349,16 @@ fn serve_runs_on_one_thread_unless_told_more() {
         assert_eq!(parse(&["serve", "--threads", bad]).expect_err(bad).exit_code(), 2, "{bad:?}");
     }
 }
+
+#[test]
+fn watch_takes_a_name_and_an_interval() {
+    let cli = parse(&["watch", "jobs:1", "--json"]).expect("parses");
+    let Command::Watch(w) = cli.command else { panic!("not watch") };
+    assert_eq!((w.name.as_str(), w.interval), ("jobs:1", ms(200)));
+    assert!(cli.global.json);
+    let cli = parse(&["watch", "jobs:1", "--interval", "50ms"]).expect("parses");
+    let Command::Watch(w) = cli.command else { panic!("not watch") };
+    assert_eq!(w.interval, ms(50));
+    assert!(parse(&["watch", ""]).is_err(), "a name");
+    assert!(parse(&["watch"]).is_err(), "a name");
+}
