@@ -30,6 +30,10 @@ struct Said {
     first: Option<(i64, ChangeKind)>,
     /// The largest token it granted the hold (a write-back raises it).
     token: i64,
+    /// The smallest token a grant raised the hold to while it held it:
+    /// the client's write-back (`FENCE T`, answered with T, or a fresh
+    /// token above it), so T is known.
+    raised: Option<i64>,
     /// The value announced with its latest grant.
     value: Option<String>,
     /// How the hold ended there, if it did.
@@ -130,6 +134,9 @@ impl Count {
         let Some(said) = self.said(owner, server) else { return Vec::new() };
         match kind {
             ChangeKind::Grant | ChangeKind::Handoff => {
+                if said.holds() && token > said.token {
+                    said.raised = Some(said.raised.map_or(token, |r| r.min(token)));
+                }
                 if said.first.is_none() || said.ended.is_some() {
                     said.first.get_or_insert((token, kind));
                     said.ended = None;
@@ -335,14 +342,24 @@ fn token_of(hold: &Hold, quorum: usize) -> Option<i64> {
     tokens.get(quorum.checked_sub(1)?).copied()
 }
 
-/// Whether a hold's grant is ready: a quorum announced tokens at or
-/// above the largest first grant of a server that still holds it (the
-/// lock's token once the client wrote it back), or its hold already ended
-/// on a quorum.
+/// Whether a hold's grant is ready, its token the lock's: once a quorum
+/// announced it and
+/// - a quorum announced tokens at or above the largest first grant of a
+///   server that still holds it (then no write-back is still to come), or
+/// - a quorum announced tokens at or above the smallest a write-back
+///   raised a server to (the lock's token T: a write-back asks for T), or
+/// - some server ended it (its client had long finished acquiring).
+///
+/// A server may grant after the client decided ("late", kept uncounted
+/// while the lock is held) with a first token above T: without a
+/// write-back to show T, such a hold waits for its first end.
 fn ready(hold: &Hold, quorum: usize) -> bool {
     let Some(token) = token_of(hold, quorum) else { return false };
     let target = hold.servers.iter().filter(|s| s.ended.is_none()).filter_map(|s| s.first.map(|(t, _)| t)).max();
-    target.is_none_or(|target| token >= target) || hold.servers.iter().filter(|s| s.ended.is_some()).count() >= quorum
+    let written_back = hold.servers.iter().filter_map(|s| s.raised).min();
+    target.is_none_or(|target| token >= target)
+        || written_back.is_some_and(|t| token >= t)
+        || hold.servers.iter().any(|s| s.first.is_some() && s.ended.is_some())
 }
 
 /// The largest token any server announced for a hold.
@@ -569,6 +586,32 @@ mod tests {
         c.hear(1, Handoff, 101, "b", None);
         assert!(c.hear(3, Handoff, 50, "b", None).is_empty(), "101, 101, 50: not ready, and not forgotten");
         assert_eq!(kinds(&c.hear(2, Handoff, 101, "b", None)), vec![(Handoff, 101, "b")]);
+    }
+
+    #[test]
+    fn a_late_grant_above_the_lock_token_does_not_hold_the_grant_back() {
+        let mut c = Count::new(5, 3);
+        // The client decided on servers 0, 1, 2 (5704, 5665, 4308: T 5704)
+        // and wrote 5704 back to 1 and 2; server 3 granted late, 6153,
+        // uncounted and never written back.
+        c.hear(0, Grant, 5704, "a", None);
+        c.hear(1, Grant, 5665, "a", None);
+        c.hear(2, Grant, 4308, "a", None);
+        assert!(c.hear(3, Grant, 6153, "a", None).is_empty(), "nothing written back yet");
+        // The write-back to server 1 shows T; 0, 1 and the late 3 hold it or more.
+        assert_eq!(kinds(&c.hear(1, Grant, 5704, "a", None)), vec![(Grant, 5704, "a")]);
+        assert!(c.hear(2, Grant, 5704, "a", None).is_empty(), "never twice");
+        // No write-back needed (0, 1, 2 agree on 10), a late grant of 20:
+        // the grant waits for the hold's first end.
+        for s in 0..5 {
+            c.hear(s, Release, 5704, "a", None);
+        }
+        assert!(c.hear(3, Grant, 20_000, "b", None).is_empty());
+        for s in 0..3 {
+            assert!(c.hear(s, Grant, 10_000, "b", None).is_empty(), "server 3 might be the one whose token is to be written back");
+        }
+        assert_eq!(kinds(&c.hear(3, Release, 20_000, "b", None)), vec![(Grant, 10_000, "b")], "still held by a quorum");
+        assert_eq!(kinds(&c.hear(0, Release, 10_000, "b", None)), vec![(Release, 10_000, "b")]);
     }
 
     #[test]

@@ -295,3 +295,75 @@ async fn a_server_whose_notify_names_no_such_key_is_reported_once() {
     let b = rl.lock(r, Duration::from_secs(10)).await.expect("b");
     assert_eq!(owners(take(&mut changes, 1).await), vec![(ChangeKind::Grant, b.owner.clone())], "not reported again");
 }
+
+/// Two servers killed (kill -9) and started again empty, in restart
+/// quarantine (they grant nothing for a while): the watch goes on from the
+/// other three, reads the restarted ones when they answer again, and
+/// delivers each change once, in order, through the quarantine and after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_killed_and_restarted_in_quarantine_leave_the_watch_whole() {
+    // The setting on the loadmodule line, so a restarted server has it too.
+    let opts = || common::Opts {
+        module_args: vec!["quarantine".into(), "1500".into(), "notify".into(), "watched:*".into()],
+        ..common::Opts::default()
+    };
+    let mut c = Cluster::start_opts((0..5).map(|_| opts()).collect());
+    let r = "watched:restarted";
+    let rl = c.redlock(relaxed());
+    let mut changes = watching(&c, &rl, r, Duration::from_millis(100)).await;
+    let until = || Some(Instant::now() + WAIT);
+
+    // Every server starts in quarantine: the first lock waits it out.
+    let a = rl.lock_until(r, Duration::from_secs(10), until()).await.expect("a");
+    assert_eq!(take(&mut changes, 1).await, vec![(ChangeKind::Grant, token(&a), a.owner.clone())]);
+
+    for s in &mut c.servers[..2] {
+        s.kill9();
+    }
+    // Three servers are a quorum: a's release and b's grant are heard from them.
+    rl.release(&a).await.expect("release a");
+    let b = rl.lock_until(r, Duration::from_secs(10), until()).await.expect("b");
+    assert_eq!(
+        take(&mut changes, 2).await,
+        vec![(ChangeKind::Release, token(&a), a.owner.clone()), (ChangeKind::Grant, token(&b), b.owner.clone())]
+    );
+
+    // Back, empty and in quarantine: they grant nothing, and their readings
+    // (nothing held) end nothing delivered twice.
+    for s in &mut c.servers[..2] {
+        s.restart();
+    }
+    subscribed(&c, r, 5).await;
+    rl.release(&b).await.expect("release b");
+    let d = rl.lock_until(r, Duration::from_secs(10), until()).await.expect("d");
+    let quarantined = d.instances[..2].iter().filter(|o| matches!(o.outcome, redlock::Outcome::Quarantine { .. })).count();
+    println!("d granted with {quarantined} of the restarted servers still in quarantine");
+    assert_eq!(
+        take(&mut changes, 2).await,
+        vec![(ChangeKind::Release, token(&b), b.owner.clone()), (ChangeKind::Grant, token(&d), d.owner.clone())]
+    );
+    rl.release(&d).await.expect("release d");
+    assert_eq!(take(&mut changes, 1).await, vec![(ChangeKind::Release, token(&d), d.owner.clone())]);
+
+    // Out of quarantine: a hold on all five. The probes are holds too, each
+    // delivered once, its grant then its release, tokens rising.
+    let probes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    common::eventually(WAIT, "the restarted servers out of quarantine", || async {
+        let Ok(l) = rl.try_lock(r, Duration::from_secs(10)).await else { return false };
+        let all = l.instances.iter().all(|o| !matches!(o.outcome, redlock::Outcome::Quarantine { .. }));
+        probes.lock().expect("probes").push((token(&l), l.owner.clone()));
+        rl.release(&l).await.expect("release");
+        all
+    })
+    .await;
+    let probes = probes.lock().expect("probes").clone();
+    let mut expected = Vec::new();
+    for (t, o) in &probes {
+        assert!(*t > token(&d), "{probes:?}");
+        expected.push((ChangeKind::Grant, *t, o.clone()));
+        expected.push((ChangeKind::Release, *t, o.clone()));
+    }
+    assert_eq!(take(&mut changes, expected.len()).await, expected);
+    let last = rl.lock(r, Duration::from_secs(10)).await.expect("last");
+    assert_eq!(take(&mut changes, 1).await, vec![(ChangeKind::Grant, token(&last), last.owner.clone())], "nothing twice before");
+}
