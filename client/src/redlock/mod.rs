@@ -4,6 +4,7 @@
 //! acquisition), `release` (extend and release), `entries` (the server
 //! list), `permits` (a semaphore's permit keys, which the line waits on).
 
+mod ask;
 mod contended;
 mod counted;
 mod entries;
@@ -17,6 +18,7 @@ mod round;
 pub use entries::servers_in_one;
 use entries::{duplicate_server, repeated_server, spelled_once};
 use line::by_name;
+pub use ask::Asked;
 pub use revoke::Revoked;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
