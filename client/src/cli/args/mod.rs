@@ -153,6 +153,10 @@ pub enum Command {
     /// OWNER's; the servers issue a token above it and grant the next in
     /// line. Raise the data store's fences with --store and --register.
     Revoke(RevokeArgs),
+    /// Ask every holder of a lock to let it go (LOCK.ASK on every server),
+    /// with --message saying why; prints how many holders were asked. The
+    /// holder decides: nothing is released here.
+    Ask(AskArgs),
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
     Status(StatusArgs),
@@ -298,6 +302,17 @@ pub struct RevokeArgs {
     /// A LOCK.FENCED register on --store to raise (repeat for several).
     #[arg(long = "register", value_name = "KEY", value_parser = non_empty("register"), requires = "store")]
     pub registers: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct AskArgs {
+    /// The lock's name (a Redis key on every server).
+    #[arg(value_parser = non_empty("resource"), value_name = "RESOURCE")]
+    pub resource: String,
+    /// Why, for the holder to log or weigh (at most the servers'
+    /// redislock.max-owner-len bytes).
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
 }
 
 #[derive(Args, Debug)]
