@@ -15,10 +15,10 @@ mod release;
 mod revoke;
 mod round;
 
+pub use ask::Asked;
 pub use entries::servers_in_one;
 use entries::{duplicate_server, repeated_server, spelled_once};
 use line::by_name;
-pub use ask::Asked;
 pub use revoke::Revoked;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
