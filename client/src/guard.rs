@@ -46,6 +46,9 @@ struct Keeping {
     rescheduled: tokio::sync::Notify,
     /// Its handle's metrics: a loss counts there once, by cause.
     metrics: Arc<Metrics>,
+    /// Cancelled once the last hold is released or dropped: what listens
+    /// for this hold (`asks`) stops.
+    done: CancellationToken,
 }
 
 impl Keeping {
@@ -181,6 +184,7 @@ impl Shared {
     }
 
     fn stop(&self) {
+        self.keeping.done.cancel();
         if let Some(keeper) = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take() {
             keeper.abort();
         }
@@ -225,6 +229,7 @@ impl LockGuard {
             extending: tokio::sync::Mutex::new(()),
             rescheduled: tokio::sync::Notify::new(),
             metrics: Arc::clone(redlock.registry()),
+            done: CancellationToken::new(),
         });
         let keeper = tokio::spawn(keep(redlock.clone(), keeping.clone()));
         LockGuard { shared: Arc::new(Shared { redlock, keeping, keeper: Mutex::new(Some(keeper)) }), released: false }
@@ -312,6 +317,30 @@ impl LockGuard {
     /// A token that is cancelled when the lock is lost, for other tasks.
     pub fn lost_token(&self) -> CancellationToken {
         self.shared.keeping.lost.clone()
+    }
+
+    /// The asks for this hold (`Redlock::ask`), each heard once although
+    /// every server announces it: subscribes to the lock's channel on
+    /// every server (a connection of its own per server) when first
+    /// polled, so an ask sent before that is not heard; nothing is
+    /// subscribed for a guard that never calls this. An ask is for this
+    /// hold when it names the hold's owner (an ask for an earlier or later
+    /// hold of the same name is not). The k-th ask is delivered when the
+    /// first server's k-th arrives; a server that missed asks lags and
+    /// never causes a repeat (docs/client.md, "Asking a holder to let
+    /// go"). Ends once the lock is lost or its last hold released. The
+    /// holder decides what to do: release, or not.
+    pub fn asks(&self) -> impl futures::Stream<Item = crate::watch::AskRequest> + Send + 'static {
+        let lock = self.lock();
+        let keeping = &self.shared.keeping;
+        let (lost, done) = (keeping.lost.clone(), keeping.done.clone());
+        let ended = async move {
+            tokio::select! {
+                () = lost.cancelled() => {}
+                () = done.cancelled() => {}
+            }
+        };
+        crate::watch::asks_for(&self.shared.redlock, lock.resources.names(), &lock.owner, ended)
     }
 
     /// What a supervisor of the work this lock protects watches (its lost

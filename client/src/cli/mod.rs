@@ -2,6 +2,7 @@
 //! the Redlock algorithm itself is the library's.
 
 pub mod args;
+pub mod ask;
 pub mod bench;
 pub mod child;
 pub mod commands;
@@ -84,6 +85,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Release(args) => commands::release(&redlock, args, json).await,
         Command::Extend(args) => commands::extend(&redlock, args, json).await,
         Command::Revoke(args) => revoke::revoke(&redlock, args, json).await,
+        Command::Ask(args) => ask::ask(&redlock, args, json).await,
         Command::Status(args) => status::status(&redlock, args, json).await,
         Command::Top(args) => top::top(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,

@@ -4,6 +4,7 @@
 //! acquisition), `release` (extend and release), `entries` (the server
 //! list), `permits` (a semaphore's permit keys, which the line waits on).
 
+mod ask;
 mod contended;
 mod counted;
 mod entries;
@@ -14,6 +15,7 @@ mod release;
 mod revoke;
 mod round;
 
+pub use ask::Asked;
 pub use entries::servers_in_one;
 use entries::{duplicate_server, repeated_server, spelled_once};
 use line::by_name;

@@ -94,6 +94,9 @@ pub enum ChangeKind {
     Resize,
     /// The holder stored a new value.
     Proclaim,
+    /// `LOCK.ASK` asked the holder to let go (the value: the message);
+    /// changes nothing, so a watch's count and an election ignore it.
+    Ask,
 }
 
 impl ChangeKind {
@@ -109,6 +112,7 @@ impl ChangeKind {
             b"revoke" => ChangeKind::Revoke,
             b"resize" => ChangeKind::Resize,
             b"proclaim" => ChangeKind::Proclaim,
+            b"ask" => ChangeKind::Ask,
             _ => return None,
         })
     }
@@ -125,6 +129,7 @@ impl ChangeKind {
             ChangeKind::Revoke => "revoke",
             ChangeKind::Resize => "resize",
             ChangeKind::Proclaim => "proclaim",
+            ChangeKind::Ask => "ask",
         }
     }
 
@@ -343,6 +348,10 @@ mod tests {
             assert!(announcement(format!("{word} 1 1 a").as_bytes()).is_some_and(|a| a.kind.as_str() == word && a.kind.is_end()));
         }
         assert_eq!(announcement(b"extend 1 1 a"), None, "an unknown kind");
+        let a = announcement(b"ask 9 5 alice deploy at 10").expect("an ask");
+        assert_eq!(a, Announcement { kind: ChangeKind::Ask, token: 9, owner: "alice".into(), value: Some("deploy at 10".into()) });
+        assert!(!a.kind.is_end());
+        assert_eq!(a.holding(), None, "an ask is no grant: an election's observer ignores it");
     }
 
     #[test]

@@ -389,6 +389,24 @@ impl Instance {
         }
     }
 
+    /// `LOCK.ASK key [MESSAGE message]`: each holder of `key` asked to let
+    /// it go (an announcement on the lock's channel). `Ok(asked)`: how
+    /// many holders the server asked (0 when nobody holds it).
+    pub async fn ask(&self, key: &str, message: Option<&str>) -> Result<i64, Outcome> {
+        if self.mode == Mode::Script {
+            return Err(Outcome::Failed("asking a holder needs the redislock module".into()));
+        }
+        let mut cmd = redis::cmd("LOCK.ASK");
+        cmd.arg(key);
+        if let Some(message) = message {
+            cmd.arg("MESSAGE").arg(message);
+        }
+        match self.lock_query::<i64>(&cmd, false).await {
+            Ok(Sent { reply, .. }) => Ok(reply),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Waits in the server's FIFO queue for `key` (`LOCK.ACQUIRE ... WAIT`,
     /// asking `ask`) on a connection of its own: a blocked command must not
     /// hold up the shared connection. Closing it leaves the queue, so a

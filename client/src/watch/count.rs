@@ -131,6 +131,10 @@ impl Count {
         if kind == ChangeKind::Resize {
             return self.resized(server, value);
         }
+        // An ask changes no hold (and must not make one up for its owner).
+        if kind == ChangeKind::Ask {
+            return Vec::new();
+        }
         let Some(said) = self.said(owner, server) else { return Vec::new() };
         match kind {
             ChangeKind::Grant | ChangeKind::Handoff => {
@@ -156,7 +160,7 @@ impl Count {
             ChangeKind::Release | ChangeKind::Expire | ChangeKind::Session | ChangeKind::Revoke => {
                 said.ended.get_or_insert(kind);
             }
-            ChangeKind::Resize => {}
+            ChangeKind::Resize | ChangeKind::Ask => {}
         }
         Vec::new()
     }
@@ -411,6 +415,26 @@ mod tests {
 
     fn kinds(changes: &[Change]) -> Vec<(ChangeKind, i64, &str)> {
         changes.iter().map(|c| (c.kind, c.token, c.owner.as_str())).collect()
+    }
+
+    #[test]
+    fn asks_change_nothing_a_watch_counts() {
+        let mut c = Count::new(3, 2);
+        // Asks of a hold never heard granted: no hold made up for the owner.
+        for server in 0..3 {
+            assert!(c.hear(server, Ask, 4, "a", Some("go".into())).is_empty());
+        }
+        assert!(c.hear(0, Release, 4, "a", None).is_empty(), "no grant was heard: nothing to end");
+        assert!(c.hear(1, Release, 4, "a", None).is_empty());
+        assert!(c.hear(0, Grant, 5, "b", None).is_empty());
+        assert_eq!(c.hear(1, Grant, 5, "b", None), vec![change(Grant, 5, "b")]);
+        assert!(c.hear(2, Grant, 5, "b", None).is_empty());
+        // Asks of a held lock end nothing either.
+        for server in 0..3 {
+            assert!(c.hear(server, Ask, 5, "b", None).is_empty());
+        }
+        assert_eq!(c.hear(0, Release, 5, "b", None), vec![], "two servers still hold it");
+        assert_eq!(c.hear(2, Release, 5, "b", None), vec![change(Release, 5, "b")]);
     }
 
     #[test]

@@ -13,9 +13,12 @@ use crate::error::Error;
 use crate::redlock::Redlock;
 use crate::transport::Barrier;
 
+mod asks;
 mod count;
 pub(crate) mod heard;
 
+pub(crate) use asks::asks_for;
+pub use asks::AskRequest;
 use count::Count;
 use heard::{every_server, Heard};
 

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ask;
 mod cli;
 mod cli_errors;
 mod elect;

@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ask;
 mod connections;
 mod election;
 mod fairness;

@@ -142,7 +142,7 @@ async fn every_kind_of_change_is_delivered_once_in_order() {
 
 /// Kills the watcher's subscription connections (`sub=1` in CLIENT LIST)
 /// on `server`.
-async fn kill_subscriptions(server: &common::Server) -> usize {
+pub(crate) async fn kill_subscriptions(server: &common::Server) -> usize {
     let list = server.cmd(redis::cmd("CLIENT").arg("LIST")).await.expect("client list");
     let text = match list {
         redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),

@@ -9,8 +9,10 @@ use redlock::transport::takes_more_hosts;
 use redlock::{Mode, Pem, Settings, TlsSettings};
 
 pub mod config;
+mod control;
 mod help;
 mod serve;
+pub use control::{AskArgs, RevokeArgs};
 use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
 
@@ -153,6 +155,10 @@ pub enum Command {
     /// OWNER's; the servers issue a token above it and grant the next in
     /// line. Raise the data store's fences with --store and --register.
     Revoke(RevokeArgs),
+    /// Ask every holder of a lock to let it go (LOCK.ASK on every server),
+    /// with --message saying why; prints how many holders were asked. The
+    /// holder decides: nothing is released here.
+    Ask(AskArgs),
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
     Status(StatusArgs),
@@ -277,27 +283,6 @@ impl ExtendArgs {
     pub fn target(&self) -> Result<(&[String], &str), String> {
         resources_and_owner(&self.names, self.owner.as_deref())
     }
-}
-
-#[derive(Args, Debug)]
-pub struct RevokeArgs {
-    /// The lock's name (a Redis key on every server).
-    #[arg(value_parser = non_empty("resource"), value_name = "RESOURCE")]
-    pub resource: String,
-    /// Only this holder's hold: a name a quorum client held it as (its
-    /// rounds' owners, NAME:<16 hex digits>, are found on the servers), or
-    /// a server's owner as `status` shows it [default: every hold].
-    #[arg(value_parser = non_empty("owner"), value_name = "OWNER")]
-    pub owner: Option<String>,
-    /// The Redis (with the module) that keeps the data the lock protects:
-    /// each --register there is raised to one above the revoked holds'
-    /// tokens (LOCK.FENCED register fence), so the removed holder's fenced
-    /// writes are refused and the next holder's are not.
-    #[arg(long, value_name = "URL", requires = "registers")]
-    pub store: Option<String>,
-    /// A LOCK.FENCED register on --store to raise (repeat for several).
-    #[arg(long = "register", value_name = "KEY", value_parser = non_empty("register"), requires = "store")]
-    pub registers: Vec<String>,
 }
 
 #[derive(Args, Debug)]
