@@ -49,6 +49,9 @@ impl Extended {
 pub fn extend(ctx: Ctx, key: &Key, key_name: &Arg, owner: &[u8], ttl_ms: i64) -> Extended {
     restore_rescued(ctx, key, key_name);
     let now = crate::server::clock::now();
+    // Members that stopped extending end as the others extend: announced
+    // here, not dropped unheard by the extension's own prune.
+    super::ended::expire_ended_holders(ctx, key, key_name, now);
     let lease = Lease::starting(now, ttl_ms);
     let slot = slot(key, now, Look::Held);
     let Some(view) = one_holder(&slot, owner) else {

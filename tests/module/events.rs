@@ -484,3 +484,28 @@ fn a_barrage_of_odd_asks_gets_counts_or_errors() {
     assert_eq!(ok_cmd(&mut c, &cmd("DBSIZE")), Value::Int(1), "no key made");
     assert_eq!(holder_rows(&mut c, "k").len(), 1, "the holder still holds");
 }
+
+/// A member that stops extending ends as the others extend: its expiry is
+/// announced by the first extension that finds its lease over (the
+/// extension's own prune used to drop it unheard), once, before the
+/// extension's holder is touched.
+#[test]
+fn a_member_whose_lease_ran_out_is_announced_when_another_extends() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set_notify(&mut c, "group:*");
+    let mut sc = s.conn();
+    let mut ev = Events::on(&mut sc);
+    let ta = acquire_with(&mut c, "group:g", "a", 200, &["SHARED", "VALUE", "10.0.0.1"]);
+    assert_eq!(ev.on_key("group:g"), msg("grant", ta, "a", "10.0.0.1"));
+    let tb = acquire_with(&mut c, "group:g", "b", 60_000, &["SHARED", "VALUE", "10.0.0.2"]);
+    assert_eq!(ev.on_key("group:g"), msg("grant", tb, "b", "10.0.0.2"));
+    // Past a's 200 ms lease (counted from its grant, before this sleep
+    // began); nothing touches the group meanwhile.
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("LOCK.EXTEND").arg("group:g").arg("b").arg(60_000)), "extended"), 1);
+    assert_eq!(ev.on_key("group:g"), msg("expire", ta, "a", ""));
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("LOCK.EXTEND").arg("group:g").arg("b").arg(60_000)), "extended"), 1);
+    assert_eq!(int_of(&ok_cmd(&mut c, cmd("LOCK.RELEASE").arg("group:g").arg("b")), "released"), 1);
+    assert_eq!(ev.on_key("group:g"), msg("release", tb, "b", ""), "a's expiry announced once");
+}
