@@ -11,6 +11,7 @@ mod elect;
 mod fenced;
 mod group;
 mod input;
+mod members;
 mod metrics;
 mod prometheus;
 mod revoke;

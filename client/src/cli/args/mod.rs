@@ -11,7 +11,7 @@ use redlock::{Mode, Pem, Settings, TlsSettings};
 pub mod config;
 mod help;
 mod serve;
-use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
+use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, MEMBERS_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
 
 /// The five local instances of `make redlock-up`.
@@ -173,6 +173,10 @@ pub enum Command {
     /// announces them, one per line, until interrupted.
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
+    /// Print a group's members (token, owner, value) as a quorum of servers
+    /// lists them; --watch then prints each join and leave.
+    #[command(after_help = MEMBERS_HELP)]
+    Members(MembersArgs),
     /// Measure throughput and latency against the servers.
     Bench(BenchArgs),
     /// Serve the module's LOCK.* commands over the Redis protocol, each run
@@ -497,6 +501,20 @@ pub struct WatchArgs {
     pub name: String,
     /// How often a lost server is subscribed again.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", allow_hyphen_values = true)]
+    pub interval: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct MembersArgs {
+    /// The group's name (its key is redlock:group:NAME).
+    #[arg(value_parser = non_empty("name"))]
+    pub name: String,
+    /// Then print each join, new value and leave until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// With --watch: how often a lost server is subscribed again.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
+          allow_hyphen_values = true)]
     pub interval: Duration,
 }
 
