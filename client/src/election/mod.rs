@@ -400,7 +400,13 @@ impl Redlock {
 
     /// `proclaim_owner`, sent to server `i` on its connection `bound(i)`
     /// (the one a hold is bound to there; `None`: any).
-    pub(crate) async fn proclaim_on(&self, resource: &str, owner: &str, value: &str, bound: impl Fn(usize) -> Option<u64>) -> Result<(), Error> {
+    pub(crate) async fn proclaim_on(
+        &self,
+        resource: &str,
+        owner: &str,
+        value: &str,
+        bound: impl Fn(usize) -> Option<u64>,
+    ) -> Result<(), Error> {
         let instances = &self.inner.instances;
         let outcomes = join_all(instances.iter().enumerate().map(|(i, inst)| inst.proclaim(resource, owner, value, bound(i)))).await;
         let done = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();

@@ -77,8 +77,14 @@ impl Group {
     /// `new`, then `with_ttl` when `ttl` is given, with what the checks
     /// refuse named in a binding's words.
     pub fn named(redlock: Redlock, name: &str, ttl: Option<Duration>, names: &Names) -> Result<Group, Error> {
-        Group { redlock, name: name.to_string(), resource: resource_of(name), lock: Resources::one(&resource_of(name)), ttl: ttl.unwrap_or(DEFAULT_TTL) }
-            .checked_in(names)
+        Group {
+            redlock,
+            name: name.to_string(),
+            resource: resource_of(name),
+            lock: Resources::one(&resource_of(name)),
+            ttl: ttl.unwrap_or(DEFAULT_TTL),
+        }
+        .checked_in(names)
     }
 
     /// The same group with a member's lease of `ttl`, checked as `new`.
@@ -184,7 +190,12 @@ pub async fn members_of(redlock: &Redlock, name: &str) -> Result<Vec<Member>, Er
     }
     let outcomes = answers
         .into_iter()
-        .map(|(server, started, a)| InstanceOutcome { server, outcome: a.err().unwrap_or(Outcome::Done), latency: started.elapsed(), connection: None })
+        .map(|(server, started, a)| InstanceOutcome {
+            server,
+            outcome: a.err().unwrap_or(Outcome::Done),
+            latency: started.elapsed(),
+            connection: None,
+        })
         .collect();
     Err(Error::NoQuorum { resource, what: "a look at the members", outcomes })
 }
@@ -275,7 +286,9 @@ mod tests {
         assert!(Group::new(redlock.clone(), "web").is_ok());
         assert!(matches!(Group::new(redlock.clone(), ""), Err(Error::Config(_))));
         let plain = Redlock::new(&["redis://127.0.0.1:1"], crate::Settings::default()).expect("client");
-        assert!(matches!(Group::new(plain, "web"), Err(Error::Config(m)) if m.contains("release_on_disconnect") && m.starts_with("a group")));
+        assert!(
+            matches!(Group::new(plain, "web"), Err(Error::Config(m)) if m.contains("release_on_disconnect") && m.starts_with("a group"))
+        );
         let group = Group::new(redlock, "web").expect("group");
         assert!(matches!(group.with_ttl(Duration::ZERO), Err(Error::Config(_))));
         assert_eq!(resource_of("web"), "redlock:group:web");

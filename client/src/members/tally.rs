@@ -84,7 +84,12 @@ mod tests {
         ];
         assert_eq!(members_of(&readings, 3), vec![member("a", 10, "x"), member("b", 12, "new")]);
         // As often: the earliest server's value.
-        let tie = vec![Some(vec![held("b", 1, "q")]), Some(vec![held("b", 1, "p")]), Some(vec![held("b", 1, "p")]), Some(vec![held("b", 1, "q")])];
+        let tie = vec![
+            Some(vec![held("b", 1, "q")]),
+            Some(vec![held("b", 1, "p")]),
+            Some(vec![held("b", 1, "p")]),
+            Some(vec![held("b", 1, "q")]),
+        ];
         assert_eq!(members_of(&tie, 3), vec![member("b", 1, "q")]);
         // A holder without a value has the empty one; one without a token
         // (a plain-string lock) is nobody's member.

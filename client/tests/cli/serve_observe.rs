@@ -169,7 +169,10 @@ async fn serve_resp3_subscriber_gets_pushes_and_runs_other_commands() {
     // every server's row of it (a group member's, as the module takes it).
     assert!(conn.call(&["LOCK.ACQUIRE", "readers", "dave", "30000", "SHARED", "VALUE", "d:1"]).await.starts_with(':'));
     assert!(conn.call(&["LOCK.ACQUIRE", "readers", "erin", "30000", "SHARED"]).await.starts_with(':'));
-    assert_eq!(shared_values(&c, "readers").await, vec![vec![("dave".to_string(), Some("d:1".to_string())), ("erin".to_string(), None)]; 5]);
+    assert_eq!(
+        shared_values(&c, "readers").await,
+        vec![vec![("dave".to_string(), Some("d:1".to_string())), ("erin".to_string(), None)]; 5]
+    );
     assert_eq!(conn.call(&["LOCK.PROCLAIM", "readers", "erin", "e:1"]).await, ":1\r\n");
     assert_eq!(conn.call(&["LOCK.PROCLAIM", "readers", "frank", "f:1"]).await, ":0\r\n", "no such holder");
     assert_eq!(

@@ -11,8 +11,10 @@ use redlock::{Mode, Pem, Settings, TlsSettings};
 pub mod config;
 mod help;
 mod serve;
+mod watching;
 use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, MEMBERS_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
+pub use watching::{LeaderArgs, MembersArgs, WatchArgs};
 
 /// The five local instances of `make redlock-up`.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,\
@@ -472,50 +474,6 @@ pub struct ElectArgs {
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
-}
-
-#[derive(Args, Debug)]
-pub struct LeaderArgs {
-    /// The election's name.
-    #[arg(value_parser = non_empty("name"))]
-    pub name: String,
-    /// Print every change of leader until interrupted.
-    #[arg(long)]
-    pub watch: bool,
-    /// Serve this client's metrics (Prometheus text format) at
-    /// http://HOST:PORT/metrics while it watches (needs --watch) (port 0: any free
-    /// port, printed on stderr).
-    #[arg(long, value_name = "HOST:PORT", value_parser = non_empty("metrics"), requires = "watch")]
-    pub metrics: Option<String>,
-    /// With --watch: how often a lost server is subscribed again.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
-          allow_hyphen_values = true)]
-    pub interval: Duration,
-}
-
-#[derive(Args, Debug)]
-pub struct WatchArgs {
-    /// The lock's name (a Redis key on every server, named by their
-    /// redislock.notify).
-    #[arg(value_parser = non_empty("name"))]
-    pub name: String,
-    /// How often a lost server is subscribed again.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", allow_hyphen_values = true)]
-    pub interval: Duration,
-}
-
-#[derive(Args, Debug)]
-pub struct MembersArgs {
-    /// The group's name (its key is redlock:group:NAME).
-    #[arg(value_parser = non_empty("name"))]
-    pub name: String,
-    /// Then print each join, new value and leave until interrupted.
-    #[arg(long)]
-    pub watch: bool,
-    /// With --watch: how often a lost server is subscribed again.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
-          allow_hyphen_values = true)]
-    pub interval: Duration,
 }
 
 #[derive(Args, Debug)]
