@@ -13,6 +13,8 @@
 //!   commands a holder sends to the Redis that keeps its data
 //! - `election`: leader election (campaign, proclaim, leader, observe,
 //!   resign), the leader stored with the hold
+//! - `members`: group membership (join, proclaim, leave, members), each
+//!   member's value stored with its shared hold
 //! - `semaphore`: permits of a counting semaphore, one slot lock each
 //! - `hold`: what every front end (the CLI, the Python and Node bindings)
 //!   does with a lock: requests, holds, input checks, failures by category
@@ -27,6 +29,7 @@ pub mod error;
 pub mod fence;
 pub mod guard;
 pub mod hold;
+pub mod members;
 pub mod metrics;
 pub mod outcome;
 pub mod quorum;
@@ -45,6 +48,7 @@ mod doctests;
 pub use election::{Election, Leader, Leadership, SharedLeadership};
 pub use error::Error;
 pub use guard::{LockGuard, Watch};
+pub use members::{Group, Member, Membership};
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Asked, Kind, Lock, Redlock, Released, Retry, Revoked};

@@ -10,6 +10,17 @@ pub fn majority(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// The token a hold has as a quorum of servers reports it: the largest t
+/// such that `quorum` of the `tokens` (one per server that holds it) are
+/// t or more, i.e. the quorum-th largest. Once the client wrote its
+/// token back this is the lock's token; before, no quorum has a larger
+/// one. `None` when fewer than `quorum` servers hold it.
+pub fn agreed_token(tokens: impl IntoIterator<Item = i64>, quorum: usize) -> Option<i64> {
+    let mut tokens: Vec<i64> = tokens.into_iter().collect();
+    tokens.sort_unstable_by(|a, b| b.cmp(a));
+    tokens.get(quorum.checked_sub(1)?).copied()
+}
+
 /// The clock drift allowed for a lease of `ttl`: `ttl * factor + 2 ms`
 /// (the 2 ms cover Redis's millisecond expiry resolution).
 pub fn drift(ttl: Duration, factor: f64) -> Duration {

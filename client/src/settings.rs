@@ -170,6 +170,19 @@ pub struct Names {
     pub list: &'static str,
 }
 
+/// Whose session-bound hold a lock-delay rule is checked for, in the
+/// words of its errors.
+struct BoundHold {
+    what: &'static str,
+    holder: &'static str,
+    stored: &'static str,
+}
+
+impl BoundHold {
+    const ELECTION: BoundHold = BoundHold { what: "an election", holder: "a leader", stored: "its leader is" };
+    const MEMBER: BoundHold = BoundHold { what: "a group", holder: "a member", stored: "its members are" };
+}
+
 fn as_is(name: &str) -> String {
     name.to_string()
 }
@@ -320,13 +333,25 @@ impl Settings {
     /// next term. Settings that break it are an `Error::Config` naming
     /// what to change.
     pub fn election_lock_delay(&self, ttl: Duration, names: &Names) -> Result<Duration, Error> {
+        self.bound_lock_delay(ttl, names, &BoundHold::ELECTION)
+    }
+
+    /// `election_lock_delay` for a group member's hold (see `members`): the
+    /// same rule, so a member cut off from a server learns it before that
+    /// server lists it no more.
+    pub fn member_lock_delay(&self, ttl: Duration, names: &Names) -> Result<Duration, Error> {
+        self.bound_lock_delay(ttl, names, &BoundHold::MEMBER)
+    }
+
+    fn bound_lock_delay(&self, ttl: Duration, names: &Names, hold: &BoundHold) -> Result<Duration, Error> {
         let name = names.option;
+        let BoundHold { what, holder, stored } = hold;
         if self.mode != Mode::Module {
-            return Err(Error::Config("an election needs the redislock module (module mode): its leader is stored with the lock".into()));
+            return Err(Error::Config(format!("{what} needs the redislock module (module mode): {stored} stored with the lock")));
         }
         if !self.release_on_disconnect {
             return Err(Error::Config(format!(
-                "an election needs {} on: a leader's hold must end with its connection, not only with its lease",
+                "{what} needs {} on: {holder}'s hold must end with its connection, not only with its lease",
                 name("release_on_disconnect")
             )));
         }
@@ -339,7 +364,7 @@ impl Settings {
                 .saturating_add(crate::quorum::drift(delay, self.drift_factor));
             let unit = names.unit;
             return Err(Error::Config(format!(
-                "an election's lock-delay ({} {}) must be longer than the extension interval plus {} plus a margin of {} ms and the drift ({} {}): raise {} (or leave it unset), lower {}, or take a longer ttl",
+                "{what}'s lock-delay ({} {}) must be longer than the extension interval plus {} plus a margin of {} ms and the drift ({} {}): raise {} (or leave it unset), lower {}, or take a longer ttl",
                 unit.of(delay),
                 unit.symbol(),
                 name("request_timeout"),

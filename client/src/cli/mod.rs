@@ -9,6 +9,7 @@ pub mod commands;
 pub mod elect;
 pub mod exit;
 pub mod explain;
+pub mod members;
 pub mod metrics;
 pub mod output;
 pub mod progress;
@@ -92,6 +93,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Elect(args) => elect::elect(&redlock, args).await,
         Command::Leader(args) => elect::leader(&redlock, args, json).await,
         Command::Watch(args) => watch::watch(&redlock, args, json).await,
+        Command::Members(args) => members::members(&redlock, args, json).await,
         Command::Bench(args) => bench::bench(&global, args, json).await,
         Command::Serve(args) => serve::serve(&redlock, args).await,
     };

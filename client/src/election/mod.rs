@@ -23,7 +23,6 @@ use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::guard::LockGuard;
 use crate::hold::{Failure, Spawn};
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum;
@@ -34,6 +33,9 @@ use crate::transport::Holding;
 
 mod observe;
 mod tally;
+pub(crate) mod valued;
+
+use valued::ValuedHold;
 
 /// The lease of a leader's hold unless `with_ttl` says otherwise; it is
 /// extended every third of it, and a leader that dies is followed about a
@@ -173,14 +175,14 @@ impl Election {
         let term = lock.token.unwrap_or(0);
         let guard = self.redlock.keep(lock);
         let leading = Leading::start(Arc::clone(self.redlock.registry()), term, guard.lost_token());
-        let leadership = Leadership { election: self.clone(), guard, term, value: Mutex::new(String::new()), _leading: leading };
+        let leadership = Leadership { election: self.clone(), hold: ValuedHold::new(guard, String::new()), term, _leading: leading };
         match leadership.proclaim(&self.value).await {
             Ok(()) => Ok(leadership),
             // Too few servers stored it: the leadership stands (its lease
             // and lost signal are the guard's); observers name it once a
             // later proclamation reaches a quorum.
             Err(Error::NoQuorum { .. }) => {
-                *leadership.value.lock().unwrap_or_else(|p| p.into_inner()) = self.value.clone();
+                leadership.hold.set_value(&self.value);
                 Ok(leadership)
             }
             Err(e) => {
@@ -283,9 +285,8 @@ pub fn observe_lock(
 /// the leader. Dropping it resigns in the background.
 pub struct Leadership {
     election: Election,
-    guard: LockGuard,
+    hold: ValuedHold,
     term: i64,
-    value: Mutex<String>,
     /// Counted as leading in the handle's metrics while it lasts.
     _leading: Leading,
 }
@@ -333,34 +334,34 @@ impl Leadership {
 
     /// The value this leader advertises now.
     pub fn value(&self) -> String {
-        self.value.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.hold.value()
     }
 
     /// Completes the moment the leadership is lost (an extension reached
     /// no quorum, or the validity ran out): stop acting as the leader.
     pub async fn lost(&self) {
-        self.guard.lost().await
+        self.hold.guard().lost().await
     }
 
     /// Whether the leadership is lost, checked now.
     pub fn is_lost(&self) -> bool {
-        self.guard.is_lost()
+        self.hold.guard().is_lost()
     }
 
     /// When the leadership stopped being safely held; `None` while held.
     pub fn lost_at(&self) -> Option<Instant> {
-        self.guard.lost_at()
+        self.hold.guard().lost_at()
     }
 
     /// A token cancelled when the leadership is lost, for other tasks.
     pub fn lost_token(&self) -> CancellationToken {
-        self.guard.lost_token()
+        self.hold.guard().lost_token()
     }
 
     /// Its lost signal and when the leader's work must have stopped, for a
     /// supervisor (see `LockGuard::watch`).
     pub fn watch(&self) -> crate::guard::Watch {
-        self.guard.watch()
+        self.hold.guard().watch()
     }
 
     /// Advertises `value` instead (`LOCK.PROCLAIM` on every server, on the
@@ -372,32 +373,25 @@ impl Leadership {
     /// `redislock.max-owner-len`); `Error::Expired` once the leadership is
     /// lost.
     pub async fn proclaim(&self, value: &str) -> Result<(), Error> {
-        let lock = self.guard.lock();
         if value.is_empty() {
             return Err(Error::Config("a leader's value cannot be empty: observers know the leader by it".into()));
         }
-        if self.guard.is_lost() {
-            return Err(Error::Expired { resource: lock.resource });
-        }
-        let bound = |i: usize| lock.instances.get(i).and_then(|o| o.connection);
-        self.election.redlock.proclaim_on(&lock.resource, &lock.owner, value, bound).await?;
-        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = value.to_string();
-        Ok(())
+        self.hold.proclaim(&self.election.redlock, value).await
     }
 
     /// Steps down now: the hold is released on every server, which hands it
     /// to the next candidate in line at once (no lease to wait out).
     pub async fn resign(self) -> Result<Released, Error> {
-        self.guard.release().await
+        self.hold.release().await
     }
 }
 
 impl Redlock {
-    /// `LOCK.PROCLAIM`: `value` (empty: none) stored with the exclusive
-    /// hold of `resource` by `owner` (taken elsewhere, e.g. through `redlock
+    /// `LOCK.PROCLAIM`: `value` (empty: none) stored with the hold of
+    /// `resource` by `owner` (exclusive, or one shared holder's) (taken elsewhere, e.g. through `redlock
     /// serve`) on every server; token and lease stay. `Ok` only when a
     /// quorum stored it; `Error::Rejected` when the servers refuse the value
-    /// itself or the hold is shared, `Error::NoQuorum` otherwise (not held
+    /// itself, `Error::NoQuorum` otherwise (not held
     /// by `owner` on a quorum, or too few answered). A server announces the
     /// new value on the lock's channel (`observe_lock`).
     pub async fn proclaim_owner(&self, resource: &str, owner: &str, value: &str) -> Result<(), Error> {
@@ -406,7 +400,13 @@ impl Redlock {
 
     /// `proclaim_owner`, sent to server `i` on its connection `bound(i)`
     /// (the one a hold is bound to there; `None`: any).
-    async fn proclaim_on(&self, resource: &str, owner: &str, value: &str, bound: impl Fn(usize) -> Option<u64>) -> Result<(), Error> {
+    pub(crate) async fn proclaim_on(
+        &self,
+        resource: &str,
+        owner: &str,
+        value: &str,
+        bound: impl Fn(usize) -> Option<u64>,
+    ) -> Result<(), Error> {
         let instances = &self.inner.instances;
         let outcomes = join_all(instances.iter().enumerate().map(|(i, inst)| inst.proclaim(resource, owner, value, bound(i)))).await;
         let done = outcomes.iter().filter(|o| o.outcome == Outcome::Done).count();
@@ -449,7 +449,7 @@ impl SharedLeadership {
     pub fn new(leadership: Leadership, spawn: Spawn) -> SharedLeadership {
         SharedLeadership {
             term: leadership.term(),
-            resource: leadership.guard.lock().resource,
+            resource: leadership.hold.guard().lock().resource,
             value: Arc::new(Mutex::new(leadership.value())),
             lost: leadership.lost_token(),
             leadership: Arc::new(tokio::sync::RwLock::new(Some(leadership))),

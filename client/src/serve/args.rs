@@ -141,8 +141,10 @@ fn parse_one(key: &[u8], owner: &[u8], ttl: &[u8], options: &[Vec<u8>]) -> Resul
     if limit.is_some() && !shared {
         return Err(Reply::error("ERR syntax error: LIMIT needs SHARED"));
     }
-    if value.is_some() && shared {
-        return Err(Reply::error("ERR VALUE needs an exclusive lock: a value belongs to the one holder, not to a shared hold"));
+    // A semaphore through the quorum is its permits' locks and a limit
+    // record (`SHARED LIMIT`): no one hold a value could be stored with.
+    if value.is_some() && limit.is_some() {
+        return Err(Reply::error("ERR VALUE is not served with SHARED LIMIT: a semaphore's permits are locks of their own here"));
     }
     if delay.is_some() && !session {
         return Err(Reply::error("ERR syntax error: DELAY needs SESSION"));

@@ -38,7 +38,8 @@ const QUEUED: usize = 256;
 const PREFIX: &[u8] = b"__redislock@0__:";
 
 /// `LOCK.PROCLAIM key owner text`, as the module answers it: 1 when a
-/// quorum now stores `text` with `owner`'s exclusive hold, 0 when `owner`
+/// quorum now stores `text` with `owner`'s hold (exclusive, or its own
+/// as one of a shared lock's holders), 0 when `owner`
 /// holds no such hold on a quorum.
 pub async fn proclaim(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     proclaimed(shared, args).await.unwrap_or_else(|e| e)
@@ -48,9 +49,6 @@ async fn proclaimed(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, Reply> {
     let [key, owner, value] = args else { return Err(wrong_arity("lock.proclaim")) };
     let (key, owner, value) = (text(key, "key")?, owner_of(owner)?, text(value, "value")?);
     let Some(hold) = lookup(shared, &key, &owner).await.holds.into_iter().next() else { return Ok(Reply::Int(0)) };
-    if !hold.exclusive {
-        return Err(Reply::error("ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value"));
-    }
     match shared.redlock.proclaim_owner(&key, &hold.stored, &value).await {
         Ok(()) => Ok(Reply::Int(1)),
         // The module's words for a value over its bound.

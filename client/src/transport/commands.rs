@@ -357,6 +357,16 @@ impl Instance {
         self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await.map(holding_of)
     }
 
+    /// Every holder of `key` here with its token and value (`LOCK.INFO`'s
+    /// holder rows: a group's members), oldest first; `Err` when the
+    /// server did not answer.
+    pub async fn holdings(&self, key: &str) -> Result<Vec<Holding>, Outcome> {
+        if self.mode == Mode::Script {
+            return Err(Outcome::Failed("a value stored with a lock needs the redislock module".into()));
+        }
+        self.query::<Value>(redis::cmd("LOCK.INFO").arg(key)).await.map(|reply| holdings_of(&reply))
+    }
+
     /// Sets the lease of `keys` to `ttl` from now if `owner` holds them;
     /// `Done` when it holds every one.
     pub async fn extend(&self, keys: impl Into<Keys<'_>>, owner: &str, ttl: Duration) -> InstanceOutcome {

@@ -40,7 +40,8 @@ pub use commands::{Ask, Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status, reply_text};
 use replicas::{wait_timeout, Replicas, Sent, Write};
 use replies::{
-    contended_locks, fill_status, holders_of, holding_of, info_texts, info_texts_by_node, quarantine_left, summarize, waiter_states,
+    contended_locks, fill_status, holders_of, holding_of, holdings_of, info_texts, info_texts_by_node, quarantine_left, summarize,
+    waiter_states,
 };
 pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
 pub use urls::{check_url, is_cluster_url, is_tls_url, takes_more_hosts, with_scheme, CLUSTER_SCHEME, SENTINEL_SCHEME, TLS_CLUSTER_SCHEME};

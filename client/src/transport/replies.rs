@@ -66,6 +66,9 @@ pub struct HolderState {
     pub held_ms: Option<i64>,
     /// Bound to its connection (`SESSION`).
     pub session: bool,
+    /// The value stored with this holder (a group member's, the row's
+    /// seventh item); `None` when it has none.
+    pub value: Option<String>,
 }
 
 /// One waiter in one server's line.
@@ -206,7 +209,8 @@ fn set_field(status: &mut InstanceStatus, key: Value, value: Value) {
     }
 }
 
-/// LOCK.INFO's holder rows `[owner, token, pttl, held-ms, session]`.
+/// LOCK.INFO's holder rows `[owner, token, pttl, held-ms, session,
+/// permits, value]` (a holder without a value has no seventh item).
 fn holder_states(value: &Value) -> Vec<HolderState> {
     let Value::Array(rows) = value else { return Vec::new() };
     rows.iter()
@@ -217,20 +221,39 @@ fn holder_states(value: &Value) -> Vec<HolderState> {
                 pttl: f.get(2).and_then(|v| i64::from_redis_value(v.clone()).ok()).unwrap_or(-1),
                 held_ms: f.get(3).and_then(|v| i64::from_redis_value(v.clone()).ok()),
                 session: f.get(4).and_then(|v| i64::from_redis_value(v.clone()).ok()) == Some(1),
+                value: f.get(6).and_then(text_of),
             }),
             _ => None,
         })
         .collect()
 }
 
+/// A bulk or simple string as text (invalid UTF-8 replaced); `None` for nil
+/// or anything else.
+fn text_of(v: &Value) -> Option<String> {
+    Option::<Vec<u8>>::from_redis_value(v.clone()).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// Every holder with a token in a LOCK.INFO reply: owner and token.
 pub(super) fn holders_of(reply: &Value) -> Vec<(String, i64)> {
+    holder_rows(reply).into_iter().filter_map(|h| Some((h.owner, h.token?))).collect()
+}
+
+/// Every holder with a token in a LOCK.INFO reply, with its value: a
+/// group's members as one server lists them.
+pub(super) fn holdings_of(reply: &Value) -> Vec<Holding> {
+    holder_rows(reply).into_iter().filter_map(|h| Some(Holding { owner: h.owner, token: Some(h.token?), value: h.value })).collect()
+}
+
+/// The `holders` rows of a LOCK.INFO reply (a map in RESP3, a flat
+/// field/value array in RESP2); none for nil.
+fn holder_rows(reply: &Value) -> Vec<HolderState> {
     let Value::Map(pairs) = reply else {
         let Value::Array(items) = reply else { return Vec::new() };
         let mut it = items.iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
             if matches!(k, Value::BulkString(b) if b == b"holders") {
-                return holder_states(v).into_iter().filter_map(|h| Some((h.owner, h.token?))).collect();
+                return holder_states(v);
             }
         }
         return Vec::new();
@@ -238,7 +261,7 @@ pub(super) fn holders_of(reply: &Value) -> Vec<(String, i64)> {
     pairs
         .iter()
         .find(|(k, _)| matches!(k, Value::BulkString(b) if b == b"holders") || matches!(k, Value::SimpleString(s) if s == "holders"))
-        .map(|(_, v)| holder_states(v).into_iter().filter_map(|h| Some((h.owner, h.token?))).collect())
+        .map(|(_, v)| holder_states(v))
         .unwrap_or_default()
 }
 

@@ -341,9 +341,7 @@ fn end_rank(kind: ChangeKind) -> usize {
 /// quorum of servers announced tokens >= t (the quorum-th largest);
 /// `None` while fewer than a quorum announced its grant.
 fn token_of(hold: &Hold, quorum: usize) -> Option<i64> {
-    let mut tokens: Vec<i64> = hold.servers.iter().filter(|s| s.first.is_some()).map(|s| s.token).collect();
-    tokens.sort_unstable_by(|a, b| b.cmp(a));
-    tokens.get(quorum.checked_sub(1)?).copied()
+    crate::quorum::agreed_token(hold.servers.iter().filter(|s| s.first.is_some()).map(|s| s.token), quorum)
 }
 
 /// Whether a hold's grant is ready, its token the lock's: once a quorum

@@ -12,6 +12,7 @@ mod elect;
 mod fenced;
 mod group;
 mod input;
+mod members;
 mod metrics;
 mod prometheus;
 mod revoke;

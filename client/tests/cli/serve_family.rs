@@ -254,7 +254,6 @@ async fn serve_bad_options_are_answered_as_the_module_answers_them() {
         &["LOCK.ACQUIRE", "k", "o", "100", "SHARED", "LIMIT", "2", "LIMIT", "2"],
         &["LOCK.ACQUIRE", "k", "o", "100", "SHARED", "LIMIT", "2", "PERMITS", "3"],
         &["LOCK.ACQUIRE", "k", "o", "100", "SHARED", "PERMITS", "1"],
-        &["LOCK.ACQUIRE", "k", "o", "100", "SHARED", "VALUE", "v"],
         &["LOCK.ACQUIRE", "k", "o", "100", "VALUE"],
         &["LOCK.ACQUIRE", "k", "o", "100", "SEMAPHORE", "2"],
         &["LOCK.ACQUIRE", "k", "o", "100", "SESSION", "DELAY"],
@@ -282,6 +281,8 @@ async fn serve_bad_options_are_answered_as_the_module_answers_them() {
     // What the quorum client cannot do is named.
     let limit = served.call(&["LOCK.ACQUIRE", "k", "o", "100", "SHARED", "LIMIT", "5000"]).await;
     assert!(limit.starts_with("-ERR LIMIT above 1024 is not served by this endpoint"), "{limit:?}");
+    let valued = served.call(&["LOCK.ACQUIRE", "k", "o", "100", "SHARED", "LIMIT", "2", "VALUE", "v"]).await;
+    assert!(valued.starts_with("-ERR VALUE is not served with SHARED LIMIT"), "{valued:?}");
     let semaphore = served.call(&["LOCK.MACQUIRE", "2", "a", "b", "o", "100", "SEMAPHORE", "2"]).await;
     assert!(semaphore.starts_with("-ERR LOCK.MACQUIRE ... SEMAPHORE is not served by this endpoint"), "{semaphore:?}");
 }

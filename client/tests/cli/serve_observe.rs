@@ -161,16 +161,57 @@ async fn serve_resp3_subscriber_gets_pushes_and_runs_other_commands() {
     assert_eq!(message(&push), (JOB.to_string(), format!("grant {token} 5 carol h:1")));
 
     // The module's refusals: a value over redislock.max-owner-len (256
-    // bytes by default), a shared hold, a wrong arity.
+    // bytes by default), a wrong arity.
     let long = "v".repeat(300);
     let refused = conn.call(&["LOCK.PROCLAIM", "job", "carol", &long]).await;
     assert!(refused.starts_with("-ERR value is longer than redislock.max-owner-len"), "{refused:?}");
-    assert!(conn.call(&["LOCK.ACQUIRE", "readers", "dave", "30000", "SHARED"]).await.starts_with(':'));
+    // A shared holder's own value, at its grant and proclaimed, reaches
+    // every server's row of it (a group member's, as the module takes it).
+    assert!(conn.call(&["LOCK.ACQUIRE", "readers", "dave", "30000", "SHARED", "VALUE", "d:1"]).await.starts_with(':'));
+    assert!(conn.call(&["LOCK.ACQUIRE", "readers", "erin", "30000", "SHARED"]).await.starts_with(':'));
     assert_eq!(
-        conn.call(&["LOCK.PROCLAIM", "readers", "dave", "x"]).await,
-        "-ERR LOCK.PROCLAIM needs an exclusive lock: a lock held shared has no single value\r\n"
+        shared_values(&c, "readers").await,
+        vec![vec![("dave".to_string(), Some("d:1".to_string())), ("erin".to_string(), None)]; 5]
+    );
+    assert_eq!(conn.call(&["LOCK.PROCLAIM", "readers", "erin", "e:1"]).await, ":1\r\n");
+    assert_eq!(conn.call(&["LOCK.PROCLAIM", "readers", "frank", "f:1"]).await, ":0\r\n", "no such holder");
+    assert_eq!(
+        shared_values(&c, "readers").await,
+        vec![vec![("dave".to_string(), Some("d:1".to_string())), ("erin".to_string(), Some("e:1".to_string()))]; 5]
     );
     assert_eq!(conn.call(&["LOCK.PROCLAIM", "job", "carol"]).await, "-ERR wrong number of arguments for 'lock.proclaim' command\r\n");
+}
+
+/// Per server, each holder of `key` (the name it was asked under, before
+/// the client's `:` suffix) and the value in its LOCK.INFO row, oldest
+/// first.
+async fn shared_values(c: &Cluster, key: &str) -> Vec<Vec<(String, Option<String>)>> {
+    let mut out = Vec::new();
+    for s in &c.servers {
+        let reply = s.cmd(redis::cmd("LOCK.INFO").arg(key)).await.expect("LOCK.INFO");
+        let items = match reply {
+            redis::Value::Array(items) => items,
+            redis::Value::Map(pairs) => pairs.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+            other => panic!("LOCK.INFO {other:?}"),
+        };
+        let rows = items.chunks(2).find(|kv| matches!(&kv[0], redis::Value::BulkString(b) if b == b"holders")).map(|kv| kv[1].clone());
+        let Some(redis::Value::Array(rows)) = rows else { panic!("no holders") };
+        let text = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        };
+        out.push(
+            rows.iter()
+                .map(|row| {
+                    let redis::Value::Array(f) = row else { panic!("row {row:?}") };
+                    let owner = f.first().and_then(text).unwrap_or_default();
+                    let name = owner.rsplit_once(':').map_or(owner.clone(), |(n, _)| n.to_string());
+                    (name, f.get(6).and_then(text))
+                })
+                .collect(),
+        );
+    }
+    out
 }
 
 /// Channels other than a lock's in database 0, and patterns, are refused

@@ -16,6 +16,7 @@ mod fairness;
 mod fence_in_store;
 mod fence_write_back;
 mod line;
+mod members;
 mod quorum;
 mod reconnects;
 mod redis_cluster;

@@ -117,6 +117,18 @@ stderr. A lost server is subscribed again every --interval, and what it holds
 then is read: a hold it no longer has ended there. Runs until interrupted
 (SIGINT or SIGTERM: exit 0).";
 
+pub const MEMBERS_HELP: &str = "\
+Reads LOCK.INFO of the group's key (redlock:group:NAME) on every server and
+prints the members a quorum of them list, in join order: TOKEN OWNER VALUE
+(with --json an array of objects: token, owner, value). The token is the
+hold's as the client reconciled it, the value the one most servers hold. Exit
+6 when too few servers answered. With --watch, then a line (or JSON object:
+event, token, owner, value, at) per change once a quorum announced it: join
+TOKEN OWNER VALUE, value TOKEN OWNER VALUE (a proclamation), leave TOKEN
+OWNER, until interrupted (exit 0). Leaves are announced only where the
+servers' redislock.notify names the key (CONFIG SET redislock.notify
+'redlock:group:*'). Members join with the library's Group::join.";
+
 pub const SERVE_HELP: &str = "\
 Served (each through the quorum of --servers, with the module's syntax and
 replies): LOCK.ACQUIRE key owner ttl-ms [SHARED] [FENCE min-token] [WAIT

@@ -13,8 +13,10 @@ mod control;
 mod help;
 mod serve;
 pub use control::{AskArgs, RevokeArgs};
-use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
+mod watching;
+use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, MEMBERS_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
+pub use watching::{LeaderArgs, MembersArgs, WatchArgs};
 
 /// The five local instances of `make redlock-up`.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,\
@@ -179,6 +181,10 @@ pub enum Command {
     /// announces them, one per line, until interrupted.
     #[command(after_help = WATCH_HELP)]
     Watch(WatchArgs),
+    /// Print a group's members (token, owner, value) as a quorum of servers
+    /// lists them; --watch then prints each join and leave.
+    #[command(after_help = MEMBERS_HELP)]
+    Members(MembersArgs),
     /// Measure throughput and latency against the servers.
     Bench(BenchArgs),
     /// Serve the module's LOCK.* commands over the Redis protocol, each run
@@ -453,36 +459,6 @@ pub struct ElectArgs {
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND",
           value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
-}
-
-#[derive(Args, Debug)]
-pub struct LeaderArgs {
-    /// The election's name.
-    #[arg(value_parser = non_empty("name"))]
-    pub name: String,
-    /// Print every change of leader until interrupted.
-    #[arg(long)]
-    pub watch: bool,
-    /// Serve this client's metrics (Prometheus text format) at
-    /// http://HOST:PORT/metrics while it watches (needs --watch) (port 0: any free
-    /// port, printed on stderr).
-    #[arg(long, value_name = "HOST:PORT", value_parser = non_empty("metrics"), requires = "watch")]
-    pub metrics: Option<String>,
-    /// With --watch: how often a lost server is subscribed again.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", requires = "watch",
-          allow_hyphen_values = true)]
-    pub interval: Duration,
-}
-
-#[derive(Args, Debug)]
-pub struct WatchArgs {
-    /// The lock's name (a Redis key on every server, named by their
-    /// redislock.notify).
-    #[arg(value_parser = non_empty("name"))]
-    pub name: String,
-    /// How often a lost server is subscribed again.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "200ms", allow_hyphen_values = true)]
-    pub interval: Duration,
 }
 
 #[derive(Args, Debug)]

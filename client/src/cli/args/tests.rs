@@ -351,6 +351,19 @@ fn serve_runs_on_one_thread_unless_told_more() {
 }
 
 #[test]
+fn members_takes_a_name_and_with_watch_an_interval() {
+    let cli = parse(&["members", "web", "--json"]).expect("parses");
+    let Command::Members(m) = cli.command else { panic!("not members") };
+    assert_eq!((m.name.as_str(), m.watch, m.interval), ("web", false, ms(200)));
+    let cli = parse(&["members", "web", "--watch", "--interval", "50ms"]).expect("parses");
+    let Command::Members(m) = cli.command else { panic!("not members") };
+    assert_eq!((m.watch, m.interval), (true, ms(50)));
+    assert!(parse(&["members", "web", "--interval", "50ms"]).is_err(), "--interval needs --watch");
+    assert!(parse(&["members", ""]).is_err(), "a name");
+    assert!(parse(&["members"]).is_err(), "a name");
+}
+
+#[test]
 fn watch_takes_a_name_and_an_interval() {
     let cli = parse(&["watch", "jobs:1", "--json"]).expect("parses");
     let Command::Watch(w) = cli.command else { panic!("not watch") };
