@@ -112,10 +112,8 @@ async fn members_join_proclaim_leave_and_die_as_the_list_and_the_watch_agree() {
     tokio::time::timeout(WAIT, a.lost()).await.expect("a learns it is lost");
     eventually(WAIT, "a listed no more", || async { observer.members().await.ok() == Some(vec![listed(&b)]) }).await;
     // Its lease cut to the lock-delay (its connections closed) on a
-    // quorum. The end of that cut lease is not announced today: the module
-    // prunes a shared holder whose lease ran out without a message while
-    // other holders keep the key, unless a write on that server pruned it
-    // (see the report of issue 61), so a's end may come before b's leave.
+    // quorum; once that ended, the next write on the group (b's extension,
+    // or b's release) announces a's end first.
     let (kind, owner, _) = next(&mut changes, "a's cut").await;
     assert!(kind == ChangeKind::Cut && owner == a.owner(), "{kind:?} {owner}");
 
@@ -123,11 +121,9 @@ async fn members_join_proclaim_leave_and_die_as_the_list_and_the_watch_agree() {
     drop(a);
     drop(b);
     eventually(WAIT, "a dropped membership leaves", || async { observer.members().await.ok() == Some(vec![]) }).await;
-    let (mut kind, mut owner, _) = next(&mut changes, "b's leave").await;
-    if owner == a_owner {
-        assert!(is_leave(kind), "a's end: {kind:?}");
-        (kind, owner, _) = next(&mut changes, "b's leave after a's end").await;
-    }
+    let (kind, owner, _) = next(&mut changes, "a's end").await;
+    assert!(is_leave(kind) && owner == a_owner, "a's end before b's leave: {kind:?} {owner}");
+    let (kind, owner, _) = next(&mut changes, "b's leave").await;
     assert!(is_leave(kind) && owner == b_owner, "{kind:?} {owner}");
     assert!(tokio::time::timeout(Duration::from_millis(300), changes.recv()).await.is_err(), "nothing more");
 }
