@@ -27,10 +27,7 @@ pub struct NativeAsked {
 
 impl From<Asked> for NativeAsked {
     fn from(a: Asked) -> NativeAsked {
-        NativeAsked {
-            asked: u32::try_from(a.holders.max(0)).unwrap_or(u32::MAX),
-            answered: u32::try_from(a.answered).unwrap_or(u32::MAX),
-        }
+        NativeAsked { asked: u32::try_from(a.holders.max(0)).unwrap_or(u32::MAX), answered: u32::try_from(a.answered).unwrap_or(u32::MAX) }
     }
 }
 
