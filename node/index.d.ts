@@ -162,8 +162,29 @@ export class Lock implements AsyncDisposable {
   fenced(register: string, ...command: CommandArg[]): [string, ...CommandArg[]];
   /** `['LOCK.GUARD', key, owner, token, command, ...args]`, for data in a Redis that holds the lock; throws as `fenced` does (shared holds and permits allowed). */
   guarded(command: string, ...args: CommandArg[]): [string, ...CommandArg[]];
+  /**
+   * The asks to let this lock go (`Redlock.ask`), each once; subscribes when first read. Ends when the lock is
+   * lost or this hold is released (at once when it already is). Nothing is released for you: the holder decides.
+   */
+  asks(): AsyncIterableIterator<AskRequest>;
   /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** An ask to let a held lock go (`Lock.asks`). */
+export interface AskRequest {
+  /** The resource asked for (one of a set's, for a set held whole). */
+  resource: string;
+  /** Why, as the asker said it; null when it gave no message. */
+  message: string | null;
+}
+
+/** What `Redlock.ask` reached. */
+export interface Asked {
+  /** The holders asked: the most one server had (0: nobody holds it, as far as the servers that answered know). */
+  asked: number;
+  /** The servers that answered. */
+  answered: number;
 }
 
 /** One change of a lock a quorum of servers announced (`Redlock.watch`). */
@@ -260,6 +281,13 @@ export class Redlock {
    */
   watch(resource: string): AsyncIterableIterator<Change>;
   /**
+   * Asks every holder of `resource` to let it go, with `message`: each holder reading its lock's `asks()` hears it
+   * once. Nothing is released here. Rejects with RedlockError when too few servers answered.
+   */
+  ask(resource: string, message?: string | null): Promise<Asked>;
+  /** The members of group `name` now, in join order; any client reads them, without joining. Rejects with RedlockError when too few servers answered. */
+  members(name: string): Promise<Member[]>;
+  /**
    * Acquires `resource` for `ttl` ms: one name, or an array of names locked all or nothing
    * (one token, extended and released together). Rejects with NotAcquiredError
    * (QuorumUnreachableError when too few servers answered).
@@ -338,6 +366,73 @@ export class Leadership implements AsyncDisposable {
   /** Steps down: the next candidate in line leads at once. Rejects with LockLostError (after resigning) if it had been lost. */
   resign(): Promise<Released>;
   /** `await using lead = await election.campaign()`: resigns at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Options of `new Group(redlock, name, options)`. */
+export interface GroupOptions {
+  /** A member's lease (ms), extended every third of it. Default 10000. */
+  ttl?: Duration;
+}
+
+/** Options of `Group.join`. */
+export interface JoinOptions {
+  /** Ends the wait: the promise rejects with `signal.reason`, and nothing stays held. */
+  signal?: AbortSignal;
+}
+
+/** A member of a group as a quorum of servers list it. */
+export interface Member {
+  /** The hold's owner as the servers store it. */
+  owner: string;
+  /** The hold's fencing token: larger than every member's that joined before it. */
+  token: bigint;
+  /** What the member advertises. */
+  value: string;
+}
+
+/**
+ * A group on a Redlock's servers: each `join` is a member of its own; `members()` lists them. The Redlock
+ * must have `releaseOnDisconnect: true` (otherwise a ConfigError says what to change).
+ */
+export class Group {
+  constructor(redlock: Redlock, name: string, options?: GroupOptions);
+  readonly name: string;
+  /** The group's key on the servers (`redlock:group:<name>`). */
+  readonly resource: string;
+  /** A member's lease (ms). */
+  readonly ttl: number;
+  /** How long (ms) the servers keep listing a dead member. */
+  readonly lockDelay: number;
+  /** Joins with `value` (not empty: readers know a member by it). */
+  join(value: string, options?: JoinOptions): Promise<Membership>;
+  /** The members now, in join order. Rejects with RedlockError when too few servers answered. */
+  members(): Promise<Member[]>;
+  /** The group key's changes (members joining, proclaiming, leaving); never ends by itself. */
+  watch(): AsyncIterableIterator<Change>;
+}
+
+/** This member's place in its group, until it leaves or the membership is lost. */
+export class Membership implements AsyncDisposable {
+  private constructor();
+  /** The group's name. */
+  readonly group: string;
+  /** The hold's fencing token, as `members()` lists it. */
+  readonly token: bigint;
+  /** The owner the servers list this member under. */
+  readonly owner: string;
+  /** What this member advertises now. */
+  readonly value: string;
+  /** An extension reached no quorum, or the validity ran out: readers may list it no more. */
+  readonly lost: boolean;
+  readonly left: boolean;
+  /** Aborted with a LockLostError the moment the membership is lost (made on first use; keeps the event loop alive until then or it leaves). */
+  readonly signal: AbortSignal;
+  /** Advertises `value` instead, once a quorum stored it; token and lease stay. */
+  proclaim(value: string): Promise<void>;
+  /** Leaves the group now. Rejects with LockLostError (after leaving) if it had been lost, LockReleasedError the second time. */
+  leave(): Promise<Released>;
+  /** `await using member = await group.join(value)`: leaves at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
 }
 

@@ -65,6 +65,38 @@ const ACQUIRE_OPTIONS = ['wait', 'retry', 'shared', 'limit', 'permits', 'signal'
 const USING_OPTIONS = ['wait', 'shared', 'limit', 'permits', 'signal'];
 const ELECTION_OPTIONS = ['ttl', 'observeInterval'];
 const CAMPAIGN_OPTIONS = ['signal'];
+const GROUP_OPTIONS = ['ttl'];
+const JOIN_OPTIONS = ['signal'];
+
+/**
+ * An async iterator over a native reader (`next()` resolving to an item
+ * or null at its end, `close()`), each item turned by `shape`: what
+ * `watch`, `observe`, `asks` and `Group.watch` return. Leaving a `for
+ * await` loop closes the reader.
+ */
+function iterate(reader, shape) {
+  let done = false;
+  const finished = { value: undefined, done: true };
+  return {
+    async next() {
+      if (done) return finished;
+      const item = await reader.next();
+      if (item === null) {
+        done = true;
+        return finished;
+      }
+      return { value: shape(item), done: false };
+    },
+    async return() {
+      done = true;
+      reader.close();
+      return finished;
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
 
 const kNative = Symbol('redislock.native');
 const kMake = Symbol('redislock.make');
@@ -174,6 +206,18 @@ class Lock {
     return [...prefix, command, ...rest];
   }
 
+  /**
+   * An async iterator of the asks to let this lock go (`Redlock.ask`, from
+   * any client): `{ resource, message }` (`message` null when the asker
+   * gave none), each ask once. It subscribes when first read, so an ask
+   * made before that is not heard; it ends when the lock is lost or this
+   * hold is released (at once when it already is). Nothing is released
+   * for you: the holder decides, and `release()`s.
+   */
+  asks() {
+    return iterate(this.#native.asks(), (ask) => ({ resource: ask.resource, message: ask.message ?? null }));
+  }
+
   /** `await using lock = await redlock.acquire(...)`: released at the end of the block. */
   async [asyncDispose]() {
     if (!this.#native.released) await this.release();
@@ -262,25 +306,42 @@ class Redlock {
    */
   watch(resource) {
     args.string('resource', resource);
-    const watching = this.#native.watch(resource);
-    let done = false;
-    const finished = { value: undefined, done: true };
-    return {
-      async next() {
-        if (done) return finished;
-        const change = await watching.next();
-        if (change === null) return finished;
-        return { value: { kind: change.kind, token: change.token, owner: change.owner, value: change.value ?? null }, done: false };
-      },
-      async return() {
-        done = true;
-        watching.close();
-        return finished;
-      },
-      [Symbol.asyncIterator]() {
-        return this;
-      },
-    };
+    return iterate(this.#native.watch(resource), (change) => ({
+      kind: change.kind,
+      token: change.token,
+      owner: change.owner,
+      value: change.value ?? null,
+    }));
+  }
+
+  /**
+   * Asks every holder of `resource` to let it go, with `message` (why:
+   * for the holder to log or weigh): each holder listening on its lock's
+   * `asks()` hears it once. Nothing is released here; the holder decides.
+   * Resolves to `{ asked, answered }`: the holders asked (the most one
+   * server had; 0 when nobody holds it) and the servers that answered.
+   * Rejects with RedlockError when too few servers answered (a holder
+   * may then not hear it: ask again).
+   */
+  async ask(resource, message) {
+    args.string('resource', resource);
+    if (message !== undefined && message !== null) args.string('message', message);
+    const result = await callNative(() => this.#native.ask(resource, message ?? undefined));
+    if (isFailure(result)) throw fromFailure(result);
+    return { asked: result.asked, answered: result.answered };
+  }
+
+  /**
+   * The members of group `name` now, as a quorum of servers list them
+   * (docs/client.md, "Group membership"), in join order: `{ owner, token,
+   * value }` (`token` a bigint). Any client reads them, without joining.
+   * Rejects with RedlockError when too few servers answered to tell.
+   */
+  async members(name) {
+    args.string('name', name);
+    const result = await callNative(() => this.#native.members(name));
+    if (isFailure(result)) throw fromFailure(result);
+    return result.map(toMember);
   }
 
   /**
@@ -553,29 +614,183 @@ class Election {
    * (break, return, throw) stops it.
    */
   observe() {
-    const observer = this.#native.observe();
-    let done = false;
-    const finished = { value: undefined, done: true };
-    return {
-      async next() {
-        if (done) return finished;
-        const leader = await observer.next();
-        if (leader === null) return finished;
-        return { value: { value: leader.value, term: leader.term }, done: false };
-      },
-      async return() {
-        done = true;
-        observer.close();
-        return finished;
-      },
-      [Symbol.asyncIterator]() {
-        return this;
-      },
-    };
+    return iterate(this.#native.observe(), (leader) => ({ value: leader.value, term: leader.term }));
   }
 
   [util.inspect.custom](depth, options, inspect) {
     return `Election ${inspect({ name: this.name, value: this.value, ttl: this.ttl }, options)}`;
+  }
+}
+
+function toMember(m) {
+  return { owner: m.owner, token: m.token, value: m.value };
+}
+
+/**
+ * This member's place in a group (made by `Group.join`): its `token`,
+ * the `value` it advertises, `lost`, and a `signal` aborted the moment it
+ * is lost. Extended in the background until it leaves (`leave`, or the
+ * end of an `await using` block).
+ */
+class Membership {
+  #native;
+  #signal;
+
+  /** Made by `Group.join` only. */
+  constructor(key, nativeMembership) {
+    if (key !== kMake) throw new TypeError('a Membership is made by Group.join()');
+    this.#native = nativeMembership;
+  }
+
+  /** The group's name. */
+  get group() { return this.#native.group; }
+  /** The hold's fencing token (a bigint), as `members()` lists it: larger than every member's that joined before. */
+  get token() { return this.#native.token; }
+  /** The owner the servers list this member under. */
+  get owner() { return this.#native.owner; }
+  /** What this member advertises now (see `proclaim`). */
+  get value() { return this.#native.value; }
+  /** Lost: an extension reached no quorum, or the validity ran out; readers may list it no more. */
+  get lost() { return this.#native.lost; }
+  /** `leave` was called. */
+  get left() { return this.#native.left; }
+
+  /**
+   * An AbortSignal aborted with a LockLostError the moment the membership
+   * is lost. Made on first use; from then until it is lost or left, it
+   * keeps the event loop alive.
+   */
+  get signal() {
+    if (this.#signal === undefined) {
+      const controller = new AbortController();
+      const [group, resource] = [this.#native.group, this.#native.resource];
+      this.#signal = controller.signal;
+      // Refers to neither this object nor its native one: a membership
+      // dropped before it left is still collected (and leaves then).
+      this.#native.whenLost().then(
+        (lost) => {
+          if (lost) {
+            const why = 'an extension reached no quorum in time or its validity ran out; readers may list the member no more';
+            controller.abort(new LockLostError(`membership of group ${JSON.stringify(group)} lost: ${why}`, { resource }));
+          }
+        },
+        () => {},
+      );
+    }
+    return this.#signal;
+  }
+
+  /**
+   * Advertises `value` instead; token and lease stay. Resolves once a
+   * quorum stored it (`members()` then lists it); rejects with
+   * RedlockError when no quorum did, LockLostError once the membership is
+   * lost, LockReleasedError after `leave`, ConfigError for ''.
+   */
+  async proclaim(value) {
+    args.string('value', value);
+    const failure = await callNative(() => this.#native.proclaim(value));
+    if (isFailure(failure)) throw fromFailure(failure);
+  }
+
+  /**
+   * Leaves the group now: released on every server. Resolves to `{
+   * released }`; rejects with LockLostError (after leaving) when the
+   * membership had been lost, LockReleasedError when it left already.
+   */
+  async leave() {
+    const result = await callNative(() => this.#native.leave());
+    if (isFailure(result)) throw fromFailure(result);
+    return result;
+  }
+
+  /** `await using member = await group.join(value)`: leaves at the end of the block. */
+  async [asyncDispose]() {
+    if (!this.#native.left) await this.leave();
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    const state = this.left ? 'left' : this.lost ? 'lost' : 'member';
+    return `Membership ${inspect({ group: this.group, token: this.token, value: this.value, state }, options)}`;
+  }
+}
+
+/**
+ * A group on a Redlock's servers (docs/client.md, "Group membership"):
+ * each `join(value)` is a member of its own, a shared hold of the group's
+ * key that carries `value`, kept until it leaves or dies; `members()`
+ * lists who is in. The Redlock must have `releaseOnDisconnect: true` (a
+ * ConfigError says what to change otherwise). Options: `ttl` (ms,
+ * default 10000), a member's lease.
+ */
+class Group {
+  #native;
+
+  constructor(redlock, name, options) {
+    if (!(redlock instanceof Redlock)) throw args.typeError('redlock', 'a Redlock', redlock);
+    args.string('name', name);
+    const opts = args.options('options', options, GROUP_OPTIONS);
+    const ttl = args.optionalDuration('options.ttl', opts.ttl);
+    this.#native = callNative(() => new native.NativeGroup(Redlock[kNative](redlock), name, ttl));
+  }
+
+  /** The group's name. */
+  get name() { return this.#native.name; }
+  /** The group's key on the servers (`redlock:group:<name>`). */
+  get resource() { return this.#native.resource; }
+  /** A member's lease (ms), extended every third of it. */
+  get ttl() { return this.#native.ttl; }
+  /** How long (ms) the servers keep listing a member after its connection closed: a dead member is listed that long. */
+  get lockDelay() { return this.#native.lockDelay; }
+
+  /**
+   * Joins the group with `value` (non-empty: readers know a member by
+   * it), and resolves to the Membership. `signal`: an AbortSignal that
+   * ends the wait (behind an exclusive holder of the key, if any).
+   * Rejects with ConfigError for an empty value.
+   */
+  async join(value, options) {
+    args.string('value', value);
+    const opts = args.options('options', options, JOIN_OPTIONS);
+    const signal = args.signal('options.signal', opts.signal);
+    const result = await untilAborted(signal, (cancel) => this.#native.join(value, cancel));
+    const membership = new Membership(kMake, result);
+    if (signal?.aborted) {
+      // Joined as the signal fired: the caller has given up on it.
+      await membership.leave().catch(() => {});
+      throw signal.reason;
+    }
+    return membership;
+  }
+
+  /**
+   * The members now, as a quorum of servers list them, in join order:
+   * `{ owner, token, value }`. Rejects with RedlockError when too few
+   * servers answered to tell.
+   */
+  async members() {
+    const result = await callNative(() => this.#native.members());
+    if (isFailure(result)) throw fromFailure(result);
+    return result.map(toMember);
+  }
+
+  /**
+   * An async iterator of the group key's changes, as `Redlock.watch`
+   * gives a lock's: a `grant` or `handoff` is a member joining with its
+   * value, a `proclaim` a new value, a `release`, `expire`, `session` or
+   * `revoke` a member leaving (announced where the servers'
+   * `redislock.notify` names the key, e.g. `redlock:group:*`).
+   */
+  watch() {
+    return iterate(this.#native.watch(), (change) => ({
+      kind: change.kind,
+      token: change.token,
+      owner: change.owner,
+      value: change.value ?? null,
+    }));
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    return `Group ${inspect({ name: this.name, ttl: this.ttl }, options)}`;
   }
 }
 
@@ -587,6 +802,8 @@ module.exports = {
   Lock,
   Election,
   Leadership,
+  Group,
+  Membership,
   RedlockError: errors.RedlockError,
   NotAcquiredError: errors.NotAcquiredError,
   QuorumUnreachableError: errors.QuorumUnreachableError,

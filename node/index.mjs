@@ -6,6 +6,8 @@ export const {
   Lock,
   Election,
   Leadership,
+  Group,
+  Membership,
   RedlockError,
   NotAcquiredError,
   QuorumUnreachableError,

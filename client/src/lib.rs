@@ -48,7 +48,7 @@ mod doctests;
 pub use election::{Election, Leader, Leadership, SharedLeadership};
 pub use error::Error;
 pub use guard::{LockGuard, Watch};
-pub use members::{Group, Member, Membership};
+pub use members::{Group, Member, Membership, SharedMembership};
 pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Asked, Kind, Lock, Redlock, Released, Retry, Revoked};

@@ -12,6 +12,8 @@
 //! - `election`: `NativeElection`, `NativeLeadership`, `NativeObserver`
 //! - `metrics`: the client's metrics as a plain object (`NativeRedlock.metrics`)
 //! - `watch`: `NativeWatch`, a lock's changes as a quorum announced them
+//! - `asks`: `NativeAsks`, the asks a held lock hears, and what an ask reached
+//! - `members`: `NativeGroup`, `NativeMembership`, `NativeMember`
 //! - `config`, `errors`, `runtime`, `settle`
 
 use std::sync::Arc;
@@ -23,9 +25,11 @@ use redlock::hold::{self, Hold, Work};
 use redlock::Redlock;
 use tokio_util::sync::CancellationToken;
 
+mod asks;
 mod config;
 mod election;
 mod errors;
+mod members;
 mod metrics;
 mod runtime;
 mod settle;
@@ -131,6 +135,27 @@ impl NativeRedlock {
     #[napi]
     pub fn watch(&self, resource: String) -> watch::NativeWatch {
         watch::NativeWatch::new(&self.inner, &resource)
+    }
+
+    /// A Promise of `NativeAsked`, or of a `Failure` (too few servers
+    /// answered): every holder of `resource` asked to let it go, with
+    /// `message` (the crate's `Redlock::ask`). Nothing is released here.
+    #[napi(ts_return_type = "Promise<NativeAsked | Failure>")]
+    pub fn ask<'env>(&self, env: &'env Env, resource: String, message: Option<String>) -> Result<Object<'env>> {
+        let redlock = self.inner.clone();
+        runtime::promise(env, move || async move {
+            Ok(match redlock.ask(&resource, message.as_deref()).await {
+                Ok(asked) => Either::A(asks::NativeAsked::from(asked)),
+                Err(e) => Either::B(Failure::from(hold::Failure::from(e))),
+            })
+        })
+    }
+
+    /// A Promise of group `name`'s members now, or of a `Failure` (too
+    /// few servers answered): any client reads them, none is joined.
+    #[napi(ts_return_type = "Promise<NativeMember[] | Failure>")]
+    pub fn members<'env>(&self, env: &'env Env, group: String) -> Result<Object<'env>> {
+        members::members_of(env, self.inner.clone(), group)
     }
 
     /// A Promise of a `NativeLock`, or of a `Failure`. Arguments are
@@ -363,6 +388,13 @@ impl NativeLock {
     #[napi(getter)]
     pub fn holds(&self) -> u32 {
         u32::try_from(self.hold.lock().holds()).unwrap_or(u32::MAX)
+    }
+
+    /// The asks for this lock (`NativeRedlock.ask`), each once; the
+    /// reader ends when the lock is lost or this hold released.
+    #[napi]
+    pub fn asks(&self) -> asks::NativeAsks {
+        asks::NativeAsks::new(self.hold.asks())
     }
 
     /// A Promise of `true` the moment the lock is lost, `false` once this

@@ -46,7 +46,12 @@ pub struct NativeWatch {
 
 impl NativeWatch {
     pub fn new(redlock: &redlock::Redlock, resource: &str) -> NativeWatch {
-        NativeWatch { changes: Arc::new(tokio::sync::Mutex::new(Box::pin(redlock.watch(resource)))), closed: CancellationToken::new() }
+        NativeWatch::of(redlock.watch(resource))
+    }
+
+    /// Reads `changes` (a group's, say) as a lock's.
+    pub fn of(changes: impl Stream<Item = std::result::Result<Change, Error>> + Send + 'static) -> NativeWatch {
+        NativeWatch { changes: Arc::new(tokio::sync::Mutex::new(Box::pin(changes))), closed: CancellationToken::new() }
     }
 }
 

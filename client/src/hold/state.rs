@@ -364,6 +364,18 @@ impl Hold {
         lost_or(self.group.signal.clone(), self.done.clone(), self.group.lost.load(Ordering::SeqCst))
     }
 
+    /// The asks for this hold's lock (`Redlock::ask`), each heard once, as
+    /// `LockGuard::asks` hears them, for a plain hold as for a kept one:
+    /// subscribes when first polled; ends the moment the lock is lost or
+    /// this hold is released (or dropped), at once when it is already.
+    pub fn asks(&self) -> impl futures::Stream<Item = crate::watch::AskRequest> + Send + 'static {
+        let lock = self.lock();
+        let ended = lost_or(self.group.signal.clone(), self.done.clone(), self.group.lost.load(Ordering::SeqCst));
+        crate::watch::asks_for(&self.redlock, lock.resources.names(), &lock.owner, async move {
+            ended.await;
+        })
+    }
+
     /// `when_lost` of the acquisition: `false` only once every hold of it
     /// was released (or dropped).
     pub fn when_acquisition_lost(&self) -> impl Future<Output = bool> + Send + 'static {

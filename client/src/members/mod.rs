@@ -26,7 +26,10 @@ use crate::settings::Names;
 use crate::transport::{Ask, Share};
 use crate::watch::Change;
 
+mod shared;
 mod tally;
+
+pub use shared::SharedMembership;
 
 /// The lease of a member's hold unless `with_ttl` says otherwise; it is
 /// extended every third of it, and a member that dies is listed no more

@@ -4,10 +4,12 @@
 import redislock, {
   ConfigError,
   Election,
+  Group,
   Leadership,
   Lock,
   LockLostError,
   LockReleasedError,
+  Membership,
   NotAcquiredError,
   QuorumUnreachableError,
   Redlock,
@@ -17,6 +19,9 @@ import redislock, {
   METRICS_CONTENT_TYPE,
   type Metrics,
   type ElectionOptions,
+  type AskRequest,
+  type Asked,
+  type Member,
   type Leader,
   type RedlockOptions,
   type ServerOutcome,
@@ -125,6 +130,40 @@ export async function all(): Promise<void> {
   new Leadership();
   // @ts-expect-error: no such campaign option
   await election.campaign({ wait: 1000 });
+
+  // The release request: ask a holder, and hear the asks as the holder.
+  const asked: Asked = await redlock.ask('orders', 'deploy at 10:00');
+  await redlock.ask('orders');
+  void [asked.asked, asked.answered];
+  const held = await redlock.acquire('orders', 10_000);
+  for await (const ask of held.asks()) {
+    const request: AskRequest = ask;
+    const why: string | null = request.message;
+    void [why, request.resource];
+    await held.release();
+  }
+  // @ts-expect-error: a message is a string
+  await redlock.ask('orders', 42);
+
+  // Group membership.
+  const group = new Group(redlock, 'web', { ttl: 10_000 });
+  const member: Membership = await group.join('10.0.0.7:8080', { signal: AbortSignal.timeout(5000) });
+  const listed: Member[] = await group.members();
+  const memberToken: bigint = member.token;
+  void [listed[0]?.owner, listed[0]?.value, memberToken, member.owner, member.value, member.lost, member.left, member.group, member.signal];
+  await member.proclaim('10.0.0.7:8081');
+  await member.leave();
+  {
+    await using joined = await group.join('10.0.0.8:8080');
+    void joined.value;
+  }
+  const read: Member[] = await redlock.members('web');
+  for await (const change of group.watch()) void change.kind;
+  void [read, group.name, group.resource, group.ttl, group.lockDelay];
+  // @ts-expect-error: a Membership is made by Group.join
+  new Membership();
+  // @ts-expect-error: a member's value is a string
+  await group.join(8080);
 
   // A duration is a number of milliseconds or a string with its unit.
   await redlock.acquire('x', '10s', { wait: '5s' });
