@@ -364,6 +364,21 @@ impl Hold {
         lost_or(self.group.signal.clone(), self.done.clone(), self.group.lost.load(Ordering::SeqCst))
     }
 
+    /// The asks for this hold's lock (`LockGuard::asks`, for a plain hold
+    /// too: a binding's handle is a `Hold`, not a guard): subscribes when
+    /// first polled; ends once the lock is lost or its last hold released.
+    pub fn asks(&self) -> impl futures::Stream<Item = crate::watch::AskRequest> + Send + 'static {
+        let lock = self.lock();
+        let (lost, done) = (self.group.signal.clone(), self.group.done.clone());
+        let ended = async move {
+            tokio::select! {
+                () = lost.cancelled() => {}
+                () = done.cancelled() => {}
+            }
+        };
+        crate::watch::asks_for(&self.redlock, lock.resources.names(), &lock.owner, ended)
+    }
+
     /// `when_lost` of the acquisition: `false` only once every hold of it
     /// was released (or dropped).
     pub fn when_acquisition_lost(&self) -> impl Future<Output = bool> + Send + 'static {
