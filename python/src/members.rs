@@ -73,8 +73,8 @@ impl PyMember {
     }
 }
 
-fn members(group: Group) -> impl Future<Output = PyResult<Vec<PyMember>>> + Send + 'static {
-    async move { Ok(group.members().await.map_err(failed)?.into_iter().map(PyMember::from).collect()) }
+async fn members(group: Group) -> PyResult<Vec<PyMember>> {
+    Ok(group.members().await.map_err(failed)?.into_iter().map(PyMember::from).collect())
 }
 
 /// What `Group` and `AsyncGroup` share: the crate's group and its
