@@ -98,3 +98,29 @@ def test_a_blocking_holder_hears_each_ask_once_until_released(servers, resource)
     holder.release()
     assert ended.wait(PATIENCE), "the asks end once the lock is released"
     assert heard.empty(), "nothing heard twice"
+
+
+def test_a_plain_lock_hears_asks_too(servers, resource):
+    # try_lock's lock is a plain hold, without a guard behind it: its
+    # asks come from the hold itself, and end at its release.
+    rl = Redlock(servers.urls)
+    holder = rl.try_lock(resource, ttl=10.0)
+    assert not holder.kept
+    asks = holder.asks()
+    heard = queue.Queue()
+    ended = threading.Event()
+
+    def listening():
+        for ask in asks:
+            heard.put(ask)
+        ended.set()
+
+    threading.Thread(target=listening, daemon=True).start()
+    deadline = time.monotonic() + PATIENCE
+    while not subscribed(servers, resource):
+        assert time.monotonic() < deadline, "the asks did not subscribe on every server"
+        time.sleep(0.01)
+    assert rl.ask(resource, "plain").holders == 1
+    assert heard.get(timeout=PATIENCE).message == "plain"
+    holder.release()
+    assert ended.wait(PATIENCE), "the asks end once the lock is released"

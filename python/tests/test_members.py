@@ -4,6 +4,8 @@ order with their values; one proclaims a new value, one leaves, and the
 list agrees each time."""
 
 import asyncio
+import gc
+import time
 
 import pytest
 
@@ -61,6 +63,20 @@ def test_three_members_are_listed_until_one_leaves(servers, resource):
     assert listed(group.members()) == [(a.owner, a.token, "10.0.0.1:80")]
     a.leave()
     assert group.members() == []
+
+
+def test_a_membership_dropped_unleft_leaves_in_the_background(servers, resource):
+    group = Group(client(servers), resource)
+    kept = group.join("kept")
+    dropped = group.join("dropped")
+    assert len(group.members()) == 2
+    del dropped
+    gc.collect()
+    deadline = time.monotonic() + 10.0
+    while listed(group.members()) != [(kept.owner, kept.token, "kept")]:
+        assert time.monotonic() < deadline, "the dropped membership is still listed"
+        time.sleep(0.01)
+    kept.leave()
 
 
 def test_a_group_needs_connection_bound_holds_and_a_value(servers, resource):
