@@ -96,6 +96,13 @@ client_methods! {
         fn watch(slf: &Bound<'_, Self>, resource: &str) -> crate::watch::PyAsyncWatch {
             crate::watch::PyAsyncWatch::new(PyClient::inner(slf), resource)
         }
+
+        /// Awaitable: asks every holder of `resource` to let it go, with
+        /// `message` (why), as `Redlock.ask`; an `Asked`.
+        #[pyo3(signature = (resource, message=None))]
+        fn ask<'py>(slf: &Bound<'py, Self>, resource: String, message: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+            aio::future(slf.py(), crate::ask::ask(PyClient::inner(slf), resource, message))
+        }
     }
 }
 
@@ -119,6 +126,12 @@ impl PyAsyncLock {
     fn release<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let work = started(PyLockState::hold(slf).release().map_err(py)?)?;
         aio::future(slf.py(), work)
+    }
+
+    /// An async iterator of `AskRequest`: the asks for this hold, as
+    /// `Lock.asks`.
+    fn asks(slf: &Bound<'_, Self>) -> crate::ask::PyAsyncAsks {
+        crate::ask::PyAsyncAsks::new(PyLockState::hold(slf))
     }
 
     /// Another hold of the same acquisition, at once (see `Lock.reenter`).

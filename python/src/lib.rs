@@ -7,6 +7,10 @@
 //! - `async_api`: `AsyncRedlock`, `AsyncLock`, `AsyncLockRequest` (asyncio)
 //! - `election`: `Election`, `AsyncElection`, `Leadership`,
 //!   `AsyncLeadership`, `Leader` and the iterators of `observe`
+//! - `ask`: `Asked`, `AskRequest` and the iterators of `asks` (the
+//!   release request)
+//! - `members`: `Group`, `AsyncGroup`, `Membership`, `AsyncMembership`,
+//!   `Member` (group membership)
 //! - `hold`: the crate's holds (`redlock::hold`) with Python's `on_lost`
 //!   and its releases counted at exit
 //! - `bases`: `_Client`, the base class of `Redlock` and `AsyncRedlock`,
@@ -21,6 +25,7 @@
 use pyo3::prelude::*;
 
 mod aio;
+mod ask;
 mod async_api;
 mod bases;
 mod config;
@@ -28,6 +33,7 @@ mod election;
 mod errors;
 mod exit;
 mod hold;
+mod members;
 mod metrics;
 mod runtime;
 mod sync;
@@ -58,6 +64,17 @@ fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::PyAsyncLeadership>()?;
     m.add_class::<election::PyObserver>()?;
     m.add_class::<election::PyAsyncObserver>()?;
+    m.add_class::<ask::PyAsked>()?;
+    m.add_class::<ask::PyAskRequest>()?;
+    m.add_class::<ask::PyAsks>()?;
+    m.add_class::<ask::PyAsyncAsks>()?;
+    m.add_class::<members::PyMember>()?;
+    m.add_class::<members::PyGroupState>()?;
+    m.add_class::<members::PyGroup>()?;
+    m.add_class::<members::PyAsyncGroup>()?;
+    m.add_class::<members::PyMembershipState>()?;
+    m.add_class::<members::PyMembership>()?;
+    m.add_class::<members::PyAsyncMembership>()?;
     m.add_class::<watch::PyChange>()?;
     m.add_class::<watch::PyAsyncWatch>()?;
     // Before finalization: no runtime thread may attach during it.

@@ -66,6 +66,16 @@ client_methods! {
         fn asyncio<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAsyncRedlock>> {
             Bound::new(slf.py(), PyClient::init(PyClient::inner(slf).clone(), PyAsyncRedlock))
         }
+
+        /// Asks every holder of `resource` to let it go, with `message`
+        /// (why, for the holder to log or weigh): each server announces it
+        /// to its holders, and a holder iterating its lock's `asks()` hears
+        /// it once. Nothing is released here: the holder decides. Returns
+        /// an `Asked`; raises `RedlockError` unless a quorum answered.
+        #[pyo3(signature = (resource, message=None))]
+        fn ask(slf: &Bound<'_, Self>, resource: String, message: Option<String>) -> PyResult<crate::ask::PyAsked> {
+            runtime::block(slf.py(), crate::ask::ask(PyClient::inner(slf), resource, message))?
+        }
     }
 }
 
@@ -104,6 +114,15 @@ impl PyLock {
         // Counted from now: the interpreter's exit waits for it.
         let work = exit::release(PyLockState::hold(slf).release().map_err(py)?);
         runtime::block(slf.py(), work)?.map(drop).map_err(py)
+    }
+
+    /// An iterator of `AskRequest`: the asks for this hold
+    /// (`Redlock.ask`), each heard once. It subscribes on its first step
+    /// (an ask sent before that is not heard); each step blocks until the
+    /// next ask, and it ends once the lock is lost or released. The holder
+    /// decides what to do: release, or not.
+    fn asks(slf: &Bound<'_, Self>) -> crate::ask::PyAsks {
+        crate::ask::PyAsks::new(PyLockState::hold(slf))
     }
 
     /// Holds the lock once more, at once and without asking the servers:
