@@ -9,6 +9,7 @@ mod contended;
 mod counted;
 mod entries;
 mod first;
+mod given_up;
 mod line;
 pub(crate) mod permits;
 mod release;
@@ -147,6 +148,9 @@ pub(crate) struct Inner {
     recoveries: Arc<Recoveries>,
     /// What its acquisitions, holds and servers did (`Redlock::metrics`).
     metrics: Arc<crate::metrics::Metrics>,
+    /// Owners whose grants it gave up, when asked to remember them
+    /// (`remember_given_up`).
+    given_up: given_up::GivenUp,
 }
 
 /// Background work of a handle that a process about to exit waits for.
@@ -315,8 +319,26 @@ impl Redlock {
                 contended: contended::Contended::default(),
                 recoveries,
                 metrics,
+                given_up: given_up::GivenUp::default(),
             }),
         })
+    }
+
+    /// From now on, remembers the owners whose grants this handle gives up
+    /// (a round that failed or was dropped), for twice their ttl: their
+    /// releases may still be on their way to the servers. For a caller
+    /// that takes holds over by their owner (see `gave_up`); off by
+    /// default.
+    pub fn remember_given_up(&self) {
+        self.inner.given_up.remember();
+    }
+
+    /// Whether this handle gave `owner`'s grants up lately (see
+    /// `remember_given_up`): a hold of `owner` found on the servers may be
+    /// released at any moment, and must not be extended and answered as
+    /// held.
+    pub fn gave_up(&self, owner: &str) -> bool {
+        self.inner.given_up.contains(owner)
     }
 
     pub fn quorum(&self) -> usize {

@@ -151,6 +151,10 @@ impl Redlock {
     /// background (`release_later`).
     async fn release_owner_within(&self, resource: &Resources, owner: &str, ttl: Option<Duration>) -> Result<Released, Error> {
         async {
+            if let Some(ttl) = ttl {
+                // Sent again later where unanswered: never to be taken over.
+                self.inner.given_up.note(owner, ttl);
+            }
             let verified = self.verify_servers().await;
             let instances = self.release_everywhere(resource, owner).await;
             if let Some(ttl) = ttl {

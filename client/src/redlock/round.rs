@@ -105,6 +105,7 @@ struct Abandon<'a> {
     round: &'a HeadRound,
     resource: &'a Resources,
     owner: String,
+    ttl: Duration,
     armed: bool,
 }
 
@@ -114,6 +115,7 @@ impl Drop for Abandon<'_> {
             return;
         }
         self.round.abandon();
+        self.redlock.inner.given_up.note(&self.owner, self.ttl);
         // The waits leave the servers' queues now, and grants that came
         // before are released after that (see `Instance::abandon_waits`);
         // any later one (a wait that could not be ended) by its task.
@@ -236,7 +238,7 @@ impl Redlock {
         // Dropped before the lock is ours (the caller gave up the
         // acquisition, or a semaphore's waiter took another permit; also
         // while the tokens are reconciled): nothing may stay granted.
-        let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), armed: true };
+        let mut abandon = Abandon { redlock: self, round: &round, resource, owner: owner.clone(), ttl, armed: true };
         let outcomes = round.decide(self.inner.quorum, &self.inner.instances).await;
         let granted = granted(&outcomes);
         let concluded = self.conclude(resource, owner, ttl, ask.share, sent, outcomes, Arc::clone(&round.ended), true).await;
@@ -274,6 +276,9 @@ impl Redlock {
             .collect();
         let give_up = |outcomes: Vec<InstanceOutcome>| async {
             ended.store(true, Ordering::SeqCst);
+            // Noted before the first release is sent: one in flight when
+            // this future is dropped still lands.
+            self.inner.given_up.note(&owner, ttl);
             // A plain round's nil is the server's own answer: nothing to
             // undo there (under contention most are). A head round's waits
             // may still be granted: released everywhere.

@@ -340,7 +340,10 @@ pub async fn lookup(shared: &Shared, key: &str, owner: &str) -> Holds {
         let script_owner = status.holders.is_empty().then_some(status.owner.as_ref()).flatten().map(|o| (o.as_str(), status.token));
         let listed = status.holders.iter().map(|h| (h.owner.as_str(), h.token)).chain(script_owner);
         for (stored, token) in listed {
-            if client_owner(stored) != Some(owner) {
+            // A hold this endpoint gave up (its acquisition failed or was
+            // dropped when the client left) is being released: extended and
+            // answered as held, it would end under the client.
+            if client_owner(stored) != Some(owner) || shared.redlock.gave_up(stored) {
                 continue;
             }
             let exclusive = status.owner.as_deref() == Some(stored);

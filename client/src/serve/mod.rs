@@ -105,6 +105,9 @@ pub async fn serve(redlock: Redlock, endpoint: Endpoint, bound: impl Fn(&str)) -
     if let Some(path) = &endpoint.unixsocket {
         bound(&format!("listening on unix:{}", path.display()));
     }
+    // Holds are taken over by their client's name (`lock::lookup`): never
+    // one whose release this endpoint may still be sending.
+    redlock.remember_given_up();
     let shared = Arc::new(Shared {
         redlock,
         users: endpoint.users,
