@@ -58,9 +58,10 @@ pub fn grant_set(
             Err(attempt) => return attempt.into(),
         }
     }
-    // A strict semaphore member found free is created with its largest
-    // limit (below).
-    let created_strict = views.last().is_some_and(Holding::is_free) && set.strict(n.saturating_sub(1), n).is_some();
+    // A strict semaphore member found free (or every lease there ended) is
+    // created with its largest limit (below).
+    let record_free = views.last().is_some_and(|view| view.holders.iter().all(|h| h.end <= now.mono));
+    let created_strict = record_free && set.strict(n.saturating_sub(1), n).is_some();
     // Which members the owner holds already (a failure gives back only
     // the others).
     let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some_and(|h| h.end > now.mono)).collect();
