@@ -8,7 +8,6 @@ use std::ffi::{CStr, CString};
 
 use crate::api::Arg;
 use crate::core::grant::{Mode, Request};
-use crate::core::multi::SetRequest;
 use crate::core::token::Token;
 
 /// Anything that exposes an argument's bytes.
@@ -79,6 +78,14 @@ pub enum ArgError {
     SemaphoreWithShared,
     /// `SEMAPHORE` not an integer from 1 to `MAX_LIMIT`.
     BadSemaphoreLimit,
+    /// `LARGEST` without `SEMAPHORE` (or outside LOCK.MACQUIRE).
+    LargestWithoutSemaphore,
+    /// `LARGEST m` not an integer from the SEMAPHORE limit to `MAX_LIMIT`.
+    BadLargest,
+    /// `SHARED n` outside LOCK.MACQUIRE.
+    SharedCountOutsideSet,
+    /// `SHARED n` not from 1 to the number of lock keys less one.
+    BadSharedCount,
     /// A malformed option line; carries the full `ERR syntax error: ...`.
     Syntax(Cow<'static, CStr>),
 }
@@ -125,6 +132,12 @@ impl ArgError {
             ArgError::SemaphoreAlone => Cow::Borrowed(c"ERR SEMAPHORE needs two keys at least: the set's locks, then the semaphore"),
             ArgError::BadSemaphoreLimit => Cow::Borrowed(c"ERR SEMAPHORE must be an integer from 1 to 100000"),
             ArgError::SemaphoreWithShared => Cow::Borrowed(c"ERR SEMAPHORE takes no SHARED: the set's locks are exclusive"),
+            ArgError::LargestWithoutSemaphore => Cow::Borrowed(c"ERR syntax error: LARGEST needs SEMAPHORE (LOCK.MACQUIRE)"),
+            ArgError::BadLargest => Cow::Borrowed(c"ERR LARGEST must be an integer from the SEMAPHORE limit to 100000"),
+            ArgError::SharedCountOutsideSet => Cow::Borrowed(c"ERR SHARED n belongs to LOCK.MACQUIRE (one key: SHARED)"),
+            ArgError::BadSharedCount => Cow::Borrowed(
+                c"ERR SHARED n must be from 1 to the number of lock keys less one: at least one key is held exclusively",
+            ),
         }
     }
 }
@@ -138,6 +151,7 @@ fn value_name(option: &str) -> &'static str {
         "PERMITS" => "a number of permits",
         "VALUE" => "a text",
         "SEMAPHORE" => "a limit",
+        "LARGEST" => "a limit",
         _ => "a value",
     }
 }
@@ -274,13 +288,24 @@ fn check_value(value: &[u8], max_len: i64) -> Result<(), ArgError> {
 /// works.
 pub fn parse_acquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<Acquire<'_, A>, ArgError> {
     match parse_one(args, max_ttl, max_owner_len)? {
-        (one, None) => Ok(one),
-        (_, Some(_)) => Err(ArgError::SemaphoreOutsideSet),
+        (_, SetOptions { semaphore: Some(_), .. }) => Err(ArgError::SemaphoreOutsideSet),
+        (_, SetOptions { largest: Some(_), .. }) => Err(ArgError::LargestWithoutSemaphore),
+        (_, SetOptions { shared: Some(_), .. }) => Err(ArgError::SharedCountOutsideSet),
+        (one, _) => Ok(one),
     }
 }
 
-/// `parse_acquire`, with `SEMAPHORE n` (LOCK.MACQUIRE's) taken too.
-fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<(Acquire<'_, A>, Option<i64>), ArgError> {
+/// LOCK.MACQUIRE's own options, as given: `SEMAPHORE n`, `LARGEST m`,
+/// `SHARED n`.
+#[derive(Default)]
+struct SetOptions {
+    semaphore: Option<i64>,
+    largest: Option<i64>,
+    shared: Option<i64>,
+}
+
+/// `parse_acquire`, with LOCK.MACQUIRE's options (`SetOptions`) taken too.
+fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Result<(Acquire<'_, A>, SetOptions), ArgError> {
     let [_, key, owner_arg, ttl, options @ ..] = args else {
         return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.acquire' command"));
     };
@@ -289,7 +314,8 @@ fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Resul
         return Err(ArgError::OwnerTooLong(max_owner_len));
     }
     let ttl_ms = parse_ttl(ttl.bytes(), max_ttl)?;
-    let (mut fence, mut wait, mut limit, mut delay, mut permits, mut semaphore) = (None, None, None, None, None, None);
+    let (mut fence, mut wait, mut limit, mut delay, mut permits) = (None, None, None, None, None);
+    let mut set = SetOptions::default();
     let (mut shared, mut session) = (false, false);
     let mut value = None;
     let mut rest = options;
@@ -307,7 +333,28 @@ fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Resul
             rest = tail;
             continue;
         }
+        // `SHARED n` (a set's last n keys): SHARED followed by a number,
+        // which no option name is.
+        if let (true, [count, tail @ ..]) = (name.eq_ignore_ascii_case(b"SHARED"), tail) {
+            let count = match parse_int(count.bytes()) {
+                Ok(count) => Some(count),
+                Err(IntError::Invalid) => None,
+                // Digits beyond any count: no option either.
+                Err(_) => Some(-1),
+            };
+            if let Some(count) = count {
+                if shared || set.shared.is_some() {
+                    return Err(ArgError::Repeated("SHARED"));
+                }
+                set.shared = Some(count);
+                rest = tail;
+                continue;
+            }
+        }
         let flag = if name.eq_ignore_ascii_case(b"SHARED") {
+            if set.shared.is_some() {
+                return Err(ArgError::Repeated("SHARED"));
+            }
             Some(("SHARED", &mut shared))
         } else if name.eq_ignore_ascii_case(b"SESSION") {
             Some(("SESSION", &mut session))
@@ -333,7 +380,9 @@ fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Resul
         } else if name.eq_ignore_ascii_case(b"PERMITS") {
             ("PERMITS", &mut permits, parse_permits)
         } else if name.eq_ignore_ascii_case(b"SEMAPHORE") {
-            ("SEMAPHORE", &mut semaphore, parse_limit)
+            ("SEMAPHORE", &mut set.semaphore, parse_limit)
+        } else if name.eq_ignore_ascii_case(b"LARGEST") {
+            ("LARGEST", &mut set.largest, parse_limit)
         } else {
             return Err(ArgError::UnknownOption(name.to_vec()));
         };
@@ -347,6 +396,7 @@ fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Resul
             ("DELAY", Ok(ms)) if ms <= max_ttl => ms,
             ("DELAY", _) => return Err(ArgError::BadDelay(max_ttl)),
             ("SEMAPHORE", Err(_)) => return Err(ArgError::BadSemaphoreLimit),
+            ("LARGEST", Err(_)) => return Err(ArgError::BadLargest),
             (_, parsed) => parsed?,
         });
         rest = tail;
@@ -366,7 +416,7 @@ fn parse_one<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64) -> Resul
     };
     let mode = if shared { Mode::Shared } else { Mode::Exclusive };
     let request = Request { mode, limit, ttl_ms, fence: fence.unwrap_or(0), permits, session };
-    Ok((Acquire { key, owner: owner_arg, request, wait, value }, semaphore))
+    Ok((Acquire { key, owner: owner_arg, request, wait, value }, set))
 }
 
 fn parse_permits(bytes: &[u8]) -> Result<i64, ArgError> {
@@ -381,122 +431,6 @@ fn parse_limit(bytes: &[u8]) -> Result<i64, ArgError> {
         Ok(n) if n >= 1 && n <= i64::from(MAX_LIMIT) => Ok(n),
         _ => Err(ArgError::BadLimit),
     }
-}
-
-/// `LOCK.MACQUIRE numkeys key [key ...] owner ttl-ms [SHARED] [FENCE min-token] [WAIT timeout-ms] [SESSION [DELAY ms]] [SEMAPHORE limit]`:
-/// several keys, all or nothing, with LOCK.ACQUIRE's options but LIMIT;
-/// `SEMAPHORE n` makes the last key one permit of a semaphore of n.
-#[derive(Debug)]
-pub struct MAcquire<'a, A> {
-    /// Each named once (the semaphore last).
-    pub keys: &'a [A],
-    pub owner: &'a A,
-    pub set: SetRequest,
-    pub wait: Option<i64>,
-}
-
-/// `max_keys` (`redislock.max-set-keys`) bounds every numkeys command.
-pub fn parse_macquire<A: ArgBytes>(args: &[A], max_ttl: i64, max_owner_len: i64, max_keys: i64) -> Result<MAcquire<'_, A>, ArgError> {
-    let (keys, tail) = split_keys(args, max_keys, c"ERR wrong number of arguments for 'lock.macquire' command", |after| after >= 2)?;
-    // What follows the keys is LOCK.ACQUIRE's `owner ttl-ms [options]`,
-    // parsed by the same code over the arguments from the one before the
-    // last key on: `[_, last key, owner, ttl-ms, options...]`.
-    let from = args.len() - tail.len() - 2;
-    let (one, semaphore) = parse_one(&args[from..], max_ttl, max_owner_len)?;
-    if one.request.limit.is_some() {
-        return Err(ArgError::LimitInSet);
-    }
-    if one.value.is_some() {
-        return Err(ArgError::ValueInSet);
-    }
-    let semaphore = match semaphore.map(u32::try_from) {
-        None => None,
-        Some(Ok(limit)) => Some(limit),
-        Some(Err(_)) => return Err(ArgError::BadSemaphoreLimit),
-    };
-    if semaphore.is_some() && keys.len() < 2 {
-        return Err(ArgError::SemaphoreAlone);
-    }
-    if semaphore.is_some() && one.request.mode == Mode::Shared {
-        return Err(ArgError::SemaphoreWithShared);
-    }
-    Ok(MAcquire { keys, owner: one.owner, set: SetRequest { request: one.request, semaphore }, wait: one.wait })
-}
-
-/// `LOCK.MRELEASE numkeys key [key ...] owner`
-#[derive(Debug)]
-pub struct MRelease<'a, A> {
-    pub keys: &'a [A],
-    pub owner: &'a [u8],
-}
-
-pub fn parse_mrelease<A: ArgBytes>(args: &[A], max_keys: i64) -> Result<MRelease<'_, A>, ArgError> {
-    let (keys, tail) = split_keys(args, max_keys, c"ERR wrong number of arguments for 'lock.mrelease' command", |after| after == 1)?;
-    let [owner] = tail else {
-        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mrelease' command"));
-    };
-    Ok(MRelease { keys, owner: parse_owner(owner.bytes())? })
-}
-
-/// `LOCK.MEXTEND numkeys key [key ...] owner ttl-ms`
-#[derive(Debug)]
-pub struct MExtend<'a, A> {
-    pub keys: &'a [A],
-    pub owner: &'a [u8],
-    pub ttl_ms: i64,
-}
-
-pub fn parse_mextend<A: ArgBytes>(args: &[A], max_ttl: i64, max_keys: i64) -> Result<MExtend<'_, A>, ArgError> {
-    let (keys, tail) = split_keys(args, max_keys, c"ERR wrong number of arguments for 'lock.mextend' command", |after| after == 2)?;
-    let [owner, ttl] = tail else {
-        return Err(ArgError::Arity(c"ERR wrong number of arguments for 'lock.mextend' command"));
-    };
-    Ok(MExtend { keys, owner: parse_owner(owner.bytes())?, ttl_ms: parse_ttl(ttl.bytes(), max_ttl)? })
-}
-
-/// How many keys a numkeys command names from position 2 on, if its
-/// `numkeys` is valid and within `max_keys`: where Redis finds the keys
-/// (see `split_keys` for the command's own parsing, which then answers
-/// the error).
-pub fn numkeys<A: ArgBytes>(args: &[A], max_keys: i64) -> Option<usize> {
-    let [_, numkeys, rest @ ..] = args else { return None };
-    let n = parse_i64(numkeys.bytes()).filter(|&n| n <= max_keys)?;
-    let n = usize::try_from(n).ok()?;
-    (1..=rest.len()).contains(&n).then_some(n)
-}
-
-/// Splits `_ numkeys key [key ...] rest...` into the keys, each named
-/// once, and the rest, whose length `after_ok` accepts. A numkeys above
-/// `max_keys` is refused before anything else is looked at.
-fn split_keys<'a, A: ArgBytes>(
-    args: &'a [A],
-    max_keys: i64,
-    arity: &'static CStr,
-    after_ok: impl Fn(usize) -> bool,
-) -> Result<(&'a [A], &'a [A]), ArgError> {
-    let [_, numkeys, rest @ ..] = args else {
-        return Err(ArgError::Arity(arity));
-    };
-    let n = match parse_int(numkeys.bytes()) {
-        Ok(n) if n > max_keys => return Err(ArgError::TooManyKeys(max_keys)),
-        Ok(n) if n >= 1 => usize::try_from(n).map_err(|_| ArgError::BadNumkeys)?,
-        Err(IntError::TooLarge) => return Err(ArgError::TooManyKeys(max_keys)),
-        _ => return Err(ArgError::BadNumkeys),
-    };
-    if n > rest.len() {
-        return Err(ArgError::BadNumkeys);
-    }
-    let (keys, tail) = rest.split_at(n);
-    if !after_ok(tail.len()) {
-        return Err(ArgError::Arity(arity));
-    }
-    let mut seen = std::collections::HashSet::with_capacity(keys.len());
-    for key in keys {
-        if !seen.insert(key.bytes()) {
-            return Err(ArgError::KeyTwice(key.bytes().to_vec()));
-        }
-    }
-    Ok((keys, tail))
 }
 
 /// `LOCK.RELEASE key owner`
@@ -560,12 +494,14 @@ mod ask;
 mod fence;
 mod resize;
 mod revoke;
+mod sets;
 mod views;
 pub use apply::{encode_apply, parse_apply, Apply, ApplyShared, APPLY};
 pub use ask::parse_ask;
 pub use fence::{parse_check, parse_fenced, parse_fenceinfo, parse_guard, runs_script, unguardable, Check, Unguardable};
 pub use resize::{parse_resize, RESIZE};
 pub use revoke::{parse_revoke, revoke_registers_at};
+pub use sets::{numkeys, parse_macquire, parse_mextend, parse_mrelease};
 #[cfg(test)]
 use views::TOP_DEFAULT_COUNT;
 pub use views::{parse_top, parse_waiters};

@@ -492,3 +492,46 @@ proptest::proptest! {
         proptest::prop_assert_eq!(argv.len(), 5 + valued + if shared.is_some() { 3 + if weighted { 2 } else { 0 } } else { 0 });
     }
 }
+
+/// `SEMAPHORE n LARGEST m` (m from n to 100000) and `SHARED n` (the last
+/// n lock keys shared, at least one exclusive): LOCK.MACQUIRE's alone.
+#[test]
+fn macquire_takes_largest_and_a_count_of_shared_keys() {
+    let a = argv(&["LOCK.MACQUIRE", "5", "s1", "s2", "s3", "s4", "rec", "me", "1000", "SHARED", "3", "SEMAPHORE", "2", "largest", "5"]);
+    let req = parse_macquire(&a, MAX, OWNER, KEYS).expect("valid");
+    assert_eq!((req.set.semaphore, req.set.largest, req.set.shared), (Some(2), Some(5), 3));
+    let modes: Vec<Mode> = (0..5).map(|i| req.set.member(i, 5).mode).collect();
+    assert_eq!(modes, [Mode::Exclusive, Mode::Shared, Mode::Shared, Mode::Shared, Mode::Shared], "the record is a permit");
+    assert_eq!(req.set.member(4, 5).limit, Some(2));
+    assert_eq!((req.set.strict(4, 5), req.set.strict(3, 5)), (Some((2, 5)), None));
+    let plain = argv(&["LOCK.MACQUIRE", "3", "a", "b", "c", "me", "10", "SHARED", "1"]);
+    let req = parse_macquire(&plain, MAX, OWNER, KEYS).expect("valid");
+    let modes: Vec<Mode> = (0..3).map(|i| req.set.member(i, 3).mode).collect();
+    assert_eq!(modes, [Mode::Exclusive, Mode::Exclusive, Mode::Shared]);
+    let equal = argv(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "3", "LARGEST", "3"]);
+    assert_eq!(parse_macquire(&equal, MAX, OWNER, KEYS).expect("valid").set.largest, Some(3));
+
+    let err = |words: &[&str]| message(parse_macquire(&argv(words), MAX, OWNER, KEYS).expect_err(&words.join(" ")));
+    let bad = "ERR LARGEST must be an integer from the SEMAPHORE limit to 100000";
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "3", "LARGEST", "2"]), bad);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "3", "LARGEST", "100001"]), bad);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SEMAPHORE", "3", "LARGEST", "x"]), bad);
+    assert_eq!(
+        err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "LARGEST", "3"]),
+        "ERR syntax error: LARGEST needs SEMAPHORE (LOCK.MACQUIRE)"
+    );
+    let count = "ERR SHARED n must be from 1 to the number of lock keys less one: at least one key is held exclusively";
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "b", "me", "10", "SHARED", "2"]), count);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "b", "me", "10", "SHARED", "0"]), count);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "b", "me", "10", "SHARED", "-1"]), count);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "b", "me", "10", "SHARED", "99999999999999999999"]), count);
+    assert_eq!(err(&["LOCK.MACQUIRE", "2", "a", "r", "me", "10", "SHARED", "1", "SEMAPHORE", "2"]), count, "the record is not counted");
+    assert_eq!(err(&["LOCK.MACQUIRE", "3", "a", "b", "c", "me", "10", "SHARED", "1", "SHARED"]), "ERR SHARED given more than once");
+    assert_eq!(err(&["LOCK.MACQUIRE", "3", "a", "b", "c", "me", "10", "SHARED", "SHARED", "1"]), "ERR SHARED given more than once");
+    let one = |words: &[&str]| message(parse_acquire(&argv(words), MAX, OWNER).expect_err(&words.join(" ")));
+    assert_eq!(one(&["LOCK.ACQUIRE", "a", "me", "10", "SHARED", "2"]), "ERR SHARED n belongs to LOCK.MACQUIRE (one key: SHARED)");
+    assert_eq!(
+        one(&["LOCK.ACQUIRE", "a", "me", "10", "SHARED", "LIMIT", "2", "LARGEST", "3"]),
+        "ERR syntax error: LARGEST needs SEMAPHORE (LOCK.MACQUIRE)"
+    );
+}

@@ -86,7 +86,9 @@ fn set_replayed_deadline(ctx: Ctx, key: &Key, key_name: &Arg, deadline_ms: i64) 
 /// while its lease ran: `holders` as they held it (`shared`: a group's
 /// limit, else the one exclusive holder, with `text`, its value), those
 /// whose lease still runs at `now`; each travels as the grant it was (and
-/// a resized semaphore's mark, `shared.1`, as LOCK.RESIZE after them).
+/// a resized semaphore's mark, `shared.1` (its largest limit), as
+/// LOCK.RESIZE after them: to the largest, then to the limit, when they
+/// differ).
 /// False when the key could not be written, which leaves it as it was.
 #[allow(clippy::too_many_arguments)]
 pub fn restore(
@@ -94,7 +96,7 @@ pub fn restore(
     key: &Key,
     key_name: &Arg,
     holders: &[Holder<group::Owner>],
-    shared: (Option<u32>, bool),
+    shared: (Option<u32>, Option<u32>),
     text: &[u8],
     now: Now,
 ) -> bool {
@@ -135,7 +137,10 @@ pub fn restore(
         let value = if shared.is_some() { holder.owner.value() } else { text };
         propagate::holder_restored(ctx, key_name, &holder.owner, holder.token, deadline, terms, value);
     }
-    if let (Some(limit), true) = (shared, resized) {
+    if let (Some(limit), Some(largest)) = (shared, resized) {
+        if largest > limit {
+            propagate::resize_restored(ctx, key_name, crate::args::RESIZE, largest);
+        }
         propagate::resize_restored(ctx, key_name, crate::args::RESIZE, limit);
     }
     propagate::restored(ctx, key_name);

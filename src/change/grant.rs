@@ -264,6 +264,11 @@ pub(super) fn refused(refusal: Refusal) -> Attempt {
             CString::new(format!("ERR PERMITS must be between 1 and LIMIT (the semaphore was resized to LIMIT {limit})"))
                 .unwrap_or_default(),
         ),
+        // Its own error code, so that a client can parse the two numbers.
+        Refusal::Limit { limit, largest } => Attempt::Refused(
+            CString::new(format!("LIMIT {limit} {largest} semaphore resized: ask with SEMAPHORE {limit} LARGEST {largest}"))
+                .unwrap_or_default(),
+        ),
         Refusal::OtherPermits(k) => Attempt::Refused(
             CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
         ),

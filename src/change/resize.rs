@@ -28,6 +28,23 @@ pub enum Resized {
     WrongType,
 }
 
+/// A semaphore a strict request (`SEMAPHORE n LARGEST m`) created at
+/// `key` keeps `largest` as its largest limit (resized when above its
+/// limit). It travels, after the grant's LOCK.APPLY, as `LOCK.RESIZE key
+/// largest` then `LOCK.RESIZE key limit` (a resize keeps the largest), only
+/// when the largest is above the limit; a replica and the AOF grant
+/// nothing on a resize.
+pub fn created_with_largest(ctx: Ctx, key: &Key, key_name: &crate::api::Arg, largest: u32, now: Now) {
+    let Slot::Shared(group) = slot(key, now, Look::Held) else { return };
+    let limit = group.limit();
+    if largest <= limit {
+        return;
+    }
+    group.holding.created_with_largest(largest);
+    propagate::resize_restored(ctx, key_name, RESIZE, largest);
+    propagate::resize_restored(ctx, key_name, RESIZE, limit);
+}
+
 /// Sets the limit of the semaphore at `key` (open for writing, named
 /// `key_name`) to `limit` at `now`. The master's stream and the AOF
 /// resize what is stored.

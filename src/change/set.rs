@@ -58,6 +58,10 @@ pub fn grant_set(
             Err(attempt) => return attempt.into(),
         }
     }
+    // A strict semaphore member found free (or every lease there ended) is
+    // created with its largest limit (below).
+    let record_free = views.last().is_some_and(|view| view.holders.iter().all(|h| h.end <= now.mono));
+    let created_strict = record_free && set.strict(n.saturating_sub(1), n).is_some();
     // Which members the owner holds already (a failure gives back only
     // the others).
     let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some_and(|h| h.end > now.mono)).collect();
@@ -66,7 +70,12 @@ pub fn grant_set(
         .iter_mut()
         .zip(members)
         .enumerate()
-        .map(|(i, (holding, (_, key_name)))| Member { holding, req: set.member(i, n), waiting_ahead: lined(i) && waiting_ahead(key_name) })
+        .map(|(i, (holding, (_, key_name)))| Member {
+            holding,
+            req: set.member(i, n),
+            waiting_ahead: lined(i) && waiting_ahead(key_name),
+            strict: set.strict(i, n),
+        })
         .collect();
     let owner_box: group::Owner = owner.bytes().into();
     let (token, how) = match multi::acquire_set(&mut asked, &owner_box, now.mono, |min| COUNTER.issue(min)) {
@@ -97,6 +106,9 @@ pub fn grant_set(
         if binds(&member_req) {
             bind(ctx.selected_db(), key_name.bytes(), owner.bytes(), &member_req, client, end);
         }
+    }
+    if let (true, Some((key, key_name)), Some((_, largest))) = (created_strict, members.last(), set.strict(n.saturating_sub(1), n)) {
+        super::resize::created_with_largest(ctx, key, key_name, largest, now);
     }
     Attempt::Granted(Granted { token, how, end, first_end: None }).into()
 }

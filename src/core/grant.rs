@@ -39,10 +39,14 @@ pub enum Kind {
     ReadWrite,
     /// `resized`: LOCK.RESIZE set `limit`, and a request with any LIMIT is
     /// served under it until the last holder leaves (its holders may take
-    /// more than `limit` after a shrink).
+    /// more than `limit` after a shrink). `largest`: the largest limit in
+    /// force since the group was created (`>= limit`; equal while never
+    /// resized), which a strict request (`LARGEST m`) must name: the quorum
+    /// client's safety rests on it never decreasing while the group lives.
     Semaphore {
         limit: u32,
         resized: bool,
+        largest: u32,
     },
 }
 
@@ -53,7 +57,7 @@ pub const MAX_LIMIT: u32 = 100_000;
 impl Kind {
     /// The kind a request creates when the key is free.
     pub fn of(limit: Option<u32>) -> Kind {
-        limit.map_or(Kind::ReadWrite, |limit| Kind::Semaphore { limit, resized: false })
+        limit.map_or(Kind::ReadWrite, |limit| Kind::Semaphore { limit, resized: false, largest: limit })
     }
 }
 
@@ -61,8 +65,8 @@ impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Kind::ReadWrite => f.write_str("a lock (exclusive or SHARED, no LIMIT)"),
-            Kind::Semaphore { limit, resized: false } => write!(f, "a semaphore (SHARED LIMIT {limit})"),
-            Kind::Semaphore { limit, resized: true } => write!(f, "a semaphore (SHARED LIMIT {limit}, resized)"),
+            Kind::Semaphore { limit, resized: false, .. } => write!(f, "a semaphore (SHARED LIMIT {limit})"),
+            Kind::Semaphore { limit, resized: true, .. } => write!(f, "a semaphore (SHARED LIMIT {limit}, resized)"),
         }
     }
 }
@@ -120,6 +124,9 @@ pub enum Refusal {
     OtherPermits(u32),
     /// The token counter cannot go further.
     TokensExhausted,
+    /// A strict request (`SEMAPHORE n LARGEST m`) whose (n, m) is not the
+    /// held semaphore's (limit in force, largest): the ones to ask with.
+    Limit { limit: u32, largest: u32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,7 +200,7 @@ impl<O: PartialEq + Clone> Holding<O> {
         }
         let fits = match self.kind {
             Kind::ReadWrite => req.limit.is_none(),
-            Kind::Semaphore { limit, resized: false } => req.mode == Mode::Shared && req.limit == Some(limit),
+            Kind::Semaphore { limit, resized: false, .. } => req.mode == Mode::Shared && req.limit == Some(limit),
             Kind::Semaphore { resized: true, .. } => req.mode == Mode::Shared && req.limit.is_some(),
         };
         if fits {
@@ -208,7 +215,9 @@ impl<O: PartialEq + Clone> Holding<O> {
     /// already takes more after a shrink keeps, and may re-grant, its k).
     pub fn fits_newcomer(&self, req: &Request) -> Result<(), Refusal> {
         match self.kind {
-            Kind::Semaphore { limit, resized: true } if !self.is_free() && req.permits > limit => Err(Refusal::PermitsAboveResized(limit)),
+            Kind::Semaphore { limit, resized: true, .. } if !self.is_free() && req.permits > limit => {
+                Err(Refusal::PermitsAboveResized(limit))
+            }
             _ => Ok(()),
         }
     }
@@ -218,12 +227,39 @@ impl<O: PartialEq + Clone> Holding<O> {
     /// keep their permits, also beyond a smaller limit: admission compares
     /// with the new limit, so nobody joins until they fall under it. False
     /// (nothing changed) for any other kind or a free key.
+    /// The largest limit in force never decreases while the group lives.
     pub fn resize(&mut self, limit: u32) -> bool {
-        if self.is_free() || !matches!(self.kind, Kind::Semaphore { .. }) {
+        let Kind::Semaphore { largest, .. } = self.kind else { return false };
+        if self.is_free() {
             return false;
         }
-        self.kind = Kind::Semaphore { limit, resized: true };
+        self.kind = Kind::Semaphore { limit, resized: true, largest: largest.max(limit) };
         true
+    }
+
+    /// Whether a strict request (`SEMAPHORE limit LARGEST largest`) may be
+    /// served here: on a free key, or a semaphore whose limit in force and
+    /// largest are exactly those. Any other semaphore refuses it, naming
+    /// its own; a key of another kind is left to `fits` (wrong kind).
+    pub fn fits_strictly(&self, limit: u32, largest: u32) -> Result<(), Refusal> {
+        match self.kind {
+            Kind::Semaphore { limit: held, largest: held_largest, .. } if !self.is_free() && (held, held_largest) != (limit, largest) => {
+                Err(Refusal::Limit { limit: held, largest: held_largest })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A semaphore a strict request created (it was free): its largest is
+    /// the one asked, and above the limit it is marked resized, so that
+    /// plain requests with any LIMIT are served under it as under any
+    /// resized group.
+    pub fn created_with_largest(&mut self, largest: u32) {
+        if let Kind::Semaphore { limit, .. } = self.kind {
+            if largest > limit {
+                self.kind = Kind::Semaphore { limit, resized: true, largest };
+            }
+        }
     }
 
     /// Marks a semaphore whose holders take more than its limit as
@@ -233,9 +269,9 @@ impl<O: PartialEq + Clone> Holding<O> {
     /// before the resize that made it possible (an AOF rewrite writes the
     /// holders first), or from a client's LOCK.APPLY.
     pub fn mark_if_over_limit(&mut self) {
-        if let Kind::Semaphore { limit, resized: false } = self.kind {
+        if let Kind::Semaphore { limit, resized: false, largest } = self.kind {
             if self.taken() > u64::from(limit) {
-                self.kind = Kind::Semaphore { limit, resized: true };
+                self.kind = Kind::Semaphore { limit, resized: true, largest };
             }
         }
     }
@@ -525,7 +561,7 @@ mod tests {
         assert!(matches!(grant(&mut l, sem("a"), 0, false, &mut issue), Outcome::Granted(..)));
         assert!(matches!(grant(&mut l, sem("b"), 0, false, &mut issue), Outcome::Granted(..)));
         assert_eq!(grant(&mut l, sem("c"), 0, false, &mut issue), Outcome::Held);
-        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false }));
+        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false, largest: 2 }));
         assert_eq!(grant(&mut l, ask("c", Mode::Shared, Some(3)), 0, false, &mut issue), wrong);
         assert_eq!(grant(&mut l, ask("c", Mode::Shared, None), 0, false, &mut issue), wrong);
         assert_eq!(grant(&mut l, ask("c", Mode::Exclusive, None), 0, false, &mut issue), wrong);
@@ -547,7 +583,7 @@ mod tests {
             assert!(matches!(grant(&mut l, sem(o, 3), 0, false, &mut issue), Outcome::Granted(..)));
         }
         assert!(l.resize(1), "shrunk below what is taken");
-        assert_eq!(l.kind, Kind::Semaphore { limit: 1, resized: true });
+        assert_eq!(l.kind, Kind::Semaphore { limit: 1, resized: true, largest: 3 }, "the largest limit stays");
         assert_eq!(l.holders.len(), 3, "the holders keep their permits");
         assert_eq!(grant(&mut l, sem("d", 3), 0, false, &mut issue), Outcome::Held, "the old LIMIT, served under 1");
         assert!(l.release(&"a", 0) && l.release(&"b", 0));
@@ -560,13 +596,13 @@ mod tests {
             Outcome::Refused(Refusal::PermitsAboveResized(4))
         );
         assert!(!l.may_admit(owner, &Request { permits: 5, ..req }, 0));
-        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 4, resized: true }));
+        let wrong = Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 4, resized: true, largest: 4 }));
         assert_eq!(grant(&mut l, ask("e", Mode::Shared, None), 0, false, &mut issue), wrong);
         assert_eq!(grant(&mut l, ask("e", Mode::Exclusive, None), 0, false, &mut issue), wrong);
         assert!(l.release(&"c", 0) && l.release(&"d", 0));
         assert!(!l.resize(2), "a free key has nothing to resize");
         assert!(matches!(grant(&mut l, sem("f", 2), 0, false, &mut issue), Outcome::Granted(..)));
-        assert_eq!(l.kind, Kind::Semaphore { limit: 2, resized: false }, "the mark went with the last holder");
+        assert_eq!(l.kind, Kind::Semaphore { limit: 2, resized: false, largest: 2 }, "the mark went with the last holder");
         let mut lock = Holding::free_for(&ask("a", Mode::Shared, None).1);
         assert!(matches!(grant(&mut lock, ask("a", Mode::Shared, None), 0, false, &mut issue), Outcome::Granted(..)));
         assert!(!lock.resize(2), "a read-write lock is no semaphore");
@@ -989,6 +1025,13 @@ mod resize_properties {
         ]
     }
 
+    fn largest_of(lock: &Holding<u8>) -> Option<u32> {
+        match lock.kind {
+            Kind::Semaphore { largest, .. } if !lock.is_free() => Some(largest),
+            _ => None,
+        }
+    }
+
     fn running_taken(lock: &Holding<u8>, now: i64) -> u64 {
         lock.holders.iter().filter(|h| h.end > now).map(|h| u64::from(h.permits)).sum()
     }
@@ -1012,7 +1055,13 @@ mod resize_properties {
             let mut granted_order: Vec<u64> = Vec::new();
             let mut joined = 0u64;
             let mut joins: VecDeque<u64> = VecDeque::new();
+            let mut seen_largest: Option<u32> = None;
             for op in &ops {
+                // A group whose every lease ended is gone: the next grant
+                // makes a new one.
+                if !lock.holders.iter().any(|h| h.end > now) {
+                    seen_largest = None;
+                }
                 let mut serve = false;
                 match *op {
                     Op::Ask { owner, limit, permits, wait } => {
@@ -1039,10 +1088,12 @@ mod resize_properties {
                     Op::Resize(limit) => {
                         let holders = lock.holders.clone();
                         let was_semaphore = limit_of(&lock).is_some() && lock.holders.iter().any(|h| h.end > now);
+                        let before = largest_of(&lock);
                         let resized = was_semaphore && lock.resize(limit);
                         prop_assert_eq!(&lock.holders, &holders, "a resize takes no permit");
                         if resized {
-                            prop_assert_eq!(lock.kind, Kind::Semaphore { limit, resized: true });
+                            let largest = before.map_or(limit, |b| b.max(limit));
+                            prop_assert_eq!(lock.kind, Kind::Semaphore { limit, resized: true, largest });
                             serve = true;
                         }
                     }
@@ -1050,6 +1101,7 @@ mod resize_properties {
                 }
                 if lock.is_free() || lock.expire(now) && lock.is_free() {
                     lock = Holding { kind: Kind::ReadWrite, mode: Mode::Shared, holders: Vec::new() };
+                    seen_largest = None;
                 }
                 if serve {
                     while let Some((owner, req)) = line.front().copied() {
@@ -1069,6 +1121,16 @@ mod resize_properties {
                     }
                 }
                 prop_assert!(granted_order.windows(2).all(|p| p[0] < p[1]), "served out of order: {granted_order:?}");
+                // The largest limit: at least the limit in force, equal
+                // to it until a resize, never lower while the group lives.
+                match lock.kind {
+                    Kind::Semaphore { limit, resized, largest } if !lock.is_free() => {
+                        prop_assert!(largest >= limit && (resized || largest == limit), "{lock:?}");
+                        prop_assert!(seen_largest.is_none_or(|seen| largest >= seen), "largest fell below {seen_largest:?}: {lock:?}");
+                        seen_largest = Some(largest);
+                    }
+                    _ => seen_largest = None,
+                }
             }
         }
     }

@@ -28,11 +28,19 @@ use super::token::Token;
 /// one when `semaphore` gives a limit n: one permit of a semaphore of n
 /// (`SHARED LIMIT n PERMITS 1`, `LOCK.MACQUIRE ... SEMAPHORE n`), whose
 /// kind then refuses a set of another limit as it refuses a single
-/// request.
+/// request; and of the last `shared` lock members (`SHARED n`) the
+/// request held shared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetRequest {
     pub request: Request,
     pub semaphore: Option<u32>,
+    /// `SEMAPHORE n LARGEST m`: the semaphore member is granted only free
+    /// or where its (limit in force, largest limit) is (n, m), and a free
+    /// one is created with largest m (`Holding::fits_strictly`).
+    pub largest: Option<u32>,
+    /// `SHARED n`: how many of the last lock members (the semaphore member
+    /// not counted) are held shared, the others exclusive; 0 for none.
+    pub shared: u32,
 }
 
 impl SetRequest {
@@ -44,9 +52,20 @@ impl SetRequest {
 
     /// What member `i` of `n` asks.
     pub fn member(&self, i: usize, n: usize) -> Request {
+        let locks = if self.semaphore.is_some() { n.saturating_sub(1) } else { n };
         match self.permit() {
             Some(permit) if i.saturating_add(1) == n => permit,
+            _ if self.shared > 0 && i.saturating_add(self.shared as usize) >= locks => Request { mode: Mode::Shared, ..self.request },
             _ => self.request,
+        }
+    }
+
+    /// The strict demand on member `i` of `n`: the semaphore member's
+    /// (limit, largest) with `LARGEST`.
+    pub fn strict(&self, i: usize, n: usize) -> Option<(u32, u32)> {
+        match (self.semaphore, self.largest) {
+            (Some(limit), Some(largest)) if i.saturating_add(1) == n => Some((limit, largest)),
+            _ => None,
         }
     }
 }
@@ -58,6 +77,9 @@ pub struct Member<'a, O> {
     pub holding: &'a mut Holding<O>,
     pub req: Request,
     pub waiting_ahead: bool,
+    /// `(limit, largest)` a strict semaphore request demands of this
+    /// member (`SetRequest::strict`).
+    pub strict: Option<(u32, u32)>,
 }
 
 /// Grants each member what it asks (`Member::req`, a set's lease and
@@ -81,6 +103,11 @@ pub fn acquire_set<O: PartialEq + Clone>(
     for member in members.iter_mut() {
         let (holding, req) = (&mut *member.holding, &member.req);
         holding.expire(now);
+        if let Some((limit, largest)) = member.strict {
+            if let Err(refusal) = holding.fits_strictly(limit, largest) {
+                return Outcome::Refused(refusal);
+            }
+        }
         if let Err(refusal) = holding.fits(req) {
             return Outcome::Refused(refusal);
         }
@@ -115,6 +142,9 @@ pub fn acquire_set<O: PartialEq + Clone>(
         let end = now.saturating_add(req.ttl_ms);
         if holding.is_free() {
             *holding = Holding::free_for(req);
+            if let Some((_, largest)) = member.strict {
+                holding.created_with_largest(largest);
+            }
         }
         holding.mode = req.mode;
         match holding.holders.iter_mut().find(|h| h.owner == *owner) {
@@ -283,7 +313,7 @@ mod tests {
     }
 
     fn ask(keys: &mut [Holding<&'static str>], owner: &'static str, mode: Mode, issue: &mut impl FnMut(Token) -> Option<Token>) -> Outcome {
-        ask_set(keys, owner, &SetRequest { request: request(mode), semaphore: None }, issue)
+        ask_set(keys, owner, &SetRequest { request: request(mode), semaphore: None, largest: None, shared: 0 }, issue)
     }
 
     fn ask_set(
@@ -293,8 +323,11 @@ mod tests {
         issue: &mut impl FnMut(Token) -> Option<Token>,
     ) -> Outcome {
         let n = keys.len();
-        let mut members: Vec<Member<'_, &str>> =
-            keys.iter_mut().enumerate().map(|(i, holding)| Member { holding, req: set.member(i, n), waiting_ahead: false }).collect();
+        let mut members: Vec<Member<'_, &str>> = keys
+            .iter_mut()
+            .enumerate()
+            .map(|(i, holding)| Member { holding, req: set.member(i, n), waiting_ahead: false, strict: None })
+            .collect();
         acquire_set(&mut members, &owner, 0, issue)
     }
 
@@ -315,7 +348,7 @@ mod tests {
         assert_eq!(ask(&mut keys, "a", Mode::Exclusive, &mut issue), Outcome::Granted(2, Grant::Regrant));
         let fenced = Request { fence: 9, ..request(Mode::Exclusive) };
         let mut members: Vec<Member<'_, &str>> =
-            keys.iter_mut().map(|holding| Member { holding, req: fenced, waiting_ahead: false }).collect();
+            keys.iter_mut().map(|holding| Member { holding, req: fenced, waiting_ahead: false, strict: None }).collect();
         assert_eq!(acquire_set(&mut members, &"a", 0, &mut issue), Outcome::Granted(9, Grant::New));
     }
 
@@ -333,11 +366,11 @@ mod tests {
         let mut issue = counter();
         let mut keys = [free(), free()];
         let permit = Request { limit: Some(2), ..request(Mode::Shared) };
-        let mut members = vec![Member { holding: &mut keys[1], req: permit, waiting_ahead: false }];
+        let mut members = vec![Member { holding: &mut keys[1], req: permit, waiting_ahead: false, strict: None }];
         assert!(matches!(acquire_set(&mut members, &"b", 0, &mut issue), Outcome::Granted(..)));
         assert_eq!(
             ask(&mut keys, "a", Mode::Shared, &mut issue),
-            Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false }))
+            Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false, largest: 2 }))
         );
         assert!(keys[0].is_free());
     }
@@ -347,26 +380,29 @@ mod tests {
         let mut keys = [free(), free()];
         let [first, second] = &mut keys;
         let req = request(Mode::Exclusive);
-        let mut members = [Member { holding: first, req, waiting_ahead: false }, Member { holding: second, req, waiting_ahead: true }];
+        let mut members = [
+            Member { holding: first, req, waiting_ahead: false, strict: None },
+            Member { holding: second, req, waiting_ahead: true, strict: None },
+        ];
         assert_eq!(acquire_set(&mut members, &"a", 0, counter()), Outcome::Held);
     }
 
     #[test]
     fn a_semaphore_member_takes_one_permit_and_refuses_another_limit() {
         let mut issue = counter();
-        let two = SetRequest { request: request(Mode::Exclusive), semaphore: Some(2) };
+        let two = SetRequest { request: request(Mode::Exclusive), semaphore: Some(2), largest: None, shared: 0 };
         let four = SetRequest { semaphore: Some(4), ..two };
         // Slots 0 and 1, and the semaphore last.
         let mut keys = [free(), free(), free()];
         {
             let [slot0, _, record] = &mut keys;
             let mut members = [
-                Member { holding: slot0, req: two.member(0, 2), waiting_ahead: false },
-                Member { holding: record, req: two.member(1, 2), waiting_ahead: false },
+                Member { holding: slot0, req: two.member(0, 2), waiting_ahead: false, strict: None },
+                Member { holding: record, req: two.member(1, 2), waiting_ahead: false, strict: None },
             ];
             assert_eq!(acquire_set(&mut members, &"a", 0, &mut issue), Outcome::Granted(1, Grant::New));
         }
-        assert_eq!(keys[2].kind, Kind::Semaphore { limit: 2, resized: false });
+        assert_eq!(keys[2].kind, Kind::Semaphore { limit: 2, resized: false, largest: 2 });
         assert_eq!(keys[2].holder(&"a").map(|h| (h.token, h.permits)), Some((1, 1)));
         assert_eq!(keys[0].mode, Mode::Exclusive);
         // Another limit is refused outright, taking nothing; the same limit
@@ -374,12 +410,12 @@ mod tests {
         let [_, slot1, record] = &mut keys;
         let before = (slot1.clone(), record.clone());
         let mut members = [
-            Member { holding: slot1, req: four.member(0, 2), waiting_ahead: false },
-            Member { holding: record, req: four.member(1, 2), waiting_ahead: false },
+            Member { holding: slot1, req: four.member(0, 2), waiting_ahead: false, strict: None },
+            Member { holding: record, req: four.member(1, 2), waiting_ahead: false, strict: None },
         ];
         assert_eq!(
             acquire_set(&mut members, &"b", 0, &mut issue),
-            Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false }))
+            Outcome::Refused(Refusal::WrongKind(Kind::Semaphore { limit: 2, resized: false, largest: 2 }))
         );
         assert_eq!((members[0].holding.clone(), members[1].holding.clone()), before);
         members[0].req = two.member(0, 2);
@@ -388,8 +424,8 @@ mod tests {
         // Full: a third holder is held back, whatever its slot.
         let mut slot = free();
         let mut members = [
-            Member { holding: &mut slot, req: two.member(0, 2), waiting_ahead: false },
-            Member { holding: record, req: two.member(1, 2), waiting_ahead: false },
+            Member { holding: &mut slot, req: two.member(0, 2), waiting_ahead: false, strict: None },
+            Member { holding: record, req: two.member(1, 2), waiting_ahead: false, strict: None },
         ];
         assert_eq!(acquire_set(&mut members, &"c", 0, &mut issue), Outcome::Held);
         assert!(slot.is_free());
@@ -398,10 +434,46 @@ mod tests {
         assert!(matches!(ask(std::slice::from_mut(&mut lock), "d", Mode::Exclusive, &mut issue), Outcome::Granted(..)));
         let mut slot = free();
         let mut members = [
-            Member { holding: &mut slot, req: two.member(0, 2), waiting_ahead: false },
-            Member { holding: &mut lock, req: two.member(1, 2), waiting_ahead: false },
+            Member { holding: &mut slot, req: two.member(0, 2), waiting_ahead: false, strict: None },
+            Member { holding: &mut lock, req: two.member(1, 2), waiting_ahead: false, strict: None },
         ];
         assert_eq!(acquire_set(&mut members, &"e", 0, &mut issue), Outcome::Refused(Refusal::WrongKind(Kind::ReadWrite)));
+    }
+
+    /// `SEMAPHORE n LARGEST m`: granted on a free record (created with
+    /// largest m, resized when m > n) or one whose (limit, largest) is (n,
+    /// m); any other semaphore refuses it naming its own, taking nothing.
+    #[test]
+    fn a_strict_semaphore_member_names_the_limit_and_largest_in_force() {
+        let mut issue = counter();
+        let strict =
+            |limit, largest| SetRequest { request: request(Mode::Exclusive), semaphore: Some(limit), largest: Some(largest), shared: 0 };
+        let ask = |slot: &mut Holding<&'static str>, record: &mut Holding<&'static str>, owner, set: SetRequest, issue: &mut _| {
+            let mut members = [
+                Member { holding: slot, req: set.member(0, 2), waiting_ahead: false, strict: set.strict(0, 2) },
+                Member { holding: record, req: set.member(1, 2), waiting_ahead: false, strict: set.strict(1, 2) },
+            ];
+            acquire_set(&mut members, &owner, 0, issue)
+        };
+        let (mut slot0, mut slot1, mut record) = (free(), free(), free());
+        assert!(matches!(ask(&mut slot0, &mut record, "a", strict(2, 5), &mut issue), Outcome::Granted(..)));
+        assert_eq!(record.kind, Kind::Semaphore { limit: 2, resized: true, largest: 5 });
+        let before = (slot1.clone(), record.clone());
+        let named = Outcome::Refused(Refusal::Limit { limit: 2, largest: 5 });
+        assert_eq!(ask(&mut slot1, &mut record, "b", strict(2, 2), &mut issue), named);
+        assert_eq!(ask(&mut slot1, &mut record, "b", strict(5, 5), &mut issue), named);
+        assert_eq!((slot1.clone(), record.clone()), before, "a refused set takes nothing");
+        assert!(matches!(ask(&mut slot1, &mut record, "b", strict(2, 5), &mut issue), Outcome::Granted(..)));
+        // A plain request is served under the resized record, any limit.
+        let plain = SetRequest { largest: None, ..strict(3, 3) };
+        let mut slot2 = free();
+        assert_eq!(ask(&mut slot2, &mut record, "c", plain, &mut issue), Outcome::Held, "2 of 2 taken");
+        // An unresized record of another limit names itself too.
+        let (mut slot, mut other) = (free(), free());
+        assert!(matches!(ask(&mut slot, &mut other, "a", strict(3, 3), &mut issue), Outcome::Granted(..)));
+        assert_eq!(other.kind, Kind::Semaphore { limit: 3, resized: false, largest: 3 });
+        let mut slot = free();
+        assert_eq!(ask(&mut slot, &mut other, "b", strict(4, 4), &mut issue), Outcome::Refused(Refusal::Limit { limit: 3, largest: 3 }));
     }
 
     #[test]
@@ -466,7 +538,9 @@ mod properties {
             client: u8,
             /// The keys asked for, as bits (at least one).
             keys: u8,
-            shared: bool,
+            /// How many of the keys are held shared (plain `SHARED` when
+            /// all of them, `SHARED n` when some; see `apply`).
+            shared: u8,
             wait: bool,
             ttl: i64,
             /// Which of `LIMITS`.
@@ -479,7 +553,7 @@ mod properties {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0..CLIENTS, 1u8..(1 << KEYS), any::<bool>(), prop::bool::weighted(0.8), 1i64..1_000, 0..LIMITS.len())
+            4 => (0..CLIENTS, 1u8..(1 << KEYS), 0..=KEYS, prop::bool::weighted(0.8), 1i64..1_000, 0..LIMITS.len())
                 .prop_map(|(client, keys, shared, wait, ttl, limit)| Op::Ask { client, keys, shared, wait, ttl, limit }),
             2 => (0..CLIENTS).prop_map(Op::Release),
             1 => (0..CLIENTS).prop_map(Op::Leave),
@@ -491,6 +565,8 @@ mod properties {
     struct Ask {
         client: u8,
         mode: Mode,
+        /// `SHARED n`: the last n keys shared.
+        shared: u32,
         ttl: i64,
         semaphore: Option<u32>,
     }
@@ -498,7 +574,7 @@ mod properties {
     impl Ask {
         fn set(&self) -> SetRequest {
             let request = Request { mode: self.mode, limit: None, ttl_ms: self.ttl, fence: 0, permits: 1, session: None };
-            SetRequest { request, semaphore: self.semaphore }
+            SetRequest { request, semaphore: self.semaphore, largest: None, shared: self.shared }
         }
     }
 
@@ -508,12 +584,24 @@ mod properties {
     struct Hold {
         keys: Vec<u8>,
         mode: Mode,
+        /// `SHARED n`: the last n of `keys` held shared.
+        shared: u32,
         token: Token,
         end: i64,
         semaphore: Option<u32>,
     }
 
     impl Hold {
+        /// How it holds `key`, one of its slots.
+        fn mode_on(&self, key: u8) -> Mode {
+            let at = self.keys.iter().position(|k| *k == key).unwrap_or(0);
+            if self.mode == Mode::Shared || at + self.shared as usize >= self.keys.len() {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            }
+        }
+
         fn on(&self, key: u8) -> bool {
             if key == RECORD {
                 self.semaphore.is_some()
@@ -551,6 +639,7 @@ mod properties {
                 holding,
                 req: set.member(i, n),
                 waiting_ahead: *key != RECORD && lines.is_some_and(|l| l.is_waited_for(key)),
+                strict: set.strict(i, n),
             })
             .collect()
     }
@@ -568,7 +657,11 @@ mod properties {
             let record = self.holdings.get(&RECORD).filter(|h| h.holders.iter().any(|h| h.end > self.now));
             let held_with = record.map(|h| h.kind);
             match (refusal, ask.semaphore, held_with) {
-                (Refusal::WrongKind(Kind::Semaphore { limit, .. }), Some(asked), Some(Kind::Semaphore { limit: held, resized: false })) => {
+                (
+                    Refusal::WrongKind(Kind::Semaphore { limit, .. }),
+                    Some(asked),
+                    Some(Kind::Semaphore { limit: held, resized: false, .. }),
+                ) => {
                     assert_eq!(limit, held);
                     assert_ne!(limit, asked, "the semaphore's own limit was refused");
                 }
@@ -591,7 +684,14 @@ mod properties {
                 };
                 match acquire_set(&mut members, &ask.client, now, issue) {
                     Outcome::Granted(token, _) => {
-                        let hold = Hold { keys: keys.to_vec(), mode: ask.mode, token, end: now + ask.ttl, semaphore: ask.semaphore };
+                        let hold = Hold {
+                            keys: keys.to_vec(),
+                            mode: ask.mode,
+                            shared: ask.shared,
+                            token,
+                            end: now + ask.ttl,
+                            semaphore: ask.semaphore,
+                        };
                         granted.push((id, ask.client, hold));
                         Served::Left
                     }
@@ -626,17 +726,25 @@ mod properties {
                         return;
                     }
                     let semaphore = LIMITS.get(limit).copied().flatten();
-                    // A permit hold takes its slots exclusively among the
-                    // first `limit` keys, as the client's do.
-                    let (keys, shared) = match semaphore {
+                    // A permit hold takes its slots among the first `limit`
+                    // keys, as the client's do, at least one exclusive
+                    // (`SHARED n` beside `SEMAPHORE`, as after a shrink).
+                    let keys = match semaphore {
                         Some(limit) => match keys & ((1 << limit) - 1) {
-                            0 => (1, false),
-                            some => (some, false),
+                            0 => 1,
+                            some => some,
                         },
-                        None => (keys, shared),
+                        None => keys,
                     };
                     let keys: Vec<u8> = (0..KEYS).filter(|k| keys & (1 << k) != 0).collect();
-                    let ask = Ask { client, mode: if shared { Mode::Shared } else { Mode::Exclusive }, ttl, semaphore };
+                    let count = u32::try_from(keys.len()).unwrap_or(1);
+                    let shared = u32::from(shared).min(count);
+                    let (mode, shared) = match semaphore {
+                        Some(_) => (Mode::Exclusive, shared.min(count - 1)),
+                        None if shared == count => (Mode::Shared, 0),
+                        None => (Mode::Exclusive, shared),
+                    };
+                    let ask = Ask { client, mode, shared, ttl, semaphore };
                     let waited_for = keys.iter().any(|k| self.lines.is_waited_for(k));
                     let before = self.holdings.clone();
                     let Run { holdings, lines, counter, now, .. } = self;
@@ -649,7 +757,8 @@ mod properties {
                         Outcome::Granted(token, _) => {
                             assert!(!waited_for, "client {client} was granted {keys:?} past their waiters");
                             assert_eq!(token, self.counter, "a new set takes one fresh token");
-                            self.holds.insert(client, Hold { keys, mode: ask.mode, token, end: self.now + ttl, semaphore });
+                            self.holds
+                                .insert(client, Hold { keys, mode: ask.mode, shared: ask.shared, token, end: self.now + ttl, semaphore });
                         }
                         Outcome::Held if wait => {
                             self.lines.join(&keys, ask);
@@ -697,7 +806,7 @@ mod properties {
                 let granted: Vec<(u8, &Hold)> = self.holds.iter().filter(|(_, h)| h.on(*key)).map(|(c, h)| (*c, h)).collect();
                 let expected: Vec<(u8, Token)> = granted.iter().map(|(c, h)| (*c, h.token)).collect();
                 assert_eq!(core, expected, "key {key}: {holding:?}");
-                if *key != RECORD && granted.iter().any(|(_, h)| h.mode == Mode::Exclusive) {
+                if *key != RECORD && granted.iter().any(|(_, h)| h.mode_on(*key) == Mode::Exclusive) {
                     assert_eq!(granted.len(), 1, "key {key} held exclusively beside others: {granted:?}");
                 }
             }
@@ -706,7 +815,7 @@ mod properties {
             let limits: BTreeSet<u32> = self.holds.values().filter_map(|h| h.semaphore).collect();
             assert!(limits.len() <= 1, "permit holds of several limits at once: {limits:?}");
             if let (Some(&limit), Some(record)) = (limits.first(), self.holdings.get(&RECORD)) {
-                assert_eq!(record.kind, Kind::Semaphore { limit, resized: false });
+                assert_eq!(record.kind, Kind::Semaphore { limit, resized: false, largest: limit });
                 let holders = self.holds.values().filter(|h| h.semaphore.is_some()).count();
                 assert!(u32::try_from(holders).is_ok_and(|n| n <= limit), "{holders} holders of a semaphore of {limit}");
             }

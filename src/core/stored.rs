@@ -80,6 +80,12 @@ pub enum Unsound {
     Limit(u64),
     /// A read-write lock (limit 0) marked resized.
     ResizedLock,
+    /// A resized mark naming a largest limit (2 and up) not above the
+    /// limit, or above `MAX_LIMIT`.
+    Largest {
+        largest: u64,
+        limit: u32,
+    },
     /// 0, or above 1 on a read-write lock.
     Permits {
         permits: u64,
@@ -107,6 +113,9 @@ impl fmt::Display for Unsound {
             Unsound::NoHolders => f.write_str("a shared lock without holders"),
             Unsound::Limit(limit) => write!(f, "LIMIT {limit} (at most {MAX_LIMIT})"),
             Unsound::ResizedLock => f.write_str("a lock without LIMIT marked resized"),
+            Unsound::Largest { largest, limit } => {
+                write!(f, "largest limit {largest} of LIMIT {limit} (above the limit, at most {MAX_LIMIT})")
+            }
             Unsound::Permits { permits, limit: 0 } => write!(f, "a holder taking {permits} permits of a lock without LIMIT"),
             Unsound::Permits { permits, limit } => write!(f, "a holder taking {permits} permits of LIMIT {limit}"),
             Unsound::Taken { taken, limit } => write!(f, "{taken} permits taken of LIMIT {limit}"),
@@ -156,20 +165,39 @@ pub fn check_exclusive(owner: &[u8], token: Token, value: &[u8], origin: Origin)
     Ok(())
 }
 
-/// A group as decoded (`limit` 0: a read-write lock held shared; `resized`:
-/// marked by LOCK.RESIZE), read at `now_wall` (Unix ms); its kind when it
-/// is one the commands make.
+/// The stored resized mark of a semaphore of `limit`: 0, not resized
+/// (its largest limit is its limit); 1, resized, largest == limit; m >= 2,
+/// resized with largest m (> limit). 1 is what every file written before
+/// the largest limit was kept holds, and it reads as it was written.
+pub fn resized_mark(resized: bool, limit: u32, largest: u32) -> u64 {
+    match (resized, largest > limit) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => u64::from(largest),
+    }
+}
+
+/// A group as decoded (`limit` 0: a read-write lock held shared; `mark`:
+/// the resized mark, see `resized_mark`), read at `now_wall` (Unix ms);
+/// its kind when it is one the commands make.
 pub fn check_group<O: AsRef<[u8]>>(
     limit: u64,
-    resized: bool,
+    mark: u64,
     holders: &[StoredHolder<O>],
     now_wall: i64,
     origin: Origin,
 ) -> Result<Kind, Unsound> {
     let kind = match u32::try_from(limit) {
-        Ok(0) if resized => return Err(Unsound::ResizedLock),
+        Ok(0) if mark != 0 => return Err(Unsound::ResizedLock),
         Ok(0) => Kind::ReadWrite,
-        Ok(limit) if limit <= MAX_LIMIT => Kind::Semaphore { limit, resized },
+        Ok(limit) if limit <= MAX_LIMIT => match mark {
+            0 => Kind::Semaphore { limit, resized: false, largest: limit },
+            1 => Kind::Semaphore { limit, resized: true, largest: limit },
+            largest => match u32::try_from(largest) {
+                Ok(largest) if largest > limit && largest <= MAX_LIMIT => Kind::Semaphore { limit, resized: true, largest },
+                _ => return Err(Unsound::Largest { largest, limit }),
+            },
+        },
         _ => return Err(Unsound::Limit(limit)),
     };
     if holders.is_empty() && origin == Origin::Client {
@@ -180,7 +208,7 @@ pub fn check_group<O: AsRef<[u8]>>(
     // none).
     let (room, named) = match kind {
         Kind::ReadWrite => (1, 0),
-        Kind::Semaphore { limit, resized: false } => (limit, limit),
+        Kind::Semaphore { limit, resized: false, .. } => (limit, limit),
         // A shrink kept what its holders took (see above).
         Kind::Semaphore { resized: true, .. } => (MAX_LIMIT, MAX_LIMIT),
     };
@@ -253,13 +281,13 @@ mod tests {
     #[test]
     fn a_group_the_commands_make_passes() {
         let readers = [holder("a", 1, NOW + 1_000, 1), holder("b", 2, NOW - 5_000, 1)];
-        assert_eq!(check_group(0, false, &readers, NOW, Origin::Client), Ok(Kind::ReadWrite));
+        assert_eq!(check_group(0, 0, &readers, NOW, Origin::Client), Ok(Kind::ReadWrite));
         let permits = [holder("a", 7, NOW + LONGEST_LEASE_MS, 3), holder("b", 9, 1, 2)];
-        assert_eq!(check_group(5, false, &permits, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 5, resized: false }));
+        assert_eq!(check_group(5, 0, &permits, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 5, resized: false, largest: 5 }));
         let top = [holder("a", 1, NOW + 1, u64::from(MAX_LIMIT))];
         assert_eq!(
-            check_group(u64::from(MAX_LIMIT), false, &top, NOW, Origin::Client),
-            Ok(Kind::Semaphore { limit: MAX_LIMIT, resized: false })
+            check_group(u64::from(MAX_LIMIT), 0, &top, NOW, Origin::Client),
+            Ok(Kind::Semaphore { limit: MAX_LIMIT, resized: false, largest: MAX_LIMIT })
         );
     }
 
@@ -298,15 +326,15 @@ mod tests {
             (0, vec![holder("", 1, NOW, 1)], Unsound::EmptyOwner, "an empty owner"),
         ];
         for (limit, holders, unsound, reason) in cases {
-            assert_eq!(check_group(limit, false, &holders, NOW, Origin::Client), Err(unsound.clone()), "{holders:?}");
+            assert_eq!(check_group(limit, 0, &holders, NOW, Origin::Client), Err(unsound.clone()), "{holders:?}");
             if !reason.is_empty() {
                 assert_eq!(unsound.to_string(), reason);
             }
             if unsound != Unsound::NoHolders {
-                assert_eq!(check_group(limit, false, &holders, NOW, Origin::OwnData), Err(unsound), "{holders:?}: own data too");
+                assert_eq!(check_group(limit, 0, &holders, NOW, Origin::OwnData), Err(unsound), "{holders:?}: own data too");
             }
         }
-        assert_eq!(check_group(0, false, &[holder("a", 1, far, 1)], NOW, Origin::Client), Ok(Kind::ReadWrite), "the farthest deadline");
+        assert_eq!(check_group(0, 0, &[holder("a", 1, far, 1)], NOW, Origin::Client), Ok(Kind::ReadWrite), "the farthest deadline");
     }
 
     /// A resized semaphore's holders may take more than its limit (a
@@ -315,30 +343,52 @@ mod tests {
     #[test]
     fn a_resized_semaphore_may_hold_more_than_its_limit() {
         let over = [holder("a", 1, NOW + 1_000, 3), holder("b", 2, NOW + 1_000, 2)];
-        assert_eq!(check_group(2, true, &over, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 2, resized: true }));
-        assert_eq!(check_group(2, false, &over, NOW, Origin::Client), Err(Unsound::Permits { permits: 3, limit: 2 }));
+        assert_eq!(check_group(2, 1, &over, NOW, Origin::Client), Ok(Kind::Semaphore { limit: 2, resized: true, largest: 2 }));
+        assert_eq!(check_group(2, 0, &over, NOW, Origin::Client), Err(Unsound::Permits { permits: 3, limit: 2 }));
         let spread = [holder("a", 1, NOW + 1_000, 1), holder("b", 2, NOW + 1_000, 1)];
-        assert_eq!(check_group(1, false, &spread, NOW, Origin::OwnData), Err(Unsound::Taken { taken: 2, limit: 1 }));
-        assert_eq!(check_group(1, true, &spread, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 1, resized: true }));
+        assert_eq!(check_group(1, 0, &spread, NOW, Origin::OwnData), Err(Unsound::Taken { taken: 2, limit: 1 }));
+        assert_eq!(check_group(1, 1, &spread, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 1, resized: true, largest: 1 }));
         let beyond = [holder("a", 1, NOW + 1_000, u64::from(MAX_LIMIT)), holder("b", 2, NOW + 1_000, 1)];
         assert_eq!(
-            check_group(1, true, &beyond, NOW, Origin::Client),
+            check_group(1, 1, &beyond, NOW, Origin::Client),
             Err(Unsound::Taken { taken: u64::from(MAX_LIMIT) + 1, limit: MAX_LIMIT })
         );
         let one = [holder("a", 1, NOW + 1_000, u64::from(MAX_LIMIT) + 1)];
-        assert!(matches!(check_group(1, true, &one, NOW, Origin::Client), Err(Unsound::Permits { .. })));
-        assert_eq!(check_group(0, true, &spread, NOW, Origin::OwnData), Err(Unsound::ResizedLock));
+        assert!(matches!(check_group(1, 1, &one, NOW, Origin::Client), Err(Unsound::Permits { .. })));
+        assert_eq!(check_group(0, 1, &spread, NOW, Origin::OwnData), Err(Unsound::ResizedLock));
         assert_eq!(Unsound::ResizedLock.to_string(), "a lock without LIMIT marked resized");
+        assert_eq!(check_group(0, 5, &spread, NOW, Origin::OwnData), Err(Unsound::ResizedLock));
+    }
+
+    /// The mark keeps the largest limit: 0 and 1 read as every earlier
+    /// file wrote them (largest == limit), m >= 2 a largest above the
+    /// limit, and a mark that names none (not above the limit, or above
+    /// MAX_LIMIT) is refused.
+    #[test]
+    fn the_resized_mark_carries_the_largest_limit() {
+        let two = [holder("a", 1, NOW + 1_000, 1), holder("b", 2, NOW + 1_000, 1)];
+        for (limit, resized, largest) in [(2, false, 2), (2, true, 2), (2, true, 5), (1, true, 2), (3, true, MAX_LIMIT)] {
+            let mark = resized_mark(resized, limit, largest);
+            assert_eq!(mark == 0, !resized);
+            let kind = Kind::Semaphore { limit, resized, largest };
+            assert_eq!(check_group(u64::from(limit), mark, &two, NOW, Origin::Client), Ok(kind), "mark {mark}");
+        }
+        assert_eq!(resized_mark(true, 4, 4), 1, "what files written before hold");
+        assert_eq!(check_group(3, 3, &two, NOW, Origin::Client), Err(Unsound::Largest { largest: 3, limit: 3 }));
+        assert_eq!(check_group(3, 2, &two, NOW, Origin::Client), Err(Unsound::Largest { largest: 2, limit: 3 }));
+        let beyond = u64::from(MAX_LIMIT) + 1;
+        assert_eq!(check_group(3, beyond, &two, NOW, Origin::Client), Err(Unsound::Largest { largest: beyond, limit: 3 }));
+        assert_eq!(check_group(3, u64::MAX, &two, NOW, Origin::OwnData), Err(Unsound::Largest { largest: u64::MAX, limit: 3 }));
     }
 
     #[test]
     fn own_data_also_takes_what_earlier_versions_saved() {
         let none: [StoredHolder<&[u8]>; 0] = [];
-        assert_eq!(check_group(3, false, &none, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 3, resized: false }));
+        assert_eq!(check_group(3, 0, &none, NOW, Origin::OwnData), Ok(Kind::Semaphore { limit: 3, resized: false, largest: 3 }));
         let long = vec![b'o'; MAX_TEXT_LEN + 1];
         let holders = [StoredHolder { owner: &long[..], token: 1, deadline_ms: NOW, permits: 1 }];
-        assert_eq!(check_group(0, false, &holders, NOW, Origin::Client), Err(Unsound::OwnerTooLong(MAX_TEXT_LEN + 1)));
-        assert_eq!(check_group(0, false, &holders, NOW, Origin::OwnData), Ok(Kind::ReadWrite));
+        assert_eq!(check_group(0, 0, &holders, NOW, Origin::Client), Err(Unsound::OwnerTooLong(MAX_TEXT_LEN + 1)));
+        assert_eq!(check_group(0, 0, &holders, NOW, Origin::OwnData), Ok(Kind::ReadWrite));
     }
 
     #[test]
@@ -443,7 +493,7 @@ mod properties {
             prop_assume!(lock.mode == Mode::Shared && !lock.is_free());
             let stored_limit = u64::from(limit.unwrap_or(0));
             let mut holders = saved(&lock, now);
-            prop_assert_eq!(check_group(stored_limit, false, &holders, WALL, Origin::Client), Ok(lock.kind));
+            prop_assert_eq!(check_group(stored_limit, 0, &holders, WALL, Origin::Client), Ok(lock.kind));
             for h in &holders {
                 prop_assert_eq!(check_exclusive(&h.owner, h.token, b"", Origin::Client), Ok(()));
             }
@@ -473,7 +523,7 @@ mod properties {
                     }
                 }
             };
-            prop_assert_eq!(check_group(stored_limit, false, &holders, WALL, Origin::Client), Err(expected));
+            prop_assert_eq!(check_group(stored_limit, 0, &holders, WALL, Origin::Client), Err(expected));
         }
     }
 }

@@ -50,6 +50,14 @@ const TYPE_NAME: &str = "redislock";
 /// holder owner, token, deadline, permits and value (empty: none). Written
 /// only then, for the same reason: a group without values is saved as 1, 2
 /// or 4, and a module that knows no shape 5 refuses one by its number.
+/// The resized mark (shapes 5 and 6, `stored::resized_mark`) keeps the
+/// largest limit in force since the group was created: 0 not resized, 1
+/// resized with the largest its limit (what every file before held), and
+/// m from 2 up resized with largest m (above the limit).
+/// 6: a resized semaphore whose largest limit is above its limit, without
+/// values: as 4 with the mark after the limit. Written only then: a
+/// resized semaphore whose largest is its limit is still shape 4, which a
+/// module that knows no largest limit loads.
 const ENCODING_VERSION: c_int = 2;
 const SHAPE_EXCLUSIVE: u64 = 0;
 const SHAPE_SHARED: u64 = 1;
@@ -57,6 +65,7 @@ const SHAPE_WEIGHTED: u64 = 2;
 const SHAPE_VALUED: u64 = 3;
 const SHAPE_RESIZED: u64 = 4;
 const SHAPE_MEMBERS: u64 = 5;
+const SHAPE_LARGEST: u64 = 6;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
@@ -169,9 +178,12 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
         rm!(RedisModule_DigestAddLongLong(md, i64::from(group.limit())) else ());
-        if group.is_resized() {
+        if let Some(largest) = group.resized_largest() {
             // No limit is negative: the mark cannot be taken for one.
             rm!(RedisModule_DigestAddLongLong(md, -1) else ());
+            if largest > group.limit() {
+                rm!(RedisModule_DigestAddLongLong(md, -i64::from(largest)) else ());
+            }
         }
         for holder in &group.holding.holders {
             rm!(RedisModule_DigestAddStringBuffer(md, holder.owner.as_ptr().cast::<c_char>(), holder.owner.len()) else ());
@@ -201,19 +213,21 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     if let Some(group) = Group::borrow(value) {
         let now = clock::now();
         let saved: Vec<_> = stored::holders_to_save(&group.holding.holders, now.mono).collect();
-        let resized = group.is_resized();
+        let resized = group.resized_largest();
+        let mark = stored::resized_mark(resized.is_some(), group.limit(), resized.unwrap_or(0));
         let valued = saved.iter().any(|h| h.owner.has_value());
-        let weighted = valued || resized || saved.iter().any(|h| h.permits > 1);
-        let shape = match (valued, resized, weighted) {
+        let weighted = valued || resized.is_some() || saved.iter().any(|h| h.permits > 1);
+        let shape = match (valued, resized.is_some(), weighted) {
             (true, _, _) => SHAPE_MEMBERS,
+            (false, true, _) if mark > 1 => SHAPE_LARGEST,
             (false, true, _) => SHAPE_RESIZED,
             (false, false, true) => SHAPE_WEIGHTED,
             (false, false, false) => SHAPE_SHARED,
         };
         rm!(RedisModule_SaveUnsigned(rdb, shape) else ());
         rm!(RedisModule_SaveUnsigned(rdb, u64::from(group.limit())) else ());
-        if valued {
-            rm!(RedisModule_SaveUnsigned(rdb, u64::from(resized)) else ());
+        if valued || shape == SHAPE_LARGEST {
+            rm!(RedisModule_SaveUnsigned(rdb, mark) else ());
         }
         rm!(RedisModule_SaveUnsigned(rdb, saved.len() as u64) else ());
         for holder in saved {
@@ -291,6 +305,7 @@ unsafe fn load(rdb: *mut RedisModuleIO, encver: c_int, origin: Origin) -> Option
         SHAPE_WEIGHTED => Some(Layout::Weighted { resized: false }),
         SHAPE_RESIZED => Some(Layout::Weighted { resized: true }),
         SHAPE_MEMBERS => Some(Layout::Members),
+        SHAPE_LARGEST => Some(Layout::Marked),
         _ => None,
     };
     if let Some(layout) = layout {
@@ -359,9 +374,14 @@ unsafe extern "C" fn aof_rewrite(aof: *mut RedisModuleIO, key: *mut RedisModuleS
             // SAFETY: the handles of this callback.
             unsafe { api::emit_aof(aof, args::APPLY, key, encoded.pieces()) };
         }
-        if group.is_resized() {
+        if let Some(largest) = group.resized_largest() {
             // After its holders: the resize marks the group they made, and
-            // keeps the permits they take.
+            // keeps the permits they take. A largest limit above the limit
+            // goes first as a resize to it (a resize keeps the largest).
+            if largest > group.limit() {
+                // SAFETY: the handles of this callback.
+                unsafe { api::emit_aof(aof, args::RESIZE, key, &[Piece::Int(i64::from(largest))]) };
+            }
             // SAFETY: the handles of this callback.
             unsafe { api::emit_aof(aof, args::RESIZE, key, &[Piece::Int(i64::from(group.limit()))]) };
         }
@@ -450,6 +470,9 @@ enum Layout {
     /// Shape 5: the resized mark after the limit, each holder with its
     /// permits and value.
     Members,
+    /// Shape 6: the resized mark after the limit, each holder with its
+    /// permits.
+    Marked,
 }
 
 /// Reads a group's holders as `layout` lays them out, raising
@@ -460,15 +483,11 @@ enum Layout {
 /// count says until the payload ends, which bounds what they allocate.
 unsafe fn load_group(rdb: *mut RedisModuleIO, layout: Layout, origin: Origin) -> Option<Group> {
     let limit = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
-    let resized = match layout {
-        Layout::Plain => false,
-        Layout::Weighted { resized } => resized,
-        Layout::Members => match rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX) {
-            0 => false,
-            1 => true,
-            _ if io_failed(rdb) => return None,
-            mark => return refused(format_args!("resized mark {mark} (0 or 1)"), origin),
-        },
+    // The resized mark, bounded by `check_group` (see `stored::resized_mark`).
+    let mark = match layout {
+        Layout::Plain => 0,
+        Layout::Weighted { resized } => u64::from(resized),
+        Layout::Members | Layout::Marked => rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX),
     };
     let count = rm!(RedisModule_LoadUnsigned(rdb) else u64::MAX);
     if io_failed(rdb) {
@@ -494,7 +513,7 @@ unsafe fn load_group(rdb: *mut RedisModuleIO, layout: Layout, origin: Origin) ->
         decoded.push(StoredHolder { owner, token, deadline_ms, permits });
     }
     let now = clock::now();
-    let kind = match stored::check_group(limit, resized, &decoded, now.wall, origin) {
+    let kind = match stored::check_group(limit, mark, &decoded, now.wall, origin) {
         Ok(kind) => kind,
         Err(why) => return refused(why, origin),
     };

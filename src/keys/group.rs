@@ -63,22 +63,26 @@ impl Group {
         }
     }
 
-    /// Whether LOCK.RESIZE set the limit (see `Kind::Semaphore`).
-    pub fn is_resized(&self) -> bool {
-        matches!(self.holding.kind, Kind::Semaphore { resized: true, .. })
+    /// The largest limit in force since the group was created, when
+    /// LOCK.RESIZE resized it (see `Kind::Semaphore`).
+    pub fn resized_largest(&self) -> Option<u32> {
+        match self.holding.kind {
+            Kind::Semaphore { resized: true, largest, .. } => Some(largest),
+            _ => None,
+        }
     }
 
     pub fn kind_of_limit(limit: u32) -> Kind {
-        Group::kind_of(limit, false)
+        Group::kind_of(limit, None)
     }
 
-    /// The kind a stored limit (0: a read-write lock) and resized mark
-    /// make.
-    pub fn kind_of(limit: u32, resized: bool) -> Kind {
-        if limit == 0 {
-            Kind::ReadWrite
-        } else {
-            Kind::Semaphore { limit, resized }
+    /// The kind a stored limit (0: a read-write lock) and, for a resized
+    /// semaphore, its largest limit make.
+    pub fn kind_of(limit: u32, resized_largest: Option<u32>) -> Kind {
+        match (limit, resized_largest) {
+            (0, _) => Kind::ReadWrite,
+            (limit, None) => Kind::Semaphore { limit, resized: false, largest: limit },
+            (limit, Some(largest)) => Kind::Semaphore { limit, resized: true, largest: largest.max(limit) },
         }
     }
 
@@ -230,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_loaded_group_adopts_the_ttl_it_is_loaded_with() {
-        let mut g = Group::loaded(Kind::Semaphore { limit: 3, resized: false }, vec![holder("a", 1, T0.mono + 1_000)]);
+        let mut g = Group::loaded(Kind::Semaphore { limit: 3, resized: false, largest: 3 }, vec![holder("a", 1, T0.mono + 1_000)]);
         g.judge(T0, Some(T0.wall + 5_000));
         assert_eq!(g.latest_end(T0), Some(T0.mono + 1_000));
         assert_eq!(g.key_deadline(T0), T0.wall + 5_000, "the key's TTL never shrinks");
@@ -247,7 +251,7 @@ mod tests {
 
     #[test]
     fn a_group_round_trips_through_a_tagged_pointer() {
-        let raw = Box::new(Group::new(Kind::Semaphore { limit: 2, resized: false })).into_raw();
+        let raw = Box::new(Group::new(Kind::Semaphore { limit: 2, resized: false, largest: 2 })).into_raw();
         assert!(Group::is_tagged(raw));
         // SAFETY: `raw` came from `into_raw` just above.
         unsafe {

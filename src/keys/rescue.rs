@@ -47,8 +47,9 @@ pub struct Kept {
     pub holders: Vec<Holder<Owner>>,
     /// `None`: an exclusive lock; a group's limit (0: a read-write lock).
     pub shared: Option<u32>,
-    /// The group was a semaphore LOCK.RESIZE resized (`Kind::Semaphore`).
-    pub resized: bool,
+    /// The group was a semaphore LOCK.RESIZE resized (`Kind::Semaphore`):
+    /// the largest limit in force since it was created.
+    pub resized: Option<u32>,
     /// An exclusive lock's value (`VALUE`, `LOCK.PROCLAIM`); empty: none.
     pub value: Box<[u8]>,
     why: Why,
@@ -101,7 +102,7 @@ pub fn lock_removed(db: c_int, key: &[u8], lock: &Exclusive) -> bool {
         return false;
     }
     let holder = Holder { owner: (*lock.owner()).into(), token: lock.token(), end: lock.lease().end, since: lock.since(), permits: 1 };
-    removed(db, key, lock.lease(), vec![holder], (None, false), lock.value().into())
+    removed(db, key, lock.lease(), vec![holder], (None, None), lock.value().into())
 }
 
 /// The unlink callback saw a lock held shared leave the keyspace. True as
@@ -121,7 +122,7 @@ pub fn group_removed(db: c_int, key: &[u8], group: &Group) -> bool {
     }
     let holders: Vec<_> = group.live(now).cloned().collect();
     let Some(end) = holders.iter().map(|h| h.end).max() else { return false };
-    let shared = (Some(group.limit()), group.is_resized());
+    let shared = (Some(group.limit()), group.resized_largest());
     removed(db, key, Lease { end, mirror: group.key_mirror() }, holders, shared, Box::default())
 }
 
@@ -133,7 +134,7 @@ fn may_keep() -> bool {
 
 /// `lease`: the latest holder's lease, with the key's TTL as its mirror.
 /// True when the restore timer is to be armed.
-fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Owner>>, shared: (Option<u32>, bool), value: Box<[u8]>) -> bool {
+fn removed(db: c_int, key: &[u8], lease: Lease, holders: Vec<Holder<Owner>>, shared: (Option<u32>, Option<u32>), value: Box<[u8]>) -> bool {
     let (shared, resized) = shared;
     let now = crate::server::clock::now();
     if !running(lease, now) {

@@ -131,12 +131,16 @@ struct SetWaiter {
     /// `SEMAPHORE n`: its last member, one permit of a semaphore of n,
     /// in no line (see `multi`).
     semaphore: Option<(HeldString, u32)>,
+    /// `LARGEST m` and `SHARED n` as asked (see `SetRequest`).
+    largest: Option<u32>,
+    shared: u32,
 }
 
 impl SetWaiter {
     /// What it asks of its members.
     fn set_request(&self) -> SetRequest {
-        SetRequest { request: self.waiter.request, semaphore: self.semaphore.as_ref().map(|(_, limit)| *limit) }
+        let semaphore = self.semaphore.as_ref().map(|(_, limit)| *limit);
+        SetRequest { request: self.waiter.request, semaphore, largest: self.largest, shared: self.shared }
     }
 }
 

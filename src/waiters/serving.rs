@@ -75,7 +75,7 @@ pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: SetRequest, timeou
             let queue = r.queues.entry(db).or_default().entry(name.bytes().into()).or_insert_with(|| Queue::new(name.hold()));
             queue.waiters.join(Place::Set(id));
         }
-        r.sets.insert(id, SetWaiter { waiter, db, keys, semaphore });
+        r.sets.insert(id, SetWaiter { waiter, db, keys, semaphore, largest: set.largest, shared: set.shared });
     });
     if let Err(answered) = joined {
         return answered;

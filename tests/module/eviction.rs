@@ -323,4 +323,9 @@ fn an_evicted_resized_semaphore_comes_back_resized() {
     assert_eq!(shared_holders(&mut a, "sem"), both, "both holders back");
     let fields = info_fields(ok_cmd(&mut a, cmd("LOCK.INFO").arg("sem"))).expect("held");
     assert_eq!(fields[5].1, Value::Int(1), "the limit in force");
+    // And its largest limit (2, from before the shrink): a strict request
+    // naming only the limit in force is refused with both.
+    let strict =
+        cmd("LOCK.MACQUIRE").arg(2).arg("slot").arg("sem").arg("D").arg(60_000).arg("SEMAPHORE").arg(1).arg("LARGEST").arg(1).clone();
+    assert_eq!(expect_err(&mut a, &strict), "LIMIT 1 2 semaphore resized: ask with SEMAPHORE 1 LARGEST 2", "the largest came back too");
 }

@@ -22,6 +22,7 @@ mod eviction;
 mod fence;
 mod hammer;
 mod interop;
+mod largest;
 mod lock_family;
 mod malformed;
 mod members;

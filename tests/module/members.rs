@@ -272,7 +272,11 @@ fn member_values_survive_debug_reload_an_aof_rewrite_and_restarts() {
     // A resized semaphore with a value carries its mark in the new shape.
     join(&mut c, "rs", "r", &["LIMIT", "4", "VALUE", "vr"]);
     ok_cmd(&mut c, cmd("LOCK.RESIZE").arg("rs").arg(2));
-    assert_eq!(dump_fields(&mut c, "rs")[..3], [Field::Int(5), Field::Int(2), Field::Int(1)], "shape, limit, resized mark");
+    assert_eq!(
+        dump_fields(&mut c, "rs")[..3],
+        [Field::Int(5), Field::Int(2), Field::Int(4)],
+        "shape, limit, resized mark (its largest limit, 4)"
+    );
     let keys = ["rw", "sem", "bare", "rs"];
     let before: Vec<_> = keys.iter().map(|k| kept(&mut c, k)).collect();
     assert_eq!(before[0][0].3, v("va\x00\u{ff}"));
@@ -280,7 +284,7 @@ fn member_values_survive_debug_reload_an_aof_rewrite_and_restarts() {
     ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD"));
     let reloaded: Vec<_> = keys.iter().map(|k| kept(&mut c, k)).collect();
     assert_eq!(reloaded, before, "after DEBUG RELOAD");
-    assert_eq!(dump_fields(&mut c, "rs")[..3], [Field::Int(5), Field::Int(2), Field::Int(1)], "still resized");
+    assert_eq!(dump_fields(&mut c, "rs")[..3], [Field::Int(5), Field::Int(2), Field::Int(4)], "still resized");
 
     // The rewrite emits LOCK.APPLY ... SHARED ... VALUE per member; what
     // follows (a proclamation, an extension, a join) lands in the
@@ -326,7 +330,7 @@ fn restore_takes_member_values_and_refuses_unknown_marks() {
     ok_cmd(&mut c, cmd("RESTORE").arg("copy").arg(0).arg(&payload));
     assert_eq!(kept(&mut c, "copy"), kept(&mut c, "g"));
     for (field, changed, reason) in
-        [(0, Field::Int(6), "shape 6, which this module does not know"), (2, Field::Int(2), "resized mark 2 (0 or 1)")]
+        [(0, Field::Int(7), "shape 7, which this module does not know"), (2, Field::Int(2), "a lock without LIMIT marked resized")]
     {
         let mut bad = d.clone();
         bad.fields[field] = changed;

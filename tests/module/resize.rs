@@ -214,7 +214,8 @@ fn assert_resized_state(c: &mut Connection, what: &str) {
 /// `assert_resized_state` without a request (a replica's).
 fn assert_resized_copy(c: &mut Connection, what: &str) {
     assert_eq!(state(c, "sem"), (1, held(&[("a", 2), ("b", 1)])), "{what}: limit 1, both holders keep theirs");
-    assert_eq!(dump_shape(c, "sem"), 4, "{what}: saved as a resized group");
+    // Shrunk from 3: its largest limit, 3, is kept with it (shape 6).
+    assert_eq!(dump_shape(c, "sem"), 6, "{what}: saved as a resized group with its largest limit");
 }
 
 fn shrunk(c: &mut Connection) {
@@ -254,22 +255,23 @@ fn an_aof_cut_before_the_resize_still_loads_a_storable_group() {
     drop(c);
     s.stop();
     let dir = s.dir.join("appendonlydir");
-    let resize_line = b"*3\r\n$11\r\nLOCK.RESIZE\r\n$3\r\nsem\r\n$1\r\n1\r\n";
+    // The resize to its largest limit (3), then to its limit (1).
+    let resize_lines: &[u8] = b"*3\r\n$11\r\nLOCK.RESIZE\r\n$3\r\nsem\r\n$1\r\n3\r\n*3\r\n$11\r\nLOCK.RESIZE\r\n$3\r\nsem\r\n$1\r\n1\r\n";
     let mut cut = 0;
     for entry in std::fs::read_dir(&dir).expect("appendonlydir").flatten() {
         let bytes = std::fs::read(entry.path()).expect("read aof");
-        if let Some(at) = bytes.windows(resize_line.len()).position(|w| w == resize_line) {
+        if let Some(at) = bytes.windows(resize_lines.len()).position(|w| w == resize_lines) {
             let mut kept = bytes[..at].to_vec();
-            kept.extend_from_slice(&bytes[at + resize_line.len()..]);
+            kept.extend_from_slice(&bytes[at + resize_lines.len()..]);
             std::fs::write(entry.path(), kept).expect("write aof");
             cut += 1;
         }
     }
-    assert_eq!(cut, 1, "the rewritten AOF has the resize once");
+    assert_eq!(cut, 1, "the rewritten AOF has the resizes once");
     s.start_again();
     let mut c = s.conn();
     assert_eq!(state(&mut c, "sem"), (1, held(&[("a", 2), ("b", 1)])), "the holders over the limit loaded");
-    assert_eq!(dump_shape(&mut c, "sem"), 4, "marked resized as they were applied");
+    assert_eq!(dump_shape(&mut c, "sem"), 4, "marked resized as they were applied (the largest limit went with the cut)");
     ok_cmd(&mut c, cmd("DEBUG").arg("RELOAD"));
     assert_eq!(state(&mut c, "sem"), (1, held(&[("a", 2), ("b", 1)])), "and stored so");
     assert_eq!(ok_cmd(&mut c, cmd("GET").arg("other")), Value::BulkString(b"data".to_vec()), "with the rest of the data");
@@ -338,12 +340,20 @@ fn restore_refuses_an_over_limit_group_without_the_mark() {
         Value::BulkString(b) => b,
         other => panic!("DUMP: {other:?}"),
     };
-    let d = Dump::parse(&payload);
-    assert_eq!(d.payload(), payload, "the codec is the server's");
-    assert_eq!(d.fields[..3], [Field::Int(4), Field::Int(1), Field::Int(2)]);
+    let marked = Dump::parse(&payload);
+    assert_eq!(marked.payload(), payload, "the codec is the server's");
+    // Shape 6: limit 1, the mark naming its largest limit 3, 2 holders.
+    assert_eq!(marked.fields[..4], [Field::Int(6), Field::Int(1), Field::Int(3), Field::Int(2)]);
     ok_cmd(&mut c, cmd("RESTORE").arg("copy").arg(0).arg(&payload));
     assert_eq!(state(&mut c, "copy"), state(&mut c, "sem"), "restored as dumped");
-    assert_eq!(dump_shape(&mut c, "copy"), 4);
+    assert_eq!(dump_shape(&mut c, "copy"), 6);
+    // The same group as shape 4 (resized, largest its limit) restores too.
+    let mut d = marked.clone();
+    d.fields.remove(2);
+    d.fields[0] = Field::Int(4);
+    ok_cmd(&mut c, cmd("RESTORE").arg("four").arg(0).arg(d.payload()));
+    assert_eq!(state(&mut c, "four"), state(&mut c, "sem"), "shape 4 as earlier files hold it");
+    assert_eq!(dump_shape(&mut c, "four"), 4);
     for (shape, reason) in [(2, "a holder taking 2 permits of LIMIT 1"), (1, "")] {
         let mut unmarked = d.clone();
         unmarked.fields[0] = Field::Int(shape);
