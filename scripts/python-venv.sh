@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the virtualenv VENV (if missing) and installs the Python package
 # (python/, built by maturin from the redlock crate) into it, again only
-# when its sources (python/, client/, the Cargo files) changed since the
+# when its sources (python/, client/, glob/, the Cargo files) changed since the
 # last install. Used by scripts/test-python.sh and benches/python.sh.
 #
 #   scripts/python-venv.sh VENV          (PYTHON: default python3, 3.9+)
@@ -17,8 +17,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 # Everything the installed package is built from.
-hash=$({ find python/src python/redislock client/src -type f -print0 | sort -z | xargs -0 sha256sum
-         sha256sum python/Cargo.toml python/pyproject.toml client/Cargo.toml Cargo.toml Cargo.lock
+hash=$({ find python/src python/redislock client/src glob/src -type f -print0 | sort -z | xargs -0 sha256sum
+         sha256sum python/Cargo.toml python/pyproject.toml client/Cargo.toml glob/Cargo.toml Cargo.toml Cargo.lock
        } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ] || ! "$venv/bin/python" -c "import redislock._redislock" 2>/dev/null; then
   echo "redislock: building and installing python/ into $venv (maturin, cargo profile 'tests'; pip is quiet meanwhile: about 3 minutes on 2 cores the first time)"

@@ -2,21 +2,18 @@
 //! and an `AsyncRedlock`), the `Membership` and `AsyncMembership` a `join`
 //! returns, and `Member`. What a group is lives in the crate
 //! (`redlock::members`); here it gets Python's names, seconds, exceptions
-//! and context managers, and a membership several Python threads or tasks
-//! share (proclaim side by side, leave once), as `SharedLeadership` does
-//! for a leadership.
+//! and context managers; a membership several Python threads or tasks
+//! share (proclaim side by side, leave once) is the crate's
+//! `SharedMembership`, as a leadership is its `SharedLeadership`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::PyClass;
 use redlock::hold::{Failure, Span};
-use redlock::{Group, Member, Membership, Released};
-use tokio_util::sync::CancellationToken;
+use redlock::{Group, Member, Membership, Released, SharedMembership};
 
 use crate::aio;
 use crate::async_api::{aexit, started, PyAsyncRedlock};
@@ -26,7 +23,6 @@ use crate::errors::py;
 use crate::exit;
 use crate::hold::{background, NAMES};
 use crate::runtime;
-use crate::sync::locked;
 use crate::sync_api::PyRedlock;
 
 fn failed(e: redlock::Error) -> PyErr {
@@ -209,89 +205,32 @@ impl<'py> IntoPyObject<'py> for Joined {
     }
 }
 
-/// What `Membership` and `AsyncMembership` share: the crate's membership,
-/// shared by the caller's threads or tasks (proclamations side by side,
-/// left once, after the proclamations under way), and its properties. Not
-/// made directly. Dropped without leaving, it leaves in the background.
+/// What `Membership` and `AsyncMembership` share: the crate's shared
+/// membership (proclamations side by side, left once, after the
+/// proclamations under way; dropped without leaving, it leaves in the
+/// background) and its properties. Not made directly.
 #[pyclass(subclass, frozen, module = "redislock", name = "_MembershipState")]
 pub struct PyMembershipState {
-    membership: Arc<tokio::sync::RwLock<Option<Membership>>>,
-    group: String,
-    token: i64,
-    owner: String,
-    /// The value advertised, as of the latest proclamation a quorum stored.
-    value: Arc<Mutex<String>>,
-    lost: CancellationToken,
-    left: AtomicBool,
+    shared: SharedMembership,
 }
 
 impl PyMembershipState {
     fn new(m: Membership) -> PyMembershipState {
-        PyMembershipState {
-            group: m.group().name().to_string(),
-            token: m.token(),
-            owner: m.owner().to_string(),
-            value: Arc::new(Mutex::new(m.value())),
-            lost: m.lost_token(),
-            membership: Arc::new(tokio::sync::RwLock::new(Some(m))),
-            left: AtomicBool::new(false),
-        }
+        PyMembershipState { shared: SharedMembership::new(m, background) }
     }
 
-    fn state<'a, T: PyClass<BaseType = PyMembershipState>>(m: &'a Bound<'_, T>) -> &'a PyMembershipState {
-        m.as_super().get()
-    }
-
-    fn released(&self) -> Failure {
-        Failure::Released { resource: redlock::members::resource_of(&self.group) }
-    }
-
-    /// The membership's proclamation of `value`; `LockReleased` once left.
-    fn proclaim(&self, value: String) -> PyResult<impl Future<Output = PyResult<()>> + Send + 'static> {
-        if self.left.load(Ordering::SeqCst) {
-            return Err(py(self.released()));
-        }
-        let (membership, advertised, released) = (Arc::clone(&self.membership), Arc::clone(&self.value), self.released());
-        Ok(async move {
-            let held = membership.read().await;
-            let Some(m) = held.as_ref() else { return Err(py(released)) };
-            m.proclaim(&value).await.map_err(failed)?;
-            *locked(&advertised) = value;
-            Ok(())
-        })
-    }
-
-    /// Leaving, once (after the proclamations under way); `LockReleased`
-    /// the second time.
-    fn leave(&self) -> Result<impl Future<Output = Result<Released, Failure>> + Send + 'static, Failure> {
-        if self.left.swap(true, Ordering::SeqCst) {
-            return Err(self.released());
-        }
-        let (membership, released) = (Arc::clone(&self.membership), self.released());
-        Ok(async move {
-            let Some(m) = membership.write().await.take() else { return Err(released) };
-            Ok(m.leave().await?)
-        })
-    }
-
-    /// The leave an `async with` block ends with: none once it left.
-    fn unleft(&self) -> Option<impl Future<Output = Result<Released, Failure>> + Send + 'static> {
-        self.leave().ok()
+    fn shared<'a, T: PyClass<BaseType = PyMembershipState>>(m: &'a Bound<'_, T>) -> &'a SharedMembership {
+        &m.as_super().get().shared
     }
 }
 
-impl Drop for PyMembershipState {
-    fn drop(&mut self) {
-        // Not left: leave in the background (the crate's own drop would
-        // need a runtime on this Python thread), counted for the exit.
-        if !self.left.swap(true, Ordering::SeqCst) {
-            let membership = Arc::clone(&self.membership);
-            background(Box::pin(async move {
-                if let Some(m) = membership.write().await.take() {
-                    let _ = m.leave().await;
-                }
-            }));
-        }
+/// The leave an `async with` block of a membership ends with: none once
+/// it left.
+fn unleft(shared: &SharedMembership) -> Option<impl Future<Output = Result<Released, Failure>> + Send + 'static> {
+    if shared.has_left() {
+        None
+    } else {
+        shared.leave().ok()
     }
 }
 
@@ -300,50 +239,50 @@ impl PyMembershipState {
     /// The group's name.
     #[getter]
     fn group(&self) -> String {
-        self.group.clone()
+        self.shared.group().to_string()
     }
 
     /// This member's fencing token (see `Member.token`).
     #[getter]
     fn token(&self) -> i64 {
-        self.token
+        self.shared.token()
     }
 
     /// The owner the servers list this member under (`Member.owner`).
     #[getter]
     fn owner(&self) -> String {
-        self.owner.clone()
+        self.shared.owner().to_string()
     }
 
     /// What this member advertises now (see `proclaim`).
     #[getter]
     fn value(&self) -> String {
-        locked(&self.value).clone()
+        self.shared.value()
     }
 
     /// True once the membership is lost: an extension reached no quorum,
     /// or its validity ran out (readers may list it no more).
     #[getter]
     fn lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.shared.is_lost()
     }
 
     /// True once `leave` was called.
     #[getter]
     fn left(&self) -> bool {
-        self.left.load(Ordering::SeqCst)
+        self.shared.has_left()
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let me = slf.get();
-        let state = if me.left() {
+        let me = &slf.get().shared;
+        let state = if me.has_left() {
             "left"
-        } else if me.lost() {
+        } else if me.is_lost() {
             "lost"
         } else {
             "member"
         };
-        Ok(format!("<{} {:?} token={} value={:?} {state}>", slf.get_type().name()?, me.group, me.token, me.value()))
+        Ok(format!("<{} {:?} token={} value={:?} {state}>", slf.get_type().name()?, me.group(), me.token(), me.value()))
     }
 }
 
@@ -359,15 +298,16 @@ impl PyMembership {
     /// Returns once a quorum stored it (`members` then lists it); raises
     /// `RedlockError` when no quorum did, `LockReleased` after `leave`.
     fn proclaim(slf: &Bound<'_, Self>, value: String) -> PyResult<()> {
-        let work = PyMembershipState::state(slf).proclaim(value)?;
-        runtime::block(slf.py(), work)?
+        let work = PyMembershipState::shared(slf).proclaim(value).map_err(py)?;
+        runtime::block(slf.py(), work)?.map_err(py)
     }
 
     /// Leaves the group now: the hold is released on every server. Raises
-    /// `LockReleased` if it left already.
+    /// `LockLost` (after leaving) if the membership had been lost, as
+    /// `Leadership.resign` does, and `LockReleased` if it left already.
     fn leave(slf: &Bound<'_, Self>) -> PyResult<()> {
         // Counted from now: the interpreter's exit waits for it.
-        let work = exit::release(PyMembershipState::state(slf).leave().map_err(py)?);
+        let work = exit::release(PyMembershipState::shared(slf).leave().map_err(py)?);
         runtime::block(slf.py(), work)?.map(drop).map_err(py)
     }
 
@@ -380,7 +320,7 @@ impl PyMembership {
     /// goes on and a failed leave is not reported.
     #[pyo3(signature = (exc_type=None, *_rest))]
     fn __exit__(slf: &Bound<'_, Self>, exc_type: Option<Bound<'_, PyAny>>, _rest: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        if PyMembershipState::state(slf).left() {
+        if PyMembershipState::shared(slf).has_left() {
             return Ok(false);
         }
         match Self::leave(slf) {
@@ -399,13 +339,14 @@ pub struct PyAsyncMembership;
 impl PyAsyncMembership {
     /// Awaitable: advertises `value` instead, as `Membership.proclaim`.
     fn proclaim<'py>(slf: &Bound<'py, Self>, value: String) -> PyResult<Bound<'py, PyAny>> {
-        let work = PyMembershipState::state(slf).proclaim(value)?;
-        aio::future(slf.py(), work)
+        let work = PyMembershipState::shared(slf).proclaim(value).map_err(py)?;
+        aio::future(slf.py(), async move { work.await.map_err(py) })
     }
 
-    /// Awaitable: leaves the group, as `Membership.leave`.
+    /// Awaitable: leaves the group, as `Membership.leave` (`LockLost`
+    /// after leaving a lost membership).
     fn leave<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let work = started(PyMembershipState::state(slf).leave().map_err(py)?)?;
+        let work = started(PyMembershipState::shared(slf).leave().map_err(py)?)?;
         aio::future(slf.py(), work)
     }
 
@@ -424,6 +365,6 @@ impl PyAsyncMembership {
         exc_type: Option<Bound<'py, PyAny>>,
         _rest: &Bound<'py, PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        aexit(slf.py(), PyMembershipState::state(slf).unleft(), config::raised(exc_type.as_ref()))
+        aexit(slf.py(), unleft(PyMembershipState::shared(slf)), config::raised(exc_type.as_ref()))
     }
 }

@@ -15,6 +15,7 @@ from redislock import (
     AsyncRedlock,
     ConfigError,
     Group,
+    LockLost,
     LockReleased,
     Member,
     Membership,
@@ -28,6 +29,13 @@ def client(servers):
 
 def listed(members):
     return [(m.owner, m.token, m.value) for m in members]
+
+
+def wait_until(condition, what, within=30.0):
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, f"not so after {within} s: {what}"
+        time.sleep(0.01)
 
 
 def test_three_members_are_listed_until_one_leaves(servers, resource):
@@ -104,3 +112,29 @@ def test_async_members_are_listed_until_they_leave(servers, resource):
         assert await group.members() == []
 
     asyncio.run(main())
+
+
+def test_leaving_a_lost_membership_raises_lock_lost_as_resigning_a_lost_leadership_does(servers, resource):
+    group = Group(client(servers), resource, ttl=1.5)
+    me = group.join("a")
+    # Ended on a majority, as an operator's DEL would: the next extension
+    # (at most ttl/3 away) reaches two servers only.
+    for s in servers[:3]:
+        assert s.call("DEL", group.resource) == 1
+    wait_until(lambda: me.lost, "the membership is lost")
+    assert not me.left
+    # It leaves all the same (the two servers that still hold it let go),
+    # and says it had been lost, as Leadership.resign does.
+    with pytest.raises(LockLost):
+        me.leave()
+    assert me.left
+    assert all(s.call("EXISTS", group.resource) == 0 for s in servers)
+    with pytest.raises(LockReleased):
+        me.leave()
+    # A with block says so too, at its end.
+    with pytest.raises(LockLost):
+        with group.join("b") as other:
+            for s in servers[:3]:
+                assert s.call("DEL", group.resource) == 1
+            wait_until(lambda: other.lost, "the second membership is lost")
+    assert other.left

@@ -5,16 +5,16 @@
 //! once and the lines a set waits in (`multi`), the lease on the monotonic
 //! clock and its wall-clock mirror (`lease`), fencing tokens as numbers
 //! (`token`), the states a stored lock may be in (`stored`), the
-//! bounded memory of revoked holds (`revoked`), Redis's glob patterns
-//! (`glob`, which keys announce every change), and a shared holder's own
-//! value (`valued`). Nothing here imports
+//! bounded memory of revoked holds (`revoked`), and a shared holder's own
+//! value (`valued`); Redis's glob patterns (which keys announce every
+//! change) are the workspace's `redis-glob` crate (glob/), shared with the
+//! client. Nothing here imports
 //! `redis_module`, uses `unsafe`, or imports from outside `src/core/`; the
 //! glue reads the clocks and the keys and calls these functions, and the
 //! property tests drive the same functions.
 #![forbid(unsafe_code)]
 
 pub mod check;
-pub mod glob;
 pub mod grant;
 pub mod lease;
 pub mod line;

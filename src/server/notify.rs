@@ -6,10 +6,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex};
 
+use redis_glob::Glob;
 use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
 use redis_module::{RedisError, RedisString};
-
-use crate::core::glob::Glob;
 
 /// The longest setting, in bytes: a list to read, not a keyspace.
 pub const MAX_NOTIFY_LEN: usize = 4096;

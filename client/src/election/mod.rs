@@ -14,8 +14,7 @@
 //! extension (its lost signal) before that server can grant the next term.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -23,7 +22,7 @@ use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::hold::{Failure, Spawn};
+use crate::hold::Failure;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum;
 use crate::redlock::{Redlock, Released};
@@ -32,9 +31,11 @@ use crate::settings::Names;
 use crate::transport::Holding;
 
 mod observe;
+mod shared;
 mod tally;
 pub(crate) mod valued;
 
+pub use shared::{SharedValued, Valued};
 use valued::ValuedHold;
 
 /// The lease of a leader's hold unless `with_ttl` says otherwise; it is
@@ -423,132 +424,59 @@ impl Redlock {
     }
 }
 
-/// Why a leadership is lost, as a binding's `LockLost` says it.
-const LOST: &str = "an extension reached no quorum in time or its validity ran out; another candidate may lead now, with a larger term";
-
 /// A leadership as a binding hands it out (Python's and Node's
-/// `Leadership`): shared by the caller's tasks, which proclaim side by
-/// side; resigned once, by whichever asks first, after the proclamations
-/// under way; resigned in the background (`spawn`, as `hold::Hold` is
-/// released) when dropped unresigned. Failures are `hold::Failure`s, so
-/// a binding raises them as it does a lock's.
-pub struct SharedLeadership {
-    leadership: Arc<tokio::sync::RwLock<Option<Leadership>>>,
-    term: i64,
-    resource: String,
-    /// The value advertised, as of the latest proclamation a quorum stored.
-    value: Arc<Mutex<String>>,
-    lost: CancellationToken,
-    /// Set when a resignation is asked for; `done` is cancelled once it is over.
-    resigned: AtomicBool,
-    done: CancellationToken,
-    spawn: Spawn,
-}
+/// `Leadership`): shared by the caller's tasks, resigned once, resigned in
+/// the background when dropped unresigned (see `SharedValued`).
+pub type SharedLeadership = SharedValued<Leadership>;
 
-impl SharedLeadership {
-    pub fn new(leadership: Leadership, spawn: Spawn) -> SharedLeadership {
-        SharedLeadership {
-            term: leadership.term(),
-            resource: leadership.hold.guard().lock().resource,
-            value: Arc::new(Mutex::new(leadership.value())),
-            lost: leadership.lost_token(),
-            leadership: Arc::new(tokio::sync::RwLock::new(Some(leadership))),
-            resigned: AtomicBool::new(false),
-            done: CancellationToken::new(),
-            spawn,
-        }
-    }
+impl Valued for Leadership {
+    type Fixed = i64;
+    const LOST: &'static str =
+        "an extension reached no quorum in time or its validity ran out; another candidate may lead now, with a larger term";
 
-    pub fn term(&self) -> i64 {
+    fn fixed(&self) -> i64 {
         self.term
     }
 
-    /// The election's lock (`redlock:election:NAME`).
-    pub fn resource(&self) -> &str {
-        &self.resource
+    fn resource(&self) -> String {
+        self.hold.guard().lock().resource
     }
 
-    pub fn value(&self) -> String {
-        self.value.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    fn value(&self) -> String {
+        self.value()
     }
 
-    /// Lost (see `Leadership::is_lost`); after the resignation, whether it
-    /// was lost before.
-    pub fn is_lost(&self) -> bool {
-        let now = self.leadership.try_read().ok().and_then(|l| l.as_ref().map(Leadership::is_lost));
-        self.lost.is_cancelled() || now.unwrap_or(false)
+    fn is_lost(&self) -> bool {
+        self.is_lost()
+    }
+
+    fn lost_token(&self) -> CancellationToken {
+        self.lost_token()
+    }
+
+    fn proclaim(&self, value: &str) -> impl Future<Output = Result<(), Error>> + Send {
+        self.proclaim(value)
+    }
+
+    fn end(self) -> impl Future<Output = Result<Released, Error>> + Send {
+        self.resign()
+    }
+}
+
+impl SharedLeadership {
+    pub fn term(&self) -> i64 {
+        *self.fixed()
     }
 
     pub fn is_resigned(&self) -> bool {
-        self.resigned.load(Ordering::SeqCst)
-    }
-
-    /// `true` the moment the leadership is lost, `false` once it was
-    /// resigned (or dropped) first.
-    pub fn when_lost(&self) -> impl Future<Output = bool> + Send + 'static {
-        let (lost, done) = (self.lost.clone(), self.done.clone());
-        async move {
-            tokio::select! {
-                biased;
-                () = lost.cancelled() => true,
-                () = done.cancelled() => false,
-            }
-        }
-    }
-
-    /// `Leadership::proclaim`; `Failure::Released` once resigned. The
-    /// check runs now, the future does the I/O.
-    pub fn proclaim(&self, value: String) -> Result<impl Future<Output = Result<(), Failure>> + Send + 'static, Failure> {
-        if self.is_resigned() {
-            return Err(Failure::Released { resource: self.resource.clone() });
-        }
-        let (leadership, advertised, resource) = (Arc::clone(&self.leadership), Arc::clone(&self.value), self.resource.clone());
-        Ok(async move {
-            let held = leadership.read().await;
-            let Some(leadership) = held.as_ref() else { return Err(Failure::Released { resource }) };
-            leadership.proclaim(&value).await?;
-            *advertised.lock().unwrap_or_else(|p| p.into_inner()) = value;
-            Ok(())
-        })
+        self.has_ended()
     }
 
     /// `Leadership::resign`, once the proclamations under way are over;
     /// `Failure::Released` if asked before, and `Failure::Lost` (after
     /// resigning) when the leadership had been lost, as a lock's release.
     pub fn resign(&self) -> Result<impl Future<Output = Result<Released, Failure>> + Send + 'static, Failure> {
-        let was_lost = self.is_lost();
-        if self.resigned.swap(true, Ordering::SeqCst) {
-            return Err(Failure::Released { resource: self.resource.clone() });
-        }
-        let (leadership, done, resource) = (Arc::clone(&self.leadership), self.done.clone(), self.resource.clone());
-        Ok(async move {
-            let taken = leadership.write().await.take();
-            let result = match taken {
-                Some(leadership) => leadership.resign().await,
-                None => Ok(Released { released: 0, remaining_holds: 0, instances: Vec::new() }),
-            };
-            done.cancel();
-            let released = result?;
-            if was_lost {
-                return Err(Failure::Lost { resource, why: LOST });
-            }
-            Ok(released)
-        })
-    }
-}
-
-impl Drop for SharedLeadership {
-    fn drop(&mut self) {
-        self.done.cancel();
-        if self.resigned.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let leadership = Arc::clone(&self.leadership);
-        (self.spawn)(Box::pin(async move {
-            if let Some(leadership) = leadership.write().await.take() {
-                let _ = leadership.resign().await;
-            }
-        }));
+        self.end()
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::stream::{unfold, Stream, StreamExt};
 use futures::FutureExt;
+use redis_glob::Glob;
 
 use crate::error::Error;
 use crate::redlock::Redlock;
@@ -103,7 +104,7 @@ impl Watching {
     fn take(&mut self, heard: Heard) {
         let changes = match heard {
             Heard::Up(i, now, barrier) => {
-                if !self.warned && now.notify.as_ref().is_some_and(|p| !p.iter().any(|p| matches(p, &self.resource))) {
+                if !self.warned && now.notify.as_ref().is_some_and(|p| !p.iter().any(|p| covers(p, &self.resource))) {
                     self.warned = true;
                     let server = self.names.get(i).cloned().unwrap_or_default();
                     self.ready.push_back(Err(Error::Server {
@@ -156,119 +157,8 @@ struct Watching {
     resource: String,
 }
 
-/// Whether `pattern` (Redis's glob syntax, as `redislock.notify` reads it,
-/// see src/core/glob.rs: `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\x`) matches
-/// `key`. Backtracks to the last star only: O(pattern × key) at worst.
-fn matches(pattern: &str, key: &str) -> bool {
-    let (pattern, key) = (pattern.as_bytes(), key.as_bytes());
-    let (mut p, mut k) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    loop {
-        let step = pattern.get(p).map(|_| step_at(pattern, p));
-        match (step, key.get(k)) {
-            (Some((Step::AnyRun, next)), _) => {
-                star = Some((next, k));
-                p = next;
-            }
-            (Some((step, next)), Some(&b)) if step.matches(b) => {
-                p = next;
-                k += 1;
-            }
-            (None, None) => return true,
-            _ => match star {
-                Some((after, from)) if from < key.len() => {
-                    star = Some((after, from + 1));
-                    p = after;
-                    k = from + 1;
-                }
-                _ => return false,
-            },
-        }
-    }
-}
-
-enum Step {
-    Byte(u8),
-    AnyByte,
-    AnyRun,
-    /// One byte in (or, negated, out of) the inclusive ranges.
-    Class(bool, Vec<(u8, u8)>),
-}
-
-impl Step {
-    fn matches(&self, b: u8) -> bool {
-        match self {
-            Step::Byte(x) => *x == b,
-            Step::AnyByte => true,
-            Step::AnyRun => false,
-            Step::Class(negated, ranges) => ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&b)) != *negated,
-        }
-    }
-}
-
-/// The step of `pattern` at `i`, and where the next begins.
-fn step_at(pattern: &[u8], mut i: usize) -> (Step, usize) {
-    let Some(&b) = pattern.get(i) else { return (Step::AnyRun, i) };
-    i += 1;
-    let step = match b {
-        b'*' => Step::AnyRun,
-        b'?' => Step::AnyByte,
-        b'\\' => match pattern.get(i) {
-            Some(&x) => {
-                i += 1;
-                Step::Byte(x)
-            }
-            None => Step::Byte(b'\\'),
-        },
-        b'[' => {
-            let negated = pattern.get(i) == Some(&b'^');
-            if negated {
-                i += 1;
-            }
-            let mut ranges = Vec::new();
-            while let Some(&c) = pattern.get(i) {
-                i += 1;
-                match c {
-                    b']' => break,
-                    b'\\' => match pattern.get(i) {
-                        Some(&x) => {
-                            i += 1;
-                            ranges.push((x, x));
-                        }
-                        None => ranges.push((b'\\', b'\\')),
-                    },
-                    _ => match (pattern.get(i), pattern.get(i + 1)) {
-                        (Some(b'-'), Some(&hi)) => {
-                            i += 2;
-                            ranges.push((c.min(hi), c.max(hi)));
-                        }
-                        _ => ranges.push((c, c)),
-                    },
-                }
-            }
-            Step::Class(negated, ranges)
-        }
-        _ => Step::Byte(b),
-    };
-    (step, i)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::matches;
-
-    #[test]
-    fn notify_patterns_match_as_the_module_reads_them() {
-        assert!(matches("jobs:*", "jobs:a"));
-        assert!(!matches("jobs:*", "job"));
-        assert!(matches("*", ""));
-        assert!(matches("j?b", "jab"));
-        assert!(matches("[a-c]x", "bx") && !matches("[^a-c]x", "bx"));
-        assert!(matches("[c-a]x", "bx"), "a range either way round");
-        assert!(matches("a\\*", "a*") && !matches("a\\*", "ab"));
-        assert!(matches("*a*b", "xxaxxb") && !matches("*a*b", "xxaxx"));
-        assert!(matches("[ab", "a"), "a class left open runs to the end");
-        // Backtracking to the last star only: this answers at once.
-        assert!(!matches(&format!("{}b", "*a".repeat(30)), &"a".repeat(200)));
-    }
+/// Whether the `redislock.notify` pattern `pattern` names `key`, read as
+/// the module reads it (the same matcher, redis-glob).
+fn covers(pattern: &str, key: &str) -> bool {
+    Glob::parse(pattern.as_bytes()).matches(key.as_bytes())
 }

@@ -1,7 +1,8 @@
 //! `Redlock::watch` against five module servers whose `redislock.notify`
 //! names the watched keys: every kind of change delivered once a quorum
 //! announced it, once, in order; subscriptions killed on two servers while
-//! the lock changes; a contended lock's grants and ends alternating.
+//! the lock changes; a contended lock's grants and ends alternating; and
+//! the warning when the setting misses the watched key.
 
 use crate::common;
 
@@ -366,4 +367,26 @@ async fn servers_killed_and_restarted_in_quarantine_leave_the_watch_whole() {
     assert_eq!(take(&mut changes, expected.len()).await, expected);
     let last = rl.lock(r, Duration::from_secs(10)).await.expect("last");
     assert_eq!(take(&mut changes, 1).await, vec![(ChangeKind::Grant, token(&last), last.owner.clone())], "nothing twice before");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_warns_when_the_servers_notify_setting_misses_its_key() {
+    let c = Cluster::start(5);
+    // A class, a range and an escaped star: the client reads the setting
+    // with the module's own matcher, so they agree on what it covers.
+    notify_all(&c, r"w[a-c]tched:\*").await;
+    let rl = c.redlock(relaxed());
+
+    let covered = "wbtched:*";
+    let mut changes = watching(&c, &rl, covered, Duration::from_millis(200)).await;
+    let a = rl.lock(covered, Duration::from_secs(10)).await.expect("a");
+    // No warning first, and the module announces the end it covers.
+    assert_eq!(take(&mut changes, 1).await, vec![(ChangeKind::Grant, token(&a), a.owner.clone())]);
+    rl.release(&a).await.expect("release a");
+    assert_eq!(take(&mut changes, 1).await, vec![(ChangeKind::Release, token(&a), a.owner.clone())]);
+
+    let missed = "wbtched:x";
+    let mut warned = watching(&c, &rl, missed, Duration::from_millis(200)).await;
+    let first = tokio::time::timeout(WAIT, warned.recv()).await.expect("an item in time").expect("the watch goes on");
+    assert!(matches!(&first, Err(m) if m.contains("names no pattern matching")), "{first:?}");
 }

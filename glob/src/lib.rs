@@ -2,9 +2,11 @@
 //! bytes, `?` one byte, `[abc]` one of a class, `[^a]` none of it, `[a-z]`
 //! a range (either way round, its end may be `]`), `\x` the byte `x`
 //! itself. A class left open runs to the end of the pattern, and a
-//! trailing `\` is itself, as in Redis. Patterns are
-//! parsed once (`Glob::parse`) when `redislock.notify` is set, so a lock
-//! command only matches.
+//! trailing `\` is itself, as in Redis. The module parses its patterns
+//! once (`Glob::parse`) when `redislock.notify` is set, so a lock command
+//! only matches; the client (`Redlock::watch`) reads a server's setting
+//! with the same rules, to warn when it does not cover the watched key.
+#![forbid(unsafe_code)]
 
 /// One step of a parsed pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +94,9 @@ impl Glob {
 
     /// Whether `text` matches the whole pattern. Linear backtracking to the
     /// last star only (what a glob needs): O(pattern × text) at worst.
+    /// Inlinable into the module's lock commands across the crate
+    /// boundary without whole-program LTO too.
+    #[inline]
     pub fn matches(&self, text: &[u8]) -> bool {
         let (mut p, mut t) = (0usize, 0usize);
         // The last star seen, and the text position it was tried from.
