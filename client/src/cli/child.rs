@@ -21,7 +21,7 @@ use redlock::Watch;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use super::args::OnLost;
+use super::args::{OnAsk, OnLost};
 use super::exit;
 use super::output::warn;
 
@@ -358,6 +358,57 @@ impl Loss {
     }
 }
 
+/// The asks for the hold heard while its command runs (`redlock run
+/// --on-ask`), and what is done with each.
+pub struct Asks {
+    /// Fed by a task that listens from before the command starts, so that
+    /// an ask made as soon as it runs is heard (`listen`).
+    pub heard: tokio::sync::mpsc::UnboundedReceiver<redlock::AskRequest>,
+    pub on_ask: OnAsk,
+    /// The hold's fencing token as the line shows it.
+    pub token: String,
+}
+
+impl Asks {
+    /// Starts listening to `asks` at once (their subscriptions are made
+    /// when first polled); the task ends with the stream, when the hold
+    /// ends, or at the first ask after the receiver is gone.
+    pub fn listen(asks: impl futures::Stream<Item = redlock::AskRequest> + Send + 'static, on_ask: OnAsk, token: String) -> Asks {
+        let (sender, heard) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut asks = std::pin::pin!(asks);
+            while let Some(ask) = futures::StreamExt::next(&mut asks).await {
+                if sender.send(ask).is_err() {
+                    return;
+                }
+            }
+        });
+        Asks { heard, on_ask, token }
+    }
+
+    /// Says the ask on stderr and, with `--on-ask term`, sends the
+    /// command SIGTERM; the hold ends when the command exits.
+    fn act(&self, ask: &redlock::AskRequest, target: Target, name: &str) {
+        let message = ask.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+        warn(&format!("asked to let go {} token {}{message}", ask.resource, self.token));
+        if self.on_ask == OnAsk::Term {
+            warn(&format!("sending {name:?} SIGTERM (--on-ask term)"));
+            target.send(libc::SIGTERM);
+        }
+    }
+}
+
+/// The next ask, or never (no asks listened to, or none will come).
+async fn next_ask(asks: &mut Option<Asks>) -> Option<redlock::AskRequest> {
+    match asks {
+        Some(asks) => match asks.heard.recv().await {
+            Some(ask) => Some(ask),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
 pub enum Supervised {
     /// The command exited on its own (or after a forwarded signal), or
     /// after a lost lock with `--on-lost warn`.
@@ -375,10 +426,12 @@ pub enum Supervised {
 /// signalled: a keeper that is late must not make the command late),
 /// whichever is first; with `--on-lost warn` it is let finish. Processes of
 /// the group still running when the command exits are stopped the same way
-/// before this returns, since the hold ends then (`settle`).
+/// before this returns, since the hold ends then (`settle`). Each ask in
+/// `asks` is acted on as `Asks::act` says.
 pub async fn supervise(
     started: Started,
     loss: &Loss,
+    mut asks: Option<Asks>,
     sigint: &mut tokio::signal::unix::Signal,
     sigterm: &mut tokio::signal::unix::Signal,
 ) -> (Supervised, Option<libc::c_int>) {
@@ -437,6 +490,11 @@ pub async fn supervise(
             Some(()) = sigterm.recv() => {
                 target.send(libc::SIGTERM);
                 forwarded = Some(libc::SIGTERM);
+            }
+            Some(ask) = next_ask(&mut asks) => {
+                if let Some(asks) = &asks {
+                    asks.act(&ask, target, &loss.name);
+                }
             }
         }
     };

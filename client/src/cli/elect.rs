@@ -98,7 +98,7 @@ pub async fn elect(rl: &Redlock, args: &ElectArgs) -> Result<i32, Failure> {
             ),
             name: name.clone(),
         };
-        let (outcome, forwarded) = supervise(started, &loss, &mut sigint, &mut sigterm).await;
+        let (outcome, forwarded) = supervise(started, &loss, None, &mut sigint, &mut sigterm).await;
         let exited_at = Instant::now();
         let lost_at = leading.lost_at();
         let term = leading.term();

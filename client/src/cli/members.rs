@@ -1,7 +1,7 @@
 //! `redlock members NAME [--json] [--watch]`: a group's members as a
 //! quorum of servers lists them (`members::members_of`), one line each;
-//! with `--watch`, then each join and leave of the group's key
-//! (`Redlock::watch`), until interrupted.
+//! with `--watch`, subscribed first (`Redlock::watch_subscribed`), then
+//! listed, then each join and leave of the group's key, until interrupted.
 
 use std::collections::HashSet;
 
@@ -67,28 +67,38 @@ fn print_event(change: &Change, value: Option<&str>, json: bool) -> Result<(), F
 }
 
 pub async fn members(rl: &Redlock, args: &MembersArgs, json: bool) -> Result<i32, Failure> {
+    if !args.watch {
+        let listed = members_of(rl, &args.name).await.map_err(|e| not_read(&e, &args.name, rl.quorum()))?;
+        return print_list(&listed, json).map(|()| exit::OK);
+    }
+    let (mut sigint, mut sigterm) = signals()?;
+    // Subscribed first, then listed (an election observer's rule): every
+    // change after the list was read is in the stream. Waits while fewer
+    // than a quorum of servers can be subscribed.
+    let resource = resource_of(&args.name);
+    let changes = tokio::select! {
+        changes = rl.watch_subscribed(&resource, args.interval) => changes,
+        _ = sigint.recv() => return Ok(exit::OK),
+        _ = sigterm.recv() => return Ok(exit::OK),
+    };
+    let mut changes = Box::pin(changes);
     let listed = members_of(rl, &args.name).await.map_err(|e| not_read(&e, &args.name, rl.quorum()))?;
     print_list(&listed, json)?;
-    if !args.watch {
-        return Ok(exit::OK);
-    }
-    // The watch reports the holds it finds when it subscribes as grants
-    // (without their values): the members listed, or ones that joined
-    // since, printed once each.
-    let mut present: HashSet<String> = listed.into_iter().map(|m| m.owner).collect();
-    let mut changes = Box::pin(rl.watch_every(&resource_of(&args.name), args.interval));
-    let (mut sigint, mut sigterm) = signals()?;
+    // The stream also has what came before the list: the holds found when
+    // it subscribed (as grants, without their values) and changes made
+    // before the list was read. Members are told apart by token: a join
+    // of a member already shown, or a leave of one never shown, is not
+    // printed.
+    let mut shown: HashSet<i64> = listed.iter().map(|m| m.token).collect();
     loop {
         tokio::select! {
             change = changes.next() => match change {
                 Some(Ok(change)) => {
                     let value = match event_of(change.kind) {
-                        Some("join") if !present.insert(change.owner.clone()) => continue,
+                        Some("join") if !shown.insert(change.token) => continue,
                         Some("join") if change.value.is_none() => value_of(rl, &args.name, &change.owner).await,
-                        Some("leave") => {
-                            present.remove(&change.owner);
-                            None
-                        }
+                        Some("leave") if !shown.remove(&change.token) => continue,
+                        Some("leave") => None,
                         _ => change.value.clone(),
                     };
                     print_event(&change, value.as_deref(), json)?;

@@ -1,8 +1,8 @@
 //! `redlock run`: flock(1) across machines. Takes the lock with a guard
 //! (which keeps extending it), runs the command, forwards SIGINT/SIGTERM to
-//! it, reacts when the lock is lost, releases when the command exits; the
-//! command dies with it (the command's handling is `child`'s, shared with
-//! `redlock elect`).
+//! it, reacts when the lock is lost and to asks to let go (`--on-ask`),
+//! releases when the command exits; the command dies with it (the
+//! command's handling is `child`'s, shared with `redlock elect`).
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
@@ -14,8 +14,8 @@ use redlock::{Lock, LockGuard, Redlock};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::args::RunArgs;
-use super::child::{self, describe, status_code, supervise, Loss, NotStarted, Supervised};
+use super::args::{OnAsk, RunArgs};
+use super::child::{self, describe, status_code, supervise, Asks, Loss, NotStarted, Supervised};
 use super::commands::{deadline, request, Flags};
 use super::exit::{self, Failure};
 use super::explain;
@@ -37,7 +37,7 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     let req = request(&args.resources(), args.ttl, args.wait, flags)?;
     // The names joined with ", ": what messages and REDLOCK_RESOURCE show.
     let resource = req.resources.to_string();
-    let (guard, started) = loop {
+    let (guard, asks, started) = loop {
         let waiting = Waiting::start(&resource, rl.servers().len(), deadline);
         let taken = tokio::select! {
             taken = hold::take(rl, &req, waiting.observer()) => taken,
@@ -60,6 +60,12 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
         };
         explain::warn_misconfigured(&lock.instances, rl.quorum());
         let guard = rl.keep(lock);
+        // Listening before the command starts: an ask made once it runs is
+        // heard. Each hold taken hears its own only (its owner's).
+        let asks = (args.on_ask != OnAsk::Ignore).then(|| {
+            let token = guard.lock().token.map_or_else(|| "none".to_string(), |t| t.to_string());
+            Asks::listen(guard.asks(), args.on_ask, token)
+        });
         let watch = guard.watch();
         let mut command = command_for(program, program_args, &resource, &req, &guard.lock(), args.limit.is_some());
         // Started only with time left in the hold (see `child::START_MARGIN`).
@@ -68,7 +74,7 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
             false => Err(NotStarted::TooLate),
         };
         match started {
-            Ok(started) => break (guard, started),
+            Ok(started) => break (guard, asks, started),
             Err(NotStarted::TooLate) => {
                 release(rl, guard, &resource, true).await;
                 if deadline.is_some_and(|d| Instant::now() < d) {
@@ -97,7 +103,7 @@ pub async fn run(rl: &Redlock, args: &RunArgs) -> Result<i32, Failure> {
     };
 
     let loss = Loss::of_lock(guard.watch(), args.on_lost, args.kill_after, &resource, &name);
-    let (outcome, _) = supervise(started, &loss, &mut sigint, &mut sigterm).await;
+    let (outcome, _) = supervise(started, &loss, asks, &mut sigint, &mut sigterm).await;
     let exited_at = Instant::now();
     // The validity is checked now too: the keeper may not have woken yet
     // (redlock itself paused past the lease while the command ran).

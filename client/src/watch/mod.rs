@@ -59,21 +59,47 @@ impl Redlock {
 
     /// `watch`, a lost server subscribed again every `every`.
     pub fn watch_every(&self, resource: &str, every: Duration) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
+        self.watching(resource, every).changes()
+    }
+
+    /// `watch_every`, returned once a quorum of servers is subscribed (and
+    /// has said what it holds, which the stream delivers as grants): a
+    /// reader that reads the lock after this misses no change between its
+    /// reading and the stream (subscribe, then read, as an election's
+    /// observer does). Waits as long as fewer than a quorum answer.
+    pub async fn watch_subscribed(&self, resource: &str, every: Duration) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
+        let mut watching = self.watching(resource, every);
+        let quorum = self.quorum();
+        while watching.barriers.iter().flatten().count() < quorum {
+            match watching.heard.next().await {
+                Some(heard) => watching.take(heard),
+                None => break,
+            }
+        }
+        watching.take_what_arrived().await;
+        watching.settle().await;
+        watching.changes()
+    }
+
+    fn watching(&self, resource: &str, every: Duration) -> Watching {
         let every = every.max(Duration::from_millis(1));
         let servers = self.inner.instances.len();
-        let heard = Box::pin(every_server(self, resource, every, false, true));
-        let count = Count::new(servers, self.quorum());
-        let names: Vec<String> = self.inner.instances.iter().map(|i| i.name.clone()).collect();
-        let state = Watching {
-            heard,
-            count,
+        Watching {
+            heard: Box::pin(every_server(self, resource, every, false, true)),
+            count: Count::new(servers, self.quorum()),
             barriers: vec![None; servers],
             ready: std::collections::VecDeque::new(),
             warned: false,
-            names,
+            names: self.inner.instances.iter().map(|i| i.name.clone()).collect(),
             resource: resource.to_string(),
-        };
-        unfold(state, |mut w| async move {
+        }
+    }
+}
+
+impl Watching {
+    /// The changes as they reach a quorum (`Redlock::watch`).
+    fn changes(self) -> impl Stream<Item = Result<Change, Error>> + Send + 'static {
+        unfold(self, |mut w| async move {
             loop {
                 if let Some(item) = w.ready.pop_front() {
                     return Some((item, w));
@@ -81,20 +107,25 @@ impl Redlock {
                 let first = w.heard.next().await?;
                 w.take(first);
                 w.take_what_arrived().await;
-                loop {
-                    let settled = w.count.settle();
-                    w.ready.extend(settled.changes.into_iter().map(Ok));
-                    if !settled.waiting {
-                        break;
-                    }
-                    // A change is ready: first hear everything the servers
-                    // announced before it (see `count`).
-                    futures::future::join_all(w.barriers.iter().flatten().map(|b| b.pass())).await;
-                    w.take_what_arrived().await;
-                    w.count.barrier_passed();
-                }
+                w.settle().await;
             }
         })
+    }
+
+    /// Makes ready what a quorum announced.
+    async fn settle(&mut self) {
+        loop {
+            let settled = self.count.settle();
+            self.ready.extend(settled.changes.into_iter().map(Ok));
+            if !settled.waiting {
+                return;
+            }
+            // A change is ready: first hear everything the servers
+            // announced before it (see `count`).
+            futures::future::join_all(self.barriers.iter().flatten().map(|b| b.pass())).await;
+            self.take_what_arrived().await;
+            self.count.barrier_passed();
+        }
     }
 }
 

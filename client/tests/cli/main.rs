@@ -16,6 +16,7 @@ mod members;
 mod metrics;
 mod prometheus;
 mod revoke;
+mod run_ask;
 mod serve;
 mod serve_endpoint;
 mod serve_family;

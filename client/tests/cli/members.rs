@@ -104,3 +104,57 @@ async fn members_lists_then_watches_joins_values_and_leaves() {
     }
     drop((b, d));
 }
+
+/// `--watch` subscribes, then lists: a member that joins as the watch
+/// starts is listed or printed as a join, one listed that leaves the
+/// moment the list is out is printed as a leave (listing first, then
+/// subscribing, missed such a leave: it fell between the two), and none
+/// is printed twice. Several rounds, to land in the race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_watch_misses_no_change_between_the_list_and_the_watch() {
+    let c = Cluster::start(5);
+    for s in &c.servers {
+        s.ok(redis::cmd("CONFIG").arg("SET").arg("redislock.notify").arg("redlock:group:*")).await;
+    }
+    let urls = c.urls().join(",");
+    let settings = Settings { release_on_disconnect: true, ..relaxed() };
+    for round in 0..6 {
+        let name = format!("race{round}");
+        let group = Group::new(c.redlock(settings.clone()), &name).and_then(|g| g.with_ttl(Duration::from_secs(30))).expect("group");
+        let a = group.join("a").await.expect("a joins");
+        let (a_token, a_owner) = (a.token(), a.owner().to_string());
+        let mut watch = redlock_with(&urls, OPTIONS, &["members", &name, "--watch", "--json"]).spawn().expect("spawn");
+        let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+        // B joins as the watch starts, A leaves once the list is out.
+        let b = group.join("b").await.expect("b joins");
+        let listed = next(&mut lines).await;
+        a.leave().await.expect("a leaves");
+        let tokens: Vec<i64> = listed.as_array().expect("a list").iter().filter_map(|m| m["token"].as_i64()).collect();
+        let mut expected = Vec::new();
+        if !tokens.contains(&b.token()) {
+            expected.push(serde_json::json!({"event": "join", "token": b.token(), "owner": b.owner(), "value": "b"}));
+        }
+        if tokens.contains(&a_token) {
+            expected.push(serde_json::json!({"event": "leave", "token": a_token, "owner": a_owner, "value": null}));
+        }
+        // What is printed until a last member's join: exactly the missing
+        // changes, in either order (announced close together).
+        let mut printed = Vec::new();
+        while printed.len() < expected.len() {
+            printed.push(event(next(&mut lines).await));
+        }
+        let last = group.join("last").await.expect("the last joins");
+        let marker = serde_json::json!({"event": "join", "token": last.token(), "owner": last.owner(), "value": "last"});
+        assert_eq!(event(next(&mut lines).await), marker, "round {round}: nothing printed twice, then the last join ({listed})");
+        printed.sort_by_key(|e| e["event"].as_str().map(str::to_string));
+        expected.sort_by_key(|e| e["event"].as_str().map(str::to_string));
+        assert_eq!(printed, expected, "round {round}: listed {listed}");
+        let pid = watch.id().and_then(|p| i32::try_from(p).ok()).expect("pid");
+        // SAFETY: a signal to a process this test spawned and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        let status = tokio::time::timeout(Duration::from_secs(10), watch.wait()).await.expect("ends").expect("reap");
+        assert_eq!(status.code(), Some(0));
+        b.leave().await.expect("b leaves");
+        last.leave().await.expect("the last leaves");
+    }
+}

@@ -20,6 +20,14 @@ use redlock::{Error, Outcome, Redlock, Settings};
 /// pauses (50–100 ms, growing to 1 s). Before the backoff: 500–4,000.
 const MOST_IN_FOUR_SECONDS: u64 = 20;
 
+/// The most connections a resubscribing stream (a watch, a guard's asks)
+/// may open to a dead proxy in those 4 s: 7 measured for each; without
+/// the pacing a guard's asks, resubscribed every 200 ms, open about 20,
+/// and a watch resubscribed every millisecond about 1,700 (measured:
+/// 20 and 1,714-1,719 per proxy, the wrapper `paced` removed from the
+/// subscription's connection in transport/changes.rs).
+const MOST_RESUBSCRIBING: u64 = 12;
+
 /// How long the counting tests wait.
 const WAIT: Duration = Duration::from_secs(4);
 
@@ -303,4 +311,35 @@ async fn waiting_workers_behind_flapping_proxies_stay_bounded_and_exclusive() {
     for n in &accepted {
         assert!(*n <= MOST_FLAPPING, "the proxies took {accepted:?} connections in {run:?}");
     }
+}
+
+/// Subscriptions reconnect through their entry's pacing too: a watch told
+/// to resubscribe every millisecond, and a guard's asks (resubscribed
+/// every 200 ms), each opens a few connections a second to a dead proxy
+/// (see `MOST_RESUBSCRIBING`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_and_a_guards_asks_resubscribe_to_a_dead_proxy_a_few_times_a_second() {
+    let c = Cluster::start(5);
+
+    let (proxies, urls) = two_dead_proxies(&c).await;
+    let rl = Redlock::new(&urls, relaxed()).expect("client");
+    let before: Vec<u64> = proxies.iter().map(Forwarder::accepted).collect();
+    let watch = rl.watch_every("watched-through-dead-proxies", Duration::from_millis(1));
+    let _ = tokio::time::timeout(WAIT, futures::StreamExt::for_each(watch, |_| async {})).await;
+    let watched = accepted_since(&proxies, &before);
+
+    let (proxies, urls) = two_dead_proxies(&c).await;
+    let rl = Redlock::new(&urls, relaxed()).expect("client");
+    let guard = rl.guard("asked-through-dead-proxies", Duration::from_secs(30), None).await.expect("held on servers 0-2");
+    let before: Vec<u64> = proxies.iter().map(Forwarder::accepted).collect();
+    let _ = tokio::time::timeout(WAIT, futures::StreamExt::for_each(guard.asks(), |_| async {})).await;
+    let asked = accepted_since(&proxies, &before);
+    println!("connections to the dead proxies in {WAIT:?}: watch {watched:?}, asks {asked:?}");
+    for (what, accepted) in [("a watch", &watched), ("a guard's asks", &asked)] {
+        for n in accepted {
+            assert!(*n >= 1, "{what}: the dead proxies were never tried: {accepted:?}");
+            assert!(*n <= MOST_RESUBSCRIBING, "{what}: a reconnect storm: {accepted:?} connections in {WAIT:?}");
+        }
+    }
+    guard.release().await.expect("release");
 }

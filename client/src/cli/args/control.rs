@@ -1,7 +1,7 @@
 //! The operator's requests to a lock's holders: `revoke` takes a hold
 //! away, `ask` asks its holder to let go.
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use super::non_empty;
 
@@ -35,4 +35,16 @@ pub struct AskArgs {
     /// redislock.max-owner-len bytes).
     #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
+}
+
+/// What `redlock run` does with an ask for its hold (`--on-ask`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnAsk {
+    /// Print one line on stderr; the command runs on.
+    Print,
+    /// Print the line, then SIGTERM the command's group (as a SIGTERM sent
+    /// to redlock is passed on); the lock is released when it exits.
+    Term,
+    /// Do not listen for asks.
+    Ignore,
 }

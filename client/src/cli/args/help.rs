@@ -34,6 +34,9 @@ The command gets REDLOCK_RESOURCE (several resources: their names joined with \"
 REDLOCK_RESOURCES (the names, one a line), REDLOCK_OWNER and REDLOCK_TOKEN (the
 fencing token; empty in script mode) in its environment. The lock is extended while it runs and
 released when it exits; SIGINT and SIGTERM sent to redlock are passed on to it.
+An ask for the hold (`redlock ask`) is printed on stderr (\"redlock: asked to let go
+RESOURCE token T: MESSAGE\") and the command runs on; with --on-ask term the command's
+group also gets SIGTERM (the lock is released when it exits); --on-ask ignore: not heard.
 
 The command's contract: it runs in a process group of its own (unless --foreground),
 and starts only while the lock has at least 100 ms left before it must have stopped

@@ -12,7 +12,7 @@ pub mod config;
 mod control;
 mod help;
 mod serve;
-pub use control::{AskArgs, RevokeArgs};
+pub use control::{AskArgs, OnAsk, RevokeArgs};
 mod watching;
 use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, MEMBERS_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
@@ -343,6 +343,9 @@ pub struct RunArgs {
     /// What to do when the lock is lost while the command runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
+    /// What to do when a holder is asked to let go (`redlock ask`) while the command runs.
+    #[arg(long, value_enum, value_name = "ACTION", default_value_t = OnAsk::Print)]
+    pub on_ask: OnAsk,
     /// Serve this client's metrics (Prometheus text format) at
     /// http://HOST:PORT/metrics while the command runs (port 0: any free
     /// port, printed on stderr).

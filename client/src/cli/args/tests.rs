@@ -275,6 +275,18 @@ fn run_takes_the_command_after_double_dash_or_directly() {
 }
 
 #[test]
+fn run_prints_asks_unless_told_otherwise() {
+    let on_ask = |args: &[&str]| match parse(args).map(|cli| cli.command) {
+        Ok(Command::Run(r)) => Some(r.on_ask),
+        _ => None,
+    };
+    assert_eq!(on_ask(&["run", "r", "--", "true"]), Some(OnAsk::Print));
+    assert_eq!(on_ask(&["run", "r", "--on-ask", "term", "--", "true"]), Some(OnAsk::Term));
+    assert_eq!(on_ask(&["run", "r", "--on-ask", "ignore", "true"]), Some(OnAsk::Ignore));
+    assert_eq!(on_ask(&["run", "r", "--on-ask", "kill", "--", "true"]), None);
+}
+
+#[test]
 fn bench_defaults() {
     let cli = parse(&["bench"]).expect("bench");
     let Command::Bench(b) = cli.command else { panic!("not bench") };
