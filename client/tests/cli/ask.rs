@@ -17,21 +17,6 @@ fn json(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
-/// Waits until every server has a subscriber on `resource`'s channel.
-async fn subscribed(c: &Cluster, resource: &str) {
-    let channel = redlock::transport::changes_channel(0, resource);
-    common::eventually(WAIT, "the holder subscribed", || async {
-        for s in &c.servers {
-            match s.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel)).await {
-                Ok(redis::Value::Array(v)) if matches!(v.get(1), Some(redis::Value::Int(k)) if *k >= 1) => {}
-                _ => return false,
-            }
-        }
-        true
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_reaches_the_holder_once_and_says_how_many_were_asked() {
     let mut c = Cluster::start(5);
@@ -47,7 +32,7 @@ async fn ask_reaches_the_holder_once_and_says_how_many_were_asked() {
         let first = asks.next().await;
         (first, asks)
     });
-    subscribed(&c, "asked").await;
+    common::subscribed_everywhere(&c, "asked", 1, WAIT, "the holder subscribed").await;
     let asked = run(redlock(&servers, &["--json", "ask", "asked", "--message", "deploy at 10:00"]), CLI_DEADLINE, "ask").await;
     assert_eq!(asked.code, Some(0), "{}", asked.stderr);
     let out = json(&asked.stdout);

@@ -17,22 +17,6 @@ const CLI_DEADLINE: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(15);
 const ASKED: &str = "redlock: asked to let go";
 
-/// Waits until every server has a subscriber on `resource`'s channel (no
-/// client here listens on it but the run under test).
-async fn subscribed(c: &Cluster, resource: &str) {
-    let channel = redlock::transport::changes_channel(0, resource);
-    common::eventually(WAIT, "redlock run listens for asks", || async {
-        for s in &c.servers {
-            match s.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel)).await {
-                Ok(redis::Value::Array(v)) if matches!(v.get(1), Some(redis::Value::Int(k)) if *k >= 1) => {}
-                _ => return false,
-            }
-        }
-        true
-    })
-    .await;
-}
-
 /// A running `redlock run`, its stdout and stderr read line by line.
 struct Running {
     child: Child,
@@ -117,7 +101,7 @@ async fn on_ask_term_stops_the_command_and_the_next_waiter_gets_the_lock() {
     let servers = c.urls().join(",");
     let mut first = Running::spawn(&servers, &["run", "asked", "--on-ask", "term", "--", "sh", "-c", COMMAND]);
     let token = first.started().await;
-    subscribed(&c, "asked").await;
+    common::subscribed_everywhere(&c, "asked", 1, WAIT, "redlock run listens for asks").await;
     let waiter = redlock(&servers, &["run", "asked", "--wait", "30s", "--", "sh", "-c", "echo second $REDLOCK_TOKEN"])
         .spawn()
         .expect("spawn the waiter");
@@ -141,7 +125,7 @@ async fn by_default_an_ask_is_printed_and_the_command_runs_to_its_end() {
     let servers = c.urls().join(",");
     let mut running = Running::spawn(&servers, &["run", "asked", "--", "sh", "-c", COMMAND]);
     let token = running.started().await;
-    subscribed(&c, "asked").await;
+    common::subscribed_everywhere(&c, "asked", 1, WAIT, "redlock run listens for asks").await;
     let asked = run(redlock(&servers, &["ask", "asked", "--message", "deploy at 10:00"]), CLI_DEADLINE, "ask").await;
     assert_eq!(asked.code, Some(0), "{}", asked.stderr);
     assert_eq!(running.asked().await, format!("{ASKED} asked token {token}: deploy at 10:00"));
@@ -166,7 +150,7 @@ async fn an_ask_for_the_hold_before_this_one_is_not_acted_on() {
     before.release().await.expect("release");
 
     let token = waiting.started().await;
-    subscribed(&c, "asked").await;
+    common::subscribed_everywhere(&c, "asked", 1, WAIT, "redlock run listens for asks").await;
     // Its own ask is the first it acts on.
     operator.ask("asked", Some("for this one")).await.expect("ask this one");
     assert_eq!(waiting.asked().await, format!("{ASKED} asked token {token}: for this one"));

@@ -511,6 +511,23 @@ pub fn median(times: &[Duration]) -> Duration {
     sorted[sorted.len() / 2]
 }
 
+/// Waits up to `timeout` until every server of `c` has `n` subscribers
+/// or more on `resource`'s announcement channel (a watch, a guard's asks,
+/// a `redlock run` listening); panics naming `what` after that.
+pub async fn subscribed_everywhere(c: &Cluster, resource: &str, n: i64, timeout: Duration, what: &str) {
+    let channel = redlock::transport::changes_channel(0, resource);
+    eventually(timeout, what, || async {
+        for s in &c.servers {
+            match s.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel)).await {
+                Ok(Value::Array(v)) if matches!(v.get(1), Some(Value::Int(k)) if *k >= n) => {}
+                _ => return false,
+            }
+        }
+        true
+    })
+    .await;
+}
+
 /// Polls `f` every 5 ms until it is true; panics naming `what` after `timeout`.
 pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut f: F)
 where

@@ -27,24 +27,8 @@ async fn listening(c: &Cluster, guard: &LockGuard, resource: &str, subscribers: 
             }
         }
     });
-    subscribed(c, resource, subscribers).await;
+    common::subscribed_everywhere(c, resource, subscribers, WAIT, "the listeners subscribed").await;
     receiver
-}
-
-/// Waits until every server has `n` subscribers on `resource`'s channel.
-async fn subscribed(c: &Cluster, resource: &str, n: i64) {
-    let channel = redlock::transport::changes_channel(0, resource);
-    common::eventually(WAIT, "the listeners subscribed", || async {
-        for s in &c.servers {
-            let reply = s.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel)).await;
-            match reply {
-                Ok(redis::Value::Array(v)) if matches!(v.get(1), Some(redis::Value::Int(k)) if *k >= n) => {}
-                _ => return false,
-            }
-        }
-        true
-    })
-    .await;
 }
 
 /// The next ask's message.
@@ -138,7 +122,7 @@ async fn an_ask_after_two_subscriptions_were_killed_is_heard_once() {
     // Heard from the three others, whether or not the two are back yet.
     rl.ask("killed", Some("two")).await.expect("ask");
     assert_eq!(next(&mut asks).await.as_deref(), Some("two"));
-    subscribed(&c, "killed", 1).await;
+    common::subscribed_everywhere(&c, "killed", 1, WAIT, "the listeners subscribed").await;
     // Every server heard again, two of them a count behind: still once.
     rl.ask("killed", Some("three")).await.expect("ask");
     rl.ask("killed", Some("four")).await.expect("ask");
