@@ -28,6 +28,21 @@
 //! record travels with the hold's keys (extended and released with them)
 //! but is no line to wait in. Script mode has no record, and so no check
 //! of the limit.
+//!
+//! Resizing: `resize` sets the limit record's limit on every server
+//! (`LOCK.RESIZE`); the record also keeps the largest limit in force since
+//! it was created. Every request names both (`SEMAPHORE K LARGEST M`), and
+//! takes its permits below K exclusively and every permit from K to M-1
+//! shared: a record whose terms differ refuses it, naming its own, and the
+//! request is asked again under them (`Terms::learned`); a holder granted
+//! under a larger limit on a permit at or above K refuses every new
+//! request until it leaves. So a holder sits on each permit below K at
+//! most, nothing is granted while one sits above K, and a client that has
+//! not learned the new limit is refused, not let in. The terms learned
+//! last only as long as the acquisition: once nobody holds the semaphore
+//! its records are gone, and its limit is the one the next request names,
+//! as on one server (docs/design-control.md, "Resize a semaphore while
+//! held").
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +53,7 @@ use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::outcome::{InstanceOutcome, Outcome};
 use crate::quorum::{self, NotGranted};
-use crate::redlock::permits::{named_after, permit_set, PermitHold};
+use crate::redlock::permits::{named_after, permit_set, PermitHold, Terms, MAX_TERMS_LEARNED};
 use crate::redlock::{Lock, Redlock, Released};
 use crate::resources::Resources;
 use crate::settings::Mode;
@@ -47,6 +62,20 @@ use crate::transport::{Ask, Share};
 // The permits' keys sit below the quorum (the waiting line needs them
 // too); named here as well, where callers have always found them.
 pub use crate::redlock::permits::{limit_key, permit_key, MAX_PERMITS};
+
+/// What a resize came to.
+#[derive(Clone, Debug)]
+pub struct Resized {
+    /// A quorum resized it; false when a quorum answered that nobody holds
+    /// the semaphore (nothing to resize: its next holder's limit is the
+    /// one it asks).
+    pub held: bool,
+    /// The servers that resized it.
+    pub resized: usize,
+    /// Each server's answer: `Done` (resized), `Refused` (nobody holds it
+    /// there), or why it did not.
+    pub instances: Vec<InstanceOutcome>,
+}
 
 impl Redlock {
     /// One attempt at each of the `limit` permits of `resource`, from a
@@ -119,36 +148,126 @@ impl Redlock {
         ttl: Duration,
         named: Ask<'_>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
-        let first = rand::rng().random_range(0..limit.max(1));
-        self.attempt_permit_from(resource, limit, count, ttl, first, named).await
+        let terms = self.inner.learned_terms.start(resource, limit);
+        let first = rand::rng().random_range(0..terms.limit.max(1));
+        self.attempt_permit_from(resource, limit, terms, count, ttl, first, named).await
     }
 
-    /// `attempt_permit`, starting at permit `first`.
+    /// `attempt_permit` for a caller asking under `limit`, starting at
+    /// permit `first`, asked under `terms` first; a round refused by
+    /// records resized to other terms (`LIMIT K M`) is asked again at once
+    /// under the terms most of them name, at most `MAX_TERMS_LEARNED`
+    /// times, and the handle remembers them (see "Resizing" above).
+    #[allow(clippy::too_many_arguments)] // attempt_permit's, and where it starts
     pub(crate) async fn attempt_permit_from(
         &self,
         resource: &str,
         limit: u32,
+        mut terms: Terms,
         count: u32,
         ttl: Duration,
         first: u32,
         named: Ask<'_>,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
+        let mut learned = 0;
+        let mut first = first;
+        loop {
+            match self.attempt_permit_under(resource, terms, count, ttl, first, named).await {
+                Ok(lock) => {
+                    self.inner.learned_terms.used(resource, limit, terms, ttl);
+                    return Ok(lock);
+                }
+                Err(outcomes) => match terms.learned(&outcomes) {
+                    Some(next) if learned < MAX_TERMS_LEARNED && count <= next.limit => {
+                        learned += 1;
+                        terms = next;
+                        self.inner.learned_terms.used(resource, limit, terms, ttl);
+                        first = rand::rng().random_range(0..terms.limit.max(1));
+                    }
+                    _ => return Err(outcomes),
+                },
+            }
+        }
+    }
+
+    /// One round over the permits under `terms`: `count` consecutive
+    /// permits below the limit in force, from `first` on (wrapping), each
+    /// set asked with the slots from the limit to the largest (shared) and
+    /// the limit record.
+    pub(crate) async fn attempt_permit_under(
+        &self,
+        resource: &str,
+        terms: Terms,
+        count: u32,
+        ttl: Duration,
+        first: u32,
+        named: Ask<'_>,
+    ) -> Result<Lock, Vec<InstanceOutcome>> {
+        let limit = terms.limit;
         let mut last = Vec::new();
         for i in 0..limit {
             let Ok(slots) = permit_set(resource, limit, count, first.wrapping_add(i)) else { break };
-            let Ok(hold) = PermitHold::of(&slots, resource, limit, self.inner.settings.mode) else { break };
+            let Ok(hold) = PermitHold::of(&slots, resource, terms, self.inner.settings.mode) else { break };
             match self.attempt(&hold.keys, ttl, hold.ask.owner(named.owner).fence(named.fence)).await {
                 Ok(lock) => return Ok(named_after(lock, &slots)),
                 Err(outcomes) => {
                     let rejected = matches!(quorum::not_granted(&outcomes, self.quorum()), NotGranted::Rejected { .. });
+                    // Refused under other terms: every set would be.
+                    let other_terms = terms.learned(&outcomes).is_some();
                     last = outcomes;
-                    if rejected {
+                    if rejected || other_terms {
                         break;
                     }
                 }
             }
         }
         Err(last)
+    }
+
+    /// Gives the held semaphore `resource` the limit `limit` on every
+    /// server (`LOCK.RESIZE` of its limit record): its holders keep their
+    /// permits; a larger limit lets waiters in at once, a smaller one lets
+    /// nobody in until no holder sits on a permit at or above it (see
+    /// "Resizing" above). Ok once a quorum of servers resized it;
+    /// `Resized::held` false when a quorum answered that nobody holds it
+    /// (a semaphore nobody holds has no limit but the one each request
+    /// names). An error when fewer than a quorum answered either way.
+    pub async fn resize(&self, resource: &str, limit: u32) -> Result<Resized, Error> {
+        Self::check_limit(limit, 1)?;
+        if self.inner.settings.mode == Mode::Script {
+            return Err(Error::Config("resizing a semaphore needs the redislock module (script mode has none)".into()));
+        }
+        self.verify_servers().await?;
+        let record = limit_key(resource);
+        let answers = join_all(self.inner.instances.iter().map(|instance| {
+            let record = &record;
+            async move {
+                let started = Instant::now();
+                let (outcome, resized) = match instance.resize(record, limit).await {
+                    Ok(Some(_)) => (Outcome::Done, Some(true)),
+                    Ok(None) => (Outcome::Refused, Some(false)),
+                    Err(e) => (e, None),
+                };
+                (InstanceOutcome { server: instance.name.clone(), outcome, latency: started.elapsed(), connection: None }, resized)
+            }
+        }))
+        .await;
+        let resized = answers.iter().filter(|(_, r)| *r == Some(true)).count();
+        let free = answers.iter().filter(|(_, r)| *r == Some(false)).count();
+        let instances: Vec<InstanceOutcome> = answers.into_iter().map(|(o, _)| o).collect();
+        if let Some(e) = self.server_repeated(&instances) {
+            return Err(e);
+        }
+        match (resized >= self.quorum(), free >= self.quorum()) {
+            (true, _) => Ok(Resized { held: true, resized, instances }),
+            (false, true) => Ok(Resized { held: false, resized, instances }),
+            (false, false) => match quorum::rejections(&instances) {
+                Some((rejection, n)) if n + resized >= self.quorum() => {
+                    Err(Error::Rejected { resource: resource.to_string(), what: "resize", rejection, outcomes: instances })
+                }
+                _ => Err(Error::NoQuorum { resource: resource.to_string(), what: "resize", outcomes: instances }),
+            },
+        }
     }
 
     fn check_limit(limit: u32, count: u32) -> Result<(), Error> {

@@ -239,11 +239,17 @@ impl<O: PartialEq + Clone> Holding<O> {
 
     /// Whether a strict request (`SEMAPHORE limit LARGEST largest`) may be
     /// served here: on a free key, or a semaphore whose limit in force and
-    /// largest are exactly those. Any other semaphore refuses it, naming
-    /// its own; a key of another kind is left to `fits` (wrong kind).
+    /// largest are exactly those. A resized semaphore, or one of the same
+    /// limit, refuses any other, naming its own (the terms to ask under);
+    /// a semaphore never resized whose limit is another is left to `fits`,
+    /// which refuses it as the wrong kind: holds of two limits side by side
+    /// are a mistake to report, not terms to learn (issue 55). A key of
+    /// another kind is left to `fits` too.
     pub fn fits_strictly(&self, limit: u32, largest: u32) -> Result<(), Refusal> {
         match self.kind {
-            Kind::Semaphore { limit: held, largest: held_largest, .. } if !self.is_free() && (held, held_largest) != (limit, largest) => {
+            Kind::Semaphore { limit: held, resized, largest: held_largest }
+                if !self.is_free() && (held, held_largest) != (limit, largest) && (resized || held == limit) =>
+            {
                 Err(Refusal::Limit { limit: held, largest: held_largest })
             }
             _ => Ok(()),

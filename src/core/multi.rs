@@ -468,12 +468,15 @@ mod tests {
         let plain = SetRequest { largest: None, ..strict(3, 3) };
         let mut slot2 = free();
         assert_eq!(ask(&mut slot2, &mut record, "c", plain, &mut issue), Outcome::Held, "2 of 2 taken");
-        // An unresized record of another limit names itself too.
+        // An unresized record of another limit is the wrong kind; of the
+        // same limit with another largest, it names itself.
         let (mut slot, mut other) = (free(), free());
         assert!(matches!(ask(&mut slot, &mut other, "a", strict(3, 3), &mut issue), Outcome::Granted(..)));
         assert_eq!(other.kind, Kind::Semaphore { limit: 3, resized: false, largest: 3 });
         let mut slot = free();
-        assert_eq!(ask(&mut slot, &mut other, "b", strict(4, 4), &mut issue), Outcome::Refused(Refusal::Limit { limit: 3, largest: 3 }));
+        assert_eq!(ask(&mut slot, &mut other, "b", strict(4, 4), &mut issue), Outcome::Refused(Refusal::WrongKind(other.kind)));
+        let mut slot = free();
+        assert_eq!(ask(&mut slot, &mut other, "b", strict(3, 4), &mut issue), Outcome::Refused(Refusal::Limit { limit: 3, largest: 3 }));
     }
 
     #[test]

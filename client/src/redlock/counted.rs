@@ -66,7 +66,7 @@ fn token_of(result: &Result<Lock, Error>) -> Option<i64> {
 
 fn kind_of(resources: &Resources, share: Share) -> AcquireKind {
     match share {
-        Share::Permits(..) | Share::Slots(_) => AcquireKind::Permits,
+        Share::Permits(..) | Share::Slots { .. } => AcquireKind::Permits,
         Share::Shared => AcquireKind::Shared,
         Share::Exclusive if resources.is_set() => AcquireKind::Set,
         Share::Exclusive => AcquireKind::Exclusive,

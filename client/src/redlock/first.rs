@@ -25,9 +25,9 @@ impl Redlock {
     /// kept: their line was not looked at, and is empty but for a moment
     /// (its head waits on them in the servers' queues).
     pub(super) async fn first_permit(&self, semaphore: &Semaphore, slots: &Resources, ttl: Duration, first: u32) -> FirstTry {
-        let Semaphore { name, limit, count, owner, fence } = semaphore;
+        let Semaphore { name, limit, terms, count, owner, fence } = semaphore;
         let named = Ask::exclusive().owner(owner.as_deref()).fence(*fence);
-        self.first_round(slots, Kind::Exclusive, self.attempt_permit_from(name, *limit, *count, ttl, first, named)).await
+        self.first_round(slots, Kind::Exclusive, self.attempt_permit_from(name, *limit, *terms, *count, ttl, first, named)).await
     }
 
     /// The first round: `attempt` and, at once, a look at `resource`'s line

@@ -2,7 +2,7 @@
 //! designated instance, kept while its owner waits at the head, given up at
 //! the grant; the waiting acquisition built on it (`acquire_until`).
 
-use super::permits::{named_after, permit_set, PermitHold};
+use super::permits::{named_after, permit_set, PermitHold, Terms, MAX_TERMS_LEARNED};
 use super::*;
 
 /// What asking for a place in line came to.
@@ -47,11 +47,15 @@ const JOIN_RETRIES: usize = 3;
 const LOOK_AROUND: Duration = Duration::from_millis(250);
 
 /// The semaphore a waiting acquisition of permits asks (see
-/// `acquire_until`): its name, limit and permits per hold, and the owner
-/// the caller named (`Redlock::permits_as`; `None`: a new one per round).
+/// `acquire_until`): its name, the terms it asks under (the caller's
+/// limit, or the limit and largest a resized record named) and permits
+/// per hold, and the owner the caller named (`Redlock::permits_as`;
+/// `None`: a new one per round).
 pub(super) struct Semaphore {
     pub(super) name: String,
+    /// The caller's limit.
     pub(super) limit: u32,
+    pub(super) terms: Terms,
     pub(super) count: u32,
     pub(super) owner: Option<String>,
     /// The least token asked (`FENCE`).
@@ -208,7 +212,10 @@ impl Redlock {
         self.counted(resource, ask.share, deadline, self.acquire_waiting(resource, ttl, deadline, ask, observe)).await
     }
 
-    /// `acquire_until`, uncounted.
+    /// `acquire_until`, uncounted. A waiter for permits whose round a
+    /// resized record refused, naming other terms, gives its place up and
+    /// starts again under them (at most `MAX_TERMS_LEARNED` times; then the
+    /// terms it last learned are kept).
     async fn acquire_waiting<F>(
         &self,
         resource: &Resources,
@@ -217,6 +224,37 @@ impl Redlock {
         ask: Ask<'_>,
         mut observe: F,
     ) -> Result<Lock, Error>
+    where
+        F: FnMut(&Retry<'_>) + Send,
+    {
+        let mut terms = None;
+        let mut learned = 0;
+        loop {
+            let learning = learned < MAX_TERMS_LEARNED;
+            match self.acquire_waiting_under(resource, ttl, deadline, ask, terms, learning, &mut observe).await? {
+                Ok(lock) => return Ok(lock),
+                Err(next) => {
+                    learned += 1;
+                    terms = Some(next);
+                }
+            }
+        }
+    }
+
+    /// `acquire_waiting` under `terms` (a semaphore's; `None`: the
+    /// caller's limit): `Ok(Err(terms))` when a round was refused under
+    /// other terms and `learning`.
+    #[allow(clippy::too_many_arguments)] // acquire_until's, and what a restart learned
+    async fn acquire_waiting_under<F>(
+        &self,
+        resource: &Resources,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        ask: Ask<'_>,
+        terms: Option<Terms>,
+        learning: bool,
+        mut observe: F,
+    ) -> Result<Result<Lock, Terms>, Error>
     where
         F: FnMut(&Retry<'_>) + Send,
     {
@@ -275,16 +313,17 @@ impl Redlock {
         };
         let (resource, kind, ask) = match (lined, deadline, kind) {
             (true, Some(_), Kind::Permit { limit, count }) => {
-                let first = rand::rng().random_range(0..limit.max(1));
-                slots = permit_set(&named, limit, count, first).map_err(Error::Config)?;
-                hold = PermitHold::of(&slots, &named, limit, self.inner.settings.mode).map_err(Error::Config)?;
-                let asked = Semaphore { name: named.clone(), limit, count, owner: ask.owner.map(str::to_string), fence: least };
+                let terms = terms.filter(|t| count <= t.limit).unwrap_or_else(|| self.inner.learned_terms.start(&named, limit));
+                let first = rand::rng().random_range(0..terms.limit.max(1));
+                slots = permit_set(&named, terms.limit, count, first).map_err(Error::Config)?;
+                hold = PermitHold::of(&slots, &named, terms, self.inner.settings.mode).map_err(Error::Config)?;
+                let asked = Semaphore { name: named.clone(), limit, terms, count, owner: ask.owner.map(str::to_string), fence: least };
                 let tried = match skip_first {
                     true => FirstTry::Behind,
                     false => self.first_permit(&asked, &slots, ttl, first).await,
                 };
                 if let Some(lock) = after_first(tried) {
-                    return Ok(lock);
+                    return Ok(Ok(lock));
                 }
                 semaphore = Some(asked);
                 held = Some(&hold.keys);
@@ -296,7 +335,7 @@ impl Redlock {
                     false => self.first_try(resource, kind, ttl, ask).await,
                 };
                 if let Some(lock) = after_first(tried) {
-                    return Ok(lock);
+                    return Ok(Ok(lock));
                 }
                 (resource, kind, ask)
             }
@@ -346,7 +385,11 @@ impl Redlock {
                         let head = self.attempt_at_head(held.unwrap_or(resource), ttl, window, ask.fence(floor));
                         (self.looking_around(head, semaphore.as_ref(), ttl).await, Some(window))
                     }
-                    (_, _, Kind::Permit { limit, count }) => (self.attempt_permit(&named, limit, count, ttl, ask).await, None),
+                    (_, _, Kind::Permit { limit, count }) => {
+                        let terms = terms.filter(|t| count <= t.limit).unwrap_or_else(|| self.inner.learned_terms.start(&named, limit));
+                        let first = rand::rng().random_range(0..terms.limit.max(1));
+                        (self.attempt_permit_from(&named, limit, terms, count, ttl, first, ask).await, None)
+                    }
                     _ => (self.attempt(held.unwrap_or(resource), ttl, ask).await, None),
                 }
             };
@@ -365,14 +408,26 @@ impl Redlock {
                 // A permit hold's lock is named after its slots.
                 Ok(lock) if held.is_some_and(|keys| lock.resources == *keys) => {
                     place.drop_tickets();
-                    return Ok(named_after(lock, resource));
+                    if let Some(asked) = semaphore.as_ref() {
+                        self.inner.learned_terms.used(&asked.name, asked.limit, asked.terms, ttl);
+                    }
+                    return Ok(Ok(named_after(lock, resource)));
                 }
                 Ok(lock) => {
                     place.drop_tickets();
-                    return Ok(lock);
+                    return Ok(Ok(lock));
                 }
                 Err(outcomes) => outcomes,
             };
+            // Refused by resized records naming other terms: asked again
+            // under them, from a new place (its slots change).
+            if let (true, Some(asked)) = (learning, semaphore.as_ref()) {
+                if let Some(next) = asked.terms.learned(&outcomes) {
+                    self.inner.learned_terms.used(&asked.name, asked.limit, next, ttl);
+                    place.leave().await;
+                    return Ok(Err(next));
+                }
+            }
             let too_far_ahead = outcomes.iter().any(|o| matches!(&o.outcome, Outcome::Failed(m) if m.contains("max-token-lead")));
             // Asked without the line's floor, the caller's own `FENCE` is
             // what a server refused as too far ahead: no round will do.
@@ -597,12 +652,13 @@ impl Redlock {
         semaphore: Option<&Semaphore>,
         ttl: Duration,
     ) -> Result<Lock, Vec<InstanceOutcome>> {
-        let Some(Semaphore { name, limit, count, owner, fence }) = semaphore else { return head.await };
+        let Some(Semaphore { name, limit, terms, count, owner, fence }) = semaphore else { return head.await };
         let around = async {
             loop {
                 tokio::time::sleep(LOOK_AROUND).await;
                 let named = Ask::exclusive().owner(owner.as_deref()).fence(*fence);
-                if let Ok(lock) = self.attempt_permit(name, *limit, *count, ttl, named).await {
+                let first = rand::rng().random_range(0..terms.limit.max(1));
+                if let Ok(lock) = self.attempt_permit_from(name, *limit, *terms, *count, ttl, first, named).await {
                     return lock;
                 }
             }

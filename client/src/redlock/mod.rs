@@ -144,6 +144,8 @@ pub(crate) struct Inner {
     /// Resources this handle's waits lately found held: its next waits for
     /// one join the line without a first round.
     contended: contended::Contended,
+    /// The terms its acquisitions of each semaphore learned lately.
+    pub(crate) learned_terms: permits::LearnedTerms,
     /// Its entries' recoveries from failed connections (see `Recoveries`).
     recoveries: Arc<Recoveries>,
     /// What its acquisitions, holds and servers did (`Redlock::metrics`).
@@ -235,7 +237,7 @@ impl Kind {
         match share {
             // A set of slots and a limit record is a permit hold's round,
             // never what an acquisition asks for.
-            Share::Exclusive | Share::Slots(_) => Kind::Exclusive,
+            Share::Exclusive | Share::Slots { .. } => Kind::Exclusive,
             Share::Shared => Kind::Shared,
             Share::Permits(limit, count) => Kind::Permit { limit, count },
         }
@@ -317,6 +319,7 @@ impl Redlock {
                 identities,
                 first_contact: tokio::sync::OnceCell::new(),
                 contended: contended::Contended::default(),
+                learned_terms: permits::LearnedTerms::default(),
                 recoveries,
                 metrics,
                 given_up: given_up::GivenUp::default(),
@@ -377,6 +380,12 @@ impl Redlock {
     /// (`TlsSettings::insecure`): errors that could come of it say so.
     fn insecure(&self) -> bool {
         self.inner.instances.iter().any(Instance::insecure)
+    }
+
+    /// The error of a server found listed twice among `outcomes`' servers,
+    /// whose answers then count wrong.
+    pub(crate) fn server_repeated(&self, outcomes: &[InstanceOutcome]) -> Option<Error> {
+        repeated_server(outcomes, self.insecure())
     }
 
     pub fn servers(&self) -> Vec<String> {

@@ -5,10 +5,15 @@
 //! is a lock of its own and what the limit record is: see the semaphore's
 //! module doc.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
 use super::Lock;
+use crate::outcome::InstanceOutcome;
 use crate::resources::Resources;
 use crate::settings::Mode;
-use crate::transport::{Ask, Share};
+use crate::transport::{semaphore_terms, Ask, Share};
 
 /// The most permits one semaphore may have: each is a key on every
 /// instance and, when all are taken, a quorum round per attempt.
@@ -33,8 +38,109 @@ pub(crate) fn permit_set(resource: &str, limit: u32, count: u32, first: u32) -> 
     Resources::of(&slots)
 }
 
+/// How many times one acquisition asks again under terms a refusal named:
+/// a resize or two while it asks; more means the records disagree (a
+/// resize that reached some servers only), and it goes on under the terms
+/// it learned last (an attempt ends not granted).
+pub(crate) const MAX_TERMS_LEARNED: u32 = 3;
+
+/// The limit a request for permits asks under: the limit in force and the
+/// largest limit in force since the semaphore's record was created (equal
+/// until a resize shrank it). Every module-mode request names both, and a
+/// record whose own differ refuses it, naming them (see the semaphore's
+/// module doc, "Resizing").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Terms {
+    pub limit: u32,
+    pub largest: u32,
+}
+
+impl Terms {
+    /// A semaphore never resized (what a caller's limit means).
+    pub(crate) fn of(limit: u32) -> Terms {
+        Terms { limit, largest: limit }
+    }
+
+    /// The terms most of the servers that refused a round under `self`
+    /// named (`LIMIT K M`), when they are not `self`: the ones to ask
+    /// under next.
+    pub(crate) fn learned(self, outcomes: &[InstanceOutcome]) -> Option<Terms> {
+        let mut named: Vec<(Terms, usize)> = Vec::new();
+        for (limit, largest) in outcomes.iter().filter_map(|o| semaphore_terms(&o.outcome)) {
+            let terms = Terms { limit, largest };
+            match named.iter_mut().find(|(t, _)| *t == terms) {
+                Some((_, n)) => *n += 1,
+                None => named.push((terms, 1)),
+            }
+        }
+        // The most named; between as many, the larger largest (more slots
+        // asked shared: the safe side).
+        let (terms, _) = named.into_iter().max_by_key(|&(t, n)| (n, t.largest, t.limit))?;
+        (terms != self).then_some(terms)
+    }
+}
+
+/// How many semaphores a handle remembers learned terms of; beyond, those
+/// whose time has passed are forgotten (all of them, if none has).
+const LEARNED_MAX: usize = 1024;
+
+/// The terms a handle's acquisitions of each semaphore learned from
+/// refusals, kept while they are used: the next acquisition asks under
+/// them at once instead of under its caller's limit and learning again
+/// (a round, and a place in line given up, each time). An entry is for
+/// the limit its caller asked under, lasts twice the ttl of the last hold
+/// granted or refused under it, and goes when a hold is granted under the
+/// caller's own limit: so a resize is kept by the clients that use the
+/// semaphore while they use it (their requests make its records anew
+/// under the learned terms), and forgotten once they stopped for a while.
+#[derive(Default)]
+pub(crate) struct LearnedTerms(Mutex<HashMap<String, Learned>>);
+
+struct Learned {
+    /// The limit the acquisitions that learned it asked under.
+    asked: u32,
+    terms: Terms,
+    until: Instant,
+}
+
+impl LearnedTerms {
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, Learned>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The terms to ask `resource`'s permits under for a caller asking
+    /// under `limit`.
+    pub(crate) fn start(&self, resource: &str, limit: u32) -> Terms {
+        match self.entries().get(resource) {
+            Some(l) if l.asked == limit && l.until > Instant::now() => l.terms,
+            _ => Terms::of(limit),
+        }
+    }
+
+    /// A round under `terms` came to an end (`granted` or refused naming
+    /// them) for a caller asking under `limit`, its holds leased `ttl`.
+    pub(crate) fn used(&self, resource: &str, limit: u32, terms: Terms, ttl: Duration) {
+        let mut entries = self.entries();
+        if terms == Terms::of(limit) {
+            entries.remove(resource);
+            return;
+        }
+        let now = Instant::now();
+        let Some(until) = now.checked_add(ttl.saturating_mul(2)) else { return };
+        if entries.len() >= LEARNED_MAX && !entries.contains_key(resource) {
+            entries.retain(|_, l| l.until > now);
+            if entries.len() >= LEARNED_MAX {
+                entries.clear();
+            }
+        }
+        entries.insert(resource.to_string(), Learned { asked: limit, terms, until });
+    }
+}
+
 /// What one hold of permits takes: its slots (`slots`, see `permit_set`)
-/// and, in module mode, the semaphore's limit record, the last key (see
+/// and, in module mode, the slots from the limit to the largest (shared:
+/// while a holder granted under a larger limit sits on one of them,
+/// nothing is granted) and the semaphore's limit record, the last key (see
 /// the semaphore's module doc); and how it asks for them.
 pub(crate) struct PermitHold {
     pub keys: Resources,
@@ -42,13 +148,15 @@ pub(crate) struct PermitHold {
 }
 
 impl PermitHold {
-    pub(crate) fn of(slots: &Resources, resource: &str, limit: u32, mode: Mode) -> Result<PermitHold, String> {
+    pub(crate) fn of(slots: &Resources, resource: &str, terms: Terms, mode: Mode) -> Result<PermitHold, String> {
         if mode == Mode::Script {
             return Ok(PermitHold { keys: slots.clone(), ask: Ask::exclusive() });
         }
+        let Terms { limit, largest } = terms;
         let mut keys = slots.names().to_vec();
+        keys.extend((limit..largest).map(|slot| permit_key(resource, slot)));
         keys.push(limit_key(resource));
-        Ok(PermitHold { keys: Resources::of(&keys)?, ask: Ask::new(Share::Slots(limit)) })
+        Ok(PermitHold { keys: Resources::of(&keys)?, ask: Ask::new(Share::Slots { limit, largest }) })
     }
 }
 

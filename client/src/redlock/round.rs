@@ -327,7 +327,7 @@ impl Redlock {
             instances: outcomes,
             fenced,
             shared: share == Share::Shared,
-            permit: matches!(share, Share::Slots(_) | Share::Permits(..)),
+            permit: matches!(share, Share::Slots { .. } | Share::Permits(..)),
             session_window,
             holds: Arc::new(AtomicUsize::new(1)),
             ended,

@@ -94,15 +94,36 @@ impl Keys<'_> {
 
 /// How a request holds a key: alone, shared, or as a holder of `k` of a
 /// semaphore's `n` permits (`LOCK.ACQUIRE ... [SHARED [LIMIT n [PERMITS
-/// k]]]`); or, for a set, its keys alone but the last, of which it takes
-/// one permit of `n` (`LOCK.MACQUIRE ... SEMAPHORE n`: a quorum
-/// semaphore's permit slots and its limit record).
+/// k]]]`); or, for a set, a quorum semaphore's permit slots and its limit
+/// record (`Slots`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Share {
     Exclusive,
     Shared,
     Permits(u32, u32),
-    Slots(u32),
+    /// A set's keys alone but the last `largest - limit` of its locks,
+    /// held shared, and its last key one permit of a semaphore whose limit
+    /// in force is `limit` and whose largest limit since it was created is
+    /// `largest` (`LOCK.MACQUIRE ... [SHARED largest-limit] SEMAPHORE limit
+    /// LARGEST largest`): a quorum semaphore's slots below the limit, its
+    /// slots from the limit to the largest, and its limit record. A record
+    /// whose limit or largest differ refuses the set, naming its own
+    /// (`semaphore_terms`).
+    Slots {
+        limit: u32,
+        largest: u32,
+    },
+}
+
+/// The limit in force and the largest limit a semaphore's limit record
+/// named when it refused a `Share::Slots` request asking others (`LIMIT K
+/// M semaphore resized: ...`); `None` for any other answer.
+pub fn semaphore_terms(outcome: &Outcome) -> Option<(u32, u32)> {
+    let Outcome::Failed(text) = outcome else { return None };
+    let mut words = text.strip_prefix("LIMIT ")?.split_ascii_whitespace();
+    let limit: u32 = words.next()?.parse().ok()?;
+    let largest: u32 = words.next()?.parse().ok()?;
+    (limit >= 1 && largest >= limit).then_some((limit, largest))
 }
 
 impl Share {
@@ -128,8 +149,11 @@ impl Share {
                     cmd.arg("PERMITS").arg(k);
                 }
             }
-            Share::Slots(n) => {
-                cmd.arg("SEMAPHORE").arg(n);
+            Share::Slots { limit, largest } => {
+                if largest > limit {
+                    cmd.arg("SHARED").arg(largest - limit);
+                }
+                cmd.arg("SEMAPHORE").arg(limit).arg("LARGEST").arg(largest.max(limit));
             }
         }
     }
@@ -231,7 +255,7 @@ impl Instance {
             Mode::Module if matches!((keys, share), (Keys::Set(_), Share::Permits(..))) => {
                 Outcome::Failed("a set of several resources takes no semaphore limit".into())
             }
-            Mode::Module if matches!((keys, share), (Keys::One(_), Share::Slots(..))) => {
+            Mode::Module if matches!((keys, share), (Keys::One(_), Share::Slots { .. })) => {
                 Outcome::Failed("a semaphore's slots come with its limit record: two keys at least".into())
             }
             Mode::Module => {
@@ -394,6 +418,21 @@ impl Instance {
             cmd.arg("OWNER").arg(owner);
         }
         match self.lock_query::<(i64, i64)>(&cmd, false).await {
+            Ok(Sent { reply, .. }) => Ok(reply),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `LOCK.RESIZE key limit`: the held semaphore `key` given the limit
+    /// `limit`. `Ok(Some(granted))`: resized, with the waiters it granted;
+    /// `Ok(None)`: nobody holds it here.
+    pub async fn resize(&self, key: &str, limit: u32) -> Result<Option<i64>, Outcome> {
+        if self.mode == Mode::Script {
+            return Err(Outcome::Failed("resizing a semaphore needs the redislock module".into()));
+        }
+        let mut cmd = redis::cmd("LOCK.RESIZE");
+        cmd.arg(key).arg(limit);
+        match self.lock_query::<Option<i64>>(&cmd, false).await {
             Ok(Sent { reply, .. }) => Ok(reply),
             Err(e) => Err(e),
         }

@@ -36,7 +36,7 @@ mod waits;
 
 pub use backoff::Recoveries;
 pub use changes::{announcement, changes_channel, Announcement, Barrier, ChangeKind, Changes, Reading};
-pub use commands::{Ask, Keys, Share};
+pub use commands::{semaphore_terms, Ask, Keys, Share};
 use failures::{classify, connect_timeout, failing_over, for_status, reply_text};
 use replicas::{wait_timeout, Replicas, Sent, Write};
 use replies::{

@@ -20,6 +20,7 @@ mod members;
 mod quorum;
 mod reconnects;
 mod redis_cluster;
+mod resize;
 mod revoke;
 mod semaphore;
 mod sets;
