@@ -13,6 +13,7 @@ pub mod members;
 pub mod metrics;
 pub mod output;
 pub mod progress;
+pub mod resize;
 pub mod revoke;
 pub mod run;
 pub mod serve;
@@ -87,6 +88,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Extend(args) => commands::extend(&redlock, args, json).await,
         Command::Revoke(args) => revoke::revoke(&redlock, args, json).await,
         Command::Ask(args) => ask::ask(&redlock, args, json).await,
+        Command::Resize(args) => resize::resize(&redlock, args, json).await,
         Command::Status(args) => status::status(&redlock, args, json).await,
         Command::Top(args) => top::top(&redlock, args, json).await,
         Command::Run(args) => run::run(&redlock, args).await,

@@ -3,7 +3,8 @@
 //! uncontended grant takes no place in line and a newcomer never overtakes
 //! those already waiting.
 
-use super::line::{line_instance, FirstTry, Semaphore};
+use super::line::{line_instance, FirstTry};
+use super::permit_wait::Semaphore;
 use super::*;
 
 impl Redlock {

@@ -11,6 +11,7 @@ mod entries;
 mod first;
 mod given_up;
 mod line;
+mod permit_wait;
 pub(crate) mod permits;
 mod release;
 mod revoke;

@@ -31,12 +31,13 @@ mod commands;
 mod failures;
 mod replicas;
 mod replies;
+mod share;
 mod urls;
 mod waits;
 
 pub use backoff::Recoveries;
 pub use changes::{announcement, changes_channel, Announcement, Barrier, ChangeKind, Changes, Reading};
-pub use commands::{semaphore_terms, Ask, Keys, Share};
+pub use commands::{Ask, Keys};
 use failures::{classify, connect_timeout, failing_over, for_status, reply_text};
 use replicas::{wait_timeout, Replicas, Sent, Write};
 use replies::{
@@ -44,6 +45,7 @@ use replies::{
     waiter_states,
 };
 pub use replies::{ContendedLock, HolderState, Holding, InstanceStatus, InstanceSummary, InstanceTop, WaiterState};
+pub use share::{semaphore_terms, Share};
 pub use urls::{check_url, is_cluster_url, is_tls_url, takes_more_hosts, with_scheme, CLUSTER_SCHEME, SENTINEL_SCHEME, TLS_CLUSTER_SCHEME};
 use urls::{cluster_seeds, sentinel_client, sentinel_spec, without_wait_replicas};
 

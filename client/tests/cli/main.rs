@@ -15,6 +15,7 @@ mod input;
 mod members;
 mod metrics;
 mod prometheus;
+mod resize;
 mod revoke;
 mod run_ask;
 mod serve;

@@ -1,5 +1,6 @@
 //! The operator's requests to a lock's holders: `revoke` takes a hold
-//! away, `ask` asks its holder to let go.
+//! away, `ask` asks its holder to let go, `resize` changes a held
+//! semaphore's limit.
 
 use clap::{Args, ValueEnum};
 
@@ -35,6 +36,16 @@ pub struct AskArgs {
     /// redislock.max-owner-len bytes).
     #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResizeArgs {
+    /// The semaphore's name (the one `acquire --limit` takes permits of).
+    #[arg(value_parser = non_empty("resource"), value_name = "RESOURCE")]
+    pub resource: String,
+    /// The new limit, 1 to 1024.
+    #[arg(value_name = "LIMIT", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub limit: u32,
 }
 
 /// What `redlock run` does with an ask for its hold (`--on-ask`).

@@ -12,7 +12,7 @@ pub mod config;
 mod control;
 mod help;
 mod serve;
-pub use control::{AskArgs, OnAsk, RevokeArgs};
+pub use control::{AskArgs, OnAsk, ResizeArgs, RevokeArgs};
 mod watching;
 use help::{ELECT_HELP, EXIT_STATUS_HELP, LEADER_HELP, MEMBERS_HELP, RUN_HELP, SERVE_HELP, WATCH_HELP};
 pub use serve::{AuthClientsArg, ServeArgs};
@@ -161,6 +161,10 @@ pub enum Command {
     /// with --message saying why; prints how many holders were asked. The
     /// holder decides: nothing is released here.
     Ask(AskArgs),
+    /// Give a held semaphore a new limit (LOCK.RESIZE on every server):
+    /// holders keep their permits; a smaller limit lets nobody in while a
+    /// holder sits on a permit at or above it.
+    Resize(ResizeArgs),
     /// Show each server's view of a resource, or without one each server's
     /// summary (reachable, quarantine, locks held, waiters, highest token).
     Status(StatusArgs),
