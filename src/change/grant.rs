@@ -265,14 +265,18 @@ pub(super) fn refused(refusal: Refusal) -> Attempt {
                 .unwrap_or_default(),
         ),
         // Its own error code, so that a client can parse the two numbers.
-        Refusal::Limit { limit, largest } => Attempt::Refused(
-            CString::new(format!("LIMIT {limit} {largest} semaphore resized: ask with SEMAPHORE {limit} LARGEST {largest}"))
-                .unwrap_or_default(),
-        ),
+        Refusal::Limit { limit, largest } => Attempt::Refused(limit_refused(limit, largest)),
         Refusal::OtherPermits(k) => Attempt::Refused(
             CString::new(format!("ERR the owner holds {k} permits; release and ask again for another number")).unwrap_or_default(),
         ),
     }
+}
+
+/// The refusal of a strict semaphore request (`SEMAPHORE n LARGEST m`)
+/// by a semaphore whose terms are `limit` and `largest`: its own error
+/// code, so that a client can parse the two numbers.
+pub fn limit_refused(limit: u32, largest: u32) -> CString {
+    CString::new(format!("LIMIT {limit} {largest} semaphore resized: ask with SEMAPHORE {limit} LARGEST {largest}")).unwrap_or_default()
 }
 
 const TOKENS_EXHAUSTED: &CStr = c"ERR fencing token space exhausted";

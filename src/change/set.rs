@@ -35,8 +35,9 @@ impl From<Attempt> for SetAttempt {
 /// name) or none, each asked what `set` asks of it (the last one a
 /// semaphore's permit with `SEMAPHORE`). `waiting_ahead`: whether others
 /// wait before this request in a member's line (a set first in all its
-/// lines answers false); the semaphore member is in no set's line and
-/// holds none back (see `multi`). `client`: the connection a SESSION hold
+/// lines answers false); the semaphore member and a strict request's
+/// guards are in no set's line and hold none back (`SetRequest::lined`,
+/// see `multi`). `client`: the connection a SESSION hold
 /// is bound to. `handoff`: the set waited, and serving its line grants it
 /// (how its members' grants are announced).
 #[allow(clippy::too_many_arguments)]
@@ -65,7 +66,6 @@ pub fn grant_set(
     // Which members the owner holds already (a failure gives back only
     // the others).
     let held_before: Vec<bool> = views.iter().map(|view| view.holder(owner.bytes()).is_some_and(|h| h.end > now.mono)).collect();
-    let lined = |i: usize| set.semaphore.is_none() || i.saturating_add(1) < n;
     let mut asked: Vec<Member<'_, group::Owner>> = views
         .iter_mut()
         .zip(members)
@@ -73,7 +73,7 @@ pub fn grant_set(
         .map(|(i, (holding, (_, key_name)))| Member {
             holding,
             req: set.member(i, n),
-            waiting_ahead: lined(i) && waiting_ahead(key_name),
+            waiting_ahead: set.lined(i, n) && waiting_ahead(key_name),
             strict: set.strict(i, n),
         })
         .collect();

@@ -60,6 +60,30 @@ impl SetRequest {
         }
     }
 
+    /// How many of `locks` lock members (the semaphore member not
+    /// counted) are the semaphore's guards: in a strict request
+    /// (`SEMAPHORE n LARGEST m`), its `SHARED` members, while at least one
+    /// member is left exclusive. They are a quorum semaphore's permits from
+    /// the limit in force up to the largest, held shared only to keep out
+    /// anyone granted above the limit. A waiting set stands in no guard's
+    /// line, as in no semaphore member's: standing there, a set waiting
+    /// for one permit still held would hold back every other permit's
+    /// request, all of them asking the guards too.
+    pub fn guards(&self, locks: usize) -> usize {
+        match (self.semaphore, self.largest) {
+            (Some(_), Some(_)) if (self.shared as usize) < locks => self.shared as usize,
+            _ => 0,
+        }
+    }
+
+    /// Whether member `i` of `n` stands in its key's line when the set
+    /// waits, and counts those waiting there ahead of it: neither the
+    /// semaphore member nor a guard (`guards`) does.
+    pub fn lined(&self, i: usize, n: usize) -> bool {
+        let locks = if self.semaphore.is_some() { n.saturating_sub(1) } else { n };
+        i.saturating_add(self.guards(locks)) < locks
+    }
+
     /// The strict demand on member `i` of `n`: the semaphore member's
     /// (limit, largest) with `LARGEST`.
     pub fn strict(&self, i: usize, n: usize) -> Option<(u32, u32)> {
@@ -477,6 +501,27 @@ mod tests {
         assert_eq!(ask(&mut slot, &mut other, "b", strict(4, 4), &mut issue), Outcome::Refused(Refusal::WrongKind(other.kind)));
         let mut slot = free();
         assert_eq!(ask(&mut slot, &mut other, "b", strict(3, 4), &mut issue), Outcome::Refused(Refusal::Limit { limit: 3, largest: 3 }));
+    }
+
+    #[test]
+    fn only_a_strict_semaphore_requests_shared_members_are_guards_in_no_line() {
+        let set = |semaphore, largest, shared| SetRequest { request: request(Mode::Exclusive), semaphore, largest, shared };
+        // slot 1, guards 2 and 3, the record: only slot 1 is lined.
+        let strict = set(Some(2), Some(4), 2);
+        assert_eq!(strict.guards(3), 2);
+        assert_eq!((0..4).map(|i| strict.lined(i, 4)).collect::<Vec<_>>(), [true, false, false, false]);
+        // Without LARGEST, or without a semaphore, shared members wait in
+        // their lines as any lock's readers do; the record never does.
+        let plain = set(Some(2), None, 2);
+        assert_eq!(plain.guards(3), 0);
+        assert_eq!((0..4).map(|i| plain.lined(i, 4)).collect::<Vec<_>>(), [true, true, true, false]);
+        let readers = set(None, None, 2);
+        assert_eq!((0..3).map(|i| readers.lined(i, 3)).collect::<Vec<_>>(), [true, true, true]);
+        // A set with no member left exclusive has no guards: it waits in
+        // every lock's line rather than in none.
+        let all_shared = set(Some(2), Some(4), 2);
+        assert_eq!(all_shared.guards(2), 0);
+        assert_eq!((0..3).map(|i| all_shared.lined(i, 3)).collect::<Vec<_>>(), [true, true, false]);
     }
 
     #[test]

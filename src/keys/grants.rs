@@ -123,6 +123,16 @@ pub fn may_grant(key: &Key, owner: &[u8], req: &Request) -> bool {
     }
 }
 
+/// The limit in force and the largest limit of the semaphore held at
+/// `key`; `None` when it holds none.
+pub fn semaphore_terms(key: &Key) -> Option<(u32, u32)> {
+    let Slot::Shared(group) = slot(key, crate::server::clock::now(), Look::Held) else { return None };
+    match group.holding.kind {
+        grant::Kind::Semaphore { limit, largest, .. } => Some((limit, largest)),
+        _ => None,
+    }
+}
+
 /// What is left of the lease of the lock at `key` (ended when none).
 pub fn lease_left(key: &Key, now: Now) -> lease::Left {
     match slot(key, now, Look::Exact) {

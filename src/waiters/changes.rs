@@ -122,13 +122,16 @@ pub fn revoke(ctx: Ctx, key: &Key, key_name: &Arg, owner: Option<&[u8]>, token: 
 /// Resizes the semaphore at `key` (open for writing, named `key_name`) to
 /// `limit`; a larger limit grants the line's heads at once, in line
 /// order, as far as they fit (as after a release, and counted as its
-/// handoffs). With the resize, the number of waiters granted.
+/// handoffs); sets waiting for a permit under the terms it changed are
+/// refused first, naming the new ones (`refuse_stale_sets`). With the
+/// resize, the number of waiters granted.
 pub fn resize(ctx: Ctx, key: &Key, key_name: &Arg, limit: u32) -> (Resized, usize) {
     change::restore_rescued(ctx, key, key_name);
     let resized = change::resize(ctx, key, key_name, limit, crate::server::clock::now());
     if resized != Resized::Done || change::replays(ctx) {
         return (resized, 0);
     }
+    refuse_stale_sets(ctx, key, key_name);
     let before = crate::server::stats::WAIT_GRANTED.get();
     serve_freed(ctx, key, key_name, queued_in(ctx, key_name.bytes()));
     let granted = crate::server::stats::WAIT_GRANTED.get().saturating_sub(before);

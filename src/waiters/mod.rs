@@ -46,7 +46,7 @@ pub use events::{
     anyone_waits, clock_stepped, command_names, dataset_changed, deleting_before_handoff, demoted, exec_starting, key_unlinked,
 };
 pub use multi::{acquire_set, extend_set, release_set, ExtendedSet};
-use serving::{cancel, unblock, LEASE_END_MARGIN_MS};
+use serving::{cancel, refuse_stale_sets, unblock, LEASE_END_MARGIN_MS};
 pub use serving::{enqueue, enqueue_set, lease_changed, lease_changed_to, serve};
 pub use timers::defer;
 use timers::{arm, arm_lease, left_lines, on_wait_timeout};
@@ -128,6 +128,9 @@ struct SetWaiter {
     /// Its members that it waits in line for, each once, in the order
     /// given.
     keys: Vec<HeldString>,
+    /// A strict request's guards (`SetRequest::guards`): lock members
+    /// after `keys`, in no line.
+    guards: Vec<HeldString>,
     /// `SEMAPHORE n`: its last member, one permit of a semaphore of n,
     /// in no line (see `multi`).
     semaphore: Option<(HeldString, u32)>,

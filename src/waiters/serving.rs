@@ -54,28 +54,31 @@ pub fn enqueue(ctx: Ctx, held: &Key, key: &Arg, owner: &Arg, ask: Ask<'_, Arg>, 
 /// once, so it waits behind exactly those who came before it on each
 /// member. It is handed the set once it heads them all (`serve`); its
 /// timeout and disconnect take it out of every line, as `enqueue`'s. A
-/// semaphore member (`set.semaphore`, the last name) has no line: while
-/// it holds the set back, the set's first line is looked at again when its
-/// lease ends.
+/// semaphore member (`set.semaphore`, the last name) and a strict
+/// request's guards (`SetRequest::guards`) have no line: while one holds
+/// the set back, the set's first line is looked at again when its lease
+/// ends.
 pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: SetRequest, timeout_ms: i64) -> c_int {
     let db = ctx.selected_db();
-    let (lined, semaphore) = match (set.semaphore, names.split_last()) {
+    let (locks, semaphore) = match (set.semaphore, names.split_last()) {
         (Some(limit), Some((record, locks))) => (locks, Some((record, limit))),
         _ => (names, None),
     };
+    let (lined, guards) = locks.split_at(locks.len().saturating_sub(set.guards(locks.len())));
     let keep = || {
         let keys: Vec<HeldString> = lined.iter().map(Arg::hold).collect();
+        let guards: Vec<HeldString> = guards.iter().map(Arg::hold).collect();
         let semaphore = semaphore.map(|(record, limit)| (record.hold(), limit));
-        let valid = keys.iter().all(HeldString::is_valid) && semaphore.as_ref().is_none_or(|(record, _)| record.is_valid());
-        valid.then_some((keys, semaphore))
+        let valid = keys.iter().chain(&guards).all(HeldString::is_valid) && semaphore.as_ref().is_none_or(|(record, _)| record.is_valid());
+        valid.then_some((keys, guards, semaphore))
     };
-    let joined = block_in_line(ctx, owner, Ask::new(&set.request), timeout_ms, keep, |r, waiter, (keys, semaphore)| {
+    let joined = block_in_line(ctx, owner, Ask::new(&set.request), timeout_ms, keep, |r, waiter, (keys, guards, semaphore)| {
         let id = waiter.client as usize;
         for name in lined {
             let queue = r.queues.entry(db).or_default().entry(name.bytes().into()).or_insert_with(|| Queue::new(name.hold()));
             queue.waiters.join(Place::Set(id));
         }
-        r.sets.insert(id, SetWaiter { waiter, db, keys, semaphore, largest: set.largest, shared: set.shared });
+        r.sets.insert(id, SetWaiter { waiter, db, keys, guards, semaphore, largest: set.largest, shared: set.shared });
     });
     if let Err(answered) = joined {
         return answered;
@@ -83,29 +86,35 @@ pub fn enqueue_set(ctx: Ctx, names: &[Arg], owner: &Arg, set: SetRequest, timeou
     for name in lined {
         arm_held(&ctx.open_key(name, KeyMode::Write), db, name.bytes());
     }
-    if let (Some((record, _)), Some(first)) = (semaphore, lined.first()) {
-        arm_for_semaphore(&ctx.open_key(record, KeyMode::Write), owner.bytes(), set.permit(), db, first.bytes());
+    if let Some(first) = lined.first() {
+        let n = names.len();
+        let unlined = guards.iter().enumerate().map(|(i, guard)| (guard, Some(set.member(lined.len().saturating_add(i), n))));
+        for (name, asked) in unlined.chain(semaphore.map(|(record, _)| (record, set.permit()))) {
+            arm_for_unlined(&ctx.open_key(name, KeyMode::Write), owner.bytes(), asked, db, first.bytes());
+        }
     }
     crate::api::OK
 }
 
-/// How soon a set held back by its semaphore member is looked at again
-/// at the latest. Its permits run out only for a moment (a connection's
-/// holds ended one key after the other, its lock's line served before its
-/// permit is given back) or when a member was released alone: the
-/// semaphore has no line whose move would serve the set.
-const SEMAPHORE_RECHECK_MS: i64 = 20;
+/// How soon a set held back by a member in no line (its semaphore member,
+/// or a guard) is looked at again at the latest. A semaphore's permits run
+/// out only for a moment (a connection's holds ended one key after the
+/// other, its lock's line served before its permit is given back) or when
+/// a member was released alone; a guard is held exclusively only by a
+/// holder granted above a semaphore's limit, until it leaves: no line
+/// moves that would serve the set.
+const UNLINED_RECHECK_MS: i64 = 20;
 
-/// When the semaphore member `record` has no permit free for `owner`'s
-/// set (asking `permit` of it), looks at the set's line named `first`
-/// again when one may be: when the first lease there ends, and within
-/// `SEMAPHORE_RECHECK_MS`.
-fn arm_for_semaphore(record: &Key, owner: &[u8], permit: Option<Request>, db: c_int, first: &[u8]) {
-    let Some(permit) = permit else { return };
+/// When the member `unlined`, in no line (a semaphore member, a guard),
+/// keeps `owner`'s set (asking `asked` of it) out, looks at the set's
+/// line named `first` again when it may not: when the first lease there
+/// ends, and within `UNLINED_RECHECK_MS`.
+fn arm_for_unlined(unlined: &Key, owner: &[u8], asked: Option<Request>, db: c_int, first: &[u8]) {
+    let Some(asked) = asked else { return };
     let now = crate::server::clock::now();
-    if !grants::may_grant(record, owner, &permit) && !matches!(grants::lease_left(record, now), Left::Ended) {
-        let soon = now.mono.saturating_add(SEMAPHORE_RECHECK_MS);
-        arm(db, first, next_check(record).map_or(soon, |due| due.min(soon)));
+    if !grants::may_grant(unlined, owner, &asked) && !matches!(grants::lease_left(unlined, now), Left::Ended) {
+        let soon = now.mono.saturating_add(UNLINED_RECHECK_MS);
+        arm(db, first, next_check(unlined).map_or(soon, |due| due.min(soon)));
     }
 }
 
@@ -273,7 +282,7 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
     // The user's rights to every member, now (see `acl`).
     let refused = set.waiter.user.as_ref().and_then(|user| {
         let record = set.semaphore.as_ref().map(|(record, _)| record);
-        set.keys.iter().chain(record).find_map(|k| crate::waiters::acl::refusal(user, Arg::of(k)))
+        set.keys.iter().chain(&set.guards).chain(record).find_map(|k| crate::waiters::acl::refusal(user, Arg::of(k)))
     });
     if let Some(msg) = refused {
         let keys = others(&set, key_name);
@@ -284,9 +293,9 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
     // This member through the handle the caller holds; the others opened
     // here (a second handle to the same key would miss what the first
     // writes).
-    // The semaphore member, last, is never the line served.
+    // The guards and the semaphore member, last, are never the line served.
     let record = set.semaphore.as_ref().map(|(record, _)| record);
-    let named: Vec<&HeldString> = set.keys.iter().chain(record).collect();
+    let named: Vec<&HeldString> = set.keys.iter().chain(&set.guards).chain(record).collect();
     let opened: Vec<Option<Key>> =
         named.iter().map(|k| (k.bytes() != key_name.bytes()).then(|| ctx.open_key(Arg::of(k), KeyMode::Write))).collect();
     let members: Vec<(&Key, &Arg)> = named.iter().zip(&opened).map(|(k, o)| (o.as_ref().unwrap_or(key), Arg::of(k))).collect();
@@ -307,11 +316,15 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
             Outcome::Token(granted.token)
         }
         Attempt::Held => {
-            for (member, name) in &members[..set.keys.len().min(members.len())] {
+            let lined = set.keys.len().min(members.len());
+            for (member, name) in &members[..lined] {
                 arm_held(member, db, name.bytes());
             }
-            if let (Some((record, _)), Some(first)) = (members.get(set.keys.len()), set.keys.first()) {
-                arm_for_semaphore(record, waiter.owner.bytes(), set.set_request().permit(), db, first.bytes());
+            if let Some(first) = set.keys.first() {
+                let (asked, n) = (set.set_request(), members.len());
+                for (i, (member, _)) in members.iter().enumerate().skip(lined) {
+                    arm_for_unlined(member, waiter.owner.bytes(), Some(asked.member(i, n)), db, first.bytes());
+                }
             }
             drop(members);
             return Offer::Waits(Taken::Set(set));
@@ -328,6 +341,39 @@ fn offer_set(ctx: Ctx, key: &Key, db: c_int, key_name: &Arg, set: SetWaiter, cau
     }
     set_left(db, keys);
     Offer::Left
+}
+
+/// The sets waiting strictly (`SEMAPHORE n LARGEST m`) for a permit of
+/// the semaphore `record` (open, named `record_name`) under terms a
+/// resize just changed: each is answered at once with the refusal naming
+/// the new terms (`LIMIT K M`, as a request asked now would be), out of
+/// every line, so that its client asks again under them. Left in line, it
+/// would hold back the requests asked under the new terms behind it until
+/// its locks moved or its WAIT ended, and be refused only then. A resize
+/// is an operator's command: looking at every set waiting is its cost, not
+/// a grant's.
+pub(super) fn refuse_stale_sets(ctx: Ctx, record: &Key, record_name: &Arg) {
+    let Some((limit, largest)) = grants::semaphore_terms(record) else { return };
+    let db = ctx.selected_db();
+    let stale = with_registry(|r| {
+        let asks_here = |set: &SetWaiter| {
+            let on_record = set.semaphore.as_ref().is_some_and(|(name, _)| name.bytes() == record_name.bytes());
+            set.db == db && on_record
+        };
+        r.sets
+            .iter()
+            .filter(|(_, set)| asks_here(set))
+            .filter(|(_, set)| matches!((&set.semaphore, set.largest), (Some((_, l)), Some(m)) if (*l, m) != (limit, largest)))
+            .map(|(id, _)| *id)
+            .collect::<Vec<usize>>()
+    });
+    for id in stale.unwrap_or_default() {
+        let client = id as *mut RedisModuleBlockedClient;
+        if let Some(Some((waiter, stopped, new_heads))) = with_registry(|r| r.remove_client(client)) {
+            left_lines(stopped, new_heads);
+            cancel(waiter, Outcome::Refused(change::grant::limit_refused(limit, largest)));
+        }
+    }
 }
 
 /// A set's members other than `key_name`.

@@ -407,3 +407,94 @@ fn a_waiting_set_keeps_largest_and_shared_n() {
     // Shared: another shared holder joins it.
     assert!(macquire(&mut c, &["q2", "q1"], "x", &["SHARED", "1"]).expect("no error").is_some());
 }
+
+/// A resize answers at once every set waiting strictly under the terms it
+/// changed, with the new ones (`LIMIT K M`), and takes it out of its
+/// lines: left there, it would hold back whoever waits behind it until its
+/// locks moved or its WAIT ended. A set waiting without `LARGEST` is
+/// served under any limit of a resized semaphore and keeps its place.
+#[test]
+fn a_resize_refuses_the_sets_waiting_under_the_old_terms_at_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    strict(&mut c, &["p0"], "rec", "a", 3, 3).expect("no error").expect("free");
+    strict(&mut c, &["p1"], "rec", "b", 3, 3).expect("no error").expect("a second permit");
+    let mut w = waiter(&s, std::time::Duration::from_secs(20));
+    send_cmd(
+        &mut w,
+        cmd("LOCK.MACQUIRE").arg(2).arg("p0").arg("rec").arg("w").arg(TTL).arg(&["SEMAPHORE", "3", "LARGEST", "3", "WAIT", "60000"][..]),
+    );
+    wait_waiters(&mut c, b"p0", 1);
+    let mut z = waiter(&s, std::time::Duration::from_secs(20));
+    send_cmd(&mut z, cmd("LOCK.MACQUIRE").arg(2).arg("p0").arg("rec").arg("z").arg(TTL).arg(&["SEMAPHORE", "3", "WAIT", "60000"][..]));
+    wait_waiters(&mut c, b"p0", 2);
+
+    resize(&mut c, "rec", 2);
+    // Before anything moves: p0 is still held by a.
+    let refused = recv_reply(&mut w, "the strict set waiting under (3, 3)").expect_err("refused at the resize");
+    assert_eq!(refused, limit_error(2, 3));
+    assert_eq!(waiters(&mut c, b"p0"), 1, "the plain set keeps its place");
+    assert_eq!(mode_and_owners(&mut c, "p0"), ("exclusive".to_string(), vec!["a".to_string()]), "nothing granted by the refusal");
+
+    assert_eq!(mrelease(&mut c, &["p0", "rec"], "a"), 2);
+    let t = recv_token(&mut z, "the plain set").expect("granted at the release");
+    assert_eq!(holder_rows(&mut c, "p0").first().and_then(|h| h.token), Some(t));
+    assert_eq!(limit_and_holders(&mut c, "rec"), (2, 2));
+}
+
+/// A strict request's `SHARED` members are the semaphore's guards (its
+/// permits from the limit in force up to the largest) and a waiting set
+/// stands in no guard's line: a set waiting for a permit still held does
+/// not hold back the requests for the other permits, which ask the same
+/// guards. A set a guard keeps out (held exclusively, by a holder granted
+/// above the limit) is granted once that holder leaves.
+#[test]
+fn a_set_waiting_for_a_held_permit_holds_no_other_permit_back_on_the_guards() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let strict_shared = |c: &mut Connection, slots: &[&str], owner: &str, wait: Option<&mut Connection>| {
+        let mut keys = slots.to_vec();
+        keys.extend(["s3", "rec"]);
+        let mut r = cmd("LOCK.MACQUIRE");
+        r.arg(keys.len()).arg(&keys).arg(owner).arg(TTL).arg(&["SHARED", "1", "SEMAPHORE", "3", "LARGEST", "4"][..]);
+        match wait {
+            Some(w) => {
+                r.arg("WAIT").arg(10_000);
+                send_cmd(w, &r);
+                None
+            }
+            None => Some(try_cmd(c, &r)),
+        }
+    };
+    assert!(matches!(strict_shared(&mut c, &["s0"], "keeper", None), Some(Ok(Value::Int(_)))), "the keeper takes permit 0");
+    assert_largest(&mut c, "rec", 3, 4, "created under (3, 4)");
+    let mut a = waiter(&s, std::time::Duration::from_secs(20));
+    strict_shared(&mut c, &["s0"], "a", Some(&mut a));
+    wait_waiters(&mut c, b"s0", 1);
+    assert_eq!(waiters(&mut c, b"s3"), 0, "the waiting set stands in no guard's line");
+    assert!(matches!(strict_shared(&mut c, &["s1"], "b", None), Some(Ok(Value::Int(_)))), "permit 1 granted beside a waiter for 0");
+    let mut w = waiter(&s, std::time::Duration::from_secs(20));
+    strict_shared(&mut c, &["s2"], "c", Some(&mut w));
+    recv_token(&mut w, "a waiting request for permit 2").expect("granted at once");
+    assert_eq!(waiters(&mut c, b"s0"), 1, "the waiter for permit 0 still waits");
+    assert_eq!(mrelease(&mut c, &["s0", "s3", "rec"], "keeper"), 3);
+    recv_token(&mut a, "the waiter for permit 0").expect("granted at the keeper's release");
+
+    // A guard held exclusively, by a holder granted under the larger limit.
+    strict(&mut c, &["g3"], "grec", "x", 4, 4).expect("no error").expect("free");
+    resize(&mut c, "grec", 3);
+    let mut d = waiter(&s, std::time::Duration::from_secs(20));
+    send_cmd(
+        &mut d,
+        cmd("LOCK.MACQUIRE")
+            .arg(3)
+            .arg(&["g1", "g3", "grec"][..])
+            .arg("d")
+            .arg(TTL)
+            .arg(&["SHARED", "1", "SEMAPHORE", "3", "LARGEST", "4", "WAIT", "10000"][..]),
+    );
+    wait_until(std::time::Duration::from_secs(10), "the set blocked", || blocked_clients(&mut c) == 1);
+    assert_eq!(mrelease(&mut c, &["g3", "grec"], "x"), 2);
+    let t = recv_token(&mut d, "the set the guard kept out").expect("granted once the holder above the limit left");
+    assert_eq!(holder_rows(&mut c, "g3").first().and_then(|h| h.token), Some(t));
+}

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::Lock;
-use crate::outcome::InstanceOutcome;
+use crate::outcome::{InstanceOutcome, Outcome};
 use crate::resources::Resources;
 use crate::settings::Mode;
 use crate::transport::{semaphore_terms, Ask, Share};
@@ -62,9 +62,14 @@ impl Terms {
     }
 
     /// The terms most of the servers that refused a round under `self`
-    /// named (`LIMIT K M`), when they are not `self`: the ones to ask
-    /// under next.
+    /// named (`LIMIT K M`), when they are not `self` and more servers
+    /// named them than answered under `self` (granted, or held by
+    /// another): the ones to ask under next. A server whose record missed
+    /// a resize (paused, or cut off, while it was made) names the old
+    /// terms alone: learning from it would flip every client to terms the
+    /// others refuse, and back, round after round.
     pub(crate) fn learned(self, outcomes: &[InstanceOutcome]) -> Option<Terms> {
+        let agreeing = outcomes.iter().filter(|o| matches!(o.outcome, Outcome::Granted { .. } | Outcome::Refused)).count();
         let mut named: Vec<(Terms, usize)> = Vec::new();
         for (limit, largest) in outcomes.iter().filter_map(|o| semaphore_terms(&o.outcome)) {
             let terms = Terms { limit, largest };
@@ -75,8 +80,8 @@ impl Terms {
         }
         // The most named; between as many, the larger largest (more slots
         // asked shared: the safe side).
-        let (terms, _) = named.into_iter().max_by_key(|&(t, n)| (n, t.largest, t.limit))?;
-        (terms != self).then_some(terms)
+        let (terms, n) = named.into_iter().max_by_key(|&(t, n)| (n, t.largest, t.limit))?;
+        (terms != self && n > agreeing).then_some(terms)
     }
 }
 
@@ -165,4 +170,46 @@ impl PermitHold {
 pub(crate) fn named_after(mut lock: Lock, slots: &Resources) -> Lock {
     lock.resource = slots.to_string();
     lock
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(outcomes: &[Outcome]) -> Vec<InstanceOutcome> {
+        let answer = |(i, outcome): (usize, &Outcome)| InstanceOutcome {
+            server: format!("s{i}"),
+            outcome: outcome.clone(),
+            latency: Duration::ZERO,
+            connection: None,
+        };
+        outcomes.iter().enumerate().map(answer).collect()
+    }
+
+    fn limit(k: u32, m: u32) -> Outcome {
+        Outcome::Failed(format!("LIMIT {k} {m} semaphore resized: ask with SEMAPHORE {k} LARGEST {m}"))
+    }
+
+    #[test]
+    fn terms_are_learned_from_more_servers_than_answered_under_the_asked_ones() {
+        let asked = Terms { limit: 3, largest: 4 };
+        let held = Outcome::Refused;
+        let granted = Outcome::Granted { token: Some(7) };
+        // Every server resized: learned.
+        assert_eq!(asked.learned(&answered(&[limit(2, 4), limit(2, 4), limit(2, 4)])), Some(Terms { limit: 2, largest: 4 }));
+        // Three name them, two answer under ours.
+        let three = [limit(2, 4), limit(2, 4), limit(2, 4), held.clone(), granted.clone()];
+        assert_eq!(asked.learned(&answered(&three)), Some(Terms { limit: 2, largest: 4 }));
+        // One server that missed a resize names the old terms alone: kept.
+        let stale = [limit(2, 4), held.clone(), held.clone(), granted.clone(), Outcome::Timeout];
+        assert_eq!(asked.learned(&answered(&stale)), None);
+        // As many naming them as answering under ours: kept.
+        let even = [limit(2, 4), limit(2, 4), held.clone(), granted, Outcome::Timeout];
+        assert_eq!(asked.learned(&answered(&even)), None);
+        // Our own terms named back teach nothing.
+        assert_eq!(asked.learned(&answered(&[limit(3, 4), limit(3, 4), limit(3, 4)])), None);
+        // Between two named as often, the larger largest.
+        let split = [limit(2, 4), limit(2, 5), Outcome::Timeout];
+        assert_eq!(asked.learned(&answered(&split)), Some(Terms { limit: 2, largest: 5 }));
+    }
 }
