@@ -122,6 +122,12 @@ impl Session {
                 self.subscriptions.clear();
                 Reply::Status("RESET".to_string())
             }
+            "lock.resize" | "lock.revoke" => Reply::error(format!(
+                "ERR '{command}' is not served by this endpoint (redlock serve): an operator's command, which this endpoint's \
+                 clients would all be allowed (it knows no ACL rules beyond logging in); run `redlock {}` with the servers' \
+                 credentials; see docs/serve.md",
+                command.trim_start_matches("lock.")
+            )),
             "lock.top" | "lock.apply" => {
                 Reply::error(format!("ERR '{command}' is not served yet by this endpoint (redlock serve); see docs/serve.md"))
             }

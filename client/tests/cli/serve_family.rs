@@ -285,4 +285,11 @@ async fn serve_bad_options_are_answered_as_the_module_answers_them() {
     assert!(valued.starts_with("-ERR VALUE is not served with SHARED LIMIT"), "{valued:?}");
     let semaphore = served.call(&["LOCK.MACQUIRE", "2", "a", "b", "o", "100", "SEMAPHORE", "2"]).await;
     assert!(semaphore.starts_with("-ERR LOCK.MACQUIRE ... SEMAPHORE is not served by this endpoint"), "{semaphore:?}");
+    // An operator's commands stay with the redlock command and the
+    // servers' own ACLs: this endpoint knows no rules beyond logging in.
+    for (request, by) in [(&["LOCK.RESIZE", "k", "2"][..], "redlock resize"), (&["LOCK.REVOKE", "k"][..], "redlock revoke")] {
+        let refused = served.call(request).await;
+        assert!(refused.starts_with(&format!("-ERR '{}' is not served", request[0].to_ascii_lowercase())), "{refused:?}");
+        assert!(refused.contains(by), "{request:?}: {refused:?} names {by}");
+    }
 }
