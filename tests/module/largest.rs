@@ -373,28 +373,12 @@ fn shared_n_reaches_a_replica_and_survives_a_reload() {
     assert_eq!(reloaded, expected, "DEBUG RELOAD");
 }
 
-/// A waiting set keeps what it asked: a strict one is refused with the
-/// record's limit and largest when its turn comes after a resize (nothing
-/// taken), and a `SHARED n` one is granted with its keys' modes.
+/// A waiting `SHARED n` set is granted with its keys' modes. (A waiting
+/// strict set a resize concerns: the next test.)
 #[test]
-fn a_waiting_set_keeps_largest_and_shared_n() {
+fn a_waiting_shared_n_set_is_granted_with_its_keys_modes() {
     let s = Server::start();
     let mut c = s.conn();
-    strict(&mut c, &["p0"], "rec", "a", 3, 3).expect("no error").expect("free");
-    strict(&mut c, &["p1"], "rec", "b", 3, 3).expect("no error").expect("a second permit");
-    let mut w = waiter(&s, std::time::Duration::from_secs(20));
-    send_cmd(
-        &mut w,
-        cmd("LOCK.MACQUIRE").arg(2).arg("p0").arg("rec").arg("w").arg(TTL).arg(&["SEMAPHORE", "3", "LARGEST", "3", "WAIT", "20000"][..]),
-    );
-    wait_waiters(&mut c, b"p0", 1);
-    resize(&mut c, "rec", 2);
-    assert_eq!(mrelease(&mut c, &["p0", "rec"], "a"), 2);
-    let refused = recv_reply(&mut w, "the waiting strict set").expect_err("refused at its turn");
-    assert_eq!(refused, limit_error(2, 3));
-    assert!(!exists(&mut c, b"p0"), "nothing taken");
-    assert_eq!(limit_and_holders(&mut c, "rec"), (2, 1));
-
     acquire(&mut c, b"q1", b"e", TTL).expect("free");
     let mut v = waiter(&s, std::time::Duration::from_secs(20));
     send_cmd(&mut v, cmd("LOCK.MACQUIRE").arg(2).arg("q0").arg("q1").arg("v").arg(TTL).arg(&["SHARED", "1", "WAIT", "20000"][..]));
