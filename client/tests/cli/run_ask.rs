@@ -68,9 +68,11 @@ impl Running {
         stdin.flush().await.expect("the go-ahead");
     }
 
-    /// Its exit, and the rest of its stdout and stderr.
+    /// Its exit, and the rest of its stdout and stderr. Its stdin stays
+    /// open: a command not told to go on ends only by a signal (closed,
+    /// its `read` would end and the command finish on its own, racing the
+    /// SIGTERM an ask sends just after printing that it heard it).
     async fn end(mut self, what: &str) -> (Option<i32>, String, String) {
-        drop(self.child.stdin.take());
         let (mut out, mut err) = (String::new(), String::new());
         let rest = async {
             while let Some(l) = self.stdout.next_line().await.expect("stdout") {
