@@ -187,6 +187,14 @@ export interface Asked {
   answered: number;
 }
 
+/** What `Redlock.resize` came to. */
+export interface Resized {
+  /** A quorum resized it; false when nobody holds the semaphore (nothing resized: its next holder's limit is the one it asks). */
+  held: boolean;
+  /** The servers that resized it. */
+  resized: number;
+}
+
 /** One change of a lock a quorum of servers announced (`Redlock.watch`). */
 export interface Change {
   kind: 'grant' | 'handoff' | 'release' | 'expire' | 'cut' | 'session' | 'revoke' | 'resize' | 'proclaim';
@@ -285,6 +293,12 @@ export class Redlock {
    * once. Nothing is released here. Rejects with RedlockError when too few servers answered.
    */
   ask(resource: string, message?: string | null): Promise<Asked>;
+  /**
+   * Gives the semaphore `resource` the limit `limit` (a whole number from 1 to 1024) on every server, while it is
+   * held: holders keep their permits. Throws ConfigError for a bad limit; rejects with RedlockError when too few
+   * servers answered alike.
+   */
+  resize(resource: string, limit: number): Promise<Resized>;
   /** The members of group `name` now, in join order; any client reads them, without joining. Rejects with RedlockError when too few servers answered. */
   members(name: string): Promise<Member[]>;
   /**

@@ -332,6 +332,24 @@ class Redlock {
   }
 
   /**
+   * Gives the semaphore `resource` (the name `acquire(..., { limit })`
+   * takes) the limit `limit` on every server, while it is held
+   * (docs/client.md, "Resizing across the quorum"): holders keep their
+   * permits, a larger limit lets waiters in at once, a smaller one lets
+   * nobody in until the holders above it left. Resolves to `{ held,
+   * resized }` (`held` false: nobody holds it, nothing resized); throws
+   * ConfigError for a limit that is not a whole number from 1 to 1024,
+   * rejects with RedlockError when too few servers answered alike.
+   */
+  async resize(resource, limit) {
+    args.string('resource', resource);
+    args.number('limit', limit);
+    const result = await callNative(() => this.#native.resize(resource, limit));
+    if (isFailure(result)) throw fromFailure(result);
+    return { held: result.held, resized: result.resized };
+  }
+
+  /**
    * The members of group `name` now, as a quorum of servers list them
    * (docs/client.md, "Group membership"), in join order: `{ owner, token,
    * value }` (`token` a bigint). Any client reads them, without joining.

@@ -53,6 +53,7 @@ pub use outcome::{InstanceOutcome, Outcome, Rejection, UnreachableCause};
 pub use quorum::NotGranted;
 pub use redlock::{servers_in_one, Asked, Kind, Lock, Redlock, Released, Retry, Revoked};
 pub use resources::Resources;
+pub use semaphore::Resized;
 pub use settings::{Mode, Names, Pem, Settings, TlsSettings, Unit, SESSION_MARGIN};
 pub use transport::{is_tls_url, ContendedLock, InstanceStatus, InstanceSummary, InstanceTop};
 pub use watch::{AskRequest, Change, ChangeKind};

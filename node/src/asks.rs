@@ -31,6 +31,22 @@ impl From<Asked> for NativeAsked {
     }
 }
 
+/// What `Redlock.resize` came to (the crate's `Resized`).
+#[napi(object)]
+pub struct NativeResized {
+    /// A quorum resized it; false when a quorum answered that nobody
+    /// holds the semaphore (nothing resized).
+    pub held: bool,
+    /// The servers that resized it.
+    pub resized: u32,
+}
+
+impl From<redlock::Resized> for NativeResized {
+    fn from(r: redlock::Resized) -> NativeResized {
+        NativeResized { held: r.held, resized: u32::try_from(r.resized).unwrap_or(u32::MAX) }
+    }
+}
+
 /// An ask for a held lock.
 #[napi(object)]
 pub struct NativeAskRequest {

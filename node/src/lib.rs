@@ -151,6 +151,22 @@ impl NativeRedlock {
         })
     }
 
+    /// A Promise of `NativeResized`, or of a `Failure` (too few servers
+    /// answered alike): the semaphore `resource` given the limit `limit`
+    /// on every server (the crate's `Redlock::resize`). `limit` is checked
+    /// now (a `ConfigError` thrown at once): a whole number from 1 to 1024.
+    #[napi(ts_return_type = "Promise<NativeResized | Failure>")]
+    pub fn resize<'env>(&self, env: &'env Env, resource: String, limit: f64) -> Result<Object<'env>> {
+        let limit = config::NAMES.limit(limit).map_err(|f| errors::thrown_in(env, f))?;
+        let redlock = self.inner.clone();
+        runtime::promise(env, move || async move {
+            Ok(match redlock.resize(&resource, limit).await {
+                Ok(resized) => Either::A(asks::NativeResized::from(resized)),
+                Err(e) => Either::B(Failure::from(hold::Failure::from(e))),
+            })
+        })
+    }
+
     /// A Promise of group `name`'s members now, or of a `Failure` (too
     /// few servers answered): any client reads them, none is joined.
     #[napi(ts_return_type = "Promise<NativeMember[] | Failure>")]

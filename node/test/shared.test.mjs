@@ -97,3 +97,26 @@ test('permits: never more holders than the limit, and the limit is reached', { t
   assert.ok(perRoutine.every((n) => n > 0), `a routine got no permit: ${perRoutine}`);
   for (let slot = 0; slot < LIMIT; slot++) assert.deepEqual(await cluster.holdersAfterRelease(`${resource}:permit:${slot}`), []);
 });
+
+test('resize: a held semaphore shrinks and grows, and a free one is not resized', { timeout: 60_000 }, async () => {
+  const { ConfigError, NotAcquiredError } = await import('redislock');
+  const resource = resourceName('resized');
+  assert.deepEqual(await redlock.resize(resource, 2), { held: false, resized: 0 });
+  const held = [];
+  for (let i = 0; i < 3; i += 1) held.push(await redlock.acquire(resource, 10_000, { limit: 3 }));
+  const shrunk = await redlock.resize(resource, 1);
+  assert.equal(shrunk.held, true);
+  assert.equal(shrunk.resized, cluster.urls.length);
+  // Three hold, two above the new limit: nobody new, whatever limit asked.
+  for (const limit of [3, 1]) {
+    await assert.rejects(redlock.acquire(resource, 10_000, { limit }), NotAcquiredError);
+  }
+  const grown = await redlock.resize(resource, 4);
+  assert.equal(grown.held, true);
+  // Asked under the old limit 3, the fourth permit is found under the new one.
+  const fourth = await redlock.acquire(resource, 10_000, { limit: 3 });
+  assert.equal(fourth.key, `${resource}:permit:3`);
+  for (const lock of [...held, fourth]) await lock.release();
+  await assert.rejects(() => redlock.resize(resource, 0), ConfigError);
+  await assert.rejects(() => redlock.resize(resource, 2.5), ConfigError);
+});

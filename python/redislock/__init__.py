@@ -44,6 +44,7 @@ from ._redislock import (
     Membership,
     Observer,
     Redlock,
+    Resized,
     _Client,  # the base class of Redlock and AsyncRedlock: found here, not exported
     _ElectionState,  # the base class of Election and AsyncElection: found here, not exported
     _GroupState,  # the base class of Group and AsyncGroup: found here, not exported
@@ -85,6 +86,7 @@ __all__ = [
     "Observer",
     "QuorumUnreachable",
     "Redlock",
+    "Resized",
     "RedlockError",
     "__version__",
 ]

@@ -103,6 +103,12 @@ client_methods! {
         fn ask<'py>(slf: &Bound<'py, Self>, resource: String, message: Option<String>) -> PyResult<Bound<'py, PyAny>> {
             aio::future(slf.py(), crate::ask::ask(PyClient::inner(slf), resource, message))
         }
+
+        /// Awaitable: gives the semaphore `resource` the limit `limit` on
+        /// every server, as `Redlock.resize`; a `Resized`.
+        fn resize<'py>(slf: &Bound<'py, Self>, resource: String, limit: u32) -> PyResult<Bound<'py, PyAny>> {
+            aio::future(slf.py(), crate::resize::resize(PyClient::inner(slf), resource, limit))
+        }
     }
 }
 

@@ -35,6 +35,7 @@ mod exit;
 mod hold;
 mod members;
 mod metrics;
+mod resize;
 mod runtime;
 mod sync;
 mod sync_api;
@@ -68,6 +69,7 @@ fn _redislock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ask::PyAskRequest>()?;
     m.add_class::<ask::PyAsks>()?;
     m.add_class::<ask::PyAsyncAsks>()?;
+    m.add_class::<resize::PyResized>()?;
     m.add_class::<members::PyMember>()?;
     m.add_class::<members::PyGroupState>()?;
     m.add_class::<members::PyGroup>()?;

@@ -76,6 +76,17 @@ client_methods! {
         fn ask(slf: &Bound<'_, Self>, resource: String, message: Option<String>) -> PyResult<crate::ask::PyAsked> {
             runtime::block(slf.py(), crate::ask::ask(PyClient::inner(slf), resource, message))?
         }
+
+        /// Gives the semaphore `resource` (the name `try_lock(..., limit=)`
+        /// takes) the limit `limit` on every server, while it is held:
+        /// holders keep their permits, a larger limit lets waiters in at
+        /// once, a smaller one lets nobody in until the holders above it
+        /// left. Returns a `Resized` (`held` False: nobody holds it,
+        /// nothing resized); raises `ValueError` for a limit outside 1 to
+        /// 1024, `RedlockError` unless a quorum answered alike.
+        fn resize(slf: &Bound<'_, Self>, resource: String, limit: u32) -> PyResult<crate::resize::PyResized> {
+            runtime::block(slf.py(), crate::resize::resize(PyClient::inner(slf), resource, limit))?
+        }
     }
 }
 

@@ -434,3 +434,39 @@ def test_unix_socket_members(servers, resource):
     mixed = Redlock([servers[0].socket_url, servers[0].url, servers[1].url])
     with pytest.raises(redislock.ConfigError, match="are the same server"):
         mixed.try_lock(resource, ttl=5.0)
+
+
+def test_resize_shrinks_a_held_semaphore_and_says_when_nobody_holds_it(servers, resource):
+    rl = Redlock(servers.urls)
+    free = rl.resize(resource, 2)
+    assert free.held is False
+    held = [rl.try_lock(resource, ttl=10.0, limit=3) for _ in range(3)]
+    shrunk = rl.resize(resource, 1)
+    assert shrunk.held is True
+    assert shrunk.resized == len(servers.urls)
+    assert len(shrunk.outcomes) == len(servers.urls)
+    # Three hold, two above the new limit: nobody new, whatever limit asked.
+    for limit in (3, 1):
+        with pytest.raises(NotAcquired):
+            rl.try_lock(resource, ttl=10.0, limit=limit)
+    for lock in held:
+        lock.release()
+    with pytest.raises(ValueError):
+        rl.resize(resource, 0)
+
+
+def test_async_resize_grows_a_held_semaphore(servers, resource):
+    async def main():
+        rl = redislock.AsyncRedlock(servers.urls)
+        first = await rl.try_lock(resource, ttl=10.0, limit=1)
+        grown = await rl.resize(resource, 2)
+        assert grown.held is True
+        # A client still asking under the old limit learns the new one.
+        second = await rl.try_lock(resource, ttl=10.0, limit=1)
+        assert {first.key, second.key} == {f"{resource}:permit:0", f"{resource}:permit:1"}
+        with pytest.raises(NotAcquired):
+            await rl.try_lock(resource, ttl=10.0, limit=1)
+        await first.release()
+        await second.release()
+
+    asyncio.run(main())

@@ -181,6 +181,12 @@ impl Names {
         Ok(value as u32)
     }
 
+    /// A semaphore's limit as a binding passes it (`resize`): a whole
+    /// number from 1 to `MAX_PERMITS`.
+    pub fn limit(&self, value: f64) -> Result<u32, Failure> {
+        self.whole("limit", value, 1, MAX_PERMITS).map_err(Failure::Invalid)
+    }
+
     /// How long to try: `wait` (a number, or infinity for no limit) in the
     /// resource's line; else the configured retries when `retry`, one
     /// round when not.

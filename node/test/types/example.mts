@@ -21,6 +21,7 @@ import redislock, {
   type ElectionOptions,
   type AskRequest,
   type Asked,
+  type Resized,
   type Member,
   type Leader,
   type RedlockOptions,
@@ -134,6 +135,8 @@ export async function all(): Promise<void> {
   // The release request: ask a holder, and hear the asks as the holder.
   const asked: Asked = await redlock.ask('orders', 'deploy at 10:00');
   await redlock.ask('orders');
+  const resized: Resized = await redlock.resize('db-pool', 4);
+  void [resized.held, resized.resized];
   void [asked.asked, asked.answered];
   const held = await redlock.acquire('orders', 10_000);
   for await (const ask of held.asks()) {
@@ -144,6 +147,8 @@ export async function all(): Promise<void> {
   }
   // @ts-expect-error: a message is a string
   await redlock.ask('orders', 42);
+  // @ts-expect-error: a limit is a number
+  await redlock.resize('db-pool', '4');
 
   // Group membership.
   const group = new Group(redlock, 'web', { ttl: 10_000 });
