@@ -290,3 +290,41 @@ async fn contended_permits_follow_the_limit_in_force_through_resizes_and_a_pause
         assert!(verdict.inversions.is_empty(), "{permit}: tokens out of order");
     }
 }
+
+/// A quorum semaphore's changes are its limit record's (`NAME:permits`):
+/// every hold of its permits takes one of the record's, so a watch of the
+/// record hears each permit's grant and end, and a resize is announced
+/// there, once a quorum announced it, with the new limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_of_the_limit_record_hears_the_holds_and_the_resize() {
+    use redlock::ChangeKind;
+
+    let _serial = serial();
+    let c = Cluster::start(5);
+    let record = redlock::semaphore::limit_key("watched");
+    for s in &c.servers {
+        s.ok(redis::cmd("CONFIG").arg("SET").arg("redislock.notify").arg("watched:*")).await;
+    }
+    let watcher = c.redlock(settings());
+    let mut changes = Box::pin(watcher.watch_subscribed(&record, MS(100)).await);
+    let rl = c.redlock(settings());
+    let permit = rl.try_permit("watched", 3, TTL).await.expect("a permit of 3");
+    let granted = next_change(&mut changes).await;
+    assert_eq!((granted.kind, granted.token), (ChangeKind::Grant, permit.token.expect("a token")), "{granted:?}");
+    assert!(admin_resize(&c, "watched", 2).await, "resized while held");
+    let resized = next_change(&mut changes).await;
+    assert_eq!((resized.kind, resized.value.as_deref()), (ChangeKind::Resize, Some("2")), "{resized:?}");
+    rl.release(&permit).await.expect("release");
+    let released = next_change(&mut changes).await;
+    assert_eq!((released.kind, released.token), (ChangeKind::Release, granted.token), "{released:?}");
+}
+
+async fn next_change(changes: &mut (impl futures::Stream<Item = Result<redlock::Change, Error>> + Unpin)) -> redlock::Change {
+    use futures::StreamExt;
+    let item = tokio::time::timeout(Duration::from_secs(10), changes.next()).await.expect("a change in time");
+    item.expect("the watch goes on").expect("a change, not an error")
+}
+
+async fn admin_resize(c: &Cluster, pool: &str, limit: u32) -> bool {
+    c.redlock(settings()).resize(pool, limit).await.expect("resize").held
+}
