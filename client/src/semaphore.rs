@@ -38,11 +38,11 @@
 //! under a larger limit on a permit at or above K refuses every new
 //! request until it leaves. So a holder sits on each permit below K at
 //! most, nothing is granted while one sits above K, and a client that has
-//! not learned the new limit is refused, not let in. The terms learned
-//! last only as long as the acquisition: once nobody holds the semaphore
-//! its records are gone, and its limit is the one the next request names,
-//! as on one server (docs/design-control.md, "Resize a semaphore while
-//! held").
+//! not learned the new limit is refused, not let in. The handle keeps the
+//! terms it learned while it uses the semaphore (`LearnedTerms`: twice the
+//! ttl after its last use); once nobody holds the semaphore its records
+//! are gone, and its limit is the one the next request names, as on one
+//! server (docs/design-control.md, "Resize a semaphore while held").
 
 use std::time::{Duration, Instant};
 
@@ -239,22 +239,17 @@ impl Redlock {
         }
         self.verify_servers().await?;
         let record = limit_key(resource);
-        let answers = join_all(self.inner.instances.iter().map(|instance| {
-            let record = &record;
-            async move {
-                let started = Instant::now();
-                let (outcome, resized) = match instance.resize(record, limit).await {
-                    Ok(Some(_)) => (Outcome::Done, Some(true)),
-                    Ok(None) => (Outcome::Refused, Some(false)),
-                    Err(e) => (e, None),
-                };
-                (InstanceOutcome { server: instance.name.clone(), outcome, latency: started.elapsed(), connection: None }, resized)
-            }
-        }))
-        .await;
-        let resized = answers.iter().filter(|(_, r)| *r == Some(true)).count();
-        let free = answers.iter().filter(|(_, r)| *r == Some(false)).count();
-        let instances: Vec<InstanceOutcome> = answers.into_iter().map(|(o, _)| o).collect();
+        let answers = self.answers_everywhere("resize", |instance| instance.resize(&record, limit)).await;
+        let resized = answers.iter().filter(|(_, r)| matches!(r, Some(Some(_)))).count();
+        let free = answers.iter().filter(|(_, r)| matches!(r, Some(None))).count();
+        // Answered nil: nobody holds it there.
+        let instances: Vec<InstanceOutcome> = answers
+            .into_iter()
+            .map(|(o, r)| match r {
+                Some(None) => InstanceOutcome { outcome: Outcome::Refused, ..o },
+                _ => o,
+            })
+            .collect();
         if let Some(e) = self.server_repeated(&instances) {
             return Err(e);
         }

@@ -28,17 +28,9 @@ impl Redlock {
     /// only from one it is subscribed to).
     pub async fn ask(&self, resource: &str, message: Option<&str>) -> Result<Asked, Error> {
         self.verify_servers().await?;
-        let asking = self.inner.instances.iter().map(|instance| async move {
-            let started = Instant::now();
-            let (outcome, holders) = match instance.ask(resource, message).traced(traces::call(&instance.name, "ask")).await {
-                Ok(n) => (Outcome::Done, n),
-                Err(e) => (e, 0),
-            };
-            (InstanceOutcome { server: instance.name.clone(), outcome, latency: started.elapsed(), connection: None }, holders)
-        });
-        let answers = join_all(asking).await;
-        let answered = answers.iter().filter(|(o, _)| o.outcome == Outcome::Done).count();
-        let holders = answers.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let answers = self.answers_everywhere("ask", |instance| instance.ask(resource, message)).await;
+        let answered = answers.iter().filter(|(_, n)| n.is_some()).count();
+        let holders = answers.iter().filter_map(|&(_, n)| n).max().unwrap_or(0);
         let instances: Vec<InstanceOutcome> = answers.into_iter().map(|(o, _)| o).collect();
         if let Some(e) = repeated_server(&instances, self.insecure()) {
             return Err(e);

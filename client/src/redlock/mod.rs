@@ -540,6 +540,28 @@ impl Redlock {
         self.acquire_until(&Resources::one(resource), ttl, deadline, Ask::exclusive(), observe).await
     }
 
+    /// `call` (an operator's request, traced as `what`) on every instance
+    /// at once: each one's outcome (`Done` when it answered) and timing,
+    /// with what it answered, in server order.
+    pub(crate) async fn answers_everywhere<'a, T, F, Fut>(&'a self, what: &'static str, call: F) -> Vec<(InstanceOutcome, Option<T>)>
+    where
+        F: Fn(&'a Instance) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Outcome>>,
+    {
+        join_all(self.inner.instances.iter().map(|instance| {
+            let asked = call(instance);
+            async move {
+                let started = Instant::now();
+                let (outcome, answer) = match asked.traced(traces::call(&instance.name, what)).await {
+                    Ok(answer) => (Outcome::Done, Some(answer)),
+                    Err(e) => (e, None),
+                };
+                (InstanceOutcome { server: instance.name.clone(), outcome, latency: started.elapsed(), connection: None }, answer)
+            }
+        }))
+        .await
+    }
+
     /// Each instance's view of `resource`.
     pub async fn status(&self, resource: &str) -> Vec<InstanceStatus> {
         join_all(self.inner.instances.iter().map(|i| i.status(resource))).await
